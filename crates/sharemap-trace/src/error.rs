@@ -1,0 +1,43 @@
+//! Errors that name what went wrong and where (file, line or byte offset).
+
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    /// Damaged data inside a complete part of a file (bad checksum, impossible values).
+    #[error("{path}: corrupt {what} at byte {offset}")]
+    Corrupt { path: PathBuf, offset: u64, what: String },
+    /// A text input line that cannot be parsed.
+    #[error("{path}:{line}: {what}")]
+    Malformed { path: PathBuf, line: u64, what: String },
+    /// Anything else about the input (unknown format, unsupported content).
+    #[error("{path}: {what}")]
+    Invalid { path: PathBuf, what: String },
+}
+
+impl TraceError {
+    pub fn io(path: &Path, source: std::io::Error) -> Self {
+        TraceError::Io { path: path.to_path_buf(), source }
+    }
+    pub fn corrupt(path: &Path, offset: u64, what: impl Into<String>) -> Self {
+        TraceError::Corrupt { path: path.to_path_buf(), offset, what: what.into() }
+    }
+    pub fn malformed(path: &Path, line: u64, what: impl Into<String>) -> Self {
+        TraceError::Malformed { path: path.to_path_buf(), line, what: what.into() }
+    }
+    pub fn invalid(path: &Path, what: impl Into<String>) -> Self {
+        TraceError::Invalid { path: path.to_path_buf(), what: what.into() }
+    }
+
+    /// Exit status convention of the CLI: 2 for corruption, 1 for everything else.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            TraceError::Corrupt { .. } => 2,
+            _ => 1,
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, TraceError>;

@@ -1,0 +1,167 @@
+//! The trace model: accesses in one total order, plus events and metadata.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Version of the native format written by this crate (see docs/trace-format.md).
+pub const FORMAT_VERSION: u32 = 1;
+pub const DEFAULT_PAGE_SIZE: u64 = 4096;
+pub const DEFAULT_LINE_SIZE: u64 = 64;
+
+/// Read or write. A read-modify-write instruction appears as a read followed by a write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Kind {
+    Read,
+    Write,
+}
+
+impl Kind {
+    pub fn letter(self) -> char {
+        match self {
+            Kind::Read => 'R',
+            Kind::Write => 'W',
+        }
+    }
+}
+
+/// One memory access. `thread` is dense, numbered in thread-creation order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Access {
+    pub thread: u32,
+    pub addr: u64,
+    pub size: u32,
+    pub kind: Kind,
+}
+
+impl Access {
+    pub fn read(thread: u32, addr: u64, size: u32) -> Self {
+        Access { thread, addr, size, kind: Kind::Read }
+    }
+    pub fn write(thread: u32, addr: u64, size: u32) -> Self {
+        Access { thread, addr, size, kind: Kind::Write }
+    }
+}
+
+/// What an event marks. The numeric codes are part of the on-disk format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventKind {
+    /// A thread begins; `arg` is its OS thread id when known.
+    ThreadStart = 1,
+    ThreadExit = 2,
+    /// Serial initialisation is over (seed 003's annotation for first-touch).
+    InitDone = 3,
+    /// The program enters a new phase; `arg` numbers it, `label` names it.
+    PhaseChange = 4,
+    /// Transaction events of an STM; `arg` is the transaction id.
+    TxBegin = 5,
+    TxCommit = 6,
+    TxAbort = 7,
+    /// Region-of-interest markers.
+    RoiBegin = 8,
+    RoiEnd = 9,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 9] = [
+        EventKind::ThreadStart,
+        EventKind::ThreadExit,
+        EventKind::InitDone,
+        EventKind::PhaseChange,
+        EventKind::TxBegin,
+        EventKind::TxCommit,
+        EventKind::TxAbort,
+        EventKind::RoiBegin,
+        EventKind::RoiEnd,
+    ];
+
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    pub fn from_code(code: u8) -> Option<Self> {
+        Self::ALL.iter().copied().find(|k| k.code() == code)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            EventKind::ThreadStart => "thread-start",
+            EventKind::ThreadExit => "thread-exit",
+            EventKind::InitDone => "init-done",
+            EventKind::PhaseChange => "phase-change",
+            EventKind::TxBegin => "tx-begin",
+            EventKind::TxCommit => "tx-commit",
+            EventKind::TxAbort => "tx-abort",
+            EventKind::RoiBegin => "roi-begin",
+            EventKind::RoiEnd => "roi-end",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|k| k.name() == name)
+    }
+}
+
+/// An event sits in the access order: it happens just before access number `at`
+/// (counted from the start of the trace), so `at == accesses` means "after the last access".
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub at: u64,
+    pub thread: u32,
+    pub kind: EventKind,
+    #[serde(default)]
+    pub arg: u64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub label: String,
+}
+
+/// Where a trace came from: a generator and its parameters, a tracer backend and the
+/// command line it ran, or an importer and the file it read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Source {
+    /// "generator", "valgrind", "sancov", "import", ...
+    pub kind: String,
+    /// Pattern name, program name or imported file.
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+}
+
+/// Trace-wide metadata, stored as JSON in the native header (and updated in the footer).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Metadata {
+    pub format_version: u32,
+    pub page_size: u64,
+    pub line_size: u64,
+    /// Number of threads (dense ids 0..threads). 0 in a header means "not known yet".
+    pub threads: u32,
+    pub source: Source,
+    /// 1 = every access recorded; k = one access in k.
+    pub sampling_period: u64,
+    /// OS thread ids by dense id, when the source knows them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub os_tids: Vec<u64>,
+}
+
+impl Default for Metadata {
+    fn default() -> Self {
+        Metadata {
+            format_version: FORMAT_VERSION,
+            page_size: DEFAULT_PAGE_SIZE,
+            line_size: DEFAULT_LINE_SIZE,
+            threads: 0,
+            source: Source::default(),
+            sampling_period: 1,
+            os_tids: Vec::new(),
+        }
+    }
+}
+
+impl Metadata {
+    pub fn with_source(source: Source) -> Self {
+        Metadata { source, ..Metadata::default() }
+    }
+}

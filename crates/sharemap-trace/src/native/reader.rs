@@ -1,0 +1,232 @@
+//! Reader: `open` checks the header and walks the chunk headers (no decompression) to
+//! learn where every chunk is and whether the file ends cleanly. Chunks are then decoded
+//! one at a time in order, or in parallel by position.
+
+use super::*;
+use crate::batch::Chunk;
+use crate::error::{Result, TraceError};
+use crate::model::Metadata;
+use rayon::prelude::*;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// Where a chunk sits in the file.
+#[derive(Clone, Copy, Debug)]
+pub struct ChunkInfo {
+    pub offset: u64,
+    pub header: ChunkHeader,
+}
+
+/// How the data ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DataEnd {
+    /// Footer and trailer present: the writer finished.
+    Complete,
+    /// The file stops before the footer: data ends at `offset`, after the last complete chunk.
+    Truncated { offset: u64 },
+}
+
+pub struct NativeReader {
+    path: PathBuf,
+    file: File,
+    meta: Metadata,
+    chunks: Vec<ChunkInfo>,
+    end: DataEnd,
+    footer: Option<Footer>,
+    next: usize,
+    decoder: ChunkDecoder,
+    payload: Vec<u8>,
+}
+
+impl NativeReader {
+    pub fn open(path: &Path) -> Result<Self> {
+        let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
+        let len = file.metadata().map_err(|e| TraceError::io(path, e))?.len();
+        let io = |e| TraceError::io(path, e);
+
+        let mut fixed = [0u8; FILE_HEADER_LEN];
+        if len < FILE_HEADER_LEN as u64 {
+            return Err(TraceError::corrupt(path, len, "file header (file too short)"));
+        }
+        file.read_exact_at(&mut fixed, 0).map_err(io)?;
+        if &fixed[0..8] != FILE_MAGIC {
+            return Err(TraceError::invalid(path, "not a sharemap trace (bad magic)"));
+        }
+        let version = u16::from_le_bytes([fixed[8], fixed[9]]);
+        if version as u32 != crate::model::FORMAT_VERSION {
+            return Err(TraceError::invalid(path, format!("unsupported trace format version {version}")));
+        }
+        let json_len = u32::from_le_bytes(fixed[12..16].try_into().unwrap()) as u64;
+        let json_crc = u32::from_le_bytes(fixed[16..20].try_into().unwrap());
+        if FILE_HEADER_LEN as u64 + json_len > len {
+            return Err(TraceError::corrupt(path, FILE_HEADER_LEN as u64, "file header (metadata cut short)"));
+        }
+        let mut json = vec![0u8; json_len as usize];
+        file.read_exact_at(&mut json, FILE_HEADER_LEN as u64).map_err(io)?;
+        if crc32fast::hash(&json) != json_crc {
+            return Err(TraceError::corrupt(path, FILE_HEADER_LEN as u64, "metadata (checksum mismatch)"));
+        }
+        let mut meta: Metadata = serde_json::from_slice(&json)
+            .map_err(|e| TraceError::corrupt(path, FILE_HEADER_LEN as u64, format!("metadata ({e})")))?;
+
+        let (chunks, end, footer) = scan(path, &file, FILE_HEADER_LEN as u64 + json_len, len)?;
+        match &footer {
+            Some(f) => meta = f.metadata.clone(),
+            None => {
+                let span = chunks.iter().map(|c| c.header.thread_span).max().unwrap_or(0);
+                meta.threads = meta.threads.max(span);
+            }
+        }
+        Ok(NativeReader {
+            path: path.to_path_buf(),
+            file,
+            meta,
+            chunks,
+            end,
+            footer,
+            next: 0,
+            decoder: ChunkDecoder::new(),
+            payload: Vec::new(),
+        })
+    }
+
+    pub fn metadata(&self) -> &Metadata {
+        &self.meta
+    }
+    pub fn chunks(&self) -> &[ChunkInfo] {
+        &self.chunks
+    }
+    pub fn end(&self) -> &DataEnd {
+        &self.end
+    }
+    pub fn footer(&self) -> Option<&Footer> {
+        self.footer.as_ref()
+    }
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Accesses in the complete chunks.
+    pub fn access_count(&self) -> u64 {
+        self.chunks.iter().map(|c| c.header.accesses as u64).sum()
+    }
+
+    /// Decodes the next chunk in file order into `out`; `false` when there are no more.
+    pub fn next_chunk(&mut self, out: &mut Chunk) -> Result<bool> {
+        let Some(info) = self.chunks.get(self.next).copied() else { return Ok(false) };
+        self.next += 1;
+        read_chunk(&self.path, &self.file, &info, &mut self.decoder, &mut self.payload, out)?;
+        Ok(true)
+    }
+
+    /// Decodes every chunk in parallel (rayon), calling `f` on each; results come back in
+    /// file order. Each worker holds one chunk at a time, so memory stays bounded.
+    pub fn par_map_chunks<R, F>(&self, f: F) -> Result<Vec<R>>
+    where
+        R: Send,
+        F: Fn(&Chunk) -> R + Sync,
+    {
+        self.chunks
+            .par_iter()
+            .map_init(
+                || (ChunkDecoder::new(), Vec::new(), Chunk::default()),
+                |(decoder, payload, chunk), info| {
+                    read_chunk(&self.path, &self.file, info, decoder, payload, chunk)?;
+                    Ok(f(chunk))
+                },
+            )
+            .collect()
+    }
+}
+
+fn read_chunk(
+    path: &Path,
+    file: &File,
+    info: &ChunkInfo,
+    decoder: &mut ChunkDecoder,
+    payload: &mut Vec<u8>,
+    out: &mut Chunk,
+) -> Result<()> {
+    let h = &info.header;
+    payload.resize(h.payload_len as usize, 0);
+    file.read_exact_at(payload, info.offset + CHUNK_HEADER_LEN as u64)
+        .map_err(|e| TraceError::io(path, e))?;
+    if crc32fast::hash(payload) != h.payload_crc {
+        return Err(TraceError::corrupt(path, info.offset, "chunk (checksum mismatch)"));
+    }
+    decoder
+        .decode(h, payload, out)
+        .map_err(|what| TraceError::corrupt(path, info.offset, format!("chunk ({what})")))
+}
+
+/// Walks chunk headers from `start`. A file that stops inside a chunk or before the footer is
+/// truncated (readable up to there); anything malformed inside the complete part is corrupt.
+fn scan(path: &Path, file: &File, start: u64, len: u64) -> Result<(Vec<ChunkInfo>, DataEnd, Option<Footer>)> {
+    let io = |e| TraceError::io(path, e);
+    let mut chunks = Vec::new();
+    let mut pos = start;
+    let mut expected_first = 0u64;
+    loop {
+        if len - pos < 4 {
+            return Ok((chunks, DataEnd::Truncated { offset: pos }, None));
+        }
+        let mut magic = [0u8; 4];
+        file.read_exact_at(&mut magic, pos).map_err(io)?;
+        if &magic == CHUNK_MAGIC {
+            if len - pos < CHUNK_HEADER_LEN as u64 {
+                return Ok((chunks, DataEnd::Truncated { offset: pos }, None));
+            }
+            let mut hb = [0u8; CHUNK_HEADER_LEN];
+            file.read_exact_at(&mut hb, pos).map_err(io)?;
+            let header = ChunkHeader::from_bytes(&hb)
+                .ok_or_else(|| TraceError::corrupt(path, pos, "chunk header (checksum mismatch)"))?;
+            if header.accesses > MAX_CHUNK_ACCESSES
+                || header.raw_len > MAX_CHUNK_RAW_BYTES
+                || header.first_access != expected_first
+            {
+                return Err(TraceError::corrupt(path, pos, "chunk header (impossible values)"));
+            }
+            let end = pos + CHUNK_HEADER_LEN as u64 + header.payload_len as u64;
+            if end > len {
+                return Ok((chunks, DataEnd::Truncated { offset: pos }, None));
+            }
+            expected_first += header.accesses as u64;
+            chunks.push(ChunkInfo { offset: pos, header });
+            pos = end;
+        } else if &magic == FOOTER_MAGIC {
+            let footer_start = pos;
+            if len - pos < 12 {
+                return Ok((chunks, DataEnd::Truncated { offset: footer_start }, None));
+            }
+            let mut fh = [0u8; 12];
+            file.read_exact_at(&mut fh, pos).map_err(io)?;
+            let crc = u32::from_le_bytes(fh[4..8].try_into().unwrap());
+            let json_len = u32::from_le_bytes(fh[8..12].try_into().unwrap()) as u64;
+            if len - pos < 12 + json_len + 16 {
+                return Ok((chunks, DataEnd::Truncated { offset: footer_start }, None));
+            }
+            let mut json = vec![0u8; json_len as usize];
+            file.read_exact_at(&mut json, pos + 12).map_err(io)?;
+            if crc32fast::hash(&json) != crc {
+                return Err(TraceError::corrupt(path, footer_start, "footer (checksum mismatch)"));
+            }
+            let footer: Footer = serde_json::from_slice(&json)
+                .map_err(|e| TraceError::corrupt(path, footer_start, format!("footer ({e})")))?;
+            let mut trailer = [0u8; 16];
+            file.read_exact_at(&mut trailer, pos + 12 + json_len).map_err(io)?;
+            if &trailer[8..16] != TRAILER_MAGIC || u64::from_le_bytes(trailer[0..8].try_into().unwrap()) != footer_start {
+                return Err(TraceError::corrupt(path, pos + 12 + json_len, "trailer"));
+            }
+            if footer.accesses != expected_first || footer.chunks != chunks.len() as u64 {
+                return Err(TraceError::corrupt(path, footer_start, "footer (totals disagree with chunks)"));
+            }
+            if pos + 12 + json_len + 16 != len {
+                return Err(TraceError::corrupt(path, pos + 12 + json_len + 16, "trailing bytes after the trace"));
+            }
+            return Ok((chunks, DataEnd::Complete, Some(footer)));
+        } else {
+            return Err(TraceError::corrupt(path, pos, "chunk header (bad magic)"));
+        }
+    }
+}

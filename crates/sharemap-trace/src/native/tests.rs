@@ -1,0 +1,156 @@
+use super::*;
+use crate::batch::Chunk;
+use crate::error::TraceError;
+use crate::model::{Access, Event, EventKind, Kind, Metadata};
+use proptest::prelude::*;
+use std::io::Write;
+
+fn write_trace(accesses: &[Access], events: &[(u64, Event)], chunk: usize) -> Vec<u8> {
+    let mut w = NativeWriter::with_options(Vec::new(), Metadata::default(), chunk, 3).unwrap();
+    let mut ev = events.iter().peekable();
+    for (i, a) in accesses.iter().enumerate() {
+        while let Some((_, e)) = ev.next_if(|(at, _)| *at <= i as u64) {
+            w.event(e.thread, e.kind, e.arg, &e.label).unwrap();
+        }
+        w.push(*a).unwrap();
+    }
+    for (_, e) in ev {
+        w.event(e.thread, e.kind, e.arg, &e.label).unwrap();
+    }
+    w.finish().unwrap().0
+}
+
+fn save(bytes: &[u8]) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    f.write_all(bytes).unwrap();
+    f.flush().unwrap();
+    f
+}
+
+fn read_all(path: &std::path::Path) -> Result<(Vec<Access>, Vec<Event>, NativeReader), TraceError> {
+    let mut r = NativeReader::open(path)?;
+    let mut chunk = Chunk::default();
+    let (mut acc, mut evs) = (Vec::new(), Vec::new());
+    while r.next_chunk(&mut chunk)? {
+        acc.extend(chunk.accesses.iter());
+        evs.extend(chunk.events.iter().cloned());
+    }
+    Ok((acc, evs, r))
+}
+
+fn access_strategy() -> impl Strategy<Value = Access> {
+    (0u32..70, any::<u64>(), prop_oneof![Just(1u32), Just(4), Just(8), 0u32..u32::MAX], any::<bool>())
+        .prop_map(|(thread, addr, size, w)| Access { thread, addr, size, kind: if w { Kind::Write } else { Kind::Read } })
+}
+
+fn event_strategy(max_at: u64) -> impl Strategy<Value = (u64, Event)> {
+    (0..=max_at, 0u32..70, 0usize..EventKind::ALL.len(), any::<u64>(), "[a-z\u{e9}]{0,6}").prop_map(
+        |(at, thread, k, arg, label)| (at, Event { at, thread, kind: EventKind::ALL[k], arg, label }),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn native_round_trip_is_lossless(
+        accesses in prop::collection::vec(access_strategy(), 0..600),
+        events in prop::collection::vec(event_strategy(600), 0..20),
+        chunk in 1usize..200,
+    ) {
+        let mut events = events;
+        events.retain(|(at, _)| *at <= accesses.len() as u64);
+        events.sort_by_key(|(at, _)| *at);
+        let bytes = write_trace(&accesses, &events, chunk);
+        let f = save(&bytes);
+        let (got, got_events, r) = read_all(f.path()).unwrap();
+        prop_assert_eq!(&got, &accesses);
+        let want: Vec<Event> = events.into_iter().map(|(_, e)| e).collect();
+        prop_assert_eq!(got_events, want);
+        prop_assert_eq!(r.end(), &DataEnd::Complete);
+        let span = accesses.iter().map(|a| a.thread + 1).max().unwrap_or(0);
+        prop_assert!(r.metadata().threads >= span);
+    }
+}
+
+fn sample(n: usize) -> Vec<Access> {
+    (0..n).map(|i| Access { thread: (i / 7 % 4) as u32, addr: 0x1000 + 8 * i as u64, size: 8, kind: if i % 3 == 0 { Kind::Write } else { Kind::Read } }).collect()
+}
+
+#[test]
+fn every_truncation_point_keeps_the_complete_chunks() {
+    let accesses = sample(1000);
+    let bytes = write_trace(&accesses, &[], 100);
+    let full = save(&bytes);
+    let r = NativeReader::open(full.path()).unwrap();
+    let chunk_ends: Vec<u64> = r.chunks().iter().map(|c| c.offset + CHUNK_HEADER_LEN as u64 + c.header.payload_len as u64).collect();
+    let data_start = r.chunks()[0].offset;
+    for cut in data_start..bytes.len() as u64 {
+        let f = save(&bytes[..cut as usize]);
+        let (got, _, r) = read_all(f.path()).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+        let complete = chunk_ends.iter().filter(|&&e| e <= cut).count();
+        assert_eq!(got.len(), complete * 100, "cut at {cut}");
+        assert_eq!(&got[..], &accesses[..got.len()]);
+        let expect_end = if complete == 10 { *chunk_ends.last().unwrap() } else if complete == 0 { data_start } else { chunk_ends[complete - 1] };
+        assert_eq!(r.end(), &DataEnd::Truncated { offset: expect_end }, "cut at {cut}");
+    }
+}
+
+#[test]
+fn a_flipped_byte_is_detected_and_located() {
+    let accesses = sample(500);
+    let bytes = write_trace(&accesses, &[], 100);
+    let r = NativeReader::open(save(&bytes).path()).unwrap();
+    let chunks: Vec<ChunkInfo> = r.chunks().to_vec();
+    for c in &chunks {
+        for delta in [4u64, 20, CHUNK_HEADER_LEN as u64 + 3] {
+            let mut bad = bytes.clone();
+            bad[(c.offset + delta) as usize] ^= 0x55;
+            let f = save(&bad);
+            let err = match read_all(f.path()) {
+                Err(e) => e,
+                Ok(_) => panic!("flip at chunk {} + {delta} went unnoticed", c.offset),
+            };
+            match err {
+                TraceError::Corrupt { offset, .. } => assert_eq!(offset, c.offset),
+                other => panic!("unexpected error {other}"),
+            }
+            assert_eq!(err_code(&bad), 2);
+        }
+    }
+}
+
+fn err_code(bytes: &[u8]) -> i32 {
+    let f = save(bytes);
+    read_all(f.path()).err().map(|e| e.exit_code()).unwrap_or(0)
+}
+
+#[test]
+fn garbage_never_panics() {
+    let bytes = write_trace(&sample(300), &[], 64);
+    let mut rng = 0x9e3779b97f4a7c15u64;
+    for _ in 0..400 {
+        let mut bad = bytes.clone();
+        for _ in 0..3 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let i = (rng % bad.len() as u64) as usize;
+            bad[i] = (rng >> 32) as u8;
+        }
+        let f = save(&bad);
+        let _ = read_all(f.path());
+    }
+    for junk in [&b""[..], b"SHAREMAP", b"not a trace at all", &[0u8; 100]] {
+        let f = save(junk);
+        assert!(read_all(f.path()).is_err());
+    }
+}
+
+#[test]
+fn parallel_decode_matches_sequential() {
+    let accesses = sample(10_000);
+    let f = save(&write_trace(&accesses, &[], 333));
+    let r = NativeReader::open(f.path()).unwrap();
+    let parts = r.par_map_chunks(|c| c.accesses.iter().collect::<Vec<_>>()).unwrap();
+    assert_eq!(parts.concat(), accesses);
+}
