@@ -1,0 +1,57 @@
+//! Machines of the seed papers, as hwloc synthetic strings plus their cost parameters.
+//! PU OS numbering follows Linux on such hosts: first hardware threads of every core, package
+//! by package, then the second threads (hwloc's interleave syntax `step*count:...`).
+
+use crate::cost::CostParams;
+
+pub struct Preset {
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    pub description: &'static str,
+    pub synthetic: &'static str,
+    /// Cost parameters when the preset models a seed-004 machine (else derived from distances).
+    pub cost: Option<fn(u64) -> CostParams>,
+}
+
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        name: "sammu-x7550",
+        aliases: &["sammu", "xeon-x7550"],
+        description: "seed 000 (SAMMU) Table 1: 4 x Xeon X7550 (Nehalem-EX), 8 cores, 2-SMT, 18 MB L3, one NUMA node per package",
+        synthetic: "pack:4 numa:1 l3:1(size=18MiB) l2:8(size=256KiB) l1d:1(size=32KiB) core:1 pu:2(indexes=2*8:16*4:1*2)",
+        cost: None,
+    },
+    Preset {
+        name: "stmap-xeon",
+        aliases: &["xeon-e5-4650"],
+        description: "seed 002 (STMap) Xeon: 8 x Xeon E5-4650, 12 2-HT cores each, 30 MB L3, one NUMA node per package",
+        synthetic: "pack:8 numa:1 l3:1(size=30MiB) l2:12(size=256KiB) l1d:1(size=32KiB) core:1 pu:2(indexes=2*12:24*8:1*2)",
+        cost: None,
+    },
+    Preset {
+        name: "stmap-opteron",
+        aliases: &["opteron-6276"],
+        description: "seed 002 (STMap) Opteron: 4 x Opteron 6276, 2 NUMA nodes (dies) per package, 6 MB L3 per die, 2 MB L2 and 64 KB L1i per module of 2 cores",
+        synthetic: "pack:4 numa:2 l3:1(size=6MiB) l2:4(size=2MiB) l1i:1(size=64KiB) l1d:2(size=32KiB) core:1 pu:1",
+        cost: None,
+    },
+    Preset {
+        name: "ace",
+        aliases: &[],
+        description: "seed 004 ACE-like: 8 processors with local memory plus global memory; g=2, r=5, G=2 x page words + 200, R=2G",
+        synthetic: "numa:8 pu:1",
+        cost: Some(CostParams::ace),
+    },
+    Preset {
+        name: "butterfly",
+        aliases: &[],
+        description: "seed 004 Butterfly-like: 8 processors with local memory, no global memory; r=15, R=3s/4 + 200",
+        synthetic: "numa:8 pu:1",
+        cost: Some(CostParams::butterfly),
+    },
+];
+
+pub fn find(name: &str) -> Option<&'static Preset> {
+    let n = name.to_ascii_lowercase();
+    PRESETS.iter().find(|p| p.name == n || p.aliases.contains(&n.as_str()))
+}

@@ -1,0 +1,129 @@
+//! hwloc XML topologies (`lstopo --of xml`), versions 1.x and 2.x.
+
+use crate::topology::{CacheKind, ObjType, Tree};
+use crate::MachineError;
+
+/// Parsed tree plus the NUMA distance matrix when the file has one (OS-index order).
+pub struct XmlTopology {
+    pub tree: Tree,
+    pub distances: Option<(Vec<u32>, Vec<Vec<u64>>)>,
+}
+
+pub fn parse(text: &str, origin: &str) -> Result<XmlTopology, MachineError> {
+    let options = roxmltree::ParsingOptions { allow_dtd: true, ..Default::default() };
+    let doc = roxmltree::Document::parse_with_options(text, options).map_err(|e| {
+        let pos = e.pos();
+        MachineError(format!("{origin}:{}:{}: not valid XML: {e}", pos.row, pos.col))
+    })?;
+    let top = doc.root_element();
+    if top.tag_name().name() != "topology" {
+        return Err(MachineError(format!("{origin}: not an hwloc topology (root element <{}>)", top.tag_name().name())));
+    }
+    let machine = top
+        .children()
+        .find(|n| n.is_element() && n.tag_name().name() == "object")
+        .ok_or_else(|| MachineError(format!("{origin}: no <object> in the topology")))?;
+    let mut tree = Tree::default();
+    add_object(&mut tree, machine, None, origin)?;
+    if tree.objs.iter().all(|o| o.ty != ObjType::Pu) {
+        return Err(MachineError(format!("{origin}: the topology has no PU")));
+    }
+    let distances = parse_distances(top, origin)?;
+    Ok(XmlTopology { tree, distances })
+}
+
+fn attr_u64(node: roxmltree::Node, name: &str, origin: &str) -> Result<Option<u64>, MachineError> {
+    match node.attribute(name) {
+        None => Ok(None),
+        Some(v) => v.trim().parse().map(Some).map_err(|_| {
+            let pos = node.document().text_pos_at(node.range().start);
+            MachineError(format!("{origin}:{}: attribute {name}=\"{v}\" is not a number", pos.row))
+        }),
+    }
+}
+
+fn obj_type(node: roxmltree::Node, origin: &str) -> Result<Option<ObjType>, MachineError> {
+    let ty = node.attribute("type").unwrap_or("");
+    let cache = |default_level: Option<u8>| -> Result<Option<ObjType>, MachineError> {
+        let level = match default_level {
+            Some(l) => l,
+            None => attr_u64(node, "depth", origin)?.unwrap_or(1) as u8,
+        };
+        let kind = match attr_u64(node, "cache_type", origin)?.unwrap_or(0) {
+            1 => CacheKind::Data,
+            2 => CacheKind::Instruction,
+            _ => CacheKind::Unified,
+        };
+        Ok(Some(ObjType::Cache { level, kind }))
+    };
+    Ok(match ty {
+        "Machine" | "System" => Some(ObjType::Machine),
+        "Package" | "Socket" => Some(ObjType::Package),
+        "Die" => Some(ObjType::Die),
+        "Group" => Some(ObjType::Group),
+        "Core" => Some(ObjType::Core),
+        "PU" => Some(ObjType::Pu),
+        "Cache" => cache(None)?,
+        t if t.starts_with('L') && t.ends_with("Cache") => {
+            let level = t[1..2].parse::<u8>().ok();
+            match level {
+                Some(l) => cache(Some(l))?,
+                None => None,
+            }
+        }
+        _ => None,
+    })
+}
+
+fn add_object(tree: &mut Tree, node: roxmltree::Node, parent: Option<usize>, origin: &str) -> Result<(), MachineError> {
+    let ty = node.attribute("type").unwrap_or("");
+    if ty == "NUMANode" {
+        let holder = parent.ok_or_else(|| MachineError(format!("{origin}: a NUMANode cannot be the root")))?;
+        let os = attr_u64(node, "os_index", origin)?.unwrap_or(tree.numa.len() as u64) as u32;
+        tree.attach_numa(holder, os, attr_u64(node, "local_memory", origin)?);
+        // hwloc 1.x nests normal objects under NUMA nodes: keep walking its children.
+        for child in node.children().filter(|n| n.is_element() && n.tag_name().name() == "object") {
+            add_object(tree, child, Some(holder), origin)?;
+        }
+        return Ok(());
+    }
+    let Some(t) = obj_type(node, origin)? else {
+        // I/O, Misc and memory-side caches are not part of the CPU tree.
+        return Ok(());
+    };
+    let id = if t == ObjType::Machine && parent.is_some() {
+        parent.unwrap()
+    } else {
+        let id = tree.add(t, parent);
+        tree.objs[id].os_index = attr_u64(node, "os_index", origin)?.map(|x| x as u32);
+        if t.is_cache() {
+            tree.objs[id].cache_size = attr_u64(node, "cache_size", origin)?;
+        }
+        id
+    };
+    for child in node.children().filter(|n| n.is_element() && n.tag_name().name() == "object") {
+        add_object(tree, child, Some(id), origin)?;
+    }
+    Ok(())
+}
+
+/// hwloc 2 `<distances2 type="NUMANode">` with `<indexes>` and `<u64values>`.
+fn parse_distances(top: roxmltree::Node, origin: &str) -> Result<Option<(Vec<u32>, Vec<Vec<u64>>)>, MachineError> {
+    for d in top.descendants().filter(|n| n.has_tag_name("distances2")) {
+        if d.attribute("type") != Some("NUMANode") {
+            continue;
+        }
+        let nb = attr_u64(d, "nbobjs", origin)?.unwrap_or(0) as usize;
+        let text = |tag: &str| -> String {
+            d.children().filter(|c| c.has_tag_name(tag)).filter_map(|c| c.text()).collect::<Vec<_>>().join(" ")
+        };
+        let idx: Vec<u32> = text("indexes").split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        let vals: Vec<u64> = text("u64values").split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        if nb == 0 || idx.len() != nb || vals.len() != nb * nb {
+            return Err(MachineError(format!("{origin}: malformed NUMA distance matrix ({nb} objects, {} indexes, {} values)", idx.len(), vals.len())));
+        }
+        let matrix = vals.chunks(nb).map(|r| r.to_vec()).collect();
+        return Ok(Some((idx, matrix)));
+    }
+    Ok(None)
+}
