@@ -414,7 +414,7 @@ pub fn export(tree: &Tree, levels: &[crate::Level]) -> Option<String> {
         }
         let os: Vec<u32> = level.objs.iter().enumerate().map(|(i, &o)| tree.objs[o].os_index.unwrap_or(i as u32)).collect();
         if first.ty == ObjType::Pu && os.iter().enumerate().any(|(i, &x)| x != i as u32) {
-            attrs.push(format!("indexes={}", os.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")));
+            attrs.push(format!("indexes={}", interleave_form(&os).unwrap_or_else(|| os.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(","))));
         }
         let attrs = if attrs.is_empty() { String::new() } else { format!("({})", attrs.join(" ")) };
         parts.push(format!("{}:{}{}", first.ty.hwloc_name(), arity, attrs));
@@ -426,6 +426,32 @@ pub fn export(tree: &Tree, levels: &[crate::Level]) -> Option<String> {
         parent_count = level.objs.len();
     }
     Some(parts.join(" "))
+}
+
+/// hwloc's `step*count:...` form of a logical -> OS permutation, when one exists.
+fn interleave_form(logical_to_os: &[u32]) -> Option<String> {
+    let total = logical_to_os.len();
+    let mut logical_of_os = vec![usize::MAX; total];
+    for (l, &o) in logical_to_os.iter().enumerate() {
+        *logical_of_os.get_mut(o as usize)? = l;
+    }
+    // Each loop runs while the logical index advances by a constant step.
+    let mut loops: Vec<(u64, u64)> = Vec::new();
+    let mut width = 1usize;
+    while width < total {
+        let step = logical_of_os[width].checked_sub(logical_of_os[0])?;
+        let mut count = 1;
+        while width * (count + 1) <= total && logical_of_os[width * count] == logical_of_os[0] + step * count {
+            count += 1;
+        }
+        if count < 2 || total % (width * count) != 0 {
+            return None;
+        }
+        loops.push((step as u64, count as u64));
+        width *= count;
+    }
+    let form = loops.iter().map(|(s, n)| format!("{s}*{n}")).collect::<Vec<_>>().join(":");
+    (resolve_indexes(&Indexes::Interleave(loops), total as u64).ok()? == logical_to_os).then_some(form)
 }
 
 fn push_numa(tree: &Tree, nodes: &[usize], parts: &mut Vec<String>) {
@@ -457,5 +483,8 @@ mod tests {
         let ix = parse_indexes("2*4:1*2").unwrap();
         assert_eq!(resolve_indexes(&ix, 8).unwrap(), vec![0, 4, 1, 5, 2, 6, 3, 7]);
         assert!(resolve_indexes(&parse_indexes("1*2:2*2").unwrap(), 8).is_err());
+        assert_eq!(interleave_form(&[0, 4, 1, 5, 2, 6, 3, 7]).as_deref(), Some("2*4:1*2"));
+        assert_eq!(interleave_form(&[0, 2, 4, 6, 1, 3, 5, 7]).as_deref(), Some("4*2:1*4"));
+        assert_eq!(interleave_form(&[1, 0, 3, 2]), None);
     }
 }

@@ -52,7 +52,8 @@ fn canonical_strings_match_lstopo() {
     if !hwloc_available() {
         return;
     }
-    for spec in CORPUS {
+    let presets = sharemap_machine::presets::PRESETS.iter().map(|p| p.synthetic);
+    for spec in CORPUS.iter().copied().chain(presets) {
         let ours = Machine::from_spec(spec).unwrap().synthetic().unwrap();
         let theirs = lstopo(&["-i", spec, "--of", "synthetic"]).unwrap();
         assert_eq!(ours, theirs, "spec {spec}");

@@ -2,7 +2,7 @@
 //! programs' sharing patterns, and recorders of real programs (Valgrind).
 
 pub mod generate;
-// valgrind: next
+pub mod valgrind;
 
 use sharemap_trace::{Access, EventKind};
 use std::io;
@@ -38,5 +38,14 @@ impl Sink for VecSink {
     fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) -> io::Result<()> {
         self.events.push((self.accesses.len(), thread, kind, arg, label.to_string()));
         Ok(())
+    }
+}
+
+impl Sink for sharemap_trace::TraceWriter {
+    fn access(&mut self, a: Access) -> io::Result<()> {
+        sharemap_trace::TraceWriter::access(self, a).map_err(io::Error::other)
+    }
+    fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) -> io::Result<()> {
+        sharemap_trace::TraceWriter::event(self, thread, kind, arg, label).map_err(io::Error::other)
     }
 }

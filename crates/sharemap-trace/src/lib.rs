@@ -2,11 +2,18 @@
 //! conversions to and from CSV, Parquet and DineroIV.
 
 pub mod batch;
+pub mod csv;
+pub mod din;
 pub mod error;
+pub mod formats;
 pub mod model;
 pub mod native;
+pub mod output;
+pub mod parquet;
+pub mod summary;
 pub mod varint;
 
 pub use batch::{AccessBatch, Chunk};
 pub use error::{Result, TraceError};
+pub use formats::{Format, TraceReader, TraceWriter, WriteReport};
 pub use model::{Access, Event, EventKind, Kind, Metadata, Source};

@@ -1,0 +1,91 @@
+//! `sharemap demo`: the main job on the embedded default. Generates every seed pattern for
+//! the SAMMU machine's thread count, summarises how each shares pages, and shows the machine.
+
+use crate::machine::describe;
+use crate::trace_cmds::generate_to;
+use anyhow::{anyhow, Result};
+use sharemap_machine::Machine;
+use sharemap_sources::generate::{GenParams, PATTERNS};
+use sharemap_trace::summary::summarize;
+use sharemap_trace::TraceReader;
+use std::path::Path;
+use std::process::ExitCode;
+
+pub const DEMO_MACHINE: &str = "sammu-x7550";
+pub const DEMO_THREADS: u32 = 8;
+
+pub fn run(dir: Option<&Path>, accesses: u64) -> Result<ExitCode> {
+    let temp;
+    let dir = match dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).map_err(|e| anyhow!("cannot create {}: {e}", d.display()))?;
+            d
+        }
+        None => {
+            temp = tempfile::tempdir()?;
+            temp.path()
+        }
+    };
+    println!("sharemap demo: the seed patterns, {DEMO_THREADS} threads, {accesses} accesses each, seed 1\n");
+    println!(
+        "{:<18} {:>7} {:>7} {:>7} {:>9} {:>9} {:>7}  {}",
+        "pattern", "pages", "shared", "max/pg", "shared%", "writes%", "B/acc", "sharing pairs (threads sharing a page)"
+    );
+    for p in PATTERNS {
+        let params = GenParams::new(DEMO_THREADS, accesses, 1);
+        let path = dir.join(format!("{}.trace", p.name));
+        let report = generate_to(p, &params, &path, None)?;
+        let s = summarize(&mut TraceReader::open(&path, None)?, |_| {})?;
+        let max_sharers = s.sharing.pages_by_sharers.keys().max().copied().unwrap_or(0);
+        let pairs = sharing_pairs(&path)?;
+        println!(
+            "{:<18} {:>7} {:>7} {:>7} {:>8.1}% {:>8.1}% {:>7.2}  {}",
+            p.name,
+            s.pages,
+            s.sharing.shared_pages,
+            max_sharers,
+            100.0 * s.sharing.accesses_to_shared_pages as f64 / s.accesses.max(1) as f64,
+            100.0 * s.writes as f64 / s.accesses.max(1) as f64,
+            report.bytes as f64 / report.accesses.max(1) as f64,
+            pairs
+        );
+    }
+    println!("\n(shared% = accesses to pages touched by 2+ threads; B/acc = bytes per access in the native trace)");
+    if let Some(d) = dir.to_str().filter(|_| dir.exists() && !dir.starts_with(std::env::temp_dir())) {
+        println!("traces kept in {d}");
+    }
+    println!();
+    let m = Machine::from_spec(DEMO_MACHINE).map_err(|e| anyhow!(e))?;
+    print!("{}", describe(&m));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Which thread pairs share at least one page, in short form ("0-1 1-2 ..." or a count).
+fn sharing_pairs(path: &Path) -> Result<String> {
+    let mut r = TraceReader::open(path, None)?;
+    let shift = r.metadata().page_size.trailing_zeros();
+    let mut pages: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+    let mut chunk = sharemap_trace::Chunk::default();
+    while r.next_chunk(&mut chunk)? {
+        for (t, a) in chunk.accesses.thread.iter().zip(&chunk.accesses.addr) {
+            *pages.entry(a >> shift).or_default() |= 1u64 << (t % 64);
+        }
+    }
+    let mut pairs = std::collections::BTreeSet::new();
+    for mask in pages.values().filter(|m| m.count_ones() > 1) {
+        for i in 0..64 {
+            for j in i + 1..64 {
+                if mask >> i & 1 == 1 && mask >> j & 1 == 1 {
+                    pairs.insert((i, j));
+                }
+            }
+        }
+    }
+    let all = (DEMO_THREADS * (DEMO_THREADS - 1) / 2) as usize;
+    Ok(match pairs.len() {
+        0 => "none".into(),
+        n if n == all => format!("all {n} pairs"),
+        n if n <= 8 => pairs.iter().map(|(a, b)| format!("{a}-{b}")).collect::<Vec<_>>().join(" "),
+        n => format!("{n} of {all} pairs"),
+    })
+}

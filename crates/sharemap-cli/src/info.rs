@@ -1,0 +1,98 @@
+//! `sharemap info`: what a trace holds and how its threads share pages.
+
+use crate::progress;
+use crate::trace_cmds::{format_arg, warn_if_truncated};
+use anyhow::Result;
+use serde::Serialize;
+use sharemap_trace::summary::{summarize, TraceSummary};
+use sharemap_trace::TraceReader;
+use std::path::Path;
+use std::process::ExitCode;
+
+#[derive(Serialize)]
+struct FileInfo {
+    path: String,
+    format: &'static str,
+    bytes: u64,
+    bytes_per_access: f64,
+    /// Native traces: complete chunks; truncated files report where data ends.
+    chunks: Option<usize>,
+    complete: bool,
+    truncated_at: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct InfoJson<'a> {
+    #[serde(flatten)]
+    summary: &'a TraceSummary,
+    file: FileInfo,
+}
+
+pub fn run(path: &Path, from: Option<&str>, json: bool) -> Result<ExitCode> {
+    let mut reader = TraceReader::open(path, format_arg(from)?)?;
+    warn_if_truncated(&reader, path);
+    let bar = progress::bar(reader.access_count_hint(), "info");
+    let summary = summarize(&mut reader, |n| bar.inc(n))?;
+    bar.finish_and_clear();
+    let bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let file = FileInfo {
+        path: path.display().to_string(),
+        format: reader.format().name(),
+        bytes,
+        bytes_per_access: bytes as f64 / summary.accesses.max(1) as f64,
+        chunks: match &reader {
+            TraceReader::Native(r) => Some(r.chunks().len()),
+            _ => None,
+        },
+        complete: reader.truncated_at().is_none(),
+        truncated_at: reader.truncated_at(),
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&InfoJson { summary: &summary, file })?);
+    } else {
+        print_text(&summary, &file);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn pct(a: u64, b: u64) -> f64 {
+    100.0 * a as f64 / b.max(1) as f64
+}
+
+fn print_text(s: &TraceSummary, f: &FileInfo) {
+    let m = &s.metadata;
+    let state = if f.complete { "complete".to_string() } else { format!("truncated at byte {}", f.truncated_at.unwrap_or(0)) };
+    let chunks = f.chunks.map(|c| format!(", {c} chunks")).unwrap_or_default();
+    println!("trace      {} ({}, {} bytes{chunks}, {state})", f.path, f.format, f.bytes);
+    let params: Vec<String> = m.source.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let cmd = if m.source.command.is_empty() { String::new() } else { format!(" `{}`", m.source.command.join(" ")) };
+    println!("source     {} {}{} {}", m.source.kind, m.source.name, cmd, if params.is_empty() { String::new() } else { format!("({})", params.join(" ")) });
+    println!(
+        "accesses   {} (reads {}, writes {}), {:.2} bytes/access on disk, sampling 1 in {}",
+        s.accesses, s.reads, s.writes, f.bytes_per_access, m.sampling_period
+    );
+    println!("threads    {}", s.threads);
+    let range = match (s.min_addr, s.max_addr) {
+        (Some(a), Some(b)) => format!(", addresses {a:#x}..{b:#x}"),
+        _ => String::new(),
+    };
+    println!("pages      {} of {} bytes (lines of {} bytes){range}", s.pages, m.page_size, m.line_size);
+    if !s.events.is_empty() {
+        let ev: Vec<String> = s.events.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        println!("events     {}", ev.join(", "));
+    }
+    let by: Vec<String> = s.sharing.pages_by_sharers.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+    println!("sharing    pages by number of threads touching them: {}", by.join(" "));
+    println!(
+        "           shared pages {} ({:.1}%), {:.1}% of accesses, {} of them written",
+        s.sharing.shared_pages,
+        pct(s.sharing.shared_pages, s.pages),
+        pct(s.sharing.accesses_to_shared_pages, s.accesses),
+        s.sharing.shared_written_pages
+    );
+    println!("per thread");
+    println!("  {:>6} {:>12} {:>12} {:>12} {:>9} {:>12}", "thread", "accesses", "reads", "writes", "pages", "first-touch");
+    for t in &s.per_thread {
+        println!("  {:>6} {:>12} {:>12} {:>12} {:>9} {:>12}", t.thread, t.accesses, t.reads, t.writes, t.pages, t.first_touches);
+    }
+}

@@ -1,0 +1,133 @@
+//! `gen`, `convert` and `record`: commands that produce traces.
+
+use crate::progress;
+use anyhow::{anyhow, bail, Context, Result};
+use sharemap_sources::generate::{self, GenParams, PATTERNS};
+use sharemap_trace::{Chunk, Format, Metadata, Source, TraceReader, TraceWriter};
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::ExitCode;
+
+pub fn format_arg(name: Option<&str>) -> Result<Option<Format>> {
+    name.map(|n| Format::from_name(n).ok_or_else(|| anyhow!("unknown format '{n}' (formats: {})", Format::NAMES))).transpose()
+}
+
+pub fn list_patterns() {
+    for p in PATTERNS {
+        println!("{:<18} {}", p.name, p.models);
+    }
+}
+
+pub fn generate(pattern: &str, threads: u32, accesses: u64, seed: u64, page_size: u64, output: &Path, to: Option<&str>) -> Result<ExitCode> {
+    let Some(p) = generate::find(pattern) else {
+        let names: Vec<&str> = PATTERNS.iter().map(|p| p.name).collect();
+        bail!("unknown pattern '{pattern}' (patterns: {})", names.join(", "));
+    };
+    let params = GenParams { page_size, ..GenParams::new(threads, accesses, seed) };
+    params.validate().map_err(|e| anyhow!(e))?;
+    let report = generate_to(p, &params, output, format_arg(to)?)?;
+    eprintln!(
+        "sharemap: wrote {} accesses ({} threads, pattern {}) to {} ({} bytes, {:.2} bytes/access)",
+        report.accesses,
+        threads,
+        p.name,
+        output.display(),
+        report.bytes,
+        report.bytes as f64 / report.accesses.max(1) as f64
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs a generator into a file of any format.
+pub fn generate_to(p: &generate::Pattern, params: &GenParams, output: &Path, format: Option<Format>) -> Result<sharemap_trace::WriteReport> {
+    let mut writer = TraceWriter::create(output, format, generate::metadata(p, params))?;
+    let bar = progress::bar(Some(params.accesses), &format!("gen {}", p.name));
+    let mut sink = ProgressSink { inner: &mut writer, bar: &bar, n: 0 };
+    generate::run(p, params, &mut sink).with_context(|| format!("writing {}", output.display()))?;
+    bar.finish_and_clear();
+    Ok(writer.finish()?)
+}
+
+/// Forwards to a writer and ticks a progress bar every 64k accesses.
+struct ProgressSink<'a> {
+    inner: &'a mut TraceWriter,
+    bar: &'a indicatif::ProgressBar,
+    n: u64,
+}
+
+impl sharemap_sources::Sink for ProgressSink<'_> {
+    fn access(&mut self, a: sharemap_trace::Access) -> std::io::Result<()> {
+        self.n += 1;
+        if self.n & 0xffff == 0 {
+            self.bar.set_position(self.n);
+        }
+        sharemap_sources::Sink::access(self.inner, a)
+    }
+    fn event(&mut self, thread: u32, kind: sharemap_trace::EventKind, arg: u64, label: &str) -> std::io::Result<()> {
+        sharemap_sources::Sink::event(self.inner, thread, kind, arg, label)
+    }
+}
+
+pub fn convert(input: &Path, output: &Path, from: Option<&str>, to: Option<&str>) -> Result<ExitCode> {
+    let mut reader = TraceReader::open(input, format_arg(from)?)?;
+    warn_if_truncated(&reader, input);
+    let mut meta: Metadata = reader.metadata().clone();
+    if reader.format() != Format::Native && meta.source.kind.is_empty() {
+        meta.source = Source { kind: "import".into(), name: input.display().to_string(), ..Source::default() };
+    }
+    let mut writer = TraceWriter::create(output, format_arg(to)?, meta)?;
+    let bar = progress::bar(reader.access_count_hint(), "convert");
+    let mut chunk = Chunk::default();
+    while reader.next_chunk(&mut chunk)? {
+        writer.chunk(&chunk)?;
+        bar.inc(chunk.accesses.len() as u64);
+    }
+    let threads = reader.metadata().threads;
+    writer.set_threads(threads, reader.metadata().os_tids.clone());
+    bar.finish_and_clear();
+    let report = writer.finish()?;
+    if report.dropped_events > 0 {
+        eprintln!(
+            "sharemap: warning: {} events (thread start/exit, annotations, transactions) cannot be stored in {}; use .trace or .parquet to keep them",
+            report.dropped_events,
+            output.display()
+        );
+    }
+    eprintln!("sharemap: converted {} accesses to {} ({} bytes)", report.accesses, output.display(), report.bytes);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn warn_if_truncated(reader: &TraceReader, path: &Path) {
+    if let (Some(offset), TraceReader::Native(r)) = (reader.truncated_at(), reader) {
+        eprintln!(
+            "sharemap: warning: {} is truncated: data ends at byte {offset}, after {} complete chunks ({} accesses); reading those",
+            path.display(),
+            r.chunks().len(),
+            r.access_count()
+        );
+    }
+}
+
+pub fn record(output: &Path, to: Option<&str>, command: &[OsString]) -> Result<ExitCode> {
+    let program = command.first().ok_or_else(|| anyhow!("no program given after --"))?;
+    let name = Path::new(program).file_name().unwrap_or(program).to_string_lossy().to_string();
+    let source = Source {
+        kind: "valgrind".into(),
+        name,
+        command: command.iter().map(|a| a.to_string_lossy().to_string()).collect(),
+        ..Source::default()
+    };
+    let mut writer = TraceWriter::create(output, format_arg(to)?, Metadata::with_source(source))?;
+    let rec = sharemap_sources::valgrind::record(command, &mut writer)?;
+    writer.set_threads(rec.threads, Vec::new());
+    let report = writer.finish()?;
+    eprintln!("sharemap: recorded {} accesses from {} threads into {} ({} bytes)", report.accesses, rec.threads, output.display(), report.bytes);
+    // The program's exit status passes through.
+    use std::os::unix::process::ExitStatusExt;
+    let code = match (rec.status.code(), rec.status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(sig)) => 128 + sig,
+        _ => 1,
+    };
+    Ok(ExitCode::from(code as u8))
+}

@@ -1,0 +1,156 @@
+//! CSV traces: header `thread,addr,size,kind`, one access per line; addr as 0x-hex on export,
+//! hex or decimal on import; kind R or W. Lines starting with '#' and blank lines are skipped.
+//! CSV carries accesses only: events are dropped on export (the writer counts them).
+
+use crate::batch::Chunk;
+use crate::error::{Result, TraceError};
+use crate::model::{Access, Kind, Metadata, Source};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+pub const HEADER: &str = "thread,addr,size,kind";
+
+pub struct CsvReader {
+    path: PathBuf,
+    lines: BufReader<File>,
+    line_no: u64,
+    line: String,
+    meta: Metadata,
+    next_index: u64,
+    pub chunk_accesses: usize,
+}
+
+impl CsvReader {
+    pub fn open(path: &Path) -> Result<Self> {
+        let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
+        let mut r = CsvReader {
+            path: path.to_path_buf(),
+            lines: BufReader::with_capacity(1 << 20, file),
+            line_no: 0,
+            line: String::new(),
+            meta: Metadata::with_source(Source { kind: "import".into(), name: path.display().to_string(), ..Source::default() }),
+            next_index: 0,
+            chunk_accesses: crate::native::DEFAULT_CHUNK_ACCESSES,
+        };
+        match r.next_line()? {
+            Some(h) if normalise_header(&h) == HEADER => Ok(r),
+            Some(h) => Err(TraceError::malformed(path, r.line_no, format!("expected header '{HEADER}', found '{}'", h.trim()))),
+            None => Err(TraceError::malformed(path, 1, format!("empty file (expected header '{HEADER}')"))),
+        }
+    }
+
+    pub fn metadata(&self) -> &Metadata {
+        &self.meta
+    }
+
+    fn next_line(&mut self) -> Result<Option<String>> {
+        loop {
+            self.line.clear();
+            let n = self.lines.read_line(&mut self.line).map_err(|e| TraceError::io(&self.path, e))?;
+            if n == 0 {
+                return Ok(None);
+            }
+            self.line_no += 1;
+            let t = self.line.trim();
+            if t.is_empty() || t.starts_with('#') {
+                continue;
+            }
+            return Ok(Some(t.to_string()));
+        }
+    }
+
+    pub fn next_chunk(&mut self, out: &mut Chunk) -> Result<bool> {
+        out.clear();
+        out.first_access = self.next_index;
+        while out.accesses.len() < self.chunk_accesses {
+            let Some(line) = self.next_line()? else { break };
+            let a = parse_line(&line).map_err(|what| TraceError::malformed(&self.path, self.line_no, what))?;
+            self.meta.threads = self.meta.threads.max(a.thread + 1);
+            out.accesses.push(a);
+        }
+        self.next_index += out.accesses.len() as u64;
+        Ok(!out.accesses.is_empty())
+    }
+}
+
+fn normalise_header(h: &str) -> String {
+    h.split(',').map(|f| f.trim().trim_matches('"').to_ascii_lowercase()).collect::<Vec<_>>().join(",")
+}
+
+fn parse_u64(s: &str) -> Option<u64> {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+pub fn parse_line(line: &str) -> std::result::Result<Access, String> {
+    let mut f = line.split(',').map(|x| x.trim().trim_matches('"'));
+    let (Some(t), Some(a), Some(s), Some(k), None) = (f.next(), f.next(), f.next(), f.next(), f.next()) else {
+        return Err(format!("expected 4 fields thread,addr,size,kind in '{line}'"));
+    };
+    let thread = t.parse::<u32>().map_err(|_| format!("bad thread '{t}' (a non-negative integer)"))?;
+    let addr = parse_u64(a).ok_or_else(|| format!("bad address '{a}' (0x-hex or decimal)"))?;
+    let size = s.parse::<u32>().map_err(|_| format!("bad size '{s}' (bytes, a non-negative integer)"))?;
+    let kind = match k {
+        "R" | "r" => Kind::Read,
+        "W" | "w" => Kind::Write,
+        _ => return Err(format!("bad kind '{k}' (R or W)")),
+    };
+    Ok(Access { thread, addr, size, kind })
+}
+
+pub struct CsvWriter<W: Write> {
+    out: W,
+    pub dropped_events: u64,
+}
+
+impl<W: Write> CsvWriter<W> {
+    pub fn new(mut out: W) -> std::io::Result<Self> {
+        writeln!(out, "{HEADER}")?;
+        Ok(CsvWriter { out, dropped_events: 0 })
+    }
+
+    pub fn write_chunk(&mut self, chunk: &Chunk) -> std::io::Result<()> {
+        self.dropped_events += chunk.events.len() as u64;
+        let mut line = Vec::with_capacity(48);
+        for a in chunk.accesses.iter() {
+            line.clear();
+            write!(line, "{},{:#x},{},{}", a.thread, a.addr, a.size, a.kind.letter())?;
+            line.push(b'\n');
+            self.out.write_all(&line)?;
+        }
+        Ok(())
+    }
+
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_parse_in_hex_and_decimal() {
+        assert_eq!(parse_line("3,0x10,8,W").unwrap(), Access { thread: 3, addr: 16, size: 8, kind: Kind::Write });
+        assert_eq!(parse_line(" 0 , 4096 , 4 , r ").unwrap(), Access { thread: 0, addr: 4096, size: 4, kind: Kind::Read });
+    }
+
+    #[test]
+    fn bad_lines_say_what_is_wrong() {
+        for (line, what) in [
+            ("1,2,3", "4 fields"),
+            ("x,0x10,8,R", "bad thread"),
+            ("-1,0x10,8,R", "bad thread"),
+            ("1,0xzz,8,R", "bad address"),
+            ("1,16,eight,R", "bad size"),
+            ("1,16,8,X", "bad kind"),
+            ("1,16,8,R,extra", "4 fields"),
+        ] {
+            assert!(parse_line(line).unwrap_err().contains(what), "{line}");
+        }
+    }
+}

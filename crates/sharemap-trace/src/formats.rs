@@ -1,0 +1,282 @@
+//! One entry point to read or write a trace in any supported format, chosen by file
+//! extension or explicitly.
+
+use crate::batch::Chunk;
+use crate::csv::{CsvReader, CsvWriter};
+use crate::din::DinWriter;
+use crate::error::{Result, TraceError};
+use crate::model::{Access, EventKind, Metadata};
+use crate::native::{DataEnd, NativeReader, NativeWriter};
+use crate::output::AtomicOutput;
+use crate::parquet::{ParquetReader, ParquetWriter};
+use std::fs::File;
+use std::io::{BufWriter, Read};
+use std::path::Path;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Native,
+    Csv,
+    Parquet,
+    Din,
+}
+
+impl Format {
+    pub const NAMES: &'static str = "native, csv, parquet, din";
+
+    pub fn from_name(name: &str) -> Option<Format> {
+        match name.to_ascii_lowercase().as_str() {
+            "native" | "trace" | "sharemap" => Some(Format::Native),
+            "csv" => Some(Format::Csv),
+            "parquet" | "pq" => Some(Format::Parquet),
+            "din" | "dinero" => Some(Format::Din),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Native => "native",
+            Format::Csv => "csv",
+            Format::Parquet => "parquet",
+            Format::Din => "din",
+        }
+    }
+
+    /// By extension: .trace (native), .csv, .parquet/.pq, .din.
+    pub fn from_extension(path: &Path) -> Option<Format> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "trace" | "smt" => Some(Format::Native),
+            "csv" => Some(Format::Csv),
+            "parquet" | "pq" => Some(Format::Parquet),
+            "din" => Some(Format::Din),
+            _ => None,
+        }
+    }
+
+    /// Input format: explicit, else by content (magic bytes), else by extension.
+    pub fn detect(path: &Path) -> Result<Format> {
+        let mut head = [0u8; 8];
+        let mut f = File::open(path).map_err(|e| TraceError::io(path, e))?;
+        let n = f.read(&mut head).map_err(|e| TraceError::io(path, e))?;
+        if n >= 8 && &head == crate::native::FILE_MAGIC {
+            return Ok(Format::Native);
+        }
+        if n >= 4 && &head[..4] == b"PAR1" {
+            return Ok(Format::Parquet);
+        }
+        match Format::from_extension(path) {
+            Some(Format::Din) => Err(TraceError::invalid(path, "din traces can be written but not read (they have no threads)")),
+            Some(f) => Ok(f),
+            None if head[..n].starts_with(b"thread") || head[..n].starts_with(b"#") => Ok(Format::Csv),
+            None => Err(TraceError::invalid(path, format!("cannot tell the trace format; name it with --from ({})", Format::NAMES))),
+        }
+    }
+}
+
+/// A trace being read, in any format.
+pub enum TraceReader {
+    Native(NativeReader),
+    Csv(CsvReader),
+    Parquet(ParquetReader),
+}
+
+impl TraceReader {
+    pub fn open(path: &Path, format: Option<Format>) -> Result<TraceReader> {
+        let format = match format {
+            Some(f) => f,
+            None => Format::detect(path)?,
+        };
+        Ok(match format {
+            Format::Native => TraceReader::Native(NativeReader::open(path)?),
+            Format::Csv => TraceReader::Csv(CsvReader::open(path)?),
+            Format::Parquet => TraceReader::Parquet(ParquetReader::open(path)?),
+            Format::Din => return Err(TraceError::invalid(path, "din traces can be written but not read (they have no threads)")),
+        })
+    }
+
+    pub fn format(&self) -> Format {
+        match self {
+            TraceReader::Native(_) => Format::Native,
+            TraceReader::Csv(_) => Format::Csv,
+            TraceReader::Parquet(_) => Format::Parquet,
+        }
+    }
+
+    /// Metadata; for CSV and Parquet the thread count grows as chunks are read.
+    pub fn metadata(&self) -> &Metadata {
+        match self {
+            TraceReader::Native(r) => r.metadata(),
+            TraceReader::Csv(r) => r.metadata(),
+            TraceReader::Parquet(r) => r.metadata(),
+        }
+    }
+
+    /// Number of accesses when known before reading (for progress bars).
+    pub fn access_count_hint(&self) -> Option<u64> {
+        match self {
+            TraceReader::Native(r) => Some(r.access_count()),
+            TraceReader::Csv(_) => None,
+            TraceReader::Parquet(r) => Some(r.access_count()),
+        }
+    }
+
+    /// Where a truncated native trace's data ends (None when complete or not native).
+    pub fn truncated_at(&self) -> Option<u64> {
+        match self {
+            TraceReader::Native(r) => match r.end() {
+                DataEnd::Truncated { offset } => Some(*offset),
+                DataEnd::Complete => None,
+            },
+            _ => None,
+        }
+    }
+
+    pub fn next_chunk(&mut self, out: &mut Chunk) -> Result<bool> {
+        match self {
+            TraceReader::Native(r) => r.next_chunk(out),
+            TraceReader::Csv(r) => r.next_chunk(out),
+            TraceReader::Parquet(r) => r.next_chunk(out),
+        }
+    }
+}
+
+enum Inner {
+    Native(NativeWriter<BufWriter<File>>),
+    Csv(CsvWriter<BufWriter<File>>),
+    Parquet(Box<ParquetWriter<BufWriter<File>>>),
+    Din(DinWriter<BufWriter<File>>),
+}
+
+/// A trace being written, in any format, atomically: nothing appears at the destination
+/// unless `finish` succeeds.
+pub struct TraceWriter {
+    inner: Inner,
+    output: AtomicOutput,
+    /// Buffer for formats written chunk by chunk.
+    pending: Chunk,
+    accesses: u64,
+    events: u64,
+}
+
+/// What a finished writer reports.
+#[derive(Clone, Debug, Default)]
+pub struct WriteReport {
+    pub accesses: u64,
+    pub events: u64,
+    /// Events the format cannot hold (CSV, din).
+    pub dropped_events: u64,
+    pub bytes: u64,
+}
+
+impl TraceWriter {
+    pub fn create(path: &Path, format: Option<Format>, meta: Metadata) -> Result<TraceWriter> {
+        let format = match format.or_else(|| Format::from_extension(path)) {
+            Some(f) => f,
+            None => return Err(TraceError::invalid(path, format!("cannot tell the output format from the extension; use .trace, .csv, .parquet or .din, or --to ({})", Format::NAMES))),
+        };
+        let output = AtomicOutput::create(path)?;
+        let w = output.writer()?;
+        let io = |e| TraceError::io(path, e);
+        let inner = match format {
+            Format::Native => Inner::Native(NativeWriter::new(w, meta).map_err(io)?),
+            Format::Csv => Inner::Csv(CsvWriter::new(w).map_err(io)?),
+            Format::Parquet => Inner::Parquet(Box::new(ParquetWriter::new(w, meta).map_err(|e| TraceError::invalid(path, e.to_string()))?)),
+            Format::Din => Inner::Din(DinWriter::new(w)),
+        };
+        Ok(TraceWriter { inner, output, pending: Chunk::default(), accesses: 0, events: 0 })
+    }
+
+    #[inline]
+    pub fn access(&mut self, a: Access) -> Result<()> {
+        self.accesses += 1;
+        match &mut self.inner {
+            Inner::Native(w) => w.push(a).map_err(|e| TraceError::io(self.output.path(), e)),
+            _ => {
+                self.pending.accesses.push(a);
+                if self.pending.accesses.len() >= crate::native::DEFAULT_CHUNK_ACCESSES {
+                    self.flush_pending()?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    pub fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) -> Result<()> {
+        self.events += 1;
+        match &mut self.inner {
+            Inner::Native(w) => w.event(thread, kind, arg, label).map_err(|e| TraceError::io(self.output.path(), e)),
+            _ => {
+                let at = self.accesses;
+                self.pending.events.push(crate::Event { at, thread, kind, arg, label: label.to_string() });
+                Ok(())
+            }
+        }
+    }
+
+    /// Appends a chunk read from another trace (events keep their relative positions).
+    pub fn chunk(&mut self, chunk: &Chunk) -> Result<()> {
+        let mut ev = chunk.events.iter().peekable();
+        for i in 0..chunk.accesses.len() {
+            let at = chunk.first_access + i as u64;
+            while let Some(e) = ev.next_if(|e| e.at <= at) {
+                self.event(e.thread, e.kind, e.arg, &e.label)?;
+            }
+            self.access(chunk.accesses.get(i))?;
+        }
+        for e in ev {
+            self.event(e.thread, e.kind, e.arg, &e.label)?;
+        }
+        Ok(())
+    }
+
+    /// Thread count and OS thread ids for the trace metadata (native and Parquet).
+    pub fn set_threads(&mut self, threads: u32, os_tids: Vec<u64>) {
+        match &mut self.inner {
+            Inner::Native(w) => w.set_threads(threads, os_tids),
+            Inner::Parquet(_) | Inner::Csv(_) | Inner::Din(_) => {}
+        }
+    }
+
+    fn flush_pending(&mut self) -> Result<()> {
+        let path = self.output.path().to_path_buf();
+        self.pending.first_access = self.accesses - self.pending.accesses.len() as u64;
+        let r = match &mut self.inner {
+            Inner::Native(_) => Ok(()),
+            Inner::Csv(w) => w.write_chunk(&self.pending).map_err(|e| TraceError::io(&path, e)),
+            Inner::Din(w) => w.write_chunk(&self.pending).map_err(|e| TraceError::io(&path, e)),
+            Inner::Parquet(w) => w.write_chunk(&self.pending).map_err(|e| TraceError::invalid(&path, e.to_string())),
+        };
+        self.pending.clear();
+        r
+    }
+
+    pub fn finish(mut self) -> Result<WriteReport> {
+        self.flush_pending()?;
+        let path = self.output.path().to_path_buf();
+        let io = |e| TraceError::io(&path, e);
+        let mut report = WriteReport { accesses: self.accesses, events: self.events, ..Default::default() };
+        match self.inner {
+            Inner::Native(w) => {
+                let (mut out, _) = w.finish().map_err(io)?;
+                crate::output::flush(&mut out, &path)?;
+            }
+            Inner::Csv(w) => {
+                report.dropped_events = w.dropped_events;
+                crate::output::flush(&mut w.into_inner(), &path)?;
+            }
+            Inner::Din(w) => {
+                report.dropped_events = self.events;
+                crate::output::flush(&mut w.into_inner(), &path)?;
+            }
+            Inner::Parquet(w) => {
+                let mut out = w.finish().map_err(|e| TraceError::invalid(&path, e.to_string()))?;
+                crate::output::flush(&mut out, &path)?;
+            }
+        }
+        self.output.commit()?;
+        report.bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        Ok(report)
+    }
+}

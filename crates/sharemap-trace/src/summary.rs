@@ -1,0 +1,239 @@
+//! One streaming pass computing what `sharemap info` reports: totals, per-thread counts and
+//! how pages are shared between threads.
+
+use crate::batch::Chunk;
+use crate::error::Result;
+use crate::formats::TraceReader;
+use crate::model::Metadata;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct ThreadSummary {
+    pub thread: u32,
+    pub accesses: u64,
+    pub reads: u64,
+    pub writes: u64,
+    /// Distinct pages this thread touched.
+    pub pages: u64,
+    /// Pages this thread touched first.
+    pub first_touches: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct SharingSummary {
+    /// Number of pages touched by exactly k threads, for each k that occurs.
+    pub pages_by_sharers: BTreeMap<u32, u64>,
+    /// Pages touched by two threads or more.
+    pub shared_pages: u64,
+    /// Accesses that went to shared pages.
+    pub accesses_to_shared_pages: u64,
+    /// Shared pages written by at least one thread.
+    pub shared_written_pages: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TraceSummary {
+    pub accesses: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub threads: u32,
+    pub pages: u64,
+    pub bytes_accessed: u64,
+    pub min_addr: Option<u64>,
+    pub max_addr: Option<u64>,
+    pub events: BTreeMap<String, u64>,
+    pub per_thread: Vec<ThreadSummary>,
+    pub sharing: SharingSummary,
+    pub metadata: Metadata,
+}
+
+/// Accumulates a summary chunk by chunk.
+pub struct Summarizer {
+    page_shift: u32,
+    /// Page number -> index into the per-page vectors below.
+    index: HashMap<u64, u32>,
+    page_accesses: Vec<u64>,
+    page_written: Vec<bool>,
+    /// Threads of each page as a bitset of `stride` words per page.
+    page_threads: Vec<u64>,
+    stride: usize,
+    /// Per thread, the page index of its previous access: consecutive accesses to one page
+    /// cost no map lookup.
+    current: Vec<u32>,
+    last_page: Vec<u64>,
+    threads: Vec<ThreadSummary>,
+    events: BTreeMap<String, u64>,
+    accesses: u64,
+    bytes: u64,
+    min_addr: u64,
+    max_addr: u64,
+}
+
+impl Summarizer {
+    pub fn new(page_size: u64) -> Self {
+        Summarizer {
+            page_shift: page_size.max(1).trailing_zeros(),
+            index: HashMap::new(),
+            page_accesses: Vec::new(),
+            page_written: Vec::new(),
+            page_threads: Vec::new(),
+            stride: 1,
+            current: Vec::new(),
+            last_page: Vec::new(),
+            threads: Vec::new(),
+            events: BTreeMap::new(),
+            accesses: 0,
+            bytes: 0,
+            min_addr: u64::MAX,
+            max_addr: 0,
+        }
+    }
+
+    fn grow(&mut self, t: usize) {
+        if t < self.threads.len() {
+            return;
+        }
+        let old = self.threads.len();
+        self.threads.extend((old..=t).map(|i| ThreadSummary { thread: i as u32, ..Default::default() }));
+        self.last_page.resize(t + 1, u64::MAX);
+        self.current.resize(t + 1, 0);
+        let stride = t / 64 + 1;
+        if stride > self.stride {
+            let mut bits = vec![0u64; self.page_accesses.len() * stride];
+            for (p, row) in self.page_threads.chunks(self.stride).enumerate() {
+                bits[p * stride..p * stride + self.stride].copy_from_slice(row);
+            }
+            self.page_threads = bits;
+            self.stride = stride;
+        }
+    }
+
+    pub fn add(&mut self, chunk: &Chunk) {
+        for e in &chunk.events {
+            *self.events.entry(e.kind.name().to_string()).or_default() += 1;
+            self.grow(e.thread as usize);
+        }
+        let a = &chunk.accesses;
+        for i in 0..a.len() {
+            let t = a.thread[i] as usize;
+            self.grow(t);
+            let addr = a.addr[i];
+            let w = a.write[i];
+            self.threads[t].accesses += 1;
+            self.threads[t].writes += w as u64;
+            self.bytes += a.size[i] as u64;
+            self.min_addr = self.min_addr.min(addr);
+            self.max_addr = self.max_addr.max(addr);
+            let page = addr >> self.page_shift;
+            if page != self.last_page[t] {
+                self.enter_page(t, page);
+            }
+            let p = self.current[t] as usize;
+            self.page_accesses[p] += 1;
+            self.page_written[p] |= w;
+        }
+        self.accesses += a.len() as u64;
+    }
+
+    /// Thread t starts a run of accesses on `page`.
+    fn enter_page(&mut self, t: usize, page: u64) {
+        let next = self.page_accesses.len() as u32;
+        let p = *self.index.entry(page).or_insert(next);
+        if p == next {
+            self.page_accesses.push(0);
+            self.page_written.push(false);
+            self.page_threads.resize(self.page_threads.len() + self.stride, 0);
+            self.threads[t].first_touches += 1;
+        }
+        let word = &mut self.page_threads[p as usize * self.stride + t / 64];
+        let bit = 1u64 << (t % 64);
+        if *word & bit == 0 {
+            *word |= bit;
+            self.threads[t].pages += 1;
+        }
+        self.last_page[t] = page;
+        self.current[t] = p;
+    }
+
+    pub fn finish(mut self, mut metadata: Metadata) -> TraceSummary {
+        let mut sharing = SharingSummary::default();
+        for (p, row) in self.page_threads.chunks(self.stride).enumerate() {
+            let k: u32 = row.iter().map(|w| w.count_ones()).sum();
+            *sharing.pages_by_sharers.entry(k).or_default() += 1;
+            if k > 1 {
+                sharing.shared_pages += 1;
+                sharing.accesses_to_shared_pages += self.page_accesses[p];
+                sharing.shared_written_pages += self.page_written[p] as u64;
+            }
+        }
+        for t in &mut self.threads {
+            t.reads = t.accesses - t.writes;
+        }
+        let threads = (self.threads.len() as u32).max(metadata.threads);
+        metadata.threads = threads;
+        let writes = self.threads.iter().map(|t| t.writes).sum();
+        TraceSummary {
+            accesses: self.accesses,
+            reads: self.accesses - writes,
+            writes,
+            threads,
+            pages: self.page_accesses.len() as u64,
+            bytes_accessed: self.bytes,
+            min_addr: (self.accesses > 0).then_some(self.min_addr),
+            max_addr: (self.accesses > 0).then_some(self.max_addr),
+            events: self.events,
+            per_thread: self.threads,
+            sharing,
+            metadata,
+        }
+    }
+}
+
+/// Reads the whole trace; `progress` is told how many accesses each chunk held.
+pub fn summarize(reader: &mut TraceReader, mut progress: impl FnMut(u64)) -> Result<TraceSummary> {
+    let mut s = Summarizer::new(reader.metadata().page_size);
+    let mut chunk = Chunk::default();
+    while reader.next_chunk(&mut chunk)? {
+        s.add(&chunk);
+        progress(chunk.accesses.len() as u64);
+    }
+    Ok(s.finish(reader.metadata().clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Access;
+
+    #[test]
+    fn counts_match_a_hand_built_trace() {
+        let mut c = Chunk::default();
+        // Thread 0 touches pages 0 and 1; thread 1 touches page 1 (shared) and page 2;
+        // thread 70 (second bitset word) touches page 0 after thread 0.
+        for a in [
+            Access::write(0, 0x0000, 8),
+            Access::read(1, 0x1008, 8),
+            Access::read(0, 0x1000, 4),
+            Access::read(0, 0x0010, 8),
+            Access::write(1, 0x2000, 8),
+            Access::read(70, 0x0ff8, 8),
+        ] {
+            c.accesses.push(a);
+        }
+        let mut s = Summarizer::new(4096);
+        s.add(&c);
+        let r = s.finish(Metadata::default());
+        assert_eq!((r.accesses, r.reads, r.writes, r.threads, r.pages), (6, 4, 2, 71, 3));
+        assert_eq!(r.per_thread[0].pages, 2);
+        assert_eq!(r.per_thread[0].first_touches, 1);
+        assert_eq!(r.per_thread[1].first_touches, 2, "page 1 was first touched by thread 1");
+        assert_eq!(r.per_thread[70].pages, 1);
+        assert_eq!(r.sharing.pages_by_sharers, BTreeMap::from([(1, 1), (2, 2)]));
+        assert_eq!(r.sharing.shared_pages, 2);
+        assert_eq!(r.sharing.accesses_to_shared_pages, 5);
+        assert_eq!(r.sharing.shared_written_pages, 1);
+        assert_eq!(r.bytes_accessed, 44);
+    }
+}
