@@ -69,13 +69,14 @@ impl sharemap_sources::Sink for ProgressSink<'_> {
 }
 
 pub fn convert(input: &Path, output: &Path, from: Option<&str>, to: Option<&str>) -> Result<ExitCode> {
-    let mut reader = TraceReader::open(input, format_arg(from)?)?;
+    let (from, to) = (format_arg(from)?, format_arg(to)?);
+    let mut reader = TraceReader::open(input, from)?;
     warn_if_truncated(&reader, input);
     let mut meta: Metadata = reader.metadata().clone();
     if reader.format() != Format::Native && meta.source.kind.is_empty() {
         meta.source = Source { kind: "import".into(), name: input.display().to_string(), ..Source::default() };
     }
-    let mut writer = TraceWriter::create(output, format_arg(to)?, meta)?;
+    let mut writer = TraceWriter::create(output, to, meta)?;
     let bar = progress::bar(reader.access_count_hint(), "convert");
     let mut chunk = Chunk::default();
     while reader.next_chunk(&mut chunk)? {

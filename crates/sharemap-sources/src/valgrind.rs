@@ -200,8 +200,11 @@ pub fn record(program: &[OsString], sink: &mut dyn Sink) -> Result<Recording, Re
     let parsed = parser.run(sink, BufReader::with_capacity(1 << 20, log_read));
     let status = child.wait().map_err(RecordError::Spawn)?;
     parsed.map_err(RecordError::Sink)?;
-    if parser.accesses == 0 && !parser.valgrind_errors.is_empty() {
-        return Err(RecordError::Valgrind(parser.valgrind_errors.join("; ")));
+    if parser.threads() == 0 {
+        // The program never ran (missing, not executable, or Valgrind refused it).
+        let why = if parser.valgrind_errors.is_empty() { status.to_string() } else { parser.valgrind_errors.join("; ") };
+        let name = program.first().map(|p| p.to_string_lossy().to_string()).unwrap_or_default();
+        return Err(RecordError::Valgrind(format!("valgrind could not run '{name}' ({why})")));
     }
     for e in &parser.valgrind_errors {
         eprintln!("sharemap: {e}");

@@ -9,7 +9,7 @@ pub const DEFAULT_PAGE_SIZE: u64 = 4096;
 pub const DEFAULT_LINE_SIZE: u64 = 64;
 
 /// Read or write. A read-modify-write instruction appears as a read followed by a write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Kind {
     Read,
     Write,

@@ -1,0 +1,230 @@
+//! The command line as a user runs it: exit codes, messages, files left behind.
+
+use sharemap_trace::{Chunk, Event, TraceReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn sharemap(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sharemap")).args(args).output().expect("run sharemap")
+}
+
+fn ok(args: &[&str]) -> Output {
+    let out = sharemap(args);
+    assert!(out.status.success(), "sharemap {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+/// Fails with exactly one line on stderr mentioning `expect`, and a non-zero exit.
+fn fails_with(args: &[&str], code: i32, expect: &str) {
+    let out = sharemap(args);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(code), "sharemap {args:?}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line expected, got: {err}");
+    assert!(err.contains(expect), "sharemap {args:?}: '{err}' lacks '{expect}'");
+}
+
+fn p(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+    dir.path().join(name)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn read_all(path: &Path) -> (Vec<sharemap_trace::Access>, Vec<Event>, sharemap_trace::Metadata) {
+    let mut r = TraceReader::open(path, None).unwrap();
+    let mut c = Chunk::default();
+    let (mut a, mut e) = (Vec::new(), Vec::new());
+    while r.next_chunk(&mut c).unwrap() {
+        a.extend(c.accesses.iter());
+        e.extend(c.events.iter().cloned());
+    }
+    (a, e, r.metadata().clone())
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
+
+#[test]
+fn gen_then_info_reports_exact_counts() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "sor.trace");
+    ok(&["gen", "sor", "--threads", "4", "--accesses", "200k", "--seed", "3", "-o", s(&t)]);
+    let v = json(&ok(&["info", s(&t), "--json"]));
+    assert_eq!(v["accesses"], 200_000);
+    assert_eq!(v["threads"], 4);
+    assert_eq!(v["reads"].as_u64().unwrap() + v["writes"].as_u64().unwrap(), 200_000);
+    assert_eq!(v["per_thread"].as_array().unwrap().len(), 4);
+    assert_eq!(v["metadata"]["source"]["name"], "sor");
+    assert_eq!(v["metadata"]["page_size"], 4096);
+    assert_eq!(v["sharing"]["shared_pages"], 6, "two boundary rows per band boundary");
+    assert!(v["pages"].as_u64().unwrap() > 6);
+    let per: u64 = v["per_thread"].as_array().unwrap().iter().map(|t| t["accesses"].as_u64().unwrap()).sum();
+    assert_eq!(per, 200_000);
+    // Text output carries the same numbers.
+    let text = String::from_utf8(ok(&["info", s(&t)]).stdout).unwrap();
+    assert!(text.contains("accesses   200000"), "{text}");
+}
+
+#[test]
+fn csv_native_csv_round_trip_is_byte_identical() {
+    let d = tempfile::tempdir().unwrap();
+    let csv = p(&d, "in.csv");
+    let mut text = String::from("thread,addr,size,kind\n");
+    for i in 0..5000u64 {
+        text.push_str(&format!("{},{:#x},{},{}\n", i % 5, 0x7f00_0000_0000u64 + i * 24 % 9000, [1, 2, 4, 8, 16, 300][i as usize % 6], if i % 3 == 0 { 'W' } else { 'R' }));
+    }
+    std::fs::write(&csv, &text).unwrap();
+    let native = p(&d, "mid.trace");
+    let back = p(&d, "back.csv");
+    ok(&["convert", s(&csv), s(&native)]);
+    ok(&["convert", s(&native), s(&back)]);
+    assert_eq!(std::fs::read_to_string(&back).unwrap(), text);
+    // Decimal addresses are accepted on import and come back as hex.
+    let dec = p(&d, "dec.csv");
+    std::fs::write(&dec, "thread,addr,size,kind\n# a comment\n2,4096,8,W\n").unwrap();
+    ok(&["convert", s(&dec), s(&p(&d, "dec.trace"))]);
+    ok(&["convert", s(&p(&d, "dec.trace")), s(&p(&d, "dec2.csv"))]);
+    assert_eq!(std::fs::read_to_string(p(&d, "dec2.csv")).unwrap(), "thread,addr,size,kind\n2,0x1000,8,W\n");
+}
+
+#[test]
+fn native_parquet_native_round_trip_keeps_events_and_metadata() {
+    let d = tempfile::tempdir().unwrap();
+    let a = p(&d, "a.trace");
+    ok(&["gen", "phase-change", "--threads", "3", "--accesses", "300k", "-o", s(&a)]);
+    let pq = p(&d, "a.parquet");
+    let b = p(&d, "b.trace");
+    ok(&["convert", s(&a), s(&pq)]);
+    ok(&["convert", s(&pq), s(&b)]);
+    let (acc_a, ev_a, meta_a) = read_all(&a);
+    let (acc_b, ev_b, meta_b) = read_all(&b);
+    assert_eq!(acc_a, acc_b);
+    assert!(ev_a.iter().any(|e| e.kind == sharemap_trace::EventKind::PhaseChange));
+    assert_eq!(ev_a, ev_b);
+    assert_eq!(meta_a, meta_b);
+    // Every command reads every format: info on the Parquet file agrees.
+    let va = json(&ok(&["info", s(&a), "--json"]));
+    let vp = json(&ok(&["info", s(&pq), "--json"]));
+    assert_eq!(va["accesses"], vp["accesses"]);
+    assert_eq!(va["sharing"], vp["sharing"]);
+    assert_eq!(va["events"], vp["events"]);
+}
+
+#[test]
+fn din_export_has_one_line_per_access() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "x.trace");
+    ok(&["gen", "private", "--threads", "2", "--accesses", "1000", "-o", s(&t)]);
+    let din = p(&d, "x.din");
+    let out = ok(&["convert", s(&t), s(&din)]);
+    assert!(stderr(&out).contains("events"), "dropped events are reported");
+    let (acc, _, _) = read_all(&t);
+    let lines: Vec<String> = std::fs::read_to_string(&din).unwrap().lines().map(String::from).collect();
+    assert_eq!(lines.len(), acc.len());
+    for (l, a) in lines.iter().zip(&acc) {
+        let expect = format!("{} {:x}", if a.kind == sharemap_trace::Kind::Write { 1 } else { 0 }, a.addr);
+        assert_eq!(l, &expect);
+    }
+    fails_with(&["info", s(&din)], 1, "din");
+}
+
+#[test]
+fn truncated_trace_is_read_up_to_the_last_complete_chunk() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "big.trace");
+    ok(&["gen", "random", "--threads", "4", "--accesses", "500k", "-o", s(&t)]);
+    let bytes = std::fs::read(&t).unwrap();
+    let cut = p(&d, "cut.trace");
+    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let out = ok(&["info", s(&cut), "--json"]);
+    let err = stderr(&out);
+    assert!(err.contains("truncated") && err.contains("data ends at byte"), "{err}");
+    let v = json(&out);
+    assert_eq!(v["file"]["complete"], false);
+    let chunks = v["file"]["chunks"].as_u64().unwrap();
+    assert!(chunks >= 1 && chunks < 8);
+    assert_eq!(v["accesses"].as_u64().unwrap(), chunks * 65536);
+    let at = v["file"]["truncated_at"].as_u64().unwrap();
+    assert!(err.contains(&format!("byte {at}")));
+}
+
+#[test]
+fn corruption_exits_2_naming_file_and_chunk_offset() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "c.trace");
+    ok(&["gen", "neighbor", "--threads", "4", "--accesses", "300k", "-o", s(&t)]);
+    let r = sharemap_trace::native::NativeReader::open(&t).unwrap();
+    let second = r.chunks()[1].offset;
+    let mut bytes = std::fs::read(&t).unwrap();
+    bytes[second as usize + 60] ^= 0xff; // inside the second chunk's payload
+    std::fs::write(&t, &bytes).unwrap();
+    fails_with(&["info", s(&t)], 2, &format!("{}: corrupt chunk (checksum mismatch) at byte {second}", t.display()));
+    // A failed conversion leaves no output behind.
+    let out = p(&d, "out.csv");
+    fails_with(&["convert", s(&t), s(&out)], 2, "corrupt");
+    assert!(!out.exists());
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1, "no temporary file left");
+}
+
+#[test]
+fn bad_input_gets_one_clear_line() {
+    let d = tempfile::tempdir().unwrap();
+    let out = p(&d, "o.trace");
+    fails_with(&["gen", "nosuch", "-o", s(&out)], 1, "unknown pattern 'nosuch'");
+    fails_with(&["gen", "sor", "--threads", "0", "-o", s(&out)], 1, "--threads must be at least 1");
+    fails_with(&["gen", "sor", "--page-size", "1000", "-o", s(&out)], 1, "--page-size");
+    fails_with(&["gen", "sor", "-o", "/nonexistent/dir/x.trace"], 1, "/nonexistent/dir/x.trace");
+    fails_with(&["gen", "sor", "-o", s(&p(&d, "x.unknown"))], 1, "output format");
+    assert!(!out.exists());
+    let csv = p(&d, "bad.csv");
+    std::fs::write(&csv, "thread,addr,size,kind\n0,0x10,8,R\n1,0x20,8,Q\n").unwrap();
+    fails_with(&["info", s(&csv)], 1, &format!("{}:3: bad kind 'Q'", csv.display()));
+    std::fs::write(&csv, "thread,address\n").unwrap();
+    fails_with(&["info", s(&csv)], 1, ":1: expected header");
+    fails_with(&["info", s(&p(&d, "missing.trace"))], 1, "missing.trace");
+    let junk = p(&d, "junk.trace");
+    std::fs::write(&junk, "SHAREMAP but not really").unwrap();
+    let o = sharemap(&["info", s(&junk)]);
+    assert!(!o.status.success());
+    fails_with(&["machine", "pack:2 core:x pu:1"], 1, "bad count 'x'");
+    fails_with(&["machine", "nonsense"], 1, "unknown machine 'nonsense'");
+    fails_with(&["machine", "/no/such.xml"], 1, "no such file");
+    fails_with(&["convert", s(&csv), s(&out), "--to", "xml"], 1, "unknown format 'xml'");
+}
+
+#[test]
+fn machine_json_has_the_counts() {
+    let v = json(&ok(&["machine", "pack:4 numa:1 l3:1 core:8 pu:2", "--json"]));
+    assert_eq!((v["pus"].as_u64(), v["cores"].as_u64(), v["numa_nodes"].as_u64(), v["packages"].as_u64()), (Some(64), Some(32), Some(4), Some(4)));
+    let v = json(&ok(&["machine", "numa:3 pu:1", "--json"]));
+    assert_eq!(v["numa_nodes"], 3);
+    for preset in ["sammu", "stmap-xeon", "stmap-opteron", "ace", "butterfly", "live"] {
+        let v = json(&ok(&["machine", preset, "--json"]));
+        assert!(v["pus"].as_u64().unwrap() >= 1);
+        assert!(v["cost"]["r"].as_f64().unwrap() > 1.0);
+    }
+    // hwloc XML files are read too.
+    if let Ok(o) = Command::new("lstopo-no-graphics").args(["-i", "pack:2 numa:2 core:2 pu:2", "--of", "xml"]).output() {
+        let d = tempfile::tempdir().unwrap();
+        let x = p(&d, "topo.xml");
+        std::fs::write(&x, &o.stdout).unwrap();
+        let v = json(&ok(&["machine", s(&x), "--json"]));
+        assert_eq!((v["pus"].as_u64(), v["numa_nodes"].as_u64()), (Some(16), Some(4)));
+    }
+}
+
+#[test]
+fn demo_runs_and_shows_every_pattern_and_the_sammu_machine() {
+    let out = ok(&["demo", "--accesses", "100k"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    for p in ["private", "neighbor", "all-to-all", "sor", "matmult", "producer-consumer", "migratory", "read-mostly", "phase-change", "init-then-compute", "random"] {
+        assert!(text.contains(p), "demo lacks {p}");
+    }
+    assert!(text.contains("sammu-x7550") && text.contains("64 PUs, 32 cores, 4 packages, 4 NUMA nodes"));
+}
