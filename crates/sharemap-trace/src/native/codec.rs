@@ -1,24 +1,67 @@
 //! Encoding of one chunk's columns into a compressed payload, and back.
 //!
-//! Raw payload (before zstd), all integers LEB128 varints unless noted:
+//! Raw payload (before zstd), integers LEB128 varints unless noted:
 //!   section THREADS: runs of (thread, run length) in access order
 //!   OPS: one byte per access (not length-prefixed): bit 7 = write, bits 0..7 = size,
 //!        0 meaning "size is in the BIG SIZES section"
 //!   section BIG SIZES: sizes that did not fit in 7 bits, in access order
-//!   section ADDRS: zigzag(addr - previous address of the same thread in this chunk)
-//!   section EVENTS: per event: zigzag-free delta of position, thread, kind byte, arg,
-//!        label length, label bytes
-//! Each section is prefixed by its byte length.
+//!   REFS: one byte per access (not length-prefixed): bits 4..6 = reference slot s (0..4),
+//!        bits 0..4 = byte length L (0..=8) of the access's delta
+//!   section ADDRS: per access, zigzag(addr - reference) as L little-endian bytes, where the
+//!        reference is slot s of the thread's 4 most recent stream addresses in this chunk
+//!        (all 0 at chunk start); the access's address then replaces slot s
+//!   section EVENTS: per event: position delta, thread, kind byte, arg, label length, label
+//! Sections are prefixed by their byte length. Byte lengths in REFS make every address
+//! independent of the previous one's bytes, so decoding has no serial parsing chain.
 
 use super::ChunkHeader;
 use crate::batch::Chunk;
 use crate::model::{Event, EventKind};
 use crate::varint;
 
+/// Number of recent addresses (streams) per thread an access may be coded against.
+pub const SLOTS: usize = 4;
+
+/// The encoder's view of one thread's streams: addresses and last-use times.
+#[derive(Clone, Copy, Default)]
+struct Streams {
+    addr: [u64; SLOTS],
+    used: [u64; SLOTS],
+    clock: u64,
+}
+
+impl Streams {
+    /// Picks the slot giving the shortest delta; a far jump (delta over 4 bytes) starts a
+    /// new stream in the least recently used slot instead. Returns (slot, zigzag delta).
+    fn choose(&mut self, addr: u64) -> (u8, u64) {
+        let delta = |base: u64| varint::zigzag(addr.wrapping_sub(base) as i64);
+        let mut best = 0;
+        for s in 1..SLOTS {
+            if byte_len(delta(self.addr[s])) < byte_len(delta(self.addr[best])) {
+                best = s;
+            }
+        }
+        if byte_len(delta(self.addr[best])) > 4 {
+            best = (0..SLOTS).min_by_key(|&s| self.used[s]).unwrap_or(0);
+        }
+        let d = delta(self.addr[best]);
+        self.clock += 1;
+        self.used[best] = self.clock;
+        self.addr[best] = addr;
+        (best as u8, d)
+    }
+}
+
+/// Bytes needed for `v` (0 for 0).
+#[inline]
+fn byte_len(v: u64) -> u8 {
+    ((64 - v.leading_zeros()) as u8).div_ceil(8)
+}
+
 pub struct ChunkEncoder {
     raw: Vec<u8>,
     section: Vec<u8>,
-    prev: Vec<u64>,
+    streams: Vec<Streams>,
     compressor: zstd::bulk::Compressor<'static>,
 }
 
@@ -27,7 +70,7 @@ impl ChunkEncoder {
         Ok(ChunkEncoder {
             raw: Vec::new(),
             section: Vec::new(),
-            prev: Vec::new(),
+            streams: Vec::new(),
             compressor: zstd::bulk::Compressor::new(level)?,
         })
     }
@@ -66,15 +109,16 @@ impl ChunkEncoder {
         }
         self.flush_section();
 
-        // ADDRS
+        // REFS and ADDRS
         self.section.clear();
-        self.prev.clear();
-        self.prev.resize(span as usize, 0);
+        self.streams.clear();
+        self.streams.resize(span as usize, Streams::default());
         for k in 0..n {
-            let t = a.thread[k] as usize;
-            let delta = a.addr[k].wrapping_sub(self.prev[t]) as i64;
-            varint::put(&mut self.section, varint::zigzag(delta));
-            self.prev[t] = a.addr[k];
+            let st = &mut self.streams[a.thread[k] as usize];
+            let (slot, delta) = st.choose(a.addr[k]);
+            let len = byte_len(delta);
+            self.raw.push((slot << 4) | len);
+            self.section.extend_from_slice(&delta.to_le_bytes()[..len as usize]);
         }
         self.flush_section();
 
@@ -118,7 +162,8 @@ pub type DecodeError = &'static str;
 
 pub struct ChunkDecoder {
     raw: Vec<u8>,
-    prev: Vec<u64>,
+    prev: Vec<[u64; SLOTS]>,
+    runs: Vec<(u32, u32)>,
     decompressor: zstd::bulk::Decompressor<'static>,
 }
 
@@ -127,6 +172,7 @@ impl ChunkDecoder {
         ChunkDecoder {
             raw: Vec::new(),
             prev: Vec::new(),
+            runs: Vec::new(),
             decompressor: zstd::bulk::Decompressor::new().expect("zstd decompression context"),
         }
     }
@@ -144,7 +190,11 @@ impl ChunkDecoder {
         }
         out.clear();
         out.first_access = header.first_access;
-        decode_raw(&self.raw, header, &mut self.prev, out)
+        // Slack so the address decoder can always load 8 bytes (never part of the data).
+        self.raw.extend_from_slice(&[0; 8]);
+        let r = decode_raw(&self.raw, got, header, &mut self.prev, &mut self.runs, out);
+        self.raw.truncate(got);
+        r
     }
 }
 
@@ -154,6 +204,9 @@ impl Default for ChunkDecoder {
     }
 }
 
+/// Masks keeping the low 0..=8 bytes of a word.
+const LOW_BYTES: [u64; 9] = [0, 0xff, 0xffff, 0xff_ffff, 0xffff_ffff, 0xff_ffff_ffff, 0xffff_ffff_ffff, 0xff_ffff_ffff_ffff, u64::MAX];
+
 fn section<'a>(raw: &'a [u8], pos: &mut usize) -> Result<&'a [u8], DecodeError> {
     let len = varint::get(raw, pos).ok_or("section length")? as usize;
     let start = *pos;
@@ -162,7 +215,15 @@ fn section<'a>(raw: &'a [u8], pos: &mut usize) -> Result<&'a [u8], DecodeError> 
     Ok(&raw[start..end])
 }
 
-fn decode_raw(raw: &[u8], h: &ChunkHeader, prev: &mut Vec<u64>, out: &mut Chunk) -> Result<(), DecodeError> {
+fn decode_raw(
+    padded: &[u8],
+    raw_len: usize,
+    h: &ChunkHeader,
+    prev: &mut Vec<[u64; SLOTS]>,
+    runs: &mut Vec<(u32, u32)>,
+    out: &mut Chunk,
+) -> Result<(), DecodeError> {
+    let raw = &padded[..raw_len];
     let n = h.accesses as usize;
     let span = h.thread_span;
     let mut pos = 0;
@@ -170,67 +231,80 @@ fn decode_raw(raw: &[u8], h: &ChunkHeader, prev: &mut Vec<u64>, out: &mut Chunk)
     let ops = raw.get(pos..pos.checked_add(n).ok_or("operations")?).ok_or("operations")?;
     pos += n;
     let big_sizes = section(raw, &mut pos)?;
-    let addrs = section(raw, &mut pos)?;
+    let refs = raw.get(pos..pos.checked_add(n).ok_or("references")?).ok_or("references")?;
+    pos += n;
+    let addr_len = varint::get(raw, &mut pos).ok_or("section length")? as usize;
+    let addr_start = pos;
+    let addr_end = addr_start.checked_add(addr_len).filter(|&e| e <= raw.len()).ok_or("section length")?;
+    pos = addr_end;
     let events = section(raw, &mut pos)?;
     if pos != raw.len() {
         return Err("trailing bytes in payload");
     }
     let a = &mut out.accesses;
 
-    // THREADS -> thread column
-    a.thread.reserve(n);
+    // THREADS: runs first, then the thread column.
+    runs.clear();
     let mut p = 0;
+    let mut total = 0usize;
     while p < threads.len() {
         let t = varint::get(threads, &mut p).ok_or("thread runs")?;
         let len = varint::get(threads, &mut p).ok_or("thread runs")? as usize;
-        if t >= span as u64 || len == 0 || a.thread.len() + len > n {
+        if t >= span as u64 || len == 0 || total + len > n {
             return Err("thread runs");
         }
-        a.thread.resize(a.thread.len() + len, t as u32);
+        total += len;
+        runs.push((t as u32, len as u32));
     }
-    if a.thread.len() != n {
+    if total != n {
         return Err("thread runs");
     }
-
-    // OPS + BIG SIZES -> size and write columns
-    a.size.reserve(n);
-    a.write.reserve(n);
-    let mut q = 0;
-    for &op in ops {
-        a.write.push(op & 0x80 != 0);
-        let code = op & 0x7f;
-        let size = if code != 0 {
-            code as u32
-        } else {
-            let s = varint::get(big_sizes, &mut q).ok_or("sizes")?;
-            u32::try_from(s).map_err(|_| "sizes")?
-        };
-        a.size.push(size);
-    }
-    if q != big_sizes.len() {
-        return Err("sizes");
+    a.thread.reserve(n);
+    for &(t, len) in runs.iter() {
+        a.thread.extend(std::iter::repeat_n(t, len as usize));
     }
 
-    // ADDRS, decoded run by run so the per-thread predecessor stays in a register.
-    prev.clear();
-    prev.resize(span as usize, 0);
-    a.addr.resize(n, 0);
-    let mut p = 0;
-    let mut k = 0;
-    while k < n {
-        let t = a.thread[k] as usize;
-        let mut last = prev[t];
-        let mut j = k;
-        while j < n && a.thread[j] as usize == t {
-            let v = read_varint_fast(addrs, &mut p).ok_or("addresses")?;
-            last = last.wrapping_add(varint::unzigzag(v) as u64);
-            a.addr[j] = last;
-            j += 1;
+    // OPS (+ BIG SIZES): written as whole-column passes the compiler can vectorise.
+    a.write.extend(ops.iter().map(|&op| op & 0x80 != 0));
+    a.size.extend(ops.iter().map(|&op| (op & 0x7f) as u32));
+    if !big_sizes.is_empty() || ops.iter().any(|&op| op & 0x7f == 0) {
+        let mut q = 0;
+        for (size, &op) in a.size.iter_mut().zip(ops) {
+            if op & 0x7f == 0 {
+                let s = varint::get(big_sizes, &mut q).ok_or("sizes")?;
+                *size = u32::try_from(s).map_err(|_| "sizes")?;
+            }
         }
-        prev[t] = last;
-        k = j;
+        if q != big_sizes.len() {
+            return Err("sizes");
+        }
     }
-    if p != addrs.len() {
+
+    // ADDRS, run by run with the thread's streams held locally.
+    prev.clear();
+    prev.resize(span as usize, [0; SLOTS]);
+    a.addr.resize(n, 0);
+    let mut p = addr_start;
+    let mut i = 0;
+    for &(t, len) in runs.iter() {
+        let mut hist = prev[t as usize];
+        for (out, &r) in a.addr[i..i + len as usize].iter_mut().zip(&refs[i..i + len as usize]) {
+            let n_bytes = (r & 0x0f) as usize;
+            let slot = (r >> 4) as usize;
+            if n_bytes > 8 || slot >= SLOTS {
+                return Err("address references");
+            }
+            let word = u64::from_le_bytes(padded.get(p..p + 8).ok_or("addresses")?.try_into().unwrap());
+            let v = word & LOW_BYTES[n_bytes];
+            p += n_bytes;
+            let addr = hist[slot].wrapping_add(varint::unzigzag(v) as u64);
+            hist[slot] = addr;
+            *out = addr;
+        }
+        prev[t as usize] = hist;
+        i += len as usize;
+    }
+    if p != addr_end {
         return Err("addresses");
     }
 
@@ -261,21 +335,3 @@ fn decode_raw(raw: &[u8], h: &ChunkHeader, prev: &mut Vec<u64>, out: &mut Chunk)
     Ok(())
 }
 
-/// Varint read with a fast path for the common one- and two-byte cases.
-#[inline(always)]
-fn read_varint_fast(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let i = *pos;
-    if let Some(&b0) = buf.get(i) {
-        if b0 < 0x80 {
-            *pos = i + 1;
-            return Some(b0 as u64);
-        }
-        if let Some(&b1) = buf.get(i + 1) {
-            if b1 < 0x80 {
-                *pos = i + 2;
-                return Some((b0 & 0x7f) as u64 | (b1 as u64) << 7);
-            }
-        }
-    }
-    varint::get(buf, pos)
-}

@@ -1,0 +1,51 @@
+//! Quick single-core decode timing per pattern (for profiling; `cargo bench` is the reference).
+use sharemap_sources::generate::{self, GenParams, PATTERNS};
+use sharemap_sources::VecSink;
+use sharemap_trace::native::{ChunkDecoder, ChunkEncoder, DEFAULT_CHUNK_ACCESSES};
+use sharemap_trace::Chunk;
+use std::time::Instant;
+
+fn main() {
+    let only: Vec<String> = std::env::args().skip(1).collect();
+    for p in PATTERNS.iter().filter(|p| only.is_empty() || only.iter().any(|o| o == p.name)) {
+        let mut sink = VecSink::default();
+        generate::run(p, &GenParams::new(8, 2_000_000, 1), &mut sink).unwrap();
+        let level: i32 = std::env::var("LEVEL").ok().and_then(|l| l.parse().ok()).unwrap_or(3);
+        let mut enc = ChunkEncoder::new(level).unwrap();
+        let encoded: Vec<_> = sink
+            .accesses
+            .chunks(DEFAULT_CHUNK_ACCESSES)
+            .enumerate()
+            .map(|(i, part)| {
+                let mut c = Chunk { first_access: (i * DEFAULT_CHUNK_ACCESSES) as u64, ..Chunk::default() };
+                part.iter().for_each(|a| c.accesses.push(*a));
+                let mut payload = Vec::new();
+                (enc.encode(&c, &mut payload).unwrap(), payload)
+            })
+            .collect();
+        let mut dec = ChunkDecoder::new();
+        let mut out = Chunk::default();
+        let mut best = f64::MAX;
+        for _ in 0..15 {
+            let t = Instant::now();
+            for (h, payload) in &encoded {
+                dec.decode(h, payload, &mut out).unwrap();
+            }
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        let mut z = zstd::bulk::Decompressor::new().unwrap();
+        let mut buf = Vec::with_capacity(1 << 22);
+        let mut zbest = f64::MAX;
+        let mut raw_bytes = 0;
+        for _ in 0..15 {
+            let t = Instant::now();
+            raw_bytes = 0;
+            for (_, payload) in &encoded {
+                buf.clear();
+                raw_bytes += z.decompress_to_buffer(payload, &mut buf).unwrap();
+            }
+            zbest = zbest.min(t.elapsed().as_secs_f64());
+        }
+        println!("{:<18} {:>7.1} M accesses/s   (zstd alone {:>7.1} M/s, raw {:.2} B/access)", p.name, 2.0 / best, 2.0 / zbest, raw_bytes as f64 / 2e6);
+    }
+}
