@@ -12,12 +12,13 @@ fn main() {
         generate::run(p, &GenParams::new(8, 2_000_000, 1), &mut sink).unwrap();
         let level: i32 = std::env::var("LEVEL").ok().and_then(|l| l.parse().ok()).unwrap_or(3);
         let mut enc = ChunkEncoder::new(level).unwrap();
+        let chunk_size: usize = std::env::var("CHUNK").ok().and_then(|l| l.parse().ok()).unwrap_or(DEFAULT_CHUNK_ACCESSES);
         let encoded: Vec<_> = sink
             .accesses
-            .chunks(DEFAULT_CHUNK_ACCESSES)
+            .chunks(chunk_size)
             .enumerate()
             .map(|(i, part)| {
-                let mut c = Chunk { first_access: (i * DEFAULT_CHUNK_ACCESSES) as u64, ..Chunk::default() };
+                let mut c = Chunk { first_access: (i * chunk_size) as u64, ..Chunk::default() };
                 part.iter().for_each(|a| c.accesses.push(*a));
                 let mut payload = Vec::new();
                 (enc.encode(&c, &mut payload).unwrap(), payload)

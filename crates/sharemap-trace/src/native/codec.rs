@@ -5,8 +5,8 @@
 //!   OPS: one byte per access (not length-prefixed): bit 7 = write, bits 0..7 = size,
 //!        0 meaning "size is in the BIG SIZES section"
 //!   section BIG SIZES: sizes that did not fit in 7 bits, in access order
-//!   REFS: one byte per access (not length-prefixed): bits 4..6 = reference slot s (0..4),
-//!        bits 0..4 = byte length L (0..=8) of the access's delta
+//!   REFS: one byte per access (not length-prefixed): bits 4..6 = reference slot s (0..4;
+//!        bits 6..8 are zero), bits 0..4 = byte length L (0..=8) of the access's delta
 //!   section ADDRS: per access, zigzag(addr - reference) as L little-endian bytes, where the
 //!        reference is slot s of the thread's 4 most recent stream addresses in this chunk
 //!        (all 0 at chunk start); the access's address then replaces slot s
@@ -28,6 +28,7 @@ struct Streams {
     addr: [u64; SLOTS],
     used: [u64; SLOTS],
     clock: u64,
+    last: usize,
 }
 
 impl Streams {
@@ -35,6 +36,15 @@ impl Streams {
     /// new stream in the least recently used slot instead. Returns (slot, zigzag delta).
     fn choose(&mut self, addr: u64) -> (u8, u64) {
         let delta = |base: u64| varint::zigzag(addr.wrapping_sub(base) as i64);
+        // Fast path: the stream used last continues with a one-byte step.
+        let d = delta(self.addr[self.last]);
+        if d < 0x100 {
+            let s = self.last;
+            self.clock += 1;
+            self.used[s] = self.clock;
+            self.addr[s] = addr;
+            return (s as u8, d);
+        }
         let mut best = 0;
         for s in 1..SLOTS {
             if byte_len(delta(self.addr[s])) < byte_len(delta(self.addr[best])) {
@@ -48,6 +58,7 @@ impl Streams {
         self.clock += 1;
         self.used[best] = self.clock;
         self.addr[best] = addr;
+        self.last = best;
         (best as u8, d)
     }
 }

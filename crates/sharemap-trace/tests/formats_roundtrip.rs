@@ -1,0 +1,70 @@
+//! Round trips through every readable format, on random traces (property tests).
+
+use proptest::prelude::*;
+use sharemap_trace::{Access, Chunk, Event, EventKind, Format, Kind, Metadata, Source, TraceReader, TraceWriter};
+
+fn access() -> impl Strategy<Value = Access> {
+    (0u32..20, any::<u64>(), prop_oneof![Just(8u32), 1u32..200, any::<u32>()], any::<bool>())
+        .prop_map(|(thread, addr, size, w)| Access { thread, addr, size, kind: if w { Kind::Write } else { Kind::Read } })
+}
+
+fn write(path: &std::path::Path, accesses: &[Access], events: &[Event]) {
+    let meta = Metadata { page_size: 8192, ..Metadata::with_source(Source { kind: "test".into(), name: "prop".into(), ..Source::default() }) };
+    let mut w = TraceWriter::create(path, None, meta).unwrap();
+    let mut ev = events.iter().peekable();
+    for (i, a) in accesses.iter().enumerate() {
+        while let Some(e) = ev.next_if(|e| e.at <= i as u64) {
+            w.event(e.thread, e.kind, e.arg, &e.label).unwrap();
+        }
+        w.access(*a).unwrap();
+    }
+    for e in ev {
+        w.event(e.thread, e.kind, e.arg, &e.label).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+fn read(path: &std::path::Path) -> (Vec<Access>, Vec<Event>, Metadata) {
+    let mut r = TraceReader::open(path, None).unwrap();
+    let mut c = Chunk::default();
+    let (mut a, mut e) = (Vec::new(), Vec::new());
+    while r.next_chunk(&mut c).unwrap() {
+        a.extend(c.accesses.iter());
+        e.extend(c.events.iter().cloned());
+    }
+    (a, e, r.metadata().clone())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn csv_keeps_every_access(accesses in prop::collection::vec(access(), 0..400)) {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.csv");
+        write(&p, &accesses, &[]);
+        prop_assert_eq!(Format::detect(&p).unwrap(), Format::Csv);
+        prop_assert_eq!(read(&p).0, accesses);
+    }
+
+    #[test]
+    fn parquet_keeps_accesses_events_and_metadata(
+        accesses in prop::collection::vec(access(), 0..400),
+        marks in prop::collection::vec((0u64..400, 0usize..9, any::<u64>(), "[a-z]{0,5}"), 0..10),
+    ) {
+        let mut events: Vec<Event> = marks
+            .into_iter()
+            .filter(|(at, ..)| *at <= accesses.len() as u64)
+            .map(|(at, k, arg, label)| Event { at, thread: 1, kind: EventKind::ALL[k], arg, label })
+            .collect();
+        events.sort_by_key(|e| e.at);
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.parquet");
+        write(&p, &accesses, &events);
+        let (a, e, m) = read(&p);
+        prop_assert_eq!(a, accesses);
+        prop_assert_eq!(e, events);
+        prop_assert_eq!(m.page_size, 8192);
+        prop_assert_eq!(m.source.name, "prop");
+    }
+}
