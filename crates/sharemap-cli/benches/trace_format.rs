@@ -71,5 +71,37 @@ fn bench(c: &mut Criterion) {
     encode.finish();
 }
 
-criterion_group!(benches, bench);
+/// Whole-file decoding from disk: one core sequentially, and all cores by chunk (rayon).
+fn file_decode(c: &mut Criterion) {
+    const N: u64 = 8_000_000;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sor.trace");
+    let meta = sharemap_trace::Metadata::default();
+    let mut w = sharemap_trace::native::NativeWriter::new(std::io::BufWriter::new(std::fs::File::create(&path).unwrap()), meta).unwrap();
+    generate::run(generate::find("sor").unwrap(), &GenParams::new(8, N, 1), &mut w).unwrap();
+    w.finish().unwrap();
+    let mut g = c.benchmark_group("file_decode_sor");
+    g.throughput(Throughput::Elements(N));
+    g.sample_size(10);
+    g.bench_function("sequential", |b| {
+        b.iter(|| {
+            let mut r = sharemap_trace::native::NativeReader::open(&path).unwrap();
+            let mut chunk = Chunk::default();
+            let mut n = 0;
+            while r.next_chunk(&mut chunk).unwrap() {
+                n += chunk.accesses.len();
+            }
+            n
+        })
+    });
+    g.bench_function(format!("parallel_{}_threads", rayon::current_num_threads()), |b| {
+        b.iter(|| {
+            let r = sharemap_trace::native::NativeReader::open(&path).unwrap();
+            r.par_map_chunks(|c| c.accesses.len()).unwrap().into_iter().sum::<usize>()
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, file_decode);
 criterion_main!(benches);

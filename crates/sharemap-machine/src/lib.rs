@@ -343,14 +343,6 @@ fn renumber_numa_dfs(tree: &mut Tree) {
 }
 
 fn model_distances(tree: &Tree) -> Vec<Vec<u32>> {
-    let ancestors = |mut o: usize| {
-        let mut v = vec![o];
-        while let Some(p) = tree.objs[o].parent {
-            v.push(p);
-            o = p;
-        }
-        v
-    };
     let n = tree.numa.len();
     let mut d = vec![vec![DISTANCE_LOCAL; n]; n];
     for i in 0..n {
@@ -358,8 +350,8 @@ fn model_distances(tree: &Tree) -> Vec<Vec<u32>> {
             if i == j {
                 continue;
             }
-            let a = ancestors(tree.numa[i].attached_to);
-            let b = ancestors(tree.numa[j].attached_to);
+            let a = tree.ancestors(tree.numa[i].attached_to);
+            let b = tree.ancestors(tree.numa[j].attached_to);
             let lca = a.iter().find(|x| b.contains(x)).copied().unwrap_or(0);
             d[i][j] = if lca == 0 { DISTANCE_FAR } else { DISTANCE_NEAR };
         }

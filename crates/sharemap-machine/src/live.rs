@@ -105,12 +105,8 @@ pub fn from_sysfs() -> Result<Tree, MachineError> {
 
 fn lowest_common_holder(tree: &Tree, cpus: &[u32]) -> usize {
     let pus: Vec<usize> = tree.objs.iter().enumerate().filter(|(_, o)| o.ty == ObjType::Pu && o.os_index.is_some_and(|x| cpus.contains(&x))).map(|(i, _)| i).collect();
-    let ancestors = |mut o: usize| {
-        let mut v = vec![o];
-        while let Some(p) = tree.objs[o].parent {
-            v.push(p);
-            o = p;
-        }
+    let ancestors = |o: usize| {
+        let mut v = tree.ancestors(o);
         v.reverse();
         v
     };

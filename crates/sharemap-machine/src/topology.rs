@@ -101,6 +101,16 @@ impl Tree {
         id
     }
 
+    /// `o` and its ancestors up to the root, nearest first.
+    pub fn ancestors(&self, mut o: usize) -> Vec<usize> {
+        let mut v = vec![o];
+        while let Some(p) = self.objs[o].parent {
+            v.push(p);
+            o = p;
+        }
+        v
+    }
+
     pub fn attach_numa(&mut self, obj: usize, os_index: u32, memory: Option<u64>) {
         let id = self.numa.len();
         self.numa.push(NumaNode { os_index, memory, attached_to: obj, pus: Vec::new() });

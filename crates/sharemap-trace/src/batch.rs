@@ -74,19 +74,4 @@ impl Chunk {
         self.accesses.clear();
         self.events.clear();
     }
-
-    /// Visits events and accesses in trace order: each event before the access it precedes.
-    pub fn for_each_in_order(&self, mut on_access: impl FnMut(u64, Access), mut on_event: impl FnMut(&Event)) {
-        let mut ev = self.events.iter().peekable();
-        for i in 0..self.accesses.len() {
-            let index = self.first_access + i as u64;
-            while let Some(e) = ev.next_if(|e| e.at <= index) {
-                on_event(e);
-            }
-            on_access(index, self.accesses.get(i));
-        }
-        for e in ev {
-            on_event(e);
-        }
-    }
 }

@@ -215,8 +215,17 @@ impl Default for ChunkDecoder {
     }
 }
 
-/// Masks keeping the low 0..=8 bytes of a word.
-const LOW_BYTES: [u64; 9] = [0, 0xff, 0xffff, 0xff_ffff, 0xffff_ffff, 0xff_ffff_ffff, 0xffff_ffff_ffff, 0xff_ffff_ffff_ffff, u64::MAX];
+/// Masks keeping the low 0..=8 bytes of a word, indexed by a 4-bit length (9..16 are
+/// rejected before use; the padding only spares the hot loop a bounds check).
+const LOW_BYTES: [u64; 16] = {
+    let mut m = [u64::MAX; 16];
+    let mut i = 0;
+    while i < 8 {
+        m[i] = (1u64 << (8 * i)) - 1;
+        i += 1;
+    }
+    m
+};
 
 fn section<'a>(raw: &'a [u8], pos: &mut usize) -> Result<&'a [u8], DecodeError> {
     let len = varint::get(raw, pos).ok_or("section length")? as usize;
@@ -272,13 +281,15 @@ fn decode_raw(
     }
     a.thread.reserve(n);
     for &(t, len) in runs.iter() {
-        a.thread.extend(std::iter::repeat_n(t, len as usize));
+        a.thread.resize(a.thread.len() + len as usize, t);
     }
 
     // OPS (+ BIG SIZES): written as whole-column passes the compiler can vectorise.
     a.write.extend(ops.iter().map(|&op| op & 0x80 != 0));
     a.size.extend(ops.iter().map(|&op| (op & 0x7f) as u32));
-    if !big_sizes.is_empty() || ops.iter().any(|&op| op & 0x7f == 0) {
+    // A full fold (not `any`) so the check vectorises.
+    let escaped = ops.iter().fold(false, |acc, &op| acc | (op & 0x7f == 0));
+    if !big_sizes.is_empty() || escaped {
         let mut q = 0;
         for (size, &op) in a.size.iter_mut().zip(ops) {
             if op & 0x7f == 0 {
@@ -291,27 +302,45 @@ fn decode_raw(
         }
     }
 
+    // REFS are checked in one pass: lengths <= 8, slots < SLOTS, and lengths adding up to
+    // exactly the ADDRS section. That proves every 8-byte load below stays inside `padded`
+    // (ADDRS ends at most raw_len bytes in, and `padded` has 8 bytes of slack after that).
+    let (mut total, mut bad) = (0usize, false);
+    for &r in refs {
+        total += (r & 0x0f) as usize;
+        bad |= (r & 0x0f) > 8 || (r >> 4) as usize >= SLOTS;
+    }
+    if bad || total != addr_len || padded.len() < addr_end + 8 {
+        return Err("address references");
+    }
+
     // ADDRS, run by run with the thread's streams held locally.
     prev.clear();
     prev.resize(span as usize, [0; SLOTS]);
     a.addr.resize(n, 0);
+    let base = padded.as_ptr();
     let mut p = addr_start;
     let mut i = 0;
     for &(t, len) in runs.iter() {
         let mut hist = prev[t as usize];
+        // The stream in use stays in a register; `hist` is touched only on a switch.
+        let (mut slot, mut cur) = (0usize, hist[0]);
         for (out, &r) in a.addr[i..i + len as usize].iter_mut().zip(&refs[i..i + len as usize]) {
             let n_bytes = (r & 0x0f) as usize;
-            let slot = (r >> 4) as usize;
-            if n_bytes > 8 || slot >= SLOTS {
-                return Err("address references");
-            }
-            let word = u64::from_le_bytes(padded.get(p..p + 8).ok_or("addresses")?.try_into().unwrap());
+            // SAFETY: p <= addr_end by the length check above, and addr_end + 8 <= padded.len().
+            let word = u64::from_le(unsafe { std::ptr::read_unaligned(base.add(p) as *const u64) });
             let v = word & LOW_BYTES[n_bytes];
             p += n_bytes;
-            let addr = hist[slot].wrapping_add(varint::unzigzag(v) as u64);
-            hist[slot] = addr;
-            *out = addr;
+            let s = (r >> 4) as usize & (SLOTS - 1);
+            if s != slot {
+                hist[slot] = cur;
+                cur = hist[s];
+                slot = s;
+            }
+            cur = cur.wrapping_add(varint::unzigzag(v) as u64);
+            *out = cur;
         }
+        hist[slot] = cur;
         prev[t as usize] = hist;
         i += len as usize;
     }

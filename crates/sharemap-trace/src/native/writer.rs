@@ -2,7 +2,7 @@
 //! bounded whatever the trace length.
 
 use super::{ChunkEncoder, Footer, DEFAULT_CHUNK_ACCESSES, FILE_MAGIC, FOOTER_MAGIC, TRAILER_MAGIC};
-use crate::batch::{AccessBatch, Chunk};
+use crate::batch::Chunk;
 use crate::model::{Access, Event, EventKind, Metadata, FORMAT_VERSION};
 use std::io::{self, Write};
 
@@ -74,13 +74,6 @@ impl<W: Write> NativeWriter<W> {
         Ok(())
     }
 
-    pub fn push_batch(&mut self, batch: &AccessBatch) -> io::Result<()> {
-        for a in batch.iter() {
-            self.push(a)?;
-        }
-        Ok(())
-    }
-
     /// Records an event just before the next access.
     pub fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) -> io::Result<()> {
         self.pending.events.push(Event { at: self.accesses, thread, kind, arg, label: label.to_string() });
@@ -88,22 +81,6 @@ impl<W: Write> NativeWriter<W> {
         // A stream of events with no accesses must not grow without bound either.
         if self.pending.events.len() >= self.chunk_accesses {
             self.flush_chunk()?;
-        }
-        Ok(())
-    }
-
-    /// Writes a whole chunk as read from another trace (events keep their positions).
-    pub fn push_chunk(&mut self, chunk: &Chunk) -> io::Result<()> {
-        let mut events = chunk.events.iter().peekable();
-        for i in 0..chunk.accesses.len() {
-            let at = chunk.first_access + i as u64;
-            while let Some(e) = events.next_if(|e| e.at <= at) {
-                self.event(e.thread, e.kind, e.arg, &e.label)?;
-            }
-            self.push(chunk.accesses.get(i))?;
-        }
-        for e in events {
-            self.event(e.thread, e.kind, e.arg, &e.label)?;
         }
         Ok(())
     }
