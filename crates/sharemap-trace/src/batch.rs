@@ -2,23 +2,28 @@
 
 use crate::model::{Access, Event, Kind};
 
-/// A run of consecutive accesses in column form. Columns always have equal lengths.
+/// A run of consecutive accesses in column form. `thread`, `addr` and `op` always have
+/// equal lengths.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AccessBatch {
     pub thread: Vec<u32>,
     pub addr: Vec<u64>,
-    pub size: Vec<u32>,
-    pub write: Vec<bool>,
+    /// Per access: bit 7 set for a write; bits 0..7 the size in bytes, or 0 when the size
+    /// (0 or 128 and above) is in `big_sizes`. The native format stores this byte as is.
+    pub op: Vec<u8>,
+    /// (index, size) of the accesses whose op byte holds size 0, in index order.
+    pub big_sizes: Vec<(u32, u32)>,
+}
+
+/// The op byte of an access whose size fits in 7 bits (1..=127), else None.
+#[inline]
+pub fn op_byte(size: u32, write: bool) -> Option<u8> {
+    (1..0x80).contains(&size).then_some(size as u8 | if write { 0x80 } else { 0 })
 }
 
 impl AccessBatch {
     pub fn with_capacity(n: usize) -> Self {
-        AccessBatch {
-            thread: Vec::with_capacity(n),
-            addr: Vec::with_capacity(n),
-            size: Vec::with_capacity(n),
-            write: Vec::with_capacity(n),
-        }
+        AccessBatch { thread: Vec::with_capacity(n), addr: Vec::with_capacity(n), op: Vec::with_capacity(n), big_sizes: Vec::new() }
     }
 
     pub fn len(&self) -> usize {
@@ -32,16 +37,33 @@ impl AccessBatch {
     pub fn clear(&mut self) {
         self.thread.clear();
         self.addr.clear();
-        self.size.clear();
-        self.write.clear();
+        self.op.clear();
+        self.big_sizes.clear();
     }
 
     #[inline]
     pub fn push(&mut self, a: Access) {
+        let write = a.kind == Kind::Write;
+        let op = op_byte(a.size, write).unwrap_or_else(|| {
+            self.big_sizes.push((self.thread.len() as u32, a.size));
+            if write { 0x80 } else { 0 }
+        });
         self.thread.push(a.thread);
         self.addr.push(a.addr);
-        self.size.push(a.size);
-        self.write.push(a.kind == Kind::Write);
+        self.op.push(op);
+    }
+
+    #[inline]
+    pub fn is_write(&self, i: usize) -> bool {
+        self.op[i] & 0x80 != 0
+    }
+
+    #[inline]
+    pub fn size(&self, i: usize) -> u32 {
+        match self.op[i] & 0x7f {
+            0 => self.big_sizes.binary_search_by_key(&(i as u32), |&(k, _)| k).map_or(0, |k| self.big_sizes[k].1),
+            s => s as u32,
+        }
     }
 
     #[inline]
@@ -49,8 +71,8 @@ impl AccessBatch {
         Access {
             thread: self.thread[i],
             addr: self.addr[i],
-            size: self.size[i],
-            kind: if self.write[i] { Kind::Write } else { Kind::Read },
+            size: self.size(i),
+            kind: if self.is_write(i) { Kind::Write } else { Kind::Read },
         }
     }
 

@@ -55,11 +55,12 @@ impl<W: Write + Send> ParquetWriter<W> {
         for &t in &a.thread {
             self.meta.threads = self.meta.threads.max(t + 1);
         }
-        let kinds: StringArray = a.write.iter().map(|&w| Some(if w { "W" } else { "R" })).collect();
+        let kinds: StringArray = a.op.iter().map(|&op| Some(if op & 0x80 != 0 { "W" } else { "R" })).collect();
+        let sizes: Vec<u32> = (0..a.len()).map(|i| a.size(i)).collect();
         let columns: Vec<ArrayRef> = vec![
             Arc::new(UInt32Array::from(a.thread.clone())),
             Arc::new(UInt64Array::from(a.addr.clone())),
-            Arc::new(UInt32Array::from(a.size.clone())),
+            Arc::new(UInt32Array::from(sizes)),
             Arc::new(kinds),
         ];
         let batch = RecordBatch::try_new(schema(), columns)?;

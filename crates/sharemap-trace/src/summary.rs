@@ -120,10 +120,10 @@ impl Summarizer {
             let t = a.thread[i] as usize;
             self.grow(t);
             let addr = a.addr[i];
-            let w = a.write[i];
+            let w = a.op[i] & 0x80 != 0;
             self.threads[t].accesses += 1;
             self.threads[t].writes += w as u64;
-            self.bytes += a.size[i] as u64;
+            self.bytes += a.size(i) as u64;
             self.min_addr = self.min_addr.min(addr);
             self.max_addr = self.max_addr.max(addr);
             let page = addr >> self.page_shift;

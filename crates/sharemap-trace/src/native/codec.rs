@@ -108,15 +108,11 @@ impl ChunkEncoder {
         }
         self.flush_section();
 
-        // OPS and BIG SIZES
+        // OPS (the batch's own column) and BIG SIZES
+        self.raw.extend_from_slice(&a.op);
         self.section.clear();
-        for k in 0..n {
-            let size = a.size[k];
-            let code = if (1..0x80).contains(&size) { size as u8 } else { 0 };
-            self.raw.push(code | if a.write[k] { 0x80 } else { 0 });
-            if code == 0 {
-                varint::put(&mut self.section, size as u64);
-            }
+        for &(_, size) in &a.big_sizes {
+            varint::put(&mut self.section, size as u64);
         }
         self.flush_section();
 
@@ -284,17 +280,16 @@ fn decode_raw(
         a.thread.resize(a.thread.len() + len as usize, t);
     }
 
-    // OPS (+ BIG SIZES): written as whole-column passes the compiler can vectorise.
-    a.write.extend(ops.iter().map(|&op| op & 0x80 != 0));
-    a.size.extend(ops.iter().map(|&op| (op & 0x7f) as u32));
+    // OPS are the batch's column as stored; escaped sizes come from BIG SIZES.
+    a.op.extend_from_slice(ops);
     // A full fold (not `any`) so the check vectorises.
     let escaped = ops.iter().fold(false, |acc, &op| acc | (op & 0x7f == 0));
     if !big_sizes.is_empty() || escaped {
         let mut q = 0;
-        for (size, &op) in a.size.iter_mut().zip(ops) {
+        for (i, &op) in ops.iter().enumerate() {
             if op & 0x7f == 0 {
                 let s = varint::get(big_sizes, &mut q).ok_or("sizes")?;
-                *size = u32::try_from(s).map_err(|_| "sizes")?;
+                a.big_sizes.push((i as u32, u32::try_from(s).map_err(|_| "sizes")?));
             }
         }
         if q != big_sizes.len() {
