@@ -16,7 +16,7 @@ pub const TRAILER_MAGIC: &[u8; 8] = b"SMEND\0\0\0";
 /// Fixed part of the file header: magic, version u16, flags u16, json length u32, json crc u32.
 pub const FILE_HEADER_LEN: usize = 20;
 pub const CHUNK_HEADER_LEN: usize = 40;
-/// Accesses per chunk written by default: ~280 KiB decoded, so a decoded chunk stays in a
+/// Accesses per chunk written by default: ~210 KiB decoded, so a decoded chunk stays in a
 /// core's L2 cache (measured faster than 8K or 64K; see docs/benchmarks.md).
 pub const DEFAULT_CHUNK_ACCESSES: usize = 1 << 14;
 /// Readers refuse chunks claiming more than this, so a damaged header cannot exhaust memory.
