@@ -15,6 +15,7 @@ pub const DEMO_MACHINE: &str = "sammu-x7550";
 pub const DEMO_THREADS: u32 = 8;
 
 pub fn run(dir: Option<&Path>, accesses: u64) -> Result<ExitCode> {
+    let keep = dir.is_some();
     let temp;
     let dir = match dir {
         Some(d) => {
@@ -51,8 +52,8 @@ pub fn run(dir: Option<&Path>, accesses: u64) -> Result<ExitCode> {
         );
     }
     println!("\n(shared% = accesses to pages touched by 2+ threads; B/acc = bytes per access in the native trace)");
-    if let Some(d) = dir.to_str().filter(|_| dir.exists() && !dir.starts_with(std::env::temp_dir())) {
-        println!("traces kept in {d}");
+    if keep {
+        println!("traces kept in {}", dir.display());
     }
     println!();
     let m = Machine::from_spec(DEMO_MACHINE).map_err(|e| anyhow!(e))?;

@@ -22,10 +22,6 @@ pub fn op_byte(size: u32, write: bool) -> Option<u8> {
 }
 
 impl AccessBatch {
-    pub fn with_capacity(n: usize) -> Self {
-        AccessBatch { thread: Vec::with_capacity(n), addr: Vec::with_capacity(n), op: Vec::with_capacity(n), big_sizes: Vec::new() }
-    }
-
     pub fn len(&self) -> usize {
         self.thread.len()
     }

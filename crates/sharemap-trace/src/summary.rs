@@ -8,7 +8,6 @@ use crate::model::Metadata;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
-
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct ThreadSummary {
     pub thread: u32,

@@ -91,10 +91,6 @@ impl<W: Write> NativeWriter<W> {
         self.meta.os_tids = os_tids;
     }
 
-    pub fn metadata_mut(&mut self) -> &mut Metadata {
-        &mut self.meta
-    }
-
     fn flush_chunk(&mut self) -> io::Result<()> {
         if self.pending.accesses.is_empty() && self.pending.events.is_empty() {
             return Ok(());
