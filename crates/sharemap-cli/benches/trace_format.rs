@@ -5,7 +5,7 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use sharemap_sources::generate::{self, GenParams, PATTERNS};
 use sharemap_sources::VecSink;
-use sharemap_trace::native::{ChunkDecoder, ChunkEncoder, DEFAULT_CHUNK_ACCESSES};
+use sharemap_trace::native::{ChunkDecoder, ChunkEncoder, DEFAULT_CHUNK_ACCESSES, DEFAULT_ZSTD_LEVEL};
 use sharemap_trace::Chunk;
 
 const ACCESSES: u64 = 2_000_000;
@@ -33,7 +33,7 @@ fn bench(c: &mut Criterion) {
     let mut encoded_all = Vec::new();
     for p in PATTERNS {
         let chunks = chunks(p.name);
-        let mut enc = ChunkEncoder::new(3).unwrap();
+        let mut enc = ChunkEncoder::new(DEFAULT_ZSTD_LEVEL).unwrap();
         let encoded: Vec<_> = chunks
             .iter()
             .map(|c| {
@@ -63,7 +63,7 @@ fn bench(c: &mut Criterion) {
     encode.sample_size(10);
     for (name, chunks) in encoded_all.iter().filter(|(n, _)| ["sor", "all-to-all", "random"].contains(n)) {
         encode.bench_with_input(BenchmarkId::from_parameter(name), chunks, |b, chunks| {
-            let mut enc = ChunkEncoder::new(3).unwrap();
+            let mut enc = ChunkEncoder::new(DEFAULT_ZSTD_LEVEL).unwrap();
             let mut payload = Vec::new();
             b.iter(|| chunks.iter().map(|c| enc.encode(c, &mut payload).unwrap().payload_len as usize).sum::<usize>())
         });

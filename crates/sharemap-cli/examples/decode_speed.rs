@@ -10,7 +10,7 @@ fn main() {
     for p in PATTERNS.iter().filter(|p| only.is_empty() || only.iter().any(|o| o == p.name)) {
         let mut sink = VecSink::default();
         generate::run(p, &GenParams::new(8, 2_000_000, 1), &mut sink).unwrap();
-        let level: i32 = std::env::var("LEVEL").ok().and_then(|l| l.parse().ok()).unwrap_or(3);
+        let level: i32 = std::env::var("LEVEL").ok().and_then(|l| l.parse().ok()).unwrap_or(sharemap_trace::native::DEFAULT_ZSTD_LEVEL);
         let mut enc = ChunkEncoder::new(level).unwrap();
         let chunk_size: usize = std::env::var("CHUNK").ok().and_then(|l| l.parse().ok()).unwrap_or(DEFAULT_CHUNK_ACCESSES);
         let encoded: Vec<_> = sink

@@ -32,7 +32,7 @@ pub struct WriteSummary {
 
 impl<W: Write> NativeWriter<W> {
     pub fn new(out: W, meta: Metadata) -> io::Result<Self> {
-        Self::with_options(out, meta, DEFAULT_CHUNK_ACCESSES, 3)
+        Self::with_options(out, meta, DEFAULT_CHUNK_ACCESSES, super::DEFAULT_ZSTD_LEVEL)
     }
 
     pub fn with_options(mut out: W, mut meta: Metadata, chunk_accesses: usize, level: i32) -> io::Result<Self> {
