@@ -72,6 +72,18 @@ fn gen_then_info_reports_exact_counts() {
 }
 
 #[test]
+fn outputs_get_the_usual_file_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "m.trace");
+    ok(&["gen", "private", "--threads", "2", "--accesses", "1000", "-o", s(&t)]);
+    let plain = p(&d, "plain");
+    std::fs::File::create(&plain).unwrap();
+    let mode = |f: &Path| std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&t), mode(&plain), "same mode as a file created under the same umask");
+}
+
+#[test]
 fn csv_native_csv_round_trip_is_byte_identical() {
     let d = tempfile::tempdir().unwrap();
     let csv = p(&d, "in.csv");

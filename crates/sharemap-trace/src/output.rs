@@ -21,9 +21,13 @@ impl AtomicOutput {
             return Err(TraceError::invalid(dest, "is a directory"));
         }
         let name = dest.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        // Mode 0666 before the umask, like any file the user creates (tempfile's default,
+        // 0600, would survive the rename).
+        use std::os::unix::fs::PermissionsExt;
         let temp = tempfile::Builder::new()
             .prefix(&format!(".{name}."))
             .suffix(".partial")
+            .permissions(std::fs::Permissions::from_mode(0o666))
             .tempfile_in(dir)
             .map_err(|e| TraceError::invalid(dest, format!("cannot write: {e}")))?;
         Ok(AtomicOutput { dest: dest.to_path_buf(), temp })
