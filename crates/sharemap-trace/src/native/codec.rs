@@ -318,24 +318,19 @@ fn decode_raw(
     let mut i = 0;
     for &(t, len) in runs.iter() {
         let mut hist = prev[t as usize];
-        // The stream in use stays in a register; `hist` is touched only on a switch.
-        let (mut slot, mut cur) = (0usize, hist[0]);
         for (out, &r) in a.addr[i..i + len as usize].iter_mut().zip(&refs[i..i + len as usize]) {
             let n_bytes = (r & 0x0f) as usize;
             // SAFETY: p <= addr_end by the length check above, and addr_end + 8 <= padded.len().
             let word = u64::from_le(unsafe { std::ptr::read_unaligned(base.add(p) as *const u64) });
             let v = word & LOW_BYTES[n_bytes];
             p += n_bytes;
+            // Branchless: the slot comes from data, and a switch-on-change branch
+            // mispredicts on interleaved streams (matmult); store forwarding is cheaper.
             let s = (r >> 4) as usize & (SLOTS - 1);
-            if s != slot {
-                hist[slot] = cur;
-                cur = hist[s];
-                slot = s;
-            }
-            cur = cur.wrapping_add(varint::unzigzag(v) as u64);
+            let cur = hist[s].wrapping_add(varint::unzigzag(v) as u64);
+            hist[s] = cur;
             *out = cur;
         }
-        hist[slot] = cur;
         prev[t as usize] = hist;
         i += len as usize;
     }
