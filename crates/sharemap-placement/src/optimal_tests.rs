@@ -1,0 +1,199 @@
+//! The optimum checked against independent exact searches.
+
+use crate::cost::{node_bit, Costs, LocSet, GLOBAL_BIT};
+use crate::optimal::{replay, Optimal};
+use crate::page::Ref;
+use proptest::prelude::*;
+use sharemap_machine::CostParams;
+
+/// Every memory set a page may occupy on `nodes` nodes (plus global memory if any).
+fn all_sets(nodes: usize, global: bool) -> Vec<LocSet> {
+    let mut mems: Vec<LocSet> = (0..nodes as u16).map(node_bit).collect();
+    if global {
+        mems.push(GLOBAL_BIT);
+    }
+    (1u32..(1 << mems.len()))
+        .map(|mask| mems.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).fold(0, |s, (_, m)| s | m))
+        .collect()
+}
+
+fn move_cost(c: &Costs, from: LocSet, to: LocSet) -> f64 {
+    let added = (to & !from).count_ones() as f64;
+    if added == 0.0 {
+        0.0
+    } else if (from | to) & GLOBAL_BIT != 0 {
+        added * c.big_g
+    } else {
+        added * c.big_r
+    }
+}
+
+/// The optimum by brute force over the placement space: a shortest path through every
+/// location set at every reference (the exponential formulation seed 004 rejects as too
+/// slow). It assumes nothing about read-runs.
+fn set_search(refs: &[Ref], nodes: usize, c: &Costs) -> f64 {
+    let sets = all_sets(nodes, c.has_global());
+    let allowed = |s: LocSet, r: &Ref| !r.write || s.count_ones() == 1;
+    let mut best: Vec<f64> =
+        sets.iter().map(|&s| if allowed(s, &refs[0]) { c.reference(s, refs[0].node) } else { f64::INFINITY }).collect();
+    for r in &refs[1..] {
+        best = sets
+            .iter()
+            .map(|&to| {
+                if !allowed(to, r) {
+                    return f64::INFINITY;
+                }
+                let arrive = sets.iter().zip(&best).map(|(&from, &b)| b + move_cost(c, from, to)).fold(f64::INFINITY, f64::min);
+                arrive + c.reference(to, r.node)
+            })
+            .collect();
+    }
+    best.into_iter().fold(f64::INFINITY, f64::min)
+}
+
+/// Enumerates every placement sequence outright (tiny traces only), to check `set_search`.
+fn enumerate(refs: &[Ref], nodes: usize, c: &Costs) -> f64 {
+    let sets = all_sets(nodes, c.has_global());
+    fn go(refs: &[Ref], i: usize, prev: Option<LocSet>, sets: &[LocSet], c: &Costs) -> f64 {
+        if i == refs.len() {
+            return 0.0;
+        }
+        let mut best = f64::INFINITY;
+        for &s in sets {
+            if refs[i].write && s.count_ones() != 1 {
+                continue;
+            }
+            let mv = prev.map_or(0.0, |p| move_cost(c, p, s));
+            best = best.min(mv + c.reference(s, refs[i].node) + go(refs, i + 1, Some(s), sets, c));
+        }
+        best
+    }
+    go(refs, 0, None, &sets, c)
+}
+
+fn costs_strategy() -> impl Strategy<Value = Costs> {
+    (2u32..7, 1u32..30, any::<bool>(), 2u32..5, 1u32..20, 0u32..100)
+        .prop_map(|(r, extra_r, global, g, extra_g, mix)| {
+            let r = r as f64;
+            if !global {
+                return CostParams { r, big_r: 2.0 * r + extra_r as f64, g: None, big_g: None };
+            }
+            let g = (g as f64).min(r);
+            let big_g = 2.0 * g + extra_g as f64;
+            // R between max(G, 2r + 1) and 2G when possible.
+            let lo = big_g.max(2.0 * r + 1.0);
+            let big_r = lo + (2.0 * big_g - lo).max(0.0) * mix as f64 / 100.0;
+            CostParams { r, big_r: big_r.round(), g: Some(g), big_g: Some(big_g) }
+        })
+        .prop_filter("valid parameters", |p| p.validate().is_ok())
+        .prop_map(|p| Costs::new(&p))
+}
+
+fn refs_strategy(nodes: u16, max_len: usize) -> impl Strategy<Value = Vec<Ref>> {
+    prop::collection::vec((0..nodes, prop::bool::weighted(0.35)), 1..=max_len).prop_map(|v| {
+        v.into_iter().enumerate().map(|(i, (node, w))| if w { Ref::write(i as u64, node) } else { Ref::read(i as u64, node) }).collect()
+    })
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(1.0)
+}
+
+#[test]
+fn set_search_matches_full_enumeration() {
+    let c = Costs { r: 3.0, big_r: 8.0, g: 2.0, big_g: 5.0 };
+    let nc = Costs { r: 3.0, big_r: 7.0, g: f64::INFINITY, big_g: f64::INFINITY };
+    let mut rng = 12345u64;
+    for _ in 0..150 {
+        let refs: Vec<Ref> = (0..5)
+            .map(|i| {
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let node = ((rng >> 33) % 2) as u16;
+                if (rng >> 40) % 3 == 0 { Ref::write(i, node) } else { Ref::read(i, node) }
+            })
+            .collect();
+        for costs in [&c, &nc] {
+            assert!(close(set_search(&refs, 2, costs), enumerate(&refs, 2, costs)), "{refs:?}");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+    #[test]
+    fn optimum_equals_exhaustive_search(
+        nodes in 2usize..=3,
+        c in costs_strategy(),
+        refs in refs_strategy(3, 10),
+    ) {
+        let refs: Vec<Ref> = refs.into_iter().map(|r| Ref { node: r.node % nodes as u16, ..r }).collect();
+        let mut opt = Optimal::new(nodes, c);
+        let sol = opt.solve(&refs);
+        let truth = set_search(&refs, nodes, &c);
+        prop_assert!(close(sol.cost, truth), "optimal {} vs exhaustive {} on {:?} with {:?}", sol.cost, truth, refs, c);
+        // The reconstructed placement is legal and costs exactly the optimum.
+        prop_assert!(close(sol.tally.cost(&c), sol.cost), "replayed {} vs {}", sol.tally.cost(&c), sol.cost);
+        prop_assert!(close(replay(&refs, &sol.changes, &c).cost(&c), sol.cost));
+        prop_assert_eq!(sol.tally.references(), refs.len() as u64);
+    }
+}
+
+#[test]
+fn several_pages_with_one_solver() {
+    // Scratch state must not leak from one page to the next.
+    let c = Costs::new(&CostParams { r: 4.0, big_r: 20.0, g: Some(2.0), big_g: Some(12.0) });
+    let mut shared = Optimal::new(3, c);
+    let mut rng = 99u64;
+    for _ in 0..200 {
+        let refs: Vec<Ref> = (0..9)
+            .map(|i| {
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let node = ((rng >> 33) % 3) as u16;
+                if (rng >> 45) % 4 == 0 { Ref::write(i, node) } else { Ref::read(i, node) }
+            })
+            .collect();
+        let fresh = Optimal::new(3, c).solve(&refs).cost;
+        assert_eq!(shared.solve(&refs).cost, fresh);
+        assert!(close(fresh, set_search(&refs, 3, &c)));
+    }
+}
+
+/// Seed 004's proposition: the optimum needs the future. T1 = 10R writes by p1, one by p2,
+/// 10R by p1 keeps the page at p1; T2 = 10R writes by p1 then 10R by p2 moves it once.
+#[test]
+fn proposition_traces() {
+    let c = Costs::new(&CostParams { r: 3.0, big_r: 10.0, g: None, big_g: None });
+    let n = 100;
+    let t1: Vec<Ref> = (0..n).map(|i| Ref::write(i, 0)).chain([Ref::write(n, 1)]).chain((0..n).map(|i| Ref::write(n + 1 + i, 0))).collect();
+    let t2: Vec<Ref> = (0..n).map(|i| Ref::write(i, 0)).chain((0..n).map(|i| Ref::write(n + i, 1))).collect();
+    let mut opt = Optimal::new(2, c);
+    let s1 = opt.solve(&t1);
+    assert_eq!(s1.cost, 2.0 * n as f64 + 3.0);
+    assert_eq!(s1.changes, vec![(0, node_bit(0))]);
+    let s2 = opt.solve(&t2);
+    assert_eq!(s2.cost, 2.0 * n as f64 + 10.0);
+    assert_eq!(s2.changes, vec![(0, node_bit(0)), (n as usize, node_bit(1))]);
+    // Identical up to reference 10R + 1, yet the placements differ at 10R: off-line.
+    assert_eq!(t1[..n as usize], t2[..n as usize]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+    /// Seed 004's theorem and corollary: an optimal placement stays optimal on the machine
+    /// scaled by s (g' = s(g-1)+1, r' = s(r-1)+1, G' = sG, R' = sR), and the optimal mean
+    /// cost per reference scales as 1 + s(MCPR - 1).
+    #[test]
+    fn theorem_and_corollary_on_a_scaled_machine(
+        c in costs_strategy(),
+        refs in refs_strategy(3, 40),
+        s in prop::sample::select(vec![0.5, 2.0, 3.0, 10.0]),
+    ) {
+        let scaled = Costs { r: s * (c.r - 1.0) + 1.0, big_r: s * c.big_r, g: s * (c.g - 1.0) + 1.0, big_g: s * c.big_g };
+        let base = Optimal::new(3, c).solve(&refs);
+        let other = Optimal::new(3, scaled).solve(&refs);
+        let kept = replay(&refs, &base.changes, &scaled).cost(&scaled);
+        prop_assert!(close(kept, other.cost), "scaled cost of the old optimum {} vs new optimum {}", kept, other.cost);
+        let n = refs.len() as f64;
+        prop_assert!(close(other.cost / n, 1.0 + s * (base.cost / n - 1.0)));
+    }
+}
