@@ -70,6 +70,8 @@ pub struct Tally {
     pub global_moves: u64,
     /// Of all new locations, those that added a copy (the page then had several).
     pub replications: u64,
+    /// Profile samples a profile-guided policy used (0 for the others).
+    pub profile_samples: u64,
 }
 
 impl Tally {
@@ -106,6 +108,7 @@ impl Tally {
         self.node_moves += o.node_moves;
         self.global_moves += o.global_moves;
         self.replications += o.replications;
+        self.profile_samples += o.profile_samples;
     }
 }
 

@@ -4,6 +4,8 @@
 pub mod cost;
 pub mod optimal;
 pub mod page;
+pub mod partition;
+pub mod policies;
 
 pub use cost::{Costs, LocSet, Residence, Tally};
 pub use optimal::{Optimal, Solution};

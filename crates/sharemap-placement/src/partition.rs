@@ -1,0 +1,392 @@
+//! Splits a trace into per-page reference streams, once, so every analysis can run page by
+//! page in parallel. References are spread over buckets by page; when the buffered
+//! references exceed the memory budget they are spilled to temporary files, so traces
+//! larger than RAM partition in bounded memory. A bucket is then loaded on its own,
+//! grouped by page with a counting sort, and handed out page by page.
+
+use crate::page::{Page, Ref};
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+use sharemap_trace::{Chunk, EventKind, TraceError, TraceReader};
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+
+/// How to turn accesses into page references.
+#[derive(Clone, Debug)]
+pub struct PartitionOptions {
+    /// Page size in bytes (a power of two).
+    pub page_size: u64,
+    /// NUMA node of each thread's PU; thread t uses entry t modulo the length.
+    pub node_of_thread: Vec<u16>,
+    /// Bytes of references to hold in memory before spilling to temporary files.
+    pub memory_budget: usize,
+    /// Marks references as sampled (for profile-based policies); None samples nothing.
+    pub sampler: Option<SamplerKind>,
+}
+
+/// Which accesses a profile sees (seed 001's profile sources), decided in trace order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SamplerKind {
+    /// Accesses missing a per-thread cache (the long-latency-load proxy).
+    CacheMiss { size: u64, ways: u32, line: u64 },
+    /// Accesses missing a per-thread data TLB.
+    TlbMiss { entries: u32, ways: u32 },
+}
+
+/// One stored reference: 16 bytes.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+struct Rec {
+    at: u64,
+    page: u32,
+    node: u16,
+    flags: u16,
+}
+
+const WRITE: u16 = 1;
+const SAMPLED: u16 = 2;
+const REC_BYTES: usize = std::mem::size_of::<Rec>();
+
+enum Store {
+    Memory(Vec<Rec>),
+    Spilled { file: File, tail: Vec<Rec>, len: usize },
+}
+
+/// A trace split by page.
+pub struct Partition {
+    /// Page number (address / page size) of each page id; ids are in first-touch order.
+    pub page_numbers: Vec<u64>,
+    /// Rank of each page id by page number.
+    pub address_rank: Vec<u32>,
+    /// Number of references (accesses) in the trace.
+    pub refs: u64,
+    /// Position of the first init-done annotation, if any.
+    pub init_done: Option<u64>,
+    /// Positions of phase-change annotations, in order.
+    pub phase_changes: Vec<u64>,
+    /// Positions of every placement annotation (init-done, phase-change, roi-begin), in order.
+    pub annotations: Vec<u64>,
+    buckets: Vec<Store>,
+    /// Whether anything went to disk (for reporting).
+    pub spilled: bool,
+}
+
+/// Number of buckets: enough that one bucket per worker fits the budget.
+fn bucket_count(hint: Option<u64>, budget: usize) -> usize {
+    let workers = rayon::current_num_threads().max(1);
+    let floor = workers * 4;
+    match hint {
+        Some(n) => {
+            let total = n as usize * REC_BYTES;
+            floor.max(total.saturating_mul(workers) / budget.max(1) + 1).min(4096)
+        }
+        None => 256,
+    }
+}
+
+impl Partition {
+    /// Reads the whole trace. `progress` is told the number of accesses read so far.
+    pub fn build(reader: &mut TraceReader, opts: &PartitionOptions, mut progress: impl FnMut(u64)) -> Result<Partition, TraceError> {
+        assert!(opts.page_size.is_power_of_two() && !opts.node_of_thread.is_empty());
+        let shift = opts.page_size.trailing_zeros();
+        let nb = bucket_count(reader.access_count_hint(), opts.memory_budget);
+        let mut buffers: Vec<Vec<Rec>> = (0..nb).map(|_| Vec::new()).collect();
+        let mut files: Vec<Option<(File, usize)>> = (0..nb).map(|_| None).collect();
+        let mut ids: FxHashMap<u64, u32> = FxHashMap::default();
+        let mut page_numbers = Vec::new();
+        let (mut init_done, mut phase_changes, mut annotations) = (None, Vec::new(), Vec::new());
+        let mut sampler = opts.sampler.map(Sampler::new);
+        let mut buffered = 0usize;
+        let mut spilled = false;
+        let mut chunk = Chunk::default();
+        let mut refs = 0u64;
+        let nodes = &opts.node_of_thread;
+        // The last page seen, per thread: most accesses repeat it, sparing a hash lookup.
+        let mut last: Vec<(u64, u32)> = Vec::new();
+        while reader.next_chunk(&mut chunk)? {
+            for e in &chunk.events {
+                match e.kind {
+                    EventKind::InitDone => {
+                        init_done.get_or_insert(e.at);
+                        annotations.push(e.at);
+                    }
+                    EventKind::PhaseChange => {
+                        phase_changes.push(e.at);
+                        annotations.push(e.at);
+                    }
+                    EventKind::RoiBegin => annotations.push(e.at),
+                    _ => {}
+                }
+            }
+            let a = &chunk.accesses;
+            for i in 0..a.len() {
+                let thread = a.thread[i] as usize;
+                let number = a.addr[i] >> shift;
+                if last.len() <= thread {
+                    last.resize(thread + 1, (u64::MAX, 0));
+                }
+                let page = if last[thread].0 == number {
+                    last[thread].1
+                } else {
+                    let next = page_numbers.len() as u32;
+                    let id = *ids.entry(number).or_insert(next);
+                    if id == next {
+                        page_numbers.push(number);
+                    }
+                    last[thread] = (number, id);
+                    id
+                };
+                let mut flags = if a.is_write(i) { WRITE } else { 0 };
+                if let Some(s) = sampler.as_mut() {
+                    if s.misses(thread, a.addr[i]) {
+                        flags |= SAMPLED;
+                    }
+                }
+                let node = nodes[thread % nodes.len()];
+                buffers[page as usize % nb].push(Rec { at: chunk.first_access + i as u64, page, node, flags });
+            }
+            refs = chunk.first_access + a.len() as u64;
+            buffered += a.len() * REC_BYTES;
+            if buffered > opts.memory_budget {
+                spill(&mut buffers, &mut files).map_err(|e| TraceError::invalid(&std::env::temp_dir(), format!("cannot spill page references to a temporary file: {e}")))?;
+                buffered = 0;
+                spilled = true;
+            }
+            progress(refs);
+        }
+        let mut order: Vec<u32> = (0..page_numbers.len() as u32).collect();
+        order.sort_unstable_by_key(|&id| page_numbers[id as usize]);
+        let mut address_rank = vec![0u32; page_numbers.len()];
+        for (rank, &id) in order.iter().enumerate() {
+            address_rank[id as usize] = rank as u32;
+        }
+        let buckets = buffers
+            .into_iter()
+            .zip(files)
+            .map(|(tail, file)| match file {
+                None => Store::Memory(tail),
+                Some((file, len)) => Store::Spilled { file, tail, len },
+            })
+            .collect();
+        Ok(Partition { page_numbers, address_rank, refs, init_done, phase_changes, annotations, buckets, spilled })
+    }
+
+    pub fn pages(&self) -> usize {
+        self.page_numbers.len()
+    }
+
+    /// Runs `f` on every page, in parallel by bucket, each worker with its own state from
+    /// `init`; returns the workers' states.
+    pub fn par_pages<S: Send>(&self, init: impl Fn() -> S + Sync, f: impl Fn(&mut S, &Page) + Sync) -> std::io::Result<Vec<S>> {
+        let nb = self.buckets.len();
+        (0..nb)
+            .into_par_iter()
+            .map(|b| {
+                let mut state = init();
+                let recs = self.load(b)?;
+                let mut grouped = Vec::new();
+                let mut starts = Vec::new();
+                group_by_page(&recs, b, nb, &mut grouped, &mut starts);
+                for w in 0..starts.len().saturating_sub(1) {
+                    let (lo, hi) = (starts[w], starts[w + 1]);
+                    if lo == hi {
+                        continue;
+                    }
+                    let id = (w * nb + b) as u32;
+                    let page = Page {
+                        number: self.page_numbers[id as usize],
+                        touch_rank: id,
+                        address_rank: self.address_rank[id as usize],
+                        refs: &grouped[lo..hi],
+                    };
+                    f(&mut state, &page);
+                }
+                Ok(state)
+            })
+            .collect()
+    }
+
+    fn load(&self, b: usize) -> std::io::Result<std::borrow::Cow<'_, [Rec]>> {
+        match &self.buckets[b] {
+            Store::Memory(v) => Ok(std::borrow::Cow::Borrowed(v)),
+            Store::Spilled { file, tail, len } => {
+                let mut recs = vec![Rec::default(); *len + tail.len()];
+                let mut f = file.try_clone()?;
+                f.seek(SeekFrom::Start(0))?;
+                // SAFETY: Rec is plain old data (repr(C), no padding: 8 + 4 + 2 + 2 bytes).
+                let bytes = unsafe { std::slice::from_raw_parts_mut(recs.as_mut_ptr() as *mut u8, *len * REC_BYTES) };
+                BufReader::new(f).read_exact(bytes)?;
+                recs[*len..].copy_from_slice(tail);
+                Ok(std::borrow::Cow::Owned(recs))
+            }
+        }
+    }
+}
+
+/// Appends every bucket's buffered records to its temporary file.
+fn spill(buffers: &mut [Vec<Rec>], files: &mut [Option<(File, usize)>]) -> std::io::Result<()> {
+    for (buf, slot) in buffers.iter_mut().zip(files.iter_mut()) {
+        if buf.is_empty() {
+            continue;
+        }
+        if slot.is_none() {
+            *slot = Some((tempfile::tempfile()?, 0));
+        }
+        let (file, len) = slot.as_mut().expect("just created");
+        // SAFETY: as in `load`.
+        let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr() as *const u8, buf.len() * REC_BYTES) };
+        let mut w = BufWriter::new(&mut *file);
+        w.write_all(bytes)?;
+        w.flush()?;
+        *len += buf.len();
+        buf.clear();
+    }
+    Ok(())
+}
+
+/// Counting sort of a bucket's records by page (stable, so each page stays in trace order).
+/// Page id `id` of bucket `b` has local index id / nb; `starts[w]..starts[w+1]` is page w's range.
+fn group_by_page(recs: &[Rec], b: usize, nb: usize, out: &mut Vec<Ref>, starts: &mut Vec<usize>) {
+    let local = |r: &Rec| r.page as usize / nb;
+    debug_assert!(recs.iter().all(|r| r.page as usize % nb == b));
+    let pages = recs.iter().map(|r| local(r) + 1).max().unwrap_or(0);
+    starts.clear();
+    starts.resize(pages + 1, 0);
+    for r in recs {
+        starts[local(r) + 1] += 1;
+    }
+    for w in 0..pages {
+        starts[w + 1] += starts[w];
+    }
+    let mut fill = starts.clone();
+    out.clear();
+    out.resize(recs.len(), Ref::read(0, 0));
+    for r in recs {
+        let w = local(r);
+        out[fill[w]] = Ref { at: r.at, node: r.node, write: r.flags & WRITE != 0, sampled: r.flags & SAMPLED != 0 };
+        fill[w] += 1;
+    }
+}
+
+/// Per-thread set-associative LRU caches (or TLBs) deciding which accesses a profile sees.
+struct Sampler {
+    kind: SamplerKind,
+    sets: usize,
+    ways: usize,
+    shift: u32,
+    /// Per thread: sets x ways tags (u64::MAX = empty), most recent first.
+    tags: Vec<Vec<u64>>,
+}
+
+impl Sampler {
+    fn new(kind: SamplerKind) -> Self {
+        let (entries, ways, shift) = match kind {
+            SamplerKind::CacheMiss { size, ways, line } => ((size / line) as usize, ways as usize, line.trailing_zeros()),
+            SamplerKind::TlbMiss { entries, ways } => (entries as usize, ways as usize, 12),
+        };
+        let ways = ways.clamp(1, entries.max(1));
+        Sampler { kind, sets: (entries / ways).max(1), ways, shift, tags: Vec::new() }
+    }
+
+    /// Looks `addr` up in `thread`'s structure; true on a miss (and fills it).
+    fn misses(&mut self, thread: usize, addr: u64) -> bool {
+        let _ = self.kind;
+        if self.tags.len() <= thread {
+            self.tags.resize(thread + 1, Vec::new());
+        }
+        let t = &mut self.tags[thread];
+        if t.is_empty() {
+            t.resize(self.sets * self.ways, u64::MAX);
+        }
+        let block = addr >> self.shift;
+        let set = (block as usize) % self.sets;
+        let ways = &mut t[set * self.ways..(set + 1) * self.ways];
+        match ways.iter().position(|&x| x == block) {
+            Some(pos) => {
+                ways[..=pos].rotate_right(1);
+                false
+            }
+            None => {
+                ways.rotate_right(1);
+                ways[0] = block;
+                true
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sharemap_trace::{Access, Metadata, TraceWriter};
+
+    fn trace(accesses: &[Access]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = TraceWriter::create(&dir.path().join("t.smt"), None, Metadata::default()).unwrap();
+        for (i, a) in accesses.iter().enumerate() {
+            if i == 3 {
+                w.event(0, EventKind::InitDone, 0, "").unwrap();
+            }
+            w.access(*a).unwrap();
+        }
+        w.finish().unwrap();
+        dir
+    }
+
+    fn collect(p: &Partition) -> Vec<(u64, Vec<Ref>)> {
+        let mut pages: Vec<(u64, Vec<Ref>)> =
+            p.par_pages(Vec::new, |v: &mut Vec<(u64, Vec<Ref>)>, page| v.push((page.number, page.refs.to_vec()))).unwrap().concat();
+        pages.sort_by_key(|(n, _)| *n);
+        pages
+    }
+
+    #[test]
+    fn pages_get_their_references_in_order_in_memory_and_spilled() {
+        let mut accesses = Vec::new();
+        let mut x = 7u64;
+        for i in 0..20_000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let t = (x >> 60) as u32 % 4;
+            let addr = (x >> 20) % (64 * 4096);
+            accesses.push(if i % 3 == 0 { Access::write(t, addr, 8) } else { Access::read(t, addr, 8) });
+        }
+        let dir = trace(&accesses);
+        let path = dir.path().join("t.smt");
+        let nodes = vec![0u16, 1, 1, 0];
+        let mut expect: std::collections::BTreeMap<u64, Vec<Ref>> = Default::default();
+        for (i, a) in accesses.iter().enumerate() {
+            let r = Ref { at: i as u64, node: nodes[a.thread as usize], write: a.kind == sharemap_trace::Kind::Write, sampled: false };
+            expect.entry(a.addr / 4096).or_default().push(r);
+        }
+        let expect: Vec<(u64, Vec<Ref>)> = expect.into_iter().collect();
+        for budget in [1 << 30, 4096] {
+            let opts = PartitionOptions { page_size: 4096, node_of_thread: nodes.clone(), memory_budget: budget, sampler: None };
+            let mut reader = TraceReader::open(&path, None).unwrap();
+            let p = Partition::build(&mut reader, &opts, |_| {}).unwrap();
+            assert_eq!(p.spilled, budget == 4096);
+            assert_eq!(p.refs, 20_000);
+            assert_eq!(p.init_done, Some(3));
+            assert_eq!(collect(&p), expect);
+            // Ranks: by first touch (the id) and by address.
+            let first = accesses[0].addr / 4096;
+            assert_eq!(p.page_numbers[0], first);
+            let mut sorted = p.page_numbers.clone();
+            sorted.sort();
+            for (id, &n) in p.page_numbers.iter().enumerate() {
+                assert_eq!(sorted[p.address_rank[id] as usize], n);
+            }
+        }
+    }
+
+    #[test]
+    fn cache_sampler_counts_exact_misses() {
+        // Direct-mapped, 2 lines of 64 B: lines 0, 1, 0, 2 (evicts 0), 0 -> misses 1,1,0,1,1.
+        let mut s = Sampler::new(SamplerKind::CacheMiss { size: 128, ways: 1, line: 64 });
+        let got: Vec<bool> = [0u64, 64, 0, 128, 0].iter().map(|&a| s.misses(0, a)).collect();
+        assert_eq!(got, vec![true, true, false, true, true]);
+        // Two-way LRU, one set: 0, 64, 0, 128 (evicts 64), 64 -> miss.
+        let mut s = Sampler::new(SamplerKind::CacheMiss { size: 128, ways: 2, line: 64 });
+        let got: Vec<bool> = [0u64, 64, 0, 128, 64, 0].iter().map(|&a| s.misses(0, a)).collect();
+        assert_eq!(got, vec![true, true, false, true, true, true]);
+    }
+}

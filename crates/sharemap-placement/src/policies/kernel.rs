@@ -1,0 +1,179 @@
+//! Policies of operating systems and runtimes that watch a page's accesses as they go.
+
+use super::{charge, first_touch, Context, Policy};
+use crate::cost::{node_bit, Residence, Tally, MAX_NODES};
+use crate::page::Page;
+
+/// Linux automatic NUMA balancing. The scanner marks `size_mb` of address space per
+/// period, in address order, wrapping around; the first access to a marked page is a
+/// hinting fault. A fault from the node that also took the previous fault on the page
+/// migrates it there (the two-stage filter); any fault records the node.
+pub struct NumaBalancing {
+    pub delay_ms: f64,
+    pub period_ms: f64,
+    pub size_mb: f64,
+}
+
+impl NumaBalancing {
+    /// The position of the first scan at or after scan number `from` that marks page `rank`.
+    fn next_mark(&self, ctx: &Context, rank: u64, from: u64) -> (u64, u64) {
+        let per_scan = ((self.size_mb * 1048576.0) / ctx.page_size as f64).max(1.0) as u64;
+        let pages = ctx.pages.max(1);
+        let mut j = from;
+        if per_scan < pages {
+            // Scan j marks pages [j*per_scan, j*per_scan + per_scan) modulo the page count.
+            while (rank + pages - (j * per_scan) % pages) % pages >= per_scan {
+                j += 1;
+            }
+        }
+        (j, ctx.refs(self.delay_ms) + j * ctx.refs(self.period_ms))
+    }
+}
+
+impl Policy for NumaBalancing {
+    fn run(&self, page: &Page, ctx: &Context) -> Tally {
+        let mut res = first_touch(page);
+        let rank = page.address_rank as u64;
+        let period = ctx.refs(self.period_ms);
+        let (mut scan, mut mark_at) = self.next_mark(ctx, rank, 0);
+        let mut last_fault: Option<u16> = None;
+        for r in page.refs {
+            if r.at >= mark_at {
+                // Hinting fault.
+                if last_fault == Some(r.node) && !res.holds(r.node) {
+                    res.place(node_bit(r.node));
+                }
+                last_fault = Some(r.node);
+                // The next scan to mark this page after now.
+                let now_scan = (r.at.saturating_sub(ctx.refs(self.delay_ms))) / period + 1;
+                (scan, mark_at) = self.next_mark(ctx, rank, now_scan.max(scan + 1));
+            }
+            charge(&mut res, r);
+        }
+        res.tally
+    }
+}
+
+/// SAMMU's NUMA counters (seed 000 section 3.3): on each TLB event of a node, its
+/// saturating counter goes up and every other node's down; the page migrates to node n when
+/// NC[n] - NC[home] >= NT. Until a TLB model drives it, a node's TLB event is proxied from
+/// the page's own stream: an access coming `gap` references or more after that node's
+/// previous access (its TLB entry would have been evicted meanwhile), or every `burst`
+/// accesses of one residency (the access counter saturating).
+pub struct Sammu {
+    pub max: u16,
+    pub threshold: u16,
+    pub gap: u64,
+    pub burst: u32,
+}
+
+impl Policy for Sammu {
+    fn run(&self, page: &Page, ctx: &Context) -> Tally {
+        let mut res = first_touch(page);
+        let mut home = page.refs[0].node;
+        let mut nc = [0u16; MAX_NODES];
+        let mut last = [u64::MAX; MAX_NODES];
+        let mut resident = [0u32; MAX_NODES];
+        for r in page.refs {
+            let n = r.node as usize;
+            let evicted = last[n] != u64::MAX && r.at - last[n] >= self.gap;
+            last[n] = r.at;
+            resident[n] += 1;
+            if evicted || resident[n] >= self.burst {
+                resident[n] = 0;
+                for (i, c) in nc[..ctx.nodes].iter_mut().enumerate() {
+                    *c = if i == n { (*c + 1).min(self.max) } else { c.saturating_sub(1) };
+                }
+                if r.node != home && nc[n] >= nc[home as usize] + self.threshold {
+                    home = r.node;
+                    res.place(node_bit(home));
+                }
+            }
+            charge(&mut res, r);
+        }
+        res.tally
+    }
+}
+
+/// kMAF: faults (a node's first access to the page in each window) are counted per node;
+/// the page goes to the node with the most once max > 2 x (second + 1).
+pub struct Kmaf {
+    pub window_ms: f64,
+}
+
+impl Policy for Kmaf {
+    fn run(&self, page: &Page, ctx: &Context) -> Tally {
+        let mut res = first_touch(page);
+        let window = ctx.refs(self.window_ms);
+        let mut faults = [0u32; MAX_NODES];
+        let mut seen = [u64::MAX; MAX_NODES];
+        for r in page.refs {
+            let w = r.at / window;
+            let n = r.node as usize;
+            if seen[n] != w {
+                seen[n] = w;
+                faults[n] += 1;
+                let (mut best, mut first, mut second) = (0usize, 0u32, 0u32);
+                for (i, &f) in faults[..ctx.nodes].iter().enumerate() {
+                    if f > first {
+                        (second, first, best) = (first, f, i);
+                    } else if f > second {
+                        second = f;
+                    }
+                }
+                if first > 2 * (second + 1) && !res.holds(best as u16) {
+                    res.place(node_bit(best as u16));
+                }
+            }
+            charge(&mut res, r);
+        }
+        res.tally
+    }
+}
+
+/// Carrefour's per-page rules, applied at each epoch boundary from the last epoch's accesses.
+pub struct Carrefour {
+    pub epoch_ms: f64,
+    pub share: f64,
+    pub min_accesses: u32,
+}
+
+impl Policy for Carrefour {
+    fn run(&self, page: &Page, ctx: &Context) -> Tally {
+        let mut res = first_touch(page);
+        let epoch = ctx.refs(self.epoch_ms);
+        let mut counts = [0u32; MAX_NODES];
+        let (mut total, mut writes) = (0u32, 0u32);
+        let mut current = page.refs[0].at / epoch;
+        for r in page.refs {
+            let e = r.at / epoch;
+            if e != current {
+                current = e;
+                if total >= self.min_accesses {
+                    self.decide(&mut res, page, ctx, &counts, total, writes);
+                }
+                counts[..ctx.nodes].iter_mut().for_each(|c| *c = 0);
+                (total, writes) = (0, 0);
+            }
+            counts[r.node as usize] += 1;
+            total += 1;
+            writes += r.write as u32;
+            charge(&mut res, r);
+        }
+        res.tally
+    }
+}
+
+impl Carrefour {
+    fn decide(&self, res: &mut Residence, page: &Page, ctx: &Context, counts: &[u32; MAX_NODES], total: u32, writes: u32) {
+        let (best, &most) = counts[..ctx.nodes].iter().enumerate().max_by_key(|&(i, c)| (*c, std::cmp::Reverse(i))).expect("nodes >= 1");
+        let readers = counts[..ctx.nodes].iter().enumerate().filter(|(_, c)| **c > 0).fold(0u128, |s, (i, _)| s | node_bit(i as u16));
+        if most as f64 >= self.share * total as f64 {
+            res.place(node_bit(best as u16));
+        } else if writes == 0 {
+            res.place(readers);
+        } else {
+            res.place(node_bit((page.number % ctx.nodes as u64) as u16));
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! Seed 001 (Marathe & Mueller): place each page, for the whole run, on the node whose
+//! threads a profile saw access it most. The profile is a sample of the accesses: every
+//! k-th one, or those missing a modelled per-thread cache (long-latency loads) or TLB.
+//! Profile and evaluation use the same trace: the best case for a profile-guided run.
+
+use super::{charge, Context, Policy, Values};
+use crate::cost::{node_bit, Residence, Tally, MAX_NODES};
+use crate::page::Page;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    Every,
+    CacheMiss,
+    TlbMiss,
+}
+
+impl Source {
+    pub fn parse(v: &Values) -> Result<Source, String> {
+        match v.text("source") {
+            "every" => Ok(Source::Every),
+            "cache-miss" => Ok(Source::CacheMiss),
+            "tlb-miss" => Ok(Source::TlbMiss),
+            other => Err(format!("marathe.source = '{other}': expected every, cache-miss or tlb-miss")),
+        }
+    }
+}
+
+pub struct Marathe {
+    pub source: Source,
+    pub k: u64,
+}
+
+impl Policy for Marathe {
+    fn run(&self, page: &Page, ctx: &Context) -> Tally {
+        let mut samples = [0u32; MAX_NODES];
+        let mut total = 0u64;
+        for r in page.refs {
+            let seen = match self.source {
+                Source::Every => r.at % self.k == 0,
+                _ => r.sampled,
+            };
+            if seen {
+                samples[r.node as usize] += 1;
+                total += 1;
+            }
+        }
+        let home = if total == 0 {
+            page.refs[0].node
+        } else {
+            samples[..ctx.nodes].iter().enumerate().max_by_key(|&(i, c)| (*c, std::cmp::Reverse(i))).map_or(0, |(i, _)| i as u16)
+        };
+        // The placement is known before the run starts, so it is the free initial one.
+        let mut res = Residence::new(node_bit(home));
+        for r in page.refs {
+            charge(&mut res, r);
+        }
+        res.tally.profile_samples = total;
+        res.tally
+    }
+}

@@ -1,0 +1,70 @@
+//! Seed 003's replication policies (Marchetti et al. section 4.2). A page has a home (first
+//! touch); each node maps it on its first access and keeps the mapping until a write by
+//! another node invalidates it. Copies are read-only: a write drops them, the page staying
+//! at its home. Each reference counts as a cache fill (the model has no cache).
+
+use super::{charge, first_touch, Context, Policy};
+use crate::cost::{node_bit, Tally, MAX_NODES};
+use crate::page::Page;
+
+pub enum Rule {
+    /// A mapping that lasted this many ms earns a copy at the next mapping.
+    Time(f64),
+    /// A mapping with this many references earns a copy at the next mapping.
+    Counter(u32),
+    /// This many references since mapping earn a copy at once.
+    Interrupt(u32),
+}
+
+pub struct Replicate {
+    pub rule: Rule,
+}
+
+impl Policy for Replicate {
+    fn run(&self, page: &Page, ctx: &Context) -> Tally {
+        let mut res = first_touch(page);
+        let home = page.refs[0].node;
+        let lifetime = if let Rule::Time(ms) = self.rule { ctx.refs(ms) } else { 0 };
+        let mut mapped = [false; MAX_NODES];
+        let mut since = [0u64; MAX_NODES];
+        let mut fills = [0u32; MAX_NODES];
+        let mut earned = [false; MAX_NODES];
+        for r in page.refs {
+            let x = r.node as usize;
+            if !mapped[x] {
+                mapped[x] = true;
+                since[x] = r.at;
+                fills[x] = 0;
+                if earned[x] && !r.write && !res.holds(r.node) {
+                    res.replicate(node_bit(r.node));
+                }
+                earned[x] = false;
+            }
+            fills[x] += 1;
+            if let Rule::Interrupt(n) = self.rule {
+                if fills[x] >= n && !r.write && !res.holds(r.node) {
+                    res.replicate(node_bit(r.node));
+                }
+            }
+            if r.write {
+                // Invalidate every other node's mapping, judging what it earned.
+                for n in 0..ctx.nodes {
+                    if n != x && mapped[n] {
+                        mapped[n] = false;
+                        earned[n] = match self.rule {
+                            Rule::Time(_) => r.at - since[n] >= lifetime,
+                            Rule::Counter(k) => fills[n] >= k,
+                            Rule::Interrupt(_) => false,
+                        };
+                    }
+                }
+                // Copies go; the home keeps the page (the write itself then may be remote).
+                if res.copies() > 1 && res.holds(home) {
+                    res.place(node_bit(home));
+                }
+            }
+            charge(&mut res, r);
+        }
+        res.tally
+    }
+}

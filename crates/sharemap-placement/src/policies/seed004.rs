@@ -1,0 +1,116 @@
+//! The online policies seed 004 (Bolosky & Scott, section 4.4.1) compares with the optimum.
+
+use super::{charge, first_touch, Context, Policy};
+use crate::cost::{node_bit, Residence, Tally, GLOBAL_BIT, MAX_NODES};
+use crate::page::Page;
+
+/// ACE: pages start in global memory (on machines without it, where first touched) and are
+/// replicated to each reading node; a write by a node without the page's only copy leaves
+/// one local copy at the writer (an invalidation). Past `limit` invalidations the page is
+/// frozen in global memory for good (without global memory: where it is).
+///
+/// With `delay` > 0 this is the Delay policy: a node new to the page is mapped remotely
+/// with a counter of `delay` references, and ACE's decision is taken when it runs out.
+pub struct Ace {
+    pub limit: u32,
+    pub delay: u32,
+}
+
+impl Policy for Ace {
+    fn run(&self, page: &Page, ctx: &Context) -> Tally {
+        let global = ctx.costs.has_global();
+        let mut res = if global { Residence::new(GLOBAL_BIT) } else { first_touch(page) };
+        let mut invalidations = 0u32;
+        let mut frozen = false;
+        // Per node: references left before its decision (0 = not counting).
+        let mut left = [0u32; MAX_NODES];
+        for r in page.refs {
+            if frozen {
+                charge(&mut res, r);
+                continue;
+            }
+            let x = r.node as usize;
+            let sole_local = res.holds(r.node) && res.copies() == 1;
+            let needs_action = if r.write { !sole_local } else { !res.holds(r.node) };
+            let mut act = needs_action;
+            if needs_action && self.delay > 0 && !res.holds(r.node) {
+                // Delay: count down first; decide on the reference that reaches zero.
+                if left[x] == 0 {
+                    left[x] = self.delay;
+                }
+                left[x] -= 1;
+                act = left[x] == 0;
+            }
+            if act {
+                if r.write {
+                    if invalidations >= self.limit {
+                        frozen = true;
+                        let keep = if global { GLOBAL_BIT } else if res.holds(r.node) { node_bit(r.node) } else { res.set() };
+                        res.place(keep);
+                    } else {
+                        invalidations += 1;
+                        res.place(node_bit(r.node));
+                    }
+                } else {
+                    res.replicate(node_bit(r.node));
+                }
+                left[x] = 0;
+            } else if r.write && res.copies() > 1 {
+                // A write while counting down still needs a single copy: an invalidation.
+                invalidations += 1;
+            }
+            if r.write {
+                // Copies other than the kept one are gone: their counters restart.
+                left[..ctx.nodes].iter_mut().for_each(|c| *c = 0);
+            }
+            charge(&mut res, r);
+        }
+        res.tally
+    }
+}
+
+/// PLATINUM (Cox & Fowler): replicate on read, migrate on write, like ACE; a page that is
+/// referenced by another node within t1 of an invalidation is frozen where it is (in global
+/// memory if the machine has it); every t2 a daemon defrosts all frozen pages.
+pub struct Platinum {
+    pub t1_ms: f64,
+    pub t2_ms: f64,
+}
+
+impl Policy for Platinum {
+    fn run(&self, page: &Page, ctx: &Context) -> Tally {
+        let global = ctx.costs.has_global();
+        let (t1, t2) = (ctx.refs(self.t1_ms), ctx.refs(self.t2_ms));
+        let mut res = first_touch(page);
+        let mut frozen_in: Option<u64> = None; // defrost period in which it froze
+        let mut last_invalidation: Option<(u64, u16)> = None;
+        for r in page.refs {
+            if frozen_in.is_some_and(|p| r.at / t2 > p) {
+                frozen_in = None;
+                last_invalidation = None;
+            }
+            if frozen_in.is_none() {
+                if let Some((at, by)) = last_invalidation {
+                    if by != r.node && r.at - at <= t1 {
+                        frozen_in = Some(r.at / t2);
+                        if global {
+                            res.place(GLOBAL_BIT);
+                        }
+                    }
+                }
+            }
+            if frozen_in.is_none() {
+                if r.write {
+                    if !(res.holds(r.node) && res.copies() == 1) {
+                        res.place(node_bit(r.node));
+                        last_invalidation = Some((r.at, r.node));
+                    }
+                } else if !res.holds(r.node) {
+                    res.replicate(node_bit(r.node));
+                }
+            }
+            charge(&mut res, r);
+        }
+        res.tally
+    }
+}

@@ -1,0 +1,261 @@
+use super::*;
+use crate::cost::Costs;
+use crate::optimal::Optimal;
+use crate::page::{Page, Ref};
+use proptest::prelude::*;
+use sharemap_machine::CostParams;
+
+fn ctx<'a>(nodes: usize, costs: Costs, init_done: Option<u64>, phases: &'a [u64], annotations: &'a [u64]) -> Context<'a> {
+    Context {
+        nodes,
+        costs,
+        page_size: 4096,
+        pages: 1,
+        init_done,
+        phase_changes: phases,
+        annotations,
+        refs_per_ms: 10.0,
+        seed: 1,
+    }
+}
+
+fn page(refs: &[Ref]) -> Page<'_> {
+    Page { number: 5, touch_rank: 3, address_rank: 0, refs }
+}
+
+fn run(name: &str, settings: &[&str], refs: &[Ref], c: &Context) -> Tally {
+    let mut s = Settings::default();
+    for x in settings {
+        s.add(x).unwrap();
+    }
+    find(name).unwrap().build(&s).unwrap().run(&page(refs), c)
+}
+
+fn butterfly() -> Costs {
+    Costs::new(&CostParams { r: 15.0, big_r: 100.0, g: None, big_g: None })
+}
+
+fn reads(node: u16, from: u64, n: u64) -> Vec<Ref> {
+    (from..from + n).map(|i| Ref::read(i, node)).collect()
+}
+
+fn writes(node: u16, from: u64, n: u64) -> Vec<Ref> {
+    (from..from + n).map(|i| Ref::write(i, node)).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    /// No policy beats the off-line optimum, on any trace, with or without global memory.
+    #[test]
+    fn no_policy_beats_the_optimum(
+        nodes in 2usize..5,
+        global in any::<bool>(),
+        refs in prop::collection::vec((0u16..4, prop::bool::weighted(0.3)), 1..300),
+        init in prop::option::of(0u64..300),
+        phases in prop::collection::vec(0u64..300, 0..3),
+    ) {
+        let costs = if global {
+            Costs::new(&CostParams { r: 5.0, big_r: 40.0, g: Some(2.0), big_g: Some(30.0) })
+        } else {
+            butterfly()
+        };
+        let refs: Vec<Ref> = refs.iter().enumerate()
+            .map(|(i, &(n, w))| Ref { at: i as u64 * 3, node: n % nodes as u16, write: w, sampled: i % 7 == 0 })
+            .collect();
+        let mut phases = phases;
+        phases.sort();
+        let c = ctx(nodes, costs, init, &phases, &phases);
+        let best = Optimal::new(nodes, costs).solve(&refs).cost;
+        for info in POLICIES {
+            let t = info.build(&Settings::default()).unwrap().run(&page(&refs), &c);
+            prop_assert_eq!(t.references(), refs.len() as u64, "{}", info.name);
+            prop_assert!(t.cost(&costs) >= best - 1e-9, "{} cost {} < optimum {}", info.name, t.cost(&costs), best);
+        }
+    }
+}
+
+#[test]
+fn first_touch_rehomes_after_init_done() {
+    let mut refs = writes(0, 0, 10);
+    refs.extend(reads(1, 10, 10));
+    let c = ctx(2, butterfly(), None, &[], &[]);
+    let plain = run("first-touch", &[], &refs, &c);
+    assert_eq!((plain.local, plain.remote, plain.new_locations()), (10, 10, 0));
+    let c = ctx(2, butterfly(), Some(10), &[], &[]);
+    let honoured = run("first-touch", &[], &refs, &c);
+    assert_eq!((honoured.local, honoured.remote, honoured.node_moves), (20, 0, 1));
+}
+
+#[test]
+fn static_spreads() {
+    let refs = reads(0, 0, 4);
+    let c = ctx(4, butterfly(), None, &[], &[]);
+    // touch_rank 3 -> node 3; page number 5 -> node 1; bind node 0.
+    assert_eq!(run("round-robin", &[], &refs, &c).remote, 4);
+    assert_eq!(run("interleave", &[], &refs, &c).remote, 4);
+    assert_eq!(run("bind", &[], &refs, &c).local, 4);
+    assert_eq!(run("bind", &["bind.node=2"], &refs, &c).remote, 4);
+}
+
+#[test]
+fn first_n_fills_waits_for_n() {
+    let mut refs = reads(0, 0, 3);
+    refs.extend(reads(1, 3, 20));
+    let c = ctx(2, butterfly(), None, &[], &[]);
+    let t = run("first-n-fills", &["first-n-fills.n=5"], &refs, &c);
+    // Node 1's 5th reference makes it home: 4 remote first, then the move.
+    assert_eq!((t.remote, t.node_moves, t.local), (4, 1, 3 + 16));
+}
+
+#[test]
+fn next_touch_and_migrate_on_phase_follow_annotations() {
+    let mut refs = writes(0, 0, 5);
+    refs.extend(writes(1, 5, 5));
+    let marks = [5u64];
+    let c = ctx(2, butterfly(), None, &marks, &marks);
+    assert_eq!(run("next-touch", &[], &refs, &c).node_moves, 1);
+    assert_eq!(run("migrate-on-phase", &[], &refs, &c).node_moves, 1);
+    let c = ctx(2, butterfly(), None, &[], &marks);
+    // A roi-begin style annotation: next-touch reacts, migrate-on-phase does not.
+    assert_eq!(run("next-touch", &[], &refs, &c).node_moves, 1);
+    assert_eq!(run("migrate-on-phase", &[], &refs, &c).node_moves, 0);
+}
+
+#[test]
+fn numa_balancing_needs_two_faults_from_the_same_node() {
+    // 10 refs/ms; scans at 10 (delay), 20, 30... All of the page's accesses come from node 1.
+    let refs: Vec<Ref> = std::iter::once(Ref::write(0, 0)).chain((1..60).map(|i| Ref::read(i, 1))).collect();
+    let c = ctx(2, butterfly(), None, &[], &[]);
+    let t = run("numa-balancing", &["numa-balancing.scan-delay-ms=1", "numa-balancing.scan-period-ms=1"], &refs, &c);
+    // Faults at 10 (recorded) and 20 (same node: migrate); remote from 1 to 19.
+    assert_eq!(t.node_moves, 1);
+    assert_eq!(t.remote, 19);
+}
+
+#[test]
+fn sammu_migrates_at_the_threshold() {
+    let c = ctx(2, butterfly(), None, &[], &[]);
+    // Node 1 comes back every 2000 references: each return is a TLB event for it.
+    let mut refs = vec![Ref::write(0, 0)];
+    refs.extend((1..=12).map(|i| Ref::read(i * 2000, 1)));
+    let t = run("sammu", &[], &refs, &c);
+    // Its first access is no event; returns 1..10 bring NC[1] to 10 = NT: migrate.
+    assert_eq!(t.node_moves, 1);
+    assert_eq!(t.remote, 10);
+    // Node 0 returning as often keeps node 1 from getting NT ahead.
+    let mut both = vec![Ref::write(0, 0)];
+    for i in 1..=12u64 {
+        both.push(Ref::read(i * 2000, 1));
+        both.push(Ref::read(i * 2000 + 1000, 0));
+    }
+    assert_eq!(run("sammu", &[], &both, &c).node_moves, 0);
+    // A burst of accesses saturates the access counter every `burst` accesses.
+    let burst: Vec<Ref> = std::iter::once(Ref::write(0, 0)).chain((1..=40).map(|i| Ref::read(i, 1))).collect();
+    let t = run("sammu", &["sammu.burst=4", "sammu.nt=3"], &burst, &c);
+    // Events at its 4th, 8th and 12th access: the 12th is already local.
+    assert_eq!((t.node_moves, t.remote), (1, 11));
+}
+
+#[test]
+fn kmaf_moves_on_a_clear_majority() {
+    // Window 1 ms = 10 refs: node 1 faults once per window, node 0 once at the start.
+    let refs: Vec<Ref> = std::iter::once(Ref::read(0, 0)).chain((1..100).map(|i| Ref::read(i, 1))).collect();
+    let c = ctx(2, butterfly(), None, &[], &[]);
+    let t = run("kmaf", &["kmaf.window-ms=1"], &refs, &c);
+    // Node 1's faults: 1 at window 0, then one per window; it needs > 2 x (1 + 1) = 4: the 5th fault (at 40).
+    assert_eq!(t.node_moves, 1);
+    assert_eq!(t.remote, 40 - 1);
+}
+
+#[test]
+fn ace_freezes_in_global_memory_after_four_invalidations() {
+    let costs = Costs::new(&CostParams { r: 5.0, big_r: 40.0, g: Some(2.0), big_g: Some(30.0) });
+    let c = ctx(2, costs, None, &[], &[]);
+    let refs: Vec<Ref> = (0..20).map(|i| Ref::write(i, (i % 2) as u16)).collect();
+    let t = run("ace", &[], &refs, &c);
+    // Writes 0..3 each move the page to the writer (4 invalidations: the first out of global
+    // memory costs G, the others R); write 4 freezes it in global memory (G), then every
+    // write costs g.
+    assert_eq!((t.global_moves, t.node_moves), (2, 3));
+    assert_eq!(t.local, 4);
+    assert_eq!(t.global, 16);
+}
+
+#[test]
+fn delay_waits_c_references_before_replicating() {
+    let costs = Costs::new(&CostParams { r: 5.0, big_r: 40.0, g: Some(2.0), big_g: Some(30.0) });
+    let c = ctx(2, costs, None, &[], &[]);
+    let refs = reads(1, 0, 150);
+    let t = run("delay", &[], &refs, &c);
+    // 99 global reads, then the 100th replicates to node 1: it and the rest are local.
+    assert_eq!((t.global, t.local, t.replications), (99, 51, 1));
+    let ace = run("ace", &[], &refs, &c);
+    assert_eq!((ace.global, ace.local), (0, 150));
+}
+
+#[test]
+fn platinum_freezes_and_defrosts() {
+    let c = ctx(2, butterfly(), None, &[], &[]);
+    // t1 = 1 ms = 10 refs, t2 = 10 ms = 100 refs.
+    let set = ["platinum.t1-ms=1", "platinum.t2-ms=10"];
+    let mut refs = vec![Ref::write(0, 0), Ref::write(1, 1), Ref::read(2, 0)];
+    // Node 0 reads within t1 of node 1's invalidating write: frozen at node 1.
+    refs.extend(reads(0, 3, 50));
+    let t = run("platinum", &set, &refs, &c);
+    assert_eq!(t.node_moves, 1);
+    assert_eq!(t.remote, 51);
+    // After the defrost at 100, node 0's next read replicates the page.
+    refs.extend(reads(0, 120, 5));
+    let t = run("platinum", &set, &refs, &c);
+    assert_eq!((t.node_moves, t.replications, t.remote), (2, 1, 51));
+}
+
+#[test]
+fn replicate_counter_interrupt_copies_after_n() {
+    let c = ctx(2, butterfly(), None, &[], &[]);
+    let mut refs = vec![Ref::write(0, 0)];
+    refs.extend(reads(1, 1, 10));
+    let t = run("replicate-counter-interrupt", &["replicate-counter-interrupt.n=4"], &refs, &c);
+    assert_eq!((t.remote, t.replications, t.local), (3, 1, 1 + 7));
+    // The counter policy only copies at the next mapping, after an invalidation.
+    let mut again = refs.clone();
+    again.push(Ref::write(11, 0));
+    again.extend(reads(1, 12, 3));
+    let t = run("replicate-counter", &["replicate-counter.n=4"], &again, &c);
+    assert_eq!((t.replications, t.remote), (1, 10));
+}
+
+#[test]
+fn marathe_uses_the_majority_of_samples() {
+    let c = ctx(2, butterfly(), None, &[], &[]);
+    let mut refs = reads(0, 0, 3);
+    refs.extend(reads(1, 3, 10));
+    let t = run("marathe", &["marathe.k=2"], &refs, &c);
+    // Samples at 0, 2 (node 0) and 4..12 (5 of node 1): node 1 from the start, for free.
+    assert_eq!((t.local, t.remote, t.new_locations(), t.profile_samples), (10, 3, 0, 7));
+}
+
+#[test]
+fn carrefour_replicates_read_shared_pages() {
+    let c = ctx(2, butterfly(), None, &[], &[]);
+    let mut refs = vec![Ref::write(0, 0)];
+    // Epochs of 20 refs: the first has a write (interleave: page 5 -> node 1), the second
+    // is read by both nodes only (replicate, decided when the third starts).
+    for i in 1..60u64 {
+        refs.push(Ref::read(i, (i % 2) as u16));
+    }
+    let t = run("carrefour", &["carrefour.epoch-ms=2", "carrefour.min-accesses=4"], &refs, &c);
+    assert_eq!((t.node_moves, t.replications), (2, 1));
+}
+
+#[test]
+fn settings_are_checked() {
+    let mut s = Settings::default();
+    assert!(s.add("delay.c=10").is_ok());
+    assert!(s.add("delay.x=1").unwrap_err().contains("has no parameter 'x'"));
+    assert!(s.add("nope.c=1").unwrap_err().contains("unknown policy"));
+    assert!(s.add("delay").is_err());
+    let mut s = Settings::default();
+    s.add("delay.c=abc").unwrap();
+    assert!(find("delay").unwrap().build(&s).is_err());
+}
