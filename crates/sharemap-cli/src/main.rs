@@ -1,8 +1,12 @@
 //! The `sharemap` command line: thin glue over the library crates.
 
 mod demo;
+mod filter;
 mod info;
 mod machine;
+mod place;
+mod plot;
+mod sweep;
 mod progress;
 mod trace_cmds;
 
@@ -86,6 +90,62 @@ enum Command {
         #[arg(long)]
         list: bool,
     },
+    /// Where should pages live? Every placement policy against the off-line optimum, on a
+    /// modelled NUMA machine (seed 004's cost model)
+    Place {
+        #[command(flatten)]
+        model: place::ModelArgs,
+        /// Policies: a comma list or `all` (see `sharemap policies`); the optimum always comes first
+        #[arg(long, short = 'p', default_value = "all")]
+        policy: String,
+        #[arg(long)]
+        json: bool,
+        /// Also list the costliest pages and what each policy pays for them
+        #[arg(long)]
+        breakdown: bool,
+        /// Write the optimal placement (per page: from which access on it lives where) to a
+        /// .csv or .json file
+        #[arg(long, value_name = "FILE")]
+        placement: Option<PathBuf>,
+    },
+    /// Perturb a trace's interleaving with seed 004's filters (--reorder: a 100-reference
+    /// window; --gaps: a thread stalls for 4000 references with probability 1/30000), or
+    /// report how much they move the optimum (--sensitivity)
+    Filter {
+        #[command(flatten)]
+        model: place::ModelArgs,
+        #[arg(long)]
+        reorder: bool,
+        #[arg(long)]
+        gaps: bool,
+        /// Filtered trace (format from the extension)
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        #[arg(long)]
+        to: Option<String>,
+        /// Report the optimum's change under each filter (both when neither is given)
+        #[arg(long)]
+        sensitivity: bool,
+    },
+    /// List the placement policies, their sources and parameters
+    Policies,
+    /// Vary one model parameter (G, R, g, r or page-size): the optimum and the policies at
+    /// each value, as CSV plus plots (MCPR, optimal moves per page, optimal cost breakdown)
+    Sweep {
+        #[command(flatten)]
+        model: place::ModelArgs,
+        /// The parameter to vary: G, R, g, r or page-size
+        #[arg(long)]
+        vary: String,
+        /// Values: a comma list, or start:end:count
+        #[arg(long)]
+        values: String,
+        #[arg(long, short = 'p', default_value = "first-touch,ace,delay,platinum")]
+        policy: String,
+        /// CSV output; plots are written beside it (NAME-mcpr.svg/.png, NAME-moves..., NAME-breakdown...)
+        #[arg(short, long)]
+        output: PathBuf,
+    },
     /// Run the main job on the embedded default: generate the seed patterns, summarise them,
     /// and describe the SAMMU machine
     Demo {
@@ -131,6 +191,15 @@ fn main() -> ExitCode {
         Command::Record { backend: _, output, to, command } => trace_cmds::record(&output, to.as_deref(), &command),
         Command::Machine { spec, json, list } => machine::run(spec.as_deref(), json, list),
         Command::Demo { dir, accesses } => demo::run(dir.as_deref(), accesses),
+        Command::Place { model, policy, json, breakdown, placement } => place::run(&model, &policy, json, breakdown, placement.as_deref()),
+        Command::Policies => place::list(),
+        Command::Filter { model, reorder, gaps, output, to, sensitivity } => {
+            let kinds: Vec<filter::Kind> = [(reorder, filter::Kind::Reorder), (gaps, filter::Kind::Gaps)].into_iter().filter(|k| k.0).map(|k| k.1).collect();
+            filter::run(&model, &kinds, output.as_deref(), to.as_deref(), sensitivity)
+        }
+        Command::Sweep { model, vary, values, policy, output } => {
+            sweep::Vary::parse(&vary).and_then(|v| sweep::run(&model, v, &sweep::parse_values(&values)?, &policy, &output))
+        }
     };
     match result {
         Ok(code) => code,

@@ -58,9 +58,28 @@ pub struct Machine {
     /// "hwloc" when the topology file gave them, "model" otherwise.
     pub distance_origin: &'static str,
     pub cost: CostParams,
+    /// How the cost parameters follow the page size.
+    pub cost_rule: CostRule,
+}
+
+/// How a machine's seed-004 cost parameters are derived from the page size.
+#[derive(Clone, Copy, Debug)]
+pub enum CostRule {
+    /// A modern NUMA machine: r from the mean remote/local distance ratio.
+    Numa { remote_ratio: f64 },
+    /// A seed machine's own rule (ACE, Butterfly).
+    Preset(fn(u64) -> CostParams),
 }
 
 impl Machine {
+    /// The cost parameters for pages of `page_size` bytes and cache lines of `line_size`.
+    pub fn cost_for(&self, page_size: u64, line_size: u64) -> CostParams {
+        match self.cost_rule {
+            CostRule::Numa { remote_ratio } => CostParams::for_numa(remote_ratio, page_size, line_size),
+            CostRule::Preset(rule) => rule(page_size),
+        }
+    }
+
     /// SPEC: a preset name, `live`, an hwloc XML file, a file holding a synthetic string,
     /// or a synthetic string.
     pub fn from_spec(spec: &str) -> Result<Machine, MachineError> {
@@ -76,6 +95,7 @@ impl Machine {
             let mut m = Self::from_tree(p.name, p.description, tree, None)?;
             if let Some(cost) = p.cost {
                 m.cost = cost(4096);
+                m.cost_rule = CostRule::Preset(cost);
             }
             return Ok(m);
         }
@@ -197,6 +217,7 @@ impl Machine {
             distances,
             distance_origin,
             cost: CostParams::for_numa(ratio, 4096, 64),
+            cost_rule: CostRule::Numa { remote_ratio: ratio },
         })
     }
 

@@ -2,6 +2,7 @@
 //! optimal placement, and the online policies of the literature, all evaluated page by page.
 
 pub mod cost;
+pub mod evaluate;
 pub mod optimal;
 pub mod page;
 pub mod partition;

@@ -20,6 +20,9 @@ impl AtomicOutput {
         if dest.is_dir() {
             return Err(TraceError::invalid(dest, "is a directory"));
         }
+        if !dir.is_dir() {
+            return Err(TraceError::invalid(dest, format!("cannot write: directory {} does not exist", dir.display())));
+        }
         let name = dest.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
         // Mode 0666 before the umask, like any file the user creates (tempfile's default,
         // 0600, would survive the rename).

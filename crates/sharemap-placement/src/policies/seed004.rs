@@ -60,8 +60,12 @@ impl Policy for Ace {
                 invalidations += 1;
             }
             if r.write {
-                // Copies other than the kept one are gone: their counters restart.
-                left[..ctx.nodes].iter_mut().for_each(|c| *c = 0);
+                // The other nodes' copies and mappings are gone: their counts restart.
+                for (n, c) in left[..ctx.nodes].iter_mut().enumerate() {
+                    if n != x {
+                        *c = 0;
+                    }
+                }
             }
             charge(&mut res, r);
         }

@@ -191,6 +191,9 @@ fn delay_waits_c_references_before_replicating() {
     assert_eq!((t.global, t.local, t.replications), (99, 51, 1));
     let ace = run("ace", &[], &refs, &c);
     assert_eq!((ace.global, ace.local), (0, 150));
+    // A node writing on and on gets its copy after c writes too.
+    let w = run("delay", &[], &writes(1, 0, 150), &c);
+    assert_eq!((w.global, w.local, w.global_moves), (99, 51, 1));
 }
 
 #[test]

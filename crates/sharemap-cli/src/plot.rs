@@ -1,0 +1,140 @@
+//! Line and stacked-area charts, written as SVG (plotters) and PNG (the SVG rendered by
+//! resvg with the system's fonts), both atomically.
+
+use anyhow::{anyhow, Result};
+use plotters::prelude::*;
+use sharemap_trace::output::{flush, AtomicOutput};
+use std::io::Write;
+use std::path::Path;
+
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+pub struct Chart<'a> {
+    pub title: &'a str,
+    pub x_label: &'a str,
+    pub y_label: &'a str,
+    pub series: &'a [Series],
+    /// Draw the series as stacked areas (each on top of the previous ones).
+    pub stacked: bool,
+    pub log_x: bool,
+}
+
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(0, 0, 0),
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(23, 190, 207),
+];
+
+/// Renders the chart as an SVG document.
+pub fn svg(chart: &Chart) -> Result<String> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (900, 560)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| anyhow!("plot: {e}"))?;
+        let series: Vec<Series> = if chart.stacked { stack(chart.series) } else { chart.series.iter().map(|s| Series { name: s.name.clone(), points: s.points.clone() }).collect() };
+        let xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
+        let (x0, x1) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
+        let y1 = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(0.0f64, f64::max);
+        let (x0, x1) = if x0.is_finite() && x1 > x0 { (x0, x1) } else { (0.0, 1.0) };
+        let y1 = if y1 > 0.0 { y1 * 1.08 } else { 1.0 };
+        // Costs per reference never go below 1: start there when the data allows.
+        let ymin = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(f64::INFINITY, f64::min);
+        let y0 = if !chart.stacked && ymin >= 1.0 && y1 > 1.0 { 1.0 - (y1 - 1.0) * 0.05 } else { 0.0 };
+        let mut builder = ChartBuilder::on(&root);
+        builder.caption(chart.title, ("sans-serif", 20)).margin(24).x_label_area_size(44).y_label_area_size(70);
+        let err = |e: DrawingAreaErrorKind<_>| anyhow!("plot: {e}");
+        macro_rules! draw {
+            ($ctx:expr) => {{
+                let mut ctx = $ctx;
+                ctx.configure_mesh().x_desc(chart.x_label).y_desc(chart.y_label).light_line_style(WHITE.mix(0.0)).draw().map_err(err)?;
+                // Stacked areas: the tallest (cumulative) first, so each lower band shows.
+                let order: Vec<usize> = if chart.stacked { (0..series.len()).rev().collect() } else { (0..series.len()).collect() };
+                for i in order {
+                    let s = &series[i];
+                    let color = PALETTE[i % PALETTE.len()];
+                    if chart.stacked {
+                        ctx.draw_series(AreaSeries::new(s.points.iter().copied(), 0.0, color.mix(0.35)).border_style(color.stroke_width(1)))
+                            .map_err(err)?
+                            .label(s.name.as_str())
+                            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.mix(0.5).filled()));
+                    } else {
+                        let width = if i == 0 { 3 } else { 2 };
+                        ctx.draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(width)))
+                            .map_err(err)?
+                            .label(s.name.as_str())
+                            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(width)));
+                    }
+                }
+                ctx.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK.mix(0.3)).draw().map_err(err)?;
+            }};
+        }
+        if chart.log_x && x0 > 0.0 {
+            draw!(builder.build_cartesian_2d((x0..x1).log_scale(), y0..y1).map_err(err)?);
+        } else {
+            draw!(builder.build_cartesian_2d(x0..x1, y0..y1).map_err(err)?);
+        }
+        root.present().map_err(|e| anyhow!("plot: {e}"))?;
+    }
+    Ok(out)
+}
+
+/// Cumulative sums: series i becomes the sum of series 0..=i (same x values assumed).
+fn stack(series: &[Series]) -> Vec<Series> {
+    let mut acc: Vec<(f64, f64)> = series.first().map(|s| s.points.iter().map(|&(x, _)| (x, 0.0)).collect()).unwrap_or_default();
+    series
+        .iter()
+        .map(|s| {
+            for (a, p) in acc.iter_mut().zip(&s.points) {
+                a.1 += p.1;
+            }
+            Series { name: s.name.clone(), points: acc.clone() }
+        })
+        .collect()
+}
+
+/// The SVG rendered to PNG bytes.
+pub fn png(svg: &str) -> Result<Vec<u8>> {
+    let mut opt = resvg::usvg::Options::default();
+    {
+        let db = opt.fontdb_mut();
+        db.load_system_fonts();
+        let family = ["DejaVu Sans", "Liberation Sans", "Noto Sans", "FreeSans"]
+            .into_iter()
+            .find(|f| db.faces().any(|face| face.families.iter().any(|(n, _)| n == f)));
+        match family {
+            Some(f) => db.set_sans_serif_family(f),
+            None => eprintln!("sharemap: warning: no font found for PNG text (install fonts-dejavu-core); the SVG has it"),
+        }
+    }
+    let tree = resvg::usvg::Tree::from_str(svg, &opt).map_err(|e| anyhow!("rendering plot: {e}"))?;
+    let size = tree.size().to_int_size();
+    let mut pixmap = resvg::tiny_skia::Pixmap::new(size.width(), size.height()).ok_or_else(|| anyhow!("rendering plot: empty image"))?;
+    resvg::render(&tree, resvg::tiny_skia::Transform::default(), &mut pixmap.as_mut());
+    pixmap.encode_png().map_err(|e| anyhow!("encoding PNG: {e}"))
+}
+
+/// Writes `base.svg` and `base.png`.
+pub fn save(chart: &Chart, base: &Path) -> Result<()> {
+    let svg = svg(chart)?;
+    let png = png(&svg)?;
+    for (ext, bytes) in [("svg", svg.as_bytes()), ("png", &png[..])] {
+        let path = base.with_extension(ext);
+        let out = AtomicOutput::create(&path)?;
+        let mut w = out.writer()?;
+        w.write_all(bytes).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        flush(&mut w, &path)?;
+        drop(w);
+        out.commit()?;
+    }
+    Ok(())
+}

@@ -1,0 +1,174 @@
+//! Runs the optimum and any set of policies over every page of a partitioned trace, in
+//! parallel by page bucket, and totals what each one did.
+
+use crate::cost::{Costs, LocSet, Tally};
+use crate::optimal::{Optimal, Solution};
+use crate::partition::Partition;
+use crate::policies::{Context, Policy};
+use serde::Serialize;
+
+/// One policy's totals over the trace.
+#[derive(Clone, Debug, Serialize)]
+pub struct PolicyResult {
+    pub name: String,
+    pub cost: f64,
+    /// Mean cost per reference (seed 004's MCPR).
+    pub mcpr: f64,
+    pub local: u64,
+    pub remote: u64,
+    pub global: u64,
+    /// New locations that migrated a page.
+    pub moves: u64,
+    /// New locations that added a copy.
+    pub replications: u64,
+    pub local_ratio: f64,
+    /// Cost relative to the optimum (1 = optimal).
+    pub vs_optimal: f64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub profile_samples: u64,
+    #[serde(skip)]
+    pub tally: Tally,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// A page among the costliest under the optimum, with every policy's cost on it.
+#[derive(Clone, Debug, Serialize)]
+pub struct PageCost {
+    pub address: String,
+    pub references: u64,
+    pub writes: u64,
+    pub nodes: u32,
+    pub optimal: f64,
+    /// Costs in the order of the evaluated policies.
+    pub policies: Vec<f64>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct EvalOptions {
+    /// Keep this many costliest pages (0: none).
+    pub costliest: usize,
+    /// Keep the optimal placement of every page.
+    pub placement: bool,
+    /// Run the policies only (the results then do not start with the optimum).
+    pub skip_optimal: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct Evaluation {
+    /// The optimum first (unless skipped), then the policies in the order given.
+    pub results: Vec<PolicyResult>,
+    pub costliest: Vec<PageCost>,
+    /// (page number, trace position, location set from there on), sorted.
+    pub placement: Vec<(u64, u64, LocSet)>,
+}
+
+struct Worker {
+    optimal: Optimal,
+    opt_cost: f64,
+    opt: Tally,
+    costs: Vec<f64>,
+    tallies: Vec<Tally>,
+    costliest: Vec<PageCost>,
+    placement: Vec<(u64, u64, LocSet)>,
+}
+
+pub fn evaluate(
+    part: &Partition,
+    ctx: &Context,
+    policies: &[(String, Box<dyn Policy>)],
+    page_size: u64,
+    opts: &EvalOptions,
+) -> std::io::Result<Evaluation> {
+    let c: Costs = ctx.costs;
+    let workers = part.par_pages(
+        || Worker {
+            optimal: Optimal::new(ctx.nodes, c),
+            opt_cost: 0.0,
+            opt: Tally::default(),
+            costs: vec![0.0; policies.len()],
+            tallies: vec![Tally::default(); policies.len()],
+            costliest: Vec::new(),
+            placement: Vec::new(),
+        },
+        |w, page| {
+            let sol = if opts.skip_optimal { Solution::default() } else { w.optimal.solve(page.refs) };
+            w.opt_cost += sol.cost;
+            w.opt.add(&sol.tally);
+            let mut page_costs = Vec::with_capacity(if opts.costliest > 0 { policies.len() } else { 0 });
+            for (i, (_, p)) in policies.iter().enumerate() {
+                let t = p.run(page, ctx);
+                let cost = t.cost(&c);
+                w.costs[i] += cost;
+                w.tallies[i].add(&t);
+                if opts.costliest > 0 {
+                    page_costs.push(cost);
+                }
+            }
+            if opts.placement {
+                w.placement.extend(sol.changes.iter().map(|&(i, set)| (page.number, page.refs[i].at, set)));
+            }
+            if opts.costliest > 0 {
+                let worst = w.costliest.iter().map(|p| p.optimal).fold(f64::INFINITY, f64::min);
+                if w.costliest.len() < opts.costliest || sol.cost > worst {
+                    let nodes = page.refs.iter().fold(0u128, |s, r| s | (1u128 << r.node)).count_ones();
+                    w.costliest.push(PageCost {
+                        address: format!("{:#x}", page.number * page_size),
+                        references: page.refs.len() as u64,
+                        writes: page.refs.iter().filter(|r| r.write).count() as u64,
+                        nodes,
+                        optimal: sol.cost,
+                        policies: page_costs,
+                    });
+                    keep_costliest(&mut w.costliest, opts.costliest);
+                }
+            }
+        },
+    )?;
+
+    let mut opt_cost = 0.0;
+    let mut opt = Tally::default();
+    let mut costs = vec![0.0; policies.len()];
+    let mut tallies = vec![Tally::default(); policies.len()];
+    let mut costliest = Vec::new();
+    let mut placement = Vec::new();
+    for w in workers {
+        opt_cost += w.opt_cost;
+        opt.add(&w.opt);
+        for i in 0..policies.len() {
+            costs[i] += w.costs[i];
+            tallies[i].add(&w.tallies[i]);
+        }
+        costliest.extend(w.costliest);
+        placement.extend(w.placement);
+    }
+    keep_costliest(&mut costliest, opts.costliest);
+    placement.sort_unstable_by_key(|&(page, at, _)| (page, at));
+    let refs = part.refs.max(1) as f64;
+    let result = |name: &str, cost: f64, t: Tally| PolicyResult {
+        name: name.to_string(),
+        cost,
+        mcpr: cost / refs,
+        local: t.local,
+        remote: t.remote,
+        global: t.global,
+        moves: t.migrations(),
+        replications: t.replications,
+        local_ratio: t.local as f64 / refs,
+        vs_optimal: if opt_cost > 0.0 { cost / opt_cost } else { 1.0 },
+        profile_samples: t.profile_samples,
+        tally: t,
+    };
+    let mut results = if opts.skip_optimal { Vec::new() } else { vec![result("optimal", opt_cost, opt)] };
+    for (i, (name, _)) in policies.iter().enumerate() {
+        results.push(result(name, costs[i], tallies[i]));
+    }
+    Ok(Evaluation { results, costliest, placement })
+}
+
+fn keep_costliest(v: &mut Vec<PageCost>, n: usize) {
+    v.sort_by(|a, b| b.optimal.total_cmp(&a.optimal).then_with(|| a.address.cmp(&b.address)));
+    v.truncate(n);
+}
