@@ -2,6 +2,8 @@
 //! the SAMMU machine's thread count, summarises how each shares pages, and shows the machine.
 
 use crate::machine::describe;
+use crate::place;
+use sharemap_placement::evaluate::{evaluate, EvalOptions};
 use crate::trace_cmds::generate_to;
 use anyhow::{anyhow, Result};
 use sharemap_machine::Machine;
@@ -52,6 +54,8 @@ pub fn run(dir: Option<&Path>, accesses: u64) -> Result<ExitCode> {
         );
     }
     println!("\n(shared% = accesses to pages touched by 2+ threads; B/acc = bytes per access in the native trace)");
+    println!();
+    placement_table(dir)?;
     if keep {
         println!("traces kept in {}", dir.display());
     }
@@ -59,6 +63,71 @@ pub fn run(dir: Option<&Path>, accesses: u64) -> Result<ExitCode> {
     let m = Machine::from_spec(DEMO_MACHINE).map_err(|e| anyhow!(e))?;
     print!("{}", describe(&m));
     Ok(ExitCode::SUCCESS)
+}
+
+/// Patterns whose placement the demo compares (the private one is trivially local).
+const PLACEMENT_PATTERNS: [&str; 9] =
+    ["sor", "neighbor", "all-to-all", "matmult", "producer-consumer", "migratory", "read-mostly", "phase-change", "init-then-compute"];
+
+/// Threads spread over the packages: two per NUMA node of the SAMMU machine (PUs 0, 8, ... 56).
+fn demo_thread_map(m: &Machine) -> String {
+    let step = (m.pu_count() / DEMO_THREADS as usize).max(1);
+    (0..DEMO_THREADS as usize).map(|t| ((t * step) % m.pu_count()).to_string()).collect::<Vec<_>>().join(",")
+}
+
+/// MCPR of the optimum and every policy on each pattern (seed 004's cost model).
+fn placement_table(dir: &Path) -> Result<()> {
+    let m = Machine::from_spec(DEMO_MACHINE).map_err(|e| anyhow!(e))?;
+    let map = demo_thread_map(&m);
+    let policies = place::policy_list("all", &Default::default())?;
+    let mut columns = Vec::new();
+    let mut label = String::new();
+    for name in PLACEMENT_PATTERNS {
+        let args = place::ModelArgs {
+            trace: dir.join(format!("{name}.trace")),
+            from: None,
+            machine: DEMO_MACHINE.into(),
+            cost: None,
+            page_size: None,
+            thread_map: map.clone(),
+            refs_per_ms: 1000.0,
+            seed: 1,
+            set: Vec::new(),
+            memory_mb: 512,
+        };
+        let prep = place::prepare(&args, "all")?;
+        label = place::cost_label(&prep.model.params);
+        let eval = evaluate(&prep.partition, &prep.context(&args), &policies, prep.model.page_size, &EvalOptions::default())?;
+        columns.push(eval.results);
+    }
+    println!("Data placement: mean cost per reference (MCPR, 1 = every reference local) on {DEMO_MACHINE},");
+    println!("threads on PUs {map} (two per NUMA node); seed 004 costs {label}");
+    print!("{:<28}", "policy");
+    for name in PLACEMENT_PATTERNS {
+        print!(" {:>8}", short(name));
+    }
+    println!();
+    for row in 0..columns[0].len() {
+        print!("{:<28}", columns[0][row].name);
+        for col in &columns {
+            print!(" {:>8.3}", col[row].mcpr);
+        }
+        println!();
+    }
+    println!("(sharemap place TRACE --machine {DEMO_MACHINE} --thread-map {map} for one trace; sharemap policies lists them)");
+    Ok(())
+}
+
+fn short(pattern: &str) -> &str {
+    match pattern {
+        "producer-consumer" => "prod-con",
+        "init-then-compute" => "init-cmp",
+        "phase-change" => "phases",
+        "read-mostly" => "read-mst",
+        "all-to-all" => "all2all",
+        "migratory" => "migrat.",
+        other => other,
+    }
 }
 
 /// Which thread pairs share at least one page, in short form ("0-1 1-2 ..." or a count).

@@ -62,7 +62,7 @@ pub struct Model {
 }
 
 impl ModelArgs {
-    pub fn model(&self, threads_hint: u32, trace_page: u64, trace_line: u64) -> Result<Model> {
+    pub fn model(&self, trace_page: u64, trace_line: u64) -> Result<Model> {
         let machine = Machine::from_spec(&self.machine).map_err(|e| anyhow!("{e}"))?;
         let nodes = machine.numa_count();
         if nodes > cost::MAX_NODES {
@@ -74,7 +74,7 @@ impl ModelArgs {
         }
         let params = parse_cost(self.cost.as_deref(), machine.cost_for(page_size, trace_line), page_size)?;
         params.validate().map_err(|e| anyhow!("cost parameters: {e}"))?;
-        let node_of_thread = thread_nodes(&self.thread_map, &machine, threads_hint)?;
+        let node_of_thread = thread_nodes(&self.thread_map, &machine)?;
         if !(self.refs_per_ms > 0.0 && self.refs_per_ms.is_finite()) {
             bail!("--refs-per-ms {}: expected a positive number", self.refs_per_ms);
         }
@@ -110,10 +110,11 @@ fn parse_cost(spec: Option<&str>, base: CostParams, page_size: u64) -> Result<Co
 }
 
 /// NUMA node of each thread's PU.
-fn thread_nodes(spec: &str, machine: &Machine, threads: u32) -> Result<Vec<u16>> {
+fn thread_nodes(spec: &str, machine: &Machine) -> Result<Vec<u16>> {
     let pus = machine.pu_count();
     let list: Vec<usize> = match spec.trim() {
-        "identity" => (0..threads.max(1) as usize).map(|t| t % pus).collect(),
+        // Thread t uses entry t mod the list's length: one entry per PU is thread i on PU i mod PUs.
+        "identity" => (0..pus).collect(),
         s => s
             .split(',')
             .map(|x| {
@@ -175,7 +176,7 @@ pub fn prepare(args: &ModelArgs, policy_spec: &str) -> Result<Prepared> {
     let mut reader = TraceReader::open(&args.trace, format_arg(args.from.as_deref())?)?;
     warn_if_truncated(&reader, &args.trace);
     let meta = reader.metadata().clone();
-    let model = args.model(meta.threads, meta.page_size.max(64), meta.line_size.max(1))?;
+    let model = args.model(meta.page_size.max(64), meta.line_size.max(1))?;
     let opts = PartitionOptions {
         page_size: model.page_size,
         node_of_thread: model.node_of_thread.clone(),

@@ -7,6 +7,7 @@ pub mod optimal;
 pub mod page;
 pub mod partition;
 pub mod policies;
+pub mod testing;
 
 pub use cost::{Costs, LocSet, Residence, Tally};
 pub use optimal::{Optimal, Solution};

@@ -197,3 +197,55 @@ proptest! {
         prop_assert!(close(other.cost / n, 1.0 + s * (base.cost / n - 1.0)));
     }
 }
+
+/// Seed 004 section 4.3.1: as a function of the move cost, the optimum is continuous,
+/// piecewise linear and concave, with slope = the number of moves it makes.
+#[test]
+fn optimum_is_concave_and_piecewise_linear_in_the_move_cost() {
+    let mut rng = 4242u64;
+    let pages: Vec<Vec<Ref>> = (0..30)
+        .map(|_| {
+            (0..120)
+                .map(|i| {
+                    rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let node = ((rng >> 33) % 3) as u16;
+                    if (rng >> 50) % 5 == 0 { Ref::write(i, node) } else { Ref::read(i, node) }
+                })
+                .collect()
+        })
+        .collect();
+    let total = |c: Costs| -> (f64, u64, u64) {
+        let mut opt = Optimal::new(3, c);
+        pages.iter().fold((0.0, 0, 0), |(cost, nm, gm), p| {
+            let s = opt.solve(p);
+            (cost + s.cost, nm + s.tally.node_moves, gm + s.tally.global_moves)
+        })
+    };
+    // R on a machine without global memory, then G on an ACE-like one (R = 2G): there the
+    // slope is global moves + 2 x node moves.
+    let sweeps: [(Vec<f64>, Box<dyn Fn(f64) -> Costs>, bool); 2] = [
+        ((0..40).map(|i| 11.0 + 2.5 * i as f64).collect(), Box::new(|v| Costs { r: 5.0, big_r: v, g: f64::INFINITY, big_g: f64::INFINITY }), false),
+        ((0..40).map(|i| 5.0 + 2.0 * i as f64).collect(), Box::new(|v| Costs { r: 5.0, big_r: 2.0 * v, g: 2.0, big_g: v }), true),
+    ];
+    for (values, costs, global) in &sweeps {
+        let points: Vec<(f64, f64, u64)> = values
+            .iter()
+            .map(|&v| {
+                let (c, nm, gm) = total(costs(v));
+                (v, c, if *global { gm + 2 * nm } else { nm })
+            })
+            .collect();
+        for w in points.windows(2) {
+            let ((x0, c0, m0), (x1, c1, m1)) = (w[0], w[1]);
+            let h = x1 - x0;
+            // The placement optimal at x0 stays available at x1 and vice versa.
+            assert!(c1 <= c0 + h * m0 as f64 + 1e-6, "slope above the move count at {x0}");
+            assert!(c1 >= c0 + h * m1 as f64 - 1e-6, "slope below the move count at {x1}");
+            assert!(m1 <= m0, "moves must not increase with their cost");
+        }
+        for w in points.windows(3) {
+            assert!(w[1].1 >= (w[0].1 + w[2].1) / 2.0 - 1e-6, "not concave at {}", w[1].0);
+        }
+        assert!(points.first().unwrap().2 > points.last().unwrap().2, "the sweep should cross a change of placement");
+    }
+}

@@ -42,7 +42,8 @@ impl Policy for Replicate {
             }
             fills[x] += 1;
             if let Rule::Interrupt(n) = self.rule {
-                if fills[x] >= n && !r.write && !res.holds(r.node) {
+                // Once per mapping: the n-th reference since the node mapped the page.
+                if fills[x] == n && !r.write && !res.holds(r.node) {
                     res.replicate(node_bit(r.node));
                 }
             }

@@ -1,0 +1,214 @@
+//! `place`, `sweep`, `filter` and `policies` as a user runs them.
+
+use sharemap_placement::optimal::replay;
+use sharemap_placement::{Costs, Ref};
+use sharemap_trace::{Chunk, TraceReader};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn sharemap(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sharemap")).args(args).output().expect("run sharemap")
+}
+
+fn ok(args: &[&str]) -> Output {
+    let out = sharemap(args);
+    assert!(out.status.success(), "sharemap {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
+
+fn p(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+    dir.path().join(name)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn policy<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    v["policies"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no {name}"))
+}
+
+/// A two-node machine and a trace whose costs can be worked out by hand.
+#[test]
+fn place_reports_exact_costs_on_a_known_trace() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "t.csv");
+    // Page 0x1000: thread 0 writes 3 times, then thread 1 reads twice. Page 0x2000: thread 1 only.
+    std::fs::write(&t, "thread,addr,size,kind\n0,0x1000,8,W\n0,0x1008,8,W\n0,0x1010,8,W\n1,0x1000,8,R\n1,0x1008,8,R\n1,0x2000,8,W\n").unwrap();
+    let v = json(&ok(&["place", s(&t), "--machine", "numa:2 pu:1", "--cost", "r=3,R=10", "--policy", "first-touch,bind,interleave", "--json"]));
+    assert_eq!(v["accesses"], 6);
+    assert_eq!(v["pages"], 2);
+    assert_eq!(v["policies"][0]["name"], "optimal");
+    // First touch: page 1 local x3 + remote x2 (3 + 6), page 2 local: 10.
+    let ft = policy(&v, "first-touch");
+    assert_eq!((ft["cost"].as_f64().unwrap(), ft["local"].as_u64().unwrap(), ft["remote"].as_u64().unwrap()), (10.0, 4, 2));
+    // Bind to node 0: page 1 as first touch (9), page 2's write remote (3).
+    assert_eq!(policy(&v, "bind")["cost"], 12.0);
+    // Interleave: page 1 -> node 1 (3 remote writes, 2 local reads), page 2 -> node 0 (remote): 9 + 2 + 3.
+    assert_eq!(policy(&v, "interleave")["cost"], 14.0);
+    // The optimum: nothing beats first touch here (a move costs 10 > the 4 it could save).
+    assert_eq!(policy(&v, "optimal")["cost"], 10.0);
+    assert_eq!(ft["vs_optimal"], 1.0);
+    assert_eq!(ft["mcpr"].as_f64().unwrap(), 10.0 / 6.0);
+}
+
+#[test]
+fn every_policy_runs_and_none_beats_the_optimum() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "pc.trace");
+    ok(&["gen", "phase-change", "--threads", "8", "--accesses", "300k", "-o", s(&t)]);
+    let v = json(&ok(&["place", s(&t), "--machine", "pack:4 numa:1 core:2 pu:1", "--cost", "ace", "--json", "--breakdown"]));
+    let list = v["policies"].as_array().unwrap();
+    let names = String::from_utf8(ok(&["policies"]).stdout).unwrap();
+    assert_eq!(list.len(), 1 + names.lines().filter(|l| !l.starts_with(' ') && !l.starts_with("policy") && !l.starts_with("optimal")).count());
+    let best = list[0]["cost"].as_f64().unwrap();
+    for p in list {
+        assert!(p["cost"].as_f64().unwrap() >= best - 1e-6, "{} beats the optimum", p["name"]);
+        let refs = p["local"].as_u64().unwrap() + p["remote"].as_u64().unwrap() + p["global"].as_u64().unwrap();
+        assert_eq!(refs, 300_000, "{}", p["name"]);
+    }
+    assert_eq!(v["costliest_pages"].as_array().unwrap().len(), 10);
+    // Phase changes: forgetting placements at the annotations beats plain first touch.
+    assert!(policy(&v, "migrate-on-phase")["cost"].as_f64().unwrap() < policy(&v, "first-touch")["cost"].as_f64().unwrap());
+}
+
+/// Seed 003: with 64 nodes, first touch keeps sor's references local; round robin makes
+/// nearly all of them remote (about 1/64 local).
+#[test]
+fn first_touch_versus_round_robin_on_sor_with_64_nodes() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "sor.trace");
+    ok(&["gen", "sor", "--threads", "64", "--accesses", "4M", "-o", s(&t)]);
+    let v = json(&ok(&["place", s(&t), "--machine", "numa:64 pu:1", "--policy", "first-touch,round-robin", "--json"]));
+    let ft = policy(&v, "first-touch")["local_ratio"].as_f64().unwrap();
+    let rr = policy(&v, "round-robin")["local_ratio"].as_f64().unwrap();
+    assert!(ft > 0.9, "first touch local ratio {ft}");
+    assert!(rr < 0.05, "round robin local ratio {rr}");
+}
+
+/// Seed 004: on the ACE model, Delay stays within 15% of the optimum (matmult).
+#[test]
+fn delay_is_within_15_percent_of_optimal_on_ace() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "mm.trace");
+    ok(&["gen", "matmult", "--threads", "7", "--accesses", "8M", "-o", s(&t)]);
+    let v = json(&ok(&["place", s(&t), "--machine", "numa:7 pu:1", "--cost", "ace", "--policy", "delay", "--json"]));
+    let ratio = policy(&v, "delay")["vs_optimal"].as_f64().unwrap();
+    assert!(ratio <= 1.15, "delay / optimal = {ratio}");
+}
+
+/// The exported placement, replayed independently against the trace, costs the optimum.
+#[test]
+fn exported_placement_replays_to_the_optimal_cost() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "mig.trace");
+    let csv = p(&d, "opt.csv");
+    ok(&["gen", "migratory", "--threads", "4", "--accesses", "50k", "-o", s(&t)]);
+    let v = json(&ok(&["place", s(&t), "--machine", "numa:4 pu:1", "--cost", "r=4,R=60", "--policy", "first-touch", "--json", "--placement", s(&csv)]));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut changes: BTreeMap<u64, Vec<(u64, u128)>> = BTreeMap::new();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let page = u64::from_str_radix(f[0].trim_start_matches("0x"), 16).unwrap() / 4096;
+        let set = f[2].split(';').map(|n| 1u128 << n.parse::<u32>().unwrap()).fold(0, |a, b| a | b);
+        changes.entry(page).or_default().push((f[1].parse().unwrap(), set));
+    }
+    // The trace's references by page, with thread t on node t (4 PUs, 4 nodes).
+    let mut refs: BTreeMap<u64, Vec<Ref>> = BTreeMap::new();
+    let mut r = TraceReader::open(&t, None).unwrap();
+    let mut c = Chunk::default();
+    while r.next_chunk(&mut c).unwrap() {
+        for (i, a) in c.accesses.iter().enumerate() {
+            let at = c.first_access + i as u64;
+            refs.entry(a.addr / 4096).or_default().push(Ref { at, node: a.thread as u16, write: a.kind == sharemap_trace::Kind::Write, sampled: false });
+        }
+    }
+    let costs = Costs { r: 4.0, big_r: 60.0, g: f64::INFINITY, big_g: f64::INFINITY };
+    let mut total = 0.0;
+    for (page, rs) in &refs {
+        let ch: Vec<(usize, u128)> = changes[page].iter().map(|&(at, set)| (rs.iter().position(|r| r.at == at).unwrap(), set)).collect();
+        assert_eq!(ch[0].0, 0, "the first row of a page is its initial placement");
+        total += replay(rs, &ch, &costs).cost(&costs);
+    }
+    assert_eq!(total, policy(&v, "optimal")["cost"].as_f64().unwrap());
+    // JSON export has the same rows.
+    let js = p(&d, "opt.json");
+    ok(&["place", s(&t), "--machine", "numa:4 pu:1", "--cost", "r=4,R=60", "--policy", "bind", "--placement", s(&js)]);
+    let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(&js).unwrap()).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), text.lines().count() - 1);
+}
+
+#[test]
+fn sweep_writes_csv_and_plots() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "sor.trace");
+    ok(&["gen", "sor", "--threads", "7", "--accesses", "200k", "-o", s(&t)]);
+    let out = p(&d, "g.csv");
+    ok(&["sweep", s(&t), "--machine", "numa:7 pu:1", "--cost", "ace", "--vary", "G", "--values", "20:3000:6", "--policy", "ace,delay", "-o", s(&out)]);
+    let text = std::fs::read_to_string(&out).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 6 * 3);
+    // The optimum never gets cheaper as moves get dearer.
+    let opt: Vec<f64> = rows.iter().filter(|r| r[2] == "optimal").map(|r| r[3].parse().unwrap()).collect();
+    assert!(opt.windows(2).all(|w| w[1] >= w[0] - 1e-6), "{opt:?}");
+    for what in ["mcpr", "moves", "breakdown"] {
+        let png = std::fs::read(p(&d, &format!("g-{what}.png"))).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        let svg = std::fs::read_to_string(p(&d, &format!("g-{what}.svg"))).unwrap();
+        assert!(svg.contains("<svg"));
+    }
+    // Page size sweep re-reads the trace at each size.
+    ok(&["sweep", s(&t), "--machine", "numa:7 pu:1", "--cost", "butterfly", "--vary", "page-size", "--values", "1024,4096", "-o", s(&p(&d, "ps.csv"))]);
+}
+
+#[test]
+fn filters_keep_every_access_and_report_sensitivity() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "n.trace");
+    ok(&["gen", "neighbor", "--threads", "4", "--accesses", "100k", "-o", s(&t)]);
+    for flag in ["--reorder", "--gaps"] {
+        let out = p(&d, &format!("f{flag}.trace"));
+        ok(&["filter", s(&t), flag, "-o", s(&out)]);
+        let v = json(&ok(&["info", s(&out), "--json"]));
+        assert_eq!(v["accesses"], 100_000);
+    }
+    let rep = String::from_utf8(ok(&["filter", s(&t), "--machine", "numa:4 pu:1", "--sensitivity"]).stdout).unwrap();
+    assert!(rep.contains("reorder") && rep.contains("gaps") && rep.contains("changed by"), "{rep}");
+}
+
+#[test]
+fn bad_placement_input_gets_one_clear_line() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "x.trace");
+    ok(&["gen", "private", "--threads", "2", "--accesses", "1000", "-o", s(&t)]);
+    let cases: [(&[&str], &str); 9] = [
+        (&["--policy", "nope"], "unknown policy 'nope'"),
+        (&["--cost", "r=3,R=4"], "R must be > 2r"),
+        (&["--cost", "r=5,R=40,g=2"], "g and G go together"),
+        (&["--cost", "x=1"], "unknown parameter 'x'"),
+        (&["--set", "delay.q=1"], "has no parameter 'q'"),
+        (&["--set", "delay.c=x", "--policy", "delay"], "expected a non-negative integer"),
+        (&["--thread-map", "0,99"], "PU 99 does not exist"),
+        (&["--page-size", "3000"], "power of two"),
+        (&["--machine", "numa:2 pu:1", "--policy", "bind", "--set", "bind.node=5"], "bind.node=5"),
+    ];
+    for (extra, expect) in cases {
+        let mut args = vec!["place", s(&t)];
+        args.extend_from_slice(extra);
+        let out = sharemap(&args);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(expect), "{args:?}: '{err}' lacks '{expect}'");
+    }
+    let out = sharemap(&["place", "/nonexistent.trace"]);
+    assert!(!out.status.success());
+    let out = sharemap(&["sweep", s(&t), "--vary", "Q", "--values", "1", "-o", s(&p(&d, "o.csv"))]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected G, R, g, r or page-size"));
+    assert!(!p(&d, "o.csv").exists(), "no partial output");
+}
