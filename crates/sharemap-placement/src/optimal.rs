@@ -8,9 +8,12 @@
 //! exactly when its reads pay for it: min(R + c_j, r c_j) (min(G + c_j, g c_j) when global
 //! memory is in S). So each run costs a sum over the nodes that read in it plus a few
 //! terms for a, b and global memory, and the best predecessor is one of: b itself, the
-//! node with the least adjusted cost, or global memory. Nodes that never touched the page
-//! all share one value ("the rest"), so a write costs O(nodes touching the page), not
-//! O(machine nodes).
+//! node with the least adjusted cost, or global memory.
+//!
+//! Every node that neither read in a run nor wrote at its end gets the same update,
+//! V' = min(V + k, D), so those values are kept lazily as min(raw + K, Cap) with one
+//! (K, Cap) for all: a write costs O(nodes touched in its run), plus a scan for the two
+//! least raw values. Nodes that never touched the page share one value ("the rest").
 
 use crate::cost::{node_bit, Costs, LocSet, Residence, Tally, GLOBAL_BIT};
 use crate::page::Ref;
@@ -20,7 +23,7 @@ const NONE: u16 = u16::MAX;
 const REST: u16 = u16::MAX - 1;
 const GLOB: u16 = u16::MAX - 2;
 
-// How a state was reached at a write (one byte per state per write).
+// How a state was reached at a write.
 const A_SELF: u8 = 0; // from b itself, global memory not in the run's set
 const A_MIN: u8 = 1; // from the node of least adjusted cost, no global memory
 const B1: u8 = 2; // from global memory (global memory in the run's set)
@@ -40,6 +43,7 @@ pub struct Solution {
     pub changes: Vec<(usize, LocSet)>,
 }
 
+/// What the backward walk needs to know about one write.
 struct Write {
     /// Index of the write in the page's references.
     index: usize,
@@ -48,8 +52,17 @@ struct Write {
     arg_u: u16,
     arg_ug: u16,
     arg_ug2: u16,
-    /// Offset of this write's codes (slots, then the rest, then global memory).
-    codes: usize,
+    /// The lazy transform before this write, and the one it applied to untouched states.
+    k_before: f64,
+    cap_before: f64,
+    add: f64,
+    cap: f64,
+    /// Codes of an untouched state: when V + add <= cap, and otherwise.
+    self_code: u8,
+    cap_code: u8,
+    glob_code: u8,
+    /// This write's explicit codes in `touched_codes`.
+    touched: std::ops::Range<usize>,
 }
 
 /// Reusable solver for one machine; holds its scratch space between pages.
@@ -58,14 +71,18 @@ pub struct Optimal {
     c: Costs,
     slot_of_node: Vec<u16>,
     node_of_slot: Vec<u16>,
-    val: Vec<f64>,
+    /// Lazy values: the true value of slot j is min(raw[j] + k, cap).
+    raw: Vec<f64>,
     count: Vec<u32>,
     touched: Vec<u16>,
+    is_touched: Vec<bool>,
     d: Vec<f64>,
     dg: Vec<f64>,
     next: Vec<f64>,
+    /// Per slot: (first write whose transition sees it, raw value), in order.
+    history: Vec<Vec<(u32, f64)>>,
     writes: Vec<Write>,
-    codes: Vec<u8>,
+    touched_codes: Vec<(u16, u8)>,
 }
 
 impl Optimal {
@@ -76,14 +93,16 @@ impl Optimal {
             c: costs,
             slot_of_node: vec![NONE; nodes],
             node_of_slot: Vec::with_capacity(nodes),
-            val: Vec::with_capacity(nodes),
+            raw: Vec::with_capacity(nodes),
             count: Vec::with_capacity(nodes),
             touched: Vec::with_capacity(nodes),
+            is_touched: Vec::with_capacity(nodes),
             d: Vec::with_capacity(nodes),
             dg: Vec::with_capacity(nodes),
             next: Vec::with_capacity(nodes),
+            history: Vec::new(),
             writes: Vec::new(),
-            codes: Vec::new(),
+            touched_codes: Vec::new(),
         }
     }
 
@@ -96,17 +115,23 @@ impl Optimal {
             self.slot_of_node[n as usize] = NONE;
         }
         self.node_of_slot.clear();
-        self.val.clear();
+        self.raw.clear();
         self.count.clear();
         self.touched.clear();
+        self.is_touched.clear();
         self.d.clear();
         self.dg.clear();
+        for h in &mut self.history {
+            h.clear();
+        }
         self.writes.clear();
-        self.codes.clear();
+        self.touched_codes.clear();
     }
 
+    /// The slot of `node`, created (with the rest's raw value) if new; `valid_from` is the
+    /// first write whose transition sees it.
     #[inline]
-    fn slot(&mut self, node: u16, rest: f64) -> usize {
+    fn slot(&mut self, node: u16, rest_raw: f64, valid_from: u32) -> usize {
         let s = self.slot_of_node[node as usize];
         if s != NONE {
             return s as usize;
@@ -114,11 +139,24 @@ impl Optimal {
         let s = self.node_of_slot.len();
         self.slot_of_node[node as usize] = s as u16;
         self.node_of_slot.push(node);
-        self.val.push(rest);
+        self.raw.push(rest_raw);
         self.count.push(0);
+        self.is_touched.push(false);
         self.d.push(0.0);
         self.dg.push(0.0);
+        if self.history.len() <= s {
+            self.history.push(Vec::new());
+        }
+        self.history[s].push((valid_from, rest_raw));
         s
+    }
+
+    #[inline]
+    fn touch(&mut self, s: usize) {
+        if !self.is_touched[s] {
+            self.is_touched[s] = true;
+            self.touched.push(s as u16);
+        }
     }
 
     /// Solves one page: its references must be in trace order.
@@ -131,31 +169,53 @@ impl Optimal {
             let changes = if refs.is_empty() { vec![] } else { vec![(0, set)] };
             return Solution { cost: refs.len() as f64, tally, changes };
         };
+        // Used by one node only (private data, the common case): all local from the start.
+        let only = refs[0].node;
+        if refs.iter().all(|r| r.node == only) {
+            let tally = Tally { local: refs.len() as u64, ..Tally::default() };
+            return Solution { cost: refs.len() as f64, tally, changes: vec![(0, node_bit(only))] };
+        }
         let c = self.c;
         let global = c.has_global();
-        let wcost = |writer: u16, node: u16| if writer == node { 1.0 } else { c.r };
+        let big_g = if global { c.big_g } else { 0.0 };
 
         // The first write: leading reads were all local for free, and the page may start anywhere.
         let lead = first_write as f64;
-        let x = refs[first_write].node;
-        let mut rest = lead + c.r;
+        let (mut k_all, mut cap_all) = (0.0f64, f64::INFINITY);
+        let rest_raw = lead + c.r;
         let mut glob = lead + c.g;
-        let s = self.slot(x, rest);
-        self.val[s] = lead + 1.0;
-        self.record_first(first_write);
+        let s = self.slot(refs[first_write].node, rest_raw, 1);
+        self.raw[s] = lead + 1.0;
+        self.history[s][0].1 = lead + 1.0;
+        self.writes.push(Write {
+            index: first_write,
+            slots: 1,
+            arg_u: NONE,
+            arg_ug: NONE,
+            arg_ug2: NONE,
+            k_before: 0.0,
+            cap_before: f64::INFINITY,
+            add: 0.0,
+            cap: f64::INFINITY,
+            self_code: A_SELF,
+            cap_code: A_SELF,
+            glob_code: G_STAY,
+            touched: 0..0,
+        });
 
         for (i, rf) in refs.iter().enumerate().skip(first_write + 1) {
+            let w = self.writes.len() as u32;
             if !rf.write {
-                let s = self.slot(rf.node, rest);
-                if self.count[s] == 0 {
-                    self.touched.push(s as u16);
-                }
+                let s = self.slot(rf.node, rest_raw, w);
+                self.touch(s);
                 self.count[s] += 1;
                 continue;
             }
-            self.slot(rf.node, rest);
+            let writer = self.slot(rf.node, rest_raw, w);
+            self.touch(writer);
             let k = self.node_of_slot.len();
             let has_rest = k < self.nodes;
+            let true_val = |raw: f64| (raw + k_all).min(cap_all);
 
             // Per-node run terms for the nodes that read in this run.
             let (mut f_sum, mut fg_sum) = (0.0, 0.0);
@@ -171,51 +231,54 @@ impl Optimal {
                 }
             }
 
-            // Least adjusted costs over node states (explicit slots and the rest).
-            let (mut min_u, mut arg_u) = (f64::INFINITY, NONE);
-            let (mut min_ug, mut arg_ug, mut min_ug2, mut arg_ug2) = (f64::INFINITY, NONE, f64::INFINITY, NONE);
-            for j in 0..k {
-                let u = self.val[j] + self.d[j];
-                if u < min_u {
-                    min_u = u;
-                    arg_u = j as u16;
-                }
-                if global {
-                    let ug = self.val[j] + self.dg[j];
-                    if ug < min_ug {
-                        (min_ug2, arg_ug2) = (min_ug, arg_ug);
-                        (min_ug, arg_ug) = (ug, j as u16);
-                    } else if ug < min_ug2 {
-                        (min_ug2, arg_ug2) = (ug, j as u16);
+            // The two least raw values among untouched states (slots and the rest).
+            let (mut r1, mut a1, mut r2, mut a2) = (f64::INFINITY, NONE, f64::INFINITY, NONE);
+            for (j, &raw) in self.raw.iter().enumerate() {
+                if raw < r2 && !self.is_touched[j] {
+                    if raw < r1 {
+                        (r2, a2) = (r1, a1);
+                        (r1, a1) = (raw, j as u16);
+                    } else {
+                        (r2, a2) = (raw, j as u16);
                     }
                 }
             }
             if has_rest {
-                if rest < min_u {
-                    min_u = rest;
-                    arg_u = REST;
+                if rest_raw < r1 {
+                    (r2, a2) = (r1, a1);
+                    (r1, a1) = (rest_raw, REST);
+                } else if rest_raw < r2 {
+                    (r2, a2) = (rest_raw, REST);
+                }
+            }
+            let (m1, m2) = (true_val(r1), true_val(r2));
+            // Least adjusted costs over node states: untouched ones have d = dg = 0.
+            let (mut min_u, mut arg_u) = (m1, a1);
+            let (mut min_ug, mut arg_ug, mut min_ug2, mut arg_ug2) = (m1, a1, m2, a2);
+            for &t in &self.touched {
+                let v = true_val(self.raw[t as usize]);
+                let u = v + self.d[t as usize];
+                if u < min_u {
+                    (min_u, arg_u) = (u, t);
                 }
                 if global {
-                    if rest < min_ug {
+                    let ug = v + self.dg[t as usize];
+                    if ug < min_ug {
                         (min_ug2, arg_ug2) = (min_ug, arg_ug);
-                        (min_ug, arg_ug) = (rest, REST);
-                    } else if rest < min_ug2 {
-                        (min_ug2, arg_ug2) = (rest, REST);
+                        (min_ug, arg_ug) = (ug, t);
+                    } else if ug < min_ug2 {
+                        (min_ug2, arg_ug2) = (ug, t);
                     }
                 }
             }
 
-            let base = self.codes.len();
-            self.codes.resize(base + k + 2, 0);
+            // Touched states: the best of the cases in the module comment, explicitly.
+            let from_glob = glob + fg_sum + big_g;
+            let start = self.touched_codes.len();
             self.next.clear();
-            // Each node state b: the best of the cases in the module comment.
-            let from_glob = glob + fg_sum + c.big_g;
-            for b in 0..=k {
-                let is_rest = b == k;
-                if is_rest && !has_rest {
-                    break;
-                }
-                let (vb, db, dgb) = if is_rest { (rest, 0.0, 0.0) } else { (self.val[b], self.d[b], self.dg[b]) };
+            for &t in &self.touched {
+                let b = t as usize;
+                let (vb, db, dgb) = (true_val(self.raw[b]), self.d[b], self.dg[b]);
                 let (mut best, mut code) = (f_sum + vb + db, A_SELF);
                 let via_min = f_sum + min_u + c.big_r + db;
                 if via_min < best {
@@ -226,45 +289,75 @@ impl Optimal {
                     if v < best {
                         (best, code) = (v, B1);
                     }
-                    let stay = c.big_g + fg_sum + dgb + vb;
+                    let stay = big_g + fg_sum + dgb + vb;
                     if stay < best {
                         (best, code) = (stay, B2_SELF);
                     }
-                    let me = if is_rest { REST } else { b as u16 };
-                    let other = if arg_ug == me { min_ug2 } else { min_ug };
-                    let v = 2.0 * c.big_g + fg_sum + dgb + other;
+                    let other = if arg_ug == t { min_ug2 } else { min_ug };
+                    let v = 2.0 * big_g + fg_sum + dgb + other;
                     if v < best {
                         (best, code) = (v, B2_MIN);
                     }
                 }
-                let node_cost = if is_rest { c.r } else { wcost(rf.node, self.node_of_slot[b]) };
+                let node_cost = if b == writer { 1.0 } else { c.r };
                 self.next.push(best + node_cost);
-                self.codes[base + b] = code;
+                self.touched_codes.push((t, code));
             }
+            // Untouched states all get V' = min(V + add, cap).
+            let (self_add, self_code) = if global && big_g + fg_sum < f_sum { (big_g + fg_sum, B2_SELF) } else { (f_sum, A_SELF) };
+            let (mut cap, mut cap_code) = (f_sum + min_u + c.big_r, A_MIN);
             if global {
-                let (mut best, mut code) = (glob + fg_sum, G_STAY);
-                let v = min_ug + c.big_g + fg_sum;
-                if v < best {
-                    (best, code) = (v, G_B2);
+                if from_glob < cap {
+                    (cap, cap_code) = (from_glob, B1);
                 }
-                let v = min_u + f_sum + c.big_g;
+                let v = 2.0 * big_g + fg_sum + min_ug;
+                if v < cap {
+                    (cap, cap_code) = (v, B2_MIN);
+                }
+            }
+            let (add, cap) = (self_add + c.r, cap + c.r);
+            let mut glob_code = G_STAY;
+            if global {
+                let mut best = glob + fg_sum;
+                let v = min_ug + big_g + fg_sum;
                 if v < best {
-                    (best, code) = (v, G_B3);
+                    (best, glob_code) = (v, G_B2);
+                }
+                let v = min_u + f_sum + big_g;
+                if v < best {
+                    (best, glob_code) = (v, G_B3);
                 }
                 glob = best + c.g;
-                self.codes[base + k + 1] = code;
             }
-            self.val[..k].copy_from_slice(&self.next[..k]);
-            if has_rest {
-                rest = self.next[k];
-            }
-            for &t in &self.touched {
-                self.count[t as usize] = 0;
-                self.d[t as usize] = 0.0;
-                self.dg[t as usize] = 0.0;
+            let (k_before, cap_before) = (k_all, cap_all);
+            k_all += add;
+            cap_all = (cap_all + add).min(cap);
+            for (n, &t) in self.touched.iter().enumerate() {
+                let b = t as usize;
+                // New values never exceed the new cap (docs/optimal.md), so raw + K stands for them.
+                self.raw[b] = self.next[n] - k_all;
+                self.history[b].push((w + 1, self.raw[b]));
+                self.count[b] = 0;
+                self.d[b] = 0.0;
+                self.dg[b] = 0.0;
+                self.is_touched[b] = false;
             }
             self.touched.clear();
-            self.writes.push(Write { index: i, slots: k as u16, arg_u, arg_ug, arg_ug2, codes: base });
+            self.writes.push(Write {
+                index: i,
+                slots: k as u16,
+                arg_u,
+                arg_ug,
+                arg_ug2,
+                k_before,
+                cap_before,
+                add,
+                cap,
+                self_code,
+                cap_code,
+                glob_code,
+                touched: start..self.touched_codes.len(),
+            });
         }
 
         // The trailing read-run, if any: no write constrains its end.
@@ -283,26 +376,27 @@ impl Optimal {
         let k = self.node_of_slot.len();
         let mut best = (f64::INFINITY, NONE, false);
         for j in 0..=k {
-            let (v, d, dg, id) = if j == k {
+            let (raw, d, dg, id) = if j == k {
                 if k == self.nodes {
                     break;
                 }
-                (rest, 0.0, 0.0, REST)
+                (rest_raw, 0.0, 0.0, REST)
             } else {
-                (self.val[j], self.d[j], self.dg[j], j as u16)
+                (self.raw[j], self.d[j], self.dg[j], j as u16)
             };
+            let v = (raw + k_all).min(cap_all);
             if v + f_sum + d < best.0 {
                 best = (v + f_sum + d, id, false);
             }
-            if global && v + c.big_g + fg_sum + dg < best.0 {
-                best = (v + c.big_g + fg_sum + dg, id, true);
+            if global && v + big_g + fg_sum + dg < best.0 {
+                best = (v + big_g + fg_sum + dg, id, true);
             }
         }
         if global && glob + fg_sum < best.0 {
             best = (glob + fg_sum, GLOB, true);
         }
         let (cost, last_state, last_glob) = best;
-        let solution = self.reconstruct(refs, first_write, last_state, last_glob);
+        let solution = self.reconstruct(refs, first_write, last_state, last_glob, rest_raw);
         debug_assert!(
             (solution.tally.cost(&c) - cost).abs() <= 1e-6 * cost.max(1.0),
             "replayed optimum {} differs from the dynamic program's {}",
@@ -312,15 +406,30 @@ impl Optimal {
         Solution { cost, ..solution }
     }
 
-    fn record_first(&mut self, index: usize) {
-        // The first write has no predecessor; its codes are never read.
-        self.writes.push(Write { index, slots: 1, arg_u: NONE, arg_ug: NONE, arg_ug2: NONE, codes: 0 });
-        self.codes.clear();
+    /// The code by which state `b` (a slot id, REST or GLOB) was reached at write `i`.
+    fn code_at(&self, i: usize, b: u16, rest_raw: f64) -> u8 {
+        let wr = &self.writes[i];
+        if b == GLOB {
+            return wr.glob_code;
+        }
+        if let Some(&(_, code)) = self.touched_codes[wr.touched.clone()].iter().find(|&&(t, _)| t == b) {
+            return code;
+        }
+        // Untouched: the lazy rule, with the value the state had before this write.
+        let raw = if b == REST || b as usize >= wr.slots as usize {
+            rest_raw
+        } else {
+            let h = &self.history[b as usize];
+            let at = h.partition_point(|&(from, _)| from <= i as u32);
+            h[at - 1].1
+        };
+        let v = (raw + wr.k_before).min(wr.cap_before);
+        if v + wr.add <= wr.cap { wr.self_code } else { wr.cap_code }
     }
 
     /// Walks the back-pointers from the final state, then replays the placement with the
     /// shared accounting, which also yields the tally.
-    fn reconstruct(&self, refs: &[Ref], first_write: usize, last_state: u16, last_glob: bool) -> Solution {
+    fn reconstruct(&self, refs: &[Ref], first_write: usize, last_state: u16, last_glob: bool, rest_raw: f64) -> Solution {
         let w = self.writes.len();
         // states[i]: the page's state at write i, as a slot id (stable: slots are only
         // appended; a slot created later than write i means that node, then still in "the
@@ -332,14 +441,8 @@ impl Optimal {
         for i in (1..w).rev() {
             let wr = &self.writes[i];
             let b = states[i];
-            let k = wr.slots as usize;
-            let me = if b == GLOB || b == REST || (b as usize) >= k { if b == GLOB { GLOB } else { REST } } else { b };
-            let code = match me {
-                GLOB => self.codes[wr.codes + k + 1],
-                REST => self.codes[wr.codes + k],
-                s => self.codes[wr.codes + s as usize],
-            };
-            let (prev, g) = match code {
+            let me = if b == GLOB { GLOB } else if b == REST || b as usize >= wr.slots as usize { REST } else { b };
+            let (prev, g) = match self.code_at(i, b, rest_raw) {
                 A_SELF => (b, false),
                 A_MIN => (wr.arg_u, false),
                 B1 => (GLOB, true),
@@ -352,7 +455,6 @@ impl Optimal {
             states[i - 1] = prev;
             glob_in_run[i] = g;
         }
-
         // A concrete node for each unpinned stretch in the rest: one that is not explicit
         // when the stretch is last used (slots only grow, so it never was before either).
         let k_final = self.node_of_slot.len();

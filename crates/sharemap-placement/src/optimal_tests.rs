@@ -138,6 +138,24 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(600))]
+    /// Longer traces on up to 4 nodes: the search over every location set is polynomial in
+    /// the trace length, so it checks runs where many nodes sit untouched (the lazy path).
+    #[test]
+    fn optimum_equals_exhaustive_search_on_longer_traces(
+        nodes in 2usize..=4,
+        c in costs_strategy(),
+        refs in refs_strategy(4, 150),
+    ) {
+        let refs: Vec<Ref> = refs.into_iter().map(|r| Ref { node: r.node % nodes as u16, ..r }).collect();
+        let sol = Optimal::new(nodes, c).solve(&refs);
+        let truth = set_search(&refs, nodes, &c);
+        prop_assert!(close(sol.cost, truth), "optimal {} vs exhaustive {}", sol.cost, truth);
+        prop_assert!(close(replay(&refs, &sol.changes, &c).cost(&c), sol.cost));
+    }
+}
+
 #[test]
 fn several_pages_with_one_solver() {
     // Scratch state must not leak from one page to the next.

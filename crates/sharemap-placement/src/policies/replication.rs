@@ -25,14 +25,15 @@ impl Policy for Replicate {
         let mut res = first_touch(page);
         let home = page.refs[0].node;
         let lifetime = if let Rule::Time(ms) = self.rule { ctx.refs(ms) } else { 0 };
-        let mut mapped = [false; MAX_NODES];
+        // Nodes currently mapping the page, as a bit set (writes visit only those).
+        let mut mapped: u128 = 0;
         let mut since = [0u64; MAX_NODES];
         let mut fills = [0u32; MAX_NODES];
         let mut earned = [false; MAX_NODES];
         for r in page.refs {
             let x = r.node as usize;
-            if !mapped[x] {
-                mapped[x] = true;
+            if mapped & node_bit(r.node) == 0 {
+                mapped |= node_bit(r.node);
                 since[x] = r.at;
                 fills[x] = 0;
                 if earned[x] && !r.write && !res.holds(r.node) {
@@ -49,15 +50,16 @@ impl Policy for Replicate {
             }
             if r.write {
                 // Invalidate every other node's mapping, judging what it earned.
-                for n in 0..ctx.nodes {
-                    if n != x && mapped[n] {
-                        mapped[n] = false;
-                        earned[n] = match self.rule {
-                            Rule::Time(_) => r.at - since[n] >= lifetime,
-                            Rule::Counter(k) => fills[n] >= k,
-                            Rule::Interrupt(_) => false,
-                        };
-                    }
+                let mut others = mapped & !node_bit(r.node);
+                mapped &= node_bit(r.node);
+                while others != 0 {
+                    let n = others.trailing_zeros() as usize;
+                    others &= others - 1;
+                    earned[n] = match self.rule {
+                        Rule::Time(_) => r.at - since[n] >= lifetime,
+                        Rule::Counter(k) => fills[n] >= k,
+                        Rule::Interrupt(_) => false,
+                    };
                 }
                 // Copies go; the home keeps the page (the write itself then may be remote).
                 if res.copies() > 1 && res.holds(home) {

@@ -22,8 +22,10 @@ impl Policy for Ace {
         let mut res = if global { Residence::new(GLOBAL_BIT) } else { first_touch(page) };
         let mut invalidations = 0u32;
         let mut frozen = false;
-        // Per node: references left before its decision (0 = not counting).
+        // Per node: references left before its decision (0 = not counting); `counting` has
+        // a bit per node with a count running, so writes reset only those.
         let mut left = [0u32; MAX_NODES];
+        let mut counting: u128 = 0;
         for r in page.refs {
             if frozen {
                 charge(&mut res, r);
@@ -37,6 +39,7 @@ impl Policy for Ace {
                 // Delay: count down first; decide on the reference that reaches zero.
                 if left[x] == 0 {
                     left[x] = self.delay;
+                    counting |= node_bit(r.node);
                 }
                 left[x] -= 1;
                 act = left[x] == 0;
@@ -61,10 +64,11 @@ impl Policy for Ace {
             }
             if r.write {
                 // The other nodes' copies and mappings are gone: their counts restart.
-                for (n, c) in left[..ctx.nodes].iter_mut().enumerate() {
-                    if n != x {
-                        *c = 0;
-                    }
+                let mut others = counting & !node_bit(r.node);
+                counting &= node_bit(r.node);
+                while others != 0 {
+                    left[others.trailing_zeros() as usize] = 0;
+                    others &= others - 1;
                 }
             }
             charge(&mut res, r);
