@@ -1,1 +1,123 @@
-fn main() {}
+//! Placement throughput per core on the generators' patterns, 64 threads on a 64-node
+//! machine (criterion, in accesses per second). Targets: the optimum with replication
+//! >= 100M accesses/s per core; online policies >= 200M accesses/s per core.
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use sharemap_machine::CostParams;
+use sharemap_placement::partition::{Partition, PartitionOptions};
+use sharemap_placement::policies::{Context, POLICIES, Settings};
+use sharemap_placement::testing::pages_of;
+use sharemap_placement::{Costs, Optimal, Page, Ref};
+use sharemap_sources::VecSink;
+use sharemap_sources::generate::{self, GenParams, PATTERNS};
+
+const ACCESSES: u64 = 1_000_000;
+const NODES: usize = 64;
+
+fn pages(pattern: &str) -> Vec<(u64, Vec<Ref>)> {
+    let mut sink = VecSink::default();
+    generate::run(
+        generate::find(pattern).unwrap(),
+        &GenParams::new(NODES as u32, ACCESSES, 1),
+        &mut sink,
+    )
+    .unwrap();
+    pages_of(&sink.accesses, 4096, NODES)
+}
+
+fn bench(c: &mut Criterion) {
+    let costs = Costs::new(&CostParams::butterfly(4096));
+    let all: Vec<(&str, Vec<(u64, Vec<Ref>)>)> =
+        PATTERNS.iter().map(|p| (p.name, pages(p.name))).collect();
+
+    let mut optimal = c.benchmark_group("optimal");
+    optimal.throughput(Throughput::Elements(ACCESSES));
+    optimal.sample_size(10);
+    for (name, pages) in &all {
+        optimal.bench_with_input(BenchmarkId::from_parameter(name), pages, |b, pages| {
+            let mut opt = Optimal::new(NODES, costs);
+            b.iter(|| {
+                pages
+                    .iter()
+                    .map(|(_, refs)| opt.solve(refs).cost)
+                    .sum::<f64>()
+            })
+        });
+    }
+    optimal.finish();
+
+    // Every policy in turn: the throughput is per policy (accesses x policies per second).
+    let mut policies = c.benchmark_group("policies");
+    policies.throughput(Throughput::Elements(ACCESSES * POLICIES.len() as u64));
+    policies.sample_size(10);
+    let built: Vec<_> = POLICIES
+        .iter()
+        .map(|p| p.build(&Settings::default()).unwrap())
+        .collect();
+    for (name, pages) in &all {
+        let ctx = Context {
+            nodes: NODES,
+            costs,
+            page_size: 4096,
+            pages: pages.len() as u64,
+            init_done: None,
+            phase_changes: &[],
+            annotations: &[],
+            refs_per_ms: 1000.0,
+            seed: 1,
+        };
+        policies.bench_with_input(BenchmarkId::from_parameter(name), pages, |b, pages| {
+            b.iter(|| {
+                let mut local = 0u64;
+                for p in &built {
+                    for (i, (number, refs)) in pages.iter().enumerate() {
+                        let page = Page {
+                            number: *number,
+                            touch_rank: i as u32,
+                            address_rank: i as u32,
+                            refs,
+                        };
+                        local += p.run(&page, &ctx).local;
+                    }
+                }
+                local
+            })
+        });
+    }
+    policies.finish();
+
+    // Reading a trace file into per-page streams (the pass every placement command makes).
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sor.trace");
+    let mut sink = VecSink::default();
+    generate::run(
+        generate::find("sor").unwrap(),
+        &GenParams::new(NODES as u32, 4 * ACCESSES, 1),
+        &mut sink,
+    )
+    .unwrap();
+    let mut w =
+        sharemap_trace::TraceWriter::create(&path, None, sharemap_trace::Metadata::default())
+            .unwrap();
+    sink.accesses.iter().for_each(|a| w.access(*a).unwrap());
+    w.finish().unwrap();
+    let opts = PartitionOptions {
+        page_size: 4096,
+        node_of_thread: (0..NODES as u16).collect(),
+        memory_budget: 1 << 30,
+        sampler: None,
+    };
+    let mut partition = c.benchmark_group("partition");
+    partition.throughput(Throughput::Elements(4 * ACCESSES));
+    partition.sample_size(10);
+    partition.bench_function("sor", |b| {
+        b.iter(|| {
+            let mut r = sharemap_trace::TraceReader::open(&path, None).unwrap();
+            Partition::build(&mut r, &opts, |_| {}).unwrap().pages()
+        })
+    });
+    partition.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,19 +1,25 @@
 //! Single-core throughput of the optimum and each policy per pattern (for profiling;
 //! `cargo bench -p sharemap-placement` is the reference). Usage: place_speed [PATTERN...]
 use sharemap_machine::CostParams;
-use sharemap_placement::policies::{Context, Settings, POLICIES};
+use sharemap_placement::policies::{Context, POLICIES, Settings};
 use sharemap_placement::testing::pages_of;
 use sharemap_placement::{Costs, Optimal, Page};
-use sharemap_sources::generate::{self, GenParams, PATTERNS};
 use sharemap_sources::VecSink;
+use sharemap_sources::generate::{self, GenParams, PATTERNS};
 use std::time::Instant;
 
 fn main() {
     let only: Vec<String> = std::env::args().skip(1).collect();
     let nodes = 64;
-    let n = 4_000_000u64;
+    let n: u64 = std::env::var("N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4_000_000);
     let costs = Costs::new(&CostParams::butterfly(4096));
-    for p in PATTERNS.iter().filter(|p| only.is_empty() || only.iter().any(|o| o == p.name)) {
+    for p in PATTERNS
+        .iter()
+        .filter(|p| only.is_empty() || only.iter().any(|o| o == p.name))
+    {
         let mut sink = VecSink::default();
         generate::run(p, &GenParams::new(64, n, 1), &mut sink).unwrap();
         let pages = pages_of(&sink.accesses, 4096, nodes);
@@ -26,14 +32,29 @@ fn main() {
                 t.elapsed().as_secs_f64()
             })
             .fold(f64::MAX, f64::min);
-        let ctx = Context { nodes, costs, page_size: 4096, pages: pages.len() as u64, init_done: None, phase_changes: &[], annotations: &[], refs_per_ms: 1000.0, seed: 1 };
+        let ctx = Context {
+            nodes,
+            costs,
+            page_size: 4096,
+            pages: pages.len() as u64,
+            init_done: None,
+            phase_changes: &[],
+            annotations: &[],
+            refs_per_ms: 1000.0,
+            seed: 1,
+        };
         let mut slowest = (f64::MAX, "");
         let mut total = 0.0;
         for info in POLICIES {
             let pol = info.build(&Settings::default()).unwrap();
             let t = Instant::now();
             for (i, (number, refs)) in pages.iter().enumerate() {
-                let page = Page { number: *number, touch_rank: i as u32, address_rank: i as u32, refs };
+                let page = Page {
+                    number: *number,
+                    touch_rank: i as u32,
+                    address_rank: i as u32,
+                    refs,
+                };
                 std::hint::black_box(pol.run(&page, &ctx));
             }
             let rate = n as f64 / t.elapsed().as_secs_f64() / 1e6;

@@ -15,7 +15,7 @@
 //! (K, Cap) for all: a write costs O(nodes touched in its run), plus a scan for the two
 //! least raw values. Nodes that never touched the page share one value ("the rest").
 
-use crate::cost::{node_bit, Costs, LocSet, Residence, Tally, GLOBAL_BIT};
+use crate::cost::{Costs, GLOBAL_BIT, LocSet, Residence, Tally, node_bit};
 use crate::page::Ref;
 
 const NONE: u16 = u16::MAX;
@@ -165,15 +165,33 @@ impl Optimal {
         let Some(first_write) = refs.iter().position(|r| r.write) else {
             // Never written: the free initial placement puts a copy at every reader.
             let set = refs.iter().fold(0, |s, r| s | node_bit(r.node));
-            let tally = Tally { local: refs.len() as u64, ..Tally::default() };
-            let changes = if refs.is_empty() { vec![] } else { vec![(0, set)] };
-            return Solution { cost: refs.len() as f64, tally, changes };
+            let tally = Tally {
+                local: refs.len() as u64,
+                ..Tally::default()
+            };
+            let changes = if refs.is_empty() {
+                vec![]
+            } else {
+                vec![(0, set)]
+            };
+            return Solution {
+                cost: refs.len() as f64,
+                tally,
+                changes,
+            };
         };
         // Used by one node only (private data, the common case): all local from the start.
         let only = refs[0].node;
         if refs.iter().all(|r| r.node == only) {
-            let tally = Tally { local: refs.len() as u64, ..Tally::default() };
-            return Solution { cost: refs.len() as f64, tally, changes: vec![(0, node_bit(only))] };
+            let tally = Tally {
+                local: refs.len() as u64,
+                ..Tally::default()
+            };
+            return Solution {
+                cost: refs.len() as f64,
+                tally,
+                changes: vec![(0, node_bit(only))],
+            };
         }
         let c = self.c;
         let global = c.has_global();
@@ -304,7 +322,11 @@ impl Optimal {
                 self.touched_codes.push((t, code));
             }
             // Untouched states all get V' = min(V + add, cap).
-            let (self_add, self_code) = if global && big_g + fg_sum < f_sum { (big_g + fg_sum, B2_SELF) } else { (f_sum, A_SELF) };
+            let (self_add, self_code) = if global && big_g + fg_sum < f_sum {
+                (big_g + fg_sum, B2_SELF)
+            } else {
+                (f_sum, A_SELF)
+            };
             let (mut cap, mut cap_code) = (f_sum + min_u + c.big_r, A_MIN);
             if global {
                 if from_glob < cap {
@@ -412,7 +434,10 @@ impl Optimal {
         if b == GLOB {
             return wr.glob_code;
         }
-        if let Some(&(_, code)) = self.touched_codes[wr.touched.clone()].iter().find(|&&(t, _)| t == b) {
+        if let Some(&(_, code)) = self.touched_codes[wr.touched.clone()]
+            .iter()
+            .find(|&&(t, _)| t == b)
+        {
             return code;
         }
         // Untouched: the lazy rule, with the value the state had before this write.
@@ -424,12 +449,23 @@ impl Optimal {
             h[at - 1].1
         };
         let v = (raw + wr.k_before).min(wr.cap_before);
-        if v + wr.add <= wr.cap { wr.self_code } else { wr.cap_code }
+        if v + wr.add <= wr.cap {
+            wr.self_code
+        } else {
+            wr.cap_code
+        }
     }
 
     /// Walks the back-pointers from the final state, then replays the placement with the
     /// shared accounting, which also yields the tally.
-    fn reconstruct(&self, refs: &[Ref], first_write: usize, last_state: u16, last_glob: bool, rest_raw: f64) -> Solution {
+    fn reconstruct(
+        &self,
+        refs: &[Ref],
+        first_write: usize,
+        last_state: u16,
+        last_glob: bool,
+        rest_raw: f64,
+    ) -> Solution {
         let w = self.writes.len();
         // states[i]: the page's state at write i, as a slot id (stable: slots are only
         // appended; a slot created later than write i means that node, then still in "the
@@ -441,13 +477,26 @@ impl Optimal {
         for i in (1..w).rev() {
             let wr = &self.writes[i];
             let b = states[i];
-            let me = if b == GLOB { GLOB } else if b == REST || b as usize >= wr.slots as usize { REST } else { b };
+            let me = if b == GLOB {
+                GLOB
+            } else if b == REST || b as usize >= wr.slots as usize {
+                REST
+            } else {
+                b
+            };
             let (prev, g) = match self.code_at(i, b, rest_raw) {
                 A_SELF => (b, false),
                 A_MIN => (wr.arg_u, false),
                 B1 => (GLOB, true),
                 B2_SELF => (b, true),
-                B2_MIN => (if wr.arg_ug == me { wr.arg_ug2 } else { wr.arg_ug }, true),
+                B2_MIN => (
+                    if wr.arg_ug == me {
+                        wr.arg_ug2
+                    } else {
+                        wr.arg_ug
+                    },
+                    true,
+                ),
                 G_STAY => (GLOB, true),
                 G_B2 => (wr.arg_ug, true),
                 _ => (wr.arg_u, false), // G_B3
@@ -466,9 +515,15 @@ impl Optimal {
                     while j + 1 < w && states[j + 1] == REST {
                         j += 1;
                     }
-                    let k = if j + 1 < w { self.writes[j + 1].slots as usize } else { k_final };
+                    let k = if j + 1 < w {
+                        self.writes[j + 1].slots as usize
+                    } else {
+                        k_final
+                    };
                     let explicit = &self.node_of_slot[..k];
-                    let node = (0..self.nodes as u16).find(|n| !explicit.contains(n)).expect("a node outside the explicit slots");
+                    let node = (0..self.nodes as u16)
+                        .find(|n| !explicit.contains(n))
+                        .expect("a node outside the explicit slots");
                     node_bit(node)
                 }
                 s => node_bit(self.node_of_slot[s as usize]),
@@ -479,7 +534,9 @@ impl Optimal {
         let c = &self.c;
         let mut changes = Vec::new();
         // Leading reads: every reader and the first write's memory hold a copy from the start.
-        let initial = refs[..first_write].iter().fold(write_locs[0], |s, r| s | node_bit(r.node));
+        let initial = refs[..first_write]
+            .iter()
+            .fold(write_locs[0], |s, r| s | node_bit(r.node));
         let mut res = Residence::new(initial);
         changes.push((0, initial));
         for r in &refs[..first_write] {
@@ -487,17 +544,43 @@ impl Optimal {
         }
         let mut counts = vec![0u32; self.nodes];
         for i in 0..w {
-            let start = if i == 0 { first_write } else { self.writes[i - 1].index + 1 };
+            let start = if i == 0 {
+                first_write
+            } else {
+                self.writes[i - 1].index + 1
+            };
             let end = self.writes[i].index;
             if i > 0 {
-                self.run(refs, start..end, &mut counts, glob_in_run[i], write_locs[i - 1], Some(write_locs[i]), &mut res, &mut changes);
+                self.run(
+                    refs,
+                    start..end,
+                    &mut counts,
+                    glob_in_run[i],
+                    write_locs[i - 1],
+                    Some(write_locs[i]),
+                    &mut res,
+                    &mut changes,
+                );
             }
             moved(&mut res, write_locs[i], end, &mut changes);
             res.write(refs[end].node);
         }
         let start = self.writes[w - 1].index + 1;
-        self.run(refs, start..refs.len(), &mut counts, last_glob, write_locs[w - 1], None, &mut res, &mut changes);
-        Solution { cost: res.tally.cost(c), tally: res.tally, changes }
+        self.run(
+            refs,
+            start..refs.len(),
+            &mut counts,
+            last_glob,
+            write_locs[w - 1],
+            None,
+            &mut res,
+            &mut changes,
+        );
+        Solution {
+            cost: res.tally.cost(c),
+            tally: res.tally,
+            changes,
+        }
     }
 
     /// Replays the read-run refs[start..end] from `a`: the copy set is chosen at its first
@@ -528,7 +611,11 @@ impl Optimal {
         }
         for r in &refs[start..end] {
             let cj = counts[r.node as usize] as f64;
-            let worth = if with_global { c.big_g + cj < c.g * cj } else { c.big_r + cj < c.r * cj };
+            let worth = if with_global {
+                c.big_g + cj < c.g * cj
+            } else {
+                c.big_r + cj < c.r * cj
+            };
             if worth {
                 set |= node_bit(r.node);
             }

@@ -49,7 +49,11 @@ const REC_BYTES: usize = std::mem::size_of::<Rec>();
 
 enum Store {
     Memory(Vec<Rec>),
-    Spilled { file: File, tail: Vec<Rec>, len: usize },
+    Spilled {
+        file: File,
+        tail: Vec<Rec>,
+        len: usize,
+    },
 }
 
 /// A trace split by page.
@@ -78,7 +82,9 @@ fn bucket_count(hint: Option<u64>, budget: usize) -> usize {
     match hint {
         Some(n) => {
             let total = n as usize * REC_BYTES;
-            floor.max(total.saturating_mul(workers) / budget.max(1) + 1).min(4096)
+            floor
+                .max(total.saturating_mul(workers) / budget.max(1) + 1)
+                .min(4096)
         }
         None => 256,
     }
@@ -86,11 +92,21 @@ fn bucket_count(hint: Option<u64>, budget: usize) -> usize {
 
 impl Partition {
     /// Reads the whole trace. `progress` is told the number of accesses read so far.
-    pub fn build(reader: &mut TraceReader, opts: &PartitionOptions, mut progress: impl FnMut(u64)) -> Result<Partition, TraceError> {
+    pub fn build(
+        reader: &mut TraceReader,
+        opts: &PartitionOptions,
+        mut progress: impl FnMut(u64),
+    ) -> Result<Partition, TraceError> {
         assert!(opts.page_size.is_power_of_two() && !opts.node_of_thread.is_empty());
         let shift = opts.page_size.trailing_zeros();
-        let nb = bucket_count(reader.access_count_hint(), opts.memory_budget);
-        let mut buffers: Vec<Vec<Rec>> = (0..nb).map(|_| Vec::new()).collect();
+        let hint = reader.access_count_hint();
+        let nb = bucket_count(hint, opts.memory_budget);
+        // Sized up front when the trace says how long it is (and it fits the budget): no
+        // copying on growth.
+        let per_bucket = hint
+            .map_or(0, |n| n as usize / nb + n as usize / nb / 8 + 1024)
+            .min(opts.memory_budget / REC_BYTES / nb + 1);
+        let mut buffers: Vec<Vec<Rec>> = (0..nb).map(|_| Vec::with_capacity(per_bucket)).collect();
         let mut files: Vec<Option<(File, usize)>> = (0..nb).map(|_| None).collect();
         let mut ids: FxHashMap<u64, u32> = FxHashMap::default();
         let mut page_numbers = Vec::new();
@@ -143,12 +159,22 @@ impl Partition {
                     }
                 }
                 let node = nodes[thread % nodes.len()];
-                buffers[page as usize % nb].push(Rec { at: chunk.first_access + i as u64, page, node, flags });
+                buffers[page as usize % nb].push(Rec {
+                    at: chunk.first_access + i as u64,
+                    page,
+                    node,
+                    flags,
+                });
             }
             refs = chunk.first_access + a.len() as u64;
             buffered += a.len() * REC_BYTES;
             if buffered > opts.memory_budget {
-                spill(&mut buffers, &mut files).map_err(|e| TraceError::invalid(&std::env::temp_dir(), format!("cannot spill page references to a temporary file: {e}")))?;
+                spill(&mut buffers, &mut files).map_err(|e| {
+                    TraceError::invalid(
+                        &std::env::temp_dir(),
+                        format!("cannot spill page references to a temporary file: {e}"),
+                    )
+                })?;
                 buffered = 0;
                 spilled = true;
             }
@@ -168,7 +194,16 @@ impl Partition {
                 Some((file, len)) => Store::Spilled { file, tail, len },
             })
             .collect();
-        Ok(Partition { page_numbers, address_rank, refs, init_done, phase_changes, annotations, buckets, spilled })
+        Ok(Partition {
+            page_numbers,
+            address_rank,
+            refs,
+            init_done,
+            phase_changes,
+            annotations,
+            buckets,
+            spilled,
+        })
     }
 
     pub fn pages(&self) -> usize {
@@ -177,32 +212,38 @@ impl Partition {
 
     /// Runs `f` on every page, in parallel by bucket, each worker with its own state from
     /// `init`; returns the workers' states.
-    pub fn par_pages<S: Send>(&self, init: impl Fn() -> S + Sync, f: impl Fn(&mut S, &Page) + Sync) -> std::io::Result<Vec<S>> {
+    pub fn par_pages<S: Send>(
+        &self,
+        init: impl Fn() -> S + Sync,
+        f: impl Fn(&mut S, &Page) + Sync,
+    ) -> std::io::Result<Vec<S>> {
         let nb = self.buckets.len();
+        // One state and one set of buffers per worker, reused across its buckets.
         (0..nb)
             .into_par_iter()
-            .map(|b| {
-                let mut state = init();
-                let recs = self.load(b)?;
-                let mut grouped = Vec::new();
-                let mut starts = Vec::new();
-                group_by_page(&recs, b, nb, &mut grouped, &mut starts);
-                for w in 0..starts.len().saturating_sub(1) {
-                    let (lo, hi) = (starts[w], starts[w + 1]);
-                    if lo == hi {
-                        continue;
+            .map_init(
+                || (Vec::new(), Vec::new()),
+                |(grouped, starts), b| {
+                    let mut state = init();
+                    let recs = self.load(b)?;
+                    group_by_page(&recs, b, nb, grouped, starts);
+                    for w in 0..starts.len().saturating_sub(1) {
+                        let (lo, hi) = (starts[w], starts[w + 1]);
+                        if lo == hi {
+                            continue;
+                        }
+                        let id = (w * nb + b) as u32;
+                        let page = Page {
+                            number: self.page_numbers[id as usize],
+                            touch_rank: id,
+                            address_rank: self.address_rank[id as usize],
+                            refs: &grouped[lo..hi],
+                        };
+                        f(&mut state, &page);
                     }
-                    let id = (w * nb + b) as u32;
-                    let page = Page {
-                        number: self.page_numbers[id as usize],
-                        touch_rank: id,
-                        address_rank: self.address_rank[id as usize],
-                        refs: &grouped[lo..hi],
-                    };
-                    f(&mut state, &page);
-                }
-                Ok(state)
-            })
+                    Ok(state)
+                },
+            )
             .collect()
     }
 
@@ -214,7 +255,9 @@ impl Partition {
                 let mut f = file.try_clone()?;
                 f.seek(SeekFrom::Start(0))?;
                 // SAFETY: Rec is plain old data (repr(C), no padding: 8 + 4 + 2 + 2 bytes).
-                let bytes = unsafe { std::slice::from_raw_parts_mut(recs.as_mut_ptr() as *mut u8, *len * REC_BYTES) };
+                let bytes = unsafe {
+                    std::slice::from_raw_parts_mut(recs.as_mut_ptr() as *mut u8, *len * REC_BYTES)
+                };
                 BufReader::new(f).read_exact(bytes)?;
                 recs[*len..].copy_from_slice(tail);
                 Ok(std::borrow::Cow::Owned(recs))
@@ -234,7 +277,8 @@ fn spill(buffers: &mut [Vec<Rec>], files: &mut [Option<(File, usize)>]) -> std::
         }
         let (file, len) = slot.as_mut().expect("just created");
         // SAFETY: as in `load`.
-        let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr() as *const u8, buf.len() * REC_BYTES) };
+        let bytes =
+            unsafe { std::slice::from_raw_parts(buf.as_ptr() as *const u8, buf.len() * REC_BYTES) };
         let mut w = BufWriter::new(&mut *file);
         w.write_all(bytes)?;
         w.flush()?;
@@ -263,7 +307,12 @@ fn group_by_page(recs: &[Rec], b: usize, nb: usize, out: &mut Vec<Ref>, starts: 
     out.resize(recs.len(), Ref::read(0, 0));
     for r in recs {
         let w = local(r);
-        out[fill[w]] = Ref { at: r.at, node: r.node, write: r.flags & WRITE != 0, sampled: r.flags & SAMPLED != 0 };
+        out[fill[w]] = Ref {
+            at: r.at,
+            node: r.node,
+            write: r.flags & WRITE != 0,
+            sampled: r.flags & SAMPLED != 0,
+        };
         fill[w] += 1;
     }
 }
@@ -281,11 +330,19 @@ struct Sampler {
 impl Sampler {
     fn new(kind: SamplerKind) -> Self {
         let (entries, ways, shift) = match kind {
-            SamplerKind::CacheMiss { size, ways, line } => ((size / line) as usize, ways as usize, line.trailing_zeros()),
+            SamplerKind::CacheMiss { size, ways, line } => {
+                ((size / line) as usize, ways as usize, line.trailing_zeros())
+            }
             SamplerKind::TlbMiss { entries, ways } => (entries as usize, ways as usize, 12),
         };
         let ways = ways.clamp(1, entries.max(1));
-        Sampler { kind, sets: (entries / ways).max(1), ways, shift, tags: Vec::new() }
+        Sampler {
+            kind,
+            sets: (entries / ways).max(1),
+            ways,
+            shift,
+            tags: Vec::new(),
+        }
     }
 
     /// Looks `addr` up in `thread`'s structure; true on a miss (and fills it).
@@ -322,7 +379,8 @@ mod tests {
 
     fn trace(accesses: &[Access]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
-        let mut w = TraceWriter::create(&dir.path().join("t.smt"), None, Metadata::default()).unwrap();
+        let mut w =
+            TraceWriter::create(&dir.path().join("t.smt"), None, Metadata::default()).unwrap();
         for (i, a) in accesses.iter().enumerate() {
             if i == 3 {
                 w.event(0, EventKind::InitDone, 0, "").unwrap();
@@ -334,8 +392,12 @@ mod tests {
     }
 
     fn collect(p: &Partition) -> Vec<(u64, Vec<Ref>)> {
-        let mut pages: Vec<(u64, Vec<Ref>)> =
-            p.par_pages(Vec::new, |v: &mut Vec<(u64, Vec<Ref>)>, page| v.push((page.number, page.refs.to_vec()))).unwrap().concat();
+        let mut pages: Vec<(u64, Vec<Ref>)> = p
+            .par_pages(Vec::new, |v: &mut Vec<(u64, Vec<Ref>)>, page| {
+                v.push((page.number, page.refs.to_vec()))
+            })
+            .unwrap()
+            .concat();
         pages.sort_by_key(|(n, _)| *n);
         pages
     }
@@ -348,19 +410,33 @@ mod tests {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
             let t = (x >> 60) as u32 % 4;
             let addr = (x >> 20) % (64 * 4096);
-            accesses.push(if i % 3 == 0 { Access::write(t, addr, 8) } else { Access::read(t, addr, 8) });
+            accesses.push(if i % 3 == 0 {
+                Access::write(t, addr, 8)
+            } else {
+                Access::read(t, addr, 8)
+            });
         }
         let dir = trace(&accesses);
         let path = dir.path().join("t.smt");
         let nodes = vec![0u16, 1, 1, 0];
         let mut expect: std::collections::BTreeMap<u64, Vec<Ref>> = Default::default();
         for (i, a) in accesses.iter().enumerate() {
-            let r = Ref { at: i as u64, node: nodes[a.thread as usize], write: a.kind == sharemap_trace::Kind::Write, sampled: false };
+            let r = Ref {
+                at: i as u64,
+                node: nodes[a.thread as usize],
+                write: a.kind == sharemap_trace::Kind::Write,
+                sampled: false,
+            };
             expect.entry(a.addr / 4096).or_default().push(r);
         }
         let expect: Vec<(u64, Vec<Ref>)> = expect.into_iter().collect();
         for budget in [1 << 30, 4096] {
-            let opts = PartitionOptions { page_size: 4096, node_of_thread: nodes.clone(), memory_budget: budget, sampler: None };
+            let opts = PartitionOptions {
+                page_size: 4096,
+                node_of_thread: nodes.clone(),
+                memory_budget: budget,
+                sampler: None,
+            };
             let mut reader = TraceReader::open(&path, None).unwrap();
             let p = Partition::build(&mut reader, &opts, |_| {}).unwrap();
             assert_eq!(p.spilled, budget == 4096);
@@ -381,12 +457,26 @@ mod tests {
     #[test]
     fn cache_sampler_counts_exact_misses() {
         // Direct-mapped, 2 lines of 64 B: lines 0, 1, 0, 2 (evicts 0), 0 -> misses 1,1,0,1,1.
-        let mut s = Sampler::new(SamplerKind::CacheMiss { size: 128, ways: 1, line: 64 });
-        let got: Vec<bool> = [0u64, 64, 0, 128, 0].iter().map(|&a| s.misses(0, a)).collect();
+        let mut s = Sampler::new(SamplerKind::CacheMiss {
+            size: 128,
+            ways: 1,
+            line: 64,
+        });
+        let got: Vec<bool> = [0u64, 64, 0, 128, 0]
+            .iter()
+            .map(|&a| s.misses(0, a))
+            .collect();
         assert_eq!(got, vec![true, true, false, true, true]);
         // Two-way LRU, one set: 0, 64, 0, 128 (evicts 64), 64 -> miss.
-        let mut s = Sampler::new(SamplerKind::CacheMiss { size: 128, ways: 2, line: 64 });
-        let got: Vec<bool> = [0u64, 64, 0, 128, 64, 0].iter().map(|&a| s.misses(0, a)).collect();
+        let mut s = Sampler::new(SamplerKind::CacheMiss {
+            size: 128,
+            ways: 2,
+            line: 64,
+        });
+        let got: Vec<bool> = [0u64, 64, 0, 128, 64, 0]
+            .iter()
+            .map(|&a| s.misses(0, a))
+            .collect();
         assert_eq!(got, vec![true, true, false, true, true, true]);
     }
 }

@@ -1,7 +1,7 @@
 //! Policies of operating systems and runtimes that watch a page's accesses as they go.
 
-use super::{charge, first_touch, Context, Policy};
-use crate::cost::{node_bit, Residence, Tally, MAX_NODES};
+use super::{Context, Policy, charge, first_touch};
+use crate::cost::{MAX_NODES, Residence, Tally, node_bit};
 use crate::page::Page;
 
 /// Linux automatic NUMA balancing. The scanner marks `size_mb` of address space per
@@ -82,7 +82,11 @@ impl Policy for Sammu {
             if evicted || resident[n] >= self.burst {
                 resident[n] = 0;
                 for (i, c) in nc[..ctx.nodes].iter_mut().enumerate() {
-                    *c = if i == n { (*c + 1).min(self.max) } else { c.saturating_sub(1) };
+                    *c = if i == n {
+                        (*c + 1).min(self.max)
+                    } else {
+                        c.saturating_sub(1)
+                    };
                 }
                 if r.node != home && nc[n] >= nc[home as usize] + self.threshold {
                     home = r.node;
@@ -165,9 +169,25 @@ impl Policy for Carrefour {
 }
 
 impl Carrefour {
-    fn decide(&self, res: &mut Residence, page: &Page, ctx: &Context, counts: &[u32; MAX_NODES], total: u32, writes: u32) {
-        let (best, &most) = counts[..ctx.nodes].iter().enumerate().max_by_key(|&(i, c)| (*c, std::cmp::Reverse(i))).expect("nodes >= 1");
-        let readers = counts[..ctx.nodes].iter().enumerate().filter(|(_, c)| **c > 0).fold(0u128, |s, (i, _)| s | node_bit(i as u16));
+    fn decide(
+        &self,
+        res: &mut Residence,
+        page: &Page,
+        ctx: &Context,
+        counts: &[u32; MAX_NODES],
+        total: u32,
+        writes: u32,
+    ) {
+        let (best, &most) = counts[..ctx.nodes]
+            .iter()
+            .enumerate()
+            .max_by_key(|&(i, c)| (*c, std::cmp::Reverse(i)))
+            .expect("nodes >= 1");
+        let readers = counts[..ctx.nodes]
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .fold(0u128, |s, (i, _)| s | node_bit(i as u16));
         if most as f64 >= self.share * total as f64 {
             res.place(node_bit(best as u16));
         } else if writes == 0 {

@@ -3,8 +3,8 @@
 //! k-th one, or those missing a modelled per-thread cache (long-latency loads) or TLB.
 //! Profile and evaluation use the same trace: the best case for a profile-guided run.
 
-use super::{charge, Context, Policy, Values};
-use crate::cost::{node_bit, Residence, Tally, MAX_NODES};
+use super::{Context, Policy, Values, charge};
+use crate::cost::{MAX_NODES, Residence, Tally, node_bit};
 use crate::page::Page;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,7 +20,9 @@ impl Source {
             "every" => Ok(Source::Every),
             "cache-miss" => Ok(Source::CacheMiss),
             "tlb-miss" => Ok(Source::TlbMiss),
-            other => Err(format!("marathe.source = '{other}': expected every, cache-miss or tlb-miss")),
+            other => Err(format!(
+                "marathe.source = '{other}': expected every, cache-miss or tlb-miss"
+            )),
         }
     }
 }
@@ -47,7 +49,11 @@ impl Policy for Marathe {
         let home = if total == 0 {
             page.refs[0].node
         } else {
-            samples[..ctx.nodes].iter().enumerate().max_by_key(|&(i, c)| (*c, std::cmp::Reverse(i))).map_or(0, |(i, _)| i as u16)
+            samples[..ctx.nodes]
+                .iter()
+                .enumerate()
+                .max_by_key(|&(i, c)| (*c, std::cmp::Reverse(i)))
+                .map_or(0, |(i, _)| i as u16)
         };
         // The placement is known before the run starts, so it is the free initial one.
         let mut res = Residence::new(node_bit(home));

@@ -3,8 +3,8 @@
 //! another node invalidates it. Copies are read-only: a write drops them, the page staying
 //! at its home. Each reference counts as a cache fill (the model has no cache).
 
-use super::{charge, first_touch, Context, Policy};
-use crate::cost::{node_bit, Tally, MAX_NODES};
+use super::{Context, Policy, charge, first_touch};
+use crate::cost::{MAX_NODES, Tally, node_bit};
 use crate::page::Page;
 
 pub enum Rule {
@@ -24,7 +24,11 @@ impl Policy for Replicate {
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
         let mut res = first_touch(page);
         let home = page.refs[0].node;
-        let lifetime = if let Rule::Time(ms) = self.rule { ctx.refs(ms) } else { 0 };
+        let lifetime = if let Rule::Time(ms) = self.rule {
+            ctx.refs(ms)
+        } else {
+            0
+        };
         // Nodes currently mapping the page, as a bit set (writes visit only those).
         let mut mapped: u128 = 0;
         let mut since = [0u64; MAX_NODES];

@@ -1,7 +1,7 @@
 //! The online policies seed 004 (Bolosky & Scott, section 4.4.1) compares with the optimum.
 
-use super::{charge, first_touch, Context, Policy};
-use crate::cost::{node_bit, Residence, Tally, GLOBAL_BIT, MAX_NODES};
+use super::{Context, Policy, charge, first_touch};
+use crate::cost::{GLOBAL_BIT, MAX_NODES, Residence, Tally, node_bit};
 use crate::page::Page;
 
 /// ACE: pages start in global memory (on machines without it, where first touched) and are
@@ -19,7 +19,11 @@ pub struct Ace {
 impl Policy for Ace {
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
         let global = ctx.costs.has_global();
-        let mut res = if global { Residence::new(GLOBAL_BIT) } else { first_touch(page) };
+        let mut res = if global {
+            Residence::new(GLOBAL_BIT)
+        } else {
+            first_touch(page)
+        };
         let mut invalidations = 0u32;
         let mut frozen = false;
         // Per node: references left before its decision (0 = not counting); `counting` has
@@ -33,7 +37,11 @@ impl Policy for Ace {
             }
             let x = r.node as usize;
             let sole_local = res.holds(r.node) && res.copies() == 1;
-            let needs_action = if r.write { !sole_local } else { !res.holds(r.node) };
+            let needs_action = if r.write {
+                !sole_local
+            } else {
+                !res.holds(r.node)
+            };
             let mut act = needs_action;
             if needs_action && self.delay > 0 && !res.holds(r.node) {
                 // Delay: count down first; decide on the reference that reaches zero.
@@ -48,7 +56,13 @@ impl Policy for Ace {
                 if r.write {
                     if invalidations >= self.limit {
                         frozen = true;
-                        let keep = if global { GLOBAL_BIT } else if res.holds(r.node) { node_bit(r.node) } else { res.set() };
+                        let keep = if global {
+                            GLOBAL_BIT
+                        } else if res.holds(r.node) {
+                            node_bit(r.node)
+                        } else {
+                            res.set()
+                        };
                         res.place(keep);
                     } else {
                         invalidations += 1;

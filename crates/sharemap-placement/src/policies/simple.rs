@@ -1,7 +1,7 @@
 //! Placement by rule: first touch and its variants, and static spreading.
 
-use super::{charge, first_touch, Context, Marks, Policy};
-use crate::cost::{node_bit, Residence, Tally};
+use super::{Context, Marks, Policy, charge, first_touch};
+use crate::cost::{Residence, Tally, node_bit};
 use crate::page::Page;
 
 pub struct FirstTouch;
@@ -94,7 +94,11 @@ impl Policy for NextTouch {
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
         let mut res = first_touch(page);
         let init = ctx.init_done.as_slice();
-        let mut marks = Marks::new(if self.phases_only { ctx.phase_changes } else { ctx.annotations });
+        let mut marks = Marks::new(if self.phases_only {
+            ctx.phase_changes
+        } else {
+            ctx.annotations
+        });
         let mut init_marks = Marks::new(if self.phases_only { init } else { &[] });
         marks.passed(page.refs[0].at);
         init_marks.passed(page.refs[0].at);
