@@ -47,6 +47,9 @@ pub struct Solution {
 struct Write {
     /// Index of the write in the page's references.
     index: usize,
+    /// Index of the last write merged into this one (see `solve`): from `index` to `last`
+    /// only the same node references the page, and the page stays put.
+    last: usize,
     /// Explicit slots existing when the write was processed.
     slots: u16,
     arg_u: u16,
@@ -207,6 +210,7 @@ impl Optimal {
         self.history[s][0].1 = lead + 1.0;
         self.writes.push(Write {
             index: first_write,
+            last: first_write,
             slots: 1,
             arg_u: NONE,
             arg_ug: NONE,
@@ -230,6 +234,25 @@ impl Optimal {
                 continue;
             }
             let writer = self.slot(rf.node, rest_raw, w);
+            // A write by the node that made the previous write, with only its own reads in
+            // between, changes no decision: moving to it now is never better than having
+            // been there at its previous write, and any other move can wait for the next
+            // node to come. So every state just pays for these references.
+            let prev = self.writes.last_mut().expect("the first write is recorded");
+            if refs[prev.last].node == rf.node && self.touched.iter().all(|&t| t as usize == writer) {
+                let n = (self.count[writer] + 1) as f64;
+                let mine = (self.raw[writer] + k_all).min(cap_all) + n;
+                k_all += c.r * n;
+                cap_all += c.r * n;
+                self.raw[writer] = mine - k_all;
+                self.history[writer].push((w, self.raw[writer]));
+                glob += c.g * n;
+                prev.last = i;
+                self.count[writer] = 0;
+                self.is_touched[writer] = false;
+                self.touched.clear();
+                continue;
+            }
             self.touch(writer);
             let k = self.node_of_slot.len();
             let has_rest = k < self.nodes;
@@ -367,6 +390,7 @@ impl Optimal {
             self.touched.clear();
             self.writes.push(Write {
                 index: i,
+                last: i,
                 slots: k as u16,
                 arg_u,
                 arg_ug,
@@ -547,7 +571,7 @@ impl Optimal {
             let start = if i == 0 {
                 first_write
             } else {
-                self.writes[i - 1].index + 1
+                self.writes[i - 1].last + 1
             };
             let end = self.writes[i].index;
             if i > 0 {
@@ -563,9 +587,15 @@ impl Optimal {
                 );
             }
             moved(&mut res, write_locs[i], end, &mut changes);
-            res.write(refs[end].node);
+            for r in &refs[end..=self.writes[i].last] {
+                if r.write {
+                    res.write(r.node);
+                } else {
+                    res.read(r.node);
+                }
+            }
         }
-        let start = self.writes[w - 1].index + 1;
+        let start = self.writes[w - 1].last + 1;
         self.run(
             refs,
             start..refs.len(),
