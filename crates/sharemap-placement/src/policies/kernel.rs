@@ -68,12 +68,13 @@ pub struct Sammu {
 }
 
 impl Policy for Sammu {
-    fn run(&self, page: &Page, ctx: &Context) -> Tally {
+    fn run(&self, page: &Page, _ctx: &Context) -> Tally {
         let mut res = first_touch(page);
         let mut home = page.refs[0].node;
         let mut nc = [0u16; MAX_NODES];
         let mut last = [u64::MAX; MAX_NODES];
         let mut resident = [0u32; MAX_NODES];
+        let mut live: u128 = 0;
         for r in page.refs {
             let n = r.node as usize;
             let evicted = last[n] != u64::MAX && r.at - last[n] >= self.gap;
@@ -81,12 +82,19 @@ impl Policy for Sammu {
             resident[n] += 1;
             if evicted || resident[n] >= self.burst {
                 resident[n] = 0;
-                for (i, c) in nc[..ctx.nodes].iter_mut().enumerate() {
-                    *c = if i == n {
-                        (*c + 1).min(self.max)
-                    } else {
-                        c.saturating_sub(1)
-                    };
+                // Decrement the other non-zero counters (a bit set of them spares the zeros).
+                let mut others = live & !node_bit(r.node);
+                while others != 0 {
+                    let i = others.trailing_zeros() as usize;
+                    others &= others - 1;
+                    nc[i] -= 1;
+                    if nc[i] == 0 {
+                        live &= !(1u128 << i);
+                    }
+                }
+                nc[n] = (nc[n] + 1).min(self.max);
+                if nc[n] > 0 {
+                    live |= node_bit(r.node);
                 }
                 if r.node != home && nc[n] >= nc[home as usize] + self.threshold {
                     home = r.node;
@@ -111,19 +119,22 @@ impl Policy for Kmaf {
         let window = ctx.refs(self.window_ms);
         let mut faults = [0u32; MAX_NODES];
         let mut seen = [u64::MAX; MAX_NODES];
+        let (mut best, mut first, mut second) = (usize::MAX, 0u32, 0u32);
         for r in page.refs {
             let w = r.at / window;
             let n = r.node as usize;
             if seen[n] != w {
                 seen[n] = w;
                 faults[n] += 1;
-                let (mut best, mut first, mut second) = (0usize, 0u32, 0u32);
-                for (i, &f) in faults[..ctx.nodes].iter().enumerate() {
-                    if f > first {
-                        (second, first, best) = (first, f, i);
-                    } else if f > second {
-                        second = f;
-                    }
+                // Counts only grow by one, so the top two follow incrementally. (When the
+                // rule fires the top is unique, so ties need no care.)
+                let f = faults[n];
+                if n == best {
+                    first = f;
+                } else if f > first {
+                    (second, first, best) = (first, f, n);
+                } else if f > second {
+                    second = f;
                 }
                 if first > 2 * (second + 1) && !res.holds(best as u16) {
                     res.place(node_bit(best as u16));
