@@ -47,8 +47,8 @@ pub struct Solution {
 struct Write {
     /// Index of the write in the page's references.
     index: usize,
-    /// Index of the last write merged into this one (see `solve`): from `index` to `last`
-    /// only the same node references the page, and the page stays put.
+    /// Index of the last write merged into this one (see `solve`): `index..=last` are
+    /// consecutive writes by one node, and the page stays put.
     last: usize,
     /// Explicit slots existing when the write was processed.
     slots: u16,
@@ -234,23 +234,18 @@ impl Optimal {
                 continue;
             }
             let writer = self.slot(rf.node, rest_raw, w);
-            // A write by the node that made the previous write, with only its own reads in
-            // between, changes no decision: moving to it now is never better than having
-            // been there at its previous write, and any other move can wait for the next
-            // node to come. So every state just pays for these references.
+            // A write by the node that made the previous write, with no read in between,
+            // changes no decision (docs/optimal.md): moving the page now is never better than
+            // having moved it for the previous write. So every state just pays for it.
             let prev = self.writes.last_mut().expect("the first write is recorded");
-            if refs[prev.last].node == rf.node && self.touched.iter().all(|&t| t as usize == writer) {
-                let n = (self.count[writer] + 1) as f64;
-                let mine = (self.raw[writer] + k_all).min(cap_all) + n;
-                k_all += c.r * n;
-                cap_all += c.r * n;
+            if self.touched.is_empty() && refs[prev.last].node == rf.node {
+                let mine = (self.raw[writer] + k_all).min(cap_all) + 1.0;
+                k_all += c.r;
+                cap_all += c.r;
                 self.raw[writer] = mine - k_all;
                 self.history[writer].push((w, self.raw[writer]));
-                glob += c.g * n;
+                glob += c.g;
                 prev.last = i;
-                self.count[writer] = 0;
-                self.is_touched[writer] = false;
-                self.touched.clear();
                 continue;
             }
             self.touch(writer);

@@ -201,7 +201,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(600))]
+    #![proptest_config(ProptestConfig::with_cases(3000))]
     /// Longer traces on up to 4 nodes: the search over every location set is polynomial in
     /// the trace length, so it checks runs where many nodes sit untouched (the lazy path).
     #[test]
@@ -395,4 +395,19 @@ fn optimum_is_concave_and_piecewise_linear_in_the_move_cost() {
             "the sweep should cross a change of placement"
         );
     }
+}
+
+/// Found by the exhaustive test: a page in global memory gets a temporary copy for the
+/// writer's reads and returns to global memory at its next write, ready for a later reader.
+/// Merging that write into the previous one (as if nothing could change) cost 1 too much.
+#[test]
+fn a_temporary_copy_between_two_writes_by_one_node() {
+    let c = Costs { r: 5.0, big_r: 11.0, g: 2.0, big_g: 6.0 };
+    let mut refs = vec![Ref::write(0, 1), Ref::read(1, 1), Ref::write(2, 0)];
+    refs.extend((3..10).map(|i| Ref::read(i, 0)));
+    refs.extend([Ref::write(10, 0), Ref::read(11, 1)]);
+    let sol = Optimal::new(2, c).solve(&refs);
+    assert_eq!(sol.cost, 23.0);
+    assert_eq!(set_search(&refs, 2, &c), 23.0);
+    assert_eq!(replay(&refs, &sol.changes, &c).cost(&c), 23.0);
 }
