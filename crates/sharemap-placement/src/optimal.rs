@@ -19,6 +19,8 @@ use crate::cost::{Costs, GLOBAL_BIT, LocSet, Residence, Tally, node_bit};
 use crate::page::Ref;
 
 const NONE: u16 = u16::MAX;
+/// Entries kept in `Optimal::low`.
+const LOW: usize = 12;
 /// State ids besides explicit slots.
 const REST: u16 = u16::MAX - 1;
 const GLOB: u16 = u16::MAX - 2;
@@ -76,6 +78,10 @@ pub struct Optimal {
     node_of_slot: Vec<u16>,
     /// Lazy values: the true value of slot j is min(raw[j] + k, cap).
     raw: Vec<f64>,
+    /// Some of the least raw values, with their slots; every slot not listed has a raw
+    /// value >= `floor`. Spares a scan of all slots at most writes.
+    low: Vec<(f64, u16)>,
+    floor: f64,
     count: Vec<u32>,
     touched: Vec<u16>,
     is_touched: Vec<bool>,
@@ -97,6 +103,8 @@ impl Optimal {
             slot_of_node: vec![NONE; nodes],
             node_of_slot: Vec::with_capacity(nodes),
             raw: Vec::with_capacity(nodes),
+            low: Vec::with_capacity(LOW + 1),
+            floor: f64::INFINITY,
             count: Vec::with_capacity(nodes),
             touched: Vec::with_capacity(nodes),
             is_touched: Vec::with_capacity(nodes),
@@ -119,6 +127,8 @@ impl Optimal {
         }
         self.node_of_slot.clear();
         self.raw.clear();
+        self.low.clear();
+        self.floor = f64::INFINITY;
         self.count.clear();
         self.touched.clear();
         self.is_touched.clear();
@@ -143,6 +153,7 @@ impl Optimal {
         self.slot_of_node[node as usize] = s as u16;
         self.node_of_slot.push(node);
         self.raw.push(rest_raw);
+        self.note_raw(s);
         self.count.push(0);
         self.is_touched.push(false);
         self.d.push(0.0);
@@ -160,6 +171,67 @@ impl Optimal {
             self.is_touched[s] = true;
             self.touched.push(s as u16);
         }
+    }
+
+    /// Sets slot `s`'s raw value, keeping `low` and `floor` true.
+    #[inline]
+    fn set_raw(&mut self, s: usize, v: f64) {
+        self.raw[s] = v;
+        if let Some(i) = self.low.iter().position(|&(_, t)| t as usize == s) {
+            self.low.swap_remove(i);
+        }
+        self.note_raw(s);
+    }
+
+    /// Lists slot `s` in `low` if its raw value is below the floor.
+    #[inline]
+    fn note_raw(&mut self, s: usize) {
+        let v = self.raw[s];
+        if v < self.floor {
+            self.low.push((v, s as u16));
+            if self.low.len() > LOW {
+                // Drop the largest; the floor comes down to it.
+                let (i, &(top, _)) = self.low.iter().enumerate().max_by(|a, b| a.1 .0.total_cmp(&b.1 .0)).expect("non-empty");
+                self.low.swap_remove(i);
+                self.floor = self.floor.min(top);
+            }
+        }
+    }
+
+    /// The two least raw values (with slots) among slots not touched in this run.
+    fn two_least_untouched(&mut self) -> (f64, u16, f64, u16) {
+        let scan = |it: &mut dyn Iterator<Item = (f64, u16)>, touched: &[bool]| {
+            let (mut r1, mut a1, mut r2, mut a2) = (f64::INFINITY, NONE, f64::INFINITY, NONE);
+            for (raw, j) in it {
+                if raw < r2 && !touched[j as usize] {
+                    if raw < r1 {
+                        (r2, a2) = (r1, a1);
+                        (r1, a1) = (raw, j);
+                    } else {
+                        (r2, a2) = (raw, j);
+                    }
+                }
+            }
+            (r1, a1, r2, a2)
+        };
+        let found = scan(&mut self.low.iter().copied(), &self.is_touched);
+        // Valid when nothing outside `low` can be smaller (or there is nothing outside).
+        let outside = self.raw.len() > self.low.len();
+        if !outside || found.2 <= self.floor {
+            return found;
+        }
+        // Rebuild `low` from every slot, then answer by a full scan.
+        let mut all: Vec<(f64, u16)> = self.raw.iter().enumerate().map(|(j, &r)| (r, j as u16)).collect();
+        if all.len() > LOW {
+            all.select_nth_unstable_by(LOW, |a, b| a.0.total_cmp(&b.0));
+            self.floor = all[LOW].0;
+            all.truncate(LOW);
+        } else {
+            self.floor = f64::INFINITY;
+        }
+        self.low.clear();
+        self.low.extend_from_slice(&all);
+        scan(&mut self.raw.iter().enumerate().map(|(j, &r)| (r, j as u16)), &self.is_touched)
     }
 
     /// Solves one page: its references must be in trace order.
@@ -206,7 +278,7 @@ impl Optimal {
         let rest_raw = lead + c.r;
         let mut glob = lead + c.g;
         let s = self.slot(refs[first_write].node, rest_raw, 1);
-        self.raw[s] = lead + 1.0;
+        self.set_raw(s, lead + 1.0);
         self.history[s][0].1 = lead + 1.0;
         self.writes.push(Write {
             index: first_write,
@@ -237,15 +309,15 @@ impl Optimal {
             // A write by the node that made the previous write, with no read in between,
             // changes no decision (docs/optimal.md): moving the page now is never better than
             // having moved it for the previous write. So every state just pays for it.
-            let prev = self.writes.last_mut().expect("the first write is recorded");
-            if self.touched.is_empty() && refs[prev.last].node == rf.node {
+            let prev_last = self.writes.last().expect("the first write is recorded").last;
+            if self.touched.is_empty() && refs[prev_last].node == rf.node {
                 let mine = (self.raw[writer] + k_all).min(cap_all) + 1.0;
                 k_all += c.r;
                 cap_all += c.r;
-                self.raw[writer] = mine - k_all;
+                self.set_raw(writer, mine - k_all);
                 self.history[writer].push((w, self.raw[writer]));
                 glob += c.g;
-                prev.last = i;
+                self.writes.last_mut().expect("recorded").last = i;
                 continue;
             }
             self.touch(writer);
@@ -268,17 +340,7 @@ impl Optimal {
             }
 
             // The two least raw values among untouched states (slots and the rest).
-            let (mut r1, mut a1, mut r2, mut a2) = (f64::INFINITY, NONE, f64::INFINITY, NONE);
-            for (j, &raw) in self.raw.iter().enumerate() {
-                if raw < r2 && !self.is_touched[j] {
-                    if raw < r1 {
-                        (r2, a2) = (r1, a1);
-                        (r1, a1) = (raw, j as u16);
-                    } else {
-                        (r2, a2) = (raw, j as u16);
-                    }
-                }
-            }
+            let (mut r1, mut a1, mut r2, mut a2) = self.two_least_untouched();
             if has_rest {
                 if rest_raw < r1 {
                     (r2, a2) = (r1, a1);
@@ -372,11 +434,12 @@ impl Optimal {
             let (k_before, cap_before) = (k_all, cap_all);
             k_all += add;
             cap_all = (cap_all + add).min(cap);
-            for (n, &t) in self.touched.iter().enumerate() {
-                let b = t as usize;
+            for n in 0..self.touched.len() {
+                let b = self.touched[n] as usize;
                 // New values never exceed the new cap (docs/optimal.md), so raw + K stands for them.
-                self.raw[b] = self.next[n] - k_all;
-                self.history[b].push((w + 1, self.raw[b]));
+                let v = self.next[n] - k_all;
+                self.set_raw(b, v);
+                self.history[b].push((w + 1, v));
                 self.count[b] = 0;
                 self.d[b] = 0.0;
                 self.dg[b] = 0.0;
@@ -448,7 +511,8 @@ impl Optimal {
     }
 
     /// The code by which state `b` (a slot id, REST or GLOB) was reached at write `i`.
-    fn code_at(&self, i: usize, b: u16, rest_raw: f64) -> u8 {
+    /// `cursor[s]` walks slot s's history backwards as the caller visits earlier writes.
+    fn code_at(&self, i: usize, b: u16, rest_raw: f64, cursor: &mut [usize]) -> u8 {
         let wr = &self.writes[i];
         if b == GLOB {
             return wr.glob_code;
@@ -464,8 +528,11 @@ impl Optimal {
             rest_raw
         } else {
             let h = &self.history[b as usize];
-            let at = h.partition_point(|&(from, _)| from <= i as u32);
-            h[at - 1].1
+            let at = &mut cursor[b as usize];
+            while h[*at - 1].0 > i as u32 {
+                *at -= 1;
+            }
+            h[*at - 1].1
         };
         let v = (raw + wr.k_before).min(wr.cap_before);
         if v + wr.add <= wr.cap {
@@ -492,6 +559,7 @@ impl Optimal {
         // before write i (i >= 1) had a global copy.
         let mut states = vec![NONE; w];
         let mut glob_in_run = vec![false; w];
+        let mut cursor: Vec<usize> = self.history[..self.node_of_slot.len()].iter().map(Vec::len).collect();
         states[w - 1] = last_state;
         for i in (1..w).rev() {
             let wr = &self.writes[i];
@@ -503,7 +571,7 @@ impl Optimal {
             } else {
                 b
             };
-            let (prev, g) = match self.code_at(i, b, rest_raw) {
+            let (prev, g) = match self.code_at(i, b, rest_raw, &mut cursor) {
                 A_SELF => (b, false),
                 A_MIN => (wr.arg_u, false),
                 B1 => (GLOB, true),
