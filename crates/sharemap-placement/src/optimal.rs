@@ -306,17 +306,24 @@ impl Optimal {
                 continue;
             }
             let writer = self.slot(rf.node, rest_raw, w);
-            // A write by the node that made the previous write, with no read in between,
-            // changes no decision (docs/optimal.md): moving the page now is never better than
-            // having moved it for the previous write. So every state just pays for it.
+            // A write by the node that made the previous write, with only that node's reads
+            // in between, moves nothing (docs/optimal.md): every state stays, and only the
+            // copy set for those reads is chosen, the same way for every node but the writer.
             let prev_last = self.writes.last().expect("the first write is recorded").last;
-            if self.touched.is_empty() && refs[prev_last].node == rf.node {
-                let mine = (self.raw[writer] + k_all).min(cap_all) + 1.0;
-                k_all += c.r;
-                cap_all += c.r;
+            if refs[prev_last].node == rf.node && self.touched.iter().all(|&t| t as usize == writer) {
+                let cx = self.count[writer] as f64;
+                let mine = (self.raw[writer] + k_all).min(cap_all) + cx + 1.0;
+                let other = c.r + stretch_cost(&c, cx, false);
+                k_all += other;
+                cap_all += other;
                 self.set_raw(writer, mine - k_all);
                 self.history[writer].push((w, self.raw[writer]));
-                glob += c.g;
+                if global {
+                    glob += c.g + stretch_cost(&c, cx, true);
+                }
+                self.count[writer] = 0;
+                self.is_touched[writer] = false;
+                self.touched.clear();
                 self.writes.last_mut().expect("recorded").last = i;
                 continue;
             }
@@ -650,12 +657,22 @@ impl Optimal {
                 );
             }
             moved(&mut res, write_locs[i], end, &mut changes);
-            for r in &refs[end..=self.writes[i].last] {
-                if r.write {
-                    res.write(r.node);
-                } else {
-                    res.read(r.node);
+            res.write(refs[end].node);
+            // Merged writes: each stretch of the writer's reads gets the copy set the
+            // program chose for this state, and its closing write returns to the state.
+            let mut j = end + 1;
+            while j <= self.writes[i].last {
+                let reads = refs[j..].iter().take_while(|r| !r.write).count();
+                if reads > 0 {
+                    let set = self.stretch_set(write_locs[i], refs[j].node, reads as f64);
+                    moved(&mut res, set, j, &mut changes);
+                    for r in &refs[j..j + reads] {
+                        res.read(r.node);
+                    }
                 }
+                moved(&mut res, write_locs[i], j + reads, &mut changes);
+                res.write(refs[j + reads].node);
+                j += reads + 1;
             }
         }
         let start = self.writes[w - 1].last + 1;
@@ -673,6 +690,27 @@ impl Optimal {
             cost: res.tally.cost(c),
             tally: res.tally,
             changes,
+        }
+    }
+
+    /// The copy set for `c` reads by node `x` while the page stays at `at` (merged writes):
+    /// the cheapest of staying, a copy at x, a global copy, as `stretch_cost` prices them.
+    fn stretch_set(&self, at: LocSet, x: u16, c: f64) -> LocSet {
+        let cost = &self.c;
+        let xb = node_bit(x);
+        if at == xb {
+            return at;
+        }
+        if at == GLOBAL_BIT {
+            return if cost.big_g + c < cost.g * c { at | xb } else { at };
+        }
+        let (stay, copy, global) = (cost.r * c, cost.big_r + c, cost.big_g + cost.g * c);
+        if stay <= copy && stay <= global {
+            at
+        } else if copy <= global {
+            at | xb
+        } else {
+            at | GLOBAL_BIT
         }
     }
 
@@ -724,6 +762,18 @@ impl Optimal {
             res.read(r.node);
             counts[r.node as usize] = 0;
         }
+    }
+}
+
+/// What `c` reads by the writer cost while the page stays at a node other than the writer
+/// (`in_global` false: stay remote, copy to the writer, or copy to global memory) or in
+/// global memory (stay, or copy to the writer). A copy to both is never cheaper: R <= 2G.
+fn stretch_cost(cost: &Costs, c: f64, in_global: bool) -> f64 {
+    if in_global {
+        (cost.g * c).min(cost.big_g + c)
+    } else {
+        let best = (cost.r * c).min(cost.big_r + c);
+        if cost.has_global() { best.min(cost.big_g + cost.g * c) } else { best }
     }
 }
 

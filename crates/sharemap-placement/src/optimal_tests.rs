@@ -218,6 +218,30 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+    /// Traces made of stretches by one node (the shape merged writes come from).
+    #[test]
+    fn optimum_equals_exhaustive_search_on_stretches(
+        nodes in 2usize..=3,
+        c in costs_strategy(),
+        stretches in prop::collection::vec((0u16..3, prop::collection::vec(prop::bool::weighted(0.4), 1..12)), 1..12),
+    ) {
+        let mut refs = Vec::new();
+        for (node, kinds) in stretches {
+            for w in kinds {
+                let at = refs.len() as u64;
+                let node = node % nodes as u16;
+                refs.push(if w { Ref::write(at, node) } else { Ref::read(at, node) });
+            }
+        }
+        let sol = Optimal::new(nodes, c).solve(&refs);
+        let truth = set_search(&refs, nodes, &c);
+        prop_assert!(close(sol.cost, truth), "optimal {} vs exhaustive {}", sol.cost, truth);
+        prop_assert!(close(replay(&refs, &sol.changes, &c).cost(&c), sol.cost));
+    }
+}
+
 #[test]
 fn several_pages_with_one_solver() {
     // Scratch state must not leak from one page to the next.
@@ -410,4 +434,38 @@ fn a_temporary_copy_between_two_writes_by_one_node() {
     assert_eq!(sol.cost, 23.0);
     assert_eq!(set_search(&refs, 2, &c), 23.0);
     assert_eq!(replay(&refs, &sol.changes, &c).cost(&c), 23.0);
+}
+
+/// Between two writes by node 1, node 1's reads are served best by a global copy while the
+/// page stays with node 0, its main user (merged writes must consider that copy too).
+#[test]
+fn a_global_copy_for_a_short_visit() {
+    let c = Costs { r: 5.0, big_r: 11.0, g: 2.0, big_g: 6.0 };
+    let mut refs: Vec<Ref> = (0..20).map(|i| Ref::write(i, 0)).collect();
+    refs.extend([Ref::write(20, 1), Ref::read(21, 1), Ref::read(22, 1), Ref::read(23, 1), Ref::write(24, 1)]);
+    refs.extend((25..45).map(|i| Ref::write(i, 0)));
+    let sol = Optimal::new(2, c).solve(&refs);
+    // 20 + (5 + 6 + 3 x 2 + 5) + 20: remote writes, a global copy (G) for the reads.
+    assert_eq!(set_search(&refs, 2, &c), 62.0);
+    assert_eq!(sol.cost, 62.0);
+    assert_eq!(sol.tally.global_moves, 1);
+    assert_eq!(replay(&refs, &sol.changes, &c).cost(&c), 62.0);
+}
+
+/// Without global memory the visitor's reads get a copy of their own (R + reads), the page
+/// staying with its main user.
+#[test]
+fn a_local_copy_for_a_short_visit() {
+    let c = Costs { r: 15.0, big_r: 40.0, g: f64::INFINITY, big_g: f64::INFINITY };
+    let mut refs: Vec<Ref> = (0..30).map(|i| Ref::write(i, 0)).collect();
+    refs.push(Ref::write(30, 1));
+    refs.extend((31..36).map(|i| Ref::read(i, 1)));
+    refs.push(Ref::write(36, 1));
+    refs.extend((37..67).map(|i| Ref::write(i, 0)));
+    let sol = Optimal::new(2, c).solve(&refs);
+    // 30 + (15 + 40 + 5 + 15) + 30.
+    assert_eq!(set_search(&refs, 2, &c), 135.0);
+    assert_eq!(sol.cost, 135.0);
+    assert_eq!((sol.tally.node_moves, sol.tally.replications), (1, 1));
+    assert_eq!(replay(&refs, &sol.changes, &c).cost(&c), 135.0);
 }
