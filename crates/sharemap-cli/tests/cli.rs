@@ -1,18 +1,10 @@
 //! The command line as a user runs it: exit codes, messages, files left behind.
 
+mod common;
+use common::{json, ok, p, s, sharemap};
 use sharemap_trace::{Chunk, Event, TraceReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-
-fn sharemap(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sharemap")).args(args).output().expect("run sharemap")
-}
-
-fn ok(args: &[&str]) -> Output {
-    let out = sharemap(args);
-    assert!(out.status.success(), "sharemap {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    out
-}
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
@@ -27,14 +19,6 @@ fn fails_with(args: &[&str], code: i32, expect: &str) {
     assert!(err.contains(expect), "sharemap {args:?}: '{err}' lacks '{expect}'");
 }
 
-fn p(dir: &tempfile::TempDir, name: &str) -> PathBuf {
-    dir.path().join(name)
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
 fn read_all(path: &Path) -> (Vec<sharemap_trace::Access>, Vec<Event>, sharemap_trace::Metadata) {
     let mut r = TraceReader::open(path, None).unwrap();
     let mut c = Chunk::default();
@@ -44,10 +28,6 @@ fn read_all(path: &Path) -> (Vec<sharemap_trace::Access>, Vec<Event>, sharemap_t
         e.extend(c.events.iter().cloned());
     }
     (a, e, r.metadata().clone())
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).expect("valid JSON")
 }
 
 #[test]

@@ -1,33 +1,11 @@
 //! `place`, `sweep`, `filter` and `policies` as a user runs them.
 
+mod common;
+use common::{json, ok, p, s, sharemap};
 use sharemap_placement::optimal::replay;
 use sharemap_placement::{Costs, Ref};
 use sharemap_trace::{Chunk, TraceReader};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn sharemap(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sharemap")).args(args).output().expect("run sharemap")
-}
-
-fn ok(args: &[&str]) -> Output {
-    let out = sharemap(args);
-    assert!(out.status.success(), "sharemap {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    out
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).expect("valid JSON")
-}
-
-fn p(dir: &tempfile::TempDir, name: &str) -> PathBuf {
-    dir.path().join(name)
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 fn policy<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
     v["policies"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no {name}"))

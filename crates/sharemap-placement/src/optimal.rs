@@ -173,6 +173,25 @@ impl Optimal {
         }
     }
 
+    /// The run's per-node terms for the nodes that read in it: F and Fg (sums of each node's
+    /// cheapest way to serve its reads), with each node's saving d and dg.
+    fn run_terms(&mut self) -> (f64, f64) {
+        let c = self.c;
+        let (mut f_sum, mut fg_sum) = (0.0, 0.0);
+        for &t in &self.touched {
+            let cj = self.count[t as usize] as f64;
+            let f = (c.big_r + cj).min(c.r * cj);
+            f_sum += f;
+            self.d[t as usize] = cj - f;
+            if c.has_global() {
+                let fg = (c.big_g + cj).min(c.g * cj);
+                fg_sum += fg;
+                self.dg[t as usize] = cj - fg;
+            }
+        }
+        (f_sum, fg_sum)
+    }
+
     /// Sets slot `s`'s raw value, keeping `low` and `floor` true.
     #[inline]
     fn set_raw(&mut self, s: usize, v: f64) {
@@ -332,19 +351,7 @@ impl Optimal {
             let has_rest = k < self.nodes;
             let true_val = |raw: f64| (raw + k_all).min(cap_all);
 
-            // Per-node run terms for the nodes that read in this run.
-            let (mut f_sum, mut fg_sum) = (0.0, 0.0);
-            for &t in &self.touched {
-                let cj = self.count[t as usize] as f64;
-                let f = (c.big_r + cj).min(c.r * cj);
-                f_sum += f;
-                self.d[t as usize] = cj - f;
-                if global {
-                    let fg = (c.big_g + cj).min(c.g * cj);
-                    fg_sum += fg;
-                    self.dg[t as usize] = cj - fg;
-                }
-            }
+            let (f_sum, fg_sum) = self.run_terms();
 
             // The two least raw values among untouched states (slots and the rest).
             let (mut r1, mut a1, mut r2, mut a2) = self.two_least_untouched();
@@ -472,18 +479,7 @@ impl Optimal {
         }
 
         // The trailing read-run, if any: no write constrains its end.
-        let (mut f_sum, mut fg_sum) = (0.0, 0.0);
-        for &t in &self.touched {
-            let cj = self.count[t as usize] as f64;
-            let f = (c.big_r + cj).min(c.r * cj);
-            f_sum += f;
-            self.d[t as usize] = cj - f;
-            if global {
-                let fg = (c.big_g + cj).min(c.g * cj);
-                fg_sum += fg;
-                self.dg[t as usize] = cj - fg;
-            }
-        }
+        let (f_sum, fg_sum) = self.run_terms();
         let k = self.node_of_slot.len();
         let mut best = (f64::INFINITY, NONE, false);
         for j in 0..=k {
