@@ -98,6 +98,7 @@ enum Command {
         /// Policies: a comma list or `all` (see `sharemap policies`); the optimum always comes first
         #[arg(long, short = 'p', default_value = "all")]
         policy: String,
+        /// Print JSON: the model and a `policies` array
         #[arg(long)]
         json: bool,
         /// Also list the costliest pages and what each policy pays for them

@@ -41,10 +41,10 @@ pub struct ModelArgs {
     /// References per millisecond of the traced run (turns the kernel's periods into positions)
     #[arg(long, default_value_t = 1000.0)]
     pub refs_per_ms: f64,
-    /// Seed of the random policy
+    /// Seed of the random policy and of the trace filters
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Policy parameter, as policy.key=value (repeatable; see `sharemap place --list`)
+    /// Policy parameter, as policy.key=value (repeatable; see `sharemap policies`)
     #[arg(long = "set", value_name = "POLICY.KEY=VALUE")]
     pub set: Vec<String>,
     /// Memory for page references before spilling to temporary files, in MiB
