@@ -469,3 +469,112 @@ fn a_local_copy_for_a_short_visit() {
     assert_eq!((sol.tally.node_moves, sol.tally.replications), (1, 1));
     assert_eq!(replay(&refs, &sol.changes, &c).cost(&c), 135.0);
 }
+
+/// The recurrence of docs/optimal.md computed plainly: every node's value at every write, no
+/// lazy values, no merged writes, no shortcut. Checked against the exhaustive search on few
+/// nodes above; here it checks the optimised solver on many nodes.
+fn dense(refs: &[Ref], nodes: usize, c: &Costs) -> f64 {
+    let Some(first) = refs.iter().position(|r| r.write) else { return refs.len() as f64 };
+    let global = c.has_global();
+    let w = |x: u16, b: usize| if b == x as usize { 1.0 } else { c.r };
+    let mut v: Vec<f64> = (0..nodes).map(|b| first as f64 + w(refs[first].node, b)).collect();
+    let mut glob = first as f64 + c.g;
+    let mut counts = vec![0f64; nodes];
+    let terms = |counts: &[f64]| {
+        let f: Vec<f64> = counts.iter().map(|&n| (c.big_r + n).min(c.r * n)).collect();
+        let fg: Vec<f64> = counts.iter().map(|&n| if global { (c.big_g + n).min(c.g * n) } else { 0.0 }).collect();
+        let d: Vec<f64> = counts.iter().zip(&f).map(|(n, f)| n - f).collect();
+        let dg: Vec<f64> = counts.iter().zip(&fg).map(|(n, f)| n - f).collect();
+        (f.iter().sum::<f64>(), fg.iter().sum::<f64>(), d, dg)
+    };
+    for r in &refs[first + 1..] {
+        if !r.write {
+            counts[r.node as usize] += 1.0;
+            continue;
+        }
+        let (f, fg, d, dg) = terms(&counts);
+        let min_u = (0..nodes).map(|a| v[a] + d[a]).fold(f64::INFINITY, f64::min);
+        let ug = |a: usize| v[a] + dg[a];
+        let min_ug = (0..nodes).map(ug).fold(f64::INFINITY, f64::min);
+        let mut next = vec![0.0; nodes];
+        for b in 0..nodes {
+            let mut best = (f + v[b] + d[b]).min(f + min_u + c.big_r + d[b]);
+            if global {
+                let other = (0..nodes).filter(|&a| a != b).map(ug).fold(f64::INFINITY, f64::min);
+                best = best.min(glob + fg + c.big_g + dg[b]).min(c.big_g + fg + dg[b] + v[b]).min(2.0 * c.big_g + fg + dg[b] + other);
+            }
+            next[b] = best + w(r.node, b);
+        }
+        if global {
+            glob = (glob + fg).min(min_ug + c.big_g + fg).min(min_u + f + c.big_g) + c.g;
+        }
+        v = next;
+        counts.iter_mut().for_each(|n| *n = 0.0);
+    }
+    let (f, fg, d, dg) = terms(&counts);
+    let mut best = if global { glob + fg } else { f64::INFINITY };
+    for a in 0..nodes {
+        best = best.min(v[a] + f + d[a]);
+        if global {
+            best = best.min(v[a] + c.big_g + fg + dg[a]);
+        }
+    }
+    best
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1500))]
+    /// Many nodes (more than the solver's short list of least values), few of them busy or
+    /// all of them: the optimised solver agrees with the plain recurrence.
+    #[test]
+    fn optimised_solver_equals_the_plain_recurrence_on_many_nodes(
+        nodes in 2usize..70,
+        busy in 1u16..70,
+        c in prop_oneof![costs_strategy(), dear_moves()],
+        refs in prop::collection::vec((0u16..70, prop::bool::weighted(0.3), 1usize..6), 1..120),
+    ) {
+        // Stretches of one node, drawn from `busy` nodes.
+        let mut trace = Vec::new();
+        for (n, w, len) in refs {
+            let node = n % busy.min(nodes as u16);
+            for _ in 0..len {
+                let at = trace.len() as u64;
+                trace.push(if w && at % 2 == 0 { Ref::write(at, node) } else { Ref::read(at, node) });
+            }
+        }
+        let sol = Optimal::new(nodes, c).solve(&trace);
+        let plain = dense(&trace, nodes, &c);
+        prop_assert!(close(sol.cost, plain), "optimised {} vs plain {}", sol.cost, plain);
+        prop_assert!(close(replay(&trace, &sol.changes, &c).cost(&c), sol.cost));
+    }
+}
+
+/// Moves much dearer than references: values stay apart (uncapped) over many writes, so
+/// the solver's choice of least values matters.
+fn dear_moves() -> impl Strategy<Value = Costs> {
+    (2u32..6, 100u32..2000, any::<bool>(), 2u32..4).prop_map(|(r, big_r, global, g)| {
+        let (r, big_r) = (r as f64, big_r as f64);
+        if global {
+            Costs { r, big_r, g: (g as f64).min(r), big_g: (big_r * 0.6).round() }
+        } else {
+            Costs { r, big_r, g: f64::INFINITY, big_g: f64::INFINITY }
+        }
+    })
+}
+
+#[test]
+fn plain_recurrence_matches_exhaustive_search() {
+    let mut rng = 777u64;
+    for case in 0..400 {
+        let nodes = 2 + case % 2;
+        let c = if case % 3 == 0 { Costs { r: 5.0, big_r: 11.0, g: 2.0, big_g: 6.0 } } else { Costs { r: 4.0, big_r: 9.0, g: f64::INFINITY, big_g: f64::INFINITY } };
+        let refs: Vec<Ref> = (0..30)
+            .map(|i| {
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let node = ((rng >> 33) % nodes as u64) as u16;
+                if (rng >> 50) % 3 == 0 { Ref::write(i, node) } else { Ref::read(i, node) }
+            })
+            .collect();
+        assert!(close(dense(&refs, nodes, &c), set_search(&refs, nodes, &c)), "case {case}");
+    }
+}
