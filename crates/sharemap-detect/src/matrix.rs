@@ -1,0 +1,266 @@
+//! The sharing matrix: for each pair of threads, how much data they share (symmetric), and
+//! the file formats other tools use for it.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// A symmetric threads x threads matrix of sharing amounts (diagonal unused, zero).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SharingMatrix {
+    n: usize,
+    cells: Vec<f64>,
+}
+
+/// A matrix file that cannot be read: where and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MatrixError(pub String);
+
+impl std::fmt::Display for MatrixError {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for MatrixError {}
+
+impl SharingMatrix {
+    pub fn new(n: usize) -> Self {
+        SharingMatrix { n, cells: vec![0.0; n * n] }
+    }
+
+    pub fn threads(&self) -> usize {
+        self.n
+    }
+
+    #[inline]
+    pub fn get(&self, i: usize, j: usize) -> f64 {
+        self.cells[i * self.n + j]
+    }
+
+    /// Adds `v` to the pair (i, j), both ways; pairs of a thread with itself are ignored.
+    #[inline]
+    pub fn add(&mut self, i: usize, j: usize, v: f64) {
+        if i != j {
+            self.cells[i * self.n + j] += v;
+            self.cells[j * self.n + i] += v;
+        }
+    }
+
+    /// Grows the matrix to `n` threads (new rows and columns are zero).
+    pub fn grow(&mut self, n: usize) {
+        if n <= self.n {
+            return;
+        }
+        let mut bigger = SharingMatrix::new(n);
+        for i in 0..self.n {
+            for j in 0..self.n {
+                bigger.cells[i * n + j] = self.get(i, j);
+            }
+        }
+        *self = bigger;
+    }
+
+    pub fn total(&self) -> f64 {
+        self.cells.iter().sum::<f64>() / 2.0
+    }
+
+    pub fn max(&self) -> f64 {
+        self.cells.iter().copied().fold(0.0, f64::max)
+    }
+
+    /// The upper triangle (i < j), row by row: each pair once.
+    pub fn pairs(&self) -> impl Iterator<Item = f64> + '_ {
+        (0..self.n).flat_map(move |i| (i + 1..self.n).map(move |j| self.get(i, j)))
+    }
+
+    /// Mean squared error between the two matrices after scaling each to a maximum of 1
+    /// (seed 002's accuracy measure), over the pairs.
+    pub fn mse(&self, other: &SharingMatrix) -> f64 {
+        let (a, b) = (self.max(), other.max());
+        let (a, b) = (if a > 0.0 { a } else { 1.0 }, if b > 0.0 { b } else { 1.0 });
+        let pairs: Vec<(f64, f64)> = self.pairs().zip(other.pairs()).collect();
+        if pairs.is_empty() {
+            return 0.0;
+        }
+        pairs.iter().map(|(x, y)| (x / a - y / b).powi(2)).sum::<f64>() / pairs.len() as f64
+    }
+
+    /// Pearson correlation of the pairs (NaN when either matrix is constant).
+    pub fn correlation(&self, other: &SharingMatrix) -> f64 {
+        let xs: Vec<f64> = self.pairs().collect();
+        let ys: Vec<f64> = other.pairs().collect();
+        let n = xs.len().min(ys.len()) as f64;
+        let (mx, my) = (xs.iter().sum::<f64>() / n, ys.iter().sum::<f64>() / n);
+        let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+        for (x, y) in xs.iter().zip(&ys) {
+            sxy += (x - mx) * (y - my);
+            sxx += (x - mx) * (x - mx);
+            syy += (y - my) * (y - my);
+        }
+        sxy / (sxx * syy).sqrt()
+    }
+
+    /// numalize's comm CSV: comma-separated, one row per thread from the last thread to the
+    /// first, columns in thread order.
+    pub fn to_numalize_csv(&self) -> String {
+        let mut out = String::new();
+        for i in (0..self.n).rev() {
+            let row: Vec<String> = (0..self.n).map(|j| number(self.get(i, j))).collect();
+            let _ = writeln!(out, "{}", row.join(","));
+        }
+        out
+    }
+
+    /// TopoMatch's .mat: whitespace-separated, one row per thread in thread order.
+    pub fn to_topomatch(&self) -> String {
+        let mut out = String::new();
+        for i in 0..self.n {
+            let row: Vec<String> = (0..self.n).map(|j| number(self.get(i, j))).collect();
+            let _ = writeln!(out, "{}", row.join(" "));
+        }
+        out
+    }
+
+    /// Reads numalize comm CSV (rows in reverse thread order).
+    pub fn from_numalize_csv(text: &str, origin: &Path) -> Result<Self, MatrixError> {
+        let mut rows = parse_rows(text, origin, |l| l.split(',').collect())?;
+        rows.reverse();
+        Self::from_rows(rows, origin)
+    }
+
+    /// Reads a TopoMatch .mat file (rows in thread order).
+    pub fn from_topomatch(text: &str, origin: &Path) -> Result<Self, MatrixError> {
+        let rows = parse_rows(text, origin, |l| l.split_whitespace().collect())?;
+        Self::from_rows(rows, origin)
+    }
+
+    /// Reads either format: `.mat` is TopoMatch, anything else numalize CSV.
+    pub fn read(path: &Path) -> Result<Self, MatrixError> {
+        let text = std::fs::read_to_string(path).map_err(|e| MatrixError(format!("{}: {e}", path.display())))?;
+        if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("mat")) {
+            Self::from_topomatch(&text, path)
+        } else {
+            Self::from_numalize_csv(&text, path)
+        }
+    }
+
+    fn from_rows(rows: Vec<(usize, Vec<f64>)>, origin: &Path) -> Result<Self, MatrixError> {
+        let n = rows.len();
+        if n == 0 {
+            return Err(MatrixError(format!("{}: empty matrix", origin.display())));
+        }
+        let mut m = SharingMatrix::new(n);
+        for (i, (line, row)) in rows.iter().enumerate() {
+            if row.len() != n {
+                return Err(MatrixError(format!(
+                    "{}:{line}: {} values in a row of a {n} x {n} matrix (it must be square)",
+                    origin.display(),
+                    row.len()
+                )));
+            }
+            for (j, &v) in row.iter().enumerate() {
+                if i != j {
+                    // Both halves are summed, so asymmetric inputs become symmetric.
+                    m.cells[i * n + j] += v / 2.0;
+                    m.cells[j * n + i] += v / 2.0;
+                }
+            }
+        }
+        Ok(m)
+    }
+}
+
+/// Non-empty lines as (line number, numbers), each number checked.
+fn parse_rows<'a>(text: &'a str, origin: &Path, split: impl Fn(&'a str) -> Vec<&'a str>) -> Result<Vec<(usize, Vec<f64>)>, MatrixError> {
+    let mut rows = Vec::new();
+    for (k, line) in text.lines().enumerate() {
+        let line_no = k + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mut row = Vec::new();
+        for field in split(line) {
+            let f = field.trim();
+            let v: f64 = f
+                .parse()
+                .ok()
+                .filter(|v: &f64| v.is_finite())
+                .ok_or_else(|| MatrixError(format!("{}:{line_no}: '{f}' is not a number", origin.display())))?;
+            if v < 0.0 {
+                return Err(MatrixError(format!("{}:{line_no}: negative value {f}", origin.display())));
+            }
+            row.push(v);
+        }
+        rows.push((line_no, row));
+    }
+    Ok(rows)
+}
+
+/// Integers without a fraction, other values as Rust prints them.
+fn number(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 { format!("{}", v as i64) } else { format!("{v}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample() -> SharingMatrix {
+        let mut m = SharingMatrix::new(3);
+        m.add(0, 1, 5.0);
+        m.add(1, 2, 2.0);
+        m
+    }
+
+    #[test]
+    fn numalize_rows_come_last_thread_first() {
+        let m = sample();
+        assert_eq!(m.to_numalize_csv(), "0,2,0\n5,0,2\n0,5,0\n");
+        assert_eq!(m.to_topomatch(), "0 5 0\n5 0 2\n0 2 0\n");
+        let p = Path::new("m.csv");
+        assert_eq!(SharingMatrix::from_numalize_csv(&m.to_numalize_csv(), p).unwrap(), m);
+        assert_eq!(SharingMatrix::from_topomatch(&m.to_topomatch(), Path::new("m.mat")).unwrap(), m);
+    }
+
+    #[test]
+    fn bad_matrices_are_located() {
+        let p = Path::new("x.csv");
+        let err = |t: &str| SharingMatrix::from_numalize_csv(t, p).unwrap_err().0;
+        assert_eq!(err("0,1\n1,0,3\n"), "x.csv:2: 3 values in a row of a 2 x 2 matrix (it must be square)");
+        assert_eq!(err("0,1\n-1,0\n"), "x.csv:2: negative value -1");
+        assert_eq!(err("0,a\n1,0\n"), "x.csv:1: 'a' is not a number");
+        assert_eq!(err("\n\n"), "x.csv: empty matrix");
+        assert!(SharingMatrix::from_topomatch("1 2\n3", Path::new("y.mat")).unwrap_err().0.starts_with("y.mat:2:"));
+    }
+
+    #[test]
+    fn accuracy_measures() {
+        let m = sample();
+        assert_eq!(m.mse(&m), 0.0);
+        assert!((m.correlation(&m) - 1.0).abs() < 1e-12);
+        let mut scaled = SharingMatrix::new(3);
+        scaled.add(0, 1, 50.0);
+        scaled.add(1, 2, 20.0);
+        assert!(m.mse(&scaled) < 1e-12, "scaling does not matter");
+        let mut other = SharingMatrix::new(3);
+        other.add(0, 2, 1.0);
+        // Pairs (0,1), (0,2), (1,2): m = (5, 0, 2) / 5, other = (0, 1, 0).
+        let expect = ((1.0f64).powi(2) + (1.0f64).powi(2) + (0.4f64).powi(2)) / 3.0;
+        assert!((m.mse(&other) - expect).abs() < 1e-12);
+        assert!(m.correlation(&other) < 0.0);
+    }
+
+    proptest! {
+        #[test]
+        fn both_formats_round_trip(n in 1usize..12, cells in prop::collection::vec(0u32..1000, 0..80)) {
+            let mut m = SharingMatrix::new(n);
+            for (k, &v) in cells.iter().enumerate() {
+                m.add(k % n, (k / n) % n, v as f64);
+            }
+            let p = Path::new("p");
+            prop_assert_eq!(SharingMatrix::from_numalize_csv(&m.to_numalize_csv(), p).unwrap(), m.clone());
+            prop_assert_eq!(SharingMatrix::from_topomatch(&m.to_topomatch(), p).unwrap(), m);
+        }
+    }
+}

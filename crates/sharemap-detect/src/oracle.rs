@@ -1,0 +1,201 @@
+//! The oracle detector: every access, the numalize/SPCD definition of sharing. Each memory
+//! block (a cache line or a page) remembers the last two distinct threads that accessed it;
+//! an access by a thread adds one unit of sharing with each of them that is another thread.
+
+use crate::matrix::SharingMatrix;
+use crate::pages::PageUsage;
+use rustc_hash::FxHashMap;
+use sharemap_trace::{Chunk, TraceError, TraceReader};
+
+const NONE: u32 = u32::MAX;
+
+/// The block size sharing is detected at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Granularity {
+    Line,
+    Page,
+}
+
+pub struct Oracle {
+    shift: u32,
+    /// Per block: the last two distinct threads, most recent first.
+    last: FxHashMap<u64, [u32; 2]>,
+    pub matrix: SharingMatrix,
+}
+
+impl Oracle {
+    /// Blocks of `block_size` bytes (a power of two).
+    pub fn new(block_size: u64) -> Self {
+        assert!(block_size.is_power_of_two());
+        Oracle { shift: block_size.trailing_zeros(), last: FxHashMap::default(), matrix: SharingMatrix::new(0) }
+    }
+
+    #[inline]
+    pub fn access(&mut self, thread: u32, addr: u64) {
+        let slot = self.last.entry(addr >> self.shift).or_insert([NONE, NONE]);
+        let [a, b] = *slot;
+        if a == thread {
+            return;
+        }
+        *slot = [thread, a];
+        let need = thread.max(if a == NONE { 0 } else { a }).max(if b == NONE { 0 } else { b }) as usize + 1;
+        if self.matrix.threads() < need {
+            self.matrix.grow(need.next_power_of_two().max(need));
+        }
+        if a != NONE {
+            self.matrix.add(thread as usize, a as usize, 1.0);
+        }
+        if b != NONE && b != thread {
+            self.matrix.add(thread as usize, b as usize, 1.0);
+        }
+    }
+
+    /// One pass over a trace: the sharing matrix (sized to the trace's threads) and the
+    /// page usage. `progress` gets the number of accesses read so far.
+    pub fn run(
+        reader: &mut TraceReader,
+        granularity: Granularity,
+        mut progress: impl FnMut(u64),
+    ) -> Result<(SharingMatrix, PageUsage), TraceError> {
+        let meta = reader.metadata().clone();
+        let block = match granularity {
+            Granularity::Line => meta.line_size.max(1).next_power_of_two(),
+            Granularity::Page => meta.page_size.max(1).next_power_of_two(),
+        };
+        let mut oracle = Oracle::new(block);
+        let mut usage = PageUsage::new(meta.page_size.max(1));
+        let mut chunk = Chunk::default();
+        let mut threads = meta.threads as usize;
+        while reader.next_chunk(&mut chunk)? {
+            let a = &chunk.accesses;
+            for (&t, &addr) in a.thread.iter().zip(&a.addr) {
+                oracle.access(t, addr);
+                usage.access(t, addr);
+                threads = threads.max(t as usize + 1);
+            }
+            progress(chunk.first_access + a.len() as u64);
+        }
+        let mut m = SharingMatrix::new(threads);
+        for i in 0..oracle.matrix.threads().min(threads) {
+            for j in i + 1..oracle.matrix.threads().min(threads) {
+                m.add(i, j, oracle.matrix.get(i, j));
+            }
+        }
+        Ok((m, usage))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(accesses: &[(u32, u64)], block: u64) -> SharingMatrix {
+        let mut o = Oracle::new(block);
+        for &(t, a) in accesses {
+            o.access(t, a);
+        }
+        let mut m = SharingMatrix::new(4);
+        for i in 0..o.matrix.threads().min(4) {
+            for j in i + 1..o.matrix.threads().min(4) {
+                m.add(i, j, o.matrix.get(i, j));
+            }
+        }
+        m
+    }
+
+    #[test]
+    fn last_two_threads_per_block() {
+        // Line 0: 0, 1 (shares with 0), 1 (same thread: nothing), 2 (shares with 1 and 0),
+        // 0 (shares with 2 and 1). Line 1 (addr 64): thread 3 alone.
+        let m = run(&[(0, 0), (1, 8), (1, 16), (2, 0), (0, 32), (3, 64), (3, 70)], 64);
+        assert_eq!(m.get(0, 1), 2.0);
+        assert_eq!(m.get(1, 2), 1.0);
+        assert_eq!(m.get(0, 2), 2.0);
+        assert_eq!(m.get(0, 3) + m.get(1, 3) + m.get(2, 3), 0.0);
+        assert_eq!(m.get(1, 0), m.get(0, 1), "symmetric");
+    }
+
+    #[test]
+    fn granularity_changes_what_is_shared() {
+        // Threads 0 and 1 touch different lines of one page.
+        let acc = [(0, 0), (1, 64), (0, 128), (1, 192)];
+        assert_eq!(run(&acc, 64).total(), 0.0);
+        // At page granularity: 1 shares with 0, then 0 with 1, then 1 with 0: 3 units.
+        assert_eq!(run(&acc, 4096).get(0, 1), 3.0);
+    }
+
+    #[test]
+    fn a_trace_gives_matrix_and_page_usage() {
+        use sharemap_trace::{Access, Metadata, TraceWriter};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.trace");
+        let mut w = TraceWriter::create(&path, None, Metadata::default()).unwrap();
+        // Thread 0 writes a line, thread 1 reads it twice, thread 2 works alone on another page.
+        for a in [Access::write(0, 0x1000, 8), Access::read(1, 0x1008, 8), Access::read(1, 0x1010, 8), Access::write(2, 0x5000, 8)] {
+            w.access(a).unwrap();
+        }
+        w.finish().unwrap();
+        let mut r = TraceReader::open(&path, None).unwrap();
+        let (m, pages) = Oracle::run(&mut r, Granularity::Line, |_| {}).unwrap();
+        assert_eq!(m.threads(), 3);
+        assert_eq!(m.get(0, 1), 1.0);
+        assert_eq!(m.total(), 1.0);
+        let csv = pages.to_numalize_csv(3, |t| t / 2);
+        assert_eq!(
+            csv,
+            "page.address,alloc.thread,alloc.location,firsttouch.thread,firsttouch.location,structure.name,T0,T1,T2\n\
+             0x1000,0,0,0,0,,1,2,0\n0x5000,2,1,2,1,,0,0,1\n"
+        );
+    }
+}
+
+#[cfg(test)]
+mod on_generators {
+    use super::*;
+    use sharemap_sources::generate::{self, GenParams};
+    use sharemap_sources::VecSink;
+
+    fn matrix(pattern: &str, threads: u32) -> SharingMatrix {
+        let mut sink = VecSink::default();
+        generate::run(generate::find(pattern).unwrap(), &GenParams::new(threads, 400_000, 1), &mut sink).unwrap();
+        let mut o = Oracle::new(64);
+        for a in &sink.accesses {
+            o.access(a.thread, a.addr);
+        }
+        let mut m = SharingMatrix::new(threads as usize);
+        for i in 0..threads as usize {
+            for j in i + 1..threads as usize {
+                m.add(i, j, o.matrix.get(i, j));
+            }
+        }
+        m
+    }
+
+    #[test]
+    fn private_data_is_not_shared() {
+        assert_eq!(matrix("private", 8).total(), 0.0);
+    }
+
+    #[test]
+    fn neighbours_share_with_neighbours_only() {
+        let m = matrix("neighbor", 8);
+        for i in 0..8usize {
+            for j in 0..8usize {
+                let adjacent = i.abs_diff(j) == 1;
+                if i != j {
+                    assert_eq!(m.get(i, j) > 0.0, adjacent, "threads {i} and {j}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn all_to_all_shares_with_everyone() {
+        let m = matrix("all-to-all", 8);
+        assert!(m.pairs().all(|v| v > 0.0));
+        // And far more evenly than neighbour sharing.
+        let max = m.max();
+        let min = m.pairs().fold(f64::INFINITY, f64::min);
+        assert!(min > 0.3 * max, "min {min}, max {max}");
+    }
+}
