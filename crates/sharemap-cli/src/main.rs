@@ -1,5 +1,6 @@
 //! The `sharemap` command line: thin glue over the library crates.
 
+mod analyze;
 mod demo;
 mod filter;
 mod info;
@@ -128,6 +129,22 @@ enum Command {
         #[arg(long)]
         sensitivity: bool,
     },
+    /// Who shares data with whom: the sharing matrix (numalize comm.csv, heatmap) and page
+    /// usage (numalize pages.csv) of a trace
+    Analyze {
+        trace: PathBuf,
+        #[arg(long)]
+        from: Option<String>,
+        /// Machine, for the NUMA node of each page's first toucher in pages.csv
+        #[arg(long, short = 'm', default_value = "sammu")]
+        machine: String,
+        /// Detector: oracle (every access; oracle:line, the default, or oracle:page)
+        #[arg(long, default_value = "oracle")]
+        detector: String,
+        /// Output directory
+        #[arg(short, long)]
+        output: PathBuf,
+    },
     /// List the placement policies, their sources and parameters
     Policies,
     /// Vary one model parameter (G, R, g, r or page-size): the optimum and the policies at
@@ -194,6 +211,7 @@ fn main() -> ExitCode {
         Command::Demo { dir, accesses } => demo::run(dir.as_deref(), accesses),
         Command::Place { model, policy, json, breakdown, placement } => place::run(&model, &policy, json, breakdown, placement.as_deref()),
         Command::Policies => place::list(),
+        Command::Analyze { trace, from, machine, detector, output } => analyze::run(&trace, from.as_deref(), &machine, &detector, &output),
         Command::Filter { model, reorder, gaps, output, to, sensitivity } => {
             let kinds: Vec<filter::Kind> = [(reorder, filter::Kind::Reorder), (gaps, filter::Kind::Gaps)].into_iter().filter(|k| k.0).map(|k| k.1).collect();
             filter::run(&model, &kinds, output.as_deref(), to.as_deref(), sensitivity)

@@ -190,3 +190,30 @@ fn bad_placement_input_gets_one_clear_line() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected G, R, g, r or page-size"));
     assert!(!p(&d, "o.csv").exists(), "no partial output");
 }
+
+#[test]
+fn analyze_writes_numalize_files_and_a_heatmap() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "n.trace");
+    ok(&["gen", "neighbor", "--threads", "6", "--accesses", "200k", "-o", s(&t)]);
+    let out = p(&d, "an");
+    ok(&["analyze", s(&t), "--detector", "oracle", "-o", s(&out)]);
+    let m = sharemap_detect::SharingMatrix::read(&out.join("comm.csv")).unwrap();
+    assert_eq!(m.threads(), 6);
+    for i in 0..6usize {
+        for j in 0..6usize {
+            if i != j {
+                assert_eq!(m.get(i, j) > 0.0, i.abs_diff(j) == 1, "threads {i}, {j}");
+            }
+        }
+    }
+    let pages = std::fs::read_to_string(out.join("pages.csv")).unwrap();
+    assert!(pages.starts_with("page.address,alloc.thread,alloc.location,firsttouch.thread,firsttouch.location,structure.name,T0,T1,T2,T3,T4,T5\n"));
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["threads"], 6);
+    assert_eq!(summary["total_sharing"].as_f64().unwrap(), m.total());
+    assert_eq!(&std::fs::read(out.join("heatmap.png")).unwrap()[..4], b"\x89PNG");
+    let bad = sharemap(&["analyze", s(&t), "--detector", "nope", "-o", s(&out)]);
+    let err = String::from_utf8_lossy(&bad.stderr).to_string();
+    assert!(!bad.status.success() && err.trim_end().lines().count() == 1 && err.contains("unknown detector 'nope'"), "{err}");
+}
