@@ -1,0 +1,33 @@
+//! Detector throughput per core on the generators' patterns (criterion, accesses/s).
+//! Target: oracle >= 100M accesses/s per core.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use sharemap_detect::Oracle;
+use sharemap_sources::generate::{self, GenParams, PATTERNS};
+use sharemap_sources::VecSink;
+
+const ACCESSES: u64 = 2_000_000;
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("oracle");
+    g.throughput(Throughput::Elements(ACCESSES));
+    g.sample_size(10);
+    for p in PATTERNS {
+        let mut sink = VecSink::default();
+        generate::run(p, &GenParams::new(8, ACCESSES, 1), &mut sink).unwrap();
+        let (threads, addrs): (Vec<u32>, Vec<u64>) = sink.accesses.iter().map(|a| (a.thread, a.addr)).unzip();
+        g.bench_with_input(BenchmarkId::from_parameter(p.name), &(threads, addrs), |b, (t, a)| {
+            b.iter(|| {
+                let mut o = Oracle::new(64);
+                for (&t, &a) in t.iter().zip(a) {
+                    o.access(t, a);
+                }
+                o.matrix.total()
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
