@@ -5,6 +5,7 @@ mod demo;
 mod filter;
 mod info;
 mod machine;
+mod map;
 mod place;
 mod plot;
 mod sweep;
@@ -145,6 +146,26 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
+    /// Where threads should run: a mapping of threads to PUs from a sharing matrix (numalize
+    /// CSV, TopoMatch .mat) or a trace (its oracle matrix)
+    Map {
+        input: PathBuf,
+        #[arg(long)]
+        from: Option<String>,
+        #[arg(long, short = 'm', default_value = "sammu")]
+        machine: String,
+        /// Algorithms: a comma list or `all` (sharemap, eagermap, compact, scatter, round-robin, identity, random, exhaustive)
+        #[arg(long, default_value = "sharemap")]
+        algo: String,
+        /// How levels are priced: latency (ns of the lowest shared level) or hops
+        #[arg(long, default_value = "latency")]
+        cost_model: String,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Print JSON: an array of {algorithm, mapping, cost, elapsed_ms}
+        #[arg(long)]
+        json: bool,
+    },
     /// List the placement policies, their sources and parameters
     Policies,
     /// Vary one model parameter (G, R, g, r or page-size): the optimum and the policies at
@@ -211,6 +232,7 @@ fn main() -> ExitCode {
         Command::Demo { dir, accesses } => demo::run(dir.as_deref(), accesses),
         Command::Place { model, policy, json, breakdown, placement } => place::run(&model, &policy, json, breakdown, placement.as_deref()),
         Command::Policies => place::list(),
+        Command::Map { input, from, machine, algo, cost_model, seed, json } => map::run(&input, from.as_deref(), &machine, &algo, &cost_model, seed, json),
         Command::Analyze { trace, from, machine, detector, output } => analyze::run(&trace, from.as_deref(), &machine, &detector, &output),
         Command::Filter { model, reorder, gaps, output, to, sensitivity } => {
             let kinds: Vec<filter::Kind> = [(reorder, filter::Kind::Reorder), (gaps, filter::Kind::Gaps)].into_iter().filter(|k| k.0).map(|k| k.1).collect();

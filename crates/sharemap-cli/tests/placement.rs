@@ -217,3 +217,42 @@ fn analyze_writes_numalize_files_and_a_heatmap() {
     let err = String::from_utf8_lossy(&bad.stderr).to_string();
     assert!(!bad.status.success() && err.trim_end().lines().count() == 1 && err.contains("unknown detector 'nope'"), "{err}");
 }
+
+#[test]
+fn map_groups_sharing_threads_and_reports_every_algorithm() {
+    let d = tempfile::tempdir().unwrap();
+    // Threads (0,5), (1,6), (2,7), (3,4) share heavily: TopoMatch format.
+    let mut rows = vec![vec![0u32; 8]; 8];
+    for (a, b) in [(0, 5), (1, 6), (2, 7), (3, 4)] {
+        rows[a][b] = 100;
+        rows[b][a] = 100;
+    }
+    let text: String = rows.iter().map(|r| r.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(" ") + "\n").collect();
+    let mat = p(&d, "m.mat");
+    std::fs::write(&mat, text).unwrap();
+    let v = json(&ok(&["map", s(&mat), "--machine", "pack:2 core:2 pu:2", "--algo", "all", "--json"]));
+    let list = v.as_array().unwrap();
+    assert!(list.iter().any(|r| r["algorithm"] == "exhaustive"));
+    let best = list.iter().map(|r| r["cost"].as_f64().unwrap()).fold(f64::INFINITY, f64::min);
+    let default = list.iter().find(|r| r["algorithm"] == "sharemap").unwrap();
+    assert_eq!(default["cost"].as_f64().unwrap(), best);
+    let m: Vec<u64> = default["mapping"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+    for (a, b) in [(0, 5), (1, 6), (2, 7), (3, 4)] {
+        assert_eq!(m[a] / 2, m[b] / 2, "threads {a} and {b} on one core");
+    }
+    // Text output gives a PU list for taskset and OMP_PLACES.
+    let text = String::from_utf8(ok(&["map", s(&mat), "--machine", "pack:2 core:2 pu:2"]).stdout).unwrap();
+    assert!(text.contains("OMP_PLACES=\"{"), "{text}");
+    // Bad input: one line each.
+    let bad = p(&d, "bad.mat");
+    std::fs::write(&bad, "0 1\n1 0 2\n").unwrap();
+    for (args, expect) in [
+        (vec!["map", s(&bad), "--machine", "pack:2 core:2 pu:2"], "must be square"),
+        (vec!["map", s(&mat), "--algo", "nope"], "unknown algorithm 'nope'"),
+        (vec!["map", s(&mat), "--machine", "pack:4 core:4 pu:1", "--algo", "exhaustive"], "at most 10 PUs"),
+    ] {
+        let out = sharemap(&args);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(!out.status.success() && err.trim_end().lines().count() == 1 && err.contains(expect), "{args:?}: {err}");
+    }
+}

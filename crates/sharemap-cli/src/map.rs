@@ -1,0 +1,94 @@
+//! `sharemap map`: a thread-to-PU mapping from a sharing matrix (or a trace's).
+
+use crate::progress;
+use crate::trace_cmds::format_arg;
+use anyhow::{anyhow, bail, Result};
+use serde::Serialize;
+use sharemap_detect::{Granularity, Oracle, SharingMatrix};
+use sharemap_machine::Machine;
+use sharemap_mapping::algos::EXHAUSTIVE_MAX_PUS;
+use sharemap_mapping::{map, mapping_cost, Algorithm, CostModel, PairCosts, ALGORITHMS};
+use sharemap_trace::TraceReader;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Serialize)]
+struct Mapped {
+    algorithm: String,
+    /// Logical PU index of each thread.
+    mapping: Vec<usize>,
+    cost: f64,
+    elapsed_ms: f64,
+}
+
+/// A matrix file (numalize CSV, TopoMatch .mat), or a trace whose oracle matrix is used.
+pub fn load_matrix(input: &Path, from: Option<&str>) -> Result<SharingMatrix> {
+    let is_matrix = match input.extension().and_then(|e| e.to_str()) {
+        Some("mat") => true,
+        Some("csv") if from.is_none() => {
+            let head = std::fs::read_to_string(input).map_err(|e| anyhow!("{}: {e}", input.display()))?;
+            !head.trim_start().starts_with("thread")
+        }
+        _ => false,
+    };
+    if is_matrix {
+        return SharingMatrix::read(input).map_err(|e| anyhow!("{e}"));
+    }
+    let mut reader = TraceReader::open(input, format_arg(from)?)?;
+    let bar = progress::bar(reader.access_count_hint(), "detecting sharing");
+    let (m, _) = Oracle::run(&mut reader, Granularity::Line, |n| bar.set_position(n))?;
+    bar.finish_and_clear();
+    Ok(m)
+}
+
+pub fn run(input: &Path, from: Option<&str>, machine: &str, algo: &str, model: &str, seed: u64, json: bool) -> Result<ExitCode> {
+    let model = match model {
+        "latency" => CostModel::Latency,
+        "hops" => CostModel::Hops,
+        other => bail!("--cost-model '{other}': expected latency or hops"),
+    };
+    let names: Vec<&str> = if algo == "all" { ALGORITHMS.iter().map(|a| a.0).collect() } else { algo.split(',').map(str::trim).collect() };
+    let algs: Vec<(&str, Algorithm)> = names
+        .iter()
+        .map(|&n| {
+            Algorithm::parse(n, seed).map(|a| (n, a)).ok_or_else(|| {
+                let known: Vec<&str> = ALGORITHMS.iter().map(|a| a.0).collect();
+                anyhow!("unknown algorithm '{n}' (algorithms: {}, or all)", known.join(", "))
+            })
+        })
+        .collect::<Result<_>>()?;
+    let machine = Machine::from_spec(machine).map_err(|e| anyhow!("{e}"))?;
+    let m = load_matrix(input, from)?;
+    if m.threads() == 0 {
+        bail!("{}: no threads", input.display());
+    }
+    let costs = PairCosts::new(&machine, model);
+    let mut results = Vec::new();
+    for (name, alg) in &algs {
+        if *alg == Algorithm::Exhaustive && algo == "all" && (machine.pu_count() > EXHAUSTIVE_MAX_PUS || m.threads() > machine.pu_count()) {
+            continue; // `all` skips what exhaustive cannot do; asking for it alone is an error.
+        }
+        let start = Instant::now();
+        let mapping = map(*alg, &m, &machine, &costs).map_err(|e| anyhow!(e))?;
+        let elapsed_ms = start.elapsed().as_secs_f64() * 1e3;
+        results.push(Mapped { algorithm: name.to_string(), cost: mapping_cost(&m, &mapping, &costs), mapping, elapsed_ms });
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let random = mapping_cost(&m, &map(Algorithm::Random(seed), &m, &machine, &costs).map_err(|e| anyhow!(e))?, &costs);
+    let best = results.iter().map(|r| r.cost).fold(f64::INFINITY, f64::min);
+    println!("{}: {} threads on {} ({} PUs); cost = sum of sharing x {} of the lowest shared level", input.display(), m.threads(), machine.name, machine.pu_count(), if model == CostModel::Hops { "hops" } else { "latency (ns)" });
+    println!("{:<12} {:>16} {:>10} {:>10} {:>10}", "algorithm", "cost", "vs random", "vs best", "ms");
+    for r in &results {
+        println!("{:<12} {:>16.0} {:>10.3} {:>10.3} {:>10.3}", r.algorithm, r.cost, r.cost / random.max(f64::MIN_POSITIVE), r.cost / best.max(f64::MIN_POSITIVE), r.elapsed_ms);
+    }
+    let first = &results[0];
+    let os: Vec<String> = first.mapping.iter().map(|&pu| machine.pu_os_index(pu).to_string()).collect();
+    println!("\n{} mapping, logical PU per thread: {}", first.algorithm, first.mapping.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(","));
+    println!("OS PU per thread (taskset -c, hwloc-bind --physical): {}", os.join(","));
+    println!("OMP_PLACES=\"{}\" OMP_PROC_BIND=true", os.iter().map(|o| format!("{{{o}}}")).collect::<Vec<_>>().join(","));
+    Ok(ExitCode::SUCCESS)
+}
