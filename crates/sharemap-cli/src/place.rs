@@ -35,7 +35,9 @@ pub struct ModelArgs {
     /// Page size in bytes (default: the trace's)
     #[arg(long)]
     pub page_size: Option<u64>,
-    /// Thread placement: `identity` (thread i on PU i mod PUs) or a list of PUs, one per thread
+    /// Thread placement: `identity` (thread i on logical PU i mod PUs), a mapping algorithm run
+    /// on the trace's sharing (sharemap, eagermap, compact, scatter, round-robin, random), a
+    /// list of PUs (one per thread), or a file holding one
     #[arg(long, default_value = "identity")]
     pub thread_map: String,
     /// References per millisecond of the traced run (turns the kernel's periods into positions)
@@ -74,7 +76,7 @@ impl ModelArgs {
         }
         let params = parse_cost(self.cost.as_deref(), machine.cost_for(page_size, trace_line), page_size)?;
         params.validate().map_err(|e| anyhow!("cost parameters: {e}"))?;
-        let node_of_thread = thread_nodes(&self.thread_map, &machine)?;
+        let node_of_thread = thread_nodes(&self.thread_map, &machine, &self.trace, self.from.as_deref(), self.seed)?;
         if !(self.refs_per_ms > 0.0 && self.refs_per_ms.is_finite()) {
             bail!("--refs-per-ms {}: expected a positive number", self.refs_per_ms);
         }
@@ -109,16 +111,33 @@ fn parse_cost(spec: Option<&str>, base: CostParams, page_size: u64) -> Result<Co
     Ok(p)
 }
 
-/// NUMA node of each thread's PU.
-fn thread_nodes(spec: &str, machine: &Machine) -> Result<Vec<u16>> {
+/// NUMA node of each thread's PU. `spec`: `identity`, a mapping algorithm (run on the
+/// trace's oracle matrix), a file holding a PU list, or a PU list.
+fn thread_nodes(spec: &str, machine: &Machine, trace: &Path, from: Option<&str>, seed: u64) -> Result<Vec<u16>> {
     let pus = machine.pu_count();
+    let file_text;
+    let spec = if Path::new(spec).is_file() {
+        file_text = std::fs::read_to_string(spec).map_err(|e| anyhow!("{spec}: {e}"))?;
+        file_text.split_whitespace().collect::<Vec<_>>().join(",").replace(",,", ",")
+    } else {
+        spec.to_string()
+    };
     let list: Vec<usize> = match spec.trim() {
         // Thread t uses entry t mod the list's length: one entry per PU is thread i on PU i mod PUs.
         "identity" => (0..pus).collect(),
+        name if sharemap_mapping::Algorithm::parse(name, seed).is_some() => {
+            let alg = sharemap_mapping::Algorithm::parse(name, seed).expect("checked");
+            let matrix = crate::map::load_matrix(trace, from)?;
+            let costs = sharemap_mapping::PairCosts::new(machine, sharemap_mapping::CostModel::Latency);
+            sharemap_mapping::map(alg, &matrix, machine, &costs).map_err(|e| anyhow!("--thread-map {name}: {e}"))?
+        }
         s => s
             .split(',')
             .map(|x| {
-                let pu: usize = x.trim().parse().map_err(|_| anyhow!("--thread-map: '{}' is not a PU number (or use 'identity')", x.trim()))?;
+                let pu: usize = x
+                    .trim()
+                    .parse()
+                    .map_err(|_| anyhow!("--thread-map: '{}' is not a PU number, a mapping algorithm or a file (see `sharemap map --help`)", x.trim()))?;
                 if pu >= pus {
                     bail!("--thread-map: PU {pu} does not exist (the machine has {pus} PUs, 0..{})", pus - 1);
                 }

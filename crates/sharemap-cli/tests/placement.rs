@@ -256,3 +256,24 @@ fn map_groups_sharing_threads_and_reports_every_algorithm() {
         assert!(!out.status.success() && err.trim_end().lines().count() == 1 && err.contains(expect), "{args:?}: {err}");
     }
 }
+
+/// Seed 000's point: data placement depends on the thread mapping. Neighbour sharing on 4
+/// NUMA nodes: a sharing-aware mapping keeps more references local than scatter.
+#[test]
+fn placement_quality_depends_on_the_thread_mapping() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "nb.trace");
+    ok(&["gen", "neighbor", "--threads", "16", "--accesses", "400k", "-o", s(&t)]);
+    let local = |map: &str| {
+        let v = json(&ok(&["place", s(&t), "--machine", "pack:4 numa:1 core:2 pu:2", "--thread-map", map, "-p", "first-touch", "--json"]));
+        (policy(&v, "first-touch")["local_ratio"].as_f64().unwrap(), policy(&v, "optimal")["cost"].as_f64().unwrap())
+    };
+    let (aware, aware_opt) = local("sharemap");
+    let (scatter, scatter_opt) = local("scatter");
+    assert!(aware > scatter + 0.03, "sharemap {aware} vs scatter {scatter}");
+    assert!(aware_opt < scatter_opt);
+    // A mapping file works like the list.
+    let f = p(&d, "map.txt");
+    std::fs::write(&f, "0 1 2 3 4 5 6 7\n8 9 10 11 12 13 14 15\n").unwrap();
+    ok(&["place", s(&t), "--machine", "pack:4 numa:1 core:2 pu:2", "--thread-map", s(&f), "-p", "first-touch"]);
+}
