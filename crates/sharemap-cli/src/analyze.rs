@@ -62,6 +62,9 @@ pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, dir:
     let node_of = |t: u32| machine.pu_numa[t as usize % pus] as u32;
 
     write_file(&dir.join("comm.csv"), &matrix.to_numalize_csv())?;
+    write_file(&dir.join("comm.mat"), &matrix.to_topomatch())?;
+    write_file(&dir.join("comm.grf"), &sharemap_mapping::scotch::graph(&matrix))?;
+    write_file(&dir.join("machine.tgt"), &sharemap_mapping::scotch::tleaf(&machine, sharemap_mapping::CostModel::Latency))?;
     write_file(&dir.join("pages.csv"), &usage.to_numalize_csv(n, node_of))?;
     let gran = if granularity == Granularity::Line { "line" } else { "page" };
     let svg = plot::heatmap_svg(&format!("Sharing between threads (oracle, {gran})"), n, |i, j| matrix.get(i, j))?;
@@ -83,6 +86,7 @@ pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, dir:
     for (i, j, v) in summary.top_pairs.iter().take(5) {
         println!("  threads {i} and {j}: {v}");
     }
-    println!("wrote {}/{{comm.csv,pages.csv,heatmap.svg,heatmap.png,summary.json}}", dir.display());
+    println!("wrote {}/{{comm.csv,comm.mat,comm.grf,machine.tgt,pages.csv,heatmap.svg,heatmap.png,summary.json}}", dir.display());
+    println!("(Scotch: scotch_gmap {0}/comm.grf {0}/machine.tgt mapping.map)", dir.display());
     Ok(ExitCode::SUCCESS)
 }

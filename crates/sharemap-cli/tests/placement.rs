@@ -2,6 +2,7 @@
 
 mod common;
 use common::{json, ok, p, s, sharemap};
+use std::process::Command;
 use sharemap_placement::optimal::replay;
 use sharemap_placement::{Costs, Ref};
 use sharemap_trace::{Chunk, TraceReader};
@@ -276,4 +277,36 @@ fn placement_quality_depends_on_the_thread_mapping() {
     let f = p(&d, "map.txt");
     std::fs::write(&f, "0 1 2 3 4 5 6 7\n8 9 10 11 12 13 14 15\n").unwrap();
     ok(&["place", s(&t), "--machine", "pack:4 numa:1 core:2 pu:2", "--thread-map", s(&f), "-p", "first-touch"]);
+}
+
+/// The Scotch export is what Scotch reads: scotch_gmap maps it, and sharemap's default
+/// mapping costs no more than Scotch's under sharemap's metric (issue 4's target).
+#[test]
+fn scotch_reads_the_export_and_the_default_is_no_worse() {
+    if Command::new("scotch_gmap").arg("-h").output().is_err() {
+        panic!("scotch_gmap is missing: scripts/setup installs the scotch package");
+    }
+    let d = tempfile::tempdir().unwrap();
+    for (pattern, machine) in [("neighbor", "pack:4 numa:1 core:2 pu:2"), ("all-to-all", "pack:2 numa:1 l3:1 core:4 pu:2"), ("matmult", "pack:4 numa:1 core:4 pu:1")] {
+        let t = p(&d, &format!("{pattern}.trace"));
+        ok(&["gen", pattern, "--threads", "16", "--accesses", "300k", "-o", s(&t)]);
+        let dir = p(&d, pattern);
+        ok(&["analyze", s(&t), "--machine", machine, "-o", s(&dir)]);
+        let out = dir.join("scotch.map");
+        let run = Command::new("scotch_gmap").arg(dir.join("comm.grf")).arg(dir.join("machine.tgt")).arg(&out).output().unwrap();
+        assert!(run.status.success(), "scotch_gmap: {}", String::from_utf8_lossy(&run.stderr));
+        let text = std::fs::read_to_string(&out).unwrap();
+        let mut mapping = vec![0usize; 16];
+        for line in text.lines().skip(1) {
+            let f: Vec<usize> = line.split_whitespace().map(|x| x.parse().unwrap()).collect();
+            mapping[f[0]] = f[1];
+        }
+        let m = sharemap_detect::SharingMatrix::read(&dir.join("comm.csv")).unwrap();
+        let mach = sharemap_machine::Machine::from_spec(machine).unwrap();
+        let costs = sharemap_mapping::PairCosts::new(&mach, sharemap_mapping::CostModel::Latency);
+        let scotch = sharemap_mapping::mapping_cost(&m, &mapping, &costs);
+        let v = json(&ok(&["map", s(&dir.join("comm.csv")), "--machine", machine, "--json"]));
+        let ours = v[0]["cost"].as_f64().unwrap();
+        assert!(ours <= scotch * (1.0 + 1e-9), "{pattern}: sharemap {ours} vs Scotch {scotch}");
+    }
 }

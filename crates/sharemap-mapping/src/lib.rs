@@ -4,6 +4,7 @@
 
 pub mod algos;
 pub mod cost;
+pub mod scotch;
 
 pub use algos::{map, Algorithm, ALGORITHMS};
 pub use cost::{mapping_cost, CostModel, PairCosts};
