@@ -5,7 +5,7 @@ use crate::progress;
 use crate::trace_cmds::{format_arg, warn_if_truncated};
 use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
-use sharemap_detect::{Granularity, Oracle};
+use sharemap_detect::{detect, Detector};
 use sharemap_machine::Machine;
 use sharemap_trace::output::{flush, AtomicOutput};
 use sharemap_trace::TraceReader;
@@ -14,28 +14,25 @@ use std::path::Path;
 use std::process::ExitCode;
 
 #[derive(Serialize)]
-struct Summary<'a> {
+struct Summary {
     trace: String,
-    detector: &'a str,
-    granularity: &'a str,
+    detector: String,
     threads: usize,
     pages: usize,
+    accesses: u64,
+    /// Accesses the detector saw.
+    seen: u64,
     total_sharing: f64,
     /// The thread pairs that share most, largest first.
     top_pairs: Vec<(usize, usize, f64)>,
-}
-
-/// `oracle`, `oracle:line` or `oracle:page`.
-fn parse_detector(spec: &str) -> Result<Granularity> {
-    let (name, option) = spec.split_once(':').map_or((spec, None), |(n, o)| (n, Some(o)));
-    if name != "oracle" {
-        bail!("unknown detector '{name}' (detectors: oracle)");
-    }
-    match option {
-        None | Some("line") => Ok(Granularity::Line),
-        Some("page") => Ok(Granularity::Page),
-        Some(o) => bail!("detector option '{o}': oracle takes line or page"),
-    }
+    /// With --compare: the reference detector, and the MSE (both matrices scaled to a
+    /// maximum of 1) and Pearson correlation against it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    compared_with: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mse: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    correlation: Option<f64>,
 }
 
 fn write_file(path: &Path, text: &str) -> Result<()> {
@@ -48,15 +45,28 @@ fn write_file(path: &Path, text: &str) -> Result<()> {
     Ok(())
 }
 
-pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, dir: &Path) -> Result<ExitCode> {
-    let granularity = parse_detector(detector)?;
+pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, compare: Option<&str>, dir: &Path) -> Result<ExitCode> {
+    let det = Detector::parse(detector).map_err(|e| anyhow!(e))?;
+    let reference = compare.map(Detector::parse).transpose().map_err(|e| anyhow!(e))?;
     let machine = Machine::from_spec(machine).map_err(|e| anyhow!("{e}"))?;
     let mut reader = TraceReader::open(trace, format_arg(from)?)?;
     warn_if_truncated(&reader, trace);
     std::fs::create_dir_all(dir).map_err(|e| anyhow!("{}: cannot create the output directory: {e}", dir.display()))?;
     let bar = progress::bar(reader.access_count_hint(), "detecting sharing");
-    let (matrix, usage) = Oracle::run(&mut reader, granularity, |n| bar.set_position(n))?;
+    let found = detect(&mut reader, det, |n| bar.set_position(n))?;
     bar.finish_and_clear();
+    let (matrix, usage) = (&found.matrix, &found.pages);
+    let accuracy = match reference {
+        Some(r) => {
+            let mut again = TraceReader::open(trace, format_arg(from)?)?;
+            let truth = detect(&mut again, r, |_| {})?.matrix;
+            if truth.threads() != matrix.threads() {
+                bail!("the reference matrix has {} threads, the detector's {}", truth.threads(), matrix.threads());
+            }
+            Some((r.name(), matrix.mse(&truth), matrix.correlation(&truth)))
+        }
+        None => None,
+    };
     let n = matrix.threads();
     let pus = machine.pu_count();
     let node_of = |t: u32| machine.pu_numa[t as usize % pus] as u32;
@@ -66,23 +76,37 @@ pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, dir:
     write_file(&dir.join("comm.grf"), &sharemap_mapping::scotch::graph(&matrix))?;
     write_file(&dir.join("machine.tgt"), &sharemap_mapping::scotch::tleaf(&machine, sharemap_mapping::CostModel::Latency))?;
     write_file(&dir.join("pages.csv"), &usage.to_numalize_csv(n, node_of))?;
-    let gran = if granularity == Granularity::Line { "line" } else { "page" };
-    let svg = plot::heatmap_svg(&format!("Sharing between threads (oracle, {gran})"), n, |i, j| matrix.get(i, j))?;
+    let svg = plot::heatmap_svg(&format!("Sharing between threads ({})", det.name()), n, |i, j| matrix.get(i, j))?;
     plot::save_svg(&svg, &dir.join("heatmap.svg"))?;
     let mut pairs: Vec<(usize, usize, f64)> = (0..n).flat_map(|i| (i + 1..n).map(move |j| (i, j))).map(|(i, j)| (i, j, matrix.get(i, j))).filter(|p| p.2 > 0.0).collect();
     pairs.sort_by(|a, b| b.2.total_cmp(&a.2));
     pairs.truncate(10);
     let summary = Summary {
         trace: trace.display().to_string(),
-        detector: "oracle",
-        granularity: gran,
+        detector: det.name(),
         threads: n,
         pages: usage.pages.len(),
+        accesses: found.accesses,
+        seen: found.seen,
         total_sharing: matrix.total(),
         top_pairs: pairs,
+        compared_with: accuracy.as_ref().map(|a| a.0.clone()),
+        mse: accuracy.as_ref().map(|a| a.1),
+        correlation: accuracy.as_ref().map(|a| a.2),
     };
     write_file(&dir.join("summary.json"), &(serde_json::to_string_pretty(&summary)? + "\n"))?;
-    println!("{}: {n} threads, {} pages; sharing {} (oracle, {gran} granularity)", trace.display(), summary.pages, summary.total_sharing);
+    println!(
+        "{}: {n} threads, {} pages; {} saw {} of {} accesses; sharing {}",
+        trace.display(),
+        summary.pages,
+        summary.detector,
+        summary.seen,
+        summary.accesses,
+        summary.total_sharing
+    );
+    if let Some((name, mse, r)) = &accuracy {
+        println!("  against {name}: MSE {mse:.5} (scaled to max 1), correlation {r:.4}");
+    }
     for (i, j, v) in summary.top_pairs.iter().take(5) {
         println!("  threads {i} and {j}: {v}");
     }

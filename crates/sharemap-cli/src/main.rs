@@ -139,9 +139,12 @@ enum Command {
         /// Machine, for the NUMA node of each page's first toucher in pages.csv
         #[arg(long, short = 'm', default_value = "sammu")]
         machine: String,
-        /// Detector: oracle (every access; oracle:line, the default, or oracle:page)
+        /// Detector: oracle[:line|page], sampled[:every=K|cache[=KB]|tlb[=ENTRIES]], faults[:window=N]
         #[arg(long, default_value = "oracle")]
         detector: String,
+        /// Also run this detector (e.g. oracle) and report MSE and correlation against it
+        #[arg(long)]
+        compare: Option<String>,
         /// Output directory
         #[arg(short, long)]
         output: PathBuf,
@@ -233,7 +236,7 @@ fn main() -> ExitCode {
         Command::Place { model, policy, json, breakdown, placement } => place::run(&model, &policy, json, breakdown, placement.as_deref()),
         Command::Policies => place::list(),
         Command::Map { input, from, machine, algo, cost_model, seed, json } => map::run(&input, from.as_deref(), &machine, &algo, &cost_model, seed, json),
-        Command::Analyze { trace, from, machine, detector, output } => analyze::run(&trace, from.as_deref(), &machine, &detector, &output),
+        Command::Analyze { trace, from, machine, detector, compare, output } => analyze::run(&trace, from.as_deref(), &machine, &detector, compare.as_deref(), &output),
         Command::Filter { model, reorder, gaps, output, to, sensitivity } => {
             let kinds: Vec<filter::Kind> = [(reorder, filter::Kind::Reorder), (gaps, filter::Kind::Gaps)].into_iter().filter(|k| k.0).map(|k| k.1).collect();
             filter::run(&model, &kinds, output.as_deref(), to.as_deref(), sensitivity)

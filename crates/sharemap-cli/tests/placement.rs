@@ -310,3 +310,19 @@ fn scotch_reads_the_export_and_the_default_is_no_worse() {
         assert!(ours <= scotch * (1.0 + 1e-9), "{pattern}: sharemap {ours} vs Scotch {scotch}");
     }
 }
+
+#[test]
+fn sampled_and_fault_detectors_compare_with_the_oracle() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "n.trace");
+    ok(&["gen", "neighbor", "--threads", "8", "--accesses", "300k", "-o", s(&t)]);
+    for det in ["sampled:every=10", "sampled:cache", "faults:window=20000"] {
+        let out = p(&d, det);
+        ok(&["analyze", s(&t), "--detector", det, "--compare", "oracle", "-o", s(&out)]);
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(v["detector"].as_str().unwrap().split(':').next(), det.split(':').next());
+        assert!(v["seen"].as_u64().unwrap() < v["accesses"].as_u64().unwrap());
+        assert!(v["correlation"].as_f64().unwrap() > 0.9, "{det}: {v}");
+        assert!(v["mse"].as_f64().unwrap() < 0.05, "{det}: {v}");
+    }
+}

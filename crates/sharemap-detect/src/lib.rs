@@ -1,10 +1,13 @@
 //! Sharing detection: who shares data with whom (the sharing matrix) and how each page is
 //! used (page usage), from a trace, by the mechanisms of the research sharemap builds on.
 
+pub mod cache;
+pub mod detectors;
 pub mod matrix;
 pub mod oracle;
 pub mod pages;
 
+pub use detectors::{detect, Detection, Detector};
 pub use matrix::SharingMatrix;
 pub use oracle::{Granularity, Oracle};
 pub use pages::PageUsage;

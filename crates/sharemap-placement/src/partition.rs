@@ -5,6 +5,7 @@
 //! grouped by page with a counting sort, and handed out page by page.
 
 use crate::page::{Page, Ref};
+use sharemap_detect::cache::PerThreadCache;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use sharemap_trace::{Chunk, EventKind, TraceError, TraceReader};
@@ -317,58 +318,19 @@ fn group_by_page(recs: &[Rec], b: usize, nb: usize, out: &mut Vec<Ref>, starts: 
     }
 }
 
-/// Per-thread set-associative LRU caches (or TLBs) deciding which accesses a profile sees.
-struct Sampler {
-    kind: SamplerKind,
-    sets: usize,
-    ways: usize,
-    shift: u32,
-    /// Per thread: sets x ways tags (u64::MAX = empty), most recent first.
-    tags: Vec<Vec<u64>>,
-}
+/// Which accesses a profile sees: misses of a per-thread cache or TLB.
+struct Sampler(PerThreadCache);
 
 impl Sampler {
     fn new(kind: SamplerKind) -> Self {
-        let (entries, ways, shift) = match kind {
-            SamplerKind::CacheMiss { size, ways, line } => {
-                ((size / line) as usize, ways as usize, line.trailing_zeros())
-            }
-            SamplerKind::TlbMiss { entries, ways } => (entries as usize, ways as usize, 12),
-        };
-        let ways = ways.clamp(1, entries.max(1));
-        Sampler {
-            kind,
-            sets: (entries / ways).max(1),
-            ways,
-            shift,
-            tags: Vec::new(),
-        }
+        Sampler(match kind {
+            SamplerKind::CacheMiss { size, ways, line } => PerThreadCache::new((size / line.max(1)) as usize, ways as usize, line),
+            SamplerKind::TlbMiss { entries, ways } => PerThreadCache::new(entries as usize, ways as usize, 4096),
+        })
     }
 
-    /// Looks `addr` up in `thread`'s structure; true on a miss (and fills it).
     fn misses(&mut self, thread: usize, addr: u64) -> bool {
-        let _ = self.kind;
-        if self.tags.len() <= thread {
-            self.tags.resize(thread + 1, Vec::new());
-        }
-        let t = &mut self.tags[thread];
-        if t.is_empty() {
-            t.resize(self.sets * self.ways, u64::MAX);
-        }
-        let block = addr >> self.shift;
-        let set = (block as usize) % self.sets;
-        let ways = &mut t[set * self.ways..(set + 1) * self.ways];
-        match ways.iter().position(|&x| x == block) {
-            Some(pos) => {
-                ways[..=pos].rotate_right(1);
-                false
-            }
-            None => {
-                ways.rotate_right(1);
-                ways[0] = block;
-                true
-            }
-        }
+        self.0.misses(thread, addr)
     }
 }
 
@@ -454,29 +416,4 @@ mod tests {
         }
     }
 
-    #[test]
-    fn cache_sampler_counts_exact_misses() {
-        // Direct-mapped, 2 lines of 64 B: lines 0, 1, 0, 2 (evicts 0), 0 -> misses 1,1,0,1,1.
-        let mut s = Sampler::new(SamplerKind::CacheMiss {
-            size: 128,
-            ways: 1,
-            line: 64,
-        });
-        let got: Vec<bool> = [0u64, 64, 0, 128, 0]
-            .iter()
-            .map(|&a| s.misses(0, a))
-            .collect();
-        assert_eq!(got, vec![true, true, false, true, true]);
-        // Two-way LRU, one set: 0, 64, 0, 128 (evicts 64), 64 -> miss.
-        let mut s = Sampler::new(SamplerKind::CacheMiss {
-            size: 128,
-            ways: 2,
-            line: 64,
-        });
-        let got: Vec<bool> = [0u64, 64, 0, 128, 64, 0]
-            .iter()
-            .map(|&a| s.misses(0, a))
-            .collect();
-        assert_eq!(got, vec![true, true, false, true, true, true]);
-    }
 }

@@ -1,0 +1,188 @@
+//! Detectors by name: what part of the access stream each one sees, all fed to the oracle's
+//! sharing rule. `oracle` sees everything; `sampled` what a hardware profile would (every
+//! k-th access of each thread, or the misses of a per-thread cache or TLB); `faults` what
+//! a page-fault based mechanism would (a thread's first access to a page in each window).
+
+use crate::cache::PerThreadCache;
+use crate::matrix::SharingMatrix;
+use crate::oracle::{Granularity, Oracle};
+use crate::pages::PageUsage;
+use rustc_hash::FxHashMap;
+use sharemap_trace::{Chunk, TraceError, TraceReader};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detector {
+    Oracle(Granularity),
+    /// Every k-th access of each thread.
+    Every(u64),
+    /// Accesses missing a per-thread cache of `kb` KiB (8-way, the trace's line size).
+    CacheMiss { kb: u64 },
+    /// Accesses missing a per-thread data TLB of `entries` entries (4-way), page granularity.
+    TlbMiss { entries: u64 },
+    /// A thread's first access to a page in each window of `window` accesses (page granularity).
+    Faults { window: u64 },
+}
+
+impl Detector {
+    /// `oracle[:line|page]`, `sampled[:every=K|cache[=KB]|tlb[=ENTRIES]]`, `faults[:window=N]`.
+    pub fn parse(spec: &str) -> Result<Detector, String> {
+        let (name, opt) = spec.split_once(':').map_or((spec, ""), |(n, o)| (n, o));
+        let num = |s: &str, what: &str| s.parse::<u64>().ok().filter(|&v| v > 0).ok_or_else(|| format!("detector '{spec}': {what} must be a positive integer"));
+        match (name, opt) {
+            ("oracle", "" | "line") => Ok(Detector::Oracle(Granularity::Line)),
+            ("oracle", "page") => Ok(Detector::Oracle(Granularity::Page)),
+            ("sampled", "") => Ok(Detector::Every(100)),
+            ("sampled", o) if o.starts_with("every=") => Ok(Detector::Every(num(&o[6..], "every")?)),
+            ("sampled", "cache") => Ok(Detector::CacheMiss { kb: 32 }),
+            ("sampled", o) if o.starts_with("cache=") => Ok(Detector::CacheMiss { kb: num(&o[6..], "cache")? }),
+            ("sampled", "tlb") => Ok(Detector::TlbMiss { entries: 64 }),
+            ("sampled", o) if o.starts_with("tlb=") => Ok(Detector::TlbMiss { entries: num(&o[4..], "tlb")? }),
+            ("faults", "") => Ok(Detector::Faults { window: 1_000_000 }),
+            ("faults", o) if o.starts_with("window=") => Ok(Detector::Faults { window: num(&o[7..], "window")? }),
+            ("oracle" | "sampled" | "faults", o) => Err(format!("detector '{spec}': unknown option '{o}'")),
+            _ => Err(format!("unknown detector '{name}' (detectors: oracle, sampled, faults)")),
+        }
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            Detector::Oracle(Granularity::Line) => "oracle:line".into(),
+            Detector::Oracle(Granularity::Page) => "oracle:page".into(),
+            Detector::Every(k) => format!("sampled:every={k}"),
+            Detector::CacheMiss { kb } => format!("sampled:cache={kb}"),
+            Detector::TlbMiss { entries } => format!("sampled:tlb={entries}"),
+            Detector::Faults { window } => format!("faults:window={window}"),
+        }
+    }
+}
+
+/// What a detector saw: its matrix, the page usage of the accesses it saw, and how many.
+pub struct Detection {
+    pub matrix: SharingMatrix,
+    pub pages: PageUsage,
+    pub seen: u64,
+    pub accesses: u64,
+}
+
+/// One pass over a trace.
+pub fn detect(reader: &mut TraceReader, det: Detector, mut progress: impl FnMut(u64)) -> Result<Detection, TraceError> {
+    let meta = reader.metadata().clone();
+    let (line, page) = (meta.line_size.max(1).next_power_of_two(), meta.page_size.max(1).next_power_of_two());
+    let block = match det {
+        Detector::Oracle(Granularity::Line) | Detector::Every(_) | Detector::CacheMiss { .. } => line,
+        _ => page,
+    };
+    let mut oracle = Oracle::new(block);
+    let mut usage = PageUsage::new(page);
+    let mut per_thread: Vec<u64> = Vec::new();
+    let mut cache = match det {
+        Detector::CacheMiss { kb } => Some(PerThreadCache::new((kb * 1024 / line) as usize, 8, line)),
+        Detector::TlbMiss { entries } => Some(PerThreadCache::new(entries as usize, 4, page)),
+        _ => None,
+    };
+    let mut faulted: FxHashMap<(u64, u32), u64> = FxHashMap::default();
+    let (mut seen, mut accesses, mut threads) = (0u64, 0u64, meta.threads as usize);
+    let mut chunk = Chunk::default();
+    while reader.next_chunk(&mut chunk)? {
+        let a = &chunk.accesses;
+        for (i, (&t, &addr)) in a.thread.iter().zip(&a.addr).enumerate() {
+            let at = chunk.first_access + i as u64;
+            threads = threads.max(t as usize + 1);
+            let keep = match det {
+                Detector::Oracle(_) => true,
+                Detector::Every(k) => {
+                    if per_thread.len() <= t as usize {
+                        per_thread.resize(t as usize + 1, 0);
+                    }
+                    per_thread[t as usize] += 1;
+                    per_thread[t as usize] % k == 0
+                }
+                Detector::CacheMiss { .. } | Detector::TlbMiss { .. } => cache.as_mut().expect("built").misses(t as usize, addr),
+                Detector::Faults { window } => {
+                    let w = at / window;
+                    let last = faulted.entry((addr / page, t)).or_insert(u64::MAX);
+                    let fault = *last != w;
+                    *last = w;
+                    fault
+                }
+            };
+            if keep {
+                oracle.access(t, addr);
+                usage.access(t, addr);
+                seen += 1;
+            }
+        }
+        accesses = chunk.first_access + a.len() as u64;
+        progress(accesses);
+    }
+    let mut matrix = SharingMatrix::new(threads);
+    let k = oracle.matrix.threads().min(threads);
+    for i in 0..k {
+        for j in i + 1..k {
+            matrix.add(i, j, oracle.matrix.get(i, j));
+        }
+    }
+    Ok(Detection { matrix, pages: usage, seen, accesses })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sharemap_trace::{Access, Metadata, TraceWriter};
+
+    fn trace(dir: &tempfile::TempDir, accesses: &[Access]) -> std::path::PathBuf {
+        let path = dir.path().join("t.trace");
+        let mut w = TraceWriter::create(&path, None, Metadata::default()).unwrap();
+        accesses.iter().for_each(|a| w.access(*a).unwrap());
+        w.finish().unwrap();
+        path
+    }
+
+    #[test]
+    fn names_parse_and_round_trip() {
+        for spec in ["oracle:line", "oracle:page", "sampled:every=7", "sampled:cache=16", "sampled:tlb=32", "faults:window=500"] {
+            assert_eq!(Detector::parse(spec).unwrap().name(), spec);
+        }
+        assert_eq!(Detector::parse("sampled").unwrap(), Detector::Every(100));
+        assert!(Detector::parse("sampled:every=0").unwrap_err().contains("positive integer"));
+        assert!(Detector::parse("oracle:x").unwrap_err().contains("unknown option 'x'"));
+        assert!(Detector::parse("stmp").unwrap_err().contains("unknown detector 'stmp'"));
+    }
+
+    #[test]
+    fn every_kth_access_per_thread() {
+        let d = tempfile::tempdir().unwrap();
+        // Threads 0 and 1 alternate on one line: with every=2 each thread's 2nd, 4th... count.
+        let acc: Vec<Access> = (0..8).map(|i| Access::read(i % 2, 0x1000, 8)).collect();
+        let p = trace(&d, &acc);
+        let all = detect(&mut TraceReader::open(&p, None).unwrap(), Detector::Oracle(Granularity::Line), |_| {}).unwrap();
+        let half = detect(&mut TraceReader::open(&p, None).unwrap(), Detector::Every(2), |_| {}).unwrap();
+        assert_eq!(all.seen, 8);
+        assert_eq!(half.seen, 4);
+        assert_eq!(all.matrix.get(0, 1), 7.0);
+        assert_eq!(half.matrix.get(0, 1), 3.0);
+    }
+
+    #[test]
+    fn faults_see_first_touches_per_window() {
+        let d = tempfile::tempdir().unwrap();
+        // Thread 0 touches page 0x1000 10 times, then thread 1 does; windows of 5 accesses.
+        let mut acc: Vec<Access> = (0..10).map(|_| Access::read(0, 0x1000, 8)).collect();
+        acc.extend((0..10).map(|_| Access::read(1, 0x1008, 8)));
+        let p = trace(&d, &acc);
+        let f = detect(&mut TraceReader::open(&p, None).unwrap(), Detector::Faults { window: 5 }, |_| {}).unwrap();
+        // One fault per thread per window: windows 0, 1 for thread 0; 2, 3 for thread 1.
+        assert_eq!(f.seen, 4);
+        assert_eq!(f.matrix.get(0, 1), 1.0);
+    }
+
+    #[test]
+    fn cache_misses_only() {
+        let d = tempfile::tempdir().unwrap();
+        // A thread rereading one line misses once.
+        let acc: Vec<Access> = (0..50).map(|_| Access::read(0, 0x40, 8)).collect();
+        let p = trace(&d, &acc);
+        let c = detect(&mut TraceReader::open(&p, None).unwrap(), Detector::CacheMiss { kb: 32 }, |_| {}).unwrap();
+        assert_eq!(c.seen, 1);
+    }
+}
