@@ -5,7 +5,7 @@ use crate::progress;
 use crate::trace_cmds::{format_arg, warn_if_truncated};
 use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
-use sharemap_detect::{detect, Detector};
+use sharemap_detect::{detect, detect_with, Detector, Extra};
 use sharemap_machine::Machine;
 use sharemap_trace::output::{flush, AtomicOutput};
 use sharemap_trace::TraceReader;
@@ -33,6 +33,8 @@ struct Summary {
     mse: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     correlation: Option<f64>,
+    #[serde(flatten)]
+    extra: Extra,
 }
 
 fn write_file(path: &Path, text: &str) -> Result<()> {
@@ -53,7 +55,7 @@ pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, comp
     warn_if_truncated(&reader, trace);
     std::fs::create_dir_all(dir).map_err(|e| anyhow!("{}: cannot create the output directory: {e}", dir.display()))?;
     let bar = progress::bar(reader.access_count_hint(), "detecting sharing");
-    let found = detect(&mut reader, det, |n| bar.set_position(n))?;
+    let (found, extra) = detect_with(&mut reader, det, |n| bar.set_position(n))?;
     bar.finish_and_clear();
     let (matrix, usage) = (&found.matrix, &found.pages);
     let accuracy = match reference {
@@ -93,6 +95,7 @@ pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, comp
         compared_with: accuracy.as_ref().map(|a| a.0.clone()),
         mse: accuracy.as_ref().map(|a| a.1),
         correlation: accuracy.as_ref().map(|a| a.2),
+        extra,
     };
     write_file(&dir.join("summary.json"), &(serde_json::to_string_pretty(&summary)? + "\n"))?;
     println!(
@@ -104,6 +107,20 @@ pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, comp
         summary.accesses,
         summary.total_sharing
     );
+    if let Some(d) = &summary.extra.stmap {
+        match d.at {
+            Some(at) => println!(
+                "  STMap decision at access {at}: {} distinct addresses; mapping {}",
+                d.distinct_addresses,
+                match d.enable {
+                    Some(true) => "enabled",
+                    Some(false) => "disabled (commit ratio >= abort ratio)",
+                    None => "undecided: too many distinct addresses and no transaction events",
+                }
+            ),
+            None => println!("  STMap: the counting thread never reached the mapping interval"),
+        }
+    }
     if let Some((name, mse, r)) = &accuracy {
         println!("  against {name}: MSE {mse:.5} (scaled to max 1), correlation {r:.4}");
     }

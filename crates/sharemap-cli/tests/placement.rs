@@ -316,7 +316,7 @@ fn sampled_and_fault_detectors_compare_with_the_oracle() {
     let d = tempfile::tempdir().unwrap();
     let t = p(&d, "n.trace");
     ok(&["gen", "neighbor", "--threads", "8", "--accesses", "300k", "-o", s(&t)]);
-    for det in ["sampled:every=10", "sampled:cache", "faults:window=20000"] {
+    for det in ["sampled:every=10", "sampled:cache", "faults:window=20000", "stmap:si=10"] {
         let out = p(&d, det);
         ok(&["analyze", s(&t), "--detector", det, "--compare", "oracle", "-o", s(&out)]);
         let v: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();

@@ -7,6 +7,7 @@ use crate::cache::PerThreadCache;
 use crate::matrix::SharingMatrix;
 use crate::oracle::{Granularity, Oracle};
 use crate::pages::PageUsage;
+use crate::stmap::{stmap, StmapDecision, StmapParams};
 use rustc_hash::FxHashMap;
 use sharemap_trace::{Chunk, TraceError, TraceReader};
 
@@ -21,6 +22,8 @@ pub enum Detector {
     TlbMiss { entries: u64 },
     /// A thread's first access to a page in each window of `window` accesses (page granularity).
     Faults { window: u64 },
+    /// STMap (seed 002): address granularity, sampled, with the mapping decision.
+    Stmap(StmapParams),
 }
 
 impl Detector {
@@ -38,9 +41,23 @@ impl Detector {
             ("sampled", "tlb") => Ok(Detector::TlbMiss { entries: 64 }),
             ("sampled", o) if o.starts_with("tlb=") => Ok(Detector::TlbMiss { entries: num(&o[4..], "tlb")? }),
             ("faults", "") => Ok(Detector::Faults { window: 1_000_000 }),
+            ("stmap", o) => {
+                let mut p = StmapParams::default();
+                for kv in o.split(',').filter(|s| !s.is_empty()) {
+                    let (k, v) = kv.split_once('=').ok_or_else(|| format!("detector '{spec}': expected key=value, got '{kv}'"))?;
+                    match k {
+                        "si" => p.si = v.parse().map_err(|_| format!("detector '{spec}': si must be an integer"))?,
+                        "mi" => p.mi = num(v, "mi")?,
+                        "da" => p.da_threshold = num(v, "da")?,
+                        "thread" => p.counting_thread = v.parse().map_err(|_| format!("detector '{spec}': thread must be an integer"))?,
+                        other => return Err(format!("detector '{spec}': unknown option '{other}' (si, mi, da, thread)")),
+                    }
+                }
+                Ok(Detector::Stmap(p))
+            }
             ("faults", o) if o.starts_with("window=") => Ok(Detector::Faults { window: num(&o[7..], "window")? }),
             ("oracle" | "sampled" | "faults", o) => Err(format!("detector '{spec}': unknown option '{o}'")),
-            _ => Err(format!("unknown detector '{name}' (detectors: oracle, sampled, faults)")),
+            _ => Err(format!("unknown detector '{name}' (detectors: oracle, sampled, faults, stmap)")),
         }
     }
 
@@ -52,6 +69,7 @@ impl Detector {
             Detector::CacheMiss { kb } => format!("sampled:cache={kb}"),
             Detector::TlbMiss { entries } => format!("sampled:tlb={entries}"),
             Detector::Faults { window } => format!("faults:window={window}"),
+            Detector::Stmap(p) => format!("stmap:si={},mi={},da={},thread={}", p.si, p.mi, p.da_threshold, p.counting_thread),
         }
     }
 }
@@ -64,8 +82,27 @@ pub struct Detection {
     pub accesses: u64,
 }
 
+/// What a detector reports besides its matrix.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Extra {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stmap: Option<StmapDecision>,
+}
+
+/// One pass over a trace, with what the detector reports besides the matrix.
+pub fn detect_with(reader: &mut TraceReader, det: Detector, progress: impl FnMut(u64)) -> Result<(Detection, Extra), TraceError> {
+    if let Detector::Stmap(p) = det {
+        let (d, decision) = stmap(reader, p, progress)?;
+        return Ok((d, Extra { stmap: Some(decision) }));
+    }
+    Ok((detect(reader, det, progress)?, Extra::default()))
+}
+
 /// One pass over a trace.
 pub fn detect(reader: &mut TraceReader, det: Detector, mut progress: impl FnMut(u64)) -> Result<Detection, TraceError> {
+    if let Detector::Stmap(p) = det {
+        return Ok(stmap(reader, p, progress)?.0);
+    }
     let meta = reader.metadata().clone();
     let (line, page) = (meta.line_size.max(1).next_power_of_two(), meta.page_size.max(1).next_power_of_two());
     let block = match det {
@@ -98,6 +135,7 @@ pub fn detect(reader: &mut TraceReader, det: Detector, mut progress: impl FnMut(
                     per_thread[t as usize] % k == 0
                 }
                 Detector::CacheMiss { .. } | Detector::TlbMiss { .. } => cache.as_mut().expect("built").misses(t as usize, addr),
+                Detector::Stmap(_) => unreachable!("handled above"),
                 Detector::Faults { window } => {
                     let w = at / window;
                     let last = faulted.entry((addr / page, t)).or_insert(u64::MAX);
@@ -140,7 +178,7 @@ mod tests {
 
     #[test]
     fn names_parse_and_round_trip() {
-        for spec in ["oracle:line", "oracle:page", "sampled:every=7", "sampled:cache=16", "sampled:tlb=32", "faults:window=500"] {
+        for spec in ["oracle:line", "oracle:page", "sampled:every=7", "sampled:cache=16", "sampled:tlb=32", "faults:window=500", "stmap:si=10,mi=500,da=20,thread=0"] {
             assert_eq!(Detector::parse(spec).unwrap().name(), spec);
         }
         assert_eq!(Detector::parse("sampled").unwrap(), Detector::Every(100));

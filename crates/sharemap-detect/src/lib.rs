@@ -6,8 +6,9 @@ pub mod detectors;
 pub mod matrix;
 pub mod oracle;
 pub mod pages;
+pub mod stmap;
 
-pub use detectors::{detect, Detection, Detector};
+pub use detectors::{detect, detect_with, Detection, Detector, Extra};
 pub use matrix::SharingMatrix;
 pub use oracle::{Granularity, Oracle};
 pub use pages::PageUsage;

@@ -1,0 +1,260 @@
+//! STMap (seed 002): sharing detection inside a software transactional memory runtime.
+//!
+//! Algorithm 1 keeps, per memory address, the last two threads that accessed it and
+//! updates the communication matrix in three cases (no, one or two previous accessors).
+//! Algorithm 2 runs it on one access in SI+1 of each thread, and counts the accesses of
+//! thread 1: at MI of them the mapping decision is taken, enabled by Equation 1 when fewer
+//! than `da_threshold` distinct addresses were seen, else when thread 1's commit ratio is
+//! below its abort ratio. When the trace has transaction events, only accesses inside a
+//! transaction count (the runtime only sees transactional loads and stores).
+
+use crate::detectors::Detection;
+use crate::matrix::SharingMatrix;
+use crate::pages::PageUsage;
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use sharemap_trace::{Chunk, EventKind, TraceError, TraceReader};
+
+const NONE: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StmapParams {
+    /// Sampling interval: Algorithm 1 runs once every `si + 1` accesses of a thread.
+    pub si: u64,
+    /// Mapping interval: accesses of the counting thread before the decision.
+    pub mi: u64,
+    /// Equation 1's distinct-address threshold.
+    pub da_threshold: u64,
+    /// The thread whose accesses and transactions are counted (seed 002: thread 1).
+    pub counting_thread: u32,
+}
+
+impl Default for StmapParams {
+    fn default() -> Self {
+        StmapParams { si: 100, mi: 100_000, da_threshold: 10_000, counting_thread: 1 }
+    }
+}
+
+/// The mapping decision Algorithm 2 took (at the first time the counting thread reached MI).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct StmapDecision {
+    /// Trace position of the decision; None if the counting thread never reached MI.
+    pub at: Option<u64>,
+    pub distinct_addresses: u64,
+    /// Commit and abort ratios of the counting thread (None without transaction events).
+    pub commit_ratio: Option<f64>,
+    pub abort_ratio: Option<f64>,
+    /// Equation 1. Without transaction events only its distinct-address half is decided:
+    /// None when that half says no.
+    pub enable: Option<bool>,
+}
+
+/// Algorithm 1 on one address.
+#[inline]
+fn record(table: &mut FxHashMap<u64, [u32; 2]>, m: &mut SharingMatrix, addr: u64, tid: u32) {
+    let e = table.entry(addr).or_insert([NONE, NONE]);
+    let [t1, t2] = *e;
+    let need = tid.max(if t1 == NONE { 0 } else { t1 }).max(if t2 == NONE { 0 } else { t2 }) as usize + 1;
+    if m.threads() < need {
+        m.grow(need.next_power_of_two());
+    }
+    let (tid_u, t1u, t2u) = (tid as usize, t1 as usize, t2 as usize);
+    if t1 == NONE {
+        *e = [tid, NONE];
+    } else if t2 == NONE {
+        if t1 != tid {
+            m.add(tid_u, t1u, 1.0);
+            *e = [tid, t1];
+        }
+    } else if t1 != tid && t2 != tid {
+        m.add(tid_u, t1u, 1.0);
+        m.add(tid_u, t2u, 1.0);
+        *e = [tid, t1];
+    } else if t1 == tid {
+        m.add(tid_u, t2u, 1.0);
+    } else {
+        m.add(tid_u, t1u, 1.0);
+        *e = [tid, t1];
+    }
+}
+
+pub fn stmap(reader: &mut TraceReader, p: StmapParams, mut progress: impl FnMut(u64)) -> Result<(Detection, StmapDecision), TraceError> {
+    let meta = reader.metadata().clone();
+    let mut table: FxHashMap<u64, [u32; 2]> = FxHashMap::default();
+    let mut m = SharingMatrix::new(0);
+    let mut usage = PageUsage::new(meta.page_size.max(1));
+    let mut sample: Vec<u64> = Vec::new();
+    let mut in_tx: Vec<bool> = Vec::new();
+    let mut has_tx = false;
+    let (mut commits, mut aborts, mut counted) = (0u64, 0u64, 0u64);
+    let mut decision = StmapDecision::default();
+    let (mut seen, mut accesses, mut threads) = (0u64, 0u64, meta.threads as usize);
+    let mut chunk = Chunk::default();
+    while reader.next_chunk(&mut chunk)? {
+        let a = &chunk.accesses;
+        let mut ev = chunk.events.iter().peekable();
+        for (i, (&t, &addr)) in a.thread.iter().zip(&a.addr).enumerate() {
+            let at = chunk.first_access + i as u64;
+            while let Some(e) = ev.next_if(|e| e.at <= at) {
+                let th = e.thread as usize;
+                if in_tx.len() <= th {
+                    in_tx.resize(th + 1, false);
+                }
+                match e.kind {
+                    EventKind::TxBegin => {
+                        has_tx = true;
+                        in_tx[th] = true;
+                    }
+                    EventKind::TxCommit | EventKind::TxAbort => {
+                        has_tx = true;
+                        in_tx[th] = false;
+                        if e.thread == p.counting_thread && decision.at.is_none() {
+                            if e.kind == EventKind::TxCommit { commits += 1 } else { aborts += 1 }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            threads = threads.max(t as usize + 1);
+            let tu = t as usize;
+            if has_tx && !in_tx.get(tu).copied().unwrap_or(false) {
+                continue;
+            }
+            if sample.len() <= tu {
+                sample.resize(tu + 1, 0);
+            }
+            sample[tu] += 1;
+            if sample[tu] > p.si {
+                sample[tu] = 0;
+                record(&mut table, &mut m, addr, t);
+                usage.access(t, addr);
+                seen += 1;
+            }
+            if t == p.counting_thread && decision.at.is_none() {
+                counted += 1;
+                if counted >= p.mi {
+                    let da = table.len() as u64;
+                    let total = commits + aborts;
+                    let (cr, ar) = if total > 0 { (Some(commits as f64 / total as f64), Some(aborts as f64 / total as f64)) } else { (None, None) };
+                    let enable = if da < p.da_threshold {
+                        Some(true)
+                    } else {
+                        match (cr, ar) {
+                            (Some(c), Some(a)) => Some(c < a),
+                            _ => None,
+                        }
+                    };
+                    decision = StmapDecision { at: Some(at), distinct_addresses: da, commit_ratio: cr, abort_ratio: ar, enable };
+                }
+            }
+        }
+        accesses = chunk.first_access + a.len() as u64;
+        progress(accesses);
+    }
+    if decision.at.is_none() {
+        decision.distinct_addresses = table.len() as u64;
+    }
+    let mut matrix = SharingMatrix::new(threads);
+    let k = m.threads().min(threads);
+    for i in 0..k {
+        for j in i + 1..k {
+            matrix.add(i, j, m.get(i, j));
+        }
+    }
+    Ok((Detection { matrix, pages: usage, seen, accesses }, decision))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sharemap_trace::{Access, Metadata, TraceWriter};
+
+    fn run_alg1(seq: &[(u32, u64)]) -> SharingMatrix {
+        let mut table = FxHashMap::default();
+        let mut m = SharingMatrix::new(0);
+        for &(t, a) in seq {
+            record(&mut table, &mut m, a, t);
+        }
+        m
+    }
+
+    #[test]
+    fn algorithm_1_cases() {
+        // 0 then 1: one event (0,1). Then 1 again with two accessors recorded [1, 0]:
+        // t1 = tid, so (1, t2 = 0) counts again (line 20), unlike the oracle.
+        let m = run_alg1(&[(0, 8), (1, 8), (1, 8)]);
+        assert_eq!(m.get(0, 1), 2.0);
+        // A third thread: events with both (lines 15-16); then t2 = tid (line 21): event with t1.
+        let m = run_alg1(&[(0, 8), (1, 8), (2, 8), (1, 8)]);
+        assert_eq!((m.get(0, 1), m.get(1, 2), m.get(0, 2)), (1.0, 2.0, 1.0));
+        // Addresses, not lines: neighbouring words are different entries.
+        assert_eq!(run_alg1(&[(0, 8), (1, 16)]).total(), 0.0);
+    }
+
+    fn trace(dir: &tempfile::TempDir, accesses: &[Access], events: &[(usize, u32, EventKind)]) -> std::path::PathBuf {
+        let path = dir.path().join("t.trace");
+        let mut w = TraceWriter::create(&path, None, Metadata::default()).unwrap();
+        let mut ev = events.iter().peekable();
+        for (i, a) in accesses.iter().enumerate() {
+            while let Some(&&(at, t, k)) = ev.peek() {
+                if at > i {
+                    break;
+                }
+                w.event(t, k, 0, "").unwrap();
+                ev.next();
+            }
+            w.access(*a).unwrap();
+        }
+        for &(_, t, k) in ev {
+            w.event(t, k, 0, "").unwrap();
+        }
+        w.finish().unwrap();
+        path
+    }
+
+    #[test]
+    fn sampling_and_the_decision() {
+        let d = tempfile::tempdir().unwrap();
+        // Threads 0 and 1 alternate on 4 addresses, 40 accesses each.
+        let acc: Vec<Access> = (0..80u64).map(|i| Access::read((i % 2) as u32, 8 * (i / 2 % 4), 8)).collect();
+        let p = trace(&d, &acc, &[]);
+        let params = StmapParams { si: 1, mi: 10, da_threshold: 100, counting_thread: 1 };
+        let (det, dec) = stmap(&mut TraceReader::open(&p, None).unwrap(), params, |_| {}).unwrap();
+        // Every second access of each thread is recorded.
+        assert_eq!(det.seen, 40);
+        assert_eq!(dec.at, Some(19), "thread 1's 10th access is access 19");
+        assert_eq!(dec.enable, Some(true));
+        assert_eq!(dec.commit_ratio, None);
+        // Over the threshold and without transactions, Equation 1 stays undecided.
+        let params = StmapParams { da_threshold: 2, ..params };
+        let (_, dec) = stmap(&mut TraceReader::open(&p, None).unwrap(), params, |_| {}).unwrap();
+        assert_eq!(dec.enable, None);
+    }
+
+    #[test]
+    fn transactions_count() {
+        let d = tempfile::tempdir().unwrap();
+        // Thread 1: a committed transaction around accesses 0..4, an aborted one around
+        // 6..10, two more aborts; accesses outside transactions are not seen.
+        let acc: Vec<Access> = (0..20u64).map(|i| Access::read(1, 8 * i, 8)).collect();
+        let ev = [
+            (0, 1, EventKind::TxBegin),
+            (4, 1, EventKind::TxCommit),
+            (6, 1, EventKind::TxBegin),
+            (10, 1, EventKind::TxAbort),
+            (11, 1, EventKind::TxBegin),
+            (12, 1, EventKind::TxAbort),
+            (12, 1, EventKind::TxBegin),
+            (13, 1, EventKind::TxAbort),
+        ];
+        let p = trace(&d, &acc, &ev);
+        let params = StmapParams { si: 0, mi: 9, da_threshold: 1, counting_thread: 1 };
+        let (det, dec) = stmap(&mut TraceReader::open(&p, None).unwrap(), params, |_| {}).unwrap();
+        // In transactions: 0..4, 6..10, 11, 12 = 10 accesses, all recorded with SI 0.
+        assert_eq!(det.seen, 10);
+        // The 9th counted access is access 11, after 1 commit and 1 abort.
+        assert_eq!(dec.at, Some(11));
+        assert_eq!((dec.commit_ratio, dec.abort_ratio), (Some(0.5), Some(0.5)));
+        assert_eq!(dec.enable, Some(false), "cr < ar is false");
+    }
+}
