@@ -5,7 +5,8 @@ use crate::progress;
 use crate::trace_cmds::{format_arg, warn_if_truncated};
 use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
-use sharemap_detect::{detect, detect_with, Detector, Extra};
+use sharemap_detect::{detect, detect_with, Cores, Detector, Extra};
+use sharemap_machine::ObjType;
 use sharemap_machine::Machine;
 use sharemap_trace::output::{flush, AtomicOutput};
 use sharemap_trace::TraceReader;
@@ -47,6 +48,26 @@ fn write_file(path: &Path, text: &str) -> Result<()> {
     Ok(())
 }
 
+/// Thread t on PU t mod PUs; each PU's core (SMT siblings share one), and each core's node.
+fn cores_of(machine: &Machine) -> Cores {
+    let mut core_ids: Vec<usize> = Vec::new();
+    let mut node_of_core = Vec::new();
+    let core_of_pu: Vec<usize> = (0..machine.pu_count())
+        .map(|pu| {
+            let obj = machine.tree.ancestors(machine.pus[pu]).into_iter().find(|&o| machine.tree.objs[o].ty == ObjType::Core).unwrap_or(machine.pus[pu]);
+            match core_ids.iter().position(|&c| c == obj) {
+                Some(i) => i,
+                None => {
+                    core_ids.push(obj);
+                    node_of_core.push(machine.pu_numa[pu]);
+                    core_ids.len() - 1
+                }
+            }
+        })
+        .collect();
+    Cores { core_of_thread: core_of_pu, node_of_core, nodes: machine.numa_count() }
+}
+
 pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, compare: Option<&str>, dir: &Path) -> Result<ExitCode> {
     let det = Detector::parse(detector).map_err(|e| anyhow!(e))?;
     let reference = compare.map(Detector::parse).transpose().map_err(|e| anyhow!(e))?;
@@ -55,7 +76,7 @@ pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, comp
     warn_if_truncated(&reader, trace);
     std::fs::create_dir_all(dir).map_err(|e| anyhow!("{}: cannot create the output directory: {e}", dir.display()))?;
     let bar = progress::bar(reader.access_count_hint(), "detecting sharing");
-    let (found, extra) = detect_with(&mut reader, det, |n| bar.set_position(n))?;
+    let (found, extra) = detect_with(&mut reader, det, &cores_of(&machine), |n| bar.set_position(n))?;
     bar.finish_and_clear();
     let (matrix, usage) = (&found.matrix, &found.pages);
     let accuracy = match reference {
@@ -120,6 +141,19 @@ pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, comp
             ),
             None => println!("  STMap: the counting thread never reached the mapping interval"),
         }
+    }
+    if let Some(r) = &summary.extra.sammu {
+        println!(
+            "  SAMMU: {} activations ({} evictions, {} saturations), {} statistics updates, {} migration notifications; {} extra memory accesses ({:.3} per access), {} bytes of storage",
+            r.triggers,
+            r.evictions,
+            r.saturations,
+            r.updates,
+            r.migration_notifications,
+            r.extra_memory_accesses,
+            r.extra_memory_accesses as f64 / summary.accesses.max(1) as f64,
+            r.storage_bytes
+        );
     }
     if let Some((name, mse, r)) = &accuracy {
         println!("  against {name}: MSE {mse:.5} (scaled to max 1), correlation {r:.4}");

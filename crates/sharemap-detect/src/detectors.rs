@@ -7,6 +7,7 @@ use crate::cache::PerThreadCache;
 use crate::matrix::SharingMatrix;
 use crate::oracle::{Granularity, Oracle};
 use crate::pages::PageUsage;
+use crate::sammu::{sammu, SammuParams, SammuReport};
 use crate::stmap::{stmap, StmapDecision, StmapParams};
 use rustc_hash::FxHashMap;
 use sharemap_trace::{Chunk, TraceError, TraceReader};
@@ -24,6 +25,24 @@ pub enum Detector {
     Faults { window: u64 },
     /// STMap (seed 002): address granularity, sampled, with the mapping decision.
     Stmap(StmapParams),
+    /// SAMMU (seed 000): per-core TLBs, page history table, NUMA counters.
+    Sammu(SammuParams),
+}
+
+/// Where threads run, for detectors that model hardware per core (SAMMU).
+#[derive(Clone, Debug)]
+pub struct Cores {
+    /// Core index of thread t's PU (thread t uses entry t mod length).
+    pub core_of_thread: Vec<usize>,
+    /// NUMA node of each core.
+    pub node_of_core: Vec<usize>,
+    pub nodes: usize,
+}
+
+impl Default for Cores {
+    fn default() -> Self {
+        Cores { core_of_thread: vec![0], node_of_core: vec![0], nodes: 1 }
+    }
 }
 
 impl Detector {
@@ -41,6 +60,24 @@ impl Detector {
             ("sampled", "tlb") => Ok(Detector::TlbMiss { entries: 64 }),
             ("sampled", o) if o.starts_with("tlb=") => Ok(Detector::TlbMiss { entries: num(&o[4..], "tlb")? }),
             ("faults", "") => Ok(Detector::Faults { window: 1_000_000 }),
+            ("sammu", o) => {
+                let mut p = SammuParams::default();
+                for kv in o.split(',').filter(|s| !s.is_empty()) {
+                    let (k, v) = kv.split_once('=').ok_or_else(|| format!("detector '{spec}': expected key=value, got '{kv}'"))?;
+                    let n = num(v, k)?;
+                    match k {
+                        "l1" => p.l1_entries = n as usize,
+                        "l1ways" => p.l1_ways = n as usize,
+                        "l2" => p.l2_entries = n as usize,
+                        "l2ways" => p.l2_ways = n as usize,
+                        "ac" => p.ac_bits = n.min(63) as u32,
+                        "nc" => p.nc_bits = n.min(16) as u32,
+                        "nt" => p.nt = n as u32,
+                        other => return Err(format!("detector '{spec}': unknown option '{other}' (l1, l1ways, l2, l2ways, ac, nc, nt)")),
+                    }
+                }
+                Ok(Detector::Sammu(p))
+            }
             ("stmap", o) => {
                 let mut p = StmapParams::default();
                 for kv in o.split(',').filter(|s| !s.is_empty()) {
@@ -57,7 +94,7 @@ impl Detector {
             }
             ("faults", o) if o.starts_with("window=") => Ok(Detector::Faults { window: num(&o[7..], "window")? }),
             ("oracle" | "sampled" | "faults", o) => Err(format!("detector '{spec}': unknown option '{o}'")),
-            _ => Err(format!("unknown detector '{name}' (detectors: oracle, sampled, faults, stmap)")),
+            _ => Err(format!("unknown detector '{name}' (detectors: oracle, sampled, faults, stmap, sammu)")),
         }
     }
 
@@ -70,6 +107,10 @@ impl Detector {
             Detector::TlbMiss { entries } => format!("sampled:tlb={entries}"),
             Detector::Faults { window } => format!("faults:window={window}"),
             Detector::Stmap(p) => format!("stmap:si={},mi={},da={},thread={}", p.si, p.mi, p.da_threshold, p.counting_thread),
+            Detector::Sammu(p) => format!(
+                "sammu:l1={},l1ways={},l2={},l2ways={},ac={},nc={},nt={}",
+                p.l1_entries, p.l1_ways, p.l2_entries, p.l2_ways, p.ac_bits, p.nc_bits, p.nt
+            ),
         }
     }
 }
@@ -87,21 +128,36 @@ pub struct Detection {
 pub struct Extra {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stmap: Option<StmapDecision>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sammu: Option<SammuReport>,
 }
 
 /// One pass over a trace, with what the detector reports besides the matrix.
-pub fn detect_with(reader: &mut TraceReader, det: Detector, progress: impl FnMut(u64)) -> Result<(Detection, Extra), TraceError> {
+pub fn detect_with(reader: &mut TraceReader, det: Detector, cores: &Cores, progress: impl FnMut(u64)) -> Result<(Detection, Extra), TraceError> {
     if let Detector::Stmap(p) = det {
         let (d, decision) = stmap(reader, p, progress)?;
-        return Ok((d, Extra { stmap: Some(decision) }));
+        return Ok((d, Extra { stmap: Some(decision), ..Extra::default() }));
+    }
+    if let Detector::Sammu(p) = det {
+        let n_cores = cores.node_of_core.len().max(1);
+        let (d, report) = sammu(
+            reader,
+            p,
+            n_cores,
+            cores.nodes,
+            |t| cores.core_of_thread[t as usize % cores.core_of_thread.len().max(1)],
+            |c| cores.node_of_core.get(c).copied().unwrap_or(0),
+            progress,
+        )?;
+        return Ok((d, Extra { sammu: Some(report), ..Extra::default() }));
     }
     Ok((detect(reader, det, progress)?, Extra::default()))
 }
 
 /// One pass over a trace.
 pub fn detect(reader: &mut TraceReader, det: Detector, mut progress: impl FnMut(u64)) -> Result<Detection, TraceError> {
-    if let Detector::Stmap(p) = det {
-        return Ok(stmap(reader, p, progress)?.0);
+    if matches!(det, Detector::Stmap(_) | Detector::Sammu(_)) {
+        return Ok(detect_with(reader, det, &Cores::default(), progress)?.0);
     }
     let meta = reader.metadata().clone();
     let (line, page) = (meta.line_size.max(1).next_power_of_two(), meta.page_size.max(1).next_power_of_two());
@@ -135,7 +191,7 @@ pub fn detect(reader: &mut TraceReader, det: Detector, mut progress: impl FnMut(
                     per_thread[t as usize] % k == 0
                 }
                 Detector::CacheMiss { .. } | Detector::TlbMiss { .. } => cache.as_mut().expect("built").misses(t as usize, addr),
-                Detector::Stmap(_) => unreachable!("handled above"),
+                Detector::Stmap(_) | Detector::Sammu(_) => unreachable!("handled above"),
                 Detector::Faults { window } => {
                     let w = at / window;
                     let last = faulted.entry((addr / page, t)).or_insert(u64::MAX);
@@ -178,7 +234,7 @@ mod tests {
 
     #[test]
     fn names_parse_and_round_trip() {
-        for spec in ["oracle:line", "oracle:page", "sampled:every=7", "sampled:cache=16", "sampled:tlb=32", "faults:window=500", "stmap:si=10,mi=500,da=20,thread=0"] {
+        for spec in ["oracle:line", "oracle:page", "sampled:every=7", "sampled:cache=16", "sampled:tlb=32", "faults:window=500", "stmap:si=10,mi=500,da=20,thread=0", "sammu:l1=32,l1ways=4,l2=256,l2ways=8,ac=16,nc=4,nt=8"] {
             assert_eq!(Detector::parse(spec).unwrap().name(), spec);
         }
         assert_eq!(Detector::parse("sampled").unwrap(), Detector::Every(100));

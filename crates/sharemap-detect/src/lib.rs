@@ -6,9 +6,10 @@ pub mod detectors;
 pub mod matrix;
 pub mod oracle;
 pub mod pages;
+pub mod sammu;
 pub mod stmap;
 
-pub use detectors::{detect, detect_with, Detection, Detector, Extra};
+pub use detectors::{detect, detect_with, Cores, Detection, Detector, Extra};
 pub use matrix::SharingMatrix;
 pub use oracle::{Granularity, Oracle};
 pub use pages::PageUsage;

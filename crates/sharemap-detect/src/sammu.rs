@@ -1,0 +1,319 @@
+//! SAMMU (seed 000, section 3): sharing and page-usage detection in the MMU.
+//!
+//! Each core has a two-level data TLB (shared by its SMT siblings) whose entries carry a
+//! saturating access counter (AC) and the id of the last thread that used them. When an
+//! entry leaves the TLB, or its AC saturates, SAMMU looks up the page's history entry:
+//! if AC >= AT (the page's access threshold) the threshold moves to (AT + AC) / 2
+//! (equation 1), the sharing matrix gains one unit between the thread and each thread of
+//! the page's 2-entry sharers vector, the thread enters that vector, and the page's NUMA
+//! counters move (+1 for the thread's node, -1 for the others, saturating); a migration is
+//! notified when NC[n] - NC[m] >= NT for the page's node m. Otherwise AT drops by
+//! (AT - AC) / (AT / AC) (equation 2) and nothing else changes.
+
+use crate::detectors::Detection;
+use crate::matrix::SharingMatrix;
+use crate::pages::PageUsage;
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use sharemap_trace::{Chunk, TraceError, TraceReader};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SammuParams {
+    pub l1_entries: usize,
+    pub l1_ways: usize,
+    pub l2_entries: usize,
+    pub l2_ways: usize,
+    /// Bits of the access counter AC (and of the threshold AT).
+    pub ac_bits: u32,
+    /// Bits of each NUMA counter.
+    pub nc_bits: u32,
+    /// NUMA threshold NT.
+    pub nt: u32,
+}
+
+impl Default for SammuParams {
+    /// Seed 000's table 1: L1 64 entries 4-way, L2 512 entries 4-way, AC/AT 32 bits,
+    /// NC 4 bits, NT = 10.
+    fn default() -> Self {
+        SammuParams { l1_entries: 64, l1_ways: 4, l2_entries: 512, l2_ways: 4, ac_bits: 32, nc_bits: 4, nt: 10 }
+    }
+}
+
+/// What SAMMU did and what it costs.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct SammuReport {
+    /// SAMMU activations: TLB evictions plus access-counter saturations (and the final flush).
+    pub triggers: u64,
+    pub evictions: u64,
+    pub saturations: u64,
+    /// Activations with AC >= AT, which update the statistics.
+    pub updates: u64,
+    pub migration_notifications: u64,
+    /// Extra memory accesses SAMMU makes: one read and one write of the page history entry
+    /// per activation, one sharing-matrix update per sharer per statistics update.
+    pub extra_memory_accesses: u64,
+    /// Bytes: page history table (AT, sharers vector, NUMA counters per page), sharing
+    /// matrix (4-byte elements), and the TLB access tables (AC and thread id per entry).
+    pub storage_bytes: u64,
+}
+
+#[derive(Clone, Copy)]
+struct Entry {
+    page: u64,
+    ac: u64,
+    thread: u32,
+}
+
+/// A set-associative LRU level: per set, entries most recent first.
+struct Level {
+    sets: usize,
+    ways: usize,
+    slots: Vec<Vec<Entry>>,
+}
+
+impl Level {
+    fn new(entries: usize, ways: usize) -> Self {
+        let ways = ways.clamp(1, entries.max(1));
+        let sets = (entries / ways).max(1);
+        Level { sets, ways, slots: (0..sets).map(|_| Vec::with_capacity(ways)).collect() }
+    }
+
+    fn take(&mut self, page: u64) -> Option<Entry> {
+        let set = &mut self.slots[page as usize % self.sets];
+        set.iter().position(|e| e.page == page).map(|i| set.remove(i))
+    }
+
+    /// Inserts as most recent; returns the entry pushed out, if any.
+    fn put(&mut self, e: Entry) -> Option<Entry> {
+        let ways = self.ways;
+        let set = &mut self.slots[e.page as usize % self.sets];
+        set.insert(0, e);
+        if set.len() > ways { set.pop() } else { None }
+    }
+}
+
+struct Tlb {
+    l1: Level,
+    l2: Level,
+}
+
+struct History {
+    at: u64,
+    sharers: [u32; 2],
+    nc: Vec<u32>,
+    node: usize,
+}
+
+const NONE: u32 = u32::MAX;
+
+pub struct Sammu {
+    p: SammuParams,
+    tlbs: Vec<Tlb>,
+    history: FxHashMap<u64, History>,
+    nodes: usize,
+    pub matrix: SharingMatrix,
+    pub report: SammuReport,
+}
+
+impl Sammu {
+    pub fn new(p: SammuParams, cores: usize, nodes: usize) -> Self {
+        let tlbs = (0..cores.max(1)).map(|_| Tlb { l1: Level::new(p.l1_entries, p.l1_ways), l2: Level::new(p.l2_entries, p.l2_ways) }).collect();
+        Sammu { p, tlbs, history: FxHashMap::default(), nodes: nodes.max(1), matrix: SharingMatrix::new(0), report: SammuReport::default() }
+    }
+
+    /// An access by `thread`, running on `core` in NUMA node `node`, to `page`.
+    pub fn access(&mut self, thread: u32, core: usize, node: usize, page: u64) {
+        let max_ac = if self.p.ac_bits >= 64 { u64::MAX } else { (1u64 << self.p.ac_bits) - 1 };
+        let tlb = &mut self.tlbs[core];
+        let mut e = match tlb.l1.take(page) {
+            Some(e) => e,
+            None => match tlb.l2.take(page) {
+                Some(e) => e,
+                None => Entry { page, ac: 0, thread },
+            },
+        };
+        e.ac += 1;
+        e.thread = thread;
+        let mut events: [Option<(Entry, bool)>; 2] = [None, None];
+        if e.ac >= max_ac {
+            events[0] = Some((e, true));
+            e.ac = 0;
+        }
+        // Into L1; its victim goes to L2; L2's victim leaves the TLB.
+        if let Some(victim) = tlb.l1.put(e) {
+            if let Some(out) = tlb.l2.put(victim) {
+                events[1] = Some((out, false));
+            }
+        }
+        for (ev, saturated) in events.into_iter().flatten() {
+            self.trigger(ev, node, saturated);
+        }
+    }
+
+    fn trigger(&mut self, e: Entry, node: usize, saturated: bool) {
+        let r = &mut self.report;
+        r.triggers += 1;
+        if saturated { r.saturations += 1 } else { r.evictions += 1 }
+        r.extra_memory_accesses += 2;
+        let nodes = self.nodes;
+        let h = self.history.entry(e.page).or_insert_with(|| History { at: 0, sharers: [NONE, NONE], nc: vec![0; nodes], node });
+        if e.ac >= h.at {
+            h.at = (h.at + e.ac) / 2;
+            r.updates += 1;
+            let t = e.thread;
+            for s in h.sharers {
+                if s != NONE && s != t {
+                    let need = (s.max(t) + 1) as usize;
+                    if self.matrix.threads() < need {
+                        self.matrix.grow(need.next_power_of_two());
+                    }
+                    self.matrix.add(t as usize, s as usize, 1.0);
+                    r.extra_memory_accesses += 1;
+                }
+            }
+            if h.sharers[0] != t {
+                h.sharers = [t, h.sharers[0]];
+            }
+            let max_nc = (1u32 << self.p.nc_bits) - 1;
+            for (i, c) in h.nc.iter_mut().enumerate() {
+                *c = if i == node { (*c + 1).min(max_nc) } else { c.saturating_sub(1) };
+            }
+            if h.node != node && h.nc[node] >= h.nc[h.node] + self.p.nt {
+                r.migration_notifications += 1;
+                h.node = node;
+            }
+        } else if e.ac > 0 {
+            // Equation 2: AT - (AT - AC) / (AT / AC).
+            h.at -= (h.at - e.ac) * e.ac / h.at;
+        }
+    }
+
+    /// Empties every TLB (end of the run), activating SAMMU for each entry.
+    pub fn flush(&mut self, node_of_core: impl Fn(usize) -> usize) {
+        let mut out = Vec::new();
+        for (c, tlb) in self.tlbs.iter_mut().enumerate() {
+            for level in [&mut tlb.l1, &mut tlb.l2] {
+                for set in &mut level.slots {
+                    out.extend(set.drain(..).map(|e| (e, c)));
+                }
+            }
+        }
+        for (e, c) in out {
+            self.trigger(e, node_of_core(c), false);
+        }
+    }
+
+    fn storage(&self, threads: usize) -> u64 {
+        let pht = self.history.len() as u64 * (4 + 2 + (self.nodes as u64 * self.p.nc_bits as u64).div_ceil(8));
+        let sm = (threads * threads) as u64 * 4;
+        let tat = self.tlbs.len() as u64 * (self.p.l1_entries + self.p.l2_entries) as u64 * (self.p.ac_bits as u64 / 8 + 1);
+        pht + sm + tat
+    }
+}
+
+/// One pass over a trace. `core_of_thread` and `node_of_core` place threads on the machine.
+pub fn sammu(
+    reader: &mut TraceReader,
+    p: SammuParams,
+    cores: usize,
+    nodes: usize,
+    core_of_thread: impl Fn(u32) -> usize,
+    node_of_core: impl Fn(usize) -> usize,
+    mut progress: impl FnMut(u64),
+) -> Result<(Detection, SammuReport), TraceError> {
+    let meta = reader.metadata().clone();
+    let page = meta.page_size.max(1);
+    let mut s = Sammu::new(p, cores, nodes);
+    let mut usage = PageUsage::new(page);
+    let (mut accesses, mut threads) = (0u64, meta.threads as usize);
+    let mut chunk = Chunk::default();
+    while reader.next_chunk(&mut chunk)? {
+        let a = &chunk.accesses;
+        for (&t, &addr) in a.thread.iter().zip(&a.addr) {
+            let core = core_of_thread(t) % cores.max(1);
+            s.access(t, core, node_of_core(core), addr / page);
+            usage.access(t, addr);
+            threads = threads.max(t as usize + 1);
+        }
+        accesses = chunk.first_access + a.len() as u64;
+        progress(accesses);
+    }
+    s.flush(&node_of_core);
+    let mut matrix = SharingMatrix::new(threads);
+    let k = s.matrix.threads().min(threads);
+    for i in 0..k {
+        for j in i + 1..k {
+            matrix.add(i, j, s.matrix.get(i, j));
+        }
+    }
+    s.report.storage_bytes = s.storage(threads);
+    let seen = s.report.triggers;
+    Ok((Detection { matrix, pages: usage, seen, accesses }, s.report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> SammuParams {
+        SammuParams { l1_entries: 2, l1_ways: 2, l2_entries: 2, l2_ways: 2, ac_bits: 32, nc_bits: 4, nt: 2 }
+    }
+
+    #[test]
+    fn evictions_update_sharing_through_the_sharers_vector() {
+        let mut s = Sammu::new(small(), 2, 2);
+        // Thread 0 (core 0) uses page 1 then four other pages: page 1 leaves its TLB
+        // (2 + 2 entries) when the fifth distinct page arrives.
+        for p in [1, 2, 3, 4, 5] {
+            s.access(0, 0, 0, p);
+        }
+        assert_eq!(s.report.evictions, 1);
+        // Thread 1 (core 1) does the same with page 1: its eviction shares with thread 0.
+        for p in [1, 6, 7, 8, 9] {
+            s.access(1, 1, 1, p);
+        }
+        assert_eq!(s.report.evictions, 2);
+        assert_eq!(s.matrix.get(0, 1), 1.0);
+        assert_eq!(s.report.updates, 2);
+    }
+
+    #[test]
+    fn access_threshold_follows_equations_1_and_2() {
+        let mut s = Sammu::new(small(), 1, 1);
+        let evict = |s: &mut Sammu, uses: u64| {
+            for _ in 0..uses {
+                s.access(0, 0, 0, 100);
+            }
+            for p in 0..4 {
+                s.access(0, 0, 0, 200 + p);
+            }
+            for p in 0..4 {
+                s.history.remove(&(200 + p));
+            }
+        };
+        evict(&mut s, 10); // AC 10 >= AT 0: AT = 5
+        assert_eq!(s.history[&100].at, 5);
+        evict(&mut s, 2); // AC 2 < AT 5: AT = 5 - 3 * 2 / 5 = 4 (integers)
+        assert_eq!(s.history[&100].at, 4);
+        evict(&mut s, 8); // AT = (4 + 8) / 2 = 6
+        assert_eq!(s.history[&100].at, 6);
+    }
+
+    #[test]
+    fn saturation_triggers_and_numa_counters_notify() {
+        let p = SammuParams { ac_bits: 2, ..small() };
+        let mut s = Sammu::new(p, 2, 2);
+        // Page 7, first seen from node 0; then node 1 saturates its counter (3 uses) again and again.
+        s.access(0, 0, 0, 7);
+        for _ in 0..3 {
+            s.access(0, 0, 0, 7);
+        }
+        assert_eq!(s.report.saturations, 1);
+        for _ in 0..12 {
+            s.access(1, 1, 1, 7);
+        }
+        // NC[1] climbs to NT = 2 above NC[0]: one notification, the page moves to node 1.
+        assert_eq!(s.report.migration_notifications, 1);
+        assert_eq!(s.history[&7].node, 1);
+    }
+}
