@@ -34,6 +34,8 @@ struct Summary {
     mse: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     correlation: Option<f64>,
+    /// The mapping-potential gate on `--machine` (see `sharemap map`).
+    mapping_potential: f64,
     #[serde(flatten)]
     extra: Extra,
 }
@@ -116,6 +118,10 @@ pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, comp
         compared_with: accuracy.as_ref().map(|a| a.0.clone()),
         mse: accuracy.as_ref().map(|a| a.1),
         correlation: accuracy.as_ref().map(|a| a.2),
+        mapping_potential: {
+            let costs = sharemap_mapping::PairCosts::new(&machine, sharemap_mapping::CostModel::Latency);
+            sharemap_mapping::potential::potential(matrix, &machine, &costs)
+        },
         extra,
     };
     write_file(&dir.join("summary.json"), &(serde_json::to_string_pretty(&summary)? + "\n"))?;

@@ -85,6 +85,11 @@ pub fn run(input: &Path, from: Option<&str>, machine: &str, algo: &str, model: &
     for r in &results {
         println!("{:<12} {:>16.0} {:>10.3} {:>10.3} {:>10.3}", r.algorithm, r.cost, r.cost / random.max(f64::MIN_POSITIVE), r.cost / best.max(f64::MIN_POSITIVE), r.elapsed_ms);
     }
+    let score = sharemap_mapping::potential::potential(&m, &machine, &costs);
+    println!(
+        "\nmapping potential {score:.3} (1 - grouped cost / expected random cost): {}",
+        if score >= sharemap_mapping::potential::DEFAULT_THRESHOLD { "worth mapping" } else { "below 0.1: a mapping would gain little" }
+    );
     let first = &results[0];
     let os: Vec<String> = first.mapping.iter().map(|&pu| machine.pu_os_index(pu).to_string()).collect();
     println!("\n{} mapping, logical PU per thread: {}", first.algorithm, first.mapping.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(","));

@@ -4,6 +4,7 @@
 
 pub mod algos;
 pub mod cost;
+pub mod potential;
 pub mod scotch;
 
 pub use algos::{map, Algorithm, ALGORITHMS};
