@@ -56,6 +56,8 @@ pub fn run(dir: Option<&Path>, accesses: u64) -> Result<ExitCode> {
     println!("\n(shared% = accesses to pages touched by 2+ threads; B/acc = bytes per access in the native trace)");
     println!();
     placement_table(dir)?;
+    println!();
+    mapping_table(dir)?;
     if keep {
         println!("traces kept in {}", dir.display());
     }
@@ -116,6 +118,55 @@ fn placement_table(dir: &Path) -> Result<()> {
     }
     println!("(sharemap place TRACE --machine {DEMO_MACHINE} --thread-map {map} for one trace; sharemap policies lists them)");
     Ok(())
+}
+
+/// Sharing matrices (as small text heatmaps, PNG/SVG in the directory) and the cost of
+/// thread mappings on the SAMMU machine, relative to a random mapping.
+fn mapping_table(dir: &Path) -> Result<()> {
+    let m = Machine::from_spec(DEMO_MACHINE).map_err(|e| anyhow!(e))?;
+    let costs = sharemap_mapping::PairCosts::new(&m, sharemap_mapping::CostModel::Latency);
+    let algs = ["sharemap", "compact", "scatter", "round-robin"];
+    println!("Sharing (oracle, cache lines) and thread mapping on {DEMO_MACHINE}: mapping cost relative to random");
+    println!("{:<18} {:<10} {:>9} {:>9} {:>9} {:>11} {:>9}", "pattern", "sharing", algs[0], algs[1], algs[2], algs[3], "potential");
+    for name in ["neighbor", "all-to-all", "matmult", "producer-consumer", "migratory", "phase-change"] {
+        let path = dir.join(format!("{name}.trace"));
+        let matrix = sharemap_detect::detect(&mut TraceReader::open(&path, None)?, sharemap_detect::Detector::Oracle(sharemap_detect::Granularity::Line), |_| {})?.matrix;
+        let svg = crate::plot::heatmap_svg(&format!("{name}: sharing between threads (oracle)"), matrix.threads(), |i, j| matrix.get(i, j))?;
+        crate::plot::save_svg(&svg, &dir.join(format!("heatmap-{name}.svg")))?;
+        let random = sharemap_mapping::mapping_cost(&matrix, &sharemap_mapping::map(sharemap_mapping::Algorithm::Random(1), &matrix, &m, &costs).map_err(|e| anyhow!(e))?, &costs);
+        let rel: Vec<f64> = algs
+            .iter()
+            .map(|a| {
+                let alg = sharemap_mapping::Algorithm::parse(a, 1).expect("known");
+                let mp = sharemap_mapping::map(alg, &matrix, &m, &costs).map_err(|e| anyhow!(e))?;
+                Ok(sharemap_mapping::mapping_cost(&matrix, &mp, &costs) / random.max(f64::MIN_POSITIVE))
+            })
+            .collect::<Result<_>>()?;
+        let gate = sharemap_mapping::potential::potential(&matrix, &m, &costs);
+        let rows = text_heatmap(&matrix);
+        println!("{:<18} {:<10} {:>9.3} {:>9.3} {:>9.3} {:>11.3} {:>9.3}", name, rows[0], rel[0], rel[1], rel[2], rel[3], gate);
+        for r in &rows[1..] {
+            println!("{:<18} {r}", "");
+        }
+    }
+    println!("(a row per thread, darker = more sharing; heatmap-PATTERN.png/.svg beside the traces; sharemap map TRACE --algo all)");
+    Ok(())
+}
+
+/// The matrix as text rows, one character per thread pair, darker for more sharing.
+fn text_heatmap(m: &sharemap_detect::SharingMatrix) -> Vec<String> {
+    const SHADES: &[u8] = b" .:-=+*#%@";
+    let max = m.max();
+    (0..m.threads())
+        .map(|i| {
+            (0..m.threads())
+                .map(|j| {
+                    let v = if max > 0.0 { m.get(i, j) / max } else { 0.0 };
+                    SHADES[((v * (SHADES.len() - 1) as f64).round() as usize).min(SHADES.len() - 1)] as char
+                })
+                .collect()
+        })
+        .collect()
 }
 
 fn short(pattern: &str) -> &str {
