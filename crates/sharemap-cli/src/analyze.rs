@@ -5,7 +5,7 @@ use crate::progress;
 use crate::trace_cmds::{format_arg, warn_if_truncated};
 use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
-use sharemap_detect::{detect, detect_with, Cores, Detector, Extra};
+use sharemap_detect::{detect, detect_windows, detect_with, phase_changes, Cores, Detector, Extra};
 use sharemap_machine::ObjType;
 use sharemap_machine::Machine;
 use sharemap_trace::output::{flush, AtomicOutput};
@@ -36,6 +36,8 @@ struct Summary {
     correlation: Option<f64>,
     /// The mapping-potential gate on `--machine` (see `sharemap map`).
     mapping_potential: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    windows: Option<Windows>,
     #[serde(flatten)]
     extra: Extra,
 }
@@ -48,6 +50,16 @@ fn write_file(path: &Path, text: &str) -> Result<()> {
     drop(w);
     out.commit()?;
     Ok(())
+}
+
+#[derive(Serialize)]
+struct Windows {
+    /// Accesses per window.
+    size: u64,
+    count: usize,
+    /// Windows whose sharing correlates below 0.5 with the previous window's, and the trace
+    /// position where each starts.
+    phase_changes: Vec<(usize, u64)>,
 }
 
 /// Thread t on PU t mod PUs; each PU's core (SMT siblings share one), and each core's node.
@@ -70,15 +82,24 @@ fn cores_of(machine: &Machine) -> Cores {
     Cores { core_of_thread: core_of_pu, node_of_core, nodes: machine.numa_count() }
 }
 
-pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, compare: Option<&str>, dir: &Path) -> Result<ExitCode> {
+pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, compare: Option<&str>, window: u64, dir: &Path) -> Result<ExitCode> {
     let det = Detector::parse(detector).map_err(|e| anyhow!(e))?;
+    if window > 0 && matches!(det, Detector::Stmap(_) | Detector::Sammu(_)) {
+        bail!("--window works with the oracle, sampled and faults detectors");
+    }
     let reference = compare.map(Detector::parse).transpose().map_err(|e| anyhow!(e))?;
     let machine = Machine::from_spec(machine).map_err(|e| anyhow!("{e}"))?;
     let mut reader = TraceReader::open(trace, format_arg(from)?)?;
     warn_if_truncated(&reader, trace);
     std::fs::create_dir_all(dir).map_err(|e| anyhow!("{}: cannot create the output directory: {e}", dir.display()))?;
     let bar = progress::bar(reader.access_count_hint(), "detecting sharing");
-    let (found, extra) = detect_with(&mut reader, det, &cores_of(&machine), |n| bar.set_position(n))?;
+    let (found, extra, windows) = if window > 0 {
+        let (found, windows) = detect_windows(&mut reader, det, window, |n| bar.set_position(n))?;
+        (found, Extra::default(), windows)
+    } else {
+        let (found, extra) = detect_with(&mut reader, det, &cores_of(&machine), |n| bar.set_position(n))?;
+        (found, extra, Vec::new())
+    };
     bar.finish_and_clear();
     let (matrix, usage) = (&found.matrix, &found.pages);
     let accuracy = match reference {
@@ -97,6 +118,13 @@ pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, comp
     let node_of = |t: u32| machine.pu_numa[t as usize % pus] as u32;
 
     write_file(&dir.join("comm.csv"), &matrix.to_numalize_csv())?;
+    if !windows.is_empty() {
+        let wdir = dir.join("windows");
+        std::fs::create_dir_all(&wdir).map_err(|e| anyhow!("{}: {e}", wdir.display()))?;
+        for (k, w) in windows.iter().enumerate() {
+            write_file(&wdir.join(format!("comm-{k:04}.csv")), &w.to_numalize_csv())?;
+        }
+    }
     write_file(&dir.join("comm.mat"), &matrix.to_topomatch())?;
     write_file(&dir.join("comm.grf"), &sharemap_mapping::scotch::graph(&matrix))?;
     write_file(&dir.join("machine.tgt"), &sharemap_mapping::scotch::tleaf(&machine, sharemap_mapping::CostModel::Latency))?;
@@ -118,6 +146,11 @@ pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, comp
         compared_with: accuracy.as_ref().map(|a| a.0.clone()),
         mse: accuracy.as_ref().map(|a| a.1),
         correlation: accuracy.as_ref().map(|a| a.2),
+        windows: (!windows.is_empty()).then(|| Windows {
+            size: window,
+            count: windows.len(),
+            phase_changes: phase_changes(&windows, 0.5).into_iter().map(|k| (k, k as u64 * window)).collect(),
+        }),
         mapping_potential: {
             let costs = sharemap_mapping::PairCosts::new(&machine, sharemap_mapping::CostModel::Latency);
             sharemap_mapping::potential::potential(matrix, &machine, &costs)
@@ -134,6 +167,9 @@ pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, comp
         summary.accesses,
         summary.total_sharing
     );
+    if let Some(w) = &summary.windows {
+        println!("  {} windows of {} accesses; phase changes at {:?}", w.count, w.size, w.phase_changes.iter().map(|p| p.1).collect::<Vec<_>>());
+    }
     if let Some(d) = &summary.extra.stmap {
         match d.at {
             Some(at) => println!(

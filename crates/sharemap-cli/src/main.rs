@@ -145,6 +145,10 @@ enum Command {
         /// Also run this detector (e.g. oracle) and report MSE and correlation against it
         #[arg(long)]
         compare: Option<String>,
+        /// Also write a matrix per window of this many accesses (windows/comm-NNNN.csv) and
+        /// report the windows where the sharing pattern changes
+        #[arg(long, default_value_t = 0)]
+        window: u64,
         /// Output directory
         #[arg(short, long)]
         output: PathBuf,
@@ -236,7 +240,9 @@ fn main() -> ExitCode {
         Command::Place { model, policy, json, breakdown, placement } => place::run(&model, &policy, json, breakdown, placement.as_deref()),
         Command::Policies => place::list(),
         Command::Map { input, from, machine, algo, cost_model, seed, json } => map::run(&input, from.as_deref(), &machine, &algo, &cost_model, seed, json),
-        Command::Analyze { trace, from, machine, detector, compare, output } => analyze::run(&trace, from.as_deref(), &machine, &detector, compare.as_deref(), &output),
+        Command::Analyze { trace, from, machine, detector, compare, window, output } => {
+            analyze::run(&trace, from.as_deref(), &machine, &detector, compare.as_deref(), window, &output)
+        }
         Command::Filter { model, reorder, gaps, output, to, sensitivity } => {
             let kinds: Vec<filter::Kind> = [(reorder, filter::Kind::Reorder), (gaps, filter::Kind::Gaps)].into_iter().filter(|k| k.0).map(|k| k.1).collect();
             filter::run(&model, &kinds, output.as_deref(), to.as_deref(), sensitivity)

@@ -344,3 +344,21 @@ fn sammu_follows_the_oracle_on_neighbour_sharing() {
     assert!(r["extra_memory_accesses"].as_u64().unwrap() >= 2 * r["triggers"].as_u64().unwrap());
     assert!(r["storage_bytes"].as_u64().unwrap() > 0);
 }
+
+#[test]
+fn analyze_windows_cut_the_matrix() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "n.trace");
+    ok(&["gen", "neighbor", "--threads", "8", "--accesses", "300k", "-o", s(&t)]);
+    let out = p(&d, "w");
+    ok(&["analyze", s(&t), "--window", "100000", "-o", s(&out)]);
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(v["windows"]["count"], 3);
+    assert_eq!(v["windows"]["phase_changes"].as_array().unwrap().len(), 0, "a steady pattern has one phase");
+    let total: f64 = (0..3)
+        .map(|k| sharemap_detect::SharingMatrix::read(&out.join(format!("windows/comm-{k:04}.csv"))).unwrap().total())
+        .sum();
+    assert_eq!(total, v["total_sharing"].as_f64().unwrap(), "windows add up to the whole");
+    let bad = sharemap(&["analyze", s(&t), "--window", "1000", "--detector", "stmap", "-o", s(&out)]);
+    assert!(!bad.status.success());
+}

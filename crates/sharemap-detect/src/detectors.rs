@@ -155,10 +155,30 @@ pub fn detect_with(reader: &mut TraceReader, det: Detector, cores: &Cores, progr
 }
 
 /// One pass over a trace.
-pub fn detect(reader: &mut TraceReader, det: Detector, mut progress: impl FnMut(u64)) -> Result<Detection, TraceError> {
+pub fn detect(reader: &mut TraceReader, det: Detector, progress: impl FnMut(u64)) -> Result<Detection, TraceError> {
+    Ok(detect_windows(reader, det, 0, progress)?.0)
+}
+
+/// One pass, also cutting the matrix into windows of `window` accesses (0: none): the
+/// sharing detected in each window (the last one may be shorter).
+pub fn detect_windows(reader: &mut TraceReader, det: Detector, window: u64, mut progress: impl FnMut(u64)) -> Result<(Detection, Vec<SharingMatrix>), TraceError> {
     if matches!(det, Detector::Stmap(_) | Detector::Sammu(_)) {
-        return Ok(detect_with(reader, det, &Cores::default(), progress)?.0);
+        return Ok((detect_with(reader, det, &Cores::default(), progress)?.0, Vec::new()));
     }
+    let mut windows: Vec<SharingMatrix> = Vec::new();
+    let mut previous = SharingMatrix::new(0);
+    let mut cut = |current: &SharingMatrix, windows: &mut Vec<SharingMatrix>| {
+        let n = current.threads();
+        previous.grow(n);
+        let mut w = SharingMatrix::new(n);
+        for i in 0..n {
+            for j in i + 1..n {
+                w.add(i, j, current.get(i, j) - previous.get(i, j));
+            }
+        }
+        windows.push(w);
+        previous = current.clone();
+    };
     let meta = reader.metadata().clone();
     let (line, page) = (meta.line_size.max(1).next_power_of_two(), meta.page_size.max(1).next_power_of_two());
     let block = match det {
@@ -180,6 +200,9 @@ pub fn detect(reader: &mut TraceReader, det: Detector, mut progress: impl FnMut(
         let a = &chunk.accesses;
         for (i, (&t, &addr)) in a.thread.iter().zip(&a.addr).enumerate() {
             let at = chunk.first_access + i as u64;
+            if window > 0 && at > 0 && at % window == 0 {
+                cut(&oracle.matrix, &mut windows);
+            }
             threads = threads.max(t as usize + 1);
             let keep = match det {
                 Detector::Oracle(_) => true,
@@ -209,14 +232,52 @@ pub fn detect(reader: &mut TraceReader, det: Detector, mut progress: impl FnMut(
         accesses = chunk.first_access + a.len() as u64;
         progress(accesses);
     }
-    let mut matrix = SharingMatrix::new(threads);
-    let k = oracle.matrix.threads().min(threads);
-    for i in 0..k {
-        for j in i + 1..k {
-            matrix.add(i, j, oracle.matrix.get(i, j));
+    if window > 0 && accesses > 0 {
+        cut(&oracle.matrix, &mut windows);
+    }
+    let fit = |m: &SharingMatrix| {
+        let mut out = SharingMatrix::new(threads);
+        let k = m.threads().min(threads);
+        for i in 0..k {
+            for j in i + 1..k {
+                out.add(i, j, m.get(i, j));
+            }
+        }
+        out
+    };
+    let windows = windows.iter().map(fit).collect();
+    Ok((Detection { matrix: fit(&oracle.matrix), pages: usage, seen, accesses }, windows))
+}
+
+/// Windows where the sharing pattern changes: a window whose pairs correlate below
+/// `threshold` with the sharing accumulated since the last change starts a new phase
+/// (windows without sharing are skipped). Comparing with the whole phase so far, not just
+/// the previous window, keeps sparse windows from flagging changes. Returns window indexes.
+pub fn phase_changes(windows: &[SharingMatrix], threshold: f64) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut phase: Option<SharingMatrix> = None;
+    for (k, w) in windows.iter().enumerate() {
+        if w.total() == 0.0 {
+            continue;
+        }
+        match phase.as_mut() {
+            Some(acc) if acc.correlation(w) >= threshold => {
+                let n = w.threads();
+                acc.grow(n);
+                for i in 0..n {
+                    for j in i + 1..n {
+                        acc.add(i, j, w.get(i, j));
+                    }
+                }
+            }
+            Some(_) => {
+                out.push(k);
+                phase = Some(w.clone());
+            }
+            None => phase = Some(w.clone()),
         }
     }
-    Ok(Detection { matrix, pages: usage, seen, accesses })
+    out
 }
 
 #[cfg(test)]
@@ -268,6 +329,23 @@ mod tests {
         // One fault per thread per window: windows 0, 1 for thread 0; 2, 3 for thread 1.
         assert_eq!(f.seen, 4);
         assert_eq!(f.matrix.get(0, 1), 1.0);
+    }
+
+    #[test]
+    fn windows_and_phase_changes() {
+        let d = tempfile::tempdir().unwrap();
+        // 0-1 share for 40 accesses, then 2-3 do: two windows of 40 each, one phase change.
+        let mut acc: Vec<Access> = (0..40u64).map(|i| Access::read((i % 2) as u32, 0x1000, 8)).collect();
+        acc.extend((0..40u64).map(|i| Access::read(2 + (i % 2) as u32, 0x2000, 8)));
+        let p = trace(&d, &acc);
+        let (all, windows) = detect_windows(&mut TraceReader::open(&p, None).unwrap(), Detector::Oracle(Granularity::Line), 20, |_| {}).unwrap();
+        assert_eq!(windows.len(), 4);
+        let sum: f64 = windows.iter().map(|w| w.total()).sum();
+        assert_eq!(sum, all.matrix.total(), "windows add up to the whole");
+        assert_eq!(windows[0].get(0, 1), 19.0);
+        assert_eq!(windows[1].get(0, 1), 20.0);
+        assert_eq!(windows[2].get(2, 3), 19.0);
+        assert_eq!(phase_changes(&windows, 0.5), vec![2]);
     }
 
     #[test]
