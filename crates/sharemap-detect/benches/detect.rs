@@ -1,7 +1,8 @@
 //! Detector throughput per core on the generators' patterns (criterion, accesses/s).
-//! Target: oracle >= 100M accesses/s per core.
+//! Targets: oracle and stmap >= 100M accesses/s per core, sammu >= 50M.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use sharemap_detect::sammu::{Sammu, SammuParams};
 use sharemap_detect::Oracle;
 use sharemap_sources::generate::{self, GenParams, PATTERNS};
 use sharemap_sources::VecSink;
@@ -23,6 +24,26 @@ fn bench(c: &mut Criterion) {
                     o.access(t, a);
                 }
                 o.matrix.total()
+            })
+        });
+    }
+    g.finish();
+
+    // SAMMU's per-access work (TLB model), 8 threads on 8 cores in 2 nodes.
+    let mut g = c.benchmark_group("sammu");
+    g.throughput(Throughput::Elements(ACCESSES));
+    g.sample_size(10);
+    for p in PATTERNS {
+        let mut sink = VecSink::default();
+        generate::run(p, &GenParams::new(8, ACCESSES, 1), &mut sink).unwrap();
+        let (threads, pages): (Vec<u32>, Vec<u64>) = sink.accesses.iter().map(|a| (a.thread, a.addr >> 12)).unzip();
+        g.bench_with_input(BenchmarkId::from_parameter(p.name), &(threads, pages), |b, (t, pg)| {
+            b.iter(|| {
+                let mut s = Sammu::new(SammuParams::default(), 8, 2);
+                for (&t, &page) in t.iter().zip(pg) {
+                    s.access(t, t as usize % 8, t as usize % 8 / 4, page);
+                }
+                s.report.triggers
             })
         });
     }
