@@ -23,15 +23,15 @@ pub enum Algorithm {
     Eager,
     /// The exact optimum by branch and bound (small machines only).
     Exhaustive,
-    /// sharemap's default: the grouping and the order-based mappings, each improved by
-    /// pairwise swaps that lower the cost under the machine's per-level costs (which the
-    /// grouping itself ignores); the cheapest result.
+    /// sharemap's default: the cheapest of the grouping and the order-based mappings,
+    /// improved by pairwise swaps that lower the cost under the machine's per-level costs
+    /// (which the grouping itself ignores).
     Refined,
 }
 
 /// Names and algorithms, for the command line.
 pub static ALGORITHMS: &[(&str, &str)] = &[
-    ("sharemap", "Eager grouping refined by cost-aware pairwise swaps (the default)"),
+    ("sharemap", "the cheapest of the grouping and the order-based mappings, refined by cost-aware pairwise swaps (the default)"),
     ("eagermap", "hierarchical greedy grouping, bottom-up over the shared levels"),
     ("compact", "hwloc logical order: neighbours share every cache level"),
     ("scatter", "spread over packages first"),
@@ -87,19 +87,20 @@ pub fn map(alg: Algorithm, m: &SharingMatrix, machine: &Machine, costs: &PairCos
         }
         Algorithm::Eager => eager(m, machine),
         Algorithm::Refined => {
-            // Several starting points, each improved by swaps; the cheapest wins. So it is
+            // Several starting points; the cheapest is improved by swaps. So the result is
             // never worse than any of the order-based mappings or the grouping.
             let starts = [Algorithm::Eager, Algorithm::Compact, Algorithm::RoundRobin, Algorithm::Scatter];
             let mut best: Option<(f64, Vec<usize>)> = None;
             for start in starts {
-                let mut candidate = map(start, m, machine, costs)?;
-                refine(m, &mut candidate, costs);
+                let candidate = map(start, m, machine, costs)?;
                 let cost = mapping_cost(m, &candidate, costs);
                 if best.as_ref().is_none_or(|(b, _)| cost < *b) {
                     best = Some((cost, candidate));
                 }
             }
-            best.expect("at least one start").1
+            let mut chosen = best.expect("at least one start").1;
+            refine(m, &mut chosen, costs);
+            chosen
         }
         Algorithm::Exhaustive => {
             if p > EXHAUSTIVE_MAX_PUS {
@@ -177,20 +178,41 @@ fn eager(m: &SharingMatrix, machine: &Machine) -> Vec<usize> {
         let mut used = vec![false; k];
         let mut groups: Vec<Vec<usize>> = Vec::new();
         let load: Vec<f64> = (0..k).map(|i| mat[i].iter().sum()).collect();
-        while used.iter().any(|u| !u) {
-            let seed = (0..k).filter(|&i| !used[i]).max_by(|&a, &b| load[a].total_cmp(&load[b]).then(b.cmp(&a))).expect("some left");
+        // (The grouping below is O(k^2) per level.)
+        // Elements by load, so each seed is found by advancing a cursor; each candidate's
+        // sharing with the growing group is kept up to date as members join.
+        let mut by_load: Vec<usize> = (0..k).collect();
+        by_load.sort_by(|&a, &b| load[b].total_cmp(&load[a]).then(a.cmp(&b)));
+        let mut cursor = 0;
+        let mut affinity = vec![0.0f64; k];
+        loop {
+            while cursor < k && used[by_load[cursor]] {
+                cursor += 1;
+            }
+            if cursor == k {
+                break;
+            }
+            let seed = by_load[cursor];
             used[seed] = true;
             let mut g = vec![seed];
+            for (x, a) in affinity.iter_mut().enumerate() {
+                *a = mat[seed][x];
+            }
             while g.len() < size {
-                let Some(next) = (0..k).filter(|&i| !used[i]).max_by(|&a, &b| {
-                    let sa: f64 = g.iter().map(|&x| mat[x][a]).sum();
-                    let sb: f64 = g.iter().map(|&x| mat[x][b]).sum();
-                    sa.total_cmp(&sb).then(b.cmp(&a))
-                }) else {
-                    break;
-                };
+                let mut next = None;
+                let mut best = f64::NEG_INFINITY;
+                for x in 0..k {
+                    if !used[x] && affinity[x] > best {
+                        best = affinity[x];
+                        next = Some(x);
+                    }
+                }
+                let Some(next) = next else { break };
                 used[next] = true;
                 g.push(next);
+                for (x, a) in affinity.iter_mut().enumerate() {
+                    *a += mat[next][x];
+                }
             }
             groups.push(g);
         }
@@ -219,7 +241,8 @@ fn eager(m: &SharingMatrix, machine: &Machine) -> Vec<usize> {
 /// Pairwise swaps of threads' PUs while one lowers the cost, within a work budget.
 fn refine(m: &SharingMatrix, map: &mut [usize], c: &PairCosts) {
     let n = map.len();
-    let budget = 10_000_000usize;
+    // About 2M cost terms per start: milliseconds, whatever the size.
+    let budget = 2_000_000usize;
     let mut work = 0usize;
     // Cost of thread t at PU q against all others.
     let cost_at = |map: &[usize], t: usize, q: usize, skip: usize| -> f64 {
