@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "sharemap", version, about = "Sharing-aware thread and data mapping for NUMA machines: record, generate and analyse memory-access traces")]
+#[command(name = "sharemap", version, about = "Sharing-aware thread and data mapping for NUMA machines: record or generate memory-access traces, detect sharing, map threads, and evaluate page placement against the off-line optimum")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -193,7 +193,8 @@ enum Command {
         output: PathBuf,
     },
     /// Run the main job on the embedded default: generate the seed patterns, summarise them,
-    /// and describe the SAMMU machine
+    /// compare every placement policy with the optimum, show sharing heatmaps and thread
+    /// mappings, and describe the SAMMU machine
     Demo {
         /// Keep the generated traces in this directory (default: a temporary one)
         #[arg(long)]
