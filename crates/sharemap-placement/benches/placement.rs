@@ -5,8 +5,8 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use sharemap_machine::CostParams;
 use sharemap_placement::partition::{Partition, PartitionOptions};
-use sharemap_placement::policies::{Context, POLICIES, Settings};
-use sharemap_placement::testing::pages_of;
+use sharemap_placement::policies::{POLICIES, Settings};
+use sharemap_placement::testing::{pages_of, plain_context};
 use sharemap_placement::{Costs, Optimal, Page, Ref};
 use sharemap_sources::VecSink;
 use sharemap_sources::generate::{self, GenParams, PATTERNS};
@@ -55,17 +55,7 @@ fn bench(c: &mut Criterion) {
         .map(|p| p.build(&Settings::default()).unwrap())
         .collect();
     for (name, pages) in &all {
-        let ctx = Context {
-            nodes: NODES,
-            costs,
-            page_size: 4096,
-            pages: pages.len() as u64,
-            init_done: None,
-            phase_changes: &[],
-            annotations: &[],
-            refs_per_ms: 1000.0,
-            seed: 1,
-        };
+        let ctx = plain_context(NODES, costs, pages.len());
         policies.bench_with_input(BenchmarkId::from_parameter(name), pages, |b, pages| {
             b.iter(|| {
                 let mut local = 0u64;

@@ -1,8 +1,8 @@
 //! Single-core throughput of the optimum and each policy per pattern (for profiling;
 //! `cargo bench -p sharemap-placement` is the reference). Usage: place_speed [PATTERN...]
 use sharemap_machine::CostParams;
-use sharemap_placement::policies::{Context, POLICIES, Settings};
-use sharemap_placement::testing::pages_of;
+use sharemap_placement::policies::{POLICIES, Settings};
+use sharemap_placement::testing::{pages_of, plain_context};
 use sharemap_placement::{Costs, Optimal, Page};
 use sharemap_sources::VecSink;
 use sharemap_sources::generate::{self, GenParams, PATTERNS};
@@ -32,17 +32,7 @@ fn main() {
                 t.elapsed().as_secs_f64()
             })
             .fold(f64::MAX, f64::min);
-        let ctx = Context {
-            nodes,
-            costs,
-            page_size: 4096,
-            pages: pages.len() as u64,
-            init_done: None,
-            phase_changes: &[],
-            annotations: &[],
-            refs_per_ms: 1000.0,
-            seed: 1,
-        };
+        let ctx = plain_context(nodes, costs, pages.len());
         let mut slowest = (f64::MAX, "");
         let mut total = 0.0;
         for info in POLICIES {

@@ -22,3 +22,19 @@ pub fn pages_of(
     }
     by_page.into_iter().collect()
 }
+
+/// A policy context without annotations (benchmarks and examples): pages of 4 KiB, 1000
+/// references per millisecond, seed 1.
+pub fn plain_context(nodes: usize, costs: crate::cost::Costs, pages: usize) -> crate::policies::Context<'static> {
+    crate::policies::Context {
+        nodes,
+        costs,
+        page_size: 4096,
+        pages: pages as u64,
+        init_done: None,
+        phase_changes: &[],
+        annotations: &[],
+        refs_per_ms: 1000.0,
+        seed: 1,
+    }
+}
