@@ -3,7 +3,9 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use sharemap_detect::sammu::{Sammu, SammuParams};
+use sharemap_detect::stmap::{Stmap, StmapParams};
 use sharemap_detect::Oracle;
+use sharemap_trace::{Chunk, Metadata, TraceReader, TraceWriter};
 use sharemap_sources::generate::{self, GenParams, PATTERNS};
 use sharemap_sources::VecSink;
 
@@ -44,6 +46,34 @@ fn bench(c: &mut Criterion) {
                     s.access(t, t as usize % 8, t as usize % 8 / 4, page);
                 }
                 s.report.triggers
+            })
+        });
+    }
+    g.finish();
+
+    // STMap over decoded chunks (as the oracle above, decoding is not counted).
+    let dir = tempfile::tempdir().unwrap();
+    let mut g = c.benchmark_group("stmap");
+    g.throughput(Throughput::Elements(ACCESSES));
+    g.sample_size(10);
+    for p in PATTERNS {
+        let path = dir.path().join(format!("{}.trace", p.name));
+        let mut w = TraceWriter::create(&path, None, Metadata::default()).unwrap();
+        generate::run(p, &GenParams::new(8, ACCESSES, 1), &mut w).unwrap();
+        w.finish().unwrap();
+        let mut r = TraceReader::open(&path, None).unwrap();
+        let mut chunks = Vec::new();
+        let mut chunk = Chunk::default();
+        while r.next_chunk(&mut chunk).unwrap() {
+            chunks.push(chunk.clone());
+        }
+        g.bench_with_input(BenchmarkId::from_parameter(p.name), &chunks, |b, chunks| {
+            b.iter(|| {
+                let mut s = Stmap::new(StmapParams::default(), 4096, 8);
+                for c in chunks {
+                    s.chunk(c);
+                }
+                s.finish().0.matrix.total()
             })
         });
     }

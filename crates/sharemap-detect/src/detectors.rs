@@ -70,7 +70,7 @@ impl Detector {
                         "l1ways" => p.l1_ways = n as usize,
                         "l2" => p.l2_entries = n as usize,
                         "l2ways" => p.l2_ways = n as usize,
-                        "ac" => p.ac_bits = n.min(63) as u32,
+                        "ac" => p.ac_bits = n.clamp(1, 32) as u32,
                         "nc" => p.nc_bits = n.min(16) as u32,
                         "nt" => p.nt = n as u32,
                         other => return Err(format!("detector '{spec}': unknown option '{other}' (l1, l1ways, l2, l2ways, ac, nc, nt)")),

@@ -16,10 +16,42 @@ pub enum Granularity {
     Page,
 }
 
+/// Blocks per group: the last-two-threads table is kept in groups of adjacent blocks, so a
+/// run of accesses to one region finds its group without hashing and random lookups hash a
+/// map 64 times smaller than one entry per block.
+const GROUP_BITS: u32 = 6;
+
+/// Per block: the last two distinct threads, most recent first.
+struct LastTwo {
+    index: FxHashMap<u64, u32>,
+    groups: Vec<[[u32; 2]; 1 << GROUP_BITS]>,
+    /// The group found last (its key and index): most accesses stay in it.
+    recent: (u64, u32),
+}
+
+impl LastTwo {
+    fn new() -> Self {
+        LastTwo { index: FxHashMap::default(), groups: Vec::new(), recent: (u64::MAX, 0) }
+    }
+
+    #[inline]
+    fn slot(&mut self, block: u64) -> &mut [u32; 2] {
+        let key = block >> GROUP_BITS;
+        if key != self.recent.0 {
+            let next = self.groups.len() as u32;
+            let i = *self.index.entry(key).or_insert(next);
+            if i == next {
+                self.groups.push([[NONE, NONE]; 1 << GROUP_BITS]);
+            }
+            self.recent = (key, i);
+        }
+        &mut self.groups[self.recent.1 as usize][(block & ((1 << GROUP_BITS) - 1)) as usize]
+    }
+}
+
 pub struct Oracle {
     shift: u32,
-    /// Per block: the last two distinct threads, most recent first.
-    last: FxHashMap<u64, [u32; 2]>,
+    last: LastTwo,
     pub matrix: SharingMatrix,
 }
 
@@ -27,12 +59,12 @@ impl Oracle {
     /// Blocks of `block_size` bytes (a power of two).
     pub fn new(block_size: u64) -> Self {
         assert!(block_size.is_power_of_two());
-        Oracle { shift: block_size.trailing_zeros(), last: FxHashMap::default(), matrix: SharingMatrix::new(0) }
+        Oracle { shift: block_size.trailing_zeros(), last: LastTwo::new(), matrix: SharingMatrix::new(0) }
     }
 
     #[inline]
     pub fn access(&mut self, thread: u32, addr: u64) {
-        let slot = self.last.entry(addr >> self.shift).or_insert([NONE, NONE]);
+        let slot = self.last.slot(addr >> self.shift);
         let [a, b] = *slot;
         if a == thread {
             return;

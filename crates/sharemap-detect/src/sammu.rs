@@ -23,7 +23,7 @@ pub struct SammuParams {
     pub l1_ways: usize,
     pub l2_entries: usize,
     pub l2_ways: usize,
-    /// Bits of the access counter AC (and of the threshold AT).
+    /// Bits of the access counter AC (and of the threshold AT), at most 32.
     pub ac_bits: u32,
     /// Bits of each NUMA counter.
     pub nc_bits: u32,
@@ -60,35 +60,72 @@ pub struct SammuReport {
 #[derive(Clone, Copy)]
 struct Entry {
     page: u64,
-    ac: u64,
+    ac: u32,
     thread: u32,
 }
 
-/// A set-associative LRU level: per set, entries most recent first.
+/// A set-associative LRU level: `ways` slots per set, most recent first, `len` of them used.
 struct Level {
     sets: usize,
     ways: usize,
-    slots: Vec<Vec<Entry>>,
+    slots: Vec<Entry>,
+    len: Vec<u8>,
 }
+
+const EMPTY: Entry = Entry { page: u64::MAX, ac: 0, thread: NONE };
 
 impl Level {
     fn new(entries: usize, ways: usize) -> Self {
-        let ways = ways.clamp(1, entries.max(1));
+        let ways = ways.clamp(1, entries.max(1)).min(u8::MAX as usize);
         let sets = (entries / ways).max(1);
-        Level { sets, ways, slots: (0..sets).map(|_| Vec::with_capacity(ways)).collect() }
+        Level { sets, ways, slots: vec![EMPTY; sets * ways], len: vec![0; sets] }
+    }
+
+    #[inline]
+    fn set_of(&self, page: u64) -> usize {
+        if self.sets.is_power_of_two() { page as usize & (self.sets - 1) } else { (page % self.sets as u64) as usize }
+    }
+
+    /// On a hit, makes the page's entry the most recent of its set and returns it.
+    #[inline]
+    fn hit(&mut self, page: u64) -> Option<&mut Entry> {
+        let set = self.set_of(page);
+        let slots = &mut self.slots[set * self.ways..set * self.ways + self.len[set] as usize];
+        let i = slots.iter().position(|e| e.page == page)?;
+        slots[..=i].rotate_right(1);
+        Some(&mut slots[0])
     }
 
     fn take(&mut self, page: u64) -> Option<Entry> {
-        let set = &mut self.slots[page as usize % self.sets];
-        set.iter().position(|e| e.page == page).map(|i| set.remove(i))
+        let set = self.set_of(page);
+        let used = self.len[set] as usize;
+        let slots = &mut self.slots[set * self.ways..set * self.ways + used];
+        let i = slots.iter().position(|e| e.page == page)?;
+        let e = slots[i];
+        slots.copy_within(i + 1.., i);
+        self.len[set] -= 1;
+        Some(e)
     }
 
     /// Inserts as most recent; returns the entry pushed out, if any.
     fn put(&mut self, e: Entry) -> Option<Entry> {
+        let set = self.set_of(e.page);
+        let used = self.len[set] as usize;
+        let slots = &mut self.slots[set * self.ways..(set + 1) * self.ways];
+        let out = (used == self.ways).then(|| slots[used - 1]);
+        let keep = used.min(self.ways - 1);
+        slots.copy_within(0..keep, 1);
+        slots[0] = e;
+        self.len[set] = (keep + 1) as u8;
+        out
+    }
+
+    fn drain(&mut self) -> impl Iterator<Item = Entry> + '_ {
         let ways = self.ways;
-        let set = &mut self.slots[e.page as usize % self.sets];
-        set.insert(0, e);
-        if set.len() > ways { set.pop() } else { None }
+        let slots = &self.slots;
+        let out = self.len.iter().enumerate().flat_map(move |(set, &n)| slots[set * ways..set * ways + n as usize].iter().copied()).collect::<Vec<_>>();
+        self.len.fill(0);
+        out.into_iter()
     }
 }
 
@@ -100,7 +137,6 @@ struct Tlb {
 struct History {
     at: u64,
     sharers: [u32; 2],
-    nc: Vec<u32>,
     node: usize,
 }
 
@@ -109,7 +145,11 @@ const NONE: u32 = u32::MAX;
 pub struct Sammu {
     p: SammuParams,
     tlbs: Vec<Tlb>,
-    history: FxHashMap<u64, History>,
+    /// Page history table: page -> index into `entries` and, times `nodes`, into `nc`.
+    history: FxHashMap<u64, u32>,
+    entries: Vec<History>,
+    /// NUMA counters, `nodes` per page.
+    nc: Vec<u16>,
     nodes: usize,
     pub matrix: SharingMatrix,
     pub report: SammuReport,
@@ -118,20 +158,25 @@ pub struct Sammu {
 impl Sammu {
     pub fn new(p: SammuParams, cores: usize, nodes: usize) -> Self {
         let tlbs = (0..cores.max(1)).map(|_| Tlb { l1: Level::new(p.l1_entries, p.l1_ways), l2: Level::new(p.l2_entries, p.l2_ways) }).collect();
-        Sammu { p, tlbs, history: FxHashMap::default(), nodes: nodes.max(1), matrix: SharingMatrix::new(0), report: SammuReport::default() }
+        Sammu { p, tlbs, history: FxHashMap::default(), entries: Vec::new(), nc: Vec::new(), nodes: nodes.max(1), matrix: SharingMatrix::new(0), report: SammuReport::default() }
     }
 
     /// An access by `thread`, running on `core` in NUMA node `node`, to `page`.
     pub fn access(&mut self, thread: u32, core: usize, node: usize, page: u64) {
-        let max_ac = if self.p.ac_bits >= 64 { u64::MAX } else { (1u64 << self.p.ac_bits) - 1 };
+        let max_ac = if self.p.ac_bits >= 32 { u32::MAX } else { (1u32 << self.p.ac_bits) - 1 };
         let tlb = &mut self.tlbs[core];
-        let mut e = match tlb.l1.take(page) {
-            Some(e) => e,
-            None => match tlb.l2.take(page) {
-                Some(e) => e,
-                None => Entry { page, ac: 0, thread },
-            },
-        };
+        // An L1 hit only reorders its set.
+        if let Some(e) = tlb.l1.hit(page) {
+            e.ac += 1;
+            e.thread = thread;
+            if e.ac >= max_ac {
+                let saturated = *e;
+                e.ac = 0;
+                self.trigger(saturated, node, true);
+            }
+            return;
+        }
+        let mut e = tlb.l2.take(page).unwrap_or(Entry { page, ac: 0, thread });
         e.ac += 1;
         e.thread = thread;
         let mut events: [Option<(Entry, bool)>; 2] = [None, None];
@@ -156,9 +201,17 @@ impl Sammu {
         if saturated { r.saturations += 1 } else { r.evictions += 1 }
         r.extra_memory_accesses += 2;
         let nodes = self.nodes;
-        let h = self.history.entry(e.page).or_insert_with(|| History { at: 0, sharers: [NONE, NONE], nc: vec![0; nodes], node });
-        if e.ac >= h.at {
-            h.at = (h.at + e.ac) / 2;
+        let next = self.entries.len() as u32;
+        let i = *self.history.entry(e.page).or_insert(next) as usize;
+        if i == self.entries.len() {
+            self.entries.push(History { at: 0, sharers: [NONE, NONE], node });
+            self.nc.resize(self.nc.len() + nodes, 0);
+        }
+        let h = &mut self.entries[i];
+        let nc = &mut self.nc[i * nodes..(i + 1) * nodes];
+        let ac = e.ac as u64;
+        if ac >= h.at {
+            h.at = (h.at + ac) / 2;
             r.updates += 1;
             let t = e.thread;
             for s in h.sharers {
@@ -174,17 +227,17 @@ impl Sammu {
             if h.sharers[0] != t {
                 h.sharers = [t, h.sharers[0]];
             }
-            let max_nc = (1u32 << self.p.nc_bits) - 1;
-            for (i, c) in h.nc.iter_mut().enumerate() {
+            let max_nc = ((1u32 << self.p.nc_bits) - 1) as u16;
+            for (i, c) in nc.iter_mut().enumerate() {
                 *c = if i == node { (*c + 1).min(max_nc) } else { c.saturating_sub(1) };
             }
-            if h.node != node && h.nc[node] >= h.nc[h.node] + self.p.nt {
+            if h.node != node && nc[node] as u32 >= nc[h.node] as u32 + self.p.nt {
                 r.migration_notifications += 1;
                 h.node = node;
             }
-        } else if e.ac > 0 {
+        } else if ac > 0 {
             // Equation 2: AT - (AT - AC) / (AT / AC).
-            h.at -= (h.at - e.ac) * e.ac / h.at;
+            h.at -= (h.at - ac) * ac / h.at;
         }
     }
 
@@ -193,14 +246,17 @@ impl Sammu {
         let mut out = Vec::new();
         for (c, tlb) in self.tlbs.iter_mut().enumerate() {
             for level in [&mut tlb.l1, &mut tlb.l2] {
-                for set in &mut level.slots {
-                    out.extend(set.drain(..).map(|e| (e, c)));
-                }
+                out.extend(level.drain().map(|e| (e, c)));
             }
         }
         for (e, c) in out {
             self.trigger(e, node_of_core(c), false);
         }
+    }
+
+    #[cfg(test)]
+    fn page(&self, page: u64) -> &History {
+        &self.entries[self.history[&page] as usize]
     }
 
     fn storage(&self, threads: usize) -> u64 {
@@ -254,6 +310,38 @@ pub fn sammu(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The flat level behaves as a plain LRU list per set: same hits, same victims.
+        #[test]
+        fn level_is_lru_per_set(entries in 1usize..12, ways in 1usize..5, pages in prop::collection::vec(0u64..20, 0..300)) {
+            let mut level = Level::new(entries, ways);
+            let (sets, ways) = (level.sets, level.ways);
+            let mut lists: Vec<Vec<u64>> = vec![Vec::new(); sets];
+            for (k, &page) in pages.iter().enumerate() {
+                let list = &mut lists[(page % sets as u64) as usize];
+                let hit = list.iter().position(|&p| p == page).map(|i| list.remove(i));
+                list.insert(0, page);
+                let expect_out = if list.len() > ways { list.pop() } else { None };
+                // Alternately the hit path (reorder in place) and take-then-put.
+                if k % 2 == 0 {
+                    let found = level.hit(page).map(|e| e.page);
+                    prop_assert_eq!(found, hit);
+                    if found.is_some() { continue; }
+                } else {
+                    prop_assert_eq!(level.take(page).map(|e| e.page), hit);
+                }
+                let out = level.put(Entry { page, ac: k as u32, thread: 0 });
+                prop_assert_eq!(out.map(|e| e.page), expect_out);
+            }
+            let mut left: Vec<u64> = level.drain().map(|e| e.page).collect();
+            let mut expect: Vec<u64> = lists.concat();
+            left.sort();
+            expect.sort();
+            prop_assert_eq!(left, expect);
+        }
+    }
 
     fn small() -> SammuParams {
         SammuParams { l1_entries: 2, l1_ways: 2, l2_entries: 2, l2_ways: 2, ac_bits: 32, nc_bits: 4, nt: 2 }
@@ -292,11 +380,11 @@ mod tests {
             }
         };
         evict(&mut s, 10); // AC 10 >= AT 0: AT = 5
-        assert_eq!(s.history[&100].at, 5);
+        assert_eq!(s.page(100).at, 5);
         evict(&mut s, 2); // AC 2 < AT 5: AT = 5 - 3 * 2 / 5 = 4 (integers)
-        assert_eq!(s.history[&100].at, 4);
+        assert_eq!(s.page(100).at, 4);
         evict(&mut s, 8); // AT = (4 + 8) / 2 = 6
-        assert_eq!(s.history[&100].at, 6);
+        assert_eq!(s.page(100).at, 6);
     }
 
     #[test]
@@ -314,6 +402,6 @@ mod tests {
         }
         // NC[1] climbs to NT = 2 above NC[0]: one notification, the page moves to node 1.
         assert_eq!(s.report.migration_notifications, 1);
-        assert_eq!(s.history[&7].node, 1);
+        assert_eq!(s.page(7).node, 1);
     }
 }

@@ -78,90 +78,163 @@ fn record(table: &mut FxHashMap<u64, [u32; 2]>, m: &mut SharingMatrix, addr: u64
     }
 }
 
+/// Algorithm 2's state over a stream of chunks.
+pub struct Stmap {
+    p: StmapParams,
+    table: FxHashMap<u64, [u32; 2]>,
+    matrix: SharingMatrix,
+    usage: PageUsage,
+    /// Per thread: accesses since its last sampled one.
+    since_sample: Vec<u64>,
+    in_tx: Vec<bool>,
+    has_tx: bool,
+    commits: u64,
+    aborts: u64,
+    counted: u64,
+    decision: StmapDecision,
+    seen: u64,
+    accesses: u64,
+    threads: usize,
+}
+
+impl Stmap {
+    pub fn new(p: StmapParams, page_size: u64, threads: usize) -> Self {
+        Stmap {
+            p,
+            table: FxHashMap::default(),
+            matrix: SharingMatrix::new(0),
+            usage: PageUsage::new(page_size.max(1)),
+            since_sample: vec![0; threads],
+            in_tx: vec![false; threads],
+            has_tx: false,
+            commits: 0,
+            aborts: 0,
+            counted: 0,
+            decision: StmapDecision::default(),
+            seen: 0,
+            accesses: 0,
+            threads,
+        }
+    }
+
+    fn event(&mut self, e: &sharemap_trace::Event) {
+        let th = e.thread as usize;
+        if self.in_tx.len() <= th {
+            self.in_tx.resize(th + 1, false);
+        }
+        match e.kind {
+            EventKind::TxBegin => {
+                self.has_tx = true;
+                self.in_tx[th] = true;
+            }
+            EventKind::TxCommit | EventKind::TxAbort => {
+                self.has_tx = true;
+                self.in_tx[th] = false;
+                if e.thread == self.p.counting_thread && self.decision.at.is_none() {
+                    if e.kind == EventKind::TxCommit { self.commits += 1 } else { self.aborts += 1 }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The accesses and events of one chunk, in trace order.
+    pub fn chunk(&mut self, chunk: &Chunk) {
+        let a = &chunk.accesses;
+        let n = a.len();
+        let mut events = chunk.events.iter().peekable();
+        let mut i = 0;
+        while i < n {
+            // Events at a position come before the access there.
+            let here = chunk.first_access + i as u64;
+            while let Some(e) = events.next_if(|e| e.at <= here) {
+                self.event(e);
+            }
+            let end = events.peek().map_or(n, |e| (e.at - chunk.first_access).min(n as u64) as usize);
+            for k in i..end {
+                self.access(a.thread[k], a.addr[k], chunk.first_access + k as u64);
+            }
+            i = end;
+        }
+        // Events after the chunk's last access.
+        for e in events {
+            self.event(e);
+        }
+        self.accesses = chunk.first_access + n as u64;
+    }
+
+    #[inline]
+    fn access(&mut self, t: u32, addr: u64, at: u64) {
+        let tu = t as usize;
+        if tu >= self.since_sample.len() {
+            self.since_sample.resize(tu + 1, 0);
+            self.in_tx.resize(self.in_tx.len().max(tu + 1), false);
+            self.threads = self.threads.max(tu + 1);
+        }
+        // Only transactional accesses reach an STM.
+        if self.has_tx && !self.in_tx[tu] {
+            return;
+        }
+        let since = &mut self.since_sample[tu];
+        *since += 1;
+        if *since > self.p.si {
+            *since = 0;
+            record(&mut self.table, &mut self.matrix, addr, t);
+            self.usage.access(t, addr);
+            self.seen += 1;
+        }
+        if t == self.p.counting_thread && self.decision.at.is_none() {
+            self.counted += 1;
+            if self.counted >= self.p.mi {
+                self.decide(at);
+            }
+        }
+    }
+
+    /// Equation 1, when the counting thread reaches MI.
+    fn decide(&mut self, at: u64) {
+        let da = self.table.len() as u64;
+        let total = self.commits + self.aborts;
+        let (cr, ar) = if total > 0 {
+            (Some(self.commits as f64 / total as f64), Some(self.aborts as f64 / total as f64))
+        } else {
+            (None, None)
+        };
+        let enable = if da < self.p.da_threshold {
+            Some(true)
+        } else {
+            match (cr, ar) {
+                (Some(c), Some(a)) => Some(c < a),
+                _ => None,
+            }
+        };
+        self.decision = StmapDecision { at: Some(at), distinct_addresses: da, commit_ratio: cr, abort_ratio: ar, enable };
+    }
+
+    pub fn finish(mut self) -> (Detection, StmapDecision) {
+        if self.decision.at.is_none() {
+            self.decision.distinct_addresses = self.table.len() as u64;
+        }
+        let mut matrix = SharingMatrix::new(self.threads);
+        let k = self.matrix.threads().min(self.threads);
+        for i in 0..k {
+            for j in i + 1..k {
+                matrix.add(i, j, self.matrix.get(i, j));
+            }
+        }
+        (Detection { matrix, pages: self.usage, seen: self.seen, accesses: self.accesses }, self.decision)
+    }
+}
+
 pub fn stmap(reader: &mut TraceReader, p: StmapParams, mut progress: impl FnMut(u64)) -> Result<(Detection, StmapDecision), TraceError> {
     let meta = reader.metadata().clone();
-    let mut table: FxHashMap<u64, [u32; 2]> = FxHashMap::default();
-    let mut m = SharingMatrix::new(0);
-    let mut usage = PageUsage::new(meta.page_size.max(1));
-    let mut sample: Vec<u64> = Vec::new();
-    let mut in_tx: Vec<bool> = Vec::new();
-    let mut has_tx = false;
-    let (mut commits, mut aborts, mut counted) = (0u64, 0u64, 0u64);
-    let mut decision = StmapDecision::default();
-    let (mut seen, mut accesses, mut threads) = (0u64, 0u64, meta.threads as usize);
+    let mut s = Stmap::new(p, meta.page_size, meta.threads as usize);
     let mut chunk = Chunk::default();
     while reader.next_chunk(&mut chunk)? {
-        let a = &chunk.accesses;
-        let mut ev = chunk.events.iter().peekable();
-        for (i, (&t, &addr)) in a.thread.iter().zip(&a.addr).enumerate() {
-            let at = chunk.first_access + i as u64;
-            while let Some(e) = ev.next_if(|e| e.at <= at) {
-                let th = e.thread as usize;
-                if in_tx.len() <= th {
-                    in_tx.resize(th + 1, false);
-                }
-                match e.kind {
-                    EventKind::TxBegin => {
-                        has_tx = true;
-                        in_tx[th] = true;
-                    }
-                    EventKind::TxCommit | EventKind::TxAbort => {
-                        has_tx = true;
-                        in_tx[th] = false;
-                        if e.thread == p.counting_thread && decision.at.is_none() {
-                            if e.kind == EventKind::TxCommit { commits += 1 } else { aborts += 1 }
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            threads = threads.max(t as usize + 1);
-            let tu = t as usize;
-            if has_tx && !in_tx.get(tu).copied().unwrap_or(false) {
-                continue;
-            }
-            if sample.len() <= tu {
-                sample.resize(tu + 1, 0);
-            }
-            sample[tu] += 1;
-            if sample[tu] > p.si {
-                sample[tu] = 0;
-                record(&mut table, &mut m, addr, t);
-                usage.access(t, addr);
-                seen += 1;
-            }
-            if t == p.counting_thread && decision.at.is_none() {
-                counted += 1;
-                if counted >= p.mi {
-                    let da = table.len() as u64;
-                    let total = commits + aborts;
-                    let (cr, ar) = if total > 0 { (Some(commits as f64 / total as f64), Some(aborts as f64 / total as f64)) } else { (None, None) };
-                    let enable = if da < p.da_threshold {
-                        Some(true)
-                    } else {
-                        match (cr, ar) {
-                            (Some(c), Some(a)) => Some(c < a),
-                            _ => None,
-                        }
-                    };
-                    decision = StmapDecision { at: Some(at), distinct_addresses: da, commit_ratio: cr, abort_ratio: ar, enable };
-                }
-            }
-        }
-        accesses = chunk.first_access + a.len() as u64;
-        progress(accesses);
+        s.chunk(&chunk);
+        progress(s.accesses);
     }
-    if decision.at.is_none() {
-        decision.distinct_addresses = table.len() as u64;
-    }
-    let mut matrix = SharingMatrix::new(threads);
-    let k = m.threads().min(threads);
-    for i in 0..k {
-        for j in i + 1..k {
-            matrix.add(i, j, m.get(i, j));
-        }
-    }
-    Ok((Detection { matrix, pages: usage, seen, accesses }, decision))
+    Ok(s.finish())
 }
 
 #[cfg(test)]
