@@ -204,6 +204,6 @@ pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, comp
         println!("  threads {i} and {j}: {v}");
     }
     println!("wrote {}/{{comm.csv,comm.mat,comm.grf,machine.tgt,pages.csv,heatmap.svg,heatmap.png,summary.json}}", dir.display());
-    println!("(Scotch: scotch_gmap {0}/comm.grf {0}/machine.tgt mapping.map)", dir.display());
+    println!("(Scotch: scotch_gmap -b0 -cb {0}/comm.grf {0}/machine.tgt mapping.map)", dir.display());
     Ok(ExitCode::SUCCESS)
 }

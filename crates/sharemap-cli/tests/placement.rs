@@ -293,7 +293,7 @@ fn scotch_reads_the_export_and_the_default_is_no_worse() {
         let dir = p(&d, pattern);
         ok(&["analyze", s(&t), "--machine", machine, "-o", s(&dir)]);
         let out = dir.join("scotch.map");
-        let run = Command::new("scotch_gmap").arg(dir.join("comm.grf")).arg(dir.join("machine.tgt")).arg(&out).output().unwrap();
+        let run = Command::new("scotch_gmap").args(["-b0", "-cb"]).arg(dir.join("comm.grf")).arg(dir.join("machine.tgt")).arg(&out).output().unwrap();
         assert!(run.status.success(), "scotch_gmap: {}", String::from_utf8_lossy(&run.stderr));
         let text = std::fs::read_to_string(&out).unwrap();
         let mut mapping = vec![0usize; 16];

@@ -21,18 +21,25 @@ pub enum Algorithm {
     /// EagerMap-like: bottom-up greedy grouping of the threads that share most, one tree
     /// level at a time, then the groups laid on the tree in order.
     Eager,
+    /// TreeMatch-like: the same bottom-up grouping, choosing groups that keep the least
+    /// sharing outside them.
+    TreeMatch,
+    /// Top-down recursive bisection with Kernighan-Lin swaps (Scotch-like).
+    Bisection,
     /// The exact optimum by branch and bound (small machines only).
     Exhaustive,
-    /// sharemap's default: the cheapest of the grouping and the order-based mappings,
-    /// improved by pairwise swaps that lower the cost under the machine's per-level costs
-    /// (which the grouping itself ignores).
+    /// sharemap's default: the cheapest of the bisection, the grouping and the order-based
+    /// mappings, improved by pairwise swaps that lower the cost under the machine's per-level
+    /// costs (which the bisection and the grouping ignore).
     Refined,
 }
 
 /// Names and algorithms, for the command line.
 pub static ALGORITHMS: &[(&str, &str)] = &[
-    ("sharemap", "the cheapest of the grouping and the order-based mappings, refined by cost-aware pairwise swaps (the default)"),
+    ("sharemap", "the cheapest of bisection, eagermap and the order-based mappings, refined by cost-aware pairwise swaps (the default)"),
     ("eagermap", "hierarchical greedy grouping, bottom-up over the shared levels"),
+    ("treematch", "tree matching by levels: groups that leave the least sharing outside them"),
+    ("bisection", "top-down recursive bisection of the threads with Kernighan-Lin swaps, as Scotch maps"),
     ("compact", "hwloc logical order: neighbours share every cache level"),
     ("scatter", "spread over packages first"),
     ("round-robin", "one thread per core, sharing the last-level cache"),
@@ -46,6 +53,8 @@ impl Algorithm {
         Some(match name {
             "sharemap" => Algorithm::Refined,
             "eagermap" => Algorithm::Eager,
+            "treematch" => Algorithm::TreeMatch,
+            "bisection" => Algorithm::Bisection,
             "compact" => Algorithm::Compact,
             "scatter" => Algorithm::Scatter,
             "round-robin" => Algorithm::RoundRobin,
@@ -85,20 +94,23 @@ pub fn map(alg: Algorithm, m: &SharingMatrix, machine: &Machine, costs: &PairCos
             }
             by_order(order)
         }
-        Algorithm::Eager => eager(m, machine),
+        Algorithm::Eager => bottom_up(m, machine, eager_groups),
+        Algorithm::TreeMatch => bottom_up(m, machine, crate::treematch::groups),
+        Algorithm::Bisection => crate::bisect::bisection(m, machine),
         Algorithm::Refined => {
-            // Several starting points; the cheapest is improved by swaps. So the result is
-            // never worse than any of the order-based mappings or the grouping.
-            let starts = [Algorithm::Eager, Algorithm::Compact, Algorithm::RoundRobin, Algorithm::Scatter];
-            let mut best: Option<(f64, Vec<usize>)> = None;
-            for start in starts {
-                let candidate = map(start, m, machine, costs)?;
-                let cost = mapping_cost(m, &candidate, costs);
-                if best.as_ref().is_none_or(|(b, _)| cost < *b) {
-                    best = Some((cost, candidate));
-                }
-            }
-            let mut chosen = best.expect("at least one start").1;
+            // Several starting points, computed in parallel; the cheapest is improved by
+            // swaps. So the result is never worse than any of them.
+            use rayon::prelude::*;
+            let starts = [Algorithm::Bisection, Algorithm::Eager, Algorithm::Compact, Algorithm::RoundRobin, Algorithm::Scatter];
+            let candidates: Vec<(f64, Vec<usize>)> = starts
+                .par_iter()
+                .map(|&start| {
+                    let candidate = map(start, m, machine, costs).expect("order and grouping mappings cannot fail");
+                    (mapping_cost(m, &candidate, costs), candidate)
+                })
+                .collect();
+            // The first of the cheapest, so that ties resolve the same way on every run.
+            let mut chosen = candidates.into_iter().reduce(|best, c| if c.0 < best.0 { c } else { best }).expect("at least one start").1;
             refine(m, &mut chosen, costs);
             chosen
         }
@@ -151,98 +163,140 @@ fn order_by_core(machine: &Machine) -> Vec<usize> {
     order
 }
 
-/// EagerMap-like grouping. Level by level from the PUs up, elements (threads, then groups)
-/// are gathered into groups of the level's arity: each group starts with the element that
-/// shares most with the others left and grows by the element sharing most with it. The
-/// groups are finally laid on the tree in logical order.
-fn eager(m: &SharingMatrix, machine: &Machine) -> Vec<usize> {
+/// A dense symmetric matrix between the elements of one level (threads, then groups).
+/// (f64 for the grouping; the bisection's large matrices use f32, half the memory traffic.)
+pub(crate) struct Dense<T = f64> {
+    pub k: usize,
+    pub cells: Vec<T>,
+}
+
+impl<T: Copy + std::iter::Sum<T>> Dense<T> {
+    #[inline]
+    pub fn get(&self, a: usize, b: usize) -> T {
+        self.cells[a * self.k + b]
+    }
+
+    pub fn row(&self, a: usize) -> &[T] {
+        &self.cells[a * self.k..(a + 1) * self.k]
+    }
+
+    /// Each element's total sharing.
+    pub fn loads(&self) -> Vec<T> {
+        (0..self.k).map(|a| self.row(a).iter().copied().sum()).collect()
+    }
+}
+
+/// Hierarchical grouping, shared by EagerMap and TreeMatch. Level by level from the PUs up,
+/// the elements (threads, then groups of them) are gathered by `group` into groups of the
+/// level's arity; the sharing between groups is summed for the next level. The final groups
+/// are laid on the tree in logical order. Padding elements (no sharing) fill the slots no
+/// thread takes; with more threads than PUs, each PU first takes a group of its share.
+fn bottom_up(m: &SharingMatrix, machine: &Machine, group: fn(&Dense, usize) -> Vec<Vec<usize>>) -> Vec<usize> {
     let n = m.threads();
     let p = machine.pu_count();
     // Arity of each level, bottom-up (children per object).
     let mut arities: Vec<usize> = machine.levels.windows(2).map(|w| (w[1].objs.len() / w[0].objs.len().max(1)).max(1)).collect();
     arities.reverse();
-    // Slots per PU when oversubscribed.
     let per_pu = n.div_ceil(p).max(1);
-    // Elements: lists of threads; start with one per thread, padded with empty ones.
     let total = p * per_pu;
-    // Padding (usize::MAX) fills the slots no thread takes, so positions stay aligned.
-    let mut elems: Vec<Vec<usize>> = (0..total).map(|t| vec![if t < n { t } else { usize::MAX }]).collect();
-    let mut mat: Vec<Vec<f64>> = (0..total).map(|i| (0..total).map(|j| if i < n && j < n && i != j { m.get(i, j) } else { 0.0 }).collect()).collect();
+    const PAD: usize = usize::MAX;
+    let mut elems: Vec<Vec<usize>> = (0..total).map(|t| vec![if t < n { t } else { PAD }]).collect();
+    let mut mat = Dense { k: total, cells: vec![0.0; total * total] };
+    for i in 0..n {
+        for j in 0..n {
+            mat.cells[i * total + j] = m.get(i, j);
+        }
+    }
     let mut sizes = vec![per_pu];
     sizes.extend(arities.iter().copied());
     for size in sizes {
         if size <= 1 || elems.len() <= 1 {
             continue;
         }
-        let k = elems.len();
-        let mut used = vec![false; k];
-        let mut groups: Vec<Vec<usize>> = Vec::new();
-        let load: Vec<f64> = (0..k).map(|i| mat[i].iter().sum()).collect();
-        // (The grouping below is O(k^2) per level.)
-        // Elements by load, so each seed is found by advancing a cursor; each candidate's
-        // sharing with the growing group is kept up to date as members join.
-        let mut by_load: Vec<usize> = (0..k).collect();
-        by_load.sort_by(|&a, &b| load[b].total_cmp(&load[a]).then(a.cmp(&b)));
-        let mut cursor = 0;
-        let mut affinity = vec![0.0f64; k];
-        loop {
-            while cursor < k && used[by_load[cursor]] {
-                cursor += 1;
-            }
-            if cursor == k {
-                break;
-            }
-            let seed = by_load[cursor];
-            used[seed] = true;
-            let mut g = vec![seed];
-            for (x, a) in affinity.iter_mut().enumerate() {
-                *a = mat[seed][x];
-            }
-            while g.len() < size {
-                let mut next = None;
-                let mut best = f64::NEG_INFINITY;
-                for x in 0..k {
-                    if !used[x] && affinity[x] > best {
-                        best = affinity[x];
-                        next = Some(x);
-                    }
-                }
-                let Some(next) = next else { break };
-                used[next] = true;
-                g.push(next);
-                for (x, a) in affinity.iter_mut().enumerate() {
-                    *a += mat[next][x];
-                }
-            }
-            groups.push(g);
-        }
+        let groups = group(&mat, size);
         let kk = groups.len();
-        let mut next_mat = vec![vec![0.0; kk]; kk];
-        for a in 0..kk {
-            for b in 0..kk {
-                if a != b {
-                    next_mat[a][b] = groups[a].iter().flat_map(|&x| groups[b].iter().map(move |&y| (x, y))).map(|(x, y)| mat[x][y]).sum();
+        let mut owner = vec![0usize; mat.k];
+        for (g, members) in groups.iter().enumerate() {
+            for &x in members {
+                owner[x] = g;
+            }
+        }
+        let mut next = Dense { k: kk, cells: vec![0.0; kk * kk] };
+        for x in 0..mat.k {
+            let ox = owner[x];
+            for (y, &v) in mat.row(x).iter().enumerate() {
+                if v != 0.0 && owner[y] != ox {
+                    next.cells[ox * kk + owner[y]] += v;
                 }
             }
         }
-        elems = groups.iter().map(|g| g.iter().flat_map(|&e| elems[e].clone()).collect()).collect();
-        mat = next_mat;
+        elems = groups.iter().map(|g| g.iter().flat_map(|&e| elems[e].iter().copied()).collect()).collect();
+        mat = next;
     }
-    // The final order of threads follows the tree's logical order of PUs.
     let mut map = vec![0usize; n];
     for (slot, t) in elems.into_iter().flatten().enumerate() {
-        if t != usize::MAX {
+        if t != PAD {
             map[t] = slot / per_pu % p;
         }
     }
     map
 }
 
-/// Pairwise swaps of threads' PUs while one lowers the cost, within a work budget.
+/// EagerMap-like grouping: each group starts with the element that shares most in all and
+/// grows by the element sharing most with the group so far.
+fn eager_groups(mat: &Dense, size: usize) -> Vec<Vec<usize>> {
+    let k = mat.k;
+    let load = mat.loads();
+    let mut used = vec![false; k];
+    let mut groups = Vec::with_capacity(k.div_ceil(size));
+    // Seeds are found by advancing a cursor over the elements by load; each candidate's
+    // sharing with the growing group is kept up to date as members join.
+    let mut by_load: Vec<usize> = (0..k).collect();
+    by_load.sort_by(|&a, &b| load[b].total_cmp(&load[a]).then(a.cmp(&b)));
+    let mut cursor = 0;
+    let mut affinity = vec![0.0f64; k];
+    loop {
+        while cursor < k && used[by_load[cursor]] {
+            cursor += 1;
+        }
+        if cursor == k {
+            break;
+        }
+        let seed = by_load[cursor];
+        used[seed] = true;
+        let mut g = vec![seed];
+        affinity.copy_from_slice(mat.row(seed));
+        while g.len() < size {
+            let mut next = None;
+            let mut best = f64::NEG_INFINITY;
+            for x in 0..k {
+                if !used[x] && affinity[x] > best {
+                    best = affinity[x];
+                    next = Some(x);
+                }
+            }
+            let Some(next) = next else { break };
+            used[next] = true;
+            g.push(next);
+            for (a, &v) in affinity.iter_mut().zip(mat.row(next)) {
+                *a += v;
+            }
+        }
+        groups.push(g);
+    }
+    groups
+}
+
+/// Pairwise swaps of threads' PUs while one lowers the cost, within a work budget. Beyond
+/// 256 threads a single sweep over the pairs would exceed the budget 30-fold, and a partial
+/// sweep finds next to nothing: it is skipped.
 fn refine(m: &SharingMatrix, map: &mut [usize], c: &PairCosts) {
     let n = map.len();
-    // About 2M cost terms per start: milliseconds, whatever the size.
-    let budget = 2_000_000usize;
+    if n > 256 {
+        return;
+    }
+    // About 1M cost terms: a few milliseconds, whatever the size.
+    let budget = 1_000_000usize;
     let mut work = 0usize;
     // Cost of thread t at PU q against all others.
     let cost_at = |map: &[usize], t: usize, q: usize, skip: usize| -> f64 {
@@ -369,7 +423,7 @@ mod tests {
                 prop_assert!(mapping_cost(&m, &mp, &c) >= best - 1e-9, "{} beats the optimum", name);
             }
             let refined = mapping_cost(&m, &map(Algorithm::Refined, &m, &machine, &c).unwrap(), &c);
-            for alg in [Algorithm::Eager, Algorithm::Compact, Algorithm::RoundRobin, Algorithm::Scatter] {
+            for alg in [Algorithm::Bisection, Algorithm::Eager, Algorithm::Compact, Algorithm::RoundRobin, Algorithm::Scatter] {
                 let other = mapping_cost(&m, &map(alg, &m, &machine, &c).unwrap(), &c);
                 prop_assert!(refined <= other + 1e-9, "{:?} beats the default", alg);
             }

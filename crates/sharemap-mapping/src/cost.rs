@@ -15,11 +15,14 @@ pub enum CostModel {
     Hops,
 }
 
-/// Cost of sharing between each pair of logical PUs (p x p).
+/// Cost of sharing between each pair of logical PUs (p x p). A machine has few distinct
+/// costs (one per level, per NUMA distance), so each pair stores the index of its cost in
+/// one byte: a 1,024-PU table is 1 MiB and stays in cache while mappings are costed.
 #[derive(Clone, Debug)]
 pub struct PairCosts {
     pub pus: usize,
-    cost: Vec<f64>,
+    class: Vec<u8>,
+    values: Vec<f64>,
 }
 
 impl PairCosts {
@@ -57,12 +60,17 @@ impl PairCosts {
                 };
             }
         }
-        PairCosts { pus: p, cost }
+        let mut values: Vec<f64> = cost.clone();
+        values.sort_by(f64::total_cmp);
+        values.dedup();
+        assert!(values.len() <= 256, "more than 256 distinct pair costs");
+        let class = cost.iter().map(|c| values.partition_point(|v| v < c) as u8).collect();
+        PairCosts { pus: p, class, values }
     }
 
     #[inline]
     pub fn get(&self, a: usize, b: usize) -> f64 {
-        self.cost[a * self.pus + b]
+        self.values[self.class[a * self.pus + b] as usize]
     }
 }
 

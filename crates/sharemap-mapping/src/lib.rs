@@ -3,9 +3,12 @@
 //! thread, a logical PU index.
 
 pub mod algos;
+mod bisect;
 pub mod cost;
+pub mod matrices;
 pub mod potential;
 pub mod scotch;
+mod treematch;
 
 pub use algos::{map, Algorithm, ALGORITHMS};
 pub use cost::{mapping_cost, CostModel, PairCosts};
