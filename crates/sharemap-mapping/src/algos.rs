@@ -245,6 +245,12 @@ fn bottom_up(m: &SharingMatrix, machine: &Machine, group: fn(&Dense, usize) -> V
 /// EagerMap-like grouping: each group starts with the element that shares most in all and
 /// grows by the element sharing most with the group so far.
 fn eager_groups(mat: &Dense, size: usize) -> Vec<Vec<usize>> {
+    greedy_groups(mat, size, |_, with_group| with_group)
+}
+
+/// Greedy groups of `size`: the free element with the largest load seeds a group, which then
+/// takes the free element with the highest `score(element, its sharing with the group)`.
+pub(crate) fn greedy_groups(mat: &Dense, size: usize, score: impl Fn(usize, f64) -> f64) -> Vec<Vec<usize>> {
     let k = mat.k;
     let load = mat.loads();
     let mut used = vec![false; k];
@@ -254,7 +260,7 @@ fn eager_groups(mat: &Dense, size: usize) -> Vec<Vec<usize>> {
     let mut by_load: Vec<usize> = (0..k).collect();
     by_load.sort_by(|&a, &b| load[b].total_cmp(&load[a]).then(a.cmp(&b)));
     let mut cursor = 0;
-    let mut affinity = vec![0.0f64; k];
+    let mut with_group = vec![0.0f64; k];
     loop {
         while cursor < k && used[by_load[cursor]] {
             cursor += 1;
@@ -265,21 +271,22 @@ fn eager_groups(mat: &Dense, size: usize) -> Vec<Vec<usize>> {
         let seed = by_load[cursor];
         used[seed] = true;
         let mut g = vec![seed];
-        affinity.copy_from_slice(mat.row(seed));
+        with_group.copy_from_slice(mat.row(seed));
         while g.len() < size {
             let mut next = None;
             let mut best = f64::NEG_INFINITY;
             for x in 0..k {
-                if !used[x] && affinity[x] > best {
-                    best = affinity[x];
+                let s = score(x, with_group[x]);
+                if !used[x] && s > best {
+                    best = s;
                     next = Some(x);
                 }
             }
             let Some(next) = next else { break };
             used[next] = true;
             g.push(next);
-            for (a, &v) in affinity.iter_mut().zip(mat.row(next)) {
-                *a += v;
+            for (w, &v) in with_group.iter_mut().zip(mat.row(next)) {
+                *w += v;
             }
         }
         groups.push(g);

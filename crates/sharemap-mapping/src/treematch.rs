@@ -8,7 +8,7 @@
 //! Unlike EagerMap's growth (the element sharing most with the group), this prefers an
 //! element whose sharing is mostly with the group over one that shares a lot with everyone.
 
-use crate::algos::Dense;
+use crate::algos::{greedy_groups, Dense};
 
 /// Most candidate groups listed outright.
 const LIST_LIMIT: u128 = 100_000;
@@ -76,45 +76,8 @@ fn listed(mat: &Dense, size: usize) -> Vec<Vec<usize>> {
 /// Greedy growth: the free element with the largest load starts a group; the element that
 /// adds least outside sharing (its load minus twice its sharing with the group) joins next.
 fn grown(mat: &Dense, size: usize) -> Vec<Vec<usize>> {
-    let k = mat.k;
     let load = mat.loads();
-    let mut by_load: Vec<usize> = (0..k).collect();
-    by_load.sort_by(|&a, &b| load[b].total_cmp(&load[a]).then(a.cmp(&b)));
-    let mut used = vec![false; k];
-    let mut with_group = vec![0.0f64; k];
-    let mut out = Vec::with_capacity(k.div_ceil(size));
-    let mut cursor = 0;
-    loop {
-        while cursor < k && used[by_load[cursor]] {
-            cursor += 1;
-        }
-        if cursor == k {
-            break;
-        }
-        let seed = by_load[cursor];
-        used[seed] = true;
-        let mut g = vec![seed];
-        with_group.copy_from_slice(mat.row(seed));
-        while g.len() < size {
-            let mut next = None;
-            let mut best = f64::INFINITY;
-            for x in 0..k {
-                let added = load[x] - 2.0 * with_group[x];
-                if !used[x] && added < best {
-                    best = added;
-                    next = Some(x);
-                }
-            }
-            let Some(next) = next else { break };
-            used[next] = true;
-            g.push(next);
-            for (w, &v) in with_group.iter_mut().zip(mat.row(next)) {
-                *w += v;
-            }
-        }
-        out.push(g);
-    }
-    out
+    greedy_groups(mat, size, |x, with_group| 2.0 * with_group - load[x])
 }
 
 #[cfg(test)]
