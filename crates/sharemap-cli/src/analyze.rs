@@ -6,7 +6,6 @@ use crate::trace_cmds::{format_arg, warn_if_truncated};
 use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
 use sharemap_detect::{detect, detect_windows, detect_with, phase_changes, Cores, Detector, Extra};
-use sharemap_machine::ObjType;
 use sharemap_machine::Machine;
 use sharemap_trace::output::{flush, AtomicOutput};
 use sharemap_trace::TraceReader;
@@ -64,21 +63,11 @@ struct Windows {
 
 /// Thread t on PU t mod PUs; each PU's core (SMT siblings share one), and each core's node.
 fn cores_of(machine: &Machine) -> Cores {
-    let mut core_ids: Vec<usize> = Vec::new();
-    let mut node_of_core = Vec::new();
-    let core_of_pu: Vec<usize> = (0..machine.pu_count())
-        .map(|pu| {
-            let obj = machine.tree.ancestors(machine.pus[pu]).into_iter().find(|&o| machine.tree.objs[o].ty == ObjType::Core).unwrap_or(machine.pus[pu]);
-            match core_ids.iter().position(|&c| c == obj) {
-                Some(i) => i,
-                None => {
-                    core_ids.push(obj);
-                    node_of_core.push(machine.pu_numa[pu]);
-                    core_ids.len() - 1
-                }
-            }
-        })
-        .collect();
+    let core_of_pu = machine.core_of_pu();
+    let mut node_of_core = vec![0; core_of_pu.iter().max().map_or(0, |&c| c + 1)];
+    for (pu, &core) in core_of_pu.iter().enumerate() {
+        node_of_core[core] = machine.pu_numa[pu];
+    }
     Cores { core_of_thread: core_of_pu, node_of_core, nodes: machine.numa_count() }
 }
 

@@ -8,7 +8,8 @@ use clap::Args;
 use serde::Serialize;
 use sharemap_machine::{CostParams, Machine};
 use sharemap_placement::evaluate::{evaluate, EvalOptions, Evaluation, PolicyResult};
-use sharemap_placement::partition::{Partition, PartitionOptions, SamplerKind};
+use sharemap_detect::sammu::SammuParams;
+use sharemap_placement::partition::{Partition, PartitionOptions, SamplerKind, TlbModel};
 use sharemap_placement::policies::{self, Context, Policy, Settings, POLICIES};
 use sharemap_placement::{cost, Costs};
 use sharemap_trace::output::{flush, AtomicOutput};
@@ -59,6 +60,8 @@ pub struct Model {
     pub params: CostParams,
     pub page_size: u64,
     pub line_size: u64,
+    /// Logical PU of each thread (thread t uses entry t modulo the length).
+    pub pu_of_thread: Vec<usize>,
     pub node_of_thread: Vec<u16>,
     pub settings: Settings,
 }
@@ -76,7 +79,8 @@ impl ModelArgs {
         }
         let params = parse_cost(self.cost.as_deref(), machine.cost_for(page_size, trace_line), page_size)?;
         params.validate().map_err(|e| anyhow!("cost parameters: {e}"))?;
-        let node_of_thread = thread_nodes(&self.thread_map, &machine, &self.trace, self.from.as_deref(), self.seed)?;
+        let pu_of_thread = thread_pus(&self.thread_map, &machine, &self.trace, self.from.as_deref(), self.seed)?;
+        let node_of_thread = pu_of_thread.iter().map(|&pu| machine.pu_numa[pu] as u16).collect();
         if !(self.refs_per_ms > 0.0 && self.refs_per_ms.is_finite()) {
             bail!("--refs-per-ms {}: expected a positive number", self.refs_per_ms);
         }
@@ -84,7 +88,7 @@ impl ModelArgs {
         for s in &self.set {
             settings.add(s).map_err(|e| anyhow!(e))?;
         }
-        Ok(Model { machine, params, page_size, line_size: trace_line, node_of_thread, settings })
+        Ok(Model { machine, params, page_size, line_size: trace_line, pu_of_thread, node_of_thread, settings })
     }
 }
 
@@ -113,7 +117,7 @@ fn parse_cost(spec: Option<&str>, base: CostParams, page_size: u64) -> Result<Co
 
 /// NUMA node of each thread's PU. `spec`: `identity`, a mapping algorithm (run on the
 /// trace's oracle matrix), a file holding a PU list, or a PU list.
-fn thread_nodes(spec: &str, machine: &Machine, trace: &Path, from: Option<&str>, seed: u64) -> Result<Vec<u16>> {
+fn thread_pus(spec: &str, machine: &Machine, trace: &Path, from: Option<&str>, seed: u64) -> Result<Vec<usize>> {
     let pus = machine.pu_count();
     let file_text;
     let spec = if Path::new(spec).is_file() {
@@ -148,7 +152,7 @@ fn thread_nodes(spec: &str, machine: &Machine, trace: &Path, from: Option<&str>,
     if list.is_empty() {
         bail!("--thread-map: empty");
     }
-    Ok(list.into_iter().map(|pu| machine.pu_numa[pu] as u16).collect())
+    Ok(list)
 }
 
 /// Resolves `--policy`: a comma list of names, or `all`.
@@ -184,6 +188,22 @@ fn sampler(spec: &str, settings: &Settings, line: u64) -> Result<Option<SamplerK
     })
 }
 
+/// SAMMU's TLB model, when the `sammu` policy runs on TLB events.
+fn tlb_model(spec: &str, model: &Model) -> Result<Option<TlbModel>> {
+    let wanted = spec.trim() == "all" || spec.split(',').any(|s| s.trim() == "sammu");
+    let info = policies::find("sammu").expect("sammu is registered");
+    if !wanted || info.value(&model.settings, "events") != "tlb" {
+        return Ok(None);
+    }
+    let entries = |key: &str| -> Result<usize> {
+        info.value(&model.settings, key).parse::<usize>().ok().filter(|&n| n >= 4).ok_or_else(|| anyhow!("sammu.{key}: expected a number of TLB entries (at least 4)"))
+    };
+    let ac_bits = info.value(&model.settings, "ac").parse::<u32>().ok().filter(|b| (1..=32).contains(b)).ok_or_else(|| anyhow!("sammu.ac: expected a number of bits from 1 to 32"))?;
+    let params = SammuParams { l1_entries: entries("l1")?, l2_entries: entries("l2")?, ac_bits, ..SammuParams::default() };
+    let core_of_pu = model.machine.core_of_pu();
+    Ok(Some(TlbModel { params, core_of_thread: model.pu_of_thread.iter().map(|&pu| core_of_pu[pu]).collect() }))
+}
+
 pub struct Prepared {
     pub model: Model,
     pub partition: Partition,
@@ -201,6 +221,7 @@ pub fn prepare(args: &ModelArgs, policy_spec: &str) -> Result<Prepared> {
         node_of_thread: model.node_of_thread.clone(),
         memory_budget: args.memory_mb.max(16) << 20,
         sampler: sampler(policy_spec, &model.settings, model.line_size)?,
+        tlb: tlb_model(policy_spec, &model)?,
     };
     let bar = progress::bar(reader.access_count_hint(), "reading pages");
     let partition = Partition::build(&mut reader, &opts, |n| bar.set_position(n))?;

@@ -362,3 +362,32 @@ fn analyze_windows_cut_the_matrix() {
     let bad = sharemap(&["analyze", s(&t), "--window", "1000", "--detector", "stmap", "-o", s(&out)]);
     assert!(!bad.status.success());
 }
+
+/// The `sammu` policy acts on the TLB model's events. On init-then-compute each computing
+/// thread's pages stay in its TLBs, so with seed 000's 32-bit access counters no event tells
+/// SAMMU to move them (only the initialising thread's evictions are seen); 8-bit counters
+/// saturate within the compute phase and the pages follow their users.
+#[test]
+fn sammu_placement_runs_on_tlb_events() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "i.trace");
+    ok(&["gen", "init-then-compute", "--threads", "16", "--accesses", "2M", "-o", s(&t)]);
+    let run = |extra: &[&str]| {
+        let mut args = vec!["place", s(&t), "--machine", "pack:4 numa:1 core:4 pu:1", "-p", "sammu", "--json"];
+        args.extend_from_slice(extra);
+        let v = json(&ok(&args));
+        let p = policy(&v, "sammu");
+        (p["cost"].as_f64().unwrap(), p["moves"].as_u64().unwrap())
+    };
+    let (seed_cost, seed_moves) = run(&[]);
+    assert_eq!(seed_moves, 0);
+    let (small_cost, small_moves) = run(&["--set", "sammu.ac=8"]);
+    assert!(small_moves > 0 && small_cost < seed_cost, "ac=8: {small_cost} vs {seed_cost}");
+    let (_, proxy_moves) = run(&["--set", "sammu.events=proxy"]);
+    assert!(proxy_moves > 0);
+    for (set, expect) in [("sammu.events=x", "not tlb or proxy"), ("sammu.ac=40", "from 1 to 32"), ("sammu.l1=2", "TLB entries")] {
+        let out = sharemap(&["place", s(&t), "-p", "sammu", "--set", set]);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(!out.status.success() && err.trim_end().lines().count() == 1 && err.contains(expect), "{set}: {err}");
+    }
+}

@@ -153,12 +153,26 @@ pub struct Sammu {
     nodes: usize,
     pub matrix: SharingMatrix,
     pub report: SammuReport,
+    /// Statistics updates (page, node of the core) since the last `take_updates`, when
+    /// logging is on: the TLB events the `sammu` placement policy acts on.
+    updates: Option<Vec<(u64, usize)>>,
 }
 
 impl Sammu {
+    /// Logs every statistics update (an activation with AC >= AT) for `take_updates`.
+    pub fn log_updates(mut self) -> Self {
+        self.updates = Some(Vec::new());
+        self
+    }
+
+    /// The updates logged since the last call: (page, NUMA node of the core).
+    pub fn take_updates(&mut self) -> impl Iterator<Item = (u64, usize)> + '_ {
+        self.updates.iter_mut().flat_map(|u| u.drain(..))
+    }
+
     pub fn new(p: SammuParams, cores: usize, nodes: usize) -> Self {
         let tlbs = (0..cores.max(1)).map(|_| Tlb { l1: Level::new(p.l1_entries, p.l1_ways), l2: Level::new(p.l2_entries, p.l2_ways) }).collect();
-        Sammu { p, tlbs, history: FxHashMap::default(), entries: Vec::new(), nc: Vec::new(), nodes: nodes.max(1), matrix: SharingMatrix::new(0), report: SammuReport::default() }
+        Sammu { p, tlbs, history: FxHashMap::default(), entries: Vec::new(), nc: Vec::new(), nodes: nodes.max(1), matrix: SharingMatrix::new(0), report: SammuReport::default(), updates: None }
     }
 
     /// An access by `thread`, running on `core` in NUMA node `node`, to `page`.
@@ -213,6 +227,9 @@ impl Sammu {
         if ac >= h.at {
             h.at = (h.at + ac) / 2;
             r.updates += 1;
+            if let Some(log) = self.updates.as_mut() {
+                log.push((e.page, node));
+            }
             let t = e.thread;
             for s in h.sharers {
                 if s != NONE && s != t {

@@ -236,6 +236,21 @@ impl Machine {
     pub fn packages(&self) -> usize {
         self.count(ObjType::Package)
     }
+    /// Dense index of each logical PU's core (SMT siblings share one; a PU without a core
+    /// object above it is its own core), in order of first appearance.
+    pub fn core_of_pu(&self) -> Vec<usize> {
+        let mut core_objs: Vec<usize> = Vec::new();
+        self.pus
+            .iter()
+            .map(|&pu| {
+                let obj = self.tree.ancestors(pu).into_iter().find(|&o| self.tree.objs[o].ty == ObjType::Core).unwrap_or(pu);
+                core_objs.iter().position(|&c| c == obj).unwrap_or_else(|| {
+                    core_objs.push(obj);
+                    core_objs.len() - 1
+                })
+            })
+            .collect()
+    }
     /// OS index of a logical PU.
     pub fn pu_os_index(&self, logical: usize) -> u32 {
         self.tree.objs[self.pus[logical]].os_index.unwrap_or(logical as u32)

@@ -66,6 +66,7 @@ fn bench(c: &mut Criterion) {
                             touch_rank: i as u32,
                             address_rank: i as u32,
                             refs,
+                            events: &[],
                         };
                         local += p.run(&page, &ctx).local;
                     }
@@ -96,6 +97,7 @@ fn bench(c: &mut Criterion) {
         node_of_thread: (0..NODES as u16).collect(),
         memory_budget: 1 << 30,
         sampler: None,
+        tlb: None,
     };
     let mut partition = c.benchmark_group("partition");
     partition.throughput(Throughput::Elements(4 * ACCESSES));

@@ -44,6 +44,7 @@ fn main() {
                     touch_rank: i as u32,
                     address_rank: i as u32,
                     refs,
+                    events: &[],
                 };
                 std::hint::black_box(pol.run(&page, &ctx));
             }

@@ -40,4 +40,8 @@ pub struct Page<'a> {
     /// Rank of the page by address among the trace's pages (0 = lowest).
     pub address_rank: u32,
     pub refs: &'a [Ref],
+    /// TLB events of the page in trace order, when a TLB model ran (see `TlbModel`): at the
+    /// position of the access that caused them, from the node of the core whose TLB entry
+    /// was evicted or saturated. Not accesses: nothing is charged for them.
+    pub events: &'a [Ref],
 }

@@ -6,6 +6,7 @@
 
 use crate::page::{Page, Ref};
 use sharemap_detect::cache::PerThreadCache;
+use sharemap_detect::sammu::{Sammu, SammuParams};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use sharemap_trace::{Chunk, EventKind, TraceError, TraceReader};
@@ -23,6 +24,18 @@ pub struct PartitionOptions {
     pub memory_budget: usize,
     /// Marks references as sampled (for profile-based policies); None samples nothing.
     pub sampler: Option<SamplerKind>,
+    /// Runs SAMMU's TLB model over the trace; its statistics updates become the pages'
+    /// TLB events (for the `sammu` policy). None models no TLB.
+    pub tlb: Option<TlbModel>,
+}
+
+/// SAMMU's per-core TLBs, run in trace order (seed 000 section 3).
+#[derive(Clone, Debug)]
+pub struct TlbModel {
+    pub params: SammuParams,
+    /// Core of each thread's PU; thread t uses entry t modulo the length. SMT siblings
+    /// share their core's TLBs.
+    pub core_of_thread: Vec<usize>,
 }
 
 /// Which accesses a profile sees (seed 001's profile sources), decided in trace order.
@@ -46,6 +59,8 @@ struct Rec {
 
 const WRITE: u16 = 1;
 const SAMPLED: u16 = 2;
+/// Not an access: a TLB event of the page from `node` at position `at`.
+const TLB_EVENT: u16 = 4;
 const REC_BYTES: usize = std::mem::size_of::<Rec>();
 
 enum Store {
@@ -113,6 +128,11 @@ impl Partition {
         let mut page_numbers = Vec::new();
         let (mut init_done, mut phase_changes, mut annotations) = (None, Vec::new(), Vec::new());
         let mut sampler = opts.sampler.map(Sampler::new);
+        let mut tlb = opts.tlb.as_ref().map(|m| {
+            let cores = m.core_of_thread.iter().max().map_or(1, |&c| c + 1);
+            let nodes = opts.node_of_thread.iter().max().map_or(1, |&n| n as usize + 1);
+            (Sammu::new(m.params, cores, nodes).log_updates(), m.core_of_thread.as_slice())
+        });
         let mut buffered = 0usize;
         let mut spilled = false;
         let mut chunk = Chunk::default();
@@ -160,12 +180,18 @@ impl Partition {
                     }
                 }
                 let node = nodes[thread % nodes.len()];
-                buffers[page as usize % nb].push(Rec {
-                    at: chunk.first_access + i as u64,
-                    page,
-                    node,
-                    flags,
-                });
+                let at = chunk.first_access + i as u64;
+                buffers[page as usize % nb].push(Rec { at, page, node, flags });
+                if let Some((model, core_of_thread)) = tlb.as_mut() {
+                    let core = core_of_thread[thread % core_of_thread.len()];
+                    model.access(thread as u32, core, node as usize, number);
+                    for (number, node) in model.take_updates() {
+                        // The page was touched before, so it has an id.
+                        let page = ids[&number];
+                        buffers[page as usize % nb].push(Rec { at, page, node: node as u16, flags: TLB_EVENT });
+                        buffered += REC_BYTES;
+                    }
+                }
             }
             refs = chunk.first_access + a.len() as u64;
             buffered += a.len() * REC_BYTES;
@@ -223,13 +249,14 @@ impl Partition {
         (0..nb)
             .into_par_iter()
             .map_init(
-                || (Vec::new(), Vec::new()),
-                |(grouped, starts), b| {
+                || (Grouped::default(), Grouped::default()),
+                |(refs, events), b| {
                     let mut state = init();
                     let recs = self.load(b)?;
-                    group_by_page(&recs, b, nb, grouped, starts);
-                    for w in 0..starts.len().saturating_sub(1) {
-                        let (lo, hi) = (starts[w], starts[w + 1]);
+                    group_by_page(&recs, b, nb, |r| r.flags & TLB_EVENT == 0, refs);
+                    group_by_page(&recs, b, nb, |r| r.flags & TLB_EVENT != 0, events);
+                    for w in 0..refs.starts.len().saturating_sub(1) {
+                        let (lo, hi) = (refs.starts[w], refs.starts[w + 1]);
                         if lo == hi {
                             continue;
                         }
@@ -238,7 +265,8 @@ impl Partition {
                             number: self.page_numbers[id as usize],
                             touch_rank: id,
                             address_rank: self.address_rank[id as usize],
-                            refs: &grouped[lo..hi],
+                            refs: &refs.refs[lo..hi],
+                            events: events.page(w),
                         };
                         f(&mut state, &page);
                     }
@@ -289,26 +317,43 @@ fn spill(buffers: &mut [Vec<Rec>], files: &mut [Option<(File, usize)>]) -> std::
     Ok(())
 }
 
-/// Counting sort of a bucket's records by page (stable, so each page stays in trace order).
-/// Page id `id` of bucket `b` has local index id / nb; `starts[w]..starts[w+1]` is page w's range.
-fn group_by_page(recs: &[Rec], b: usize, nb: usize, out: &mut Vec<Ref>, starts: &mut Vec<usize>) {
+/// A bucket's references grouped by page: page w's are `refs[starts[w]..starts[w + 1]]`.
+#[derive(Default)]
+struct Grouped {
+    refs: Vec<Ref>,
+    starts: Vec<usize>,
+}
+
+impl Grouped {
+    fn page(&self, w: usize) -> &[Ref] {
+        match (self.starts.get(w), self.starts.get(w + 1)) {
+            (Some(&lo), Some(&hi)) => &self.refs[lo..hi],
+            _ => &[],
+        }
+    }
+}
+
+/// Counting sort of a bucket's records that `keep` accepts, by page (stable, so each page
+/// stays in trace order). Page id `id` of bucket `b` has local index id / nb.
+fn group_by_page(recs: &[Rec], b: usize, nb: usize, keep: impl Fn(&Rec) -> bool, out: &mut Grouped) {
     let local = |r: &Rec| r.page as usize / nb;
     debug_assert!(recs.iter().all(|r| r.page as usize % nb == b));
-    let pages = recs.iter().map(|r| local(r) + 1).max().unwrap_or(0);
+    let pages = recs.iter().filter(|r| keep(r)).map(|r| local(r) + 1).max().unwrap_or(0);
+    let starts = &mut out.starts;
     starts.clear();
     starts.resize(pages + 1, 0);
-    for r in recs {
+    for r in recs.iter().filter(|r| keep(r)) {
         starts[local(r) + 1] += 1;
     }
     for w in 0..pages {
         starts[w + 1] += starts[w];
     }
     let mut fill = starts.clone();
-    out.clear();
-    out.resize(recs.len(), Ref::read(0, 0));
-    for r in recs {
+    out.refs.clear();
+    out.refs.resize(starts[pages], Ref::read(0, 0));
+    for r in recs.iter().filter(|r| keep(r)) {
         let w = local(r);
-        out[fill[w]] = Ref {
+        out.refs[fill[w]] = Ref {
             at: r.at,
             node: r.node,
             write: r.flags & WRITE != 0,
@@ -398,6 +443,7 @@ mod tests {
                 node_of_thread: nodes.clone(),
                 memory_budget: budget,
                 sampler: None,
+                tlb: None,
             };
             let mut reader = TraceReader::open(&path, None).unwrap();
             let p = Partition::build(&mut reader, &opts, |_| {}).unwrap();
@@ -416,4 +462,35 @@ mod tests {
         }
     }
 
+
+    #[test]
+    fn tlb_events_reach_their_pages() {
+        // One thread on one core walks pages 0..5 twice; with 2 + 2 TLB entries, page k
+        // leaves the TLB when page k + 4 arrives (its only access: AC 1 >= AT 0, an update).
+        let accesses: Vec<Access> = (0..2).flat_map(|_| (0..6u64).map(|p| Access::read(0, p * 4096, 8))).collect();
+        let dir = trace(&accesses);
+        let params = SammuParams { l1_entries: 2, l1_ways: 2, l2_entries: 2, l2_ways: 2, ..SammuParams::default() };
+        let opts = PartitionOptions {
+            page_size: 4096,
+            node_of_thread: vec![1],
+            memory_budget: 1 << 20,
+            sampler: None,
+            tlb: Some(TlbModel { params, core_of_thread: vec![0] }),
+        };
+        let p = Partition::build(&mut TraceReader::open(&dir.path().join("t.smt"), None).unwrap(), &opts, |_| {}).unwrap();
+        let mut seen: Vec<(u64, Vec<u64>, usize)> = p
+            .par_pages(Vec::new, |v: &mut Vec<(u64, Vec<u64>, usize)>, page| {
+                assert!(page.events.iter().all(|e| e.node == 1));
+                v.push((page.number, page.events.iter().map(|e| e.at).collect(), page.refs.len()))
+            })
+            .unwrap()
+            .concat();
+        seen.sort();
+        // Page k's evictions: when page k + 4 is accessed, at positions k + 4 and k + 10
+        // (the second walk), as long as those accesses exist; accesses stay two per page.
+        for (k, events, refs) in &seen {
+            let expect: Vec<u64> = [k + 4, k + 10].into_iter().filter(|&at| at < 12).collect();
+            assert_eq!((events, *refs), (&expect, 2), "page {k}");
+        }
+    }
 }

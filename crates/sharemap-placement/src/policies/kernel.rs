@@ -56,52 +56,91 @@ impl Policy for NumaBalancing {
 
 /// SAMMU's NUMA counters (seed 000 section 3.3): on each TLB event of a node, its
 /// saturating counter goes up and every other node's down; the page migrates to node n when
-/// NC[n] - NC[home] >= NT. Until a TLB model drives it, a node's TLB event is proxied from
-/// the page's own stream: an access coming `gap` references or more after that node's
-/// previous access (its TLB entry would have been evicted meanwhile), or every `burst`
-/// accesses of one residency (the access counter saturating).
+/// NC[n] - NC[home] >= NT. The events come from the TLB model the partition pass ran (the
+/// page's `events`), or, with `proxy`, from the page's own stream: an access coming `gap`
+/// references or more after that node's previous access (its TLB entry would have been
+/// evicted meanwhile), or every `burst` accesses of one residency (the access counter
+/// saturating).
 pub struct Sammu {
     pub max: u16,
     pub threshold: u16,
+    pub proxy: bool,
     pub gap: u64,
     pub burst: u32,
+}
+
+/// Per-page NUMA counters and the page's node.
+struct Counters {
+    nc: [u16; MAX_NODES],
+    /// Nodes whose counter is not zero.
+    live: u128,
+    home: u16,
+}
+
+impl Counters {
+    /// One TLB event of `node`; returns the new home when the page migrates.
+    fn event(&mut self, node: u16, max: u16, threshold: u16) -> Option<u16> {
+        let n = node as usize;
+        // Decrement the other non-zero counters (a bit set of them spares the zeros).
+        let mut others = self.live & !node_bit(node);
+        while others != 0 {
+            let i = others.trailing_zeros() as usize;
+            others &= others - 1;
+            self.nc[i] -= 1;
+            if self.nc[i] == 0 {
+                self.live &= !(1u128 << i);
+            }
+        }
+        self.nc[n] = (self.nc[n] + 1).min(max);
+        if self.nc[n] > 0 {
+            self.live |= node_bit(node);
+        }
+        (node != self.home && self.nc[n] >= self.nc[self.home as usize] + threshold).then(|| {
+            self.home = node;
+            node
+        })
+    }
 }
 
 impl Policy for Sammu {
     fn run(&self, page: &Page, _ctx: &Context) -> Tally {
         let mut res = first_touch(page);
-        let mut home = page.refs[0].node;
-        let mut nc = [0u16; MAX_NODES];
-        let mut last = [u64::MAX; MAX_NODES];
-        let mut resident = [0u32; MAX_NODES];
-        let mut live: u128 = 0;
-        for r in page.refs {
-            let n = r.node as usize;
-            let evicted = last[n] != u64::MAX && r.at - last[n] >= self.gap;
-            last[n] = r.at;
-            resident[n] += 1;
-            if evicted || resident[n] >= self.burst {
-                resident[n] = 0;
-                // Decrement the other non-zero counters (a bit set of them spares the zeros).
-                let mut others = live & !node_bit(r.node);
-                while others != 0 {
-                    let i = others.trailing_zeros() as usize;
-                    others &= others - 1;
-                    nc[i] -= 1;
-                    if nc[i] == 0 {
-                        live &= !(1u128 << i);
+        let mut c = Counters { nc: [0; MAX_NODES], live: 0, home: page.refs[0].node };
+        if self.proxy {
+            let mut last = [u64::MAX; MAX_NODES];
+            let mut resident = [0u32; MAX_NODES];
+            for r in page.refs {
+                let n = r.node as usize;
+                let evicted = last[n] != u64::MAX && r.at - last[n] >= self.gap;
+                last[n] = r.at;
+                resident[n] += 1;
+                if evicted || resident[n] >= self.burst {
+                    resident[n] = 0;
+                    if let Some(home) = c.event(r.node, self.max, self.threshold) {
+                        res.place(node_bit(home));
                     }
                 }
-                nc[n] = (nc[n] + 1).min(self.max);
-                if nc[n] > 0 {
-                    live |= node_bit(r.node);
+                charge(&mut res, r);
+            }
+        } else {
+            // An event at an access's own position (its counter saturating) acts after the
+            // access; an event at another position comes from a later access to another page.
+            let mut events = page.events.iter().peekable();
+            for r in page.refs {
+                while let Some(e) = events.next_if(|e| e.at < r.at) {
+                    if let Some(home) = c.event(e.node, self.max, self.threshold) {
+                        res.place(node_bit(home));
+                    }
                 }
-                if r.node != home && nc[n] >= nc[home as usize] + self.threshold {
-                    home = r.node;
-                    res.place(node_bit(home));
+                charge(&mut res, r);
+                while let Some(e) = events.next_if(|e| e.at == r.at) {
+                    if let Some(home) = c.event(e.node, self.max, self.threshold) {
+                        res.place(node_bit(home));
+                    }
                 }
             }
-            charge(&mut res, r);
+            // Events after the page's last access (the TLBs are not flushed at the end of the
+            // trace) would only move a page nobody uses again: not acted on.
         }
         res.tally
     }

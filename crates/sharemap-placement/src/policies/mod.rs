@@ -160,25 +160,35 @@ pub static POLICIES: &[PolicyInfo] = &[
     PolicyInfo {
         name: "sammu",
         source: "seed 000 (SAMMU), section 3.3: NUMA counters",
-        summary: "saturating per-node counters, +1 for the node of a TLB event and -1 for the others; migrate when NC[n] - NC[home] >= NT (TLB events proxied from the page's accesses until a TLB model drives them)",
+        summary: "saturating per-node counters, +1 for the node of a TLB event and -1 for the others; migrate when NC[n] - NC[home] >= NT; TLB events from SAMMU's per-core TLB model run over the trace (statistics updates: evictions and saturations with AC >= AT)",
         params: &[
             p("bits", "4", "counter width"),
             p("nt", "10", "migration threshold NT"),
+            p("events", "tlb", "tlb: SAMMU's TLB model (per-core L1 64x4, L2 512x4, SMT siblings sharing) drives the counters; proxy: events guessed from the page's own accesses (gap, burst)"),
+            p("l1", "64", "L1 data TLB entries (4-way) of the TLB model"),
+            p("l2", "512", "L2 TLB entries (4-way) of the TLB model"),
+            p("ac", "32", "bits of the TLB model's access counters AC and thresholds AT (seed 000: 32; fewer bits saturate sooner, giving events on working sets that stay in the TLBs)"),
             p(
                 "gap",
                 "1000",
-                "a node's access this many references after its previous one counts as a TLB eviction event",
+                "proxy: a node's access this many references after its previous one counts as a TLB eviction event",
             ),
             p(
                 "burst",
                 "256",
-                "accesses of one residency that count as an access-counter saturation event",
+                "proxy: accesses of one residency that count as an access-counter saturation event",
             ),
         ],
         build: |v| {
+            let proxy = match v.text("events") {
+                "tlb" => false,
+                "proxy" => true,
+                other => return Err(format!("sammu.events: '{other}' is not tlb or proxy")),
+            };
             Ok(Box::new(kernel::Sammu {
                 max: ((1u32 << v.u64("bits")?.clamp(1, 15)) - 1) as u16,
                 threshold: v.u64("nt")? as u16,
+                proxy,
                 gap: v.u64("gap")?.max(1),
                 burst: v.u64("burst")?.max(1) as u32,
             }))

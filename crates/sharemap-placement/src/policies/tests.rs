@@ -31,6 +31,7 @@ fn page(refs: &[Ref]) -> Page<'_> {
         touch_rank: 3,
         address_rank: 0,
         refs,
+        events: &[],
     }
 }
 
@@ -165,12 +166,33 @@ fn numa_balancing_needs_two_faults_from_the_same_node() {
 }
 
 #[test]
-fn sammu_migrates_at_the_threshold() {
+fn sammu_acts_on_the_tlb_events_of_the_page() {
+    let c = ctx(2, butterfly(), None, &[], &[]);
+    let mut s = Settings::default();
+    s.add("sammu.nt=3").unwrap();
+    let policy = find("sammu").unwrap().build(&s).unwrap();
+    // Node 0 writes the page, node 1 reads it 20 times; node 1's TLB events arrive at
+    // positions 5, 7 (from other pages' accesses) and 9 (its own access saturating).
+    let mut refs = vec![Ref::write(0, 0)];
+    refs.extend((1..=20).map(|i| Ref::read(i, 1)));
+    let events = [Ref::read(5, 1), Ref::read(7, 1), Ref::read(9, 1)];
+    let t = policy.run(&Page { events: &events, ..page(&refs) }, &c);
+    // NC[1] reaches NT = 3 at the event of position 9, after that access: 9 remote reads.
+    assert_eq!((t.node_moves, t.remote, t.local), (1, 9, 12));
+    // Without events nothing moves, however much node 1 reads.
+    assert_eq!(policy.run(&page(&refs), &c).node_moves, 0);
+    // Node 0's events in between hold node 1 back (counters move both ways).
+    let mixed = [Ref::read(5, 1), Ref::read(6, 0), Ref::read(7, 1), Ref::read(9, 1)];
+    assert_eq!(policy.run(&Page { events: &mixed, ..page(&refs) }, &c).node_moves, 0);
+}
+
+#[test]
+fn sammu_proxy_migrates_at_the_threshold() {
     let c = ctx(2, butterfly(), None, &[], &[]);
     // Node 1 comes back every 2000 references: each return is a TLB event for it.
     let mut refs = vec![Ref::write(0, 0)];
     refs.extend((1..=12).map(|i| Ref::read(i * 2000, 1)));
-    let t = run("sammu", &[], &refs, &c);
+    let t = run("sammu", &["sammu.events=proxy"], &refs, &c);
     // Its first access is no event; returns 1..10 bring NC[1] to 10 = NT: migrate.
     assert_eq!(t.node_moves, 1);
     assert_eq!(t.remote, 10);
@@ -180,12 +202,12 @@ fn sammu_migrates_at_the_threshold() {
         both.push(Ref::read(i * 2000, 1));
         both.push(Ref::read(i * 2000 + 1000, 0));
     }
-    assert_eq!(run("sammu", &[], &both, &c).node_moves, 0);
+    assert_eq!(run("sammu", &["sammu.events=proxy"], &both, &c).node_moves, 0);
     // A burst of accesses saturates the access counter every `burst` accesses.
     let burst: Vec<Ref> = std::iter::once(Ref::write(0, 0))
         .chain((1..=40).map(|i| Ref::read(i, 1)))
         .collect();
-    let t = run("sammu", &["sammu.burst=4", "sammu.nt=3"], &burst, &c);
+    let t = run("sammu", &["sammu.events=proxy", "sammu.burst=4", "sammu.nt=3"], &burst, &c);
     // Events at its 4th, 8th and 12th access: the 12th is already local.
     assert_eq!((t.node_moves, t.remote), (1, 11));
 }
