@@ -36,7 +36,7 @@ pub enum Algorithm {
 
 /// Names and algorithms, for the command line.
 pub static ALGORITHMS: &[(&str, &str)] = &[
-    ("sharemap", "the cheapest of bisection, eagermap and the order-based mappings, refined by cost-aware pairwise swaps (the default)"),
+    ("sharemap", "the cheapest of bisection, eagermap (up to 256 threads) and the order-based mappings, refined by cost-aware pairwise swaps (the default)"),
     ("eagermap", "hierarchical greedy grouping, bottom-up over the shared levels"),
     ("treematch", "tree matching by levels: groups that leave the least sharing outside them"),
     ("bisection", "top-down recursive bisection of the threads with Kernighan-Lin swaps, as Scotch maps"),
@@ -101,7 +101,13 @@ pub fn map(alg: Algorithm, m: &SharingMatrix, machine: &Machine, costs: &PairCos
             // Several starting points, computed in parallel; the cheapest is improved by
             // swaps. So the result is never worse than any of them.
             use rayon::prelude::*;
-            let starts = [Algorithm::Bisection, Algorithm::Eager, Algorithm::Compact, Algorithm::RoundRobin, Algorithm::Scatter];
+            // Beyond 256 threads the grouping is left out: it never beat the bisection on the
+            // synthetic matrices there, and it would take a core from the bisection's halves.
+            let starts: &[Algorithm] = if n <= 256 {
+                &[Algorithm::Bisection, Algorithm::Eager, Algorithm::Compact, Algorithm::RoundRobin, Algorithm::Scatter]
+            } else {
+                &[Algorithm::Bisection, Algorithm::Compact, Algorithm::RoundRobin, Algorithm::Scatter]
+            };
             let candidates: Vec<(f64, Vec<usize>)> = starts
                 .par_iter()
                 .map(|&start| {
