@@ -5,7 +5,7 @@ use crate::progress;
 use crate::trace_cmds::{format_arg, warn_if_truncated};
 use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
-use sharemap_detect::{detect, detect_windows, detect_with, phase_changes, Cores, Detector, Extra};
+use sharemap_detect::{detect, detect_windows, detect_with, phase_changes, Cores, Detector, Extra, PageUsage};
 use sharemap_machine::Machine;
 use sharemap_trace::output::{flush, AtomicOutput};
 use sharemap_trace::TraceReader;
@@ -62,13 +62,34 @@ struct Windows {
 }
 
 /// Thread t on PU t mod PUs; each PU's core (SMT siblings share one), and each core's node.
-fn cores_of(machine: &Machine) -> Cores {
+pub(crate) fn cores_of(machine: &Machine) -> Cores {
     let core_of_pu = machine.core_of_pu();
     let mut node_of_core = vec![0; core_of_pu.iter().max().map_or(0, |&c| c + 1)];
     for (pu, &core) in core_of_pu.iter().enumerate() {
         node_of_core[core] = machine.pu_numa[pu];
     }
     Cores { core_of_thread: core_of_pu, node_of_core, nodes: machine.numa_count() }
+}
+
+/// Most rows of the page-usage plot: beyond that, neighbouring pages share a row.
+const PAGE_ROWS: usize = 256;
+
+/// The page-usage plot: pages by address (top to bottom, binned into at most `PAGE_ROWS`
+/// rows) against threads, darker for more accesses.
+fn save_page_usage(usage: &PageUsage, threads: usize, base: &Path) -> Result<()> {
+    let pages = usage.sorted();
+    let rows = pages.len().clamp(1, PAGE_ROWS);
+    let per_row = pages.len().div_ceil(rows).max(1);
+    let mut cells = vec![0.0f64; rows * threads.max(1)];
+    for (k, (_, entry)) in pages.iter().enumerate() {
+        let row = k / per_row;
+        for (t, &a) in entry.accesses.iter().enumerate().take(threads) {
+            cells[row * threads + t] += a as f64;
+        }
+    }
+    let note = format!("{} pages by address, {} per row (top = lowest); threads 0..{} left to right", pages.len(), per_row, threads.saturating_sub(1));
+    let svg = plot::heatmap_svg("Page usage: accesses per page and thread", &note, rows, threads.max(1), |i, j| cells[i * threads.max(1) + j])?;
+    plot::save_svg(&svg, base)
 }
 
 pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, compare: Option<&str>, window: u64, dir: &Path) -> Result<ExitCode> {
@@ -118,8 +139,10 @@ pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, comp
     write_file(&dir.join("comm.grf"), &sharemap_mapping::scotch::graph(&matrix))?;
     write_file(&dir.join("machine.tgt"), &sharemap_mapping::scotch::tleaf(&machine, sharemap_mapping::CostModel::Latency))?;
     write_file(&dir.join("pages.csv"), &usage.to_numalize_csv(n, node_of))?;
-    let svg = plot::heatmap_svg(&format!("Sharing between threads ({})", det.name()), n, |i, j| matrix.get(i, j))?;
+    let note = format!("threads 0..{} (rows and columns); darker = more sharing", n.saturating_sub(1));
+    let svg = plot::heatmap_svg(&format!("Sharing between threads ({})", det.name()), &note, n, n, |i, j| matrix.get(i, j))?;
     plot::save_svg(&svg, &dir.join("heatmap.svg"))?;
+    save_page_usage(&usage, n, &dir.join("pages.svg"))?;
     let mut pairs: Vec<(usize, usize, f64)> = (0..n).flat_map(|i| (i + 1..n).map(move |j| (i, j))).map(|(i, j)| (i, j, matrix.get(i, j))).filter(|p| p.2 > 0.0).collect();
     pairs.sort_by(|a, b| b.2.total_cmp(&a.2));
     pairs.truncate(10);
@@ -192,7 +215,7 @@ pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, comp
     for (i, j, v) in summary.top_pairs.iter().take(5) {
         println!("  threads {i} and {j}: {v}");
     }
-    println!("wrote {}/{{comm.csv,comm.mat,comm.grf,machine.tgt,pages.csv,heatmap.svg,heatmap.png,summary.json}}", dir.display());
+    println!("wrote {}/{{comm.csv,comm.mat,comm.grf,machine.tgt,pages.csv,pages.svg,pages.png,heatmap.svg,heatmap.png,summary.json}}", dir.display());
     println!("(Scotch: scotch_gmap -b0 -cb {0}/comm.grf {0}/machine.tgt mapping.map)", dir.display());
     Ok(ExitCode::SUCCESS)
 }

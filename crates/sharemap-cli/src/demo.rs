@@ -92,6 +92,7 @@ fn placement_table(dir: &Path) -> Result<()> {
             cost: None,
             page_size: None,
             thread_map: map.clone(),
+            sharing: "oracle".into(),
             refs_per_ms: 1000.0,
             seed: 1,
             set: Vec::new(),
@@ -131,7 +132,9 @@ fn mapping_table(dir: &Path) -> Result<()> {
     for name in ["neighbor", "all-to-all", "matmult", "producer-consumer", "migratory", "phase-change"] {
         let path = dir.join(format!("{name}.trace"));
         let matrix = sharemap_detect::detect(&mut TraceReader::open(&path, None)?, sharemap_detect::Detector::Oracle(sharemap_detect::Granularity::Line), |_| {})?.matrix;
-        let svg = crate::plot::heatmap_svg(&format!("{name}: sharing between threads (oracle)"), matrix.threads(), |i, j| matrix.get(i, j))?;
+        let n = matrix.threads();
+        let note = format!("threads 0..{} (rows and columns); darker = more sharing", n.saturating_sub(1));
+        let svg = crate::plot::heatmap_svg(&format!("{name}: sharing between threads (oracle)"), &note, n, n, |i, j| matrix.get(i, j))?;
         crate::plot::save_svg(&svg, &dir.join(format!("heatmap-{name}.svg")))?;
         let random = sharemap_mapping::mapping_cost(&matrix, &sharemap_mapping::map(sharemap_mapping::Algorithm::Random(1), &matrix, &m, &costs).map_err(|e| anyhow!(e))?, &costs);
         let rel: Vec<f64> = algs

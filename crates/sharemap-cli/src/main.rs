@@ -223,6 +223,12 @@ fn parse_count(s: &str) -> Result<u64, String> {
 }
 
 fn main() -> ExitCode {
+    // Output piped into `head` and the like: end quietly when the reader goes away, as
+    // command-line tools do, instead of failing on the next print.
+    // SAFETY: restoring a signal's default disposition before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Gen { pattern, threads, accesses, seed, page_size, output, to, list } => {

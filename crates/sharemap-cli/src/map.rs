@@ -7,7 +7,7 @@ use serde::Serialize;
 use sharemap_detect::{Granularity, Oracle, SharingMatrix};
 use sharemap_machine::Machine;
 use sharemap_mapping::algos::EXHAUSTIVE_MAX_PUS;
-use sharemap_mapping::{map, mapping_cost, Algorithm, CostModel, PairCosts, ALGORITHMS};
+use sharemap_mapping::{map, mapping_cost, sharing_by_level, Algorithm, CostModel, PairCosts, ALGORITHMS};
 use sharemap_trace::TraceReader;
 use std::path::Path;
 use std::process::ExitCode;
@@ -20,6 +20,14 @@ struct Mapped {
     mapping: Vec<usize>,
     cost: f64,
     elapsed_ms: f64,
+    /// EagerMap's view: the share of sharing kept within each level, from the bottom up.
+    sharing_by_level: Vec<LevelShare>,
+}
+
+#[derive(Serialize)]
+struct LevelShare {
+    level: String,
+    share: f64,
 }
 
 /// A matrix file (numalize CSV, TopoMatch .mat), or a trace whose oracle matrix is used.
@@ -72,7 +80,8 @@ pub fn run(input: &Path, from: Option<&str>, machine: &str, algo: &str, model: &
         let start = Instant::now();
         let mapping = map(*alg, &m, &machine, &costs).map_err(|e| anyhow!(e))?;
         let elapsed_ms = start.elapsed().as_secs_f64() * 1e3;
-        results.push(Mapped { algorithm: name.to_string(), cost: mapping_cost(&m, &mapping, &costs), mapping, elapsed_ms });
+        let sharing_by_level = sharing_by_level(&m, &mapping, &machine).into_iter().map(|(level, share)| LevelShare { level, share }).collect();
+        results.push(Mapped { algorithm: name.to_string(), cost: mapping_cost(&m, &mapping, &costs), mapping, elapsed_ms, sharing_by_level });
     }
     if json {
         println!("{}", serde_json::to_string_pretty(&results)?);
@@ -84,6 +93,14 @@ pub fn run(input: &Path, from: Option<&str>, machine: &str, algo: &str, model: &
     println!("{:<12} {:>16} {:>10} {:>10} {:>10}", "algorithm", "cost", "vs random", "vs best", "ms");
     for r in &results {
         println!("{:<12} {:>16.0} {:>10.3} {:>10.3} {:>10.3}", r.algorithm, r.cost, r.cost / random.max(f64::MIN_POSITIVE), r.cost / best.max(f64::MIN_POSITIVE), r.elapsed_ms);
+    }
+    // EagerMap's view, for reference: where the sharing stays.
+    let levels: Vec<&str> = results[0].sharing_by_level.iter().map(|l| l.level.as_str()).collect();
+    println!("
+sharing kept within each level (%, EagerMap's quality view; lower levels are better)");
+    println!("{:<12} {}", "algorithm", levels.iter().map(|l| format!("{l:>10}")).collect::<String>());
+    for r in &results {
+        println!("{:<12} {}", r.algorithm, r.sharing_by_level.iter().map(|l| format!("{:>10.1}", 100.0 * l.share)).collect::<String>());
     }
     let score = sharemap_mapping::potential::potential(&m, &machine, &costs);
     println!(

@@ -9,6 +9,7 @@ use serde::Serialize;
 use sharemap_machine::{CostParams, Machine};
 use sharemap_placement::evaluate::{evaluate, EvalOptions, Evaluation, PolicyResult};
 use sharemap_detect::sammu::SammuParams;
+use sharemap_detect::{detect_with, Detector, SharingMatrix};
 use sharemap_placement::partition::{Partition, PartitionOptions, SamplerKind, TlbModel};
 use sharemap_placement::policies::{self, Context, Policy, Settings, POLICIES};
 use sharemap_placement::{cost, Costs};
@@ -41,6 +42,11 @@ pub struct ModelArgs {
     /// list of PUs (one per thread), or a file holding one
     #[arg(long, default_value = "identity")]
     pub thread_map: String,
+    /// The sharing a --thread-map algorithm maps: a detector run on the trace (oracle, sammu,
+    /// stmap, sampled:..., faults; see `sharemap analyze`) or a matrix file (numalize comm CSV
+    /// or TopoMatch .mat) with one row per thread of the trace
+    #[arg(long, default_value = "oracle")]
+    pub sharing: String,
     /// References per millisecond of the traced run (turns the kernel's periods into positions)
     #[arg(long, default_value_t = 1000.0)]
     pub refs_per_ms: f64,
@@ -79,7 +85,7 @@ impl ModelArgs {
         }
         let params = parse_cost(self.cost.as_deref(), machine.cost_for(page_size, trace_line), page_size)?;
         params.validate().map_err(|e| anyhow!("cost parameters: {e}"))?;
-        let pu_of_thread = thread_pus(&self.thread_map, &machine, &self.trace, self.from.as_deref(), self.seed)?;
+        let pu_of_thread = thread_pus(self, &machine)?;
         let node_of_thread = pu_of_thread.iter().map(|&pu| machine.pu_numa[pu] as u16).collect();
         if !(self.refs_per_ms > 0.0 && self.refs_per_ms.is_finite()) {
             bail!("--refs-per-ms {}: expected a positive number", self.refs_per_ms);
@@ -117,7 +123,8 @@ fn parse_cost(spec: Option<&str>, base: CostParams, page_size: u64) -> Result<Co
 
 /// NUMA node of each thread's PU. `spec`: `identity`, a mapping algorithm (run on the
 /// trace's oracle matrix), a file holding a PU list, or a PU list.
-fn thread_pus(spec: &str, machine: &Machine, trace: &Path, from: Option<&str>, seed: u64) -> Result<Vec<usize>> {
+fn thread_pus(args: &ModelArgs, machine: &Machine) -> Result<Vec<usize>> {
+    let (spec, seed) = (args.thread_map.as_str(), args.seed);
     let pus = machine.pu_count();
     let file_text;
     let spec = if Path::new(spec).is_file() {
@@ -131,7 +138,7 @@ fn thread_pus(spec: &str, machine: &Machine, trace: &Path, from: Option<&str>, s
         "identity" => (0..pus).collect(),
         name if sharemap_mapping::Algorithm::parse(name, seed).is_some() => {
             let alg = sharemap_mapping::Algorithm::parse(name, seed).expect("checked");
-            let matrix = crate::map::load_matrix(trace, from)?;
+            let matrix = thread_sharing(args, machine)?;
             let costs = sharemap_mapping::PairCosts::new(machine, sharemap_mapping::CostModel::Latency);
             sharemap_mapping::map(alg, &matrix, machine, &costs).map_err(|e| anyhow!("--thread-map {name}: {e}"))?
         }
@@ -153,6 +160,25 @@ fn thread_pus(spec: &str, machine: &Machine, trace: &Path, from: Option<&str>, s
         bail!("--thread-map: empty");
     }
     Ok(list)
+}
+
+/// The sharing matrix `--thread-map ALGO` maps (`--sharing`): a detector's on the trace, or a
+/// matrix file that must have one row per thread of the trace.
+fn thread_sharing(args: &ModelArgs, machine: &Machine) -> Result<SharingMatrix> {
+    let mut reader = TraceReader::open(&args.trace, format_arg(args.from.as_deref())?)?;
+    if Path::new(&args.sharing).is_file() {
+        let m = SharingMatrix::read(Path::new(&args.sharing)).map_err(|e| anyhow!("{e}"))?;
+        let threads = reader.metadata().threads as usize;
+        if threads > 0 && m.threads() != threads {
+            bail!("--sharing {}: the matrix has {} threads, the trace {} has {threads}", args.sharing, m.threads(), args.trace.display());
+        }
+        return Ok(m);
+    }
+    let det = Detector::parse(&args.sharing).map_err(|e| anyhow!("--sharing: {e} (or a matrix file)"))?;
+    let bar = progress::bar(reader.access_count_hint(), "detecting sharing");
+    let (d, _) = detect_with(&mut reader, det, &crate::analyze::cores_of(machine), |n| bar.set_position(n))?;
+    bar.finish_and_clear();
+    Ok(d.matrix)
 }
 
 /// Resolves `--policy`: a comma list of names, or `all`.

@@ -128,31 +128,32 @@ pub fn save(chart: &Chart, base: &Path) -> Result<()> {
     save_svg(&svg(chart)?, base)
 }
 
-/// A sharing matrix as a grid of cells, darker for more sharing (seed 000's figure 2);
-/// thread 0 at the top left.
-pub fn heatmap_svg(title: &str, n: usize, value: impl Fn(usize, usize) -> f64) -> Result<String> {
-    let max = (0..n).flat_map(|i| (0..n).map(move |j| (i, j))).map(|(i, j)| value(i, j)).fold(0.0f64, f64::max);
+/// A grey-scale grid of `rows` x `cols` cells, darker for larger values (each cell scaled to
+/// the largest), under a title and a one-line note.
+pub fn heatmap_svg(title: &str, note: &str, rows: usize, cols: usize, value: impl Fn(usize, usize) -> f64) -> Result<String> {
+    let max = (0..rows).flat_map(|i| (0..cols).map(move |j| (i, j))).map(|(i, j)| value(i, j)).fold(0.0f64, f64::max);
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (640, 640)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| anyhow!("plot: {e}"))?;
         let err = |e: DrawingAreaErrorKind<_>| anyhow!("plot: {e}");
         root.draw(&Text::new(title.to_string(), (16, 8), ("sans-serif", 20))).map_err(err)?;
-        let note = format!("threads 0..{} (rows and columns); darker = more sharing", n.saturating_sub(1));
-        root.draw(&Text::new(note, (16, 34), ("sans-serif", 13))).map_err(err)?;
+        root.draw(&Text::new(note.to_string(), (16, 34), ("sans-serif", 13))).map_err(err)?;
         let area = root.margin(56, 16, 16, 16);
         let (w, h) = area.dim_in_pixel();
-        let cell = (w.min(h) as f64 / n.max(1) as f64).max(1.0);
-        for i in 0..n {
-            for j in 0..n {
+        let (cw, ch) = ((w as f64 / cols.max(1) as f64).max(1.0), (h as f64 / rows.max(1) as f64).max(1.0));
+        // Square cells when the grid is square (a matrix), stretched otherwise.
+        let (cw, ch) = if rows == cols { (cw.min(ch), cw.min(ch)) } else { (cw, ch) };
+        for i in 0..rows {
+            for j in 0..cols {
                 let v = if max > 0.0 { value(i, j) / max } else { 0.0 };
                 let shade = (255.0 * (1.0 - v)).round() as u8;
-                let (x0, y0) = ((j as f64 * cell) as i32, (i as f64 * cell) as i32);
-                let (x1, y1) = (((j + 1) as f64 * cell) as i32, ((i + 1) as f64 * cell) as i32);
+                let (x0, y0) = ((j as f64 * cw) as i32, (i as f64 * ch) as i32);
+                let (x1, y1) = (((j + 1) as f64 * cw) as i32, ((i + 1) as f64 * ch) as i32);
                 area.draw(&Rectangle::new([(x0, y0), (x1, y1)], RGBColor(shade, shade, shade).filled())).map_err(err)?;
             }
         }
-        area.draw(&Rectangle::new([(0, 0), ((n as f64 * cell) as i32, (n as f64 * cell) as i32)], BLACK.stroke_width(1))).map_err(err)?;
+        area.draw(&Rectangle::new([(0, 0), ((cols as f64 * cw) as i32, (rows as f64 * ch) as i32)], BLACK.stroke_width(1))).map_err(err)?;
         root.present().map_err(|e| anyhow!("plot: {e}"))?;
     }
     Ok(out)

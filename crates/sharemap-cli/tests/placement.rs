@@ -214,6 +214,8 @@ fn analyze_writes_numalize_files_and_a_heatmap() {
     assert_eq!(summary["threads"], 6);
     assert_eq!(summary["total_sharing"].as_f64().unwrap(), m.total());
     assert_eq!(&std::fs::read(out.join("heatmap.png")).unwrap()[..4], b"\x89PNG");
+    assert_eq!(&std::fs::read(out.join("pages.png")).unwrap()[..4], b"\x89PNG");
+    assert!(std::fs::read_to_string(out.join("pages.svg")).unwrap().contains("Page usage"));
     let bad = sharemap(&["analyze", s(&t), "--detector", "nope", "-o", s(&out)]);
     let err = String::from_utf8_lossy(&bad.stderr).to_string();
     assert!(!bad.status.success() && err.trim_end().lines().count() == 1 && err.contains("unknown detector 'nope'"), "{err}");
@@ -237,6 +239,12 @@ fn map_groups_sharing_threads_and_reports_every_algorithm() {
     let best = list.iter().map(|r| r["cost"].as_f64().unwrap()).fold(f64::INFINITY, f64::min);
     let default = list.iter().find(|r| r["algorithm"] == "sharemap").unwrap();
     assert_eq!(default["cost"].as_f64().unwrap(), best);
+    // EagerMap's view: all the sharing stays within cores (the four pairs each on one core).
+    let levels = default["sharing_by_level"].as_array().unwrap();
+    assert_eq!(levels[0]["level"], "Core");
+    assert_eq!(levels[0]["share"].as_f64().unwrap(), 1.0);
+    let total: f64 = levels.iter().map(|l| l["share"].as_f64().unwrap()).sum();
+    assert!((total - 1.0).abs() < 1e-12);
     let m: Vec<u64> = default["mapping"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
     for (a, b) in [(0, 5), (1, 6), (2, 7), (3, 4)] {
         assert_eq!(m[a] / 2, m[b] / 2, "threads {a} and {b} on one core");
@@ -277,6 +285,22 @@ fn placement_quality_depends_on_the_thread_mapping() {
     let f = p(&d, "map.txt");
     std::fs::write(&f, "0 1 2 3 4 5 6 7\n8 9 10 11 12 13 14 15\n").unwrap();
     ok(&["place", s(&t), "--machine", "pack:4 numa:1 core:2 pu:2", "--thread-map", s(&f), "-p", "first-touch"]);
+    // The chain with another detector, and with a matrix file: the same mapping quality
+    // as the oracle's on neighbour sharing.
+    let with = |sharing: &str| {
+        let v = json(&ok(&["place", s(&t), "--machine", "pack:4 numa:1 core:2 pu:2", "--thread-map", "sharemap", "--sharing", sharing, "-p", "first-touch", "--json"]));
+        policy(&v, "first-touch")["local_ratio"].as_f64().unwrap()
+    };
+    assert_eq!(with("stmap:si=10"), aware);
+    let an = p(&d, "an");
+    ok(&["analyze", s(&t), "-o", s(&an)]);
+    assert_eq!(with(s(&an.join("comm.csv"))), aware);
+    // A matrix of another size is refused.
+    let small = p(&d, "small.trace");
+    ok(&["gen", "neighbor", "--threads", "8", "--accesses", "20k", "-o", s(&small)]);
+    let out = sharemap(&["place", s(&small), "--thread-map", "sharemap", "--sharing", s(&an.join("comm.csv"))]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success() && err.trim_end().lines().count() == 1 && err.contains("the matrix has 16 threads"), "{err}");
 }
 
 /// The Scotch export is what Scotch reads: scotch_gmap maps it, and sharemap's default

@@ -89,3 +89,80 @@ pub fn mapping_cost(m: &SharingMatrix, map: &[usize], c: &PairCosts) -> f64 {
     }
     total
 }
+
+/// EagerMap's view of a mapping: the share of all sharing kept within each level of the
+/// tree, that is, between threads whose PUs' lowest common object is of that level (its
+/// hwloc type name), from the bottom up. The grouping maximises the lower shares level by
+/// level; this reports them whatever the algorithm.
+pub fn sharing_by_level(m: &SharingMatrix, map: &[usize], machine: &Machine) -> Vec<(String, f64)> {
+    // Depth of each tree object along each PU's root-first path, and the pair's lowest
+    // common object is the last shared one of the two paths.
+    let paths: Vec<Vec<usize>> = machine
+        .pus
+        .iter()
+        .map(|&pu| {
+            let mut a = machine.tree.ancestors(pu);
+            a.reverse();
+            a
+        })
+        .collect();
+    let n = m.threads().min(map.len());
+    let mut by_object: Vec<f64> = vec![0.0; machine.tree.objs.len()];
+    let mut total = 0.0;
+    for i in 0..n {
+        for j in i + 1..n {
+            let v = m.get(i, j);
+            if v == 0.0 {
+                continue;
+            }
+            let (a, b) = (&paths[map[i]], &paths[map[j]]);
+            let common = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+            by_object[a[common - 1]] += v;
+            total += v;
+        }
+    }
+    // Levels from the PUs up, each named once.
+    let mut names: Vec<String> = Vec::new();
+    let mut shares: Vec<f64> = Vec::new();
+    let mut depth_order: Vec<usize> = (0..machine.tree.objs.len()).collect();
+    let depth = |o: usize| machine.tree.ancestors(o).len();
+    depth_order.sort_by_key(|&o| std::cmp::Reverse(depth(o)));
+    for o in depth_order {
+        let obj = &machine.tree.objs[o];
+        if matches!(obj.ty, ObjType::Pu) && by_object[o] == 0.0 {
+            continue; // PUs hold pairs only when oversubscribed
+        }
+        if !matches!(obj.ty, ObjType::Pu) && obj.children.len() < 2 {
+            continue; // one child: never the lowest common object of two PUs (a core's L1)
+        }
+        let name = obj.ty.hwloc_name();
+        let share = if total > 0.0 { by_object[o] / total } else { 0.0 };
+        match names.iter().position(|x| *x == name) {
+            Some(k) => shares[k] += share,
+            None => {
+                names.push(name);
+                shares.push(share);
+            }
+        }
+    }
+    names.into_iter().zip(shares).collect()
+}
+
+#[cfg(test)]
+mod level_tests {
+    use super::*;
+
+    #[test]
+    fn shares_follow_the_lowest_common_object() {
+        let machine = Machine::from_spec("pack:2 core:2 pu:2").unwrap();
+        let mut m = SharingMatrix::new(4);
+        m.add(0, 1, 6.0); // PUs 0, 1: one core
+        m.add(0, 2, 3.0); // PUs 0, 2: one package
+        m.add(0, 3, 1.0); // PUs 0, 4: the machine
+        let shares = sharing_by_level(&m, &[0, 1, 2, 4], &machine);
+        let get = |name: &str| shares.iter().find(|(n, _)| n == name).map(|s| s.1).unwrap();
+        assert_eq!((get("Core"), get("Package"), get("Machine")), (0.6, 0.3, 0.1));
+        let names: Vec<&str> = shares.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["Core", "Package", "Machine"], "bottom up");
+    }
+}

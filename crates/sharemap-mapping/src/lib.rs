@@ -11,4 +11,4 @@ pub mod scotch;
 mod treematch;
 
 pub use algos::{map, Algorithm, ALGORITHMS};
-pub use cost::{mapping_cost, CostModel, PairCosts};
+pub use cost::{mapping_cost, sharing_by_level, CostModel, PairCosts};
