@@ -139,6 +139,7 @@ pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, comp
     write_file(&dir.join("comm.grf"), &sharemap_mapping::scotch::graph(&matrix))?;
     write_file(&dir.join("machine.tgt"), &sharemap_mapping::scotch::tleaf(&machine, sharemap_mapping::CostModel::Latency))?;
     write_file(&dir.join("pages.csv"), &usage.to_numalize_csv(n, node_of))?;
+    write_file(&dir.join("page-nodes.csv"), &usage.to_node_csv(machine.numa_count(), node_of))?;
     let note = format!("threads 0..{} (rows and columns); darker = more sharing", n.saturating_sub(1));
     let svg = plot::heatmap_svg(&format!("Sharing between threads ({})", det.name()), &note, n, n, |i, j| matrix.get(i, j))?;
     plot::save_svg(&svg, &dir.join("heatmap.svg"))?;
@@ -215,7 +216,7 @@ pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, comp
     for (i, j, v) in summary.top_pairs.iter().take(5) {
         println!("  threads {i} and {j}: {v}");
     }
-    println!("wrote {}/{{comm.csv,comm.mat,comm.grf,machine.tgt,pages.csv,pages.svg,pages.png,heatmap.svg,heatmap.png,summary.json}}", dir.display());
+    println!("wrote {}/{{comm.csv,comm.mat,comm.grf,machine.tgt,pages.csv,page-nodes.csv,pages.svg,pages.png,heatmap.svg,heatmap.png,summary.json}}", dir.display());
     println!("(Scotch: scotch_gmap -b0 -cb {0}/comm.grf {0}/machine.tgt mapping.map)", dir.display());
     Ok(ExitCode::SUCCESS)
 }

@@ -215,6 +215,14 @@ fn analyze_writes_numalize_files_and_a_heatmap() {
     assert_eq!(summary["total_sharing"].as_f64().unwrap(), m.total());
     assert_eq!(&std::fs::read(out.join("heatmap.png")).unwrap()[..4], b"\x89PNG");
     assert_eq!(&std::fs::read(out.join("pages.png")).unwrap()[..4], b"\x89PNG");
+    // Per-node counts: the default machine has 4 nodes; each page's counts add up to its
+    // per-thread counts.
+    let nodes = std::fs::read_to_string(out.join("page-nodes.csv")).unwrap();
+    assert!(nodes.starts_with("page.address,firsttouch.location,N0,N1,N2,N3\n"), "{nodes}");
+    let sum = |line: &str, skip: usize| line.split(',').skip(skip).map(|x| x.parse::<u64>().unwrap()).sum::<u64>();
+    for (a, b) in pages.lines().skip(1).zip(nodes.lines().skip(1)) {
+        assert_eq!(sum(a, 6), sum(b, 2));
+    }
     assert!(std::fs::read_to_string(out.join("pages.svg")).unwrap().contains("Page usage"));
     let bad = sharemap(&["analyze", s(&t), "--detector", "nope", "-o", s(&out)]);
     let err = String::from_utf8_lossy(&bad.stderr).to_string();
