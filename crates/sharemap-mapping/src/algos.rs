@@ -458,11 +458,19 @@ mod tests {
         assert_eq!(&at(Algorithm::RoundRobin)[..4], &[0, 2, 4, 6]);
         // Oversubscribed: 16 threads on 8 PUs, two each.
         let big = SharingMatrix::new(16);
-        for alg in [Algorithm::Compact, Algorithm::Eager, Algorithm::Refined, Algorithm::Scatter] {
+        for alg in [Algorithm::Compact, Algorithm::Eager, Algorithm::TreeMatch, Algorithm::Bisection, Algorithm::Refined, Algorithm::Scatter] {
             let mp = map(alg, &big, &machine, &c).unwrap();
             let mut per = vec![0; 8];
             mp.iter().for_each(|&q| per[q] += 1);
             assert!(per.iter().all(|&k| k == 2), "{alg:?}: {per:?}");
+        }
+        // Fewer threads than PUs: distinct PUs, and sharing pairs still meet on a core.
+        let mut few = SharingMatrix::new(3);
+        few.add(0, 2, 10.0);
+        for alg in [Algorithm::Eager, Algorithm::TreeMatch, Algorithm::Bisection, Algorithm::Refined] {
+            let mp = map(alg, &few, &machine, &c).unwrap();
+            assert!(mp[0] != mp[1] && mp[1] != mp[2] && mp[0] != mp[2], "{alg:?}: {mp:?}");
+            assert_eq!(mp[0] / 2, mp[2] / 2, "{alg:?}: {mp:?}");
         }
     }
 
