@@ -1,6 +1,7 @@
 //! The `sharemap` command line: thin glue over the library crates.
 
 mod analyze;
+mod cc;
 mod demo;
 mod filter;
 mod info;
@@ -70,9 +71,19 @@ enum Command {
         to: Option<String>,
     },
     /// Record the memory accesses of a program: sharemap record -o OUT -- PROG ARGS...
+    /// (programs built with `sharemap cc` are recorded by its runtime; others under Valgrind)
     Record {
-        #[arg(long, default_value = "valgrind", value_parser = ["valgrind"])]
+        /// sancov: the runtime of a program built with `sharemap cc`/`c++` (clang or gcc);
+        /// valgrind: any binary, far slower; auto: sancov when the program was built with
+        /// the wrapper, else valgrind
+        #[arg(long, default_value = "auto", value_parser = ["auto", "sancov", "valgrind"])]
         backend: String,
+        /// Record one access in K of each thread (sancov)
+        #[arg(long, default_value_t = 1)]
+        sample: u64,
+        /// Leave out accesses to the threads' stacks (sancov)
+        #[arg(long)]
+        exclude_stack: bool,
         #[arg(short, long)]
         output: PathBuf,
         /// Output format, overriding the extension
@@ -195,6 +206,19 @@ enum Command {
     /// Run the main job on the embedded default: generate the seed patterns, summarise them,
     /// compare every placement policy with the optimum, show sharing heatmaps and thread
     /// mappings, and describe the SAMMU machine
+    /// Compile C with sharemap's tracer: a drop-in compiler (CC='sharemap cc'); clang by
+    /// default, gcc with SHAREMAP_COMPILER=gcc
+    #[command(name = "cc")]
+    Cc {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
+    /// Compile C++ with sharemap's tracer (CXX='sharemap c++')
+    #[command(name = "c++")]
+    Cxx {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
     Demo {
         /// Keep the generated traces in this directory (default: a temporary one)
         #[arg(long)]
@@ -241,7 +265,9 @@ fn main() -> ExitCode {
         }
         Command::Info { trace, from, json } => info::run(&trace, from.as_deref(), json),
         Command::Convert { input, output, from, to } => trace_cmds::convert(&input, &output, from.as_deref(), to.as_deref()),
-        Command::Record { backend: _, output, to, command } => trace_cmds::record(&output, to.as_deref(), &command),
+        Command::Record { backend, sample, exclude_stack, output, to, command } => trace_cmds::record(&output, to.as_deref(), &command, &backend, sample, exclude_stack),
+        Command::Cc { args } => cc::wrap(&args, false),
+        Command::Cxx { args } => cc::wrap(&args, true),
         Command::Machine { spec, json, list } => machine::run(spec.as_deref(), json, list),
         Command::Demo { dir, accesses } => demo::run(dir.as_deref(), accesses),
         Command::Place { model, policy, json, breakdown, placement } => place::run(&model, &policy, json, breakdown, placement.as_deref()),

@@ -5,7 +5,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use sharemap_sources::generate::{self, GenParams, PATTERNS};
 use sharemap_trace::{Chunk, Format, Metadata, Source, TraceReader, TraceWriter};
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 pub fn format_arg(name: Option<&str>) -> Result<Option<Format>> {
@@ -109,23 +109,65 @@ pub fn warn_if_truncated(reader: &TraceReader, path: &Path) {
     }
 }
 
-pub fn record(output: &Path, to: Option<&str>, command: &[OsString]) -> Result<ExitCode> {
+/// The file a command name runs: itself when it has a slash, else the first match on PATH.
+fn which(program: &OsString) -> Option<PathBuf> {
+    let p = Path::new(program);
+    if p.components().count() > 1 {
+        return p.is_file().then(|| p.to_path_buf());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(p)).find(|c| c.is_file())
+}
+
+pub fn record(output: &Path, to: Option<&str>, command: &[OsString], backend: &str, sample: u64, exclude_stack: bool) -> Result<ExitCode> {
     let program = command.first().ok_or_else(|| anyhow!("no program given after --"))?;
     let name = Path::new(program).file_name().unwrap_or(program).to_string_lossy().to_string();
-    let source = Source {
-        kind: "valgrind".into(),
-        name,
-        command: command.iter().map(|a| a.to_string_lossy().to_string()).collect(),
-        ..Source::default()
+    let resolved = which(program);
+    let instrumented = resolved.as_deref().is_some_and(sharemap_sources::runtime::is_instrumented);
+    let backend = match backend {
+        "auto" if instrumented => "sancov",
+        "auto" => {
+            if resolved.is_some() {
+                eprintln!("sharemap: {name} was not built with `sharemap cc`: recording under valgrind (slow)");
+            }
+            "valgrind"
+        }
+        b => b,
     };
-    let mut writer = TraceWriter::create(output, format_arg(to)?, Metadata::with_source(source))?;
-    let rec = sharemap_sources::valgrind::record(command, &mut writer)?;
-    writer.set_threads(rec.threads, Vec::new());
+    if sample == 0 {
+        bail!("--sample 0: expected a positive number (1 records every access)");
+    }
+    if backend == "valgrind" && (sample != 1 || exclude_stack) {
+        bail!("--sample and --exclude-stack work with the sancov backend (programs built with `sharemap cc`)");
+    }
+    let mut params = std::collections::BTreeMap::new();
+    if backend == "sancov" {
+        params.insert("exclude_stack".to_string(), exclude_stack.to_string());
+    }
+    let source = Source { kind: backend.into(), name, command: command.iter().map(|a| a.to_string_lossy().to_string()).collect(), params };
+    let mut meta = Metadata::with_source(source);
+    meta.sampling_period = sample;
+    let mut writer = TraceWriter::create(output, format_arg(to)?, meta)?;
+    let (status, threads) = if backend == "sancov" {
+        let opts = sharemap_sources::runtime::Options { sample, exclude_stack, ..Default::default() };
+        let rec = sharemap_sources::runtime::record(command, &opts, &mut writer)?;
+        if rec.lost > 0 {
+            eprintln!("sharemap: warning: {} records were lost (the recorder fell behind)", rec.lost);
+        }
+        writer.set_threads(rec.threads, rec.os_tids);
+        (rec.status, rec.threads)
+    } else {
+        let rec = sharemap_sources::valgrind::record(command, &mut writer)?;
+        writer.set_threads(rec.threads, Vec::new());
+        (rec.status, rec.threads)
+    };
     let report = writer.finish()?;
-    eprintln!("sharemap: recorded {} accesses from {} threads into {} ({} bytes)", report.accesses, rec.threads, output.display(), report.bytes);
-    // The program's exit status passes through.
     use std::os::unix::process::ExitStatusExt;
-    let code = match (rec.status.code(), rec.status.signal()) {
+    if let Some(sig) = status.signal() {
+        eprintln!("sharemap: the program was killed by signal {sig}; the trace keeps every access it handed over");
+    }
+    eprintln!("sharemap: recorded {} accesses from {} threads into {} ({} bytes)", report.accesses, threads, output.display(), report.bytes);
+    // The program's exit status passes through.
+    let code = match (status.code(), status.signal()) {
         (Some(c), _) => c,
         (None, Some(sig)) => 128 + sig,
         _ => 1,

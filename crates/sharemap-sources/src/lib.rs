@@ -3,6 +3,7 @@
 
 pub mod filters;
 pub mod generate;
+pub mod runtime;
 pub mod valgrind;
 
 use sharemap_trace::{Access, EventKind};

@@ -1,0 +1,152 @@
+//! `sharemap cc` / `sharemap c++`: drop-in compiler wrappers (usable as CC= and CXX= in a
+//! Makefile) that build a program with sharemap's tracer: the compiler's memory-access
+//! instrumentation, the runtime library, and libc's memcpy/memmove/memset wrapped.
+//!
+//! clang (the default; `clang` or `clang-14`): `-fsanitize-coverage=inline-8bit-counters,
+//! trace-loads,trace-stores`. gcc (SHAREMAP_COMPILER=gcc): `-fsanitize=thread --param
+//! tsan-instrument-func-entry-exit=0` when compiling, and never at link time (it would bring
+//! libtsan): a command that compiles and links at once is split into the two steps.
+
+use anyhow::{anyhow, bail, Result};
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+const HEADER: &str = include_str!("../../sharemap-runtime/include/sharemap.h");
+const RUNTIME: &str = "libsharemap_rt.a";
+/// What the runtime needs from the system (rustc's native-static-libs, less the driver's).
+const RUNTIME_LIBS: [&str; 5] = ["-lpthread", "-ldl", "-lm", "-lrt", "-lutil"];
+const WRAPPED: &str = "-Wl,--wrap=memcpy,--wrap=memmove,--wrap=memset";
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Family {
+    Clang,
+    Gcc,
+}
+
+/// The directory of the running sharemap binary: the runtime library is built beside it.
+fn tool_dir() -> Result<PathBuf> {
+    let exe = std::env::current_exe().map_err(|e| anyhow!("cannot locate the sharemap binary: {e}"))?;
+    Ok(exe.parent().map(Path::to_path_buf).unwrap_or_default())
+}
+
+/// The runtime library, and an include directory holding sharemap.h.
+fn runtime_paths() -> Result<(PathBuf, PathBuf)> {
+    let dir = tool_dir()?;
+    let lib = dir.join(RUNTIME);
+    if !lib.is_file() {
+        bail!("the tracer runtime {} is missing (cargo build --release builds it beside sharemap)", lib.display());
+    }
+    let include = dir.join("include");
+    let header = include.join("sharemap.h");
+    if std::fs::read_to_string(&header).ok().as_deref() != Some(HEADER) {
+        std::fs::create_dir_all(&include).map_err(|e| anyhow!("{}: {e}", include.display()))?;
+        // Another build may write it at the same time: write a temporary file, then rename.
+        let tmp = include.join(format!(".sharemap.h.{}", std::process::id()));
+        std::fs::write(&tmp, HEADER).map_err(|e| anyhow!("{}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &header).map_err(|e| anyhow!("{}: {e}", header.display()))?;
+    }
+    Ok((lib, include))
+}
+
+/// The compiler to run: SHAREMAP_COMPILER=gcc|clang (default clang), or a path.
+fn compiler(cxx: bool) -> Result<(OsString, Family)> {
+    let choice = std::env::var("SHAREMAP_COMPILER").unwrap_or_else(|_| "clang".into());
+    let (names, family): (&[&str], Family) = match (choice.as_str(), cxx) {
+        ("clang", false) => (&["clang", "clang-14"], Family::Clang),
+        ("clang", true) => (&["clang++", "clang++-14"], Family::Clang),
+        ("gcc", false) => (&["gcc"], Family::Gcc),
+        ("gcc", true) => (&["g++"], Family::Gcc),
+        (other, _) => {
+            let family = if Path::new(other).file_name().is_some_and(|n| n.to_string_lossy().contains("clang")) { Family::Clang } else { Family::Gcc };
+            return Ok((other.into(), family));
+        }
+    };
+    for name in names {
+        if Command::new(name).arg("--version").output().is_ok_and(|o| o.status.success()) {
+            return Ok(((*name).into(), family));
+        }
+    }
+    bail!("{} not found (scripts/setup installs clang; or set SHAREMAP_COMPILER=gcc)", names.join(" or "))
+}
+
+fn is_source(arg: &OsStr) -> bool {
+    let s = arg.to_string_lossy();
+    !s.starts_with('-') && [".c", ".cc", ".cpp", ".cxx", ".C", ".c++", ".i", ".ii"].iter().any(|e| s.ends_with(e))
+}
+
+/// Whether the command only compiles (or preprocesses): no link step.
+fn compile_only(args: &[OsString]) -> bool {
+    args.iter().any(|a| matches!(a.to_str(), Some("-c" | "-S" | "-E" | "-M" | "-MM")))
+}
+
+fn instrument_flags(family: Family) -> Vec<OsString> {
+    match family {
+        Family::Clang => vec!["-fsanitize-coverage=inline-8bit-counters,trace-loads,trace-stores".into()],
+        Family::Gcc => ["-fsanitize=thread", "--param", "tsan-instrument-func-entry-exit=0"].map(OsString::from).to_vec(),
+    }
+}
+
+fn run(cmd: &OsStr, args: &[OsString]) -> Result<i32> {
+    let status = Command::new(cmd).args(args).status().map_err(|e| anyhow!("cannot run {}: {e}", cmd.to_string_lossy()))?;
+    use std::os::unix::process::ExitStatusExt;
+    Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(1)))
+}
+
+pub fn wrap(args: &[OsString], cxx: bool) -> Result<ExitCode> {
+    let (cc, family) = compiler(cxx)?;
+    let (lib, include) = runtime_paths()?;
+    for a in args {
+        let s = a.to_string_lossy();
+        if s.starts_with("-mavx") || s == "-march=native" {
+            eprintln!("sharemap cc: {s}: 32-byte vector loads and stores are not traced (the instrumentation sees up to 16 bytes)");
+        }
+    }
+    let mut compile: Vec<OsString> = instrument_flags(family);
+    compile.push(format!("-I{}", include.display()).into());
+    let link: Vec<OsString> = [lib.into_os_string(), WRAPPED.into()].into_iter().chain(RUNTIME_LIBS.iter().map(OsString::from)).collect();
+    if compile_only(args) {
+        let all: Vec<OsString> = compile.into_iter().chain(args.iter().cloned()).collect();
+        return Ok(ExitCode::from(run(&cc, &all)? as u8));
+    }
+    let sources: Vec<&OsString> = args.iter().filter(|a| is_source(a)).collect();
+    if family == Family::Clang || sources.is_empty() {
+        // clang's coverage flags bring no runtime at link time: one command does both.
+        let flags = if sources.is_empty() { Vec::new() } else { compile };
+        let all: Vec<OsString> = flags.into_iter().chain(args.iter().cloned()).chain(link).collect();
+        return Ok(ExitCode::from(run(&cc, &all)? as u8));
+    }
+    // gcc: compile each source to an object first, then link without -fsanitize=thread.
+    let tmp = tempfile::tempdir().map_err(|e| anyhow!("temporary directory: {e}"))?;
+    let mut objects = Vec::new();
+    let mut skip_next = false;
+    let options: Vec<OsString> = args
+        .iter()
+        .filter(|a| {
+            // Drop the sources and `-o OUT` from the per-source compile commands.
+            if std::mem::take(&mut skip_next) {
+                return false;
+            }
+            if a.to_str() == Some("-o") {
+                skip_next = true;
+                return false;
+            }
+            !is_source(a)
+        })
+        .cloned()
+        .collect();
+    for (k, src) in sources.iter().enumerate() {
+        let obj = tmp.path().join(format!("{k}.o"));
+        let mut cmd: Vec<OsString> = compile.clone();
+        cmd.extend(options.iter().cloned());
+        cmd.extend(["-c".into(), (*src).clone(), "-o".into(), obj.clone().into_os_string()]);
+        let code = run(&cc, &cmd)?;
+        if code != 0 {
+            return Ok(ExitCode::from(code as u8));
+        }
+        objects.push(obj.into_os_string());
+    }
+    let mut sources_left = objects.into_iter();
+    let linked: Vec<OsString> = args.iter().map(|a| if is_source(a) { sources_left.next().unwrap_or_default() } else { a.clone() }).chain(link).collect();
+    Ok(ExitCode::from(run(&cc, &linked)? as u8))
+}

@@ -1,0 +1,335 @@
+//! sharemap's tracer runtime, linked into programs built with `sharemap cc` / `sharemap c++`.
+//!
+//! The compiler calls it on every load and store (clang's sanitizer-coverage callbacks, or
+//! gcc's ThreadSanitizer ones); it writes each access, numbered by one global counter, into
+//! the calling thread's block of the shared memory `sharemap record` handed over (see the
+//! `sharemap-shm` crate). Nothing is buffered privately, so nothing is lost when the program
+//! dies. When the program is not run under `sharemap record`, every callback returns at once.
+//!
+//! The runtime itself is not instrumented, and it keeps no thread-local state that needs a
+//! destructor: threads torn down in any order (libomp's at exit) find nothing to run.
+
+mod annotate;
+mod entry;
+mod memfns;
+mod threads;
+
+use core::cell::Cell;
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, Ordering};
+use sharemap_shm::{BlockHeader, Header, Record, FILLING, FREE, FULL, RECORDS_PER_BLOCK};
+
+/// A string the recorder looks for to tell an instrumented program.
+#[used]
+#[unsafe(no_mangle)]
+pub static SHAREMAP_RUNTIME_MARKER: [u8; 20] = *b"sharemap-runtime-v1\0";
+
+const UNINIT: u8 = 0;
+const STARTING: u8 = 1;
+const ACTIVE: u8 = 2;
+const OFF: u8 = 3;
+
+static STATE: AtomicU8 = AtomicU8::new(UNINIT);
+static REGION: AtomicPtr<u8> = AtomicPtr::new(null_mut());
+/// Record one access in SAMPLE per thread (1: all).
+static SAMPLE: AtomicU32 = AtomicU32::new(1);
+static NO_STACK: AtomicU8 = AtomicU8::new(0);
+
+/// Per-thread state: plain cells, no destructor.
+pub(crate) struct ThreadState {
+    /// Dense id, or NO_ID before the thread has one.
+    id: Cell<u32>,
+    block: Cell<*mut BlockHeader>,
+    records: Cell<*mut Record>,
+    count: Cell<u32>,
+    /// Accesses to skip before the next sampled one.
+    skip: Cell<u32>,
+    /// Set while the runtime runs on this thread (a wrapped libc call inside it).
+    busy: Cell<bool>,
+    /// The thread's stack [low, high), when stack accesses are excluded.
+    stack: Cell<(usize, usize)>,
+}
+
+const NO_ID: u32 = u32::MAX;
+
+thread_local! {
+    static THREAD: ThreadState = const {
+        ThreadState {
+            id: Cell::new(NO_ID),
+            block: Cell::new(null_mut()),
+            records: Cell::new(null_mut()),
+            count: Cell::new(0),
+            skip: Cell::new(0),
+            busy: Cell::new(false),
+            stack: Cell::new((0, 0)),
+        }
+    };
+}
+
+/// Whether tracing is on, attaching to the recorder's region on the first call.
+#[inline]
+fn active() -> bool {
+    match STATE.load(Ordering::Acquire) {
+        ACTIVE => true,
+        OFF => false,
+        _ => start(),
+    }
+}
+
+#[cold]
+fn start() -> bool {
+    // The runtime's own code calls the wrapped memcpy and memset too: while this thread is
+    // inside the runtime (attaching, here), it records nothing.
+    if THREAD.with(|t| t.busy.get()) {
+        return false;
+    }
+    if STATE.compare_exchange(UNINIT, STARTING, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+        let region = inside(attach);
+        REGION.store(region, Ordering::Release);
+        STATE.store(if region.is_null() { OFF } else { ACTIVE }, Ordering::Release);
+    }
+    // Another thread is attaching: wait for it.
+    loop {
+        match STATE.load(Ordering::Acquire) {
+            ACTIVE => return true,
+            OFF => return false,
+            _ => core::hint::spin_loop(),
+        }
+    }
+}
+
+/// Maps the region named by SHAREMAP_FD; null when there is none or it is not ours.
+fn attach() -> *mut u8 {
+    let env = |name: &str| -> Option<u64> {
+        let mut key = [0u8; 32];
+        key[..name.len()].copy_from_slice(name.as_bytes());
+        // SAFETY: key is NUL-terminated; getenv returns a C string or null.
+        let v = unsafe { libc::getenv(key.as_ptr() as *const libc::c_char) };
+        if v.is_null() {
+            return None;
+        }
+        // SAFETY: getenv's result is a valid C string.
+        let s = unsafe { core::ffi::CStr::from_ptr(v) };
+        s.to_str().ok()?.trim().parse().ok()
+    };
+    let Some(fd) = env(sharemap_shm::ENV_FD) else { return null_mut() };
+    SAMPLE.store(env(sharemap_shm::ENV_SAMPLE).unwrap_or(1).clamp(1, u32::MAX as u64) as u32, Ordering::Relaxed);
+    NO_STACK.store(u8::from(env(sharemap_shm::ENV_NO_STACK) == Some(1)), Ordering::Relaxed);
+    // SAFETY: fstat and mmap on a descriptor we were given; results are checked.
+    unsafe {
+        let mut st: libc::stat = core::mem::zeroed();
+        if libc::fstat(fd as i32, &mut st) != 0 || (st.st_size as usize) < sharemap_shm::region_bytes(1) {
+            return null_mut();
+        }
+        let p = libc::mmap(null_mut(), st.st_size as usize, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd as i32, 0);
+        if p == libc::MAP_FAILED {
+            return null_mut();
+        }
+        let h = &*(p as *const Header);
+        if h.magic != sharemap_shm::MAGIC || h.version != sharemap_shm::VERSION || sharemap_shm::region_bytes(h.blocks as usize) > st.st_size as usize {
+            libc::munmap(p, st.st_size as usize);
+            return null_mut();
+        }
+        h.attached.store(1, Ordering::Release);
+        p as *mut u8
+    }
+}
+
+#[inline]
+fn header() -> &'static Header {
+    // SAFETY: only called when ACTIVE, when REGION points at a mapped, checked region.
+    unsafe { &*(REGION.load(Ordering::Relaxed) as *const Header) }
+}
+
+/// The calling thread's id, handing out the next one if it has none yet.
+fn thread_id(t: &ThreadState) -> u32 {
+    let id = t.id.get();
+    if id != NO_ID {
+        return id;
+    }
+    // A thread not created through pthread_create (the main thread): numbered at its first
+    // record, which its start event then precedes.
+    let id = header().threads.fetch_add(1, Ordering::Relaxed);
+    set_thread_id(id);
+    threads::started_on(t);
+    id
+}
+
+/// A free block for thread `id`; waits for the recorder to free one (10 s at most).
+fn take_block(t: &ThreadState, id: u32) -> bool {
+    let h = header();
+    let blocks = h.blocks;
+    let base = REGION.load(Ordering::Relaxed);
+    for attempt in 0..10_000u32 {
+        let start = h.next_block.load(Ordering::Relaxed);
+        for k in 0..blocks {
+            let i = (start + k) % blocks;
+            // SAFETY: i < blocks, inside the checked region.
+            let b = unsafe { &*(base.add(sharemap_shm::block_offset(i as usize)) as *const BlockHeader) };
+            if b.state.load(Ordering::Relaxed) == FREE && b.state.compare_exchange(FREE, FILLING, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                b.thread.store(id, Ordering::Relaxed);
+                b.count.store(0, Ordering::Relaxed);
+                h.next_block.store((i + 1) % blocks, Ordering::Relaxed);
+                t.block.set(b as *const BlockHeader as *mut BlockHeader);
+                // SAFETY: the records follow the block header.
+                t.records.set(unsafe { base.add(sharemap_shm::block_offset(i as usize) + sharemap_shm::BLOCK_HEADER_BYTES) } as *mut Record);
+                t.count.set(0);
+                return true;
+            }
+        }
+        // Every block is full: the recorder is behind. Wait a millisecond.
+        let _ = attempt;
+        // SAFETY: plain sleep.
+        unsafe { libc::usleep(1000) };
+    }
+    false
+}
+
+/// Hands one record to the recorder from thread state `t`.
+#[inline]
+fn push(t: &ThreadState, make: impl FnOnce(u64) -> Record) {
+    let id = thread_id(t);
+    if t.block.get().is_null() && !take_block(t, id) {
+        header().lost.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    let seq = header().seq.fetch_add(1, Ordering::Relaxed);
+    let n = t.count.get();
+    // SAFETY: n < RECORDS_PER_BLOCK, within the block this thread owns.
+    unsafe { t.records.get().add(n as usize).write(make(seq)) };
+    let n = n + 1;
+    t.count.set(n);
+    // SAFETY: the block is this thread's.
+    let block = unsafe { &*t.block.get() };
+    block.count.store(n, Ordering::Release);
+    if n as usize == RECORDS_PER_BLOCK {
+        block.state.store(FULL, Ordering::Release);
+        t.block.set(null_mut());
+    }
+}
+
+/// Records an access of `size` bytes at `addr`; ranges are cut at page boundaries.
+#[inline]
+pub(crate) fn access(write: bool, addr: usize, size: usize) {
+    if !active() {
+        return;
+    }
+    THREAD.with(|t| {
+        if t.busy.get() {
+            return;
+        }
+        t.busy.set(true);
+        record_access(t, write, addr, size);
+        t.busy.set(false);
+    });
+}
+
+fn record_access(t: &ThreadState, write: bool, addr: usize, size: usize) {
+    {
+        let sample = SAMPLE.load(Ordering::Relaxed);
+        if sample > 1 {
+            let s = t.skip.get();
+            if s > 0 {
+                t.skip.set(s - 1);
+                return;
+            }
+            t.skip.set(sample - 1);
+        }
+        let (lo, hi) = t.stack.get();
+        if addr >= lo && addr < hi {
+            return;
+        }
+        let mut a = addr as u64;
+        let end = a + size as u64;
+        while a < end {
+            let page_end = (a | (sharemap_shm::MAX_ACCESS_SIZE - 1)) + 1;
+            let piece = end.min(page_end) - a;
+            push(t, |seq| Record::access(seq, write, a, piece));
+            a += piece;
+        }
+    }
+}
+
+/// Records an event (the trace format's kind code), with a label and a small argument.
+pub(crate) fn event(kind: u8, label: &[u8], arg: u16) {
+    if !active() {
+        return;
+    }
+    THREAD.with(|t| {
+        if !t.busy.replace(true) {
+            event_on(t, kind, label, arg);
+            t.busy.set(false);
+        }
+    });
+}
+
+fn event_on(t: &ThreadState, kind: u8, label: &[u8], arg: u16) {
+    let string = store_string(label);
+    push(t, |seq| Record::event(seq, kind, string, arg));
+}
+
+/// Records the thread's OS id (just after its thread-start event).
+fn os_tid_on(t: &ThreadState, tid: u64) {
+    push(t, |seq| Record { seq_tag: seq << 8 | sharemap_shm::TAG_OS_TID as u64, payload: tid });
+}
+
+/// Copies a label into the region's string area: (offset, length), or (0, 0).
+fn store_string(s: &[u8]) -> (u32, u32) {
+    if s.is_empty() {
+        return (0, 0);
+    }
+    let len = s.len().min(255) as u32;
+    let at = header().strings_used.fetch_add(len, Ordering::Relaxed);
+    if (at + len) as usize > sharemap_shm::STRING_BYTES {
+        return (0, 0);
+    }
+    // SAFETY: [at, at + len) lies in the string area, reserved for this call alone.
+    unsafe {
+        let dst = REGION.load(Ordering::Relaxed).add(sharemap_shm::string_offset() + at as usize);
+        core::ptr::copy_nonoverlapping(s.as_ptr(), dst, len as usize);
+    }
+    (at, len)
+}
+
+/// Runs `f` with this thread's accesses not recorded (the runtime's own work, and the
+/// libc calls it wraps).
+pub(crate) fn inside<R>(f: impl FnOnce() -> R) -> R {
+    let was = THREAD.with(|t| t.busy.replace(true));
+    let r = f();
+    THREAD.with(|t| t.busy.set(was));
+    r
+}
+
+/// Gives the calling thread `id` (threads created through `pthread_create`).
+pub(crate) fn set_thread_id(id: u32) {
+    THREAD.with(|t| {
+        t.id.set(id);
+        if NO_STACK.load(Ordering::Relaxed) == 1 {
+            let was = t.busy.replace(true);
+            t.stack.set(threads::stack_range());
+            t.busy.set(was);
+        }
+    });
+}
+
+/// The calling thread's id, assigning one if needed (None when not tracing).
+pub(crate) fn current_id() -> Option<u32> {
+    active().then(|| inside(|| THREAD.with(thread_id)))
+}
+
+/// Runs `f` on the calling thread's state (when tracing), as runtime work.
+pub(crate) fn with_thread(f: impl FnOnce(&ThreadState)) {
+    if active() {
+        THREAD.with(|t| {
+            if !t.busy.replace(true) {
+                f(t);
+                t.busy.set(false);
+            }
+        });
+    }
+}
+
+/// A new dense id for a thread about to be created.
+pub(crate) fn next_id() -> Option<u32> {
+    active().then(|| header().threads.fetch_add(1, Ordering::Relaxed))
+}

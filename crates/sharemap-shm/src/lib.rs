@@ -1,0 +1,139 @@
+//! The shared-memory handoff between the runtime linked into a traced program and
+//! `sharemap record`. The recorder creates the region (a memfd the program inherits, its
+//! descriptor named by `SHAREMAP_FD`); the program's threads write their accesses straight
+//! into blocks of it and publish each record with a release store of the block's count. So
+//! whatever a thread has handed off is in memory the recorder holds, whenever and however
+//! the program ends, SIGKILL included: the program never needs to flush.
+//!
+//! Layout: a `Header` page, a string area (phase names), then `blocks` blocks, each a
+//! `BlockHeader` (64 bytes) and `RECORDS_PER_BLOCK` records of 16 bytes. A block is FREE,
+//! FILLING (owned by one thread) or FULL; the recorder drains FULL blocks while the program
+//! runs and frees them, and at the end also reads FILLING ones up to their count.
+//!
+//! Order: every record carries a number from one global counter, taken when the access is
+//! recorded; each thread's records are in increasing order, and the recorder merges the
+//! threads by that number into the trace's total order.
+
+#![no_std]
+
+use core::sync::atomic::{AtomicU32, AtomicU64};
+
+/// Environment variable holding the region's file descriptor in the traced program.
+pub const ENV_FD: &str = "SHAREMAP_FD";
+/// Environment variable: record one access in K (per thread); unset or 1 records all.
+pub const ENV_SAMPLE: &str = "SHAREMAP_SAMPLE";
+/// Environment variable: when set to 1, accesses to the thread's stack are not recorded.
+pub const ENV_NO_STACK: &str = "SHAREMAP_NO_STACK";
+
+pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMAPRT1");
+pub const VERSION: u32 = 1;
+
+pub const HEADER_BYTES: usize = 4096;
+pub const STRING_BYTES: usize = 64 * 1024;
+pub const RECORDS_PER_BLOCK: usize = 4096;
+pub const BLOCK_HEADER_BYTES: usize = 64;
+pub const RECORD_BYTES: usize = 16;
+pub const BLOCK_BYTES: usize = BLOCK_HEADER_BYTES + RECORDS_PER_BLOCK * RECORD_BYTES;
+
+/// Bytes of a region of `blocks` blocks.
+pub const fn region_bytes(blocks: usize) -> usize {
+    HEADER_BYTES + STRING_BYTES + blocks * BLOCK_BYTES
+}
+
+#[repr(C)]
+pub struct Header {
+    pub magic: u64,
+    pub version: u32,
+    pub blocks: u32,
+    /// The global order counter.
+    pub seq: AtomicU64,
+    /// Dense thread ids handed out so far (the main thread is 0).
+    pub threads: AtomicU32,
+    /// Bytes of the string area in use.
+    pub strings_used: AtomicU32,
+    /// Records lost because a thread could not get a block (should stay 0: producers wait).
+    pub lost: AtomicU64,
+    /// Set by the runtime once it has attached (the program is instrumented).
+    pub attached: AtomicU32,
+    /// Index where producers start looking for a free block.
+    pub next_block: AtomicU32,
+}
+
+pub const FREE: u32 = 0;
+pub const FILLING: u32 = 1;
+pub const FULL: u32 = 2;
+
+#[repr(C)]
+pub struct BlockHeader {
+    pub state: AtomicU32,
+    pub thread: AtomicU32,
+    /// Records written and published.
+    pub count: AtomicU32,
+}
+
+/// One record: `seq_tag` = order number << 8 | tag; `payload` by tag.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Record {
+    pub seq_tag: u64,
+    pub payload: u64,
+}
+
+/// Tags. Accesses: `payload` = address (low 48 bits) | size << 48.
+pub const TAG_READ: u8 = 0;
+pub const TAG_WRITE: u8 = 1;
+/// An event: `payload` = kind code (low 8 bits, the trace format's `EventKind` codes) |
+/// string offset << 8 (24 bits) | string length << 32 (16 bits) | argument << 48 (16 bits).
+pub const TAG_EVENT: u8 = 2;
+/// A thread's OS id, right after its thread-start event: `payload` = the id.
+pub const TAG_OS_TID: u8 = 3;
+
+/// Largest size one access record holds; larger ranges are split (at page boundaries).
+pub const MAX_ACCESS_SIZE: u64 = 4096;
+pub const ADDR_BITS: u32 = 48;
+
+impl Record {
+    #[inline]
+    pub fn access(seq: u64, write: bool, addr: u64, size: u64) -> Record {
+        Record { seq_tag: seq << 8 | if write { TAG_WRITE } else { TAG_READ } as u64, payload: (addr & ((1 << ADDR_BITS) - 1)) | size << ADDR_BITS }
+    }
+
+    pub fn event(seq: u64, kind: u8, string: (u32, u32), arg: u16) -> Record {
+        let payload = kind as u64 | (string.0 as u64 & 0xff_ffff) << 8 | (string.1 as u64 & 0xffff) << 32 | (arg as u64) << 48;
+        Record { seq_tag: seq << 8 | TAG_EVENT as u64, payload }
+    }
+
+    pub fn seq(&self) -> u64 {
+        self.seq_tag >> 8
+    }
+
+    pub fn tag(&self) -> u8 {
+        self.seq_tag as u8
+    }
+
+    pub fn addr(&self) -> u64 {
+        self.payload & ((1 << ADDR_BITS) - 1)
+    }
+
+    pub fn size(&self) -> u64 {
+        self.payload >> ADDR_BITS
+    }
+
+    /// (kind code, (string offset, length), argument) of an event record.
+    pub fn event_parts(&self) -> (u8, (u32, u32), u16) {
+        (self.payload as u8, ((self.payload >> 8) as u32 & 0xff_ffff, (self.payload >> 32) as u32 & 0xffff), (self.payload >> 48) as u16)
+    }
+}
+
+/// Offsets of the parts of a region.
+pub const fn string_offset() -> usize {
+    HEADER_BYTES
+}
+
+pub const fn block_offset(i: usize) -> usize {
+    HEADER_BYTES + STRING_BYTES + i * BLOCK_BYTES
+}
+
+const _: () = assert!(core::mem::size_of::<Header>() <= HEADER_BYTES);
+const _: () = assert!(core::mem::size_of::<BlockHeader>() <= BLOCK_HEADER_BYTES);
+const _: () = assert!(core::mem::size_of::<Record>() == RECORD_BYTES);
