@@ -5,7 +5,10 @@
 //! clang (the default; `clang` or `clang-14`): `-fsanitize-coverage=inline-8bit-counters,
 //! trace-loads,trace-stores`. gcc (SHAREMAP_COMPILER=gcc): `-fsanitize=thread --param
 //! tsan-instrument-func-entry-exit=0` when compiling, and never at link time (it would bring
-//! libtsan): a command that compiles and links at once is split into the two steps.
+//! libtsan): a command that compiles and links at once is split into the two steps. libc's
+//! memcpy/memmove/memset are wrapped and recorded as ranges; gcc builds compile them as plain
+//! calls (`-fno-builtin-...`), since gcc's instrumentation reports the ranges of some inline
+//! expansions and not others.
 
 use anyhow::{anyhow, bail, Result};
 use std::ffi::{OsStr, OsString};
@@ -83,7 +86,9 @@ fn compile_only(args: &[OsString]) -> bool {
 fn instrument_flags(family: Family) -> Vec<OsString> {
     match family {
         Family::Clang => vec!["-fsanitize-coverage=inline-8bit-counters,trace-loads,trace-stores".into()],
-        Family::Gcc => ["-fsanitize=thread", "--param", "tsan-instrument-func-entry-exit=0"].map(OsString::from).to_vec(),
+        // gcc reports the builtin memcpy/memset it expands inline only sometimes: as plain
+        // calls they all reach the runtime's wrappers.
+        Family::Gcc => ["-fsanitize=thread", "--param", "tsan-instrument-func-entry-exit=0", "-fno-builtin-memcpy", "-fno-builtin-memmove", "-fno-builtin-memset"].map(OsString::from).to_vec(),
     }
 }
 

@@ -1,0 +1,215 @@
+//! The compile-time tracer: a pthread program built with `sharemap cc` (clang and gcc) and
+//! recorded with `sharemap record`, checked against the exact accesses it makes to its
+//! arrays, its annotations, its threads, and a SIGKILL in the middle of its run.
+
+use sharemap_trace::{Chunk, Event, EventKind, Kind, Metadata, TraceReader};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const T: u64 = 3;
+const K: u64 = 1000;
+
+const PROGRAM: &str = r#"
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sharemap.h>
+#define T 3
+#define K 1000
+static volatile long data[T][K];
+static char src[10000], dst[10000];
+static void *work(void *arg) {
+    long id = (long)arg;
+    for (int i = 0; i < K; i++) data[id][i] = i;
+    return 0;
+}
+int main(int argc, char **argv) {
+    printf("data %p %p\n", (void *)data, (void *)(data + T));
+    printf("copy %p %p\n", (void *)src, (void *)dst);
+    fflush(stdout);
+    sharemap_init_done();
+    pthread_t th[T];
+    for (long i = 0; i < T; i++) pthread_create(&th[i], 0, work, (void *)i);
+    for (int i = 0; i < T; i++) pthread_join(th[i], 0);
+    sharemap_phase("copy");
+    memcpy(dst, src, sizeof src);
+    memset(src, 1, 5000);
+    long sum = 0;
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j < K; j++) sum += data[i][j];
+    if (argc > 1) kill(getpid(), SIGKILL);
+    fprintf(stderr, "sum %ld %d %d\n", sum, dst[9999], src[4999]);
+    return 3;
+}
+"#;
+
+fn sharemap(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sharemap"));
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run sharemap")
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+/// Builds the program with `sharemap cc` and the given compiler family.
+fn build(dir: &Path, compiler: &str) -> PathBuf {
+    let src = dir.join("t.c");
+    let bin = dir.join(format!("t-{compiler}"));
+    std::fs::write(&src, PROGRAM).unwrap();
+    let out = sharemap(&["cc", "-O1", "-pthread", "-o", bin.to_str().unwrap(), src.to_str().unwrap()], &[("SHAREMAP_COMPILER", compiler)]);
+    assert!(out.status.success(), "sharemap cc ({compiler}): {}", String::from_utf8_lossy(&out.stderr));
+    bin
+}
+
+/// Address ranges the program prints: ("data", lo, hi), ("copy", src, dst).
+fn ranges(stdout: &[u8]) -> BTreeMap<String, (u64, u64)> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
+            Some((f.first()?.to_string(), (hex(f.get(1)?)?, hex(f.get(2)?)?)))
+        })
+        .collect()
+}
+
+struct Recorded {
+    meta: Metadata,
+    /// (thread, kind, size) -> count, for accesses to the data array.
+    data: BTreeMap<(u32, Kind, u32), u64>,
+    /// Bytes of ranged accesses: (kind, in src) -> bytes.
+    copies: BTreeMap<(Kind, bool), u64>,
+    /// Position of each thread's first data access, and the last one overall.
+    first_data: BTreeMap<u32, u64>,
+    last_data: u64,
+    events: Vec<Event>,
+}
+
+fn read(trace: &Path, stdout: &[u8]) -> Recorded {
+    let r = ranges(stdout);
+    let (lo, hi) = r["data"];
+    let (src, dst) = r["copy"];
+    let mut reader = TraceReader::open(trace, None).unwrap();
+    let meta = reader.metadata().clone();
+    let mut rec = Recorded { meta, data: BTreeMap::new(), copies: BTreeMap::new(), first_data: BTreeMap::new(), last_data: 0, events: Vec::new() };
+    let mut chunk = Chunk::default();
+    while reader.next_chunk(&mut chunk).unwrap() {
+        rec.events.extend(chunk.events.iter().cloned());
+        let a = &chunk.accesses;
+        for i in 0..a.len() {
+            let (t, addr, size, kind) = (a.thread[i], a.addr[i], a.size(i), if a.is_write(i) { Kind::Write } else { Kind::Read });
+            let at = chunk.first_access + i as u64;
+            if (lo..hi).contains(&addr) {
+                *rec.data.entry((t, kind, size)).or_default() += 1;
+                rec.first_data.entry(t).or_insert(at);
+                rec.last_data = at;
+            } else if size > 8 {
+                let in_src = (src..src + 10000).contains(&addr);
+                let in_dst = (dst..dst + 10000).contains(&addr);
+                assert!(in_src || in_dst, "a ranged access outside the buffers: {addr:#x} {size}");
+                *rec.copies.entry((kind, in_src)).or_default() += size as u64;
+            }
+        }
+    }
+    rec
+}
+
+fn count(events: &[Event], kind: EventKind) -> usize {
+    events.iter().filter(|e| e.kind == kind).count()
+}
+
+/// Everything the program hands over before its end (or its death).
+fn check(rec: &Recorded) {
+    // Each worker, numbered in creation order (1, 2, 3), writes its own row: K 8-byte writes.
+    for k in 1..=T as u32 {
+        assert_eq!(rec.data.get(&(k, Kind::Write, 8)), Some(&K), "thread {k}: {:?}", rec.data);
+    }
+    // The main thread (0) reads the whole array once, after the workers.
+    assert_eq!(rec.data.get(&(0, Kind::Read, 8)), Some(&(T * K)));
+    assert_eq!(rec.data.len(), T as usize + 1, "{:?}", rec.data);
+    // memcpy: 10,000 bytes read from src and written to dst; memset: 5,000 bytes of src.
+    assert_eq!(rec.copies.get(&(Kind::Read, true)), Some(&10_000));
+    assert_eq!(rec.copies.get(&(Kind::Write, false)), Some(&10_000));
+    assert_eq!(rec.copies.get(&(Kind::Write, true)), Some(&5_000));
+    // Annotations, in their place: init-done before the workers' writes, the phase after.
+    let init = rec.events.iter().find(|e| e.kind == EventKind::InitDone).expect("init-done");
+    assert!(rec.first_data.values().all(|&at| at >= init.at));
+    let phase = rec.events.iter().find(|e| e.kind == EventKind::PhaseChange).expect("phase-change");
+    assert_eq!((phase.label.as_str(), phase.arg, phase.thread), ("copy", 1, 0));
+    assert!(phase.at > rec.first_data[&3]);
+    // Threads: 4, each started once with its OS id.
+    assert_eq!(rec.meta.threads, T as u32 + 1);
+    assert_eq!(count(&rec.events, EventKind::ThreadStart), T as usize + 1);
+    assert!(rec.events.iter().filter(|e| e.kind == EventKind::ThreadStart).all(|e| e.arg > 0));
+    assert_eq!(rec.meta.os_tids.len(), T as usize + 1);
+}
+
+fn record_and_check(compiler: &str) {
+    let d = tempfile::tempdir().unwrap();
+    let bin = build(d.path(), compiler);
+    // Outside `sharemap record` the program runs as usual.
+    let plain = Command::new(&bin).output().unwrap();
+    assert_eq!(plain.status.code(), Some(3));
+    let trace = d.path().join("t.trace");
+    let out = sharemap(&["record", "--exclude-stack", "-o", trace.to_str().unwrap(), "--", bin.to_str().unwrap()], &[]);
+    // The program's output and exit status pass through.
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("sum 1498500 0 1"));
+    let rec = read(&trace, &out.stdout);
+    check(&rec);
+    assert_eq!(count(&rec.events, EventKind::ThreadExit), T as usize);
+    assert_eq!(rec.meta.source.kind, "sancov");
+    // Thread ids are stable from run to run.
+    let again = d.path().join("t2.trace");
+    let out2 = sharemap(&["record", "--exclude-stack", "-o", again.to_str().unwrap(), "--", bin.to_str().unwrap()], &[]);
+    assert_eq!(read(&again, &out2.stdout).data, rec.data);
+}
+
+#[test]
+fn clang_build_records_exact_accesses() {
+    if !have("clang") && !have("clang-14") {
+        assert!(std::env::var_os("CI").is_none(), "CI must have clang (scripts/setup installs it)");
+        return;
+    }
+    record_and_check("clang");
+}
+
+#[test]
+fn gcc_build_records_exact_accesses() {
+    record_and_check("gcc");
+}
+
+/// SIGKILL at the end of main: everything handed over before is in the trace, and the
+/// status (128 + 9) passes through.
+#[test]
+fn a_killed_program_keeps_its_accesses() {
+    let d = tempfile::tempdir().unwrap();
+    let bin = build(d.path(), if have("clang") || have("clang-14") { "clang" } else { "gcc" });
+    let trace = d.path().join("k.trace");
+    let out = sharemap(&["record", "--exclude-stack", "-o", trace.to_str().unwrap(), "--", bin.to_str().unwrap(), "kill"], &[]);
+    assert_eq!(out.status.code(), Some(137), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("killed by signal 9"));
+    let info = sharemap(&["info", trace.to_str().unwrap()], &[]);
+    assert!(info.status.success(), "{}", String::from_utf8_lossy(&info.stderr));
+    check(&read(&trace, &out.stdout));
+}
+
+#[test]
+fn a_plain_binary_is_refused_by_the_sancov_backend() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("p.c");
+    std::fs::write(&src, "int main(void) { return 0; }\n").unwrap();
+    let bin = d.path().join("p");
+    assert!(Command::new("gcc").arg("-o").arg(&bin).arg(&src).status().unwrap().success());
+    let out = sharemap(&["record", "--backend", "sancov", "-o", d.path().join("p.trace").to_str().unwrap(), "--", bin.to_str().unwrap()], &[]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success() && err.trim_end().lines().count() == 1 && err.contains("not built with `sharemap cc`"), "{err}");
+}
