@@ -3,8 +3,9 @@
 //! runs, and at the end merges the threads' records by their global order number into the
 //! trace. See the `sharemap-shm` crate for the protocol.
 //!
-//! Bounded memory: drained blocks go to an unnamed temporary file as runs (one per block,
-//! each in one thread's order); the final merge reads every thread's runs a slice at a time.
+//! Bounded memory: drained blocks stay in memory, per thread, up to a budget; past it they go
+//! to an unnamed temporary file as runs (each in one thread's order), and the final merge
+//! reads every thread's runs a slice at a time, then what is left in memory.
 
 use crate::Sink;
 use sharemap_shm::{self as shm, BlockHeader, Header, Record};
@@ -29,11 +30,13 @@ pub struct Options {
     pub sample: u64,
     /// Leave out accesses to the threads' stacks.
     pub exclude_stack: bool,
+    /// Bytes of drained records kept in memory before they go to a temporary file.
+    pub memory_budget: usize,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { blocks: 512, sample: 1, exclude_stack: false }
+        Options { blocks: 512, sample: 1, exclude_stack: false, memory_budget: 1 << 30 }
     }
 }
 
@@ -137,32 +140,49 @@ impl Drop for Region {
     }
 }
 
-/// Drained records: runs in a temporary file, indexed by thread.
+/// Drained records: per thread, in memory, and past the budget in runs of a temporary file.
 struct Runs {
     file: BufWriter<File>,
     written: u64,
-    /// Per thread: (offset in records, count) of each run, in order.
+    /// Per thread: (offset in records, count) of each run in the file, in order.
     by_thread: Vec<Vec<(u64, u32)>>,
+    /// Per thread: blocks of records not spilled yet (newer than its runs in the file).
+    memory: Vec<Vec<Vec<Record>>>,
+    in_memory: usize,
+    budget: usize,
 }
 
 impl Runs {
-    fn new() -> io::Result<Runs> {
-        Ok(Runs { file: BufWriter::with_capacity(1 << 20, tempfile::tempfile()?), written: 0, by_thread: Vec::new() })
+    fn new(budget: usize) -> io::Result<Runs> {
+        Ok(Runs { file: BufWriter::with_capacity(1 << 20, tempfile::tempfile()?), written: 0, by_thread: Vec::new(), memory: Vec::new(), in_memory: 0, budget })
     }
 
     fn push(&mut self, thread: u32, records: &[Record]) -> io::Result<()> {
-        if records.is_empty() {
-            return Ok(());
-        }
         let t = thread as usize;
-        if self.by_thread.len() <= t {
+        if self.memory.len() <= t {
+            self.memory.resize(t + 1, Vec::new());
             self.by_thread.resize(t + 1, Vec::new());
         }
-        self.by_thread[t].push((self.written, records.len() as u32));
-        // SAFETY: Record is plain old data (two u64, repr(C)).
-        let bytes = unsafe { std::slice::from_raw_parts(records.as_ptr() as *const u8, std::mem::size_of_val(records)) };
-        self.file.write_all(bytes)?;
-        self.written += records.len() as u64;
+        self.memory[t].push(records.to_vec());
+        self.in_memory += std::mem::size_of_val(records);
+        if self.in_memory > self.budget {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    /// Writes every thread's records in memory to the file, one run each.
+    fn spill(&mut self) -> io::Result<()> {
+        for (t, blocks) in self.memory.iter_mut().enumerate() {
+            for records in blocks.drain(..) {
+                self.by_thread[t].push((self.written, records.len() as u32));
+                // SAFETY: Record is plain old data (two u64, repr(C)).
+                let bytes = unsafe { std::slice::from_raw_parts(records.as_ptr() as *const u8, std::mem::size_of_val(records.as_slice())) };
+                self.file.write_all(bytes)?;
+                self.written += records.len() as u64;
+            }
+        }
+        self.in_memory = 0;
         Ok(())
     }
 }
@@ -189,7 +209,7 @@ fn drain(region: &Region, runs: &mut Runs, ended: bool) -> io::Result<usize> {
 pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Result<Recording, RecordError> {
     let name = program.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
     let region = Region::create(opts.blocks.max(4)).map_err(RecordError::Region)?;
-    let mut runs = Runs::new().map_err(RecordError::Region)?;
+    let mut runs = Runs::new(opts.memory_budget).map_err(RecordError::Region)?;
     let mut cmd = Command::new(&program[0]);
     cmd.args(&program[1..])
         .env(shm::ENV_FD, region.fd.as_raw_fd().to_string())
@@ -218,7 +238,8 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
     Ok(Recording { status, accesses, threads, os_tids, lost })
 }
 
-/// One thread's runs, read a slice at a time.
+/// One thread's records: its runs in the file, read a slice at a time, then its records
+/// still in memory.
 struct Cursor {
     thread: u32,
     runs: std::vec::IntoIter<(u64, u32)>,
@@ -227,6 +248,7 @@ struct Cursor {
     at: usize,
     /// What is left of the current run: (offset, count).
     rest: (u64, u32),
+    tail: std::iter::Flatten<std::vec::IntoIter<Vec<Record>>>,
 }
 
 /// Records read per slice.
@@ -238,7 +260,7 @@ impl Cursor {
             if self.rest.1 == 0 {
                 match self.runs.next() {
                     Some(run) => self.rest = run,
-                    None => return Ok(None),
+                    None => return Ok(self.tail.next()),
                 }
             }
             let n = self.rest.1.min(SLICE);
@@ -260,8 +282,9 @@ fn merge(region: &Region, runs: Runs, threads: u32, sink: &mut dyn Sink) -> io::
     let mut cursors: Vec<Cursor> = runs
         .by_thread
         .into_iter()
+        .zip(runs.memory)
         .enumerate()
-        .map(|(t, list)| Cursor { thread: t as u32, runs: list.into_iter(), buf: Vec::new(), at: 0, rest: (0, 0) })
+        .map(|(t, (list, tail))| Cursor { thread: t as u32, runs: list.into_iter(), buf: Vec::new(), at: 0, rest: (0, 0), tail: tail.into_iter().flatten() })
         .collect();
     // Min-heap on (order number, cursor); each cursor's next record waits in `heads`.
     let mut heap = BinaryHeap::new();
