@@ -1,0 +1,135 @@
+//! The workload suite (workloads/): its Makefile builds every program plain and with the
+//! tracer; each checks its own result; each recorded trace shows the sharing the program is
+//! written to have.
+
+use sharemap_detect::SharingMatrix;
+use sharemap_trace::{Chunk, EventKind, TraceReader};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+fn workloads() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../workloads");
+        let out = Command::new("make").arg("-C").arg(&dir).arg(format!("SHAREMAP={}", env!("CARGO_BIN_EXE_sharemap"))).output().expect("make");
+        assert!(out.status.success(), "make: {}", String::from_utf8_lossy(&out.stderr));
+        dir
+    })
+}
+
+/// Size arguments small enough for a test run.
+const SIZES: [(&str, &str); 9] = [
+    ("sor", "96"),
+    ("stencil3d", "24"),
+    ("cg", "20000"),
+    ("matmul", "128"),
+    ("kmeans", "20000"),
+    ("pipeline", "2000"),
+    ("histogram", "20000"),
+    ("multigrid", "16384"),
+    ("initcompute", "65536"),
+];
+
+fn size(name: &str) -> &'static str {
+    SIZES.iter().find(|s| s.0 == name).unwrap().1
+}
+
+#[test]
+fn every_workload_checks_its_result_plain_and_traced() {
+    let dir = workloads();
+    for (name, n) in SIZES {
+        for build in ["plain", "traced"] {
+            let out = Command::new(dir.join("build").join(build).join(name)).arg(n).env("OMP_NUM_THREADS", "4").output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success() && text.contains(": ok"), "{build}/{name}: {text}");
+        }
+        // A bad size is refused.
+        let out = Command::new(dir.join("build/plain").join(name)).arg("-3").output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{name}");
+    }
+}
+
+/// Records a workload with 4 threads; returns its oracle sharing matrix and its events.
+fn record(name: &str) -> (SharingMatrix, Vec<(EventKind, String)>) {
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("t.trace");
+    let bin = workloads().join("build/traced").join(name);
+    let out = Command::new(env!("CARGO_BIN_EXE_sharemap"))
+        .args(["record", "--exclude-stack", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(&bin)
+        .arg(size(name))
+        .env("OMP_NUM_THREADS", "4")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    let an = d.path().join("an");
+    let out = Command::new(env!("CARGO_BIN_EXE_sharemap")).arg("analyze").arg(&trace).arg("-o").arg(&an).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut events = Vec::new();
+    let mut r = TraceReader::open(&trace, None).unwrap();
+    let mut chunk = Chunk::default();
+    while r.next_chunk(&mut chunk).unwrap() {
+        events.extend(chunk.events.iter().map(|e| (e.kind, e.label.clone())));
+    }
+    (SharingMatrix::read(&an.join("comm.csv")).unwrap(), events)
+}
+
+/// Pairs by decreasing sharing.
+fn ranked(m: &SharingMatrix) -> Vec<(usize, usize, f64)> {
+    let n = m.threads();
+    let mut pairs: Vec<(usize, usize, f64)> = (0..n).flat_map(|i| (i + 1..n).map(move |j| (i, j))).map(|(i, j)| (i, j, m.get(i, j))).collect();
+    pairs.sort_by(|a, b| b.2.total_cmp(&a.2));
+    pairs
+}
+
+#[test]
+fn stencil_and_sor_threads_share_with_their_neighbours() {
+    for name in ["stencil3d", "sor"] {
+        let (m, _) = record(name);
+        assert_eq!(m.threads(), 4);
+        // Each band or slab meets the next: 0-1, 1-2, 2-3 share far more than 1-3.
+        for (a, b) in [(0, 1), (1, 2), (2, 3)] {
+            assert!(m.get(a, b) > 10.0 * m.get(1, 3), "{name}: {a}-{b} {} vs 1-3 {}", m.get(a, b), m.get(1, 3));
+        }
+    }
+}
+
+#[test]
+fn cg_and_histogram_share_between_every_pair() {
+    for name in ["cg", "histogram"] {
+        let (m, _) = record(name);
+        let pairs = ranked(&m);
+        let (max, min) = (pairs[0].2, pairs[pairs.len() - 1].2);
+        assert!(min > max / 20.0, "{name}: {pairs:?}");
+    }
+}
+
+#[test]
+fn the_pipeline_shares_along_its_stages() {
+    // Threads: main (the consumer) 0, the producer 1, the stages 2..5 in creation order.
+    let (m, _) = record("pipeline");
+    assert_eq!(m.threads(), 6);
+    let top: Vec<(usize, usize)> = ranked(&m).iter().take(5).map(|p| (p.0, p.1)).collect();
+    for link in [(1, 2), (2, 3), (3, 4), (4, 5), (0, 5)] {
+        assert!(top.contains(&link), "{link:?} not among {top:?}");
+    }
+}
+
+#[test]
+fn annotations_reach_the_trace() {
+    let (m, events) = record("initcompute");
+    assert_eq!(events.iter().filter(|e| e.0 == EventKind::InitDone).count(), 1);
+    // The main thread initialised everything: it shares with every worker more than the
+    // workers share among themselves.
+    for w in 1..4 {
+        assert!(m.get(0, w) > 10.0 * m.get(1, 2).max(m.get(2, 3)), "{w}");
+    }
+    let (_, events) = record("multigrid");
+    let phases: Vec<&str> = events.iter().filter(|e| e.0 == EventKind::PhaseChange).map(|e| e.1.as_str()).collect();
+    // Two V-cycles over 4 levels: 3 2 1 0 1 2 3, twice.
+    assert_eq!(phases.len(), 14, "{phases:?}");
+    assert_eq!(&phases[..4], ["level-3", "level-2", "level-1", "level-0"]);
+}
