@@ -36,7 +36,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { blocks: 512, sample: 1, exclude_stack: false, memory_budget: 1 << 30 }
+        Options { blocks: 512, sample: 1, exclude_stack: false, memory_budget: 4 << 30 }
     }
 }
 
@@ -299,43 +299,52 @@ fn merge(region: &Region, runs: Runs, threads: u32, sink: &mut dyn Sink) -> io::
     let mut os_tids = vec![0u64; threads as usize];
     let mut accesses = 0u64;
     while let Some(std::cmp::Reverse((_, i))) = heap.pop() {
-        let r = heads[i].take().expect("a queued cursor has a head");
+        let mut r = heads[i].take().expect("a queued cursor has a head");
         let thread = cursors[i].thread;
-        let mut next = cursors[i].next(&file)?;
-        // A thread's start is followed by its OS id: it becomes the event's argument.
-        let mut start_arg = 0;
-        if r.tag() == shm::TAG_EVENT && r.event_parts().0 == EventKind::ThreadStart.code() {
-            if let Some(tid) = next.filter(|n| n.tag() == shm::TAG_OS_TID) {
-                start_arg = tid.payload;
-                if let Some(slot) = os_tids.get_mut(thread as usize) {
-                    *slot = tid.payload;
-                }
-                next = cursors[i].next(&file)?;
-            }
-        }
-        match r.tag() {
-            shm::TAG_READ | shm::TAG_WRITE => {
-                let kind = if r.tag() == shm::TAG_WRITE { Kind::Write } else { Kind::Read };
-                sink.access(Access { thread, addr: r.addr(), size: r.size() as u32, kind })?;
-                accesses += 1;
-            }
-            shm::TAG_EVENT => {
-                let (code, (offset, len), arg) = r.event_parts();
-                if let Some(kind) = EventKind::from_code(code) {
-                    let arg = if kind == EventKind::ThreadStart { start_arg } else { arg as u64 };
-                    sink.event(thread, kind, arg, &region.string(offset, len))?;
+        loop {
+            let mut next = cursors[i].next(&file)?;
+            // A thread's start is followed by its OS id: it becomes the event's argument.
+            let mut start_arg = 0;
+            if r.tag() == shm::TAG_EVENT && r.event_parts().0 == EventKind::ThreadStart.code() {
+                if let Some(tid) = next.filter(|n| n.tag() == shm::TAG_OS_TID) {
+                    start_arg = tid.payload;
+                    if let Some(slot) = os_tids.get_mut(thread as usize) {
+                        *slot = tid.payload;
+                    }
+                    next = cursors[i].next(&file)?;
                 }
             }
-            shm::TAG_OS_TID => {
-                if let Some(slot) = os_tids.get_mut(thread as usize) {
-                    *slot = r.payload;
+            match r.tag() {
+                shm::TAG_READ | shm::TAG_WRITE => {
+                    let kind = if r.tag() == shm::TAG_WRITE { Kind::Write } else { Kind::Read };
+                    sink.access(Access { thread, addr: r.addr(), size: r.size() as u32, kind })?;
+                    accesses += 1;
                 }
+                shm::TAG_EVENT => {
+                    let (code, (offset, len), arg) = r.event_parts();
+                    if let Some(kind) = EventKind::from_code(code) {
+                        let arg = if kind == EventKind::ThreadStart { start_arg } else { arg as u64 };
+                        sink.event(thread, kind, arg, &region.string(offset, len))?;
+                    }
+                }
+                shm::TAG_OS_TID => {
+                    if let Some(slot) = os_tids.get_mut(thread as usize) {
+                        *slot = r.payload;
+                    }
+                }
+                _ => {}
             }
-            _ => {}
-        }
-        if let Some(next) = next {
-            heap.push(std::cmp::Reverse((next.seq(), i)));
-            heads[i] = Some(next);
+            match next {
+                // The thread keeps the lead while its next record comes before every other
+                // thread's: a run of one thread's records costs no heap operation.
+                Some(n) if heap.peek().is_none_or(|std::cmp::Reverse((s, _))| n.seq() < *s) => r = n,
+                Some(n) => {
+                    heap.push(std::cmp::Reverse((n.seq(), i)));
+                    heads[i] = Some(n);
+                    break;
+                }
+                None => break,
+            }
         }
     }
     Ok((accesses, os_tids))
