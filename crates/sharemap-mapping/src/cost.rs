@@ -25,19 +25,22 @@ pub struct PairCosts {
     values: Vec<f64>,
 }
 
+/// Each PU's path of tree objects from the root down to it.
+fn root_paths(m: &Machine) -> Vec<Vec<usize>> {
+    m.pus
+        .iter()
+        .map(|&pu| {
+            let mut a = m.tree.ancestors(pu);
+            a.reverse();
+            a
+        })
+        .collect()
+}
+
 impl PairCosts {
     pub fn new(m: &Machine, model: CostModel) -> Self {
         let p = m.pu_count();
-        // Root-first paths from the root to each PU.
-        let paths: Vec<Vec<usize>> = m
-            .pus
-            .iter()
-            .map(|&pu| {
-                let mut a = m.tree.ancestors(pu);
-                a.reverse();
-                a
-            })
-            .collect();
+        let paths = root_paths(m);
         let mut cost = vec![0.0; p * p];
         for i in 0..p {
             for j in 0..p {
@@ -95,17 +98,8 @@ pub fn mapping_cost(m: &SharingMatrix, map: &[usize], c: &PairCosts) -> f64 {
 /// hwloc type name), from the bottom up. The grouping maximises the lower shares level by
 /// level; this reports them whatever the algorithm.
 pub fn sharing_by_level(m: &SharingMatrix, map: &[usize], machine: &Machine) -> Vec<(String, f64)> {
-    // Depth of each tree object along each PU's root-first path, and the pair's lowest
-    // common object is the last shared one of the two paths.
-    let paths: Vec<Vec<usize>> = machine
-        .pus
-        .iter()
-        .map(|&pu| {
-            let mut a = machine.tree.ancestors(pu);
-            a.reverse();
-            a
-        })
-        .collect();
+    // A pair's lowest common object is the last shared one of its PUs' root-first paths.
+    let paths = root_paths(machine);
     let n = m.threads().min(map.len());
     let mut by_object: Vec<f64> = vec![0.0; machine.tree.objs.len()];
     let mut total = 0.0;
