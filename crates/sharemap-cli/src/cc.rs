@@ -38,7 +38,7 @@ fn runtime_paths() -> Result<(PathBuf, PathBuf)> {
     let dir = tool_dir()?;
     let lib = dir.join(RUNTIME);
     if !lib.is_file() {
-        bail!("the tracer runtime {} is missing (cargo build --release builds it beside sharemap)", lib.display());
+        bail!("the tracer runtime {} is missing: run `cargo build --release` (`cargo test` alone does not build it)", lib.display());
     }
     let include = dir.join("include");
     let header = include.join("sharemap.h");

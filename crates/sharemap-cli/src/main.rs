@@ -74,9 +74,10 @@ enum Command {
     /// (programs built with `sharemap cc` are recorded by its runtime; others under Valgrind)
     Record {
         /// sancov: the runtime of a program built with `sharemap cc`/`c++` (clang or gcc);
-        /// valgrind: any binary, far slower; auto: sancov when the program was built with
-        /// the wrapper, else valgrind
-        #[arg(long, default_value = "auto", value_parser = ["auto", "sancov", "valgrind"])]
+        /// valgrind: any binary, far slower; faults: every page fault, through perf
+        /// (first-touch sampling); auto: sancov when the program was built with the
+        /// wrapper, else valgrind
+        #[arg(long, default_value = "auto", value_parser = ["auto", "sancov", "valgrind", "faults"])]
         backend: String,
         /// Record one access in K of each thread (sancov)
         #[arg(long, default_value_t = 1)]

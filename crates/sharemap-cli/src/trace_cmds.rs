@@ -136,7 +136,7 @@ pub fn record(output: &Path, to: Option<&str>, command: &[OsString], backend: &s
     if sample == 0 {
         bail!("--sample 0: expected a positive number (1 records every access)");
     }
-    if backend == "valgrind" && (sample != 1 || exclude_stack) {
+    if backend != "sancov" && (sample != 1 || exclude_stack) {
         bail!("--sample and --exclude-stack work with the sancov backend (programs built with `sharemap cc`)");
     }
     let mut params = std::collections::BTreeMap::new();
@@ -153,6 +153,10 @@ pub fn record(output: &Path, to: Option<&str>, command: &[OsString], backend: &s
         if rec.lost > 0 {
             eprintln!("sharemap: warning: {} records were lost (the recorder fell behind)", rec.lost);
         }
+        writer.set_threads(rec.threads, rec.os_tids);
+        (rec.status, rec.threads)
+    } else if backend == "faults" {
+        let rec = sharemap_sources::faults::record(command, &mut writer)?;
         writer.set_threads(rec.threads, rec.os_tids);
         (rec.status, rec.threads)
     } else {

@@ -213,3 +213,66 @@ fn a_plain_binary_is_refused_by_the_sancov_backend() {
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(!out.status.success() && err.trim_end().lines().count() == 1 && err.contains("not built with `sharemap cc`"), "{err}");
 }
+
+/// `--backend faults`: an unmodified program's page faults through perf. Two threads each
+/// first-touch half of a buffer (huge pages off): every page of each half faults once, from
+/// its thread.
+#[test]
+fn the_faults_backend_sees_each_first_touch() {
+    if !have("perf") {
+        assert!(std::env::var_os("CI").is_none(), "CI has perf on this machine kind");
+        return;
+    }
+    const FAULTS: &str = r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#define PAGES 512
+static char *buf;
+static void *touch(void *arg) {
+    long half = (long)arg;
+    for (long p = half * PAGES / 2; p < (half + 1) * PAGES / 2; p++) buf[p * 4096] = 1;
+    return 0;
+}
+int main(void) {
+    buf = mmap(0, PAGES * 4096L, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    madvise(buf, PAGES * 4096L, MADV_NOHUGEPAGE);
+    printf("data %p %p\n", (void *)buf, (void *)(buf + PAGES * 4096L));
+    fflush(stdout);
+    pthread_t t[2];
+    for (long i = 0; i < 2; i++) pthread_create(&t[i], 0, touch, (void *)i);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], 0);
+    return 0;
+}
+"#;
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("f.c");
+    std::fs::write(&src, FAULTS).unwrap();
+    let bin = d.path().join("f");
+    assert!(Command::new("gcc").args(["-O1", "-pthread", "-o"]).arg(&bin).arg(&src).status().unwrap().success());
+    let trace = d.path().join("f.trace");
+    let out = sharemap(&["record", "--backend", "faults", "-o", trace.to_str().unwrap(), "--", bin.to_str().unwrap()], &[]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    if err.contains("could not record") {
+        assert!(std::env::var_os("CI").is_none(), "{err}");
+        return; // perf_event_paranoid forbids it on this host
+    }
+    assert!(out.status.success(), "{err}");
+    let (lo, hi) = ranges(&out.stdout)["data"];
+    let mut per_thread: BTreeMap<u32, std::collections::BTreeSet<u64>> = BTreeMap::new();
+    let mut reader = TraceReader::open(&trace, None).unwrap();
+    let mut chunk = Chunk::default();
+    while reader.next_chunk(&mut chunk).unwrap() {
+        for i in 0..chunk.accesses.len() {
+            let addr = chunk.accesses.addr[i];
+            if (lo..hi).contains(&addr) {
+                per_thread.entry(chunk.accesses.thread[i]).or_default().insert((addr - lo) / 4096);
+            }
+        }
+    }
+    // Two threads (ids 1 and 2: the main thread faults first), 256 distinct pages each.
+    let counts: Vec<usize> = per_thread.values().map(|s| s.len()).collect();
+    assert_eq!(counts, vec![256, 256], "{per_thread:?}");
+    assert_eq!(reader.metadata().source.kind, "faults");
+}
