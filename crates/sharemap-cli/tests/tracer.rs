@@ -276,3 +276,54 @@ int main(void) {
     assert_eq!(counts, vec![256, 256], "{per_thread:?}");
     assert_eq!(reader.metadata().source.kind, "faults");
 }
+
+/// gcc builds turn C11 atomics into `__tsan_atomic*` calls: the runtime performs them and
+/// records each read-modify-write as a read then a write.
+#[test]
+fn gcc_atomics_are_performed_and_recorded() {
+    const ATOMICS: &str = r#"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#define N 1000
+static atomic_long counter;
+static void *work(void *a) {
+    (void)a;
+    for (int i = 0; i < N; i++) atomic_fetch_add(&counter, 1);
+    return 0;
+}
+int main(void) {
+    printf("data %p %p\n", (void *)&counter, (void *)(&counter + 1));
+    fflush(stdout);
+    pthread_t t[2];
+    for (long i = 0; i < 2; i++) pthread_create(&t[i], 0, work, 0);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], 0);
+    return atomic_load(&counter) == 2 * N ? 0 : 1;
+}
+"#;
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("a.c");
+    std::fs::write(&src, ATOMICS).unwrap();
+    let bin = d.path().join("a");
+    let out = sharemap(&["cc", "-O1", "-pthread", "-o", bin.to_str().unwrap(), src.to_str().unwrap()], &[("SHAREMAP_COMPILER", "gcc")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let trace = d.path().join("a.trace");
+    let out = sharemap(&["record", "-o", trace.to_str().unwrap(), "--", bin.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "the atomic count is right: {}", String::from_utf8_lossy(&out.stderr));
+    let (lo, hi) = ranges(&out.stdout)["data"];
+    let mut counts: BTreeMap<(u32, Kind), u64> = BTreeMap::new();
+    let mut reader = TraceReader::open(&trace, None).unwrap();
+    let mut chunk = Chunk::default();
+    while reader.next_chunk(&mut chunk).unwrap() {
+        let a = &chunk.accesses;
+        for i in 0..a.len() {
+            if (lo..hi).contains(&a.addr[i]) {
+                *counts.entry((a.thread[i], if a.is_write(i) { Kind::Write } else { Kind::Read })).or_default() += 1;
+            }
+        }
+    }
+    for t in [1, 2] {
+        assert_eq!((counts.get(&(t, Kind::Read)), counts.get(&(t, Kind::Write))), (Some(&1000), Some(&1000)), "{counts:?}");
+    }
+    assert_eq!(counts.get(&(0, Kind::Read)), Some(&1), "the final load");
+}

@@ -10,6 +10,7 @@
 //! destructor: threads torn down in any order (libomp's at exit) find nothing to run.
 
 mod annotate;
+mod atomics;
 mod entry;
 mod memfns;
 mod threads;
