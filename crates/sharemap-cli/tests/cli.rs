@@ -219,4 +219,10 @@ fn demo_runs_and_shows_every_pattern_and_the_sammu_machine() {
         assert!(text.contains(p), "demo lacks {p}");
     }
     assert!(text.contains("sammu-x7550") && text.contains("64 PUs, 32 cores, 4 packages, 4 NUMA nodes"));
+    // A real program built with `sharemap cc` and recorded (CI has clang; elsewhere it may be
+    // skipped, with a word).
+    assert!(text.contains("A real program"));
+    if std::env::var_os("CI").is_some() {
+        assert!(text.contains("recorded with 8 threads"), "{text}");
+    }
 }
