@@ -194,7 +194,12 @@ fn push(t: &ThreadState, make: impl FnOnce(u64) -> Record) {
         header().lost.fetch_add(1, Ordering::Relaxed);
         return;
     }
-    let seq = header().seq.fetch_add(1, Ordering::Relaxed);
+    // In flight from before the number is taken until the record is published, so that
+    // the recorder knows which numbers are final (see sharemap-shm).
+    // SAFETY: the slot lies in the checked region.
+    let slot = unsafe { &*(REGION.load(Ordering::Relaxed).add(sharemap_shm::slot_offset(id as usize)) as *const sharemap_shm::ThreadSlot) };
+    slot.in_flight.fetch_add(1, Ordering::SeqCst);
+    let seq = header().seq.fetch_add(1, Ordering::SeqCst);
     let n = t.count.get();
     // SAFETY: n < RECORDS_PER_BLOCK, within the block this thread owns.
     unsafe { t.records.get().add(n as usize).write(make(seq)) };
@@ -203,6 +208,7 @@ fn push(t: &ThreadState, make: impl FnOnce(u64) -> Record) {
     // SAFETY: the block is this thread's.
     let block = unsafe { &*t.block.get() };
     block.count.store(n, Ordering::Release);
+    slot.in_flight.fetch_sub(1, Ordering::Release);
     if n as usize == RECORDS_PER_BLOCK {
         block.state.store(FULL, Ordering::Release);
         t.block.set(null_mut());
@@ -269,9 +275,9 @@ fn event_on(t: &ThreadState, kind: u8, label: &[u8], arg: u16) {
     push(t, |seq| Record::event(seq, kind, string, arg));
 }
 
-/// Records the thread's OS id (just after its thread-start event).
-fn os_tid_on(t: &ThreadState, tid: u64) {
-    push(t, |seq| Record { seq_tag: seq << 8 | sharemap_shm::TAG_OS_TID as u64, payload: tid });
+/// Records the thread's start, with its OS id.
+fn thread_start_on(t: &ThreadState, tid: u64) {
+    push(t, |seq| Record::thread_start(seq, tid));
 }
 
 /// Copies a label into the region's string area: (offset, length), or (0, 0).

@@ -8,8 +8,7 @@ use core::ffi::c_void;
 type StartRoutine = extern "C" fn(*mut c_void) -> *mut c_void;
 type CreateFn = unsafe extern "C" fn(*mut libc::pthread_t, *const libc::pthread_attr_t, StartRoutine, *mut c_void) -> i32;
 
-/// Event codes of the trace format.
-const THREAD_START: u8 = 1;
+/// Event code of the trace format.
 const THREAD_EXIT: u8 = 2;
 
 struct Start {
@@ -30,11 +29,10 @@ extern "C" fn trampoline(p: *mut c_void) -> *mut c_void {
     r
 }
 
-/// Records the thread's start and its OS id.
+/// Records the thread's start, with its OS id.
 pub(crate) fn started_on(t: &crate::ThreadState) {
-    crate::event_on(t, THREAD_START, b"", 0);
     // SAFETY: gettid has no preconditions.
-    crate::os_tid_on(t, unsafe { libc::gettid() } as u64);
+    crate::thread_start_on(t, unsafe { libc::gettid() } as u64);
 }
 
 /// libc's pthread_create.

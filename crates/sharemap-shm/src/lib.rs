@@ -12,7 +12,10 @@
 //!
 //! Order: every record carries a number from one global counter, taken when the access is
 //! recorded; each thread's records are in increasing order, and the recorder merges the
-//! threads by that number into the trace's total order.
+//! threads by that number into the trace's total order while the program runs. To know which
+//! numbers are final, a thread raises its slot's in-flight count before taking a number and
+//! lowers it after publishing the record: when the recorder reads the counter, then finds a
+//! slot idle, every number that slot's threads took below the counter is already published.
 
 #![no_std]
 
@@ -26,10 +29,13 @@ pub const ENV_SAMPLE: &str = "SHAREMAP_SAMPLE";
 pub const ENV_NO_STACK: &str = "SHAREMAP_NO_STACK";
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMAPRT1");
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 pub const HEADER_BYTES: usize = 4096;
 pub const STRING_BYTES: usize = 64 * 1024;
+/// In-flight slots: thread t uses slot t mod THREAD_SLOTS.
+pub const THREAD_SLOTS: usize = 4096;
+pub const SLOT_BYTES: usize = 64;
 pub const RECORDS_PER_BLOCK: usize = 4096;
 pub const BLOCK_HEADER_BYTES: usize = 64;
 pub const RECORD_BYTES: usize = 16;
@@ -37,7 +43,13 @@ pub const BLOCK_BYTES: usize = BLOCK_HEADER_BYTES + RECORDS_PER_BLOCK * RECORD_B
 
 /// Bytes of a region of `blocks` blocks.
 pub const fn region_bytes(blocks: usize) -> usize {
-    HEADER_BYTES + STRING_BYTES + blocks * BLOCK_BYTES
+    HEADER_BYTES + STRING_BYTES + THREAD_SLOTS * SLOT_BYTES + blocks * BLOCK_BYTES
+}
+
+/// A thread slot: how many records its threads are writing right now.
+#[repr(C)]
+pub struct ThreadSlot {
+    pub in_flight: AtomicU32,
 }
 
 #[repr(C)]
@@ -85,8 +97,9 @@ pub const TAG_WRITE: u8 = 1;
 /// An event: `payload` = kind code (low 8 bits, the trace format's `EventKind` codes) |
 /// string offset << 8 (24 bits) | string length << 32 (16 bits) | argument << 48 (16 bits).
 pub const TAG_EVENT: u8 = 2;
-/// A thread's OS id, right after its thread-start event: `payload` = the id.
-pub const TAG_OS_TID: u8 = 3;
+/// A thread's start: `payload` = the trace format's thread-start code (low 8 bits) | the
+/// thread's OS id << 8.
+pub const TAG_THREAD_START: u8 = 3;
 
 /// Largest size one access record holds; larger ranges are split (at page boundaries).
 pub const MAX_ACCESS_SIZE: u64 = 4096;
@@ -101,6 +114,10 @@ impl Record {
     pub fn event(seq: u64, kind: u8, string: (u32, u32), arg: u16) -> Record {
         let payload = kind as u64 | (string.0 as u64 & 0xff_ffff) << 8 | (string.1 as u64 & 0xffff) << 32 | (arg as u64) << 48;
         Record { seq_tag: seq << 8 | TAG_EVENT as u64, payload }
+    }
+
+    pub fn thread_start(seq: u64, os_tid: u64) -> Record {
+        Record { seq_tag: seq << 8 | TAG_THREAD_START as u64, payload: os_tid }
     }
 
     pub fn seq(&self) -> u64 {
@@ -130,8 +147,12 @@ pub const fn string_offset() -> usize {
     HEADER_BYTES
 }
 
+pub const fn slot_offset(thread: usize) -> usize {
+    HEADER_BYTES + STRING_BYTES + (thread % THREAD_SLOTS) * SLOT_BYTES
+}
+
 pub const fn block_offset(i: usize) -> usize {
-    HEADER_BYTES + STRING_BYTES + i * BLOCK_BYTES
+    HEADER_BYTES + STRING_BYTES + THREAD_SLOTS * SLOT_BYTES + i * BLOCK_BYTES
 }
 
 const _: () = assert!(core::mem::size_of::<Header>() <= HEADER_BYTES);
