@@ -8,6 +8,21 @@ use core::sync::atomic::{fence, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Order
 
 const SC: core::sync::atomic::Ordering = SeqCst;
 
+/// The read-modify-writes of one width, each the atomic type's method of the same meaning.
+macro_rules! rmw_ops {
+    ($bits:literal, $t:ty, $($suffix:literal => $method:ident,)*) => {
+        $(
+            const _: () = {
+                #[unsafe(export_name = concat!("__tsan_atomic", $bits, $suffix))]
+                extern "C" fn op(a: *mut $t, v: $t, _mo: i32) -> $t {
+                    rmw(a);
+                    cell(a).$method(v, SC)
+                }
+            };
+        )*
+    };
+}
+
 /// Defines the functions of one width.
 macro_rules! atomics {
     ($bits:literal, $t:ty, $atomic:ty, $size:literal) => {
@@ -34,40 +49,14 @@ macro_rules! atomics {
                 crate::access(true, a as usize, $size);
                 cell(a).store(v, SC)
             }
-            #[unsafe(export_name = concat!("__tsan_atomic", $bits, "_exchange"))]
-            extern "C" fn exchange(a: *mut $t, v: $t, _mo: i32) -> $t {
-                rmw(a);
-                cell(a).swap(v, SC)
-            }
-            #[unsafe(export_name = concat!("__tsan_atomic", $bits, "_fetch_add"))]
-            extern "C" fn fetch_add(a: *mut $t, v: $t, _mo: i32) -> $t {
-                rmw(a);
-                cell(a).fetch_add(v, SC)
-            }
-            #[unsafe(export_name = concat!("__tsan_atomic", $bits, "_fetch_sub"))]
-            extern "C" fn fetch_sub(a: *mut $t, v: $t, _mo: i32) -> $t {
-                rmw(a);
-                cell(a).fetch_sub(v, SC)
-            }
-            #[unsafe(export_name = concat!("__tsan_atomic", $bits, "_fetch_and"))]
-            extern "C" fn fetch_and(a: *mut $t, v: $t, _mo: i32) -> $t {
-                rmw(a);
-                cell(a).fetch_and(v, SC)
-            }
-            #[unsafe(export_name = concat!("__tsan_atomic", $bits, "_fetch_or"))]
-            extern "C" fn fetch_or(a: *mut $t, v: $t, _mo: i32) -> $t {
-                rmw(a);
-                cell(a).fetch_or(v, SC)
-            }
-            #[unsafe(export_name = concat!("__tsan_atomic", $bits, "_fetch_xor"))]
-            extern "C" fn fetch_xor(a: *mut $t, v: $t, _mo: i32) -> $t {
-                rmw(a);
-                cell(a).fetch_xor(v, SC)
-            }
-            #[unsafe(export_name = concat!("__tsan_atomic", $bits, "_fetch_nand"))]
-            extern "C" fn fetch_nand(a: *mut $t, v: $t, _mo: i32) -> $t {
-                rmw(a);
-                cell(a).fetch_nand(v, SC)
+            rmw_ops! {$bits, $t,
+                "_exchange" => swap,
+                "_fetch_add" => fetch_add,
+                "_fetch_sub" => fetch_sub,
+                "_fetch_and" => fetch_and,
+                "_fetch_or" => fetch_or,
+                "_fetch_xor" => fetch_xor,
+                "_fetch_nand" => fetch_nand,
             }
             /// Strong and weak compare-exchange: on failure `*expected` gets the current value.
             #[unsafe(export_name = concat!("__tsan_atomic", $bits, "_compare_exchange_strong"))]

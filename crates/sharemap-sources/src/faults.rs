@@ -5,20 +5,12 @@
 //! recorded as a read of one byte at the faulting address. Threads are numbered in the order
 //! their first fault appears (OS thread ids kept).
 
-use crate::Sink;
+use crate::{Recording, Sink};
 use sharemap_trace::{Access, EventKind};
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::{self, BufRead, BufReader};
-use std::process::{Command, ExitStatus, Stdio};
-
-#[derive(Debug)]
-pub struct Recording {
-    pub status: ExitStatus,
-    pub accesses: u64,
-    pub threads: u32,
-    pub os_tids: Vec<u64>,
-}
+use std::process::{Command, Stdio};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
@@ -82,7 +74,7 @@ pub fn record(program: &[OsString], sink: &mut dyn Sink) -> Result<Recording, Re
         accesses += 1;
     }
     let _ = script.wait();
-    Ok(Recording { status, accesses, threads: ids.len() as u32, os_tids })
+    Ok(Recording { status, accesses, threads: ids.len() as u32, os_tids, lost: 0 })
 }
 
 #[cfg(test)]

@@ -9,6 +9,19 @@ pub mod valgrind;
 
 use sharemap_trace::{Access, EventKind};
 use std::io;
+use std::process::ExitStatus;
+
+/// What recording a program gave (the tracer runtime and the page-fault source).
+#[derive(Debug)]
+pub struct Recording {
+    pub status: ExitStatus,
+    pub accesses: u64,
+    pub threads: u32,
+    /// OS thread id of each dense thread id (0 where unknown).
+    pub os_tids: Vec<u64>,
+    /// Records the program's threads could not hand over (the recorder fell behind).
+    pub lost: u64,
+}
 
 /// Where a source puts what it produces: a trace writer, or a vector in tests.
 pub trait Sink {

@@ -9,7 +9,7 @@
 //! last one taken from it: below that watermark everything is in hand, and it is written out
 //! in order. Memory holds only what is above the watermark.
 
-use crate::Sink;
+use crate::{Recording, Sink};
 use sharemap_shm::{self as shm, BlockHeader, Header, Record};
 use sharemap_trace::{Access, EventKind, Kind};
 use std::collections::{BinaryHeap, VecDeque};
@@ -17,7 +17,7 @@ use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::process::{Command, ExitStatus};
+use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -36,17 +36,6 @@ impl Default for Options {
     fn default() -> Self {
         Options { blocks: 512, sample: 1, exclude_stack: false }
     }
-}
-
-#[derive(Debug)]
-pub struct Recording {
-    pub status: ExitStatus,
-    pub accesses: u64,
-    pub threads: u32,
-    /// OS thread id of each dense thread id (0 where unknown).
-    pub os_tids: Vec<u64>,
-    /// Records the program's threads could not hand over (the recorder fell behind).
-    pub lost: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
