@@ -85,6 +85,7 @@ enum Command {
         /// Leave out accesses to the threads' stacks (sancov)
         #[arg(long)]
         exclude_stack: bool,
+        /// The trace to write (.trace native, .csv, .parquet; see --to)
         #[arg(short, long)]
         output: PathBuf,
         /// Output format, overriding the extension
@@ -204,9 +205,6 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
-    /// Run the main job on the embedded default: generate the seed patterns, summarise them,
-    /// compare every placement policy with the optimum, show sharing heatmaps and thread
-    /// mappings, and describe the SAMMU machine
     /// Compile C with sharemap's tracer: a drop-in compiler (CC='sharemap cc'); clang by
     /// default, gcc with SHAREMAP_COMPILER=gcc
     #[command(name = "cc")]
@@ -220,6 +218,10 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
+    /// Run the main job on the embedded default: generate the seed patterns, summarise them,
+    /// compare every placement policy with the optimum, show sharing heatmaps and thread
+    /// mappings, record a real program built with `sharemap cc`, and describe the SAMMU
+    /// machine
     Demo {
         /// Keep the generated traces in this directory (default: a temporary one)
         #[arg(long)]
