@@ -89,6 +89,8 @@ pub struct Partition {
     buckets: Vec<Store>,
     /// Whether anything went to disk (for reporting).
     pub spilled: bool,
+    /// Whether a TLB model ran (records carry TLB events to separate from the accesses).
+    tlb_events: bool,
 }
 
 /// Number of buckets: enough that one bucket per worker fits the budget.
@@ -230,6 +232,7 @@ impl Partition {
             annotations,
             buckets,
             spilled,
+            tlb_events: opts.tlb.is_some(),
         })
     }
 
@@ -253,8 +256,13 @@ impl Partition {
                 |(refs, events), b| {
                     let mut state = init();
                     let recs = self.load(b)?;
-                    group_by_page(&recs, b, nb, |r| r.flags & TLB_EVENT == 0, refs);
-                    group_by_page(&recs, b, nb, |r| r.flags & TLB_EVENT != 0, events);
+                    if self.tlb_events {
+                        group_by_page(&recs, b, nb, |r| r.flags & TLB_EVENT == 0, refs);
+                        group_by_page(&recs, b, nb, |r| r.flags & TLB_EVENT != 0, events);
+                    } else {
+                        // Only accesses: one pass, no test per record.
+                        group_by_page(&recs, b, nb, |_| true, refs);
+                    }
                     for w in 0..refs.starts.len().saturating_sub(1) {
                         let (lo, hi) = (refs.starts[w], refs.starts[w + 1]);
                         if lo == hi {
