@@ -251,12 +251,12 @@ fn bottom_up(m: &SharingMatrix, machine: &Machine, group: fn(&Dense, usize) -> V
 /// EagerMap-like grouping: each group starts with the element that shares most in all and
 /// grows by the element sharing most with the group so far.
 fn eager_groups(mat: &Dense, size: usize) -> Vec<Vec<usize>> {
-    greedy_groups(mat, size, |_, with_group| with_group)
+    greedy_groups(mat, size, |_load, with_group| with_group)
 }
 
 /// Greedy groups of `size`: the free element with the largest load seeds a group, which then
-/// takes the free element with the highest `score(element, its sharing with the group)`.
-pub(crate) fn greedy_groups(mat: &Dense, size: usize, score: impl Fn(usize, f64) -> f64) -> Vec<Vec<usize>> {
+/// takes the free element with the highest `score(its load, its sharing with the group)`.
+pub(crate) fn greedy_groups(mat: &Dense, size: usize, score: impl Fn(f64, f64) -> f64) -> Vec<Vec<usize>> {
     let k = mat.k;
     let load = mat.loads();
     let mut used = vec![false; k];
@@ -282,7 +282,7 @@ pub(crate) fn greedy_groups(mat: &Dense, size: usize, score: impl Fn(usize, f64)
             let mut next = None;
             let mut best = f64::NEG_INFINITY;
             for x in 0..k {
-                let s = score(x, with_group[x]);
+                let s = score(load[x], with_group[x]);
                 if !used[x] && s > best {
                     best = s;
                     next = Some(x);

@@ -76,8 +76,7 @@ fn listed(mat: &Dense, size: usize) -> Vec<Vec<usize>> {
 /// Greedy growth: the free element with the largest load starts a group; the element that
 /// adds least outside sharing (its load minus twice its sharing with the group) joins next.
 fn grown(mat: &Dense, size: usize) -> Vec<Vec<usize>> {
-    let load = mat.loads();
-    greedy_groups(mat, size, |x, with_group| 2.0 * with_group - load[x])
+    greedy_groups(mat, size, |load, with_group| 2.0 * with_group - load)
 }
 
 #[cfg(test)]
