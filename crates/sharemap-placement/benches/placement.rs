@@ -6,8 +6,8 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use sharemap_machine::CostParams;
 use sharemap_placement::partition::{Partition, PartitionOptions};
 use sharemap_placement::policies::{POLICIES, Settings};
-use sharemap_placement::testing::{pages_of, plain_context};
-use sharemap_placement::{Costs, Optimal, Page, Ref};
+use sharemap_placement::testing::{page, pages_of, plain_context};
+use sharemap_placement::{Costs, Optimal, Ref};
 use sharemap_sources::VecSink;
 use sharemap_sources::generate::{self, GenParams, PATTERNS};
 
@@ -60,15 +60,8 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 let mut local = 0u64;
                 for p in &built {
-                    for (i, (number, refs)) in pages.iter().enumerate() {
-                        let page = Page {
-                            number: *number,
-                            touch_rank: i as u32,
-                            address_rank: i as u32,
-                            refs,
-                            events: &[],
-                        };
-                        local += p.run(&page, &ctx).local;
+                    for (i, pg) in pages.iter().enumerate() {
+                        local += p.run(&page(i, pg), &ctx).local;
                     }
                 }
                 local

@@ -2,8 +2,8 @@
 //! `cargo bench -p sharemap-placement` is the reference). Usage: place_speed [PATTERN...]
 use sharemap_machine::CostParams;
 use sharemap_placement::policies::{POLICIES, Settings};
-use sharemap_placement::testing::{pages_of, plain_context};
-use sharemap_placement::{Costs, Optimal, Page};
+use sharemap_placement::testing::{page, pages_of, plain_context};
+use sharemap_placement::{Costs, Optimal};
 use sharemap_sources::VecSink;
 use sharemap_sources::generate::{self, GenParams, PATTERNS};
 use std::time::Instant;
@@ -38,15 +38,8 @@ fn main() {
         for info in POLICIES {
             let pol = info.build(&Settings::default()).unwrap();
             let t = Instant::now();
-            for (i, (number, refs)) in pages.iter().enumerate() {
-                let page = Page {
-                    number: *number,
-                    touch_rank: i as u32,
-                    address_rank: i as u32,
-                    refs,
-                    events: &[],
-                };
-                std::hint::black_box(pol.run(&page, &ctx));
+            for (i, pg) in pages.iter().enumerate() {
+                std::hint::black_box(pol.run(&page(i, pg), &ctx));
             }
             let rate = n as f64 / t.elapsed().as_secs_f64() / 1e6;
             total += t.elapsed().as_secs_f64();
