@@ -1,29 +1,50 @@
-//! Detector throughput per core on the generators' patterns (criterion, accesses/s).
+//! Detector throughput per core on the generators' patterns (criterion, accesses/s), on
+//! decoded chunks (decoding is not counted).
 //! Targets: oracle and stmap >= 100M accesses/s per core, sammu >= 50M.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use sharemap_detect::sammu::{Sammu, SammuParams};
 use sharemap_detect::stmap::{Stmap, StmapParams};
 use sharemap_detect::Oracle;
-use sharemap_trace::{Chunk, Metadata, TraceReader, TraceWriter};
 use sharemap_sources::generate::{self, GenParams, PATTERNS};
-use sharemap_sources::VecSink;
+use sharemap_trace::{Chunk, Metadata, TraceReader, TraceWriter};
 
 const ACCESSES: u64 = 2_000_000;
 
+/// Each pattern generated once, 8 threads, as the decoded chunks of a native trace (with
+/// its events, which STMap reads).
+fn traces() -> Vec<(&'static str, Vec<Chunk>)> {
+    let dir = tempfile::tempdir().unwrap();
+    PATTERNS
+        .iter()
+        .map(|p| {
+            let path = dir.path().join(format!("{}.trace", p.name));
+            let mut w = TraceWriter::create(&path, None, Metadata::default()).unwrap();
+            generate::run(p, &GenParams::new(8, ACCESSES, 1), &mut w).unwrap();
+            w.finish().unwrap();
+            let mut r = TraceReader::open(&path, None).unwrap();
+            let (mut chunks, mut chunk) = (Vec::new(), Chunk::default());
+            while r.next_chunk(&mut chunk).unwrap() {
+                chunks.push(chunk.clone());
+            }
+            (p.name, chunks)
+        })
+        .collect()
+}
+
 fn bench(c: &mut Criterion) {
+    let traces = traces();
     let mut g = c.benchmark_group("oracle");
     g.throughput(Throughput::Elements(ACCESSES));
     g.sample_size(10);
-    for p in PATTERNS {
-        let mut sink = VecSink::default();
-        generate::run(p, &GenParams::new(8, ACCESSES, 1), &mut sink).unwrap();
-        let (threads, addrs): (Vec<u32>, Vec<u64>) = sink.accesses.iter().map(|a| (a.thread, a.addr)).unzip();
-        g.bench_with_input(BenchmarkId::from_parameter(p.name), &(threads, addrs), |b, (t, a)| {
+    for (name, chunks) in &traces {
+        g.bench_with_input(BenchmarkId::from_parameter(name), chunks, |b, chunks| {
             b.iter(|| {
                 let mut o = Oracle::new(64);
-                for (&t, &a) in t.iter().zip(a) {
-                    o.access(t, a);
+                for c in chunks {
+                    for (&t, &a) in c.accesses.thread.iter().zip(&c.accesses.addr) {
+                        o.access(t, a);
+                    }
                 }
                 o.matrix.total()
             })
@@ -35,15 +56,14 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("sammu");
     g.throughput(Throughput::Elements(ACCESSES));
     g.sample_size(10);
-    for p in PATTERNS {
-        let mut sink = VecSink::default();
-        generate::run(p, &GenParams::new(8, ACCESSES, 1), &mut sink).unwrap();
-        let (threads, pages): (Vec<u32>, Vec<u64>) = sink.accesses.iter().map(|a| (a.thread, a.addr >> 12)).unzip();
-        g.bench_with_input(BenchmarkId::from_parameter(p.name), &(threads, pages), |b, (t, pg)| {
+    for (name, chunks) in &traces {
+        g.bench_with_input(BenchmarkId::from_parameter(name), chunks, |b, chunks| {
             b.iter(|| {
                 let mut s = Sammu::new(SammuParams::default(), 8, 2);
-                for (&t, &page) in t.iter().zip(pg) {
-                    s.access(t, t as usize % 8, t as usize % 8 / 4, page);
+                for c in chunks {
+                    for (&t, &a) in c.accesses.thread.iter().zip(&c.accesses.addr) {
+                        s.access(t, t as usize % 8, t as usize % 8 / 4, a >> 12);
+                    }
                 }
                 s.report.triggers
             })
@@ -51,23 +71,11 @@ fn bench(c: &mut Criterion) {
     }
     g.finish();
 
-    // STMap over decoded chunks (as the oracle above, decoding is not counted).
-    let dir = tempfile::tempdir().unwrap();
     let mut g = c.benchmark_group("stmap");
     g.throughput(Throughput::Elements(ACCESSES));
     g.sample_size(10);
-    for p in PATTERNS {
-        let path = dir.path().join(format!("{}.trace", p.name));
-        let mut w = TraceWriter::create(&path, None, Metadata::default()).unwrap();
-        generate::run(p, &GenParams::new(8, ACCESSES, 1), &mut w).unwrap();
-        w.finish().unwrap();
-        let mut r = TraceReader::open(&path, None).unwrap();
-        let mut chunks = Vec::new();
-        let mut chunk = Chunk::default();
-        while r.next_chunk(&mut chunk).unwrap() {
-            chunks.push(chunk.clone());
-        }
-        g.bench_with_input(BenchmarkId::from_parameter(p.name), &chunks, |b, chunks| {
+    for (name, chunks) in &traces {
+        g.bench_with_input(BenchmarkId::from_parameter(name), chunks, |b, chunks| {
             b.iter(|| {
                 let mut s = Stmap::new(StmapParams::default(), 4096, 8);
                 for c in chunks {
