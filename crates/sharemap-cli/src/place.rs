@@ -8,10 +8,9 @@ use clap::Args;
 use serde::Serialize;
 use sharemap_machine::{CostParams, Machine};
 use sharemap_placement::evaluate::{evaluate, EvalOptions, Evaluation, PolicyResult};
-use sharemap_detect::sammu::SammuParams;
 use sharemap_detect::{detect_with, Detector, SharingMatrix};
-use sharemap_placement::partition::{Partition, PartitionOptions, SamplerKind, TlbModel};
-use sharemap_placement::policies::{self, Context, Policy, Settings, POLICIES};
+use sharemap_placement::partition::{Partition, PartitionOptions};
+use sharemap_placement::policies::{self, prepass, Context, Policy, Settings, POLICIES};
 use sharemap_placement::{cost, Costs};
 use sharemap_trace::output::{flush, AtomicOutput};
 use sharemap_trace::TraceReader;
@@ -199,37 +198,6 @@ pub fn policy_list(spec: &str, settings: &Settings) -> Result<Vec<(String, Box<d
     Ok(out)
 }
 
-/// The profile source marathe needs from the partition pass, if any.
-fn sampler(spec: &str, settings: &Settings, line: u64) -> Result<Option<SamplerKind>> {
-    let wanted = spec.trim() == "all" || spec.split(',').any(|s| s.trim() == "marathe");
-    if !wanted {
-        return Ok(None);
-    }
-    let info = policies::find("marathe").expect("marathe is registered");
-    let num = |key: &str| -> Result<u64> { info.value(settings, key).parse().map_err(|_| anyhow!("marathe.{key}: expected an integer")) };
-    Ok(match info.value(settings, "source") {
-        "cache-miss" => Some(SamplerKind::CacheMiss { size: num("cache-kb")? * 1024, ways: 8, line: line.max(1) }),
-        "tlb-miss" => Some(SamplerKind::TlbMiss { entries: num("tlb-entries")? as u32, ways: 4 }),
-        _ => None,
-    })
-}
-
-/// SAMMU's TLB model, when the `sammu` policy runs on TLB events.
-fn tlb_model(spec: &str, model: &Model) -> Result<Option<TlbModel>> {
-    let wanted = spec.trim() == "all" || spec.split(',').any(|s| s.trim() == "sammu");
-    let info = policies::find("sammu").expect("sammu is registered");
-    if !wanted || info.value(&model.settings, "events") != "tlb" {
-        return Ok(None);
-    }
-    let entries = |key: &str| -> Result<usize> {
-        info.value(&model.settings, key).parse::<usize>().ok().filter(|&n| n >= 4).ok_or_else(|| anyhow!("sammu.{key}: expected a number of TLB entries (at least 4)"))
-    };
-    let ac_bits = info.value(&model.settings, "ac").parse::<u32>().ok().filter(|b| (1..=32).contains(b)).ok_or_else(|| anyhow!("sammu.ac: expected a number of bits from 1 to 32"))?;
-    let params = SammuParams { l1_entries: entries("l1")?, l2_entries: entries("l2")?, ac_bits, ..SammuParams::default() };
-    let core_of_pu = model.machine.core_of_pu();
-    Ok(Some(TlbModel { params, core_of_thread: model.pu_of_thread.iter().map(|&pu| core_of_pu[pu]).collect() }))
-}
-
 pub struct Prepared {
     pub model: Model,
     pub partition: Partition,
@@ -246,8 +214,12 @@ pub fn prepare(args: &ModelArgs, policy_spec: &str) -> Result<Prepared> {
         page_size: model.page_size,
         node_of_thread: model.node_of_thread.clone(),
         memory_budget: args.memory_mb.max(16) << 20,
-        sampler: sampler(policy_spec, &model.settings, model.line_size)?,
-        tlb: tlb_model(policy_spec, &model)?,
+        sampler: prepass::sampler(policy_spec, &model.settings, model.line_size).map_err(|e| anyhow!(e))?,
+        tlb: prepass::tlb_model(policy_spec, &model.settings, || {
+            let core_of_pu = model.machine.core_of_pu();
+            model.pu_of_thread.iter().map(|&pu| core_of_pu[pu]).collect()
+        })
+        .map_err(|e| anyhow!(e))?,
     };
     let bar = progress::bar(reader.access_count_hint(), "reading pages");
     let partition = Partition::build(&mut reader, &opts, |n| bar.set_position(n))?;

@@ -4,6 +4,7 @@
 
 mod kernel;
 mod marathe;
+pub mod prepass;
 mod replication;
 mod seed004;
 mod simple;
