@@ -231,29 +231,28 @@ pub(crate) fn access(write: bool, addr: usize, size: usize) {
     });
 }
 
+/// Sampling, stack exclusion, then the access's records, cut at page boundaries.
 fn record_access(t: &ThreadState, write: bool, addr: usize, size: usize) {
-    {
-        let sample = SAMPLE.load(Ordering::Relaxed);
-        if sample > 1 {
-            let s = t.skip.get();
-            if s > 0 {
-                t.skip.set(s - 1);
-                return;
-            }
-            t.skip.set(sample - 1);
-        }
-        let (lo, hi) = t.stack.get();
-        if addr >= lo && addr < hi {
+    let sample = SAMPLE.load(Ordering::Relaxed);
+    if sample > 1 {
+        let s = t.skip.get();
+        if s > 0 {
+            t.skip.set(s - 1);
             return;
         }
-        let mut a = addr as u64;
-        let end = a + size as u64;
-        while a < end {
-            let page_end = (a | (sharemap_shm::MAX_ACCESS_SIZE - 1)) + 1;
-            let piece = end.min(page_end) - a;
-            push(t, |seq| Record::access(seq, write, a, piece));
-            a += piece;
-        }
+        t.skip.set(sample - 1);
+    }
+    let (lo, hi) = t.stack.get();
+    if addr >= lo && addr < hi {
+        return;
+    }
+    let mut a = addr as u64;
+    let end = a + size as u64;
+    while a < end {
+        let page_end = (a | (sharemap_shm::MAX_ACCESS_SIZE - 1)) + 1;
+        let piece = end.min(page_end) - a;
+        push(t, |seq| Record::access(seq, write, a, piece));
+        a += piece;
     }
 }
 
