@@ -22,44 +22,37 @@ use crate::varint;
 /// Number of recent addresses (streams) per thread an access may be coded against.
 pub const SLOTS: usize = 4;
 
-/// The encoder's view of one thread's streams: addresses and last-use times.
+/// The encoder's view of one thread's streams: their addresses, the slot used last and the
+/// next slot a new stream replaces.
 #[derive(Clone, Copy, Default)]
 struct Streams {
     addr: [u64; SLOTS],
-    used: [u64; SLOTS],
-    clock: u64,
-    last: usize,
+    last: u8,
+    victim: u8,
 }
 
 impl Streams {
-    /// Picks the slot giving the shortest delta; a far jump (delta over 4 bytes) starts a
-    /// new stream in the least recently used slot instead. Returns (slot, zigzag delta).
+    /// Picks the slot giving the shortest delta (the lowest slot on ties); a far jump (delta
+    /// over 4 bytes) starts a new stream in the next slot in turn, skipping the one used
+    /// last. Returns (slot, zigzag delta). The common case has no data-dependent branch:
+    /// stream switches are frequent and unpredictable in stencil-like code.
+    #[inline]
     fn choose(&mut self, addr: u64) -> (u8, u64) {
-        let delta = |base: u64| varint::zigzag(addr.wrapping_sub(base) as i64);
-        // Fast path: the stream used last continues with a one-byte step.
-        let d = delta(self.addr[self.last]);
-        if d < 0x100 {
-            let s = self.last;
-            self.clock += 1;
-            self.used[s] = self.clock;
-            self.addr[s] = addr;
-            return (s as u8, d);
-        }
-        let mut best = 0;
-        for s in 1..SLOTS {
-            if byte_len(delta(self.addr[s])) < byte_len(delta(self.addr[best])) {
-                best = s;
+        let d: [u64; SLOTS] = std::array::from_fn(|s| varint::zigzag(addr.wrapping_sub(self.addr[s]) as i64));
+        let key = |s: usize| ((byte_len(d[s]) as u64) << 2) | s as u64;
+        let least = key(0).min(key(1)).min(key(2).min(key(3)));
+        let mut best = (least & 3) as u8;
+        if least >> 2 > 4 {
+            best = self.victim;
+            if best == self.last {
+                best = (best + 1) % SLOTS as u8;
             }
+            self.victim = (best + 1) % SLOTS as u8;
         }
-        if byte_len(delta(self.addr[best])) > 4 {
-            best = (0..SLOTS).min_by_key(|&s| self.used[s]).unwrap_or(0);
-        }
-        let d = delta(self.addr[best]);
-        self.clock += 1;
-        self.used[best] = self.clock;
-        self.addr[best] = addr;
+        let delta = varint::zigzag(addr.wrapping_sub(self.addr[best as usize]) as i64);
+        self.addr[best as usize] = addr;
         self.last = best;
-        (best as u8, d)
+        (best, delta)
     }
 }
 
@@ -117,16 +110,24 @@ impl ChunkEncoder {
         self.flush_section();
 
         // REFS and ADDRS
-        self.section.clear();
+        // Every delta is stored as 8 bytes and the position advances by its length: no
+        // variable-length copy in the loop.
         self.streams.clear();
         self.streams.resize(span as usize, Streams::default());
+        let refs_at = self.raw.len();
+        self.raw.resize(refs_at + n, 0);
+        let refs = &mut self.raw[refs_at..];
+        self.section.clear();
+        self.section.resize(n * 8 + 8, 0);
+        let mut at = 0;
         for k in 0..n {
-            let st = &mut self.streams[a.thread[k] as usize];
-            let (slot, delta) = st.choose(a.addr[k]);
+            let (slot, delta) = self.streams[a.thread[k] as usize].choose(a.addr[k]);
             let len = byte_len(delta);
-            self.raw.push((slot << 4) | len);
-            self.section.extend_from_slice(&delta.to_le_bytes()[..len as usize]);
+            refs[k] = (slot << 4) | len;
+            self.section[at..at + 8].copy_from_slice(&delta.to_le_bytes());
+            at += len as usize;
         }
+        self.section.truncate(at);
         self.flush_section();
 
         // EVENTS
