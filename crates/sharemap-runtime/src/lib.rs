@@ -194,12 +194,9 @@ fn push(t: &ThreadState, make: impl FnOnce(u64) -> Record) {
         header().lost.fetch_add(1, Ordering::Relaxed);
         return;
     }
-    // In flight from before the number is taken until the record is published, so that
-    // the recorder knows which numbers are final (see sharemap-shm).
-    // SAFETY: the slot lies in the checked region.
-    let slot = unsafe { &*(REGION.load(Ordering::Relaxed).add(sharemap_shm::slot_offset(id as usize)) as *const sharemap_shm::ThreadSlot) };
-    slot.in_flight.fetch_add(1, Ordering::SeqCst);
-    let seq = header().seq.fetch_add(1, Ordering::SeqCst);
+    // Numbers are dense: one is taken only now that the record has a place, and it is
+    // published below (see sharemap-shm).
+    let seq = header().seq.fetch_add(1, Ordering::Relaxed);
     let n = t.count.get();
     // SAFETY: n < RECORDS_PER_BLOCK, within the block this thread owns.
     unsafe { t.records.get().add(n as usize).write(make(seq)) };
@@ -208,7 +205,6 @@ fn push(t: &ThreadState, make: impl FnOnce(u64) -> Record) {
     // SAFETY: the block is this thread's.
     let block = unsafe { &*t.block.get() };
     block.count.store(n, Ordering::Release);
-    slot.in_flight.fetch_sub(1, Ordering::Release);
     if n as usize == RECORDS_PER_BLOCK {
         block.state.store(FULL, Ordering::Release);
         t.block.set(null_mut());

@@ -12,10 +12,10 @@
 //!
 //! Order: every record carries a number from one global counter, taken when the access is
 //! recorded; each thread's records are in increasing order, and the recorder merges the
-//! threads by that number into the trace's total order while the program runs. To know which
-//! numbers are final, a thread raises its slot's in-flight count before taking a number and
-//! lowers it after publishing the record: when the recorder reads the counter, then finds a
-//! slot idle, every number that slot's threads took below the counter is already published.
+//! threads by that number into the trace's total order while the program runs. The numbers
+//! are dense: a thread takes one only once it holds a block to write the record into, and
+//! publishes every number it takes. So the recorder writes record n as soon as it holds every
+//! record below n; a missing number is one a thread is still writing.
 
 #![no_std]
 
@@ -29,13 +29,10 @@ pub const ENV_SAMPLE: &str = "SHAREMAP_SAMPLE";
 pub const ENV_NO_STACK: &str = "SHAREMAP_NO_STACK";
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMAPRT1");
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 pub const HEADER_BYTES: usize = 4096;
 pub const STRING_BYTES: usize = 64 * 1024;
-/// In-flight slots: thread t uses slot t mod THREAD_SLOTS.
-pub const THREAD_SLOTS: usize = 4096;
-pub const SLOT_BYTES: usize = 64;
 pub const RECORDS_PER_BLOCK: usize = 4096;
 pub const BLOCK_HEADER_BYTES: usize = 64;
 pub const RECORD_BYTES: usize = 16;
@@ -43,13 +40,7 @@ pub const BLOCK_BYTES: usize = BLOCK_HEADER_BYTES + RECORDS_PER_BLOCK * RECORD_B
 
 /// Bytes of a region of `blocks` blocks.
 pub const fn region_bytes(blocks: usize) -> usize {
-    HEADER_BYTES + STRING_BYTES + THREAD_SLOTS * SLOT_BYTES + blocks * BLOCK_BYTES
-}
-
-/// A thread slot: how many records its threads are writing right now.
-#[repr(C)]
-pub struct ThreadSlot {
-    pub in_flight: AtomicU32,
+    HEADER_BYTES + STRING_BYTES + blocks * BLOCK_BYTES
 }
 
 #[repr(C)]
@@ -147,12 +138,8 @@ pub const fn string_offset() -> usize {
     HEADER_BYTES
 }
 
-pub const fn slot_offset(thread: usize) -> usize {
-    HEADER_BYTES + STRING_BYTES + (thread % THREAD_SLOTS) * SLOT_BYTES
-}
-
 pub const fn block_offset(i: usize) -> usize {
-    HEADER_BYTES + STRING_BYTES + THREAD_SLOTS * SLOT_BYTES + i * BLOCK_BYTES
+    HEADER_BYTES + STRING_BYTES + i * BLOCK_BYTES
 }
 
 const _: () = assert!(core::mem::size_of::<Header>() <= HEADER_BYTES);

@@ -3,15 +3,14 @@
 //! its threads publish and merges them by their global order number into the trace. See the
 //! `sharemap-shm` crate for the protocol.
 //!
-//! Each round the recorder reads the order counter, notes the thread slots with a record in
-//! flight, then takes every published record. A number below the counter is final unless a
-//! thread of a busy slot may still publish it, and such a thread's next number exceeds the
-//! last one taken from it: below that watermark everything is in hand, and it is written out
-//! in order. Memory holds only what is above the watermark.
+//! Each round the recorder takes every published record into per-thread queues, then writes
+//! records out in order for as long as it holds the next number: the numbers are dense, so
+//! a missing one is a record still being written. Memory holds only what waits behind it.
 
 use crate::{Recording, Sink};
 use sharemap_shm::{self as shm, BlockHeader, Header, Record};
 use sharemap_trace::{Access, EventKind, Kind};
+use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::ffi::OsString;
 use std::io;
@@ -105,11 +104,6 @@ impl Region {
         unsafe { &*(self.base.add(shm::block_offset(i)) as *const BlockHeader) }
     }
 
-    fn slot(&self, s: usize) -> &shm::ThreadSlot {
-        // SAFETY: the slots lie in the mapping.
-        unsafe { &*(self.base.add(shm::slot_offset(s)) as *const shm::ThreadSlot) }
-    }
-
     fn records(&self, i: usize, n: usize) -> &[Record] {
         // SAFETY: n <= RECORDS_PER_BLOCK records follow block i's header.
         unsafe { std::slice::from_raw_parts(self.base.add(shm::block_offset(i) + shm::BLOCK_HEADER_BYTES) as *const Record, n) }
@@ -132,51 +126,51 @@ impl Drop for Region {
     }
 }
 
-/// The merge: records taken from the region, per thread, waiting for the watermark.
+/// A block in use, as one round's scan found it.
+struct Piece {
+    thread: usize,
+    /// The number of its first record (MAX when it has none yet).
+    first: u64,
+    block: usize,
+    count: usize,
+    /// Full and published: its last records are in and it can be freed.
+    full: bool,
+}
+
+/// The merge: records taken from the region, per thread, waiting for their turn.
 struct Merger<'a> {
     region: &'a Region,
+    /// This round's scan of the blocks in use.
+    pieces: Vec<Piece>,
     /// Per block: records already taken from it.
     taken: Vec<u32>,
     /// Per thread: records taken and not written yet, in order.
     queues: Vec<VecDeque<Record>>,
-    /// Per thread: the highest number taken from it.
-    last: Vec<Option<u64>>,
-    /// Numbers below it are written.
-    watermark: u64,
+    /// The number of the next record to write.
+    next: u64,
     accesses: u64,
     os_tids: Vec<u64>,
 }
 
 impl<'a> Merger<'a> {
     fn new(region: &'a Region) -> Self {
-        Merger { region, taken: vec![0; region.header().blocks as usize], queues: Vec::new(), last: Vec::new(), watermark: 0, accesses: 0, os_tids: Vec::new() }
+        Merger { region, pieces: Vec::new(), taken: vec![0; region.header().blocks as usize], queues: Vec::new(), next: 0, accesses: 0, os_tids: Vec::new() }
     }
 
-    /// One round: takes what is published, then writes everything below the watermark (or
-    /// everything, once the program has ended). Returns the records taken.
+    /// One round: takes what is published, then writes what is ready (everything, once the
+    /// program has ended: a record it died writing leaves a gap). Returns the records taken.
     fn round(&mut self, sink: &mut dyn Sink, ended: bool) -> io::Result<usize> {
-        let h = self.region.header();
-        let counter = h.seq.load(Ordering::SeqCst);
-        let threads = h.threads.load(Ordering::SeqCst) as usize;
-        let busy: Vec<usize> = (0..shm::THREAD_SLOTS).filter(|&s| self.region.slot(s).in_flight.load(Ordering::SeqCst) > 0).collect();
         let taken = self.take();
-        let mut watermark = if ended { u64::MAX } else { counter };
-        if !ended {
-            for &slot in &busy {
-                for t in (slot..threads.max(slot + 1)).step_by(shm::THREAD_SLOTS) {
-                    let bound = self.last.get(t).copied().flatten().map_or(self.watermark, |s| s + 1);
-                    watermark = watermark.min(bound);
-                }
-            }
-        }
-        self.watermark = self.watermark.max(watermark);
-        self.write_below(self.watermark, sink)?;
+        self.write_ready(sink, ended)?;
         Ok(taken)
     }
 
     /// Takes the published records of every block in use, freeing the full ones.
+    ///
+    /// Each thread's blocks are taken in the order it filled them (by their first number),
+    /// and a block not seen full stops its thread's chain for this round: a later block of
+    /// the thread, filled while the scan went on, must wait until this one's tail is in.
     fn take(&mut self) -> usize {
-        let mut moved = 0;
         for i in 0..self.taken.len() {
             let b = self.region.block(i);
             let state = b.state.load(Ordering::Acquire);
@@ -184,45 +178,61 @@ impl<'a> Merger<'a> {
                 continue;
             }
             let n = (b.count.load(Ordering::Acquire) as usize).min(shm::RECORDS_PER_BLOCK);
-            let from = self.taken[i] as usize;
-            if n > from {
-                let t = b.thread.load(Ordering::Relaxed) as usize;
-                if self.queues.len() <= t {
-                    self.queues.resize_with(t + 1, VecDeque::new);
-                    self.last.resize(t + 1, None);
-                }
-                let records = &self.region.records(i, n)[from..];
-                self.queues[t].extend(records.iter().copied());
-                self.last[t] = records.last().map(Record::seq);
-                moved += n - from;
-                self.taken[i] = n as u32;
+            let thread = b.thread.load(Ordering::Relaxed) as usize;
+            let first = if n == 0 { u64::MAX } else { self.region.records(i, 1)[0].seq() };
+            self.pieces.push(Piece { thread, first, block: i, count: n, full: state == shm::FULL && n == shm::RECORDS_PER_BLOCK });
+        }
+        self.pieces.sort_unstable_by_key(|p| (p.thread, p.first));
+        let mut moved = 0;
+        let mut stopped = None;
+        for p in &self.pieces {
+            if stopped == Some(p.thread) {
+                continue;
             }
-            if state == shm::FULL && n == shm::RECORDS_PER_BLOCK {
-                self.taken[i] = 0;
+            let from = self.taken[p.block] as usize;
+            if p.count > from {
+                if self.queues.len() <= p.thread {
+                    self.queues.resize_with(p.thread + 1, VecDeque::new);
+                }
+                self.queues[p.thread].extend(self.region.records(p.block, p.count)[from..].iter().copied());
+                moved += p.count - from;
+                self.taken[p.block] = p.count as u32;
+            }
+            if p.full {
+                let b = self.region.block(p.block);
+                self.taken[p.block] = 0;
                 b.count.store(0, Ordering::Relaxed);
                 b.state.store(shm::FREE, Ordering::Release);
+            } else {
+                stopped = Some(p.thread);
             }
         }
+        self.pieces.clear();
         moved
     }
 
-    /// Writes, in order, every queued record numbered below `limit`.
-    fn write_below(&mut self, limit: u64, sink: &mut dyn Sink) -> io::Result<()> {
-        let mut heap: BinaryHeap<std::cmp::Reverse<(u64, usize)>> =
-            self.queues.iter().enumerate().filter_map(|(t, q)| q.front().map(|r| std::cmp::Reverse((r.seq(), t)))).filter(|r| r.0 .0 < limit).collect();
-        while let Some(std::cmp::Reverse((_, t))) = heap.pop() {
-            // The thread keeps the lead while its next record comes before every other
-            // thread's: a run of one thread's records costs no heap operation.
+    /// Writes queued records in order while the next number is in hand (or all of them).
+    fn write_ready(&mut self, sink: &mut dyn Sink, all: bool) -> io::Result<()> {
+        let mut heap: BinaryHeap<Reverse<(u64, usize)>> =
+            self.queues.iter().enumerate().filter_map(|(t, q)| q.front().map(|r| Reverse((r.seq(), t)))).collect();
+        while let Some(&Reverse((seq, t))) = heap.peek() {
+            if seq != self.next && !all {
+                break;
+            }
+            heap.pop();
+            // The thread keeps the lead while it holds the next number: a run of one
+            // thread's records costs no heap operation.
             loop {
                 let r = self.queues[t].pop_front().expect("a queued thread has a record");
+                self.next = r.seq() + 1;
                 self.write(t as u32, r, sink)?;
                 match self.queues[t].front() {
-                    Some(n) if n.seq() < limit && heap.peek().is_none_or(|std::cmp::Reverse((s, _))| n.seq() < *s) => continue,
-                    Some(n) if n.seq() < limit => {
-                        heap.push(std::cmp::Reverse((n.seq(), t)));
+                    Some(n) if n.seq() == self.next => continue,
+                    Some(n) => {
+                        heap.push(Reverse((n.seq(), t)));
                         break;
                     }
-                    _ => break,
+                    None => break,
                 }
             }
         }
@@ -290,3 +300,4 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
     os_tids.resize(threads as usize, 0);
     Ok(Recording { status, accesses: merger.accesses, threads, os_tids, lost })
 }
+
