@@ -66,6 +66,11 @@ impl sharemap_sources::Sink for ProgressSink<'_> {
     fn event(&mut self, thread: u32, kind: sharemap_trace::EventKind, arg: u64, label: &str) -> std::io::Result<()> {
         sharemap_sources::Sink::event(self.inner, thread, kind, arg, label)
     }
+    fn chunk(&mut self, chunk: &sharemap_trace::Chunk) -> std::io::Result<()> {
+        self.n += chunk.accesses.len() as u64;
+        self.bar.set_position(self.n);
+        sharemap_sources::Sink::chunk(self.inner, chunk)
+    }
 }
 
 pub fn convert(input: &Path, output: &Path, from: Option<&str>, to: Option<&str>) -> Result<ExitCode> {

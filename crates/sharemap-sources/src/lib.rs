@@ -7,7 +7,7 @@ pub mod generate;
 pub mod runtime;
 pub mod valgrind;
 
-use sharemap_trace::{Access, EventKind};
+use sharemap_trace::{Access, Chunk, EventKind};
 use std::io;
 use std::process::ExitStatus;
 
@@ -27,6 +27,23 @@ pub struct Recording {
 pub trait Sink {
     fn access(&mut self, a: Access) -> io::Result<()>;
     fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) -> io::Result<()>;
+
+    /// A run of accesses and events built by the source itself (events at absolute
+    /// positions, `chunk.first_access` being the number of accesses sent before). Writers
+    /// take it whole; by default it is replayed in order.
+    fn chunk(&mut self, chunk: &Chunk) -> io::Result<()> {
+        let mut ev = chunk.events.iter().peekable();
+        for i in 0..chunk.accesses.len() {
+            while let Some(e) = ev.next_if(|e| e.at <= chunk.first_access + i as u64) {
+                self.event(e.thread, e.kind, e.arg, &e.label)?;
+            }
+            self.access(chunk.accesses.get(i))?;
+        }
+        for e in ev {
+            self.event(e.thread, e.kind, e.arg, &e.label)?;
+        }
+        Ok(())
+    }
 }
 
 impl<W: io::Write> Sink for sharemap_trace::native::NativeWriter<W> {
@@ -35,6 +52,9 @@ impl<W: io::Write> Sink for sharemap_trace::native::NativeWriter<W> {
     }
     fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) -> io::Result<()> {
         sharemap_trace::native::NativeWriter::event(self, thread, kind, arg, label)
+    }
+    fn chunk(&mut self, chunk: &Chunk) -> io::Result<()> {
+        self.write_chunk(chunk)
     }
 }
 
@@ -63,5 +83,8 @@ impl Sink for sharemap_trace::TraceWriter {
     }
     fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) -> io::Result<()> {
         sharemap_trace::TraceWriter::event(self, thread, kind, arg, label).map_err(io::Error::other)
+    }
+    fn chunk(&mut self, chunk: &Chunk) -> io::Result<()> {
+        sharemap_trace::TraceWriter::chunk(self, chunk).map_err(io::Error::other)
     }
 }

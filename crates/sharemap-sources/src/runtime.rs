@@ -9,7 +9,8 @@
 
 use crate::{Recording, Sink};
 use sharemap_shm::{self as shm, BlockHeader, Header, Record};
-use sharemap_trace::{Access, EventKind, Kind};
+use sharemap_trace::native::DEFAULT_CHUNK_ACCESSES;
+use sharemap_trace::{Access, Chunk, Event, EventKind, Kind};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::ffi::OsString;
@@ -17,6 +18,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
+use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -119,12 +121,19 @@ impl Region {
     }
 }
 
+// SAFETY: the mapping lives as long as the Region; the merging thread reads published
+// records and updates block states through atomics, the writing thread never touches it.
+unsafe impl Sync for Region {}
+
 impl Drop for Region {
     fn drop(&mut self) {
         // SAFETY: unmapping our own mapping.
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
     }
 }
+
+/// Records taken per round at most: the queues stay in cache between the copy and the merge.
+const TAKE_PER_ROUND: usize = 16 * 1024;
 
 /// A block in use, as one round's scan found it.
 struct Piece {
@@ -140,29 +149,36 @@ struct Piece {
 /// The merge: records taken from the region, per thread, waiting for their turn.
 struct Merger<'a> {
     region: &'a Region,
-    /// This round's scan of the blocks in use.
+    /// This round's scan of the blocks in use, and the threads whose chain stopped.
     pieces: Vec<Piece>,
+    stopped: Vec<bool>,
     /// Per block: records already taken from it.
     taken: Vec<u32>,
     /// Per thread: records taken and not written yet, in order.
     queues: Vec<VecDeque<Record>>,
     /// The number of the next record to write.
     next: u64,
+    /// What is written, built here and handed whole to the writing thread, which sends
+    /// the emptied chunks back.
+    chunk: Chunk,
+    out: SyncSender<Chunk>,
+    spare: Receiver<Chunk>,
     accesses: u64,
     os_tids: Vec<u64>,
 }
 
 impl<'a> Merger<'a> {
-    fn new(region: &'a Region) -> Self {
-        Merger { region, pieces: Vec::new(), taken: vec![0; region.header().blocks as usize], queues: Vec::new(), next: 0, accesses: 0, os_tids: Vec::new() }
+    fn new(region: &'a Region, out: SyncSender<Chunk>, spare: Receiver<Chunk>) -> Self {
+        let blocks = region.header().blocks as usize;
+        Merger { region, pieces: Vec::new(), stopped: Vec::new(), taken: vec![0; blocks], queues: Vec::new(), next: 0, chunk: Chunk::default(), out, spare, accesses: 0, os_tids: Vec::new() }
     }
 
     /// One round: takes what is published, then writes what is ready (everything, once the
     /// program has ended: a record it died writing leaves a gap). Returns the records taken.
-    fn round(&mut self, sink: &mut dyn Sink, ended: bool) -> io::Result<usize> {
+    fn round(&mut self, ended: bool) -> usize {
         let taken = self.take();
-        self.write_ready(sink, ended)?;
-        Ok(taken)
+        self.write_ready(ended);
+        taken
     }
 
     /// Takes the published records of every block in use, freeing the full ones.
@@ -182,29 +198,38 @@ impl<'a> Merger<'a> {
             let first = if n == 0 { u64::MAX } else { self.region.records(i, 1)[0].seq() };
             self.pieces.push(Piece { thread, first, block: i, count: n, full: state == shm::FULL && n == shm::RECORDS_PER_BLOCK });
         }
-        self.pieces.sort_unstable_by_key(|p| (p.thread, p.first));
+        // By first number: what the merge needs soonest is taken first, each thread's
+        // blocks in their order.
+        self.pieces.sort_unstable_by_key(|p| p.first);
+        self.stopped.clear();
         let mut moved = 0;
-        let mut stopped = None;
         for p in &self.pieces {
-            if stopped == Some(p.thread) {
+            if self.stopped.len() <= p.thread {
+                self.stopped.resize(p.thread + 1, false);
+            }
+            if self.stopped[p.thread] {
                 continue;
             }
             let from = self.taken[p.block] as usize;
-            if p.count > from {
+            let to = p.count.min(from + (TAKE_PER_ROUND - moved));
+            if to > from {
                 if self.queues.len() <= p.thread {
                     self.queues.resize_with(p.thread + 1, VecDeque::new);
                 }
-                self.queues[p.thread].extend(self.region.records(p.block, p.count)[from..].iter().copied());
-                moved += p.count - from;
-                self.taken[p.block] = p.count as u32;
+                self.queues[p.thread].extend(self.region.records(p.block, to)[from..].iter().copied());
+                moved += to - from;
+                self.taken[p.block] = to as u32;
             }
-            if p.full {
+            if p.full && to == p.count {
                 let b = self.region.block(p.block);
                 self.taken[p.block] = 0;
                 b.count.store(0, Ordering::Relaxed);
                 b.state.store(shm::FREE, Ordering::Release);
             } else {
-                stopped = Some(p.thread);
+                self.stopped[p.thread] = true;
+            }
+            if moved == TAKE_PER_ROUND {
+                break;
             }
         }
         self.pieces.clear();
@@ -212,7 +237,7 @@ impl<'a> Merger<'a> {
     }
 
     /// Writes queued records in order while the next number is in hand (or all of them).
-    fn write_ready(&mut self, sink: &mut dyn Sink, all: bool) -> io::Result<()> {
+    fn write_ready(&mut self, all: bool) {
         let mut heap: BinaryHeap<Reverse<(u64, usize)>> =
             self.queues.iter().enumerate().filter_map(|(t, q)| q.front().map(|r| Reverse((r.seq(), t)))).collect();
         while let Some(&Reverse((seq, t))) = heap.peek() {
@@ -221,11 +246,17 @@ impl<'a> Merger<'a> {
             }
             heap.pop();
             // The thread keeps the lead while it holds the next number: a run of one
-            // thread's records costs no heap operation.
+            // thread's records costs no heap operation, and its accesses go to the chunk's
+            // columns in one pass.
             loop {
-                let r = self.queues[t].pop_front().expect("a queued thread has a record");
-                self.next = r.seq() + 1;
-                self.write(t as u32, r, sink)?;
+                let run = self.access_run(t);
+                if run > 0 {
+                    self.queues[t].drain(..run);
+                } else if let Some(r) = self.queues[t].pop_front() {
+                    // An event, or the record after a gap (once the program has ended).
+                    self.next = r.seq() + 1;
+                    self.write(t as u32, r);
+                }
                 match self.queues[t].front() {
                     Some(n) if n.seq() == self.next => continue,
                     Some(n) => {
@@ -236,20 +267,42 @@ impl<'a> Merger<'a> {
                 }
             }
         }
-        Ok(())
     }
 
-    fn write(&mut self, thread: u32, r: Record, sink: &mut dyn Sink) -> io::Result<()> {
+    /// Appends to the chunk the accesses at the front of thread `t`'s queue that carry the
+    /// next numbers in a row (as many as the chunk has room for); returns how many.
+    fn access_run(&mut self, t: usize) -> usize {
+        let room = DEFAULT_CHUNK_ACCESSES - self.chunk.accesses.len();
+        let (head, tail) = self.queues[t].as_slices();
+        let batch = &mut self.chunk.accesses;
+        let mut n = 0;
+        for r in head.iter().chain(tail).take(room) {
+            if r.seq() != self.next || r.tag() > shm::TAG_WRITE {
+                break;
+            }
+            batch.push(Access { thread: t as u32, addr: r.addr(), size: r.size() as u32, kind: if r.tag() == shm::TAG_WRITE { Kind::Write } else { Kind::Read } });
+            self.next += 1;
+            n += 1;
+        }
+        self.accesses += n as u64;
+        if self.chunk.accesses.len() == DEFAULT_CHUNK_ACCESSES {
+            self.flush();
+        }
+        n
+    }
+
+    fn write(&mut self, thread: u32, r: Record) {
+        let at = self.accesses;
         match r.tag() {
             shm::TAG_READ | shm::TAG_WRITE => {
                 let kind = if r.tag() == shm::TAG_WRITE { Kind::Write } else { Kind::Read };
-                sink.access(Access { thread, addr: r.addr(), size: r.size() as u32, kind })?;
+                self.chunk.accesses.push(Access { thread, addr: r.addr(), size: r.size() as u32, kind });
                 self.accesses += 1;
             }
             shm::TAG_EVENT => {
                 let (code, (offset, len), arg) = r.event_parts();
                 if let Some(kind) = EventKind::from_code(code) {
-                    sink.event(thread, kind, arg as u64, &self.region.string(offset, len))?;
+                    self.chunk.events.push(Event { at, thread, kind, arg: arg as u64, label: self.region.string(offset, len) });
                 }
             }
             shm::TAG_THREAD_START => {
@@ -258,11 +311,22 @@ impl<'a> Merger<'a> {
                     self.os_tids.resize(t + 1, 0);
                 }
                 self.os_tids[t] = r.payload;
-                sink.event(thread, EventKind::ThreadStart, r.payload, "")?;
+                self.chunk.events.push(Event { at, thread, kind: EventKind::ThreadStart, arg: r.payload, label: String::new() });
             }
             _ => {}
         }
-        Ok(())
+        if self.chunk.accesses.len() >= DEFAULT_CHUNK_ACCESSES || self.chunk.events.len() >= DEFAULT_CHUNK_ACCESSES {
+            self.flush();
+        }
+    }
+
+    /// Hands what is built to the writing thread (if it has stopped on an error, the
+    /// chunk is dropped: the recording continues until the program ends).
+    fn flush(&mut self) {
+        let mut next = self.spare.try_recv().unwrap_or_default();
+        next.clear();
+        next.first_access = self.accesses;
+        let _ = self.out.send(std::mem::replace(&mut self.chunk, next));
     }
 }
 
@@ -278,26 +342,48 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
     // The program's own name in its argv[0], as a shell would give it.
     cmd.arg0(&program[0]);
     let mut child = cmd.spawn().map_err(|e| RecordError::Spawn(name.clone(), e))?;
-    let mut merger = Merger::new(&region);
-    let status = loop {
-        let taken = merger.round(sink, false).map_err(RecordError::Sink)?;
-        if let Some(status) = child.try_wait().map_err(|e| RecordError::Spawn(name.clone(), e))? {
-            break status;
+    // One thread merges, this one encodes and writes: the two stages run side by side.
+    let (out, chunks) = mpsc::sync_channel::<Chunk>(2);
+    let (give_back, spare) = mpsc::channel::<Chunk>();
+    let (merged, written) = std::thread::scope(|scope| {
+        let merging = scope.spawn(|| {
+            let mut merger = Merger::new(&region, out, spare);
+            let status = loop {
+                let taken = merger.round(false);
+                if let Some(status) = child.try_wait()? {
+                    break status;
+                }
+                if taken == 0 {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            };
+            // The program is gone: whatever it published is final. Take it all, then write
+            // what is left past any gap (a record it died writing).
+            while merger.round(false) > 0 {}
+            merger.round(true);
+            merger.flush();
+            Ok::<_, io::Error>((status, merger.accesses, merger.os_tids))
+        });
+        let mut written = Ok(());
+        for chunk in chunks {
+            if written.is_ok() {
+                written = sink.chunk(&chunk);
+            }
+            let _ = give_back.send(chunk);
         }
-        if taken == 0 {
-            std::thread::sleep(Duration::from_micros(200));
-        }
+        (merging.join(), written)
+    });
+    let (status, accesses, mut os_tids) = match merged {
+        Ok(r) => r.map_err(|e| RecordError::Spawn(name.clone(), e))?,
+        Err(panic) => std::panic::resume_unwind(panic),
     };
-    // The program is gone: whatever it published is final.
-    merger.round(sink, true).map_err(RecordError::Sink)?;
+    written.map_err(RecordError::Sink)?;
     let h = region.header();
     if h.attached.load(Ordering::Acquire) == 0 {
         return Err(RecordError::NotInstrumented(name));
     }
     let threads = h.threads.load(Ordering::Acquire);
     let lost = h.lost.load(Ordering::Relaxed);
-    let mut os_tids = merger.os_tids.clone();
     os_tids.resize(threads as usize, 0);
-    Ok(Recording { status, accesses: merger.accesses, threads, os_tids, lost })
+    Ok(Recording { status, accesses, threads, os_tids, lost })
 }
-

@@ -217,6 +217,13 @@ impl TraceWriter {
 
     /// Appends a chunk read from another trace (events keep their relative positions).
     pub fn chunk(&mut self, chunk: &Chunk) -> Result<()> {
+        if let Inner::Native(w) = &mut self.inner
+            && chunk.first_access == self.accesses
+        {
+            self.accesses += chunk.accesses.len() as u64;
+            self.events += chunk.events.len() as u64;
+            return w.write_chunk(chunk).map_err(|e| TraceError::io(self.output.path(), e));
+        }
         let mut ev = chunk.events.iter().peekable();
         for i in 0..chunk.accesses.len() {
             let at = chunk.first_access + i as u64;

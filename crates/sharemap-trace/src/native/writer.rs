@@ -91,18 +91,54 @@ impl<W: Write> NativeWriter<W> {
         self.meta.os_tids = os_tids;
     }
 
+    /// Appends a whole chunk whose events sit at absolute positions from
+    /// `chunk.first_access`: encoded as it is when it starts at the writer's position and
+    /// fits in one chunk (a source that builds chunks itself skips the per-access path),
+    /// else access by access.
+    pub fn write_chunk(&mut self, chunk: &Chunk) -> io::Result<()> {
+        let fits = chunk.accesses.len() <= self.chunk_accesses && chunk.events.len() <= self.chunk_accesses;
+        if fits && chunk.first_access == self.accesses && self.pending.accesses.is_empty() && self.pending.events.is_empty() {
+            self.accesses += chunk.accesses.len() as u64;
+            self.events += chunk.events.len() as u64;
+            return self.emit(chunk);
+        }
+        let mut ev = chunk.events.iter().peekable();
+        for i in 0..chunk.accesses.len() {
+            while let Some(e) = ev.next_if(|e| e.at <= chunk.first_access + i as u64) {
+                self.event(e.thread, e.kind, e.arg, &e.label)?;
+            }
+            self.push(chunk.accesses.get(i))?;
+        }
+        for e in ev {
+            self.event(e.thread, e.kind, e.arg, &e.label)?;
+        }
+        Ok(())
+    }
+
     fn flush_chunk(&mut self) -> io::Result<()> {
         if self.pending.accesses.is_empty() && self.pending.events.is_empty() {
             return Ok(());
         }
         self.pending.first_access = self.accesses - self.pending.accesses.len() as u64;
-        let header = self.encoder.encode(&self.pending, &mut self.payload)?;
+        // Taken out for the call and put back: its buffers keep their capacity.
+        let mut pending = std::mem::take(&mut self.pending);
+        let r = self.emit(&pending);
+        pending.clear();
+        self.pending = pending;
+        r
+    }
+
+    /// Encodes and writes one chunk.
+    fn emit(&mut self, chunk: &Chunk) -> io::Result<()> {
+        if chunk.accesses.is_empty() && chunk.events.is_empty() {
+            return Ok(());
+        }
+        let header = self.encoder.encode(chunk, &mut self.payload)?;
         self.out.write_all(&header.to_bytes())?;
         self.out.write_all(&self.payload)?;
         self.offset += (super::CHUNK_HEADER_LEN + self.payload.len()) as u64;
         self.thread_span = self.thread_span.max(header.thread_span);
         self.chunks += 1;
-        self.pending.clear();
         Ok(())
     }
 
