@@ -20,6 +20,9 @@ const RUNTIME: &str = "libsharemap_rt.a";
 /// What the runtime needs from the system (rustc's native-static-libs, less the driver's).
 const RUNTIME_LIBS: [&str; 5] = ["-lpthread", "-ldl", "-lm", "-lrt", "-lutil"];
 const WRAPPED: &str = "-Wl,--wrap=memcpy,--wrap=memmove,--wrap=memset";
+/// Keeps the runtime in a program that makes no traced access (the recorder finds it by
+/// this symbol's marker, and the runtime attaches from a constructor next to it).
+const KEEP_RUNTIME: &str = "-Wl,--undefined=SHAREMAP_RUNTIME_MARKER";
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Family {
@@ -109,7 +112,7 @@ pub fn wrap(args: &[OsString], cxx: bool) -> Result<ExitCode> {
     }
     let mut compile: Vec<OsString> = instrument_flags(family);
     compile.push(format!("-I{}", include.display()).into());
-    let link: Vec<OsString> = [lib.into_os_string(), WRAPPED.into()].into_iter().chain(RUNTIME_LIBS.iter().map(OsString::from)).collect();
+    let link: Vec<OsString> = [lib.into_os_string(), WRAPPED.into(), KEEP_RUNTIME.into()].into_iter().chain(RUNTIME_LIBS.iter().map(OsString::from)).collect();
     if compile_only(args) {
         let all: Vec<OsString> = compile.into_iter().chain(args.iter().cloned()).collect();
         return Ok(ExitCode::from(run(&cc, &all)? as u8));

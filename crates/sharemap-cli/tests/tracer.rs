@@ -383,3 +383,25 @@ int main(void) {
     }
     assert_eq!(next, [lo + 4 * N, hi], "every write recorded");
 }
+
+/// A program built with the wrapper that makes no traced access is still recognised and
+/// recorded by its runtime (not handed to Valgrind), and its status passes through.
+#[test]
+fn a_program_without_accesses_is_still_recorded_by_its_runtime() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("e.c");
+    std::fs::write(&src, "int main(void) { return 4; }\n").unwrap();
+    for compiler in ["clang", "gcc"] {
+        if compiler == "clang" && !have("clang") && !have("clang-14") {
+            continue;
+        }
+        let bin = d.path().join(format!("e-{compiler}"));
+        let out = sharemap(&["cc", "-O1", "-o", bin.to_str().unwrap(), src.to_str().unwrap()], &[("SHAREMAP_COMPILER", compiler)]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let trace = d.path().join(format!("e-{compiler}.trace"));
+        let out = sharemap(&["record", "-o", trace.to_str().unwrap(), "--", bin.to_str().unwrap()], &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "{compiler}: {err}");
+        assert!(err.contains("recorded 0 accesses") && !err.contains("valgrind"), "{compiler}: {err}");
+    }
+}

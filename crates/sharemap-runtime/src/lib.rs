@@ -25,6 +25,16 @@ use sharemap_shm::{BlockHeader, Header, Record, FILLING, FREE, FULL, RECORDS_PER
 #[unsafe(no_mangle)]
 pub static SHAREMAP_RUNTIME_MARKER: [u8; 20] = *b"sharemap-runtime-v1\0";
 
+/// Attaches when the program starts, so that a recording sees the runtime even when the
+/// program makes no traced access. Beside the marker: `sharemap cc` keeps both linked.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static ATTACH_AT_START: extern "C" fn() = attach_at_start;
+
+extern "C" fn attach_at_start() {
+    let _ = active();
+}
+
 const UNINIT: u8 = 0;
 const STARTING: u8 = 1;
 const ACTIVE: u8 = 2;
