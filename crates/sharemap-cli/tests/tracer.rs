@@ -405,3 +405,72 @@ fn a_program_without_accesses_is_still_recorded_by_its_runtime() {
         assert!(err.contains("recorded 0 accesses") && !err.contains("valgrind"), "{compiler}: {err}");
     }
 }
+
+/// Threads created and joined one after another, far more of them than the shared region
+/// has blocks: each ending thread hands its block back, so none is left waiting for one.
+#[test]
+fn threads_that_come_and_go_do_not_exhaust_the_region() {
+    const THREADS: u64 = 1500;
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("c.c");
+    std::fs::write(
+        &src,
+        r#"
+#include <pthread.h>
+#include <stdio.h>
+#define THREADS 1500
+static volatile long x[THREADS];
+static void *work(void *arg) { long i = (long)arg; x[i] = i; return 0; }
+int main(void) {
+    printf("%p %p\n", (void *)x, (void *)(x + THREADS));
+    fflush(stdout);
+    for (long i = 0; i < THREADS; i++) {
+        pthread_t t;
+        if (pthread_create(&t, 0, work, (void *)i) != 0) return 1;
+        pthread_join(t, 0);
+    }
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let bin = d.path().join("c");
+    let compiler = if have("clang") || have("clang-14") { "clang" } else { "gcc" };
+    let out = sharemap(&["cc", "-O1", "-pthread", "-o", bin.to_str().unwrap(), src.to_str().unwrap()], &[("SHAREMAP_COMPILER", compiler)]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let trace = d.path().join("c.trace");
+    // Bounded: without the handover the 513th thread would wait for a block for ever.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sharemap"))
+        .args(["record", "-o", trace.to_str().unwrap(), "--", bin.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("the recording did not finish");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let bounds: Vec<u64> = printed.split_whitespace().map(|p| u64::from_str_radix(p.trim_start_matches("0x"), 16).unwrap()).collect();
+    let mut writers = BTreeMap::new();
+    let mut reader = TraceReader::open(&trace, None).unwrap();
+    assert_eq!(reader.metadata().threads as u64, THREADS + 1);
+    let mut chunk = Chunk::default();
+    while reader.next_chunk(&mut chunk).unwrap() {
+        let a = &chunk.accesses;
+        for i in 0..a.len() {
+            if (bounds[0]..bounds[1]).contains(&a.addr[i]) && a.is_write(i) {
+                assert!(writers.insert((a.addr[i] - bounds[0]) / 8, a.thread[i]).is_none(), "one write per element");
+            }
+        }
+    }
+    assert_eq!(writers.len() as u64, THREADS);
+    // Element i is written by the i-th thread created (dense ids in creation order).
+    assert!(writers.iter().all(|(&i, &t)| t as u64 == i + 1), "writers follow creation order");
+}

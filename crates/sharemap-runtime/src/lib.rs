@@ -166,6 +166,52 @@ fn thread_id(t: &ThreadState) -> u32 {
     id
 }
 
+/// The key whose destructor hands over an ending thread's block (0: not created yet).
+static RETIRE_KEY: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+const NO_KEY: usize = usize::MAX;
+
+/// Arranges for the calling thread's block to be handed over when the thread ends: a
+/// program that creates and joins threads by the thousand must not leave a block behind
+/// with each. A pthread key's destructor runs last at thread exit, after the program's own
+/// thread-local destructors (which may still record). The main thread needs none: its
+/// block is read up to its count when the program ends.
+fn retire_at_exit() {
+    let mut key = RETIRE_KEY.load(Ordering::Acquire);
+    if key == 0 {
+        let mut k: libc::pthread_key_t = 0;
+        // SAFETY: creating a key with a destructor of the right signature.
+        let made = unsafe { libc::pthread_key_create(&mut k, Some(retire_block)) } == 0;
+        let new = if made { k as usize + 1 } else { NO_KEY };
+        key = match RETIRE_KEY.compare_exchange(0, new, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => new,
+            Err(other) => {
+                if made {
+                    // SAFETY: our own key, never used.
+                    unsafe { libc::pthread_key_delete(k) };
+                }
+                other
+            }
+        };
+    }
+    if key != NO_KEY {
+        // SAFETY: a live key; any non-null value makes the destructor run.
+        unsafe { libc::pthread_setspecific((key - 1) as libc::pthread_key_t, 1 as *const libc::c_void) };
+    }
+}
+
+/// Marks the ending thread's partly filled block full at its count: the recorder takes its
+/// records and frees it.
+extern "C" fn retire_block(_: *mut libc::c_void) {
+    THREAD.with(|t| {
+        let b = t.block.get();
+        if !b.is_null() {
+            // SAFETY: the thread's own block in the mapped region.
+            unsafe { &*b }.state.store(FULL, Ordering::Release);
+            t.block.set(null_mut());
+        }
+    });
+}
+
 /// A free block for thread `id`; waits for the recorder to free one (10 s at most).
 fn take_block(t: &ThreadState, id: u32) -> bool {
     let h = header();
@@ -314,6 +360,7 @@ pub(crate) fn inside<R>(f: impl FnOnce() -> R) -> R {
 
 /// Gives the calling thread `id` (threads created through `pthread_create`).
 pub(crate) fn set_thread_id(id: u32) {
+    retire_at_exit();
     THREAD.with(|t| {
         t.id.set(id);
         if NO_STACK.load(Ordering::Relaxed) == 1 {

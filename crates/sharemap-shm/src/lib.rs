@@ -7,8 +7,9 @@
 //!
 //! Layout: a `Header` page, a string area (phase names), then `blocks` blocks, each a
 //! `BlockHeader` (64 bytes) and `RECORDS_PER_BLOCK` records of 16 bytes. A block is FREE,
-//! FILLING (owned by one thread) or FULL; the recorder drains FULL blocks while the program
-//! runs and frees them, and at the end also reads FILLING ones up to their count.
+//! FILLING (owned by one thread) or FULL (handed over: all its records, or fewer when its
+//! thread ended, are published); the recorder drains FULL blocks while the program runs and
+//! frees them, and reads FILLING ones up to their count as it goes.
 //!
 //! Order: every record carries a number from one global counter, taken when the access is
 //! recorded; each thread's records are in increasing order, and the recorder merges the

@@ -142,7 +142,7 @@ struct Piece {
     first: u64,
     block: usize,
     count: usize,
-    /// Full and published: its last records are in and it can be freed.
+    /// Handed over: its count is final, and once its records are in it can be freed.
     full: bool,
 }
 
@@ -196,7 +196,8 @@ impl<'a> Merger<'a> {
             let n = (b.count.load(Ordering::Acquire) as usize).min(shm::RECORDS_PER_BLOCK);
             let thread = b.thread.load(Ordering::Relaxed) as usize;
             let first = if n == 0 { u64::MAX } else { self.region.records(i, 1)[0].seq() };
-            self.pieces.push(Piece { thread, first, block: i, count: n, full: state == shm::FULL && n == shm::RECORDS_PER_BLOCK });
+            // Full: its count is final (a thread that ends hands over its block part full).
+            self.pieces.push(Piece { thread, first, block: i, count: n, full: state == shm::FULL });
         }
         // By first number: what the merge needs soonest is taken first, each thread's
         // blocks in their order.
