@@ -69,6 +69,24 @@ fn build(dir: &Path, compiler: &str) -> PathBuf {
     bin
 }
 
+/// Builds a C program with `sharemap cc` (clang when installed, else gcc).
+fn build_source(dir: &Path, name: &str, source: &str) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let bin = dir.join(name);
+    let compiler = if have("clang") || have("clang-14") { "clang" } else { "gcc" };
+    let out = sharemap(&["cc", "-O1", "-pthread", "-o", bin.to_str().unwrap(), src.to_str().unwrap()], &[("SHAREMAP_COMPILER", compiler)]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    bin
+}
+
+/// The two addresses a program printed first, as "%p %p".
+fn printed_bounds(stdout: &[u8]) -> (u64, u64) {
+    let printed = String::from_utf8_lossy(stdout);
+    let v: Vec<u64> = printed.split_whitespace().take(2).map(|p| u64::from_str_radix(p.trim_start_matches("0x"), 16).unwrap()).collect();
+    (v[0], v[1])
+}
+
 /// Address ranges the program prints: ("data", lo, hi), ("copy", src, dst).
 fn ranges(stdout: &[u8]) -> BTreeMap<String, (u64, u64)> {
     String::from_utf8_lossy(stdout)
@@ -335,10 +353,7 @@ int main(void) {
 fn each_thread_keeps_its_program_order() {
     const N: u64 = 1_000_000;
     let d = tempfile::tempdir().unwrap();
-    let src = d.path().join("o.c");
-    std::fs::write(
-        &src,
-        r#"
+    let bin = build_source(d.path(), "o", r#"
 #include <pthread.h>
 #include <stdio.h>
 #define N 1000000
@@ -355,19 +370,11 @@ int main(void) {
     for (int i = 0; i < 2; i++) pthread_join(th[i], 0);
     return 0;
 }
-"#,
-    )
-    .unwrap();
-    let bin = d.path().join("o");
-    let compiler = if have("clang") || have("clang-14") { "clang" } else { "gcc" };
-    let out = sharemap(&["cc", "-O1", "-pthread", "-o", bin.to_str().unwrap(), src.to_str().unwrap()], &[("SHAREMAP_COMPILER", compiler)]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+"#);
     let trace = d.path().join("o.trace");
     let out = sharemap(&["record", "-o", trace.to_str().unwrap(), "--", bin.to_str().unwrap()], &[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let printed = String::from_utf8_lossy(&out.stdout);
-    let bounds: Vec<u64> = printed.split_whitespace().map(|p| u64::from_str_radix(p.trim_start_matches("0x"), 16).unwrap()).collect();
-    let (lo, hi) = (bounds[0], bounds[1]);
+    let (lo, hi) = printed_bounds(&out.stdout);
     let mut next = [lo, lo + 4 * N];
     let mut reader = TraceReader::open(&trace, None).unwrap();
     let mut chunk = Chunk::default();
@@ -412,10 +419,7 @@ fn a_program_without_accesses_is_still_recorded_by_its_runtime() {
 fn threads_that_come_and_go_do_not_exhaust_the_region() {
     const THREADS: u64 = 1500;
     let d = tempfile::tempdir().unwrap();
-    let src = d.path().join("c.c");
-    std::fs::write(
-        &src,
-        r#"
+    let bin = build_source(d.path(), "c", r#"
 #include <pthread.h>
 #include <stdio.h>
 #define THREADS 1500
@@ -431,13 +435,7 @@ int main(void) {
     }
     return 0;
 }
-"#,
-    )
-    .unwrap();
-    let bin = d.path().join("c");
-    let compiler = if have("clang") || have("clang-14") { "clang" } else { "gcc" };
-    let out = sharemap(&["cc", "-O1", "-pthread", "-o", bin.to_str().unwrap(), src.to_str().unwrap()], &[("SHAREMAP_COMPILER", compiler)]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+"#);
     let trace = d.path().join("c.trace");
     // Bounded: without the handover the 513th thread would wait for a block for ever.
     let mut child = Command::new(env!("CARGO_BIN_EXE_sharemap"))
@@ -456,8 +454,7 @@ int main(void) {
     }
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let printed = String::from_utf8_lossy(&out.stdout);
-    let bounds: Vec<u64> = printed.split_whitespace().map(|p| u64::from_str_radix(p.trim_start_matches("0x"), 16).unwrap()).collect();
+    let (lo, hi) = printed_bounds(&out.stdout);
     let mut writers = BTreeMap::new();
     let mut reader = TraceReader::open(&trace, None).unwrap();
     assert_eq!(reader.metadata().threads as u64, THREADS + 1);
@@ -465,8 +462,8 @@ int main(void) {
     while reader.next_chunk(&mut chunk).unwrap() {
         let a = &chunk.accesses;
         for i in 0..a.len() {
-            if (bounds[0]..bounds[1]).contains(&a.addr[i]) && a.is_write(i) {
-                assert!(writers.insert((a.addr[i] - bounds[0]) / 8, a.thread[i]).is_none(), "one write per element");
+            if (lo..hi).contains(&a.addr[i]) && a.is_write(i) {
+                assert!(writers.insert((a.addr[i] - lo) / 8, a.thread[i]).is_none(), "one write per element");
             }
         }
     }

@@ -195,7 +195,7 @@ fn retire_at_exit() {
     }
     if key != NO_KEY {
         // SAFETY: a live key; any non-null value makes the destructor run.
-        unsafe { libc::pthread_setspecific((key - 1) as libc::pthread_key_t, 1 as *const libc::c_void) };
+        unsafe { libc::pthread_setspecific((key - 1) as libc::pthread_key_t, core::ptr::dangling::<libc::c_void>()) };
     }
 }
 

@@ -7,6 +7,7 @@ pub mod generate;
 pub mod runtime;
 pub mod valgrind;
 
+use sharemap_trace::batch::ChunkItem;
 use sharemap_trace::{Access, Chunk, EventKind};
 use std::io;
 use std::process::ExitStatus;
@@ -32,15 +33,11 @@ pub trait Sink {
     /// positions, `chunk.first_access` being the number of accesses sent before). Writers
     /// take it whole; by default it is replayed in order.
     fn chunk(&mut self, chunk: &Chunk) -> io::Result<()> {
-        let mut ev = chunk.events.iter().peekable();
-        for i in 0..chunk.accesses.len() {
-            while let Some(e) = ev.next_if(|e| e.at <= chunk.first_access + i as u64) {
-                self.event(e.thread, e.kind, e.arg, &e.label)?;
+        for item in chunk.items() {
+            match item {
+                ChunkItem::Access(a) => self.access(a)?,
+                ChunkItem::Event(e) => self.event(e.thread, e.kind, e.arg, &e.label)?,
             }
-            self.access(chunk.accesses.get(i))?;
-        }
-        for e in ev {
-            self.event(e.thread, e.kind, e.arg, &e.label)?;
         }
         Ok(())
     }

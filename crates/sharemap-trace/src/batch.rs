@@ -92,4 +92,68 @@ impl Chunk {
         self.accesses.clear();
         self.events.clear();
     }
+
+    /// Accesses and events in trace order: an event comes just before the access at its
+    /// position.
+    pub fn items(&self) -> ChunkItems<'_> {
+        ChunkItems { chunk: self, access: 0, event: 0 }
+    }
+}
+
+/// One element of a chunk, in trace order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChunkItem<'a> {
+    Access(Access),
+    Event(&'a Event),
+}
+
+/// See [`Chunk::items`].
+pub struct ChunkItems<'a> {
+    chunk: &'a Chunk,
+    access: usize,
+    event: usize,
+}
+
+impl<'a> Iterator for ChunkItems<'a> {
+    type Item = ChunkItem<'a>;
+
+    fn next(&mut self) -> Option<ChunkItem<'a>> {
+        let c = self.chunk;
+        let more_accesses = self.access < c.accesses.len();
+        if let Some(e) = c.events.get(self.event)
+            && (!more_accesses || e.at <= c.first_access + self.access as u64)
+        {
+            self.event += 1;
+            return Some(ChunkItem::Event(e));
+        }
+        more_accesses.then(|| {
+            self.access += 1;
+            ChunkItem::Access(c.accesses.get(self.access - 1))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::EventKind;
+
+    #[test]
+    fn items_put_each_event_before_the_access_at_its_position() {
+        let mut c = Chunk { first_access: 10, ..Chunk::default() };
+        for i in 0..3 {
+            c.accesses.push(Access { thread: 0, addr: i, size: 4, kind: Kind::Read });
+        }
+        let event = |at| Event { at, thread: 1, kind: EventKind::PhaseChange, arg: at, label: String::new() };
+        c.events = vec![event(10), event(10), event(12), event(13)];
+        let order: Vec<String> = c
+            .items()
+            .map(|item| match item {
+                ChunkItem::Access(a) => format!("a{}", a.addr),
+                ChunkItem::Event(e) => format!("e{}", e.at),
+            })
+            .collect();
+        assert_eq!(order, ["e10", "e10", "a0", "a1", "e12", "a2", "e13"]);
+        assert_eq!(Chunk::default().items().count(), 0);
+    }
 }

@@ -224,16 +224,11 @@ impl TraceWriter {
             self.events += chunk.events.len() as u64;
             return w.write_chunk(chunk).map_err(|e| TraceError::io(self.output.path(), e));
         }
-        let mut ev = chunk.events.iter().peekable();
-        for i in 0..chunk.accesses.len() {
-            let at = chunk.first_access + i as u64;
-            while let Some(e) = ev.next_if(|e| e.at <= at) {
-                self.event(e.thread, e.kind, e.arg, &e.label)?;
+        for item in chunk.items() {
+            match item {
+                crate::batch::ChunkItem::Access(a) => self.access(a)?,
+                crate::batch::ChunkItem::Event(e) => self.event(e.thread, e.kind, e.arg, &e.label)?,
             }
-            self.access(chunk.accesses.get(i))?;
-        }
-        for e in ev {
-            self.event(e.thread, e.kind, e.arg, &e.label)?;
         }
         Ok(())
     }

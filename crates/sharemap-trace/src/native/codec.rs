@@ -120,10 +120,10 @@ impl ChunkEncoder {
         self.section.clear();
         self.section.resize(n * 8 + 8, 0);
         let mut at = 0;
-        for k in 0..n {
+        for (k, r) in refs.iter_mut().enumerate() {
             let (slot, delta) = self.streams[a.thread[k] as usize].choose(a.addr[k]);
             let len = byte_len(delta);
-            refs[k] = (slot << 4) | len;
+            *r = (slot << 4) | len;
             self.section[at..at + 8].copy_from_slice(&delta.to_le_bytes());
             at += len as usize;
         }

@@ -2,7 +2,7 @@
 //! bounded whatever the trace length.
 
 use super::{ChunkEncoder, Footer, DEFAULT_CHUNK_ACCESSES, FILE_MAGIC, FOOTER_MAGIC, TRAILER_MAGIC};
-use crate::batch::Chunk;
+use crate::batch::{Chunk, ChunkItem};
 use crate::model::{Access, Event, EventKind, Metadata, FORMAT_VERSION};
 use std::io::{self, Write};
 
@@ -102,15 +102,11 @@ impl<W: Write> NativeWriter<W> {
             self.events += chunk.events.len() as u64;
             return self.emit(chunk);
         }
-        let mut ev = chunk.events.iter().peekable();
-        for i in 0..chunk.accesses.len() {
-            while let Some(e) = ev.next_if(|e| e.at <= chunk.first_access + i as u64) {
-                self.event(e.thread, e.kind, e.arg, &e.label)?;
+        for item in chunk.items() {
+            match item {
+                ChunkItem::Access(a) => self.push(a)?,
+                ChunkItem::Event(e) => self.event(e.thread, e.kind, e.arg, &e.label)?,
             }
-            self.push(chunk.accesses.get(i))?;
-        }
-        for e in ev {
-            self.event(e.thread, e.kind, e.arg, &e.label)?;
         }
         Ok(())
     }
