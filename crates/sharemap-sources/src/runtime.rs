@@ -281,7 +281,7 @@ impl<'a> Merger<'a> {
             if r.seq() != self.next || r.tag() > shm::TAG_WRITE {
                 break;
             }
-            batch.push(Access { thread: t as u32, addr: r.addr(), size: r.size() as u32, kind: if r.tag() == shm::TAG_WRITE { Kind::Write } else { Kind::Read } });
+            batch.push(access_of(t as u32, r));
             self.next += 1;
             n += 1;
         }
@@ -296,8 +296,7 @@ impl<'a> Merger<'a> {
         let at = self.accesses;
         match r.tag() {
             shm::TAG_READ | shm::TAG_WRITE => {
-                let kind = if r.tag() == shm::TAG_WRITE { Kind::Write } else { Kind::Read };
-                self.chunk.accesses.push(Access { thread, addr: r.addr(), size: r.size() as u32, kind });
+                self.chunk.accesses.push(access_of(thread, &r));
                 self.accesses += 1;
             }
             shm::TAG_EVENT => {
@@ -329,6 +328,13 @@ impl<'a> Merger<'a> {
         next.first_access = self.accesses;
         let _ = self.out.send(std::mem::replace(&mut self.chunk, next));
     }
+}
+
+/// The access an access record holds.
+#[inline]
+fn access_of(thread: u32, r: &Record) -> Access {
+    let kind = if r.tag() == shm::TAG_WRITE { Kind::Write } else { Kind::Read };
+    Access { thread, addr: r.addr(), size: r.size() as u32, kind }
 }
 
 /// Runs `program` with the region, writes its accesses and events to `sink` in order.
