@@ -66,7 +66,7 @@ impl sharemap_sources::Sink for ProgressSink<'_> {
     fn event(&mut self, thread: u32, kind: sharemap_trace::EventKind, arg: u64, label: &str) -> std::io::Result<()> {
         sharemap_sources::Sink::event(self.inner, thread, kind, arg, label)
     }
-    fn chunk(&mut self, chunk: &sharemap_trace::Chunk) -> std::io::Result<()> {
+    fn chunk(&mut self, chunk: &mut sharemap_trace::Chunk) -> std::io::Result<()> {
         self.n += chunk.accesses.len() as u64;
         self.bar.set_position(self.n);
         sharemap_sources::Sink::chunk(self.inner, chunk)
@@ -85,8 +85,8 @@ pub fn convert(input: &Path, output: &Path, from: Option<&str>, to: Option<&str>
     let bar = progress::bar(reader.access_count_hint(), "convert");
     let mut chunk = Chunk::default();
     while reader.next_chunk(&mut chunk)? {
-        writer.chunk(&chunk)?;
         bar.inc(chunk.accesses.len() as u64);
+        writer.chunk(&mut chunk)?;
     }
     let threads = reader.metadata().threads;
     writer.set_threads(threads, reader.metadata().os_tids.clone());

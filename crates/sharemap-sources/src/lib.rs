@@ -31,8 +31,8 @@ pub trait Sink {
 
     /// A run of accesses and events built by the source itself (events at absolute
     /// positions, `chunk.first_access` being the number of accesses sent before). Writers
-    /// take it whole; by default it is replayed in order.
-    fn chunk(&mut self, chunk: &Chunk) -> io::Result<()> {
+    /// take it whole, and may take its contents; by default it is replayed in order.
+    fn chunk(&mut self, chunk: &mut Chunk) -> io::Result<()> {
         for item in chunk.items() {
             match item {
                 ChunkItem::Access(a) => self.access(a)?,
@@ -50,7 +50,7 @@ impl<W: io::Write> Sink for sharemap_trace::native::NativeWriter<W> {
     fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) -> io::Result<()> {
         sharemap_trace::native::NativeWriter::event(self, thread, kind, arg, label)
     }
-    fn chunk(&mut self, chunk: &Chunk) -> io::Result<()> {
+    fn chunk(&mut self, chunk: &mut Chunk) -> io::Result<()> {
         self.write_chunk(chunk)
     }
 }
@@ -81,7 +81,7 @@ impl Sink for sharemap_trace::TraceWriter {
     fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) -> io::Result<()> {
         sharemap_trace::TraceWriter::event(self, thread, kind, arg, label).map_err(io::Error::other)
     }
-    fn chunk(&mut self, chunk: &Chunk) -> io::Result<()> {
+    fn chunk(&mut self, chunk: &mut Chunk) -> io::Result<()> {
         sharemap_trace::TraceWriter::chunk(self, chunk).map_err(io::Error::other)
     }
 }

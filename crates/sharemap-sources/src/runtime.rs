@@ -372,9 +372,9 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
             Ok::<_, io::Error>((status, merger.accesses, merger.os_tids))
         });
         let mut written = Ok(());
-        for chunk in chunks {
+        for mut chunk in chunks {
             if written.is_ok() {
-                written = sink.chunk(&chunk);
+                written = sink.chunk(&mut chunk);
             }
             let _ = give_back.send(chunk);
         }

@@ -215,8 +215,9 @@ impl TraceWriter {
         }
     }
 
-    /// Appends a chunk read from another trace (events keep their relative positions).
-    pub fn chunk(&mut self, chunk: &Chunk) -> Result<()> {
+    /// Appends a chunk read from another trace (events keep their relative positions),
+    /// taking its contents: it is left empty, for the caller to fill again.
+    pub fn chunk(&mut self, chunk: &mut Chunk) -> Result<()> {
         if let Inner::Native(w) = &mut self.inner
             && chunk.first_access == self.accesses
         {
@@ -230,6 +231,7 @@ impl TraceWriter {
                 crate::batch::ChunkItem::Event(e) => self.event(e.thread, e.kind, e.arg, &e.label)?,
             }
         }
+        chunk.clear();
         Ok(())
     }
 

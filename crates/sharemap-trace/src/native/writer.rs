@@ -1,18 +1,41 @@
 //! Streaming writer: accesses are buffered into one chunk at a time, so memory stays
-//! bounded whatever the trace length.
+//! bounded whatever the trace length. Chunks are independent: complete ones are encoded on
+//! rayon's pool while the caller goes on producing, a bounded number at a time, and are
+//! written in order as they come back.
 
 use super::{ChunkEncoder, Footer, DEFAULT_CHUNK_ACCESSES, FILE_MAGIC, FOOTER_MAGIC, TRAILER_MAGIC};
 use crate::batch::{Chunk, ChunkItem};
 use crate::model::{Access, Event, EventKind, Metadata, FORMAT_VERSION};
+use std::collections::BTreeMap;
 use std::io::{self, Write};
+use std::sync::mpsc::{self, Receiver, Sender};
+
+/// A chunk back from an encoder, with the encoder and buffers to reuse.
+struct Encoded {
+    index: u64,
+    header: io::Result<super::ChunkHeader>,
+    encoder: ChunkEncoder,
+    payload: Vec<u8>,
+    chunk: Chunk,
+}
 
 pub struct NativeWriter<W: Write> {
     out: W,
     offset: u64,
     meta: Metadata,
-    encoder: ChunkEncoder,
     pending: Chunk,
-    payload: Vec<u8>,
+    level: i32,
+    /// Encoders (with their payload buffers) and chunks not in use.
+    idle: Vec<(ChunkEncoder, Vec<u8>)>,
+    spare: Vec<Chunk>,
+    /// Chunks handed out for encoding, and written, so far; at most `in_flight` apart.
+    sent: u64,
+    written: u64,
+    in_flight: u64,
+    /// Encoded chunks waiting for their predecessors.
+    done: BTreeMap<u64, Encoded>,
+    results: (Sender<Encoded>, Receiver<Encoded>),
+    failed: bool,
     chunk_accesses: usize,
     accesses: u64,
     events: u64,
@@ -48,9 +71,21 @@ impl<W: Write> NativeWriter<W> {
             out,
             offset: (super::FILE_HEADER_LEN + json.len()) as u64,
             meta,
-            encoder: ChunkEncoder::new(level)?,
             pending: Chunk::default(),
-            payload: Vec::new(),
+            level,
+            idle: vec![(ChunkEncoder::new(level)?, Vec::new())],
+            spare: Vec::new(),
+            sent: 0,
+            written: 0,
+            // One core: encode in place. More: keep every core busy, with one chunk each
+            // queued behind.
+            in_flight: match rayon::current_num_threads() {
+                0 | 1 => 1,
+                n => 2 * n as u64,
+            },
+            done: BTreeMap::new(),
+            results: mpsc::channel(),
+            failed: false,
             chunk_accesses: chunk_accesses.clamp(1, super::MAX_CHUNK_ACCESSES as usize),
             accesses: 0,
             events: 0,
@@ -92,15 +127,20 @@ impl<W: Write> NativeWriter<W> {
     }
 
     /// Appends a whole chunk whose events sit at absolute positions from
-    /// `chunk.first_access`: encoded as it is when it starts at the writer's position and
-    /// fits in one chunk (a source that builds chunks itself skips the per-access path),
-    /// else access by access.
-    pub fn write_chunk(&mut self, chunk: &Chunk) -> io::Result<()> {
+    /// `chunk.first_access`, taking its contents (it is left empty, for the caller to fill
+    /// again). Encoded as it is when it starts at the writer's position and fits in one
+    /// chunk (a source that builds chunks itself skips the per-access path), else access by
+    /// access.
+    pub fn write_chunk(&mut self, chunk: &mut Chunk) -> io::Result<()> {
+        if chunk.accesses.is_empty() && chunk.events.is_empty() {
+            return Ok(());
+        }
         let fits = chunk.accesses.len() <= self.chunk_accesses && chunk.events.len() <= self.chunk_accesses;
         if fits && chunk.first_access == self.accesses && self.pending.accesses.is_empty() && self.pending.events.is_empty() {
             self.accesses += chunk.accesses.len() as u64;
             self.events += chunk.events.len() as u64;
-            return self.emit(chunk);
+            let taken = std::mem::replace(chunk, self.spare.pop().unwrap_or_default());
+            return self.encode(taken);
         }
         for item in chunk.items() {
             match item {
@@ -108,6 +148,7 @@ impl<W: Write> NativeWriter<W> {
                 ChunkItem::Event(e) => self.event(e.thread, e.kind, e.arg, &e.label)?,
             }
         }
+        chunk.clear();
         Ok(())
     }
 
@@ -116,31 +157,79 @@ impl<W: Write> NativeWriter<W> {
             return Ok(());
         }
         self.pending.first_access = self.accesses - self.pending.accesses.len() as u64;
-        // Taken out for the call and put back: its buffers keep their capacity.
-        let mut pending = std::mem::take(&mut self.pending);
-        let r = self.emit(&pending);
-        pending.clear();
-        self.pending = pending;
-        r
+        let next = self.spare.pop().unwrap_or_default();
+        let full = std::mem::replace(&mut self.pending, next);
+        self.encode(full)
     }
 
-    /// Encodes and writes one chunk.
-    fn emit(&mut self, chunk: &Chunk) -> io::Result<()> {
-        if chunk.accesses.is_empty() && chunk.events.is_empty() {
-            return Ok(());
+    /// Encodes a complete chunk (on the pool, or here with one core) and writes whatever
+    /// is ready in order.
+    fn encode(&mut self, chunk: Chunk) -> io::Result<()> {
+        while self.sent - self.written >= self.in_flight {
+            self.receive()?;
         }
-        let header = self.encoder.encode(chunk, &mut self.payload)?;
-        self.out.write_all(&header.to_bytes())?;
-        self.out.write_all(&self.payload)?;
-        self.offset += (super::CHUNK_HEADER_LEN + self.payload.len()) as u64;
-        self.thread_span = self.thread_span.max(header.thread_span);
-        self.chunks += 1;
+        let (mut encoder, mut payload) = match self.idle.pop() {
+            Some(idle) => idle,
+            None => (ChunkEncoder::new(self.level)?, Vec::new()),
+        };
+        let index = self.sent;
+        self.sent += 1;
+        if self.in_flight == 1 {
+            let header = encoder.encode(&chunk, &mut payload);
+            self.done.insert(index, Encoded { index, header, encoder, payload, chunk });
+            return self.write_done();
+        }
+        let back = self.results.0.clone();
+        rayon::spawn(move || {
+            // A panic must come back as an error, or the writer would wait for ever.
+            let header = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| encoder.encode(&chunk, &mut payload)))
+                .unwrap_or_else(|_| Err(io::Error::other("encoding a chunk failed")));
+            // The writer may be gone (dropped after an error): nothing to hand back then.
+            let _ = back.send(Encoded { index, header, encoder, payload, chunk });
+        });
+        while let Ok(e) = self.results.1.try_recv() {
+            self.done.insert(e.index, e);
+        }
+        self.write_done()
+    }
+
+    /// Waits for one encoded chunk, then writes what is ready.
+    fn receive(&mut self) -> io::Result<()> {
+        let e = self.results.1.recv().map_err(|_| io::Error::other("an encoding task was lost"))?;
+        self.done.insert(e.index, e);
+        self.write_done()
+    }
+
+    /// Writes the encoded chunks that come next in order, and recycles their buffers.
+    fn write_done(&mut self) -> io::Result<()> {
+        while let Some(mut e) = self.done.remove(&self.written) {
+            self.written += 1;
+            // After a failure the trace has a hole: every later write fails too.
+            if self.failed {
+                return Err(io::Error::other("an earlier chunk could not be encoded"));
+            }
+            let written = e.header.and_then(|header| {
+                self.out.write_all(&header.to_bytes())?;
+                self.out.write_all(&e.payload)?;
+                Ok(header)
+            });
+            let header = written.inspect_err(|_| self.failed = true)?;
+            self.offset += (super::CHUNK_HEADER_LEN + e.payload.len()) as u64;
+            self.thread_span = self.thread_span.max(header.thread_span);
+            self.chunks += 1;
+            e.chunk.clear();
+            self.spare.push(e.chunk);
+            self.idle.push((e.encoder, e.payload));
+        }
         Ok(())
     }
 
     /// Writes the last chunk and the footer, and returns the writer's output.
     pub fn finish(mut self) -> io::Result<(W, WriteSummary)> {
         self.flush_chunk()?;
+        while self.written < self.sent {
+            self.receive()?;
+        }
         self.meta.threads = self.meta.threads.max(self.thread_span);
         let footer = Footer { metadata: self.meta.clone(), accesses: self.accesses, events: self.events, chunks: self.chunks };
         let json = serde_json::to_vec(&footer).map_err(io::Error::other)?;
