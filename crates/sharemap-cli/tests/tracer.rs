@@ -295,10 +295,19 @@ int main(void) {
     assert_eq!(reader.metadata().source.kind, "faults");
 }
 
-/// gcc builds turn C11 atomics into `__tsan_atomic*` calls: the runtime performs them and
-/// records each read-modify-write as a read then a write.
+/// Both compilers' builds turn C11 atomics into `__tsan_atomic*` calls: the runtime performs
+/// them and records each read-modify-write as a read then a write.
 #[test]
-fn gcc_atomics_are_performed_and_recorded() {
+fn atomics_are_performed_and_recorded() {
+    for compiler in ["clang", "gcc"] {
+        if compiler == "clang" && !have("clang") && !have("clang-14") {
+            continue;
+        }
+        atomics_with(compiler);
+    }
+}
+
+fn atomics_with(compiler: &str) {
     const ATOMICS: &str = r#"
 #include <pthread.h>
 #include <stdatomic.h>
@@ -323,7 +332,7 @@ int main(void) {
     let src = d.path().join("a.c");
     std::fs::write(&src, ATOMICS).unwrap();
     let bin = d.path().join("a");
-    let out = sharemap(&["cc", "-O1", "-pthread", "-o", bin.to_str().unwrap(), src.to_str().unwrap()], &[("SHAREMAP_COMPILER", "gcc")]);
+    let out = sharemap(&["cc", "-O1", "-pthread", "-o", bin.to_str().unwrap(), src.to_str().unwrap()], &[("SHAREMAP_COMPILER", compiler)]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let trace = d.path().join("a.trace");
     let out = sharemap(&["record", "-o", trace.to_str().unwrap(), "--", bin.to_str().unwrap()], &[]);
@@ -341,7 +350,7 @@ int main(void) {
         }
     }
     for t in [1, 2] {
-        assert_eq!((counts.get(&(t, Kind::Read)), counts.get(&(t, Kind::Write))), (Some(&1000), Some(&1000)), "{counts:?}");
+        assert_eq!((counts.get(&(t, Kind::Read)), counts.get(&(t, Kind::Write))), (Some(&1000), Some(&1000)), "{compiler}: {counts:?}");
     }
     assert_eq!(counts.get(&(0, Kind::Read)), Some(&1), "the final load");
 }
