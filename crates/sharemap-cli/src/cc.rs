@@ -2,8 +2,9 @@
 //! Makefile) that build a program with sharemap's tracer: the compiler's memory-access
 //! instrumentation, the runtime library, and libc's memcpy/memmove/memset wrapped.
 //!
-//! clang (the default; `clang` or `clang-14`): `-fsanitize-coverage=inline-8bit-counters,
-//! trace-loads,trace-stores`. gcc (SHAREMAP_COMPILER=gcc): `-fsanitize=thread --param
+//! clang (the default; `clang` or `clang-14`): ThreadSanitizer's instrumentation without
+//! its runtime (`-fsanitize=thread -fno-sanitize-link-runtime`, function entry/exit off, reads
+//! before writes kept). gcc (SHAREMAP_COMPILER=gcc): `-fsanitize=thread --param
 //! tsan-instrument-func-entry-exit=0` when compiling, and never at link time (it would bring
 //! libtsan): a command that compiles and links at once is split into the two steps. libc's
 //! memcpy/memmove/memset are wrapped and recorded as ranges; gcc builds compile them as plain

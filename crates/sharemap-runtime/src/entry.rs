@@ -1,12 +1,13 @@
 //! The compilers' instrumentation callbacks.
 //!
-//! clang, `-fsanitize-coverage=inline-8bit-counters,trace-loads,trace-stores`: calls
-//! `__sanitizer_cov_load{1,2,4,8,16}` / `__sanitizer_cov_store{...}` with the address before
-//! each access (trace-loads/stores alone emit nothing: the counters must be on, and their
-//! init callback defined).
+//! clang's sanitizer coverage (`-fsanitize-coverage=inline-8bit-counters,trace-loads,
+//! trace-stores`, what `sharemap cc` used before ThreadSanitizer's instrumentation, still
+//! accepted from programs built so): calls `__sanitizer_cov_load{1,2,4,8,16}` /
+//! `__sanitizer_cov_store{...}` with the address before each access (trace-loads/stores alone
+//! emit nothing: the counters must be on, and their init callback defined).
 //!
-//! gcc, `-fsanitize=thread --param tsan-instrument-func-entry-exit=0`, linked with this
-//! runtime instead of libtsan: `__tsan_read{N}` / `__tsan_write{N}`, the unaligned and range
+//! ThreadSanitizer's instrumentation (gcc and clang, as `sharemap cc` sets it up), linked
+//! with this runtime instead of libtsan: `__tsan_read{N}` / `__tsan_write{N}`, the unaligned and range
 //! variants and the vtable-pointer ones. Function entry and exit are no-ops.
 
 use crate::access;
