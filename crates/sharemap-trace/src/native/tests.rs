@@ -154,3 +154,20 @@ fn parallel_decode_matches_sequential() {
     let parts = r.par_map_chunks(|c| c.accesses.iter().collect::<Vec<_>>()).unwrap();
     assert_eq!(parts.concat(), accesses);
 }
+
+/// Writers running on the threads of a rayon pool (traces written from a parallel loop)
+/// encode in place rather than wait for pool tasks queued behind them: every thread of the
+/// pool writing at once must not stall it.
+#[test]
+fn writers_on_the_pool_itself_finish() {
+    let accesses: Vec<Access> = (0..50_000u64).map(|i| Access { thread: (i % 3) as u32, addr: 0x1000 + 8 * (i % 977), size: 8, kind: Kind::Read }).collect();
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let traces: Vec<Vec<u8>> = pool.install(|| {
+        use rayon::prelude::*;
+        (0..4).into_par_iter().map(|_| write_trace(&accesses, &[], 1000)).collect()
+    });
+    for bytes in traces {
+        let f = save(&bytes);
+        assert_eq!(read_all(f.path()).unwrap().0, accesses);
+    }
+}

@@ -174,7 +174,9 @@ impl<W: Write> NativeWriter<W> {
         };
         let index = self.sent;
         self.sent += 1;
-        if self.in_flight == 1 {
+        // On one core, or on a thread of the pool itself (waiting there for tasks queued
+        // behind it could stall the pool), encode here.
+        if self.in_flight == 1 || rayon::current_thread_index().is_some() {
             let header = encoder.encode(&chunk, &mut payload);
             self.done.insert(index, Encoded { index, header, encoder, payload, chunk });
             return self.write_done();
