@@ -224,6 +224,32 @@ const LOW_BYTES: [u64; 16] = {
     m
 };
 
+/// Sums the byte lengths of `refs` and says whether any byte is malformed (length over 8,
+/// or slot bits beyond SLOTS), eight bytes per step.
+fn check_refs(refs: &[u8]) -> (usize, bool) {
+    const LOW: u64 = 0x0f0f_0f0f_0f0f_0f0f;
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // A byte is malformed when its length nibble is 9..=15 (nibble + 7 then reaches bit 4)
+    // or either of bits 6..8 is set (slot >= 4).
+    const LONG: u64 = 0x1010_1010_1010_1010;
+    const HIGH_SLOT: u64 = 0xc0c0_c0c0_c0c0_c0c0;
+    let mut words = refs.chunks_exact(8);
+    let (mut total, mut bad) = (0usize, 0u64);
+    for w in &mut words {
+        let w = u64::from_le_bytes(w.try_into().unwrap());
+        let len = w & LOW;
+        // Each byte of `len` is at most 15, so the byte sum (at most 120) fits the top byte.
+        total += (len.wrapping_mul(ONES) >> 56) as usize;
+        bad |= ((len + 7 * ONES) & LONG) | (w & HIGH_SLOT);
+    }
+    let mut bad = bad != 0;
+    for &r in words.remainder() {
+        total += (r & 0x0f) as usize;
+        bad |= (r & 0x0f) > 8 || (r >> 4) as usize >= SLOTS;
+    }
+    (total, bad)
+}
+
 fn section<'a>(raw: &'a [u8], pos: &mut usize) -> Result<&'a [u8], DecodeError> {
     let len = varint::get(raw, pos).ok_or("section length")? as usize;
     let start = *pos;
@@ -301,11 +327,7 @@ fn decode_raw(
     // REFS are checked in one pass: lengths <= 8, slots < SLOTS, and lengths adding up to
     // exactly the ADDRS section. That proves every 8-byte load below stays inside `padded`
     // (ADDRS ends at most raw_len bytes in, and `padded` has 8 bytes of slack after that).
-    let (mut total, mut bad) = (0usize, false);
-    for &r in refs {
-        total += (r & 0x0f) as usize;
-        bad |= (r & 0x0f) > 8 || (r >> 4) as usize >= SLOTS;
-    }
+    let (total, bad) = check_refs(refs);
     if bad || total != addr_len || padded.len() < addr_end + 8 {
         return Err("address references");
     }
@@ -366,3 +388,26 @@ fn decode_raw(
     Ok(())
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The word-at-a-time check agrees with the byte-by-byte definition, on any bytes.
+        #[test]
+        fn refs_check_matches_its_definition(refs in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let total: usize = refs.iter().map(|&r| (r & 0x0f) as usize).sum();
+            let bad = refs.iter().any(|&r| (r & 0x0f) > 8 || (r >> 4) as usize >= SLOTS);
+            prop_assert_eq!(check_refs(&refs), (total, bad));
+        }
+
+        /// Well-formed bytes pass, whatever their mix.
+        #[test]
+        fn refs_check_accepts_every_valid_byte(refs in proptest::collection::vec((0u8..4, 0u8..=8), 0..200)) {
+            let bytes: Vec<u8> = refs.iter().map(|&(s, l)| (s << 4) | l).collect();
+            let total: usize = refs.iter().map(|&(_, l)| l as usize).sum();
+            prop_assert_eq!(check_refs(&bytes), (total, false));
+        }
+    }
+}
