@@ -335,13 +335,17 @@ fn decode_raw(
     // ADDRS, run by run with the thread's streams held locally.
     prev.clear();
     prev.resize(span as usize, [0; SLOTS]);
-    a.addr.resize(n, 0);
+    // Written in place below, so the column is not zeroed first.
+    a.addr.reserve(n);
+    let addr_out = &mut a.addr.spare_capacity_mut()[..n];
     let base = padded.as_ptr();
     let mut p = addr_start;
     let mut i = 0;
     for &(t, len) in runs.iter() {
         let mut hist = prev[t as usize];
-        for (out, &r) in a.addr[i..i + len as usize].iter_mut().zip(&refs[i..i + len as usize]) {
+        let run_refs = &refs[i..i + len as usize];
+        let run_out = &mut addr_out[i..i + len as usize];
+        let mut step = |r: u8| -> u64 {
             let n_bytes = (r & 0x0f) as usize;
             // SAFETY: p <= addr_end by the length check above, and addr_end + 8 <= padded.len().
             let word = u64::from_le(unsafe { std::ptr::read_unaligned(base.add(p) as *const u64) });
@@ -352,11 +356,24 @@ fn decode_raw(
             let s = (r >> 4) as usize & (SLOTS - 1);
             let cur = hist[s].wrapping_add(varint::unzigzag(v) as u64);
             hist[s] = cur;
-            *out = cur;
+            cur
+        };
+        let mut outs = run_out.chunks_exact_mut(4);
+        let mut rs = run_refs.chunks_exact(4);
+        for (o, r) in (&mut outs).zip(&mut rs) {
+            o[0].write(step(r[0]));
+            o[1].write(step(r[1]));
+            o[2].write(step(r[2]));
+            o[3].write(step(r[3]));
+        }
+        for (o, &r) in outs.into_remainder().iter_mut().zip(rs.remainder()) {
+            o.write(step(r));
         }
         prev[t as usize] = hist;
         i += len as usize;
     }
+    // SAFETY: the runs cover exactly n accesses (checked above), so all n are written.
+    unsafe { a.addr.set_len(n) };
     if p != addr_end {
         return Err("addresses");
     }
