@@ -177,6 +177,18 @@ impl Residence {
         self.charge(node);
     }
 
+    /// Charges `n` reads by `node` while the page stays where it is.
+    #[inline]
+    pub fn read_many(&mut self, node: u16, n: u64) {
+        if self.holds(node) {
+            self.tally.local += n;
+        } else if self.set & GLOBAL_BIT != 0 {
+            self.tally.global += n;
+        } else {
+            self.tally.remote += n;
+        }
+    }
+
     /// Charges a write by `node`. With several copies the others are invalidated first
     /// (free), keeping the writer's copy, else the global one, else the lowest node's.
     #[inline]

@@ -327,7 +327,11 @@ impl Optimal {
             touched: 0..0,
         });
 
-        for (i, rf) in refs.iter().enumerate().skip(first_write + 1) {
+        let mut next = first_write + 1;
+        while next < refs.len() {
+            let i = next;
+            let rf = refs[i];
+            next += 1;
             let w = self.writes.len() as u32;
             if !rf.write {
                 let s = self.slot(rf.node, rest_raw, w);
@@ -341,25 +345,49 @@ impl Optimal {
             // copy set for those reads is chosen, the same way for every node but the writer.
             let prev_last = self.writes.last().expect("the first write is recorded").last;
             if refs[prev_last].node == rf.node && self.touched.iter().all(|&t| t as usize == writer) {
-                let cx = self.count[writer] as f64;
-                let mine = (self.raw[writer] + k_all).min(cap_all) + cx + 1.0;
-                let other = c.r + stretch_cost(&c, cx, false);
-                k_all += other;
-                cap_all += other;
-                self.set_raw(writer, mine - k_all);
+                // The same holds for each following write by that node while only it refers
+                // to the page, so the whole stretch is taken here, in registers.
+                let x = rf.node;
+                let mut cx = self.count[writer] as f64;
+                let mut v = self.raw[writer];
+                let mut last = i;
+                let pending = loop {
+                    let mine = (v + k_all).min(cap_all) + cx + 1.0;
+                    let other = c.r + stretch_cost(&c, cx, false);
+                    k_all += other;
+                    cap_all += other;
+                    v = mine - k_all;
+                    if global {
+                        glob += c.g + stretch_cost(&c, cx, true);
+                    }
+                    let mut reads = 0u32;
+                    while next < refs.len() && refs[next].node == x && !refs[next].write {
+                        reads += 1;
+                        next += 1;
+                    }
+                    if next < refs.len() && refs[next].node == x {
+                        cx = reads as f64;
+                        last = next;
+                        next += 1;
+                    } else {
+                        break reads;
+                    }
+                };
+                self.set_raw(writer, v);
                 // Lookups only need the last value per write entry.
                 let h = &mut self.history[writer];
                 match h.last_mut() {
-                    Some(last) if last.0 == w => last.1 = mine - k_all,
-                    _ => h.push((w, mine - k_all)),
+                    Some(entry) if entry.0 == w => entry.1 = v,
+                    _ => h.push((w, v)),
                 }
-                if global {
-                    glob += c.g + stretch_cost(&c, cx, true);
-                }
-                self.count[writer] = 0;
+                self.writes.last_mut().expect("recorded").last = last;
+                // The writer's reads after the stretch's last write open the next run.
+                self.count[writer] = pending;
                 self.is_touched[writer] = false;
                 self.touched.clear();
-                self.writes.last_mut().expect("recorded").last = i;
+                if pending > 0 {
+                    self.touch(writer);
+                }
                 continue;
             }
             self.touch(writer);
@@ -649,6 +677,7 @@ impl Optimal {
             res.read(r.node);
         }
         let mut counts = vec![0u32; self.nodes];
+        let mut readers = Vec::new();
         for i in 0..w {
             let start = if i == 0 {
                 first_write
@@ -661,6 +690,7 @@ impl Optimal {
                     refs,
                     start..end,
                     &mut counts,
+                    &mut readers,
                     glob_in_run[i],
                     write_locs[i - 1],
                     Some(write_locs[i]),
@@ -678,9 +708,8 @@ impl Optimal {
                 if reads > 0 {
                     let set = self.stretch_set(write_locs[i], refs[j].node, reads as f64);
                     moved(&mut res, set, j, &mut changes);
-                    for r in &refs[j..j + reads] {
-                        res.read(r.node);
-                    }
+                    // A stretch is one node's: its reads all cost the same.
+                    res.read_many(refs[j].node, reads as u64);
                 }
                 moved(&mut res, write_locs[i], j + reads, &mut changes);
                 res.write(refs[j + reads].node);
@@ -692,6 +721,7 @@ impl Optimal {
             refs,
             start..refs.len(),
             &mut counts,
+            &mut readers,
             last_glob,
             write_locs[w - 1],
             None,
@@ -734,6 +764,7 @@ impl Optimal {
         refs: &[Ref],
         span: std::ops::Range<usize>,
         counts: &mut [u32],
+        readers: &mut Vec<u16>,
         with_global: bool,
         a: LocSet,
         b: Option<LocSet>,
@@ -745,22 +776,29 @@ impl Optimal {
             return;
         }
         let c = &self.c;
+        // Each reader's count decides its copy; the set then stays for the whole run, so
+        // the reads are charged per reader.
+        readers.clear();
         for r in &refs[start..end] {
-            counts[r.node as usize] += 1;
+            let n = &mut counts[r.node as usize];
+            if *n == 0 {
+                readers.push(r.node);
+            }
+            *n += 1;
         }
         let mut set = a;
         if with_global {
             set |= GLOBAL_BIT;
         }
-        for r in &refs[start..end] {
-            let cj = counts[r.node as usize] as f64;
+        for &x in readers.iter() {
+            let cj = counts[x as usize] as f64;
             let worth = if with_global {
                 c.big_g + cj < c.g * cj
             } else {
                 c.big_r + cj < c.r * cj
             };
             if worth {
-                set |= node_bit(r.node);
+                set |= node_bit(x);
             }
         }
         // The next write's node gets its copy now (it pays R or G either way, and its reads gain).
@@ -770,9 +808,9 @@ impl Optimal {
             }
         }
         moved(res, set, start, changes);
-        for r in &refs[start..end] {
-            res.read(r.node);
-            counts[r.node as usize] = 0;
+        for &x in readers.iter() {
+            res.read_many(x, counts[x as usize] as u64);
+            counts[x as usize] = 0;
         }
     }
 }
