@@ -153,6 +153,13 @@ impl Optimal {
         if s != NONE {
             return s as usize;
         }
+        self.new_slot(node, rest_raw, valid_from)
+    }
+
+    /// Out of line: at most one call per node and page, and inlining it into every
+    /// reference's path made `slot` itself a call.
+    #[inline(never)]
+    fn new_slot(&mut self, node: u16, rest_raw: f64, valid_from: u32) -> usize {
         let s = self.node_of_slot.len();
         self.slot_of_node[node as usize] = s as u16;
         self.node_of_slot.push(node);
