@@ -87,6 +87,20 @@ fn printed_bounds(stdout: &[u8]) -> (u64, u64) {
     (v[0], v[1])
 }
 
+/// Calls `f(position, addr, thread)` for each write into `range`, in trace order.
+fn writes_within(trace: &Path, range: std::ops::Range<u64>, mut f: impl FnMut(u64, u64, u32)) {
+    let mut reader = TraceReader::open(trace, None).unwrap();
+    let mut chunk = Chunk::default();
+    while reader.next_chunk(&mut chunk).unwrap() {
+        let a = &chunk.accesses;
+        for i in 0..a.len() {
+            if range.contains(&a.addr[i]) && a.is_write(i) {
+                f(chunk.first_access + i as u64, a.addr[i], a.thread[i]);
+            }
+        }
+    }
+}
+
 /// Address ranges the program prints: ("data", lo, hi), ("copy", src, dst).
 fn ranges(stdout: &[u8]) -> BTreeMap<String, (u64, u64)> {
     String::from_utf8_lossy(stdout)
@@ -385,18 +399,11 @@ int main(void) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (lo, hi) = printed_bounds(&out.stdout);
     let mut next = [lo, lo + 4 * N];
-    let mut reader = TraceReader::open(&trace, None).unwrap();
-    let mut chunk = Chunk::default();
-    while reader.next_chunk(&mut chunk).unwrap() {
-        let a = &chunk.accesses;
-        for i in 0..a.len() {
-            if (lo..hi).contains(&a.addr[i]) && a.is_write(i) {
-                let t = a.thread[i] as usize - 1;
-                assert_eq!(a.addr[i], next[t], "thread {} out of order at access {}", t + 1, chunk.first_access + i as u64);
-                next[t] += 4;
-            }
-        }
-    }
+    writes_within(&trace, lo..hi, |at, addr, thread| {
+        let t = thread as usize - 1;
+        assert_eq!(addr, next[t], "thread {} out of order at access {at}", t + 1);
+        next[t] += 4;
+    });
     assert_eq!(next, [lo + 4 * N, hi], "every write recorded");
 }
 
@@ -464,18 +471,11 @@ int main(void) {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (lo, hi) = printed_bounds(&out.stdout);
+    assert_eq!(TraceReader::open(&trace, None).unwrap().metadata().threads as u64, THREADS + 1);
     let mut writers = BTreeMap::new();
-    let mut reader = TraceReader::open(&trace, None).unwrap();
-    assert_eq!(reader.metadata().threads as u64, THREADS + 1);
-    let mut chunk = Chunk::default();
-    while reader.next_chunk(&mut chunk).unwrap() {
-        let a = &chunk.accesses;
-        for i in 0..a.len() {
-            if (lo..hi).contains(&a.addr[i]) && a.is_write(i) {
-                assert!(writers.insert((a.addr[i] - lo) / 8, a.thread[i]).is_none(), "one write per element");
-            }
-        }
-    }
+    writes_within(&trace, lo..hi, |_, addr, thread| {
+        assert!(writers.insert((addr - lo) / 8, thread).is_none(), "one write per element");
+    });
     assert_eq!(writers.len() as u64, THREADS);
     // Element i is written by the i-th thread created (dense ids in creation order).
     assert!(writers.iter().all(|(&i, &t)| t as u64 == i + 1), "writers follow creation order");
