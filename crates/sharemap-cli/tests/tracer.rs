@@ -87,18 +87,28 @@ fn printed_bounds(stdout: &[u8]) -> (u64, u64) {
     (v[0], v[1])
 }
 
-/// Calls `f(position, addr, thread)` for each write into `range`, in trace order.
-fn writes_within(trace: &Path, range: std::ops::Range<u64>, mut f: impl FnMut(u64, u64, u32)) {
+/// Calls `f(position, addr, thread, kind)` for each access into `range`, in trace order.
+fn accesses_within(trace: &Path, range: std::ops::Range<u64>, mut f: impl FnMut(u64, u64, u32, Kind)) {
     let mut reader = TraceReader::open(trace, None).unwrap();
     let mut chunk = Chunk::default();
     while reader.next_chunk(&mut chunk).unwrap() {
         let a = &chunk.accesses;
         for i in 0..a.len() {
-            if range.contains(&a.addr[i]) && a.is_write(i) {
-                f(chunk.first_access + i as u64, a.addr[i], a.thread[i]);
+            if range.contains(&a.addr[i]) {
+                let kind = if a.is_write(i) { Kind::Write } else { Kind::Read };
+                f(chunk.first_access + i as u64, a.addr[i], a.thread[i], kind);
             }
         }
     }
+}
+
+/// Calls `f(position, addr, thread)` for each write into `range`, in trace order.
+fn writes_within(trace: &Path, range: std::ops::Range<u64>, mut f: impl FnMut(u64, u64, u32)) {
+    accesses_within(trace, range, |at, addr, thread, kind| {
+        if kind == Kind::Write {
+            f(at, addr, thread)
+        }
+    });
 }
 
 /// Address ranges the program prints: ("data", lo, hi), ("copy", src, dst).
@@ -293,20 +303,13 @@ int main(void) {
     assert!(out.status.success(), "{err}");
     let (lo, hi) = ranges(&out.stdout)["data"];
     let mut per_thread: BTreeMap<u32, std::collections::BTreeSet<u64>> = BTreeMap::new();
-    let mut reader = TraceReader::open(&trace, None).unwrap();
-    let mut chunk = Chunk::default();
-    while reader.next_chunk(&mut chunk).unwrap() {
-        for i in 0..chunk.accesses.len() {
-            let addr = chunk.accesses.addr[i];
-            if (lo..hi).contains(&addr) {
-                per_thread.entry(chunk.accesses.thread[i]).or_default().insert((addr - lo) / 4096);
-            }
-        }
-    }
+    accesses_within(&trace, lo..hi, |_, addr, thread, _| {
+        per_thread.entry(thread).or_default().insert((addr - lo) / 4096);
+    });
     // Two threads (ids 1 and 2: the main thread faults first), 256 distinct pages each.
     let counts: Vec<usize> = per_thread.values().map(|s| s.len()).collect();
     assert_eq!(counts, vec![256, 256], "{per_thread:?}");
-    assert_eq!(reader.metadata().source.kind, "faults");
+    assert_eq!(TraceReader::open(&trace, None).unwrap().metadata().source.kind, "faults");
 }
 
 /// Both compilers' builds turn C11 atomics into `__tsan_atomic*` calls: the runtime performs
@@ -353,16 +356,7 @@ int main(void) {
     assert!(out.status.success(), "the atomic count is right: {}", String::from_utf8_lossy(&out.stderr));
     let (lo, hi) = ranges(&out.stdout)["data"];
     let mut counts: BTreeMap<(u32, Kind), u64> = BTreeMap::new();
-    let mut reader = TraceReader::open(&trace, None).unwrap();
-    let mut chunk = Chunk::default();
-    while reader.next_chunk(&mut chunk).unwrap() {
-        let a = &chunk.accesses;
-        for i in 0..a.len() {
-            if (lo..hi).contains(&a.addr[i]) {
-                *counts.entry((a.thread[i], if a.is_write(i) { Kind::Write } else { Kind::Read })).or_default() += 1;
-            }
-        }
-    }
+    accesses_within(&trace, lo..hi, |_, _, thread, kind| *counts.entry((thread, kind)).or_default() += 1);
     for t in [1, 2] {
         assert_eq!((counts.get(&(t, Kind::Read)), counts.get(&(t, Kind::Write))), (Some(&1000), Some(&1000)), "{compiler}: {counts:?}");
     }
