@@ -16,4 +16,4 @@ pub mod varint;
 pub use batch::{AccessBatch, Chunk};
 pub use error::{Result, TraceError};
 pub use formats::{Format, TraceReader, TraceWriter, WriteReport};
-pub use model::{Access, Event, EventKind, Kind, Metadata, Source};
+pub use model::{Access, Event, EventKind, Kind, Metadata, Source, FORMAT_VERSION};

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Version of the native format written by this crate (see docs/trace-format.md).
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 pub const DEFAULT_PAGE_SIZE: u64 = 4096;
 pub const DEFAULT_LINE_SIZE: u64 = 64;
 

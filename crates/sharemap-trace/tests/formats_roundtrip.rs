@@ -68,3 +68,33 @@ proptest! {
         prop_assert_eq!(m.source.name, "prop");
     }
 }
+
+/// A file written by format version 1 (before SIZES/WRITES and packed references) still
+/// reads exactly: its Parquet twin, written at the same time, is the independent truth.
+#[test]
+fn format_version_1_files_still_read() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let (accesses, events, meta) = read(&data.join("v1-phase-change.trace"));
+    let (want_accesses, want_events, _) = read(&data.join("v1-phase-change.parquet"));
+    assert_eq!(meta.format_version, 1);
+    assert_eq!(accesses.len(), 40_000);
+    assert_eq!(accesses, want_accesses);
+    assert_eq!(events, want_events);
+    // The fixture covers what version 1 coded specially: sizes over 127 and far jumps.
+    assert!(accesses.iter().any(|a| a.size == 0 || a.size >= 128));
+    assert!(accesses.windows(2).any(|w| w[1].addr.abs_diff(w[0].addr) > 1 << 40));
+    assert!(events.iter().any(|e| e.kind == EventKind::PhaseChange));
+}
+
+/// Rewriting a version-1 file writes the current version with the same content.
+#[test]
+fn version_1_files_convert_to_the_current_version() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let old = read(&data.join("v1-phase-change.trace"));
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("new.trace");
+    write(&p, &old.0, &old.1);
+    let new = read(&p);
+    assert_eq!(new.2.format_version, sharemap_trace::FORMAT_VERSION);
+    assert_eq!((new.0, new.1), (old.0, old.1));
+}

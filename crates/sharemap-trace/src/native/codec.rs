@@ -1,44 +1,60 @@
 //! Encoding of one chunk's columns into a compressed payload, and back.
 //!
-//! Raw payload (before zstd), integers LEB128 varints unless noted:
+//! Raw payload of format version 2 (before zstd), integers LEB128 varints unless noted:
 //!   section THREADS: runs of (thread, run length) in access order
-//!   OPS: one byte per access (not length-prefixed): bit 7 = write, bits 0..7 = size,
-//!        0 meaning "size is in the BIG SIZES section"
+//!   SIZES: n bytes, the size in bytes (1..=127), or 0 meaning "in BIG SIZES"
+//!   WRITES: ceil(n/8) bytes, bit k%8 of byte k/8 set when access k is a write
 //!   section BIG SIZES: sizes that did not fit in 7 bits, in access order
-//!   REFS: one byte per access (not length-prefixed): bits 4..6 = reference slot s (0..4;
-//!        bits 6..8 are zero), bits 0..4 = byte length L (0..=8) of the access's delta
-//!   section ADDRS: per access, zigzag(addr - reference) as L little-endian bytes, where the
-//!        reference is slot s of the thread's 4 most recent stream addresses in this chunk
-//!        (all 0 at chunk start); the access's address then replaces slot s
+//!   SLOTS: ceil(n/4) bytes, access k's reference slot s (0..4) in bits 2*(k%4)..
+//!   LENGTHS: ceil(n/2) bytes, access k's delta length L (0..=8 bytes) in bits 4*(k%2)..
+//!   section ADDRS: per access, zigzag(addr - reference - size) as L little-endian bytes,
+//!        where the reference is slot s of the thread's 4 most recent stream addresses in
+//!        this chunk (all 0 at chunk start) and size is the SIZES byte; the access's
+//!        address then replaces slot s
 //!   section EVENTS: per event: position delta, thread, kind byte, arg, label length, label
-//! Sections are prefixed by their byte length. Byte lengths in REFS make every address
-//! independent of the previous one's bytes, so decoding has no serial parsing chain.
+//! Unused bits at the end of WRITES, SLOTS and LENGTHS are zero. Sections are prefixed by
+//! their byte length.
+//!
+//! Why this shape: explicit lengths make every address independent of the previous one's
+//! bytes, so decoding has no serial parsing chain; adding the size makes a stream that
+//! advances by its access size cost no address bytes at all; and the low-entropy columns
+//! (write flags, slots, lengths) are packed to their bits, because zstd decodes a byte
+//! column of a few random symbols slowly (many short matches) while it copies dense bits
+//! or long repeats quickly.
+//!
+//! Version 1 (still read): OPS (n bytes: bit 7 = write, bits 0..7 = size) in place of SIZES
+//! and WRITES, REFS (n bytes: slot << 4 | L) in place of SLOTS and LENGTHS, and deltas
+//! taken from the slot's address without the size.
 
 use super::ChunkHeader;
 use crate::batch::Chunk;
-use crate::model::{Event, EventKind};
+use crate::model::{Event, EventKind, FORMAT_VERSION};
 use crate::varint;
 
 /// Number of recent addresses (streams) per thread an access may be coded against.
 pub const SLOTS: usize = 4;
 
-/// The encoder's view of one thread's streams: their addresses, the slot used last and the
-/// next slot a new stream replaces.
+/// The encoder's view of one thread's streams: their addresses and delta widths, the slot
+/// used last and the next slot a new stream replaces.
 #[derive(Clone, Copy, Default)]
 struct Streams {
     addr: [u64; SLOTS],
+    width: [u8; SLOTS],
     last: u8,
     victim: u8,
 }
 
 impl Streams {
-    /// Picks the slot giving the shortest delta (the lowest slot on ties); a far jump (delta
-    /// over 4 bytes) starts a new stream in the next slot in turn, skipping the one used
-    /// last. Returns (slot, zigzag delta). The common case has no data-dependent branch:
-    /// stream switches are frequent and unpredictable in stencil-like code.
+    /// Picks the slot giving the shortest delta from `addr` to the slot's address plus
+    /// `size` (the lowest slot on ties); a far jump (delta over 4 bytes) starts a new stream
+    /// in the next slot in turn, skipping the one used last. Returns (slot, delta, bytes to
+    /// store it in); the delta fits those bytes as a two's-complement number.
+    /// The common case has no data-dependent branch: stream switches are frequent and
+    /// unpredictable in stencil-like code.
     #[inline]
-    fn choose(&mut self, addr: u64) -> (u8, u64) {
-        let d: [u64; SLOTS] = std::array::from_fn(|s| varint::zigzag(addr.wrapping_sub(self.addr[s]) as i64));
+    fn choose(&mut self, addr: u64, size: u64) -> (u8, u64, u8) {
+        let d: [u64; SLOTS] =
+            std::array::from_fn(|s| varint::zigzag(addr.wrapping_sub(self.addr[s]).wrapping_sub(size) as i64));
         let key = |s: usize| ((byte_len(d[s]) as u64) << 2) | s as u64;
         let least = key(0).min(key(1)).min(key(2).min(key(3)));
         let mut best = (least & 3) as u8;
@@ -49,10 +65,23 @@ impl Streams {
             }
             self.victim = (best + 1) % SLOTS as u8;
         }
-        let delta = varint::zigzag(addr.wrapping_sub(self.addr[best as usize]) as i64);
-        self.addr[best as usize] = addr;
+        let s = best as usize;
+        let delta = addr.wrapping_sub(self.addr[s]).wrapping_sub(size);
+        self.addr[s] = addr;
         self.last = best;
-        (best, delta)
+        // A stream keeps its width while its deltas need at most one byte less: a gather
+        // whose deltas need 2 or 3 bytes at random then stores a constant length, which
+        // zstd turns into long matches instead of a sequence every few accesses. Zero
+        // deltas (the stream advanced by its size) stay free.
+        // Recomputed rather than read from `d`: indexing that array by a computed slot
+        // makes it a stack round trip, which had halved the encoder's speed.
+        let need = byte_len(varint::zigzag(delta as i64));
+        let w = self.width[s];
+        // (Selects, not branches: which case applies is data-dependent.)
+        let keep = need > 0 && w.wrapping_sub(need) <= 1;
+        let len = if keep { w } else { need };
+        self.width[s] = if need == 0 { w } else { len };
+        (best, delta, len)
     }
 }
 
@@ -66,16 +95,29 @@ pub struct ChunkEncoder {
     raw: Vec<u8>,
     section: Vec<u8>,
     streams: Vec<Streams>,
+    /// Per access, before packing.
+    slots: Vec<u8>,
+    lengths: Vec<u8>,
     compressor: zstd::bulk::Compressor<'static>,
 }
 
 impl ChunkEncoder {
     pub fn new(level: i32) -> std::io::Result<Self> {
+        use zstd::zstd_safe::{CParameter, ParamSwitch};
+        let mut compressor = zstd::bulk::Compressor::new(level)?;
+        // Decoding speed is what traces are read for, again and again. Literals left
+        // without Huffman coding are copied, not decoded (they are mostly address bytes
+        // that do not compress anyway); matches of at least 7 bytes mean fewer, longer
+        // sequences, and zstd's decoding time goes by sequence (see docs/benchmarks.md).
+        compressor.set_parameter(CParameter::LiteralCompressionMode(ParamSwitch::Disable))?;
+        compressor.set_parameter(CParameter::MinMatch(7))?;
         Ok(ChunkEncoder {
             raw: Vec::new(),
             section: Vec::new(),
             streams: Vec::new(),
-            compressor: zstd::bulk::Compressor::new(level)?,
+            slots: Vec::new(),
+            lengths: Vec::new(),
+            compressor,
         })
     }
 
@@ -101,33 +143,41 @@ impl ChunkEncoder {
         }
         self.flush_section();
 
-        // OPS (the batch's own column) and BIG SIZES
-        self.raw.extend_from_slice(&a.op);
+        // SIZES and WRITES split the batch's op bytes; then BIG SIZES
+        self.raw.extend(a.op.iter().map(|&op| op & 0x7f));
+        let writes_at = self.raw.len();
+        self.raw.resize(writes_at + n.div_ceil(8), 0);
+        for (byte, ops) in self.raw[writes_at..].iter_mut().zip(a.op.chunks(8)) {
+            *byte = ops.iter().enumerate().fold(0, |b, (k, &op)| b | (op >> 7) << k);
+        }
         self.section.clear();
         for &(_, size) in &a.big_sizes {
             varint::put(&mut self.section, size as u64);
         }
         self.flush_section();
 
-        // REFS and ADDRS
+        // SLOTS, LENGTHS and ADDRS
         // Every delta is stored as 8 bytes and the position advances by its length: no
-        // variable-length copy in the loop.
+        // variable-length copy in the loop. Slots and lengths are packed afterwards.
         self.streams.clear();
         self.streams.resize(span as usize, Streams::default());
-        let refs_at = self.raw.len();
-        self.raw.resize(refs_at + n, 0);
-        let refs = &mut self.raw[refs_at..];
+        self.slots.clear();
+        self.slots.resize(n.next_multiple_of(4), 0);
+        self.lengths.clear();
+        self.lengths.resize(n.next_multiple_of(2), 0);
         self.section.clear();
         self.section.resize(n * 8 + 8, 0);
         let mut at = 0;
-        for (k, r) in refs.iter_mut().enumerate() {
-            let (slot, delta) = self.streams[a.thread[k] as usize].choose(a.addr[k]);
-            let len = byte_len(delta);
-            *r = (slot << 4) | len;
+        let columns = self.slots.iter_mut().zip(self.lengths.iter_mut());
+        for ((((slot, length), &t), &addr), &op) in columns.zip(&a.thread).zip(&a.addr).zip(&a.op) {
+            let (s, delta, len) = self.streams[t as usize].choose(addr, (op & 0x7f) as u64);
+            (*slot, *length) = (s, len);
             self.section[at..at + 8].copy_from_slice(&delta.to_le_bytes());
             at += len as usize;
         }
         self.section.truncate(at);
+        self.raw.extend(self.slots.chunks_exact(4).map(|s| s[0] | s[1] << 2 | s[2] << 4 | s[3] << 6));
+        self.raw.extend(self.lengths.chunks_exact(2).map(|l| l[0] | l[1] << 4));
         self.flush_section();
 
         // EVENTS
@@ -169,20 +219,38 @@ impl ChunkEncoder {
 pub type DecodeError = &'static str;
 
 pub struct ChunkDecoder {
+    version: u16,
     raw: Vec<u8>,
-    prev: Vec<[u64; SLOTS]>,
-    runs: Vec<(u32, u32)>,
+    scratch: Scratch,
     decompressor: zstd::bulk::Decompressor<'static>,
 }
 
+/// Buffers reused from chunk to chunk.
+#[derive(Default)]
+struct Scratch {
+    /// Per access: the reference slot and the delta's byte length, unpacked.
+    slots: Vec<u8>,
+    lengths: Vec<u8>,
+    /// Each thread's stream addresses while decoding ADDRS.
+    prev: Vec<[u64; SLOTS]>,
+    /// THREADS as (thread, run length).
+    runs: Vec<(u32, u32)>,
+}
+
 impl ChunkDecoder {
+    /// A decoder for chunks of the format version sharemap writes.
     pub fn new() -> Self {
-        ChunkDecoder {
+        Self::for_version(FORMAT_VERSION as u16).expect("the current version is readable")
+    }
+
+    /// A decoder for chunks of format `version`; `None` if this build cannot read it.
+    pub fn for_version(version: u16) -> Option<Self> {
+        (1..=FORMAT_VERSION as u16).contains(&version).then(|| ChunkDecoder {
+            version,
             raw: Vec::new(),
-            prev: Vec::new(),
-            runs: Vec::new(),
+            scratch: Scratch::default(),
             decompressor: zstd::bulk::Decompressor::new().expect("zstd decompression context"),
-        }
+        })
     }
 
     /// Decodes a payload whose checksum the caller has verified.
@@ -200,7 +268,7 @@ impl ChunkDecoder {
         out.first_access = header.first_access;
         // Slack so the address decoder can always load 8 bytes (never part of the data).
         self.raw.extend_from_slice(&[0; 8]);
-        let r = decode_raw(&self.raw, got, header, &mut self.prev, &mut self.runs, out);
+        let r = decode_raw(&self.raw, got, header, self.version, &mut self.scratch, out);
         self.raw.truncate(got);
         r
     }
@@ -212,48 +280,130 @@ impl Default for ChunkDecoder {
     }
 }
 
-/// Masks keeping the low 0..=8 bytes of a word, indexed by a 4-bit length (9..16 are
-/// rejected before use; the padding only spares the hot loop a bounds check).
-const LOW_BYTES: [u64; 16] = {
-    let mut m = [u64::MAX; 16];
-    let mut i = 0;
-    while i < 8 {
-        m[i] = (1u64 << (8 * i)) - 1;
-        i += 1;
+/// For each byte of write flags, the eight op-byte write bits (bit 7 of byte k set when
+/// flag k is).
+const WRITE_BITS: [u64; 256] = {
+    let mut t = [0u64; 256];
+    let mut b = 0;
+    while b < 256 {
+        let mut k = 0;
+        while k < 8 {
+            if b >> k & 1 == 1 {
+                t[b] |= 0x80 << (8 * k);
+            }
+            k += 1;
+        }
+        b += 1;
     }
-    m
+    t
 };
 
-/// Sums the byte lengths of `refs` and says whether any byte is malformed (length over 8,
-/// or slot bits beyond SLOTS), eight bytes per step.
-fn check_refs(refs: &[u8]) -> (usize, bool) {
-    const LOW: u64 = 0x0f0f_0f0f_0f0f_0f0f;
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    // A byte is malformed when its length nibble is 9..=15 (nibble + 7 then reaches bit 4)
-    // or either of bits 6..8 is set (slot >= 4).
-    const LONG: u64 = 0x1010_1010_1010_1010;
-    const HIGH_SLOT: u64 = 0xc0c0_c0c0_c0c0_c0c0;
-    let mut words = refs.chunks_exact(8);
-    let (mut total, mut bad) = (0usize, 0u64);
-    for w in &mut words {
-        let w = u64::from_le_bytes(w.try_into().unwrap());
-        let len = w & LOW;
-        // Each byte of `len` is at most 15, so the byte sum (at most 120) fits the top byte.
-        total += (len.wrapping_mul(ONES) >> 56) as usize;
-        bad |= ((len + 7 * ONES) & LONG) | (w & HIGH_SLOT);
+/// Version 2: rebuilds the op bytes from SIZES and WRITES.
+fn merge_ops(sizes: &[u8], writes: &[u8], ops: &mut Vec<u8>) -> Result<(), DecodeError> {
+    let start = ops.len();
+    ops.resize(start + sizes.len(), 0);
+    let out = &mut ops[start..];
+    let mut high = 0u64;
+    let mut groups = sizes.chunks_exact(8);
+    let mut outs = out.chunks_exact_mut(8);
+    for ((s, o), &w) in (&mut groups).zip(&mut outs).zip(writes) {
+        let s = u64::from_le_bytes(s.try_into().unwrap());
+        high |= s;
+        o.copy_from_slice(&(s | WRITE_BITS[w as usize]).to_le_bytes());
     }
-    let mut bad = bad != 0;
-    for &r in words.remainder() {
-        total += (r & 0x0f) as usize;
-        bad |= (r & 0x0f) > 8 || (r >> 4) as usize >= SLOTS;
+    let tail = groups.remainder();
+    if !tail.is_empty() {
+        let w = writes[writes.len() - 1];
+        if w >> tail.len() != 0 {
+            return Err("write flags");
+        }
+        for (k, (o, &s)) in outs.into_remainder().iter_mut().zip(tail).enumerate() {
+            high |= s as u64;
+            *o = s | (w >> k & 1) << 7;
+        }
     }
-    (total, bad)
+    if high & 0x8080_8080_8080_8080 != 0 {
+        return Err("sizes");
+    }
+    Ok(())
 }
+
+/// Version 2: unpacks SLOTS (2 bits per access) and LENGTHS (4 bits per access) to a byte
+/// per access. Fields past the last access must be zero.
+fn unpack_refs(packed_slots: &[u8], packed_lengths: &[u8], n: usize, sc: &mut Scratch) -> Result<(), DecodeError> {
+    sc.slots.clear();
+    sc.slots.resize(packed_slots.len() * 4, 0);
+    for (out, &b) in sc.slots.chunks_exact_mut(4).zip(packed_slots) {
+        out.copy_from_slice(&[b & 3, b >> 2 & 3, b >> 4 & 3, b >> 6]);
+    }
+    sc.lengths.clear();
+    sc.lengths.resize(packed_lengths.len() * 2, 0);
+    for (out, &b) in sc.lengths.chunks_exact_mut(2).zip(packed_lengths) {
+        out.copy_from_slice(&[b & 15, b >> 4]);
+    }
+    if sc.slots[n..].iter().chain(&sc.lengths[n..]).any(|&x| x != 0) {
+        return Err("address references");
+    }
+    sc.slots.truncate(n);
+    sc.lengths.truncate(n);
+    Ok(())
+}
+
+/// Version 1: splits REFS bytes (slot << 4 | length) into the two columns.
+fn split_refs(refs: &[u8], sc: &mut Scratch) -> Result<(), DecodeError> {
+    sc.slots.clear();
+    sc.slots.extend(refs.iter().map(|&r| r >> 4));
+    sc.lengths.clear();
+    sc.lengths.extend(refs.iter().map(|&r| r & 15));
+    // A full fold (not `any`) so the check vectorises.
+    if sc.slots.iter().fold(0, |m, &s| m.max(s)) as usize >= SLOTS {
+        return Err("address references");
+    }
+    Ok(())
+}
+
+/// Checks that every delta length is at most 8 bytes and returns their sum.
+fn sum_lengths(lengths: &[u8]) -> Result<usize, DecodeError> {
+    // Full folds so both vectorise; n <= 2^24 lengths of at most 15 fit in u32.
+    if lengths.iter().fold(0, |m, &l| m.max(l)) > 8 {
+        return Err("address references");
+    }
+    Ok(lengths.iter().map(|&l| l as u32).sum::<u32>() as usize)
+}
+
+/// A delta stored in L bytes is the low L bytes of the word loaded at its position:
+/// `DELTA_MASK[L]` keeps them and `DELTA_SIGN[L]` is their sign bit (0 for L = 0), so
+/// `((w & mask) ^ sign) - sign` sign-extends them. Indexed by the length byte itself, so
+/// the hot loop needs neither a mask nor a bounds check; entries past 8 are never used
+/// (lengths are checked first).
+static DELTA_MASK: [u64; 256] = {
+    let mut t = [u64::MAX; 256];
+    let mut l = 0;
+    while l < 8 {
+        t[l] = (1u64 << (8 * l)) - 1;
+        l += 1;
+    }
+    t
+};
+static DELTA_SIGN: [u64; 256] = {
+    let mut t = [0u64; 256];
+    let mut l = 1;
+    while l <= 8 {
+        t[l] = 1u64 << (8 * l - 1);
+        l += 1;
+    }
+    t
+};
 
 fn section<'a>(raw: &'a [u8], pos: &mut usize) -> Result<&'a [u8], DecodeError> {
     let len = varint::get(raw, pos).ok_or("section length")? as usize;
+    fixed(raw, pos, len, "section length")
+}
+
+/// The next `len` bytes of a column whose length follows from the access count.
+fn fixed<'a>(raw: &'a [u8], pos: &mut usize, len: usize, what: DecodeError) -> Result<&'a [u8], DecodeError> {
     let start = *pos;
-    let end = start.checked_add(len).filter(|&e| e <= raw.len()).ok_or("section length")?;
+    let end = start.checked_add(len).filter(|&e| e <= raw.len()).ok_or(what)?;
     *pos = end;
     Ok(&raw[start..end])
 }
@@ -262,31 +412,70 @@ fn decode_raw(
     padded: &[u8],
     raw_len: usize,
     h: &ChunkHeader,
-    prev: &mut Vec<[u64; SLOTS]>,
-    runs: &mut Vec<(u32, u32)>,
+    version: u16,
+    sc: &mut Scratch,
     out: &mut Chunk,
 ) -> Result<(), DecodeError> {
     let raw = &padded[..raw_len];
     let n = h.accesses as usize;
     let span = h.thread_span;
+    let a = &mut out.accesses;
     let mut pos = 0;
     let threads = section(raw, &mut pos)?;
-    let ops = raw.get(pos..pos.checked_add(n).ok_or("operations")?).ok_or("operations")?;
-    pos += n;
-    let big_sizes = section(raw, &mut pos)?;
-    let refs = raw.get(pos..pos.checked_add(n).ok_or("references")?).ok_or("references")?;
-    pos += n;
+    decode_threads(threads, n, span, &mut sc.runs, &mut a.thread)?;
+
+    let sizes = if version == 1 {
+        // OPS are the batch's column as stored.
+        a.op.extend_from_slice(fixed(raw, &mut pos, n, "operations")?);
+        decode_big_sizes(section(raw, &mut pos)?, &a.op, &mut a.big_sizes)?;
+        split_refs(fixed(raw, &mut pos, n, "references")?, sc)?;
+        &[][..]
+    } else {
+        let sizes = fixed(raw, &mut pos, n, "sizes")?;
+        let writes = fixed(raw, &mut pos, n.div_ceil(8), "write flags")?;
+        merge_ops(sizes, writes, &mut a.op)?;
+        decode_big_sizes(section(raw, &mut pos)?, &a.op, &mut a.big_sizes)?;
+        let slots = fixed(raw, &mut pos, n.div_ceil(4), "slots")?;
+        let lengths = fixed(raw, &mut pos, n.div_ceil(2), "lengths")?;
+        unpack_refs(slots, lengths, n, sc)?;
+        sizes
+    };
+    let total = sum_lengths(&sc.lengths)?;
     let addr_len = varint::get(raw, &mut pos).ok_or("section length")? as usize;
     let addr_start = pos;
-    let addr_end = addr_start.checked_add(addr_len).filter(|&e| e <= raw.len()).ok_or("section length")?;
-    pos = addr_end;
+    fixed(raw, &mut pos, addr_len, "section length")?;
     let events = section(raw, &mut pos)?;
     if pos != raw.len() {
         return Err("trailing bytes in payload");
     }
-    let a = &mut out.accesses;
+    // Lengths adding up to exactly the ADDRS section prove that every 8-byte load in
+    // `decode_addrs` stays inside `padded` (ADDRS ends at most raw_len bytes in, and
+    // `padded` has 8 bytes of slack after that).
+    if total != addr_len || padded.len() < addr_start + addr_len + 8 {
+        return Err("address references");
+    }
+    sc.prev.clear();
+    sc.prev.resize(span as usize, [0; SLOTS]);
+    let columns = Refs { slots: &sc.slots, lengths: &sc.lengths, sizes };
+    let addr_end = if version == 1 {
+        decode_addrs::<1>(padded, addr_start, columns, &sc.runs, &mut sc.prev, &mut a.addr)
+    } else {
+        decode_addrs::<2>(padded, addr_start, columns, &sc.runs, &mut sc.prev, &mut a.addr)
+    };
+    if addr_end != addr_start + addr_len {
+        return Err("addresses");
+    }
+    decode_events(events, h, out)
+}
 
-    // THREADS: runs first, then the thread column.
+/// THREADS: the runs, then the thread column.
+fn decode_threads(
+    threads: &[u8],
+    n: usize,
+    span: u32,
+    runs: &mut Vec<(u32, u32)>,
+    column: &mut Vec<u32>,
+) -> Result<(), DecodeError> {
     runs.clear();
     let mut p = 0;
     let mut total = 0usize;
@@ -302,91 +491,117 @@ fn decode_raw(
     if total != n {
         return Err("thread runs");
     }
-    a.thread.reserve(n);
+    column.reserve(n);
     for &(t, len) in runs.iter() {
-        a.thread.resize(a.thread.len() + len as usize, t);
+        column.resize(column.len() + len as usize, t);
     }
+    Ok(())
+}
 
-    // OPS are the batch's column as stored; escaped sizes come from BIG SIZES.
-    a.op.extend_from_slice(ops);
+/// BIG SIZES: one varint per op byte whose size bits are 0.
+fn decode_big_sizes(big_sizes: &[u8], ops: &[u8], out: &mut Vec<(u32, u32)>) -> Result<(), DecodeError> {
     // A full fold (not `any`) so the check vectorises.
     let escaped = ops.iter().fold(false, |acc, &op| acc | (op & 0x7f == 0));
-    if !big_sizes.is_empty() || escaped {
-        let mut q = 0;
-        for (i, &op) in ops.iter().enumerate() {
-            if op & 0x7f == 0 {
-                let s = varint::get(big_sizes, &mut q).ok_or("sizes")?;
-                a.big_sizes.push((i as u32, u32::try_from(s).map_err(|_| "sizes")?));
-            }
-        }
-        if q != big_sizes.len() {
-            return Err("sizes");
+    if big_sizes.is_empty() && !escaped {
+        return Ok(());
+    }
+    let mut q = 0;
+    for (i, &op) in ops.iter().enumerate() {
+        if op & 0x7f == 0 {
+            let s = varint::get(big_sizes, &mut q).ok_or("sizes")?;
+            out.push((i as u32, u32::try_from(s).map_err(|_| "sizes")?));
         }
     }
-
-    // REFS are checked in one pass: lengths <= 8, slots < SLOTS, and lengths adding up to
-    // exactly the ADDRS section. That proves every 8-byte load below stays inside `padded`
-    // (ADDRS ends at most raw_len bytes in, and `padded` has 8 bytes of slack after that).
-    let (total, bad) = check_refs(refs);
-    if bad || total != addr_len || padded.len() < addr_end + 8 {
-        return Err("address references");
+    if q != big_sizes.len() {
+        return Err("sizes");
     }
+    Ok(())
+}
 
-    // ADDRS, run by run with the thread's streams held locally.
-    prev.clear();
-    prev.resize(span as usize, [0; SLOTS]);
+/// Per access: what the address decoder reads besides ADDRS.
+#[derive(Clone, Copy)]
+struct Refs<'a> {
+    slots: &'a [u8],
+    lengths: &'a [u8],
+    /// Version 2's SIZES (bit 7 clear, checked); empty for version 1.
+    sizes: &'a [u8],
+}
+
+/// ADDRS, run by run with the thread's streams held locally; returns where the deltas end.
+/// Version 2 deltas are two's complement relative to the slot's address plus the access's
+/// size; version 1 deltas are zigzag relative to the slot's address. The caller has checked
+/// the slots and lengths and that the lengths stay inside `padded`'s data.
+fn decode_addrs<const VERSION: u16>(
+    padded: &[u8],
+    addr_start: usize,
+    refs: Refs,
+    runs: &[(u32, u32)],
+    prev: &mut [[u64; SLOTS]],
+    column: &mut Vec<u64>,
+) -> usize {
+    let n = refs.lengths.len();
     // Written in place below, so the column is not zeroed first.
-    a.addr.reserve(n);
-    let addr_out = &mut a.addr.spare_capacity_mut()[..n];
+    column.reserve(n);
+    let addr_out = &mut column.spare_capacity_mut()[..n];
+    let sizes = if VERSION == 1 { refs.lengths } else { refs.sizes };
     let base = padded.as_ptr();
     let mut p = addr_start;
     let mut i = 0;
-    for &(t, len) in runs.iter() {
+    for &(t, len) in runs {
         let mut hist = prev[t as usize];
-        let run_refs = &refs[i..i + len as usize];
-        let run_out = &mut addr_out[i..i + len as usize];
-        let mut step = |r: u8| -> u64 {
-            let n_bytes = (r & 0x0f) as usize;
-            // SAFETY: p <= addr_end by the length check above, and addr_end + 8 <= padded.len().
+        let run = i..i + len as usize;
+        let mut step = |slot: u8, n_bytes: u8, size: u8| -> u64 {
+            let n_bytes = n_bytes as usize;
+            // SAFETY: the caller checked that the lengths sum to the ADDRS section, which
+            // ends at least 8 bytes before the end of `padded`.
             let word = u64::from_le(unsafe { std::ptr::read_unaligned(base.add(p) as *const u64) });
-            let v = word & LOW_BYTES[n_bytes];
             p += n_bytes;
+            let low = word & DELTA_MASK[n_bytes];
+            let delta = if VERSION == 1 {
+                varint::unzigzag(low) as u64
+            } else {
+                let sign = DELTA_SIGN[n_bytes];
+                (low ^ sign).wrapping_sub(sign).wrapping_add(size as u64)
+            };
             // Branchless: the slot comes from data, and a switch-on-change branch
             // mispredicts on interleaved streams (matmult); store forwarding is cheaper.
-            let s = (r >> 4) as usize & (SLOTS - 1);
-            let cur = hist[s].wrapping_add(varint::unzigzag(v) as u64);
+            let s = slot as usize & (SLOTS - 1);
+            let cur = hist[s].wrapping_add(delta);
             hist[s] = cur;
             cur
         };
-        let mut outs = run_out.chunks_exact_mut(4);
-        let mut rs = run_refs.chunks_exact(4);
-        for (o, r) in (&mut outs).zip(&mut rs) {
-            o[0].write(step(r[0]));
-            o[1].write(step(r[1]));
-            o[2].write(step(r[2]));
-            o[3].write(step(r[3]));
+        let mut outs = addr_out[run.clone()].chunks_exact_mut(4);
+        let mut ss = refs.slots[run.clone()].chunks_exact(4);
+        let mut ls = refs.lengths[run.clone()].chunks_exact(4);
+        let mut zs = sizes[run].chunks_exact(4);
+        for (((o, s), l), z) in (&mut outs).zip(&mut ss).zip(&mut ls).zip(&mut zs) {
+            o[0].write(step(s[0], l[0], z[0]));
+            o[1].write(step(s[1], l[1], z[1]));
+            o[2].write(step(s[2], l[2], z[2]));
+            o[3].write(step(s[3], l[3], z[3]));
         }
-        for (o, &r) in outs.into_remainder().iter_mut().zip(rs.remainder()) {
-            o.write(step(r));
+        let tail = outs.into_remainder().iter_mut().zip(ss.remainder()).zip(ls.remainder()).zip(zs.remainder());
+        for (((o, &s), &l), &z) in tail {
+            o.write(step(s, l, z));
         }
         prev[t as usize] = hist;
         i += len as usize;
     }
-    // SAFETY: the runs cover exactly n accesses (checked above), so all n are written.
-    unsafe { a.addr.set_len(n) };
-    if p != addr_end {
-        return Err("addresses");
-    }
+    // SAFETY: the runs cover exactly n accesses (checked by decode_threads), so all n are written.
+    unsafe { column.set_len(n) };
+    p
+}
 
-    // EVENTS
+/// EVENTS
+fn decode_events(events: &[u8], h: &ChunkHeader, out: &mut Chunk) -> Result<(), DecodeError> {
     let mut p = 0;
     let mut at = h.first_access;
-    let end = h.first_access + n as u64;
+    let end = h.first_access + h.accesses as u64;
     for _ in 0..h.events {
         let delta = varint::get(events, &mut p).ok_or("events")?;
         at = at.checked_add(delta).filter(|&x| x <= end).ok_or("event position")?;
         let thread = varint::get(events, &mut p).ok_or("events")?;
-        if thread >= span as u64 {
+        if thread >= h.thread_span as u64 {
             return Err("event thread");
         }
         let kind = *events.get(p).ok_or("events")?;
@@ -411,20 +626,46 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// The word-at-a-time check agrees with the byte-by-byte definition, on any bytes.
+        /// Any delta stored in the bytes the encoder counts for it, or in more, reads back
+        /// exactly, whatever bytes follow it.
         #[test]
-        fn refs_check_matches_its_definition(refs in proptest::collection::vec(any::<u8>(), 0..200)) {
-            let total: usize = refs.iter().map(|&r| (r & 0x0f) as usize).sum();
-            let bad = refs.iter().any(|&r| (r & 0x0f) > 8 || (r >> 4) as usize >= SLOTS);
-            prop_assert_eq!(check_refs(&refs), (total, bad));
+        fn deltas_read_back_from_their_bytes(d in any::<i64>(), extra in 0u8..8, junk in any::<u64>()) {
+            let need = byte_len(varint::zigzag(d));
+            let len = (need + extra).min(8) as usize;
+            let mut bytes = (d as u64).to_le_bytes()[..len].to_vec();
+            bytes.extend_from_slice(&junk.to_le_bytes()[..8 - len]);
+            let word = u64::from_le_bytes(bytes.try_into().unwrap());
+            let (mask, sign) = (DELTA_MASK[len], DELTA_SIGN[len]);
+            prop_assert_eq!(((word & mask) ^ sign).wrapping_sub(sign), d as u64);
         }
 
-        /// Well-formed bytes pass, whatever their mix.
+        /// Unpacking inverts the encoder's packing, and stray bits past the end are refused.
         #[test]
-        fn refs_check_accepts_every_valid_byte(refs in proptest::collection::vec((0u8..4, 0u8..=8), 0..200)) {
-            let bytes: Vec<u8> = refs.iter().map(|&(s, l)| (s << 4) | l).collect();
-            let total: usize = refs.iter().map(|&(_, l)| l as usize).sum();
-            prop_assert_eq!(check_refs(&bytes), (total, false));
+        fn packed_references_unpack(refs in proptest::collection::vec((0u8..4, 0u8..=8), 0..100), stray in 1u8..16) {
+            let n = refs.len();
+            let mut slots = vec![0u8; n.div_ceil(4)];
+            let mut lengths = vec![0u8; n.div_ceil(2)];
+            for (k, &(s, l)) in refs.iter().enumerate() {
+                slots[k / 4] |= s << (2 * (k % 4));
+                lengths[k / 2] |= l << (4 * (k % 2));
+            }
+            let mut sc = Scratch::default();
+            unpack_refs(&slots, &lengths, n, &mut sc).unwrap();
+            prop_assert_eq!(sc.slots.clone(), refs.iter().map(|r| r.0).collect::<Vec<_>>());
+            prop_assert_eq!(sc.lengths.clone(), refs.iter().map(|r| r.1).collect::<Vec<_>>());
+            prop_assert_eq!(sum_lengths(&sc.lengths), Ok(refs.iter().map(|r| r.1 as usize).sum()));
+            if n % 2 == 1 {
+                lengths[n / 2] |= stray << 4;
+                prop_assert!(unpack_refs(&slots, &lengths, n, &mut sc).is_err());
+            }
+        }
+
+        /// Lengths over 8 are refused wherever they are.
+        #[test]
+        fn long_lengths_are_refused(mut lengths in proptest::collection::vec(0u8..=8, 1..100), at in any::<prop::sample::Index>(), bad in 9u8..16) {
+            let i = at.index(lengths.len());
+            lengths[i] = bad;
+            prop_assert!(sum_lengths(&lengths).is_err());
         }
     }
 }

@@ -19,10 +19,12 @@ pub const CHUNK_HEADER_LEN: usize = 40;
 /// Accesses per chunk written by default: ~210 KiB decoded, so a decoded chunk stays in a
 /// core's L2 cache (measured faster than 8K or 64K; see docs/benchmarks.md).
 pub const DEFAULT_CHUNK_ACCESSES: usize = 1 << 14;
-/// zstd level writers use: the fast mode (negative levels) leaves literals without Huffman
-/// coding, which makes decompression about twice as fast on random-address chunks for about
-/// 40% more bytes there (see docs/benchmarks.md); decode speed is the scarcer resource.
-pub const DEFAULT_ZSTD_LEVEL: i32 = -1;
+/// zstd level writers use (with literals left uncoded and a minimum match of 7, see
+/// `ChunkEncoder::new`). Level 3's match finder turns the periodic columns of a gather
+/// loop into fewer, longer matches than the fast levels do, which is what decoding time
+/// depends on; higher levels decode no faster on stencils and encode slower (see
+/// docs/benchmarks.md).
+pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
 /// Readers refuse chunks claiming more than this, so a damaged header cannot exhaust memory.
 pub const MAX_CHUNK_ACCESSES: u32 = 1 << 24;
 pub const MAX_CHUNK_RAW_BYTES: u32 = 1 << 30;

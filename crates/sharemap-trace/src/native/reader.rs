@@ -35,6 +35,8 @@ pub struct NativeReader {
     end: DataEnd,
     footer: Option<Footer>,
     next: usize,
+    /// Format version from the file header; chunks are decoded by its rules.
+    version: u16,
     decoder: ChunkDecoder,
     payload: Vec<u8>,
 }
@@ -54,9 +56,15 @@ impl NativeReader {
             return Err(TraceError::invalid(path, "not a sharemap trace (bad magic)"));
         }
         let version = u16::from_le_bytes([fixed[8], fixed[9]]);
-        if version as u32 != crate::model::FORMAT_VERSION {
-            return Err(TraceError::invalid(path, format!("unsupported trace format version {version}")));
-        }
+        let Some(decoder) = ChunkDecoder::for_version(version) else {
+            return Err(TraceError::invalid(
+                path,
+                format!(
+                    "unsupported trace format version {version} (this sharemap reads 1 to {})",
+                    crate::model::FORMAT_VERSION
+                ),
+            ));
+        };
         let json_len = u32::from_le_bytes(fixed[12..16].try_into().unwrap()) as u64;
         let json_crc = u32::from_le_bytes(fixed[16..20].try_into().unwrap());
         if FILE_HEADER_LEN as u64 + json_len > len {
@@ -86,7 +94,8 @@ impl NativeReader {
             end,
             footer,
             next: 0,
-            decoder: ChunkDecoder::new(),
+            version,
+            decoder,
             payload: Vec::new(),
         })
     }
@@ -130,7 +139,7 @@ impl NativeReader {
         self.chunks
             .par_iter()
             .map_init(
-                || (ChunkDecoder::new(), Vec::new(), Chunk::default()),
+                || (ChunkDecoder::for_version(self.version).expect("checked at open"), Vec::new(), Chunk::default()),
                 |(decoder, payload, chunk), info| {
                     read_chunk(&self.path, &self.file, info, decoder, payload, chunk)?;
                     Ok(f(chunk))

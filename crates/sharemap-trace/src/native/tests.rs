@@ -72,6 +72,32 @@ proptest! {
     }
 }
 
+/// Accesses walking a few streams per thread, as programs do: each stream advances by the
+/// access size or by a small stride, with occasional jumps, so deltas are often zero.
+fn streams_strategy() -> impl Strategy<Value = Vec<Access>> {
+    prop::collection::vec((0u32..5, 0usize..6, prop_oneof![Just(0i64), -64i64..64, any::<i64>()], prop_oneof![Just(8u32), 1u32..300], any::<bool>()), 0..700)
+        .prop_map(|steps| {
+            let mut at = [[0x7000_0000u64; 6]; 5];
+            steps
+                .into_iter()
+                .map(|(thread, stream, jump, size, w)| {
+                    let a = &mut at[thread as usize][stream];
+                    *a = a.wrapping_add(size as u64).wrapping_add(jump as u64);
+                    Access { thread, addr: *a, size, kind: if w { Kind::Write } else { Kind::Read } }
+                })
+                .collect()
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn stream_shaped_traces_round_trip(accesses in streams_strategy(), chunk in 1usize..300) {
+        let f = save(&write_trace(&accesses, &[], chunk));
+        prop_assert_eq!(read_all(f.path()).unwrap().0, accesses);
+    }
+}
+
 fn sample(n: usize) -> Vec<Access> {
     (0..n).map(|i| Access { thread: (i / 7 % 4) as u32, addr: 0x1000 + 8 * i as u64, size: 8, kind: if i % 3 == 0 { Kind::Write } else { Kind::Read } }).collect()
 }
@@ -144,6 +170,32 @@ fn garbage_never_panics() {
         let f = save(junk);
         assert!(read_all(f.path()).is_err());
     }
+}
+
+/// The version-1 decoding path is as robust as the current one.
+#[test]
+fn garbage_in_a_version_1_file_never_panics() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1-phase-change.trace");
+    let bytes = std::fs::read(path).unwrap();
+    let start = NativeReader::open(save(&bytes).path()).unwrap().chunks()[0].offset as usize;
+    let mut rng = 0x2545f4914f6cdd1du64;
+    for _ in 0..300 {
+        let mut bad = bytes.clone();
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let i = start + (rng % (bad.len() - start) as u64) as usize;
+        bad[i] = (rng >> 32) as u8;
+        let _ = read_all(save(&bad).path());
+    }
+}
+
+#[test]
+fn an_unknown_format_version_is_refused_by_name() {
+    let mut bytes = write_trace(&sample(10), &[], 100);
+    bytes[8..10].copy_from_slice(&99u16.to_le_bytes());
+    let err = read_all(save(&bytes).path()).err().expect("version 99 must be refused");
+    assert!(err.to_string().contains("unsupported trace format version 99"), "{err}");
 }
 
 #[test]
