@@ -364,11 +364,11 @@ fn split_refs(refs: &[u8], sc: &mut Scratch) -> Result<(), DecodeError> {
 
 /// Checks that every delta length is at most 8 bytes and returns their sum.
 fn sum_lengths(lengths: &[u8]) -> Result<usize, DecodeError> {
-    // Full folds so both vectorise; n <= 2^24 lengths of at most 15 fit in u32.
+    // Full folds so both vectorise.
     if lengths.iter().fold(0, |m, &l| m.max(l)) > 8 {
         return Err("address references");
     }
-    Ok(lengths.iter().map(|&l| l as u32).sum::<u32>() as usize)
+    Ok(lengths.iter().map(|&l| l as usize).sum())
 }
 
 /// A delta stored in L bytes is the low L bytes of the word loaded at its position:
@@ -400,7 +400,7 @@ fn section<'a>(raw: &'a [u8], pos: &mut usize) -> Result<&'a [u8], DecodeError> 
     fixed(raw, pos, len, "section length")
 }
 
-/// The next `len` bytes of a column whose length follows from the access count.
+/// The next `len` bytes of the payload, or the error `what` if it ends first.
 fn fixed<'a>(raw: &'a [u8], pos: &mut usize, len: usize, what: DecodeError) -> Result<&'a [u8], DecodeError> {
     let start = *pos;
     let end = start.checked_add(len).filter(|&e| e <= raw.len()).ok_or(what)?;
