@@ -120,6 +120,36 @@ impl Tally {
         self.new_locations() - self.replications
     }
 
+    /// Charges the page's move from `old` to `new`: each new location costs a move (a
+    /// global one if global memory is in either set), and counts as a replication if the
+    /// page then has several copies. Dropped locations are free.
+    #[inline]
+    pub fn charge_move(&mut self, old: LocSet, new: LocSet) {
+        let added = (new & !old).count_ones() as u64;
+        if added > 0 {
+            if (old | new) & GLOBAL_BIT != 0 {
+                self.global_moves += added;
+            } else {
+                self.node_moves += added;
+            }
+            if new.count_ones() > 1 {
+                self.replications += added;
+            }
+        }
+    }
+
+    /// Charges `n` references by `node` while the page is in `set`.
+    #[inline]
+    pub fn charge_refs(&mut self, set: LocSet, node: u16, n: u64) {
+        if set & node_bit(node) != 0 {
+            self.local += n;
+        } else if set & GLOBAL_BIT != 0 {
+            self.global += n;
+        } else {
+            self.remote += n;
+        }
+    }
+
     pub fn add(&mut self, o: &Tally) {
         self.local += o.local;
         self.remote += o.remote;
@@ -165,17 +195,7 @@ impl Residence {
     /// Moves the page to `new` (non-empty): new locations are charged, dropped ones are free.
     pub fn place(&mut self, new: LocSet) {
         debug_assert!(new != 0);
-        let added = (new & !self.set).count_ones() as u64;
-        if added > 0 {
-            if (self.set | new) & GLOBAL_BIT != 0 {
-                self.tally.global_moves += added;
-            } else {
-                self.tally.node_moves += added;
-            }
-            if new.count_ones() > 1 {
-                self.tally.replications += added;
-            }
-        }
+        self.tally.charge_move(self.set, new);
         self.set = new;
     }
 
@@ -193,13 +213,7 @@ impl Residence {
     /// Charges `n` reads by `node` while the page stays where it is.
     #[inline]
     pub fn read_many(&mut self, node: u16, n: u64) {
-        if self.holds(node) {
-            self.tally.local += n;
-        } else if self.set & GLOBAL_BIT != 0 {
-            self.tally.global += n;
-        } else {
-            self.tally.remote += n;
-        }
+        self.tally.charge_refs(self.set, node, n);
     }
 
     /// Charges a write by `node`. With several copies the others are invalidated first
@@ -220,13 +234,7 @@ impl Residence {
 
     #[inline]
     fn charge(&mut self, node: u16) {
-        if self.holds(node) {
-            self.tally.local += 1;
-        } else if self.set & GLOBAL_BIT != 0 {
-            self.tally.global += 1;
-        } else {
-            self.tally.remote += 1;
-        }
+        self.tally.charge_refs(self.set, node, 1);
     }
 }
 

@@ -1,5 +1,5 @@
 //! The exact off-line optimal placement of one page (seed 004 section 3), by dynamic
-//! programming over the page's writes. docs/optimal.md derives it; in short:
+//! programming over the page's writes. docs/placement/optimal.md derives it; in short:
 //!
 //! A write leaves the page in a single memory, so between two writes (a read-run) only
 //! the starting memory `a`, the copy set `S` used during the run and the memory `b` of
@@ -12,18 +12,27 @@
 //!
 //! Every node that neither read in a run nor wrote at its end gets the same update,
 //! V' = min(V + k, D), so those values are kept lazily as min(raw + K, Cap) with one
-//! (K, Cap) for all: a write costs O(nodes touched in its run), plus a scan for the two
-//! least raw values. Nodes that never touched the page share one value ("the rest").
+//! (K, Cap) for all: a write costs O(nodes touched in its run), plus the least raw value
+//! among the other nodes. That least value is remembered from write to write and only
+//! looked for again, by a vectorised scan of every node, when its holder is touched.
+//! Nodes that never touched the page share one value ("the rest").
+//!
+//! Each write's touched nodes leave an entry (how they were reached, their reads in the
+//! run, their new raw value) that the walk back and the replay read instead of the trace.
 
 use crate::cost::{Costs, GLOBAL_BIT, LocSet, Residence, Tally, node_bit};
 use crate::page::Ref;
 
 const NONE: u16 = u16::MAX;
-/// Entries kept in `Optimal::low`.
-const LOW: usize = 12;
-/// State ids besides explicit slots.
+/// State ids besides nodes.
 const REST: u16 = u16::MAX - 1;
 const GLOB: u16 = u16::MAX - 2;
+const NO_ENTRY: u32 = u32::MAX;
+/// `first_touch` of a node that has not touched the page.
+const NEVER: u32 = u32::MAX;
+/// The value arrays are padded with +inf to a multiple of this, so scans run in lanes.
+const LANES: usize = 8;
+const INF: f64 = f64::INFINITY;
 
 // How a state was reached at a write.
 const A_SELF: u8 = 0; // from b itself, global memory not in the run's set
@@ -45,15 +54,17 @@ pub struct Solution {
     pub changes: Vec<(usize, LocSet)>,
 }
 
-/// What the backward walk needs to know about one write.
+/// What the walk back and the replay need to know about one write.
 struct Write {
     /// Index of the write in the page's references.
     index: usize,
-    /// Index of the last write merged into this one (see `solve`): `index..=last` are
+    /// Index of the last write merged into this one (see `forward`): `index..=last` are
     /// consecutive writes by one node, and the page stays put.
     last: usize,
-    /// Explicit slots existing when the write was processed.
-    slots: u16,
+    /// The most reads the writer made before one of those merged writes.
+    max_reads: u32,
+    /// This write's first entry; its entries end where the next write's begin.
+    entries: u32,
     arg_u: u16,
     arg_ug: u16,
     arg_ug2: u16,
@@ -66,57 +77,176 @@ struct Write {
     self_code: u8,
     cap_code: u8,
     glob_code: u8,
-    /// This write's explicit codes in `touched_codes`.
-    touched: std::ops::Range<usize>,
+}
+
+/// A node touched in a write's run: how it was reached at the write, its reads in the run,
+/// and its raw value from the next write on.
+struct Entry {
+    raw: f64,
+    write: u32,
+    /// The node's previous entry.
+    prev: u32,
+    count: u32,
+    node: u16,
+    code: u8,
+}
+
+/// The least raw values (with their nodes) among a set of nodes; the second is kept only
+/// when the machine has global memory.
+#[derive(Clone, Copy)]
+struct Least {
+    v1: f64,
+    a1: u16,
+    v2: f64,
+    a2: u16,
+}
+
+impl Least {
+    const EMPTY: Least = Least { v1: INF, a1: NONE, v2: INF, a2: NONE };
+
+    #[inline]
+    fn offer<const TWO: bool>(&mut self, v: f64, a: u16) {
+        if v < self.v1 {
+            if TWO {
+                (self.v2, self.a2) = (self.v1, self.a1);
+            }
+            (self.v1, self.a1) = (v, a);
+        } else if TWO && v < self.v2 {
+            (self.v2, self.a2) = (v, a);
+        }
+    }
+
+    /// Node `a`'s value went down to `v`.
+    #[inline]
+    fn lower<const TWO: bool>(&mut self, v: f64, a: u16) {
+        if a == self.a1 {
+            self.v1 = v;
+        } else if TWO && a == self.a2 {
+            self.v2 = v;
+            if v < self.v1 {
+                std::mem::swap(&mut self.v1, &mut self.v2);
+                std::mem::swap(&mut self.a1, &mut self.a2);
+            }
+        } else {
+            self.offer::<TWO>(v, a);
+        }
+    }
+}
+
+/// The least value of `raw` (a multiple of LANES long) and its index, and with `TWO` the
+/// second least too (possibly equal, at another index); INFINITY and NONE where there is
+/// none. The minima are taken lane by lane, which compiles to packed instructions.
+fn scan<const TWO: bool>(raw: &[f64]) -> Least {
+    let (mut m1, mut m2) = ([INF; LANES], [INF; LANES]);
+    for chunk in raw.chunks_exact(LANES) {
+        for l in 0..LANES {
+            let v = chunk[l];
+            if TWO {
+                let hi = if v < m1[l] { m1[l] } else { v };
+                m2[l] = if hi < m2[l] { hi } else { m2[l] };
+            }
+            m1[l] = if v < m1[l] { v } else { m1[l] };
+        }
+    }
+    let mut least = Least::EMPTY;
+    for l in 0..LANES {
+        least.offer::<TWO>(m1[l], 0);
+        if TWO {
+            least.offer::<TWO>(m2[l], 0);
+        }
+    }
+    if least.v1 == INF {
+        return Least::EMPTY;
+    }
+    let at = |v: f64, skip: usize| raw.iter().enumerate().position(|(i, &x)| x == v && i != skip);
+    least.a1 = at(least.v1, usize::MAX).expect("the least value is in the array") as u16;
+    least.a2 = if TWO && least.v2 < INF {
+        at(least.v2, least.a1 as usize).expect("the second value is in the array") as u16
+    } else {
+        NONE
+    };
+    least
+}
+
+/// Per-node state. Indexed by `node & 127` (see `ix`): node ids are below 128, and a fixed
+/// size lets the compiler drop the bounds checks from the per-reference path.
+struct Nodes {
+    /// The lazy value (the true value is min(raw + K, Cap)); +inf for padding, for nodes in
+    /// the rest, and during a write for the nodes touched in its run, so that a scan sees
+    /// only the others.
+    raw: [f64; 128],
+    /// Reads in the current run.
+    count: [u32; 128],
+    /// The run in which the node was last touched (`Optimal::run`).
+    stamp: [u32; 128],
+    /// The write whose run first touched the node (NEVER: still in the rest).
+    first_touch: [u32; 128],
+    /// The node's latest entry, and the entry the walk back is at.
+    head: [u32; 128],
+    cursor: [u32; 128],
+    /// Nodes touched in the current run, in order, and per position: true value, savings
+    /// d and dg.
+    touched: [u16; 128],
+    tv: [f64; 128],
+    d: [f64; 128],
+    dg: [f64; 128],
+}
+
+#[inline(always)]
+fn ix(n: impl Into<usize>) -> usize {
+    n.into() & 127
 }
 
 /// Reusable solver for one machine; holds its scratch space between pages.
 pub struct Optimal {
     nodes: usize,
+    /// `nodes` rounded up to LANES: the part of `raw` a scan reads.
+    padded: usize,
     c: Costs,
-    slot_of_node: Vec<u16>,
-    node_of_slot: Vec<u16>,
-    /// Lazy values: the true value of slot j is min(raw[j] + k, cap).
-    raw: Vec<f64>,
-    /// Slots that include the least raw values: every slot not listed has a raw value
-    /// >= `floor`. Spares a scan of all slots at most writes.
-    low: Vec<u16>,
-    /// Whether each slot is in `low`.
-    listed: Vec<bool>,
-    floor: f64,
-    count: Vec<u32>,
-    touched: Vec<u16>,
-    is_touched: Vec<bool>,
-    d: Vec<f64>,
-    dg: Vec<f64>,
-    next: Vec<f64>,
-    /// Per slot: (first write whose transition sees it, raw value), in order.
-    history: Vec<Vec<(u32, f64)>>,
+    t: Box<Nodes>,
+    /// How many nodes are in `t.touched`.
+    touched_len: usize,
+    /// The current run's number: a node is touched in it when its stamp equals it.
+    run: u32,
+    /// Nodes that touched the page, in order (what a new page must reset).
+    seen: Vec<u16>,
     writes: Vec<Write>,
-    touched_codes: Vec<(u16, u8)>,
+    entries: Vec<Entry>,
+}
+
+/// Where the forward pass ended: the optimum, the final state, whether the trailing run has
+/// a global copy, and the rest's raw value.
+struct End {
+    cost: f64,
+    state: u16,
+    glob: bool,
+    rest_raw: f64,
 }
 
 impl Optimal {
     pub fn new(nodes: usize, costs: Costs) -> Self {
-        assert!(nodes >= 1 && nodes <= crate::cost::MAX_NODES);
+        assert!((1..=crate::cost::MAX_NODES).contains(&nodes));
         Optimal {
             nodes,
+            padded: nodes.div_ceil(LANES) * LANES,
             c: costs,
-            slot_of_node: vec![NONE; nodes],
-            node_of_slot: Vec::with_capacity(nodes),
-            raw: Vec::with_capacity(nodes),
-            low: Vec::with_capacity(LOW + 1),
-            listed: Vec::with_capacity(nodes),
-            floor: f64::INFINITY,
-            count: Vec::with_capacity(nodes),
-            touched: Vec::with_capacity(nodes),
-            is_touched: Vec::with_capacity(nodes),
-            d: Vec::with_capacity(nodes),
-            dg: Vec::with_capacity(nodes),
-            next: Vec::with_capacity(nodes),
-            history: Vec::new(),
+            t: Box::new(Nodes {
+                raw: [INF; 128],
+                count: [0; 128],
+                stamp: [0; 128],
+                first_touch: [NEVER; 128],
+                head: [NO_ENTRY; 128],
+                cursor: [NO_ENTRY; 128],
+                touched: [0; 128],
+                tv: [0.0; 128],
+                d: [0.0; 128],
+                dg: [0.0; 128],
+            }),
+            touched_len: 0,
+            run: 1,
+            seen: Vec::with_capacity(nodes),
             writes: Vec::new(),
-            touched_codes: Vec::new(),
+            entries: Vec::new(),
         }
     }
 
@@ -124,156 +254,41 @@ impl Optimal {
         &self.c
     }
 
+    /// Forgets the previous page: only the nodes it touched need it.
     fn reset(&mut self) {
-        for &n in &self.node_of_slot {
-            self.slot_of_node[n as usize] = NONE;
+        for &n in &self.seen {
+            let n = ix(n);
+            self.t.raw[n] = INF;
+            self.t.count[n] = 0;
+            self.t.first_touch[n] = NEVER;
+            self.t.head[n] = NO_ENTRY;
+            self.t.cursor[n] = NO_ENTRY;
         }
-        self.node_of_slot.clear();
-        self.raw.clear();
-        self.low.clear();
-        self.listed.clear();
-        self.floor = f64::INFINITY;
-        self.count.clear();
-        self.touched.clear();
-        self.is_touched.clear();
-        self.d.clear();
-        self.dg.clear();
-        for h in &mut self.history {
-            h.clear();
-        }
+        self.seen.clear();
+        self.new_run();
         self.writes.clear();
-        self.touched_codes.clear();
+        self.entries.clear();
     }
 
-    /// The slot of `node`, created (with the rest's raw value) if new; `valid_from` is the
-    /// first write whose transition sees it.
+    /// Starts a run with no node touched.
     #[inline]
-    fn slot(&mut self, node: u16, rest_raw: f64, valid_from: u32) -> usize {
-        let s = self.slot_of_node[node as usize];
-        if s != NONE {
-            return s as usize;
-        }
-        self.new_slot(node, rest_raw, valid_from)
-    }
-
-    /// Out of line: at most one call per node and page, and inlining it into every
-    /// reference's path made `slot` itself a call.
-    #[inline(never)]
-    fn new_slot(&mut self, node: u16, rest_raw: f64, valid_from: u32) -> usize {
-        let s = self.node_of_slot.len();
-        self.slot_of_node[node as usize] = s as u16;
-        self.node_of_slot.push(node);
-        self.raw.push(rest_raw);
-        self.listed.push(false);
-        self.note_raw(s);
-        self.count.push(0);
-        self.is_touched.push(false);
-        self.d.push(0.0);
-        self.dg.push(0.0);
-        if self.history.len() <= s {
-            self.history.push(Vec::new());
-        }
-        self.history[s].push((valid_from, rest_raw));
-        s
-    }
-
-    #[inline]
-    fn touch(&mut self, s: usize) {
-        if !self.is_touched[s] {
-            self.is_touched[s] = true;
-            self.touched.push(s as u16);
+    fn new_run(&mut self) {
+        self.touched_len = 0;
+        self.run = self.run.wrapping_add(1);
+        if self.run == 0 {
+            // Stamps wrapped around: none may look current.
+            self.t.stamp = [0; 128];
+            self.run = 1;
         }
     }
 
-    /// The run's per-node terms for the nodes that read in it: F and Fg (sums of each node's
-    /// cheapest way to serve its reads), with each node's saving d and dg.
-    fn run_terms(&mut self) -> (f64, f64) {
-        let c = self.c;
-        let (mut f_sum, mut fg_sum) = (0.0, 0.0);
-        for &t in &self.touched {
-            let cj = self.count[t as usize] as f64;
-            let f = (c.big_r + cj).min(c.r * cj);
-            f_sum += f;
-            self.d[t as usize] = cj - f;
-            if c.has_global() {
-                let fg = (c.big_g + cj).min(c.g * cj);
-                fg_sum += fg;
-                self.dg[t as usize] = cj - fg;
-            }
-        }
-        (f_sum, fg_sum)
-    }
-
-    /// Sets slot `s`'s raw value, keeping `low` and `floor` true.
-    #[inline]
-    fn set_raw(&mut self, s: usize, v: f64) {
-        self.raw[s] = v;
-        self.note_raw(s);
-    }
-
-    /// Lists slot `s` in `low` if its raw value fell below the floor (a listed slot may
-    /// hold any value: `low` names slots, their values are read from `raw`).
-    #[inline]
-    fn note_raw(&mut self, s: usize) {
-        if self.listed[s] || self.raw[s] >= self.floor {
-            return;
-        }
-        self.low.push(s as u16);
-        self.listed[s] = true;
-        if self.low.len() > LOW {
-            // Unlist the largest; the floor comes down to it.
-            let raw = &self.raw;
-            let (i, &top) = self.low.iter().enumerate().max_by(|a, b| raw[*a.1 as usize].total_cmp(&raw[*b.1 as usize])).expect("non-empty");
-            self.low.swap_remove(i);
-            self.listed[top as usize] = false;
-            self.floor = self.floor.min(self.raw[top as usize]);
-        }
-    }
-
-    /// The two least raw values (with slots) among slots not touched in this run.
-    fn two_least_untouched(&mut self) -> (f64, u16, f64, u16) {
-        let scan = |it: &mut dyn Iterator<Item = u16>, raw: &[f64], touched: &[bool]| {
-            let (mut r1, mut a1, mut r2, mut a2) = (f64::INFINITY, NONE, f64::INFINITY, NONE);
-            for j in it {
-                let v = raw[j as usize];
-                if v < r2 && !touched[j as usize] {
-                    if v < r1 {
-                        (r2, a2) = (r1, a1);
-                        (r1, a1) = (v, j);
-                    } else {
-                        (r2, a2) = (v, j);
-                    }
-                }
-            }
-            (r1, a1, r2, a2)
-        };
-        let found = scan(&mut self.low.iter().copied(), &self.raw, &self.is_touched);
-        // Valid when nothing outside `low` can be smaller (or there is nothing outside).
-        let outside = self.raw.len() > self.low.len();
-        if !outside || found.2 <= self.floor {
-            return found;
-        }
-        // Rebuild `low` from every slot, then answer by a full scan.
-        let mut all: Vec<u16> = (0..self.raw.len() as u16).collect();
-        let raw = &self.raw;
-        if all.len() > LOW {
-            all.select_nth_unstable_by(LOW, |a, b| raw[*a as usize].total_cmp(&raw[*b as usize]));
-            self.floor = raw[all[LOW] as usize];
-            all.truncate(LOW);
-        } else {
-            self.floor = f64::INFINITY;
-        }
-        self.listed.iter_mut().for_each(|l| *l = false);
-        for &j in &all {
-            self.listed[j as usize] = true;
-        }
-        self.low = all;
-        scan(&mut (0..self.raw.len() as u16), &self.raw, &self.is_touched)
-    }
-
-    /// Solves one page: its references must be in trace order.
+    /// Solves one page: its references must be in trace order, from nodes below `nodes`.
     pub fn solve(&mut self, refs: &[Ref]) -> Solution {
-        self.reset();
+        debug_assert!(
+            refs.iter().all(|r| (r.node as usize) < self.nodes),
+            "a reference from a node beyond the machine's {}",
+            self.nodes
+        );
         let Some(first_write) = refs.iter().position(|r| r.write) else {
             // Never written: the free initial placement puts a copy at every reader.
             let set = refs.iter().fold(0, |s, r| s | node_bit(r.node));
@@ -305,66 +320,125 @@ impl Optimal {
                 changes: vec![(0, node_bit(only))],
             };
         }
+        self.reset();
+        let end = if self.c.has_global() {
+            self.forward::<true>(refs, first_write)
+        } else {
+            self.forward::<false>(refs, first_write)
+        };
+        let solution = self.reconstruct(refs, first_write, &end);
+        debug_assert!(
+            (solution.tally.cost(&self.c) - end.cost).abs() <= 1e-6 * end.cost.max(1.0),
+            "replayed optimum {} differs from the dynamic program's {}",
+            solution.tally.cost(&self.c),
+            end.cost
+        );
+        Solution { cost: end.cost, ..solution }
+    }
+
+    /// The dynamic program over the page's writes (`GLOBAL`: the machine has global memory).
+    #[inline(never)]
+    fn forward<const GLOBAL: bool>(&mut self, refs: &[Ref], first_write: usize) -> End {
         let c = self.c;
-        let global = c.has_global();
-        let big_g = if global { c.big_g } else { 0.0 };
+        let big_g = if GLOBAL { c.big_g } else { 0.0 };
+        let nodes = self.nodes;
+        // The hot state lives in locals and split borrows, so the per-reference path keeps
+        // it in registers.
+        let t: &mut Nodes = &mut self.t;
+        let seen = &mut self.seen;
+        let writes = &mut self.writes;
+        let entries = &mut self.entries;
+        let padded = self.padded;
+        let mut run = self.run;
+        let mut touched_len = 0usize;
+        let new_run = |run: &mut u32, t: &mut Nodes| {
+            *run = run.wrapping_add(1);
+            if *run == 0 {
+                // Stamps wrapped around: none may look current.
+                t.stamp = [0; 128];
+                *run = 1;
+            }
+        };
+        // Notes that `node` refers to the page in the run closed by write `w`; a node new
+        // to the page leaves the rest with the rest's value.
+        // Without a branch on whether the node is new to the run (in a random order of
+        // nodes that branch is a coin toss): the list's next slot is written either way.
+        let touch = |t: &mut Nodes, seen: &mut Vec<u16>, touched_len: &mut usize, run: u32, node: u16, w: u32, rest_raw: f64| {
+            let n = ix(node);
+            t.touched[ix(*touched_len)] = node;
+            *touched_len += (t.stamp[n] != run) as usize;
+            t.stamp[n] = run;
+            if t.first_touch[n] == NEVER {
+                t.first_touch[n] = w;
+                seen.push(node);
+                t.raw[n] = rest_raw;
+            }
+        };
 
         // The first write: leading reads were all local for free, and the page may start anywhere.
         let lead = first_write as f64;
-        let (mut k_all, mut cap_all) = (0.0f64, f64::INFINITY);
+        let (mut k_all, mut cap_all) = (0.0f64, INF);
         let rest_raw = lead + c.r;
         let mut glob = lead + c.g;
-        let s = self.slot(refs[first_write].node, rest_raw, 1);
-        self.set_raw(s, lead + 1.0);
-        self.history[s][0].1 = lead + 1.0;
-        self.writes.push(Write {
+        let x0 = refs[first_write].node;
+        t.first_touch[ix(x0)] = 0;
+        seen.push(x0);
+        t.raw[ix(x0)] = lead + 1.0;
+        entries.push(Entry { raw: lead + 1.0, write: 0, prev: NO_ENTRY, count: 0, node: x0, code: A_SELF });
+        t.head[ix(x0)] = 0;
+        // The least raw values among the nodes that left the rest.
+        let mut least = Least::EMPTY;
+        least.offer::<GLOBAL>(lead + 1.0, x0);
+        writes.push(Write {
             index: first_write,
             last: first_write,
-            slots: 1,
+            max_reads: 0,
+            entries: 0,
             arg_u: NONE,
             arg_ug: NONE,
             arg_ug2: NONE,
             k_before: 0.0,
-            cap_before: f64::INFINITY,
+            cap_before: INF,
             add: 0.0,
-            cap: f64::INFINITY,
+            cap: INF,
             self_code: A_SELF,
             cap_code: A_SELF,
             glob_code: G_STAY,
-            touched: 0..0,
         });
+        let mut last_writer = x0;
+        let mut w = 1u32;
 
         let mut next = first_write + 1;
         while next < refs.len() {
             let i = next;
-            let rf = refs[i];
+            let rf = &refs[i];
             next += 1;
-            let w = self.writes.len() as u32;
             if !rf.write {
-                let s = self.slot(rf.node, rest_raw, w);
-                self.touch(s);
-                self.count[s] += 1;
+                touch(t, seen, &mut touched_len, run, rf.node, w, rest_raw);
+                t.count[ix(rf.node)] += 1;
                 continue;
             }
-            let writer = self.slot(rf.node, rest_raw, w);
+            let x = rf.node;
+            let xi = ix(x);
             // A write by the node that made the previous write, with only that node's reads
-            // in between, moves nothing (docs/optimal.md): every state stays, and only the
-            // copy set for those reads is chosen, the same way for every node but the writer.
-            let prev_last = self.writes.last().expect("the first write is recorded").last;
-            if refs[prev_last].node == rf.node && self.touched.iter().all(|&t| t as usize == writer) {
+            // in between, moves nothing (docs/placement/optimal.md): every state stays, and
+            // only the copy set for those reads is chosen, the same way for every node but
+            // the writer.
+            let only_x = touched_len == 0 || (touched_len == 1 && t.touched[0] == x);
+            if only_x && last_writer == x {
                 // The same holds for each following write by that node while only it refers
                 // to the page, so the whole stretch is taken here, in registers.
-                let x = rf.node;
-                let mut cx = self.count[writer] as f64;
-                let mut v = self.raw[writer];
+                let mut cx = t.count[xi] as f64;
+                let mut v = t.raw[xi];
                 let mut last = i;
+                let mut max_reads = cx;
                 let pending = loop {
                     let mine = (v + k_all).min(cap_all) + cx + 1.0;
                     let other = c.r + stretch_cost(&c, cx, false);
                     k_all += other;
                     cap_all += other;
                     v = mine - k_all;
-                    if global {
+                    if GLOBAL {
                         glob += c.g + stretch_cost(&c, cx, true);
                     }
                     let mut reads = 0u32;
@@ -374,106 +448,97 @@ impl Optimal {
                     }
                     if next < refs.len() && refs[next].node == x {
                         cx = reads as f64;
+                        max_reads = max_reads.max(cx);
                         last = next;
                         next += 1;
                     } else {
                         break reads;
                     }
                 };
-                self.set_raw(writer, v);
-                // Lookups only need the last value per write entry.
-                let h = &mut self.history[writer];
-                match h.last_mut() {
-                    Some(entry) if entry.0 == w => entry.1 = v,
-                    _ => h.push((w, v)),
-                }
-                self.writes.last_mut().expect("recorded").last = last;
+                // The writer's value went down (its stretch is cheaper than anyone else's);
+                // its entry of the previous write holds the value from the next write on.
+                t.raw[xi] = v;
+                entries[t.head[xi] as usize].raw = v;
+                least.lower::<GLOBAL>(v, x);
+                let rec = writes.last_mut().expect("the first write is recorded");
+                rec.last = last;
+                rec.max_reads = rec.max_reads.max(max_reads as u32);
                 // The writer's reads after the stretch's last write open the next run.
-                self.count[writer] = pending;
-                self.is_touched[writer] = false;
-                self.touched.clear();
+                t.count[xi] = pending;
+                touched_len = 0;
+                new_run(&mut run, t);
                 if pending > 0 {
-                    self.touch(writer);
+                    touch(t, seen, &mut touched_len, run, x, w, rest_raw);
                 }
                 continue;
             }
-            self.touch(writer);
-            let k = self.node_of_slot.len();
-            let has_rest = k < self.nodes;
-            let true_val = |raw: f64| (raw + k_all).min(cap_all);
+            touch(t, seen, &mut touched_len, run, x, w, rest_raw);
+            let (k_before, cap_before) = (k_all, cap_all);
+            let true_val = |raw: f64| (raw + k_before).min(cap_before);
 
-            let (f_sum, fg_sum) = self.run_terms();
-
-            // The two least raw values among untouched states (slots and the rest).
-            let (mut r1, mut a1, mut r2, mut a2) = self.two_least_untouched();
-            if has_rest {
-                if rest_raw < r1 {
-                    (r2, a2) = (r1, a1);
-                    (r1, a1) = (rest_raw, REST);
-                } else if rest_raw < r2 {
-                    (r2, a2) = (rest_raw, REST);
+            // The run's per-node terms: F and Fg (sums of each node's cheapest way to serve
+            // its reads), each node's savings d and dg, and its value, hidden from the scan.
+            // The least adjusted costs U and Ug among these nodes come along.
+            let (mut f_sum, mut fg_sum) = (0.0, 0.0);
+            let (mut tu, mut tu_arg) = (INF, NONE);
+            let mut tug = Least::EMPTY;
+            for n in 0..touched_len {
+                let node = t.touched[ix(n)];
+                let j = ix(node);
+                let cj = t.count[j] as f64;
+                let v = true_val(t.raw[j]);
+                let f = (c.big_r + cj).min(c.r * cj);
+                f_sum += f;
+                let d = cj - f;
+                t.d[ix(n)] = d;
+                if v + d < tu {
+                    (tu, tu_arg) = (v + d, node);
                 }
+                if GLOBAL {
+                    let fg = (c.big_g + cj).min(c.g * cj);
+                    fg_sum += fg;
+                    t.dg[ix(n)] = cj - fg;
+                    tug.offer::<true>(v + cj - fg, node);
+                }
+                t.tv[ix(n)] = v;
+                t.raw[j] = INF;
             }
-            let (m1, m2) = (true_val(r1), true_val(r2));
+
+            // The least raw values among untouched nodes: remembered unless touched.
+            let hidden = |a: u16| a != NONE && t.stamp[ix(a)] == run;
+            let untouched = if hidden(least.a1) || (GLOBAL && hidden(least.a2)) {
+                scan::<GLOBAL>(&t.raw[..padded])
+            } else {
+                least
+            };
+            let mut cand = untouched;
+            if seen.len() < nodes {
+                cand.offer::<GLOBAL>(rest_raw, REST);
+            }
+            let m1 = if cand.v1 < INF { true_val(cand.v1) } else { INF };
+            let m2 = if cand.v2 < INF { true_val(cand.v2) } else { INF };
             // Least adjusted costs over node states: untouched ones have d = dg = 0.
-            let (mut min_u, mut arg_u) = (m1, a1);
-            let (mut min_ug, mut arg_ug, mut min_ug2, mut arg_ug2) = (m1, a1, m2, a2);
-            for &t in &self.touched {
-                let v = true_val(self.raw[t as usize]);
-                let u = v + self.d[t as usize];
-                if u < min_u {
-                    (min_u, arg_u) = (u, t);
-                }
-                if global {
-                    let ug = v + self.dg[t as usize];
-                    if ug < min_ug {
-                        (min_ug2, arg_ug2) = (min_ug, arg_ug);
-                        (min_ug, arg_ug) = (ug, t);
-                    } else if ug < min_ug2 {
-                        (min_ug2, arg_ug2) = (ug, t);
-                    }
-                }
+            let (mut min_u, mut arg_u) = (m1, cand.a1);
+            if tu < min_u {
+                (min_u, arg_u) = (tu, tu_arg);
+            }
+            let (mut min_ug, mut arg_ug, mut min_ug2, mut arg_ug2) = (INF, NONE, INF, NONE);
+            if GLOBAL {
+                let mut ug = tug;
+                ug.offer::<true>(m1, cand.a1);
+                ug.offer::<true>(m2, cand.a2);
+                (min_ug, arg_ug, min_ug2, arg_ug2) = (ug.v1, ug.a1, ug.v2, ug.a2);
             }
 
-            // Touched states: the best of the cases in the module comment, explicitly.
-            let from_glob = glob + fg_sum + big_g;
-            let start = self.touched_codes.len();
-            self.next.clear();
-            for &t in &self.touched {
-                let b = t as usize;
-                let (vb, db, dgb) = (true_val(self.raw[b]), self.d[b], self.dg[b]);
-                let (mut best, mut code) = (f_sum + vb + db, A_SELF);
-                let via_min = f_sum + min_u + c.big_r + db;
-                if via_min < best {
-                    (best, code) = (via_min, A_MIN);
-                }
-                if global {
-                    let v = from_glob + dgb;
-                    if v < best {
-                        (best, code) = (v, B1);
-                    }
-                    let stay = big_g + fg_sum + dgb + vb;
-                    if stay < best {
-                        (best, code) = (stay, B2_SELF);
-                    }
-                    let other = if arg_ug == t { min_ug2 } else { min_ug };
-                    let v = 2.0 * big_g + fg_sum + dgb + other;
-                    if v < best {
-                        (best, code) = (v, B2_MIN);
-                    }
-                }
-                let node_cost = if b == writer { 1.0 } else { c.r };
-                self.next.push(best + node_cost);
-                self.touched_codes.push((t, code));
-            }
             // Untouched states all get V' = min(V + add, cap).
-            let (self_add, self_code) = if global && big_g + fg_sum < f_sum {
+            let from_glob = glob + fg_sum + big_g;
+            let (self_add, self_code) = if GLOBAL && big_g + fg_sum < f_sum {
                 (big_g + fg_sum, B2_SELF)
             } else {
                 (f_sum, A_SELF)
             };
             let (mut cap, mut cap_code) = (f_sum + min_u + c.big_r, A_MIN);
-            if global {
+            if GLOBAL {
                 if from_glob < cap {
                     (cap, cap_code) = (from_glob, B1);
                 }
@@ -484,7 +549,7 @@ impl Optimal {
             }
             let (add, cap) = (self_add + c.r, cap + c.r);
             let mut glob_code = G_STAY;
-            if global {
+            if GLOBAL {
                 let mut best = glob + fg_sum;
                 let v = min_ug + big_g + fg_sum;
                 if v < best {
@@ -496,25 +561,53 @@ impl Optimal {
                 }
                 glob = best + c.g;
             }
-            let (k_before, cap_before) = (k_all, cap_all);
             k_all += add;
             cap_all = (cap_all + add).min(cap);
-            for n in 0..self.touched.len() {
-                let b = self.touched[n] as usize;
-                // New values never exceed the new cap (docs/optimal.md), so raw + K stands for them.
-                let v = self.next[n] - k_all;
-                self.set_raw(b, v);
-                self.history[b].push((w + 1, v));
-                self.count[b] = 0;
-                self.d[b] = 0.0;
-                self.dg[b] = 0.0;
-                self.is_touched[b] = false;
+
+            // Touched states: the best of the cases in the module comment, explicitly.
+            let first_entry = entries.len() as u32;
+            least = untouched;
+            for n in 0..touched_len {
+                let node = t.touched[ix(n)];
+                let j = ix(node);
+                let (vb, db, dgb) = (t.tv[ix(n)], t.d[ix(n)], t.dg[ix(n)]);
+                let (mut best, mut code) = (f_sum + vb + db, A_SELF);
+                let via_min = f_sum + min_u + c.big_r + db;
+                if via_min < best {
+                    (best, code) = (via_min, A_MIN);
+                }
+                if GLOBAL {
+                    let v = from_glob + dgb;
+                    if v < best {
+                        (best, code) = (v, B1);
+                    }
+                    let stay = big_g + fg_sum + dgb + vb;
+                    if stay < best {
+                        (best, code) = (stay, B2_SELF);
+                    }
+                    let other = if arg_ug == node { min_ug2 } else { min_ug };
+                    let v = 2.0 * big_g + fg_sum + dgb + other;
+                    if v < best {
+                        (best, code) = (v, B2_MIN);
+                    }
+                }
+                let node_cost = [c.r, 1.0][(node == x) as usize];
+                // New values never exceed the new cap (docs/placement/optimal.md), so
+                // raw + K stands for them.
+                let v = best + node_cost - k_all;
+                t.raw[j] = v;
+                entries.push(Entry { raw: v, write: w, prev: t.head[j], count: t.count[j], node, code });
+                t.head[j] = entries.len() as u32 - 1;
+                t.count[j] = 0;
+                least.offer::<GLOBAL>(v, node);
             }
-            self.touched.clear();
-            self.writes.push(Write {
+            touched_len = 0;
+            new_run(&mut run, t);
+            writes.push(Write {
                 index: i,
                 last: i,
-                slots: k as u16,
+                max_reads: 0,
+                entries: first_entry,
                 arg_u,
                 arg_ug,
                 arg_ug2,
@@ -525,221 +618,201 @@ impl Optimal {
                 self_code,
                 cap_code,
                 glob_code,
-                touched: start..self.touched_codes.len(),
             });
+            last_writer = x;
+            w += 1;
         }
+        // The walk back reads the trailing run's nodes; the next page goes on from `run`.
+        self.touched_len = touched_len;
+        self.run = run;
 
         // The trailing read-run, if any: no write constrains its end.
-        let (f_sum, fg_sum) = self.run_terms();
-        let k = self.node_of_slot.len();
-        let mut best = (f64::INFINITY, NONE, false);
-        for j in 0..=k {
-            let (raw, d, dg, id) = if j == k {
-                if k == self.nodes {
-                    break;
-                }
-                (rest_raw, 0.0, 0.0, REST)
-            } else {
-                (self.raw[j], self.d[j], self.dg[j], j as u16)
-            };
-            let v = (raw + k_all).min(cap_all);
-            if v + f_sum + d < best.0 {
-                best = (v + f_sum + d, id, false);
-            }
-            if global && v + big_g + fg_sum + dg < best.0 {
-                best = (v + big_g + fg_sum + dg, id, true);
+        let t = &self.t;
+        let f = |cj: f64| (c.big_r + cj).min(c.r * cj);
+        let fg = |cj: f64| (c.big_g + cj).min(c.g * cj);
+        let (mut f_sum, mut fg_sum) = (0.0, 0.0);
+        for n in 0..touched_len {
+            let cj = t.count[ix(t.touched[ix(n)])] as f64;
+            f_sum += f(cj);
+            if GLOBAL {
+                fg_sum += fg(cj);
             }
         }
-        if global && glob + fg_sum < best.0 {
+        let mut best = (INF, NONE, false);
+        let mut consider = |raw: f64, cj: f64, id: u16| {
+            let v = (raw + k_all).min(cap_all);
+            let u = v + f_sum + cj - f(cj);
+            if u < best.0 {
+                best = (u, id, false);
+            }
+            if GLOBAL {
+                let ug = v + big_g + fg_sum + cj - fg(cj);
+                if ug < best.0 {
+                    best = (ug, id, true);
+                }
+            }
+        };
+        for &n in &self.seen {
+            consider(t.raw[ix(n)], t.count[ix(n)] as f64, n);
+        }
+        if self.seen.len() < nodes {
+            consider(rest_raw, 0.0, REST);
+        }
+        if GLOBAL && glob + fg_sum < best.0 {
             best = (glob + fg_sum, GLOB, true);
         }
-        let (cost, last_state, last_glob) = best;
-        let solution = self.reconstruct(refs, first_write, last_state, last_glob, rest_raw);
-        debug_assert!(
-            (solution.tally.cost(&c) - cost).abs() <= 1e-6 * cost.max(1.0),
-            "replayed optimum {} differs from the dynamic program's {}",
-            solution.tally.cost(&c),
-            cost
-        );
-        Solution { cost, ..solution }
+        End { cost: best.0, state: best.1, glob: best.2, rest_raw }
     }
 
-    /// The code by which state `b` (a slot id, REST or GLOB) was reached at write `i`.
-    /// `cursor[s]` walks slot s's history backwards as the caller visits earlier writes.
-    fn code_at(&self, i: usize, b: u16, rest_raw: f64, cursor: &mut [usize]) -> u8 {
+    /// A node still in the rest at every write where the rest was a candidate: one that
+    /// never touched the page, or else the last to touch it first.
+    fn rest_node(&self) -> u16 {
+        (0..self.nodes as u16)
+            .max_by_key(|&n| (self.t.first_touch[ix(n)], std::cmp::Reverse(n)))
+            .expect("a node")
+    }
+
+    /// The code by which node state `b` was reached at write `i`. The node's cursor walks
+    /// its entries backwards as the caller visits earlier writes.
+    #[inline]
+    fn code_at(&mut self, i: usize, b: u16, rest_raw: f64) -> u8 {
         let wr = &self.writes[i];
-        if b == GLOB {
-            return wr.glob_code;
+        let mut e = self.t.cursor[ix(b)];
+        while e != NO_ENTRY && self.entries[e as usize].write as usize > i {
+            e = self.entries[e as usize].prev;
         }
-        if let Some(&(_, code)) = self.touched_codes[wr.touched.clone()]
-            .iter()
-            .find(|&&(t, _)| t == b)
-        {
-            return code;
+        self.t.cursor[ix(b)] = e;
+        if e != NO_ENTRY && self.entries[e as usize].write as usize == i {
+            return self.entries[e as usize].code;
         }
         // Untouched: the lazy rule, with the value the state had before this write.
-        let raw = if b == REST || b as usize >= wr.slots as usize {
-            rest_raw
-        } else {
-            let h = &self.history[b as usize];
-            let at = &mut cursor[b as usize];
-            while h[*at - 1].0 > i as u32 {
-                *at -= 1;
-            }
-            h[*at - 1].1
-        };
+        let raw = if e == NO_ENTRY { rest_raw } else { self.entries[e as usize].raw };
         let v = (raw + wr.k_before).min(wr.cap_before);
-        if v + wr.add <= wr.cap {
-            wr.self_code
-        } else {
-            wr.cap_code
-        }
+        if v + wr.add <= wr.cap { wr.self_code } else { wr.cap_code }
     }
 
-    /// Walks the back-pointers from the final state, then replays the placement with the
-    /// shared accounting, which also yields the tally.
-    fn reconstruct(
-        &self,
-        refs: &[Ref],
-        first_write: usize,
-        last_state: u16,
-        last_glob: bool,
-        rest_raw: f64,
-    ) -> Solution {
+    /// The entries of write `i`: the nodes touched in the run before it.
+    fn entries_of(&self, i: usize) -> &[Entry] {
+        let start = self.writes[i].entries as usize;
+        let end = self.writes.get(i + 1).map_or(self.entries.len(), |w| w.entries as usize);
+        &self.entries[start..end]
+    }
+
+    /// Walks the back-pointers from the final state to the first write and, on the way,
+    /// charges what the placement does (a tally is a sum: the order does not matter) and
+    /// notes its changes, which are then put in trace order.
+    #[inline(never)]
+    fn reconstruct(&mut self, refs: &[Ref], first_write: usize, end: &End) -> Solution {
         let w = self.writes.len();
-        // states[i]: the page's state at write i, as a slot id (stable: slots are only
-        // appended; a slot created later than write i means that node, then still in "the
-        // rest"), GLOB, or REST for a rest node not yet pinned down. glob_in_run[i]: the run
-        // before write i (i >= 1) had a global copy.
-        let mut states = vec![NONE; w];
-        let mut glob_in_run = vec![false; w];
-        let mut cursor: Vec<usize> = self.history[..self.node_of_slot.len()].iter().map(Vec::len).collect();
-        states[w - 1] = last_state;
-        for i in (1..w).rev() {
-            let wr = &self.writes[i];
-            let b = states[i];
-            let me = if b == GLOB {
-                GLOB
-            } else if b == REST || b as usize >= wr.slots as usize {
-                REST
+        // A state in the rest (REST) becomes a concrete node that was in the rest then.
+        let mut rest_node = None;
+        let mut concrete = |this: &Self, s: u16| {
+            if s == REST {
+                *rest_node.get_or_insert_with(|| this.rest_node())
             } else {
-                b
+                s
+            }
+        };
+        let loc = |s: u16| if s == GLOB { GLOBAL_BIT } else { node_bit(s) };
+        for &n in &self.seen {
+            self.t.cursor[ix(n)] = self.t.head[ix(n)];
+        }
+        let mut tally = Tally::default();
+        // The placement's changes, latest first.
+        let mut changes = Vec::new();
+        let mut note = |tally: &mut Tally, old: LocSet, new: LocSet, at: usize| {
+            if old != new {
+                tally.charge_move(old, new);
+                changes.push((at, new));
+            }
+        };
+
+        // The trailing run, from the final state.
+        let mut state = concrete(self, end.state);
+        let start = self.writes[w - 1].last + 1;
+        if start < refs.len() {
+            let readers = (0..self.touched_len).map(|n| {
+                let x = self.t.touched[ix(n)];
+                (x, self.t.count[ix(x)])
+            });
+            let set = self.charge_run(&mut tally, readers, end.glob, loc(state), None);
+            note(&mut tally, loc(state), set, start);
+        }
+        for i in (0..w).rev() {
+            let (index, last, max_reads) = {
+                let wr = &self.writes[i];
+                (wr.index, wr.last, wr.max_reads)
             };
-            let (prev, g) = match self.code_at(i, b, rest_raw, &mut cursor) {
+            let here = loc(state);
+            let x = refs[index].node;
+            // The writes merged into write i: each stretch of the writer's reads gets the
+            // copy set the program chose for this state, and its closing write returns to it.
+            if self.stretch_set(here, x, max_reads as f64) == here {
+                // Not even the longest stretch is worth a copy (the choice is monotone in
+                // the reads): the page stays, and every reference costs the same.
+                tally.charge_refs(here, x, (last - index) as u64);
+            } else {
+                let mut p = last;
+                while p > index {
+                    // refs[index] is a write: the walk back over the stretch stops there.
+                    let mut j = p;
+                    while !refs[j - 1].write {
+                        j -= 1;
+                    }
+                    let reads = p - j;
+                    let set = self.stretch_set(here, x, reads as f64);
+                    note(&mut tally, set, here, p);
+                    tally.charge_refs(here, x, 1);
+                    note(&mut tally, here, set, j);
+                    tally.charge_refs(set, x, reads as u64);
+                    p = j - 1;
+                }
+            }
+            if i == 0 {
+                // Leading reads: every reader and the first write's memory hold a copy from
+                // the start (free), and the write keeps the page in its memory.
+                let initial = refs[..first_write].iter().fold(here, |s, r| s | node_bit(r.node));
+                note(&mut tally, initial, here, index);
+                tally.charge_refs(here, x, 1);
+                tally.local += first_write as u64;
+                changes.push((0, initial));
+                break;
+            }
+            // The state at the previous write, and whether the run between had a global copy.
+            let b = state;
+            let code = if b == GLOB { self.writes[i].glob_code } else { self.code_at(i, b, end.rest_raw) };
+            let wr = &self.writes[i];
+            let (prev, g) = match code {
                 A_SELF => (b, false),
                 A_MIN => (wr.arg_u, false),
                 B1 => (GLOB, true),
                 B2_SELF => (b, true),
-                B2_MIN => (
-                    if wr.arg_ug == me {
-                        wr.arg_ug2
-                    } else {
-                        wr.arg_ug
-                    },
-                    true,
-                ),
+                B2_MIN => {
+                    let me = wr.arg_ug == b || (wr.arg_ug == REST && self.t.first_touch[ix(b)] as usize > i);
+                    (if me { wr.arg_ug2 } else { wr.arg_ug }, true)
+                }
                 G_STAY => (GLOB, true),
                 G_B2 => (wr.arg_ug, true),
                 _ => (wr.arg_u, false), // G_B3
             };
-            states[i - 1] = prev;
-            glob_in_run[i] = g;
-        }
-        // A concrete node for each unpinned stretch in the rest: one that is not explicit
-        // when the stretch is last used (slots only grow, so it never was before either).
-        let k_final = self.node_of_slot.len();
-        let loc_of = |state: u16, i: usize| -> LocSet {
-            match state {
-                GLOB => GLOBAL_BIT,
-                REST => {
-                    let mut j = i;
-                    while j + 1 < w && states[j + 1] == REST {
-                        j += 1;
-                    }
-                    let k = if j + 1 < w {
-                        self.writes[j + 1].slots as usize
-                    } else {
-                        k_final
-                    };
-                    let explicit = &self.node_of_slot[..k];
-                    let node = (0..self.nodes as u16)
-                        .find(|n| !explicit.contains(n))
-                        .expect("a node outside the explicit slots");
-                    node_bit(node)
-                }
-                s => node_bit(self.node_of_slot[s as usize]),
-            }
-        };
-        let write_locs: Vec<LocSet> = (0..w).map(|i| loc_of(states[i], i)).collect();
-
-        let c = &self.c;
-        let mut changes = Vec::new();
-        // Leading reads: every reader and the first write's memory hold a copy from the start.
-        let initial = refs[..first_write]
-            .iter()
-            .fold(write_locs[0], |s, r| s | node_bit(r.node));
-        let mut res = Residence::new(initial);
-        changes.push((0, initial));
-        for r in &refs[..first_write] {
-            res.read(r.node);
-        }
-        let mut counts = vec![0u32; self.nodes];
-        let mut readers = Vec::new();
-        for i in 0..w {
-            let start = if i == 0 {
-                first_write
+            let prev = concrete(self, prev);
+            let a = loc(prev);
+            // The write (from the run's copy set, or from `a` after an empty run), then the run.
+            let start = self.writes[i - 1].last + 1;
+            if start < index {
+                let readers = self.entries_of(i).iter().map(|e| (e.node, e.count));
+                let set = self.charge_run(&mut tally, readers, g, a, Some(here));
+                note(&mut tally, set, here, index);
+                tally.charge_refs(here, x, 1);
+                note(&mut tally, a, set, start);
             } else {
-                self.writes[i - 1].last + 1
-            };
-            let end = self.writes[i].index;
-            if i > 0 {
-                self.run(
-                    refs,
-                    start..end,
-                    &mut counts,
-                    &mut readers,
-                    glob_in_run[i],
-                    write_locs[i - 1],
-                    Some(write_locs[i]),
-                    &mut res,
-                    &mut changes,
-                );
+                note(&mut tally, a, here, index);
+                tally.charge_refs(here, x, 1);
             }
-            moved(&mut res, write_locs[i], end, &mut changes);
-            res.write(refs[end].node);
-            // Merged writes: each stretch of the writer's reads gets the copy set the
-            // program chose for this state, and its closing write returns to the state.
-            let mut j = end + 1;
-            while j <= self.writes[i].last {
-                let reads = refs[j..].iter().take_while(|r| !r.write).count();
-                if reads > 0 {
-                    let set = self.stretch_set(write_locs[i], refs[j].node, reads as f64);
-                    moved(&mut res, set, j, &mut changes);
-                    // A stretch is one node's: its reads all cost the same.
-                    res.read_many(refs[j].node, reads as u64);
-                }
-                moved(&mut res, write_locs[i], j + reads, &mut changes);
-                res.write(refs[j + reads].node);
-                j += reads + 1;
-            }
+            state = prev;
         }
-        let start = self.writes[w - 1].last + 1;
-        self.run(
-            refs,
-            start..refs.len(),
-            &mut counts,
-            &mut readers,
-            last_glob,
-            write_locs[w - 1],
-            None,
-            &mut res,
-            &mut changes,
-        );
-        Solution {
-            cost: res.tally.cost(c),
-            tally: res.tally,
-            changes,
-        }
+        changes.reverse();
+        Solution { cost: tally.cost(&self.c), tally, changes }
     }
 
     /// The copy set for `c` reads by node `x` while the page stays at `at` (merged writes):
@@ -747,7 +820,7 @@ impl Optimal {
     fn stretch_set(&self, at: LocSet, x: u16, c: f64) -> LocSet {
         let cost = &self.c;
         let xb = node_bit(x);
-        if at == xb {
+        if at == xb || c == 0.0 {
             return at;
         }
         if at == GLOBAL_BIT {
@@ -763,62 +836,44 @@ impl Optimal {
         }
     }
 
-    /// Replays the read-run refs[start..end] from `a`: the copy set is chosen at its first
-    /// read by the per-node rule, and kept until the write.
-    #[allow(clippy::too_many_arguments)]
-    fn run(
+    /// The copy set of a read-run from `a` to the next write's memory `b` (None for the
+    /// trailing run), given its readers and their read counts: chosen at its first read by
+    /// the per-node rule, and kept until the write. Charges the reads, and returns the set.
+    fn charge_run(
         &self,
-        refs: &[Ref],
-        span: std::ops::Range<usize>,
-        counts: &mut [u32],
-        readers: &mut Vec<u16>,
+        tally: &mut Tally,
+        readers: impl Iterator<Item = (u16, u32)>,
         with_global: bool,
         a: LocSet,
         b: Option<LocSet>,
-        res: &mut Residence,
-        changes: &mut Vec<(usize, LocSet)>,
-    ) {
-        let (start, end) = (span.start, span.end);
-        if start >= end {
-            return;
-        }
+    ) -> LocSet {
         let c = &self.c;
-        // Each reader's count decides its copy; the set then stays for the whole run, so
-        // the reads are charged per reader.
-        readers.clear();
-        for r in &refs[start..end] {
-            let n = &mut counts[r.node as usize];
-            if *n == 0 {
-                readers.push(r.node);
-            }
-            *n += 1;
-        }
-        let mut set = a;
+        let mut base = a;
         if with_global {
-            set |= GLOBAL_BIT;
-        }
-        for &x in readers.iter() {
-            let cj = counts[x as usize] as f64;
-            let worth = if with_global {
-                c.big_g + cj < c.g * cj
-            } else {
-                c.big_r + cj < c.r * cj
-            };
-            if worth {
-                set |= node_bit(x);
-            }
+            base |= GLOBAL_BIT;
         }
         // The next write's node gets its copy now (it pays R or G either way, and its reads gain).
-        if let Some(b) = b {
-            if b != GLOBAL_BIT {
-                set |= b;
-            }
+        if let Some(b) = b
+            && b != GLOBAL_BIT
+        {
+            base |= b;
         }
-        moved(res, set, start, changes);
-        for &x in readers.iter() {
-            res.read_many(x, counts[x as usize] as u64);
-            counts[x as usize] = 0;
+        let global = (base & GLOBAL_BIT != 0) as u64;
+        let mut set = base;
+        // Branch-free: how many readers a run has, and which of them get a copy, vary at random.
+        for (x, n) in readers {
+            let cj = n as f64;
+            // A node without reads never qualifies: R and G are positive.
+            let worth = if with_global { c.big_g + cj < c.g * cj } else { c.big_r + cj < c.r * cj };
+            let bit = node_bit(x);
+            set |= bit & 0u128.wrapping_sub(worth as u128);
+            let local = (worth || base & bit != 0) as u64;
+            let n = n as u64;
+            tally.local += n * local;
+            tally.global += n * (1 - local) * global;
+            tally.remote += n * (1 - local) * (1 - global);
         }
+        set
     }
 }
 
@@ -831,14 +886,6 @@ fn stretch_cost(cost: &Costs, c: f64, in_global: bool) -> f64 {
     } else {
         let best = (cost.r * c).min(cost.big_r + c);
         if cost.has_global() { best.min(cost.big_g + cost.g * c) } else { best }
-    }
-}
-
-/// Moves the page to `set` if it is elsewhere, noting the change.
-fn moved(res: &mut Residence, set: LocSet, at: usize, changes: &mut Vec<(usize, LocSet)>) {
-    if res.set() != set {
-        res.place(set);
-        changes.push((at, set));
     }
 }
 
@@ -870,35 +917,26 @@ mod least_values {
     use proptest::prelude::*;
 
     proptest! {
-        /// The short list of least raw values answers like a scan of every slot, whatever
-        /// the sequence of value changes and touched sets.
+        /// The lane-wise scan finds the least and second least values and where they are,
+        /// as sorting does, with padding and hidden entries (+inf) and repeated values.
         #[test]
-        fn two_least_untouched_matches_a_scan(
-            slots in 2usize..60,
-            ops in prop::collection::vec((0usize..60, -50i32..50, prop::collection::vec(0usize..60, 0..4)), 1..300),
-        ) {
-            let costs = Costs { r: 2.0, big_r: 10.0, g: f64::INFINITY, big_g: f64::INFINITY };
-            let mut o = Optimal::new(slots, costs);
-            for n in 0..slots as u16 {
-                o.slot(n, 0.0, 0);
+        fn scan_matches_sorting(values in prop::collection::vec(prop_oneof![Just(INF), (-20i32..20).prop_map(f64::from)], 1..130)) {
+            let mut raw = values.clone();
+            raw.resize(values.len().div_ceil(LANES) * LANES, INF);
+            let mut sorted: Vec<(f64, usize)> = raw.iter().copied().zip(0..).filter(|p| p.0 < INF).collect();
+            sorted.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            let one = scan::<false>(&raw);
+            let two = scan::<true>(&raw);
+            match sorted.first() {
+                None => prop_assert!(one.a1 == NONE && two.a1 == NONE && one.v1 == INF),
+                Some(&(v, at)) => {
+                    prop_assert_eq!((one.v1, one.a1 as usize), (v, at));
+                    prop_assert_eq!((two.v1, two.a1 as usize), (v, at));
+                }
             }
-            for (s, v, touched) in ops {
-                if v % 3 == 0 {
-                    // Raise the least value, as a write does to the node it serves.
-                    let least = (0..slots).min_by(|&a, &b| o.raw[a].total_cmp(&o.raw[b])).unwrap();
-                    o.set_raw(least, o.raw[least] + 60.0);
-                } else {
-                    o.set_raw(s % slots, v as f64);
-                }
-                for t in &touched {
-                    o.is_touched[t % slots] = true;
-                }
-                let (r1, _, r2, _) = o.two_least_untouched();
-                let mut free: Vec<f64> = (0..slots).filter(|&j| !o.is_touched[j]).map(|j| o.raw[j]).collect();
-                free.sort_by(f64::total_cmp);
-                prop_assert_eq!(r1, free.first().copied().unwrap_or(f64::INFINITY));
-                prop_assert_eq!(r2, free.get(1).copied().unwrap_or(f64::INFINITY));
-                o.is_touched.iter_mut().for_each(|t| *t = false);
+            match sorted.get(1) {
+                None => prop_assert!(two.a2 == NONE && two.v2 == INF),
+                Some(&(v, at)) => prop_assert_eq!((two.v2, two.a2 as usize), (v, at)),
             }
         }
     }

@@ -73,7 +73,7 @@ fn neighbor(p: GenParams) -> Phases {
             (0..n)
                 .map(|t| {
                     let start = t as u64 * w;
-                    let left = (t > 0).then_some(start - halo).into_iter().flat_map(move |s| (s..s + halo).map(move |i| rd(src + i * WORD)));
+                    let left = (t > 0).then(|| start - halo).into_iter().flat_map(move |s| (s..s + halo).map(move |i| rd(src + i * WORD)));
                     let right = (t + 1 < n).then_some(start + w).into_iter().flat_map(move |s| (s..s + halo).map(move |i| rd(src + i * WORD)));
                     let own = (start..start + w).flat_map(move |i| [rd(src + i * WORD), wr(dst + i * WORD)]);
                     (t, Box::new(left.chain(right).chain(own)) as Stream)
