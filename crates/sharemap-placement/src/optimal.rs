@@ -24,12 +24,9 @@ use crate::cost::{Costs, GLOBAL_BIT, LocSet, Residence, Tally, node_bit};
 use crate::page::Ref;
 
 const NONE: u16 = u16::MAX;
-/// State ids besides nodes.
-const REST: u16 = u16::MAX - 1;
-const GLOB: u16 = u16::MAX - 2;
+/// The state id of global memory.
+const GLOB: u16 = u16::MAX - 1;
 const NO_ENTRY: u32 = u32::MAX;
-/// `first_touch` of a node that has not touched the page.
-const NEVER: u32 = u32::MAX;
 /// The value arrays are padded with +inf to a multiple of this, so scans run in lanes.
 const LANES: usize = 8;
 const INF: f64 = f64::INFINITY;
@@ -171,16 +168,13 @@ fn scan<const TWO: bool>(raw: &[f64]) -> Least {
 /// Per-node state. Indexed by `node & 127` (see `ix`): node ids are below 128, and a fixed
 /// size lets the compiler drop the bounds checks from the per-reference path.
 struct Nodes {
-    /// The lazy value (the true value is min(raw + K, Cap)); +inf for padding, for nodes in
-    /// the rest, and during a write for the nodes touched in its run, so that a scan sees
-    /// only the others.
+    /// The lazy value (the true value is min(raw + K, Cap)); +inf for padding and, during a
+    /// write, for the nodes touched in its run, so that a scan sees only the others.
     raw: [f64; 128],
     /// Reads in the current run.
     count: [u32; 128],
     /// The run in which the node was last touched (`Optimal::run`).
     stamp: [u32; 128],
-    /// The write whose run first touched the node (NEVER: still in the rest).
-    first_touch: [u32; 128],
     /// The node's latest entry, and the entry the walk back is at.
     head: [u32; 128],
     cursor: [u32; 128],
@@ -208,14 +202,14 @@ pub struct Optimal {
     touched_len: usize,
     /// The current run's number: a node is touched in it when its stamp equals it.
     run: u32,
-    /// Nodes that touched the page, in order (what a new page must reset).
+    /// Nodes with entries (what a new page must reset besides the values).
     seen: Vec<u16>,
     writes: Vec<Write>,
     entries: Vec<Entry>,
 }
 
 /// Where the forward pass ended: the optimum, the final state, whether the trailing run has
-/// a global copy, and the rest's raw value.
+/// a global copy, and the raw value of nodes without entries.
 struct End {
     cost: f64,
     state: u16,
@@ -234,7 +228,6 @@ impl Optimal {
                 raw: [INF; 128],
                 count: [0; 128],
                 stamp: [0; 128],
-                first_touch: [NEVER; 128],
                 head: [NO_ENTRY; 128],
                 cursor: [NO_ENTRY; 128],
                 touched: [0; 128],
@@ -254,17 +247,18 @@ impl Optimal {
         &self.c
     }
 
-    /// Forgets the previous page: only the nodes it touched need it.
+    /// Forgets the previous page: the nodes with entries, and the reads of its last run
+    /// (the values are set for every node at the page's first write).
     fn reset(&mut self) {
         for &n in &self.seen {
-            let n = ix(n);
-            self.t.raw[n] = INF;
-            self.t.count[n] = 0;
-            self.t.first_touch[n] = NEVER;
-            self.t.head[n] = NO_ENTRY;
-            self.t.cursor[n] = NO_ENTRY;
+            self.t.head[ix(n)] = NO_ENTRY;
+            self.t.cursor[ix(n)] = NO_ENTRY;
         }
         self.seen.clear();
+        for n in 0..self.touched_len {
+            let node = self.t.touched[ix(n)];
+            self.t.count[ix(node)] = 0;
+        }
         self.new_run();
         self.writes.clear();
         self.entries.clear();
@@ -361,18 +355,14 @@ impl Optimal {
         };
         // Notes that `node` refers to the page in the run closed by write `w`; a node new
         // to the page leaves the rest with the rest's value.
-        // Without a branch on whether the node is new to the run (in a random order of
-        // nodes that branch is a coin toss): the list's next slot is written either way.
-        let touch = |t: &mut Nodes, seen: &mut Vec<u16>, touched_len: &mut usize, run: u32, node: u16, w: u32, rest_raw: f64| {
+        // Notes that `node` refers to the page in the current run. Without a branch on
+        // whether it is new to the run (in a random order of nodes that branch is a coin
+        // toss): the list's next slot is written either way.
+        let touch = |t: &mut Nodes, touched_len: &mut usize, run: u32, node: u16| {
             let n = ix(node);
             t.touched[ix(*touched_len)] = node;
             *touched_len += (t.stamp[n] != run) as usize;
             t.stamp[n] = run;
-            if t.first_touch[n] == NEVER {
-                t.first_touch[n] = w;
-                seen.push(node);
-                t.raw[n] = rest_raw;
-            }
         };
 
         // The first write: leading reads were all local for free, and the page may start anywhere.
@@ -381,14 +371,13 @@ impl Optimal {
         let rest_raw = lead + c.r;
         let mut glob = lead + c.g;
         let x0 = refs[first_write].node;
-        t.first_touch[ix(x0)] = 0;
-        seen.push(x0);
+        t.raw[..nodes].fill(rest_raw);
         t.raw[ix(x0)] = lead + 1.0;
+        seen.push(x0);
         entries.push(Entry { raw: lead + 1.0, write: 0, prev: NO_ENTRY, count: 0, node: x0, code: A_SELF });
         t.head[ix(x0)] = 0;
-        // The least raw values among the nodes that left the rest.
-        let mut least = Least::EMPTY;
-        least.offer::<GLOBAL>(lead + 1.0, x0);
+        // The least raw values, remembered from write to write.
+        let mut least = scan::<GLOBAL>(&t.raw[..padded]);
         writes.push(Write {
             index: first_write,
             last: first_write,
@@ -414,7 +403,7 @@ impl Optimal {
             let rf = &refs[i];
             next += 1;
             if !rf.write {
-                touch(t, seen, &mut touched_len, run, rf.node, w, rest_raw);
+                touch(t, &mut touched_len, run, rf.node);
                 t.count[ix(rf.node)] += 1;
                 continue;
             }
@@ -468,11 +457,11 @@ impl Optimal {
                 touched_len = 0;
                 new_run(&mut run, t);
                 if pending > 0 {
-                    touch(t, seen, &mut touched_len, run, x, w, rest_raw);
+                    touch(t, &mut touched_len, run, x);
                 }
                 continue;
             }
-            touch(t, seen, &mut touched_len, run, x, w, rest_raw);
+            touch(t, &mut touched_len, run, x);
             let (k_before, cap_before) = (k_all, cap_all);
             let true_val = |raw: f64| (raw + k_before).min(cap_before);
 
@@ -511,10 +500,7 @@ impl Optimal {
             } else {
                 least
             };
-            let mut cand = untouched;
-            if seen.len() < nodes {
-                cand.offer::<GLOBAL>(rest_raw, REST);
-            }
+            let cand = untouched;
             let m1 = if cand.v1 < INF { true_val(cand.v1) } else { INF };
             let m2 = if cand.v2 < INF { true_val(cand.v2) } else { INF };
             // Least adjusted costs over node states: untouched ones have d = dg = 0.
@@ -591,11 +577,14 @@ impl Optimal {
                         (best, code) = (v, B2_MIN);
                     }
                 }
-                let node_cost = [c.r, 1.0][(node == x) as usize];
+                let node_cost = std::hint::select_unpredictable(node == x, 1.0, c.r);
                 // New values never exceed the new cap (docs/placement/optimal.md), so
                 // raw + K stands for them.
                 let v = best + node_cost - k_all;
                 t.raw[j] = v;
+                if t.head[j] == NO_ENTRY {
+                    seen.push(node);
+                }
                 entries.push(Entry { raw: v, write: w, prev: t.head[j], count: t.count[j], node, code });
                 t.head[j] = entries.len() as u32 - 1;
                 t.count[j] = 0;
@@ -652,24 +641,13 @@ impl Optimal {
                 }
             }
         };
-        for &n in &self.seen {
+        for n in 0..nodes as u16 {
             consider(t.raw[ix(n)], t.count[ix(n)] as f64, n);
-        }
-        if self.seen.len() < nodes {
-            consider(rest_raw, 0.0, REST);
         }
         if GLOBAL && glob + fg_sum < best.0 {
             best = (glob + fg_sum, GLOB, true);
         }
         End { cost: best.0, state: best.1, glob: best.2, rest_raw }
-    }
-
-    /// A node still in the rest at every write where the rest was a candidate: one that
-    /// never touched the page, or else the last to touch it first.
-    fn rest_node(&self) -> u16 {
-        (0..self.nodes as u16)
-            .max_by_key(|&n| (self.t.first_touch[ix(n)], std::cmp::Reverse(n)))
-            .expect("a node")
     }
 
     /// The code by which node state `b` was reached at write `i`. The node's cursor walks
@@ -704,15 +682,6 @@ impl Optimal {
     #[inline(never)]
     fn reconstruct(&mut self, refs: &[Ref], first_write: usize, end: &End) -> Solution {
         let w = self.writes.len();
-        // A state in the rest (REST) becomes a concrete node that was in the rest then.
-        let mut rest_node = None;
-        let mut concrete = |this: &Self, s: u16| {
-            if s == REST {
-                *rest_node.get_or_insert_with(|| this.rest_node())
-            } else {
-                s
-            }
-        };
         let loc = |s: u16| if s == GLOB { GLOBAL_BIT } else { node_bit(s) };
         for &n in &self.seen {
             self.t.cursor[ix(n)] = self.t.head[ix(n)];
@@ -728,7 +697,7 @@ impl Optimal {
         };
 
         // The trailing run, from the final state.
-        let mut state = concrete(self, end.state);
+        let mut state = end.state;
         let start = self.writes[w - 1].last + 1;
         if start < refs.len() {
             let readers = (0..self.touched_len).map(|n| {
@@ -788,14 +757,12 @@ impl Optimal {
                 B1 => (GLOB, true),
                 B2_SELF => (b, true),
                 B2_MIN => {
-                    let me = wr.arg_ug == b || (wr.arg_ug == REST && self.t.first_touch[ix(b)] as usize > i);
-                    (if me { wr.arg_ug2 } else { wr.arg_ug }, true)
+                    (if wr.arg_ug == b { wr.arg_ug2 } else { wr.arg_ug }, true)
                 }
                 G_STAY => (GLOB, true),
                 G_B2 => (wr.arg_ug, true),
                 _ => (wr.arg_u, false), // G_B3
             };
-            let prev = concrete(self, prev);
             let a = loc(prev);
             // The write (from the run's copy set, or from `a` after an empty run), then the run.
             let start = self.writes[i - 1].last + 1;
