@@ -191,6 +191,13 @@ fn ix(n: impl Into<usize>) -> usize {
     n.into() & 127
 }
 
+/// The lesser of two costs, which are never NaN here: one instruction, where `f64::min`
+/// adds a NaN test.
+#[inline(always)]
+fn min2(a: f64, b: f64) -> f64 {
+    if b < a { b } else { a }
+}
+
 /// Reusable solver for one machine; holds its scratch space between pages.
 pub struct Optimal {
     nodes: usize,
@@ -420,9 +427,9 @@ impl Optimal {
                 let mut cx = t.count[xi] as f64;
                 let mut v = t.raw[xi];
                 let mut last = i;
-                let mut max_reads = cx;
+                let mut max_reads = t.count[xi];
                 let pending = loop {
-                    let mine = (v + k_all).min(cap_all) + cx + 1.0;
+                    let mine = min2(v + k_all, cap_all) + cx + 1.0;
                     let other = c.r + stretch_cost(&c, cx, false);
                     k_all += other;
                     cap_all += other;
@@ -437,7 +444,7 @@ impl Optimal {
                     }
                     if next < refs.len() && refs[next].node == x {
                         cx = reads as f64;
-                        max_reads = max_reads.max(cx);
+                        max_reads = max_reads.max(reads);
                         last = next;
                         next += 1;
                     } else {
@@ -451,7 +458,7 @@ impl Optimal {
                 least.lower::<GLOBAL>(v, x);
                 let rec = writes.last_mut().expect("the first write is recorded");
                 rec.last = last;
-                rec.max_reads = rec.max_reads.max(max_reads as u32);
+                rec.max_reads = rec.max_reads.max(max_reads);
                 // The writer's reads after the stretch's last write open the next run.
                 t.count[xi] = pending;
                 touched_len = 0;
@@ -463,7 +470,7 @@ impl Optimal {
             }
             touch(t, &mut touched_len, run, x);
             let (k_before, cap_before) = (k_all, cap_all);
-            let true_val = |raw: f64| (raw + k_before).min(cap_before);
+            let true_val = |raw: f64| min2(raw + k_before, cap_before);
 
             // The run's per-node terms: F and Fg (sums of each node's cheapest way to serve
             // its reads), each node's savings d and dg, and its value, hidden from the scan.
@@ -476,7 +483,7 @@ impl Optimal {
                 let j = ix(node);
                 let cj = t.count[j] as f64;
                 let v = true_val(t.raw[j]);
-                let f = (c.big_r + cj).min(c.r * cj);
+                let f = min2(c.big_r + cj, c.r * cj);
                 f_sum += f;
                 let d = cj - f;
                 t.d[ix(n)] = d;
@@ -484,7 +491,7 @@ impl Optimal {
                     (tu, tu_arg) = (v + d, node);
                 }
                 if GLOBAL {
-                    let fg = (c.big_g + cj).min(c.g * cj);
+                    let fg = min2(c.big_g + cj, c.g * cj);
                     fg_sum += fg;
                     t.dg[ix(n)] = cj - fg;
                     tug.offer::<true>(v + cj - fg, node);
@@ -548,7 +555,7 @@ impl Optimal {
                 glob = best + c.g;
             }
             k_all += add;
-            cap_all = (cap_all + add).min(cap);
+            cap_all = min2(cap_all + add, cap);
 
             // Touched states: the best of the cases in the module comment, explicitly.
             let first_entry = entries.len() as u32;
@@ -617,8 +624,8 @@ impl Optimal {
 
         // The trailing read-run, if any: no write constrains its end.
         let t = &self.t;
-        let f = |cj: f64| (c.big_r + cj).min(c.r * cj);
-        let fg = |cj: f64| (c.big_g + cj).min(c.g * cj);
+        let f = |cj: f64| min2(c.big_r + cj, c.r * cj);
+        let fg = |cj: f64| min2(c.big_g + cj, c.g * cj);
         let (mut f_sum, mut fg_sum) = (0.0, 0.0);
         for n in 0..touched_len {
             let cj = t.count[ix(t.touched[ix(n)])] as f64;
@@ -629,7 +636,7 @@ impl Optimal {
         }
         let mut best = (INF, NONE, false);
         let mut consider = |raw: f64, cj: f64, id: u16| {
-            let v = (raw + k_all).min(cap_all);
+            let v = min2(raw + k_all, cap_all);
             let u = v + f_sum + cj - f(cj);
             if u < best.0 {
                 best = (u, id, false);
@@ -665,7 +672,7 @@ impl Optimal {
         }
         // Untouched: the lazy rule, with the value the state had before this write.
         let raw = if e == NO_ENTRY { rest_raw } else { self.entries[e as usize].raw };
-        let v = (raw + wr.k_before).min(wr.cap_before);
+        let v = min2(raw + wr.k_before, wr.cap_before);
         if v + wr.add <= wr.cap { wr.self_code } else { wr.cap_code }
     }
 
@@ -719,7 +726,7 @@ impl Optimal {
             if self.stretch_set(here, x, max_reads as f64) == here {
                 // Not even the longest stretch is worth a copy (the choice is monotone in
                 // the reads): the page stays, and every reference costs the same.
-                tally.charge_refs(here, x, (last - index) as u64);
+                charge(&mut tally, here, x, (last - index) as u64);
             } else {
                 let mut p = last;
                 while p > index {
@@ -731,9 +738,9 @@ impl Optimal {
                     let reads = p - j;
                     let set = self.stretch_set(here, x, reads as f64);
                     note(&mut tally, set, here, p);
-                    tally.charge_refs(here, x, 1);
+                    charge(&mut tally, here, x, 1);
                     note(&mut tally, here, set, j);
-                    tally.charge_refs(set, x, reads as u64);
+                    charge(&mut tally, set, x, reads as u64);
                     p = j - 1;
                 }
             }
@@ -742,7 +749,7 @@ impl Optimal {
                 // the start (free), and the write keeps the page in its memory.
                 let initial = refs[..first_write].iter().fold(here, |s, r| s | node_bit(r.node));
                 note(&mut tally, initial, here, index);
-                tally.charge_refs(here, x, 1);
+                charge(&mut tally, here, x, 1);
                 tally.local += first_write as u64;
                 changes.push((0, initial));
                 break;
@@ -770,11 +777,11 @@ impl Optimal {
                 let readers = self.entries_of(i).iter().map(|e| (e.node, e.count));
                 let set = self.charge_run(&mut tally, readers, g, a, Some(here));
                 note(&mut tally, set, here, index);
-                tally.charge_refs(here, x, 1);
+                charge(&mut tally, here, x, 1);
                 note(&mut tally, a, set, start);
             } else {
                 note(&mut tally, a, here, index);
-                tally.charge_refs(here, x, 1);
+                charge(&mut tally, here, x, 1);
             }
             state = prev;
         }
@@ -825,7 +832,7 @@ impl Optimal {
         {
             base |= b;
         }
-        let global = (base & GLOBAL_BIT != 0) as u64;
+        let global = base & GLOBAL_BIT != 0;
         let mut set = base;
         // Branch-free: how many readers a run has, and which of them get a copy, vary at random.
         for (x, n) in readers {
@@ -834,14 +841,26 @@ impl Optimal {
             let worth = if with_global { c.big_g + cj < c.g * cj } else { c.big_r + cj < c.r * cj };
             let bit = node_bit(x);
             set |= bit & 0u128.wrapping_sub(worth as u128);
-            let local = (worth || base & bit != 0) as u64;
-            let n = n as u64;
-            tally.local += n * local;
-            tally.global += n * (1 - local) * global;
-            tally.remote += n * (1 - local) * (1 - global);
+            count(tally, worth || base & bit != 0, global, n as u64);
         }
         set
     }
+}
+
+/// Charges `n` references by `node` while the page is in `set`, as `Tally::charge_refs`
+/// does but without branches: in the walk back, whether a reference is local is a coin toss.
+#[inline(always)]
+fn charge(tally: &mut Tally, set: LocSet, node: u16, n: u64) {
+    count(tally, set & node_bit(node) != 0, set & GLOBAL_BIT != 0, n);
+}
+
+/// Counts `n` references as local, else global if global memory holds a copy, else remote.
+#[inline(always)]
+fn count(tally: &mut Tally, local: bool, global: bool, n: u64) {
+    let (local, global) = (local as u64, global as u64);
+    tally.local += n * local;
+    tally.global += n * (1 - local) * global;
+    tally.remote += n * (1 - local) * (1 - global);
 }
 
 /// What `c` reads by the writer cost while the page stays at a node other than the writer
@@ -849,10 +868,10 @@ impl Optimal {
 /// global memory (stay, or copy to the writer). A copy to both is never cheaper: R <= 2G.
 fn stretch_cost(cost: &Costs, c: f64, in_global: bool) -> f64 {
     if in_global {
-        (cost.g * c).min(cost.big_g + c)
+        min2(cost.g * c, cost.big_g + c)
     } else {
-        let best = (cost.r * c).min(cost.big_r + c);
-        if cost.has_global() { best.min(cost.big_g + cost.g * c) } else { best }
+        let best = min2(cost.r * c, cost.big_r + c);
+        if cost.has_global() { min2(best, cost.big_g + cost.g * c) } else { best }
     }
 }
 
