@@ -204,6 +204,10 @@ pub struct Optimal {
     /// `nodes` rounded up to LANES: the part of `raw` a scan reads.
     padded: usize,
     c: Costs,
+    /// The most reads in a stretch for which the page stays where it is, when it is at a
+    /// node other than the writer's, and when it is in global memory (see `stretch_set`).
+    stay_at_node: u32,
+    stay_in_global: u32,
     t: Box<Nodes>,
     /// How many nodes are in `t.touched`.
     touched_len: usize,
@@ -231,6 +235,8 @@ impl Optimal {
             nodes,
             padded: nodes.div_ceil(LANES) * LANES,
             c: costs,
+            stay_at_node: most_reads_kept(&costs, false),
+            stay_in_global: most_reads_kept(&costs, true),
             t: Box::new(Nodes {
                 raw: [INF; 128],
                 count: [0; 128],
@@ -723,7 +729,8 @@ impl Optimal {
             let x = refs[index].node;
             // The writes merged into write i: each stretch of the writer's reads gets the
             // copy set the program chose for this state, and its closing write returns to it.
-            if self.stretch_set(here, x, max_reads as f64) == here {
+            let stay = if here == GLOBAL_BIT { self.stay_in_global } else { self.stay_at_node };
+            if here == node_bit(x) || max_reads <= stay {
                 // Not even the longest stretch is worth a copy (the choice is monotone in
                 // the reads): the page stays, and every reference costs the same.
                 charge(&mut tally, here, x, (last - index) as u64);
@@ -794,16 +801,9 @@ impl Optimal {
     fn stretch_set(&self, at: LocSet, x: u16, c: f64) -> LocSet {
         let cost = &self.c;
         let xb = node_bit(x);
-        if at == xb || c == 0.0 {
-            return at;
-        }
-        if at == GLOBAL_BIT {
-            return if cost.big_g + c < cost.g * c { at | xb } else { at };
-        }
-        let (stay, copy, global) = (cost.r * c, cost.big_r + c, cost.big_g + cost.g * c);
-        if stay <= copy && stay <= global {
+        if at == xb || stays(cost, at == GLOBAL_BIT, c) {
             at
-        } else if copy <= global {
+        } else if at == GLOBAL_BIT || cost.big_r + c <= cost.big_g + cost.g * c {
             at | xb
         } else {
             at | GLOBAL_BIT
@@ -861,6 +861,40 @@ fn count(tally: &mut Tally, local: bool, global: bool, n: u64) {
     tally.local += n * local;
     tally.global += n * (1 - local) * global;
     tally.remote += n * (1 - local) * (1 - global);
+}
+
+/// Whether a stretch of `c` reads by the writer leaves the page where it is, at a node other
+/// than the writer's or in global memory: staying costs no more than a copy at the writer
+/// or (from a node) a copy in global memory. A copy to both never pays: R <= 2G.
+fn stays(cost: &Costs, in_global: bool, c: f64) -> bool {
+    if c == 0.0 {
+        return true;
+    }
+    if in_global {
+        cost.g * c <= cost.big_g + c
+    } else {
+        let stay = cost.r * c;
+        stay <= cost.big_r + c && (!cost.has_global() || stay <= cost.big_g + cost.g * c)
+    }
+}
+
+/// The most reads for which `stays` holds (it holds for every count up to some bound: each
+/// side of each comparison grows linearly, staying the fastest).
+fn most_reads_kept(cost: &Costs, in_global: bool) -> u32 {
+    let (mut lo, mut hi) = (0u32, u32::MAX);
+    if stays(cost, in_global, hi as f64) {
+        return hi;
+    }
+    // stays(lo) and not stays(hi).
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if stays(cost, in_global, mid as f64) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 /// What `c` reads by the writer cost while the page stays at a node other than the writer
