@@ -208,6 +208,10 @@ pub struct Optimal {
     /// node other than the writer's, and when it is in global memory (see `stretch_set`).
     stay_at_node: u32,
     stay_in_global: u32,
+    /// The fewest reads for which a node's copy pays in a run without global memory, and
+    /// in one with (see `charge_run`).
+    copy_from: u32,
+    copy_from_global: u32,
     t: Box<Nodes>,
     /// How many nodes are in `t.touched`.
     touched_len: usize,
@@ -237,6 +241,8 @@ impl Optimal {
             c: costs,
             stay_at_node: most_reads_kept(&costs, false),
             stay_in_global: most_reads_kept(&costs, true),
+            copy_from: fewest_reads_copied(&costs, false),
+            copy_from_global: fewest_reads_copied(&costs, true),
             t: Box::new(Nodes {
                 raw: [INF; 128],
                 count: [0; 128],
@@ -720,20 +726,22 @@ impl Optimal {
             let set = self.charge_run(&mut tally, readers, end.glob, loc(state), None);
             note(&mut tally, loc(state), set, start);
         }
+        let mut here = loc(state);
         for i in (0..w).rev() {
             let (index, last, max_reads) = {
                 let wr = &self.writes[i];
                 (wr.index, wr.last, wr.max_reads)
             };
-            let here = loc(state);
             let x = refs[index].node;
+            // The writer's own references while the page is in `here`.
+            let (at_x, in_global) = (state == x, state == GLOB);
             // The writes merged into write i: each stretch of the writer's reads gets the
             // copy set the program chose for this state, and its closing write returns to it.
-            let stay = if here == GLOBAL_BIT { self.stay_in_global } else { self.stay_at_node };
-            if here == node_bit(x) || max_reads <= stay {
+            let stay = if in_global { self.stay_in_global } else { self.stay_at_node };
+            if at_x || max_reads <= stay {
                 // Not even the longest stretch is worth a copy (the choice is monotone in
                 // the reads): the page stays, and every reference costs the same.
-                charge(&mut tally, here, x, (last - index) as u64);
+                count(&mut tally, at_x, in_global, (last - index) as u64);
             } else {
                 let mut p = last;
                 while p > index {
@@ -756,7 +764,7 @@ impl Optimal {
                 // the start (free), and the write keeps the page in its memory.
                 let initial = refs[..first_write].iter().fold(here, |s, r| s | node_bit(r.node));
                 note(&mut tally, initial, here, index);
-                charge(&mut tally, here, x, 1);
+                count(&mut tally, at_x, in_global, 1);
                 tally.local += first_write as u64;
                 changes.push((0, initial));
                 break;
@@ -784,13 +792,14 @@ impl Optimal {
                 let readers = self.entries_of(i).iter().map(|e| (e.node, e.count));
                 let set = self.charge_run(&mut tally, readers, g, a, Some(here));
                 note(&mut tally, set, here, index);
-                charge(&mut tally, here, x, 1);
+                count(&mut tally, at_x, in_global, 1);
                 note(&mut tally, a, set, start);
             } else {
                 note(&mut tally, a, here, index);
-                charge(&mut tally, here, x, 1);
+                count(&mut tally, at_x, in_global, 1);
             }
             state = prev;
+            here = a;
         }
         changes.reverse();
         Solution { cost: tally.cost(&self.c), tally, changes }
@@ -821,7 +830,6 @@ impl Optimal {
         a: LocSet,
         b: Option<LocSet>,
     ) -> LocSet {
-        let c = &self.c;
         let mut base = a;
         if with_global {
             base |= GLOBAL_BIT;
@@ -835,10 +843,9 @@ impl Optimal {
         let global = base & GLOBAL_BIT != 0;
         let mut set = base;
         // Branch-free: how many readers a run has, and which of them get a copy, vary at random.
+        let copy_from = if with_global { self.copy_from_global } else { self.copy_from };
         for (x, n) in readers {
-            let cj = n as f64;
-            // A node without reads never qualifies: R and G are positive.
-            let worth = if with_global { c.big_g + cj < c.g * cj } else { c.big_r + cj < c.r * cj };
+            let worth = n >= copy_from;
             let bit = node_bit(x);
             set |= bit & 0u128.wrapping_sub(worth as u128);
             count(tally, worth || base & bit != 0, global, n as u64);
@@ -857,10 +864,10 @@ fn charge(tally: &mut Tally, set: LocSet, node: u16, n: u64) {
 /// Counts `n` references as local, else global if global memory holds a copy, else remote.
 #[inline(always)]
 fn count(tally: &mut Tally, local: bool, global: bool, n: u64) {
-    let (local, global) = (local as u64, global as u64);
-    tally.local += n * local;
-    tally.global += n * (1 - local) * global;
-    tally.remote += n * (1 - local) * (1 - global);
+    let (local, global) = (0u64.wrapping_sub(local as u64), 0u64.wrapping_sub(global as u64));
+    tally.local += n & local;
+    tally.global += n & !local & global;
+    tally.remote += n & !local & !global;
 }
 
 /// Whether a stretch of `c` reads by the writer leaves the page where it is, at a node other
@@ -895,6 +902,31 @@ fn most_reads_kept(cost: &Costs, in_global: bool) -> u32 {
         }
     }
     lo
+}
+
+/// Whether node's `c` reads in a run pay for a copy of their own (`with_global`: global
+/// memory holds one during the run), as the dynamic program prices them.
+fn copy_pays(cost: &Costs, with_global: bool, c: f64) -> bool {
+    if with_global { cost.big_g + c < cost.g * c } else { cost.big_r + c < cost.r * c }
+}
+
+/// The fewest reads for which `copy_pays` holds (it holds from some count on: the copy's
+/// side grows slowest); u32::MAX if none does.
+fn fewest_reads_copied(cost: &Costs, with_global: bool) -> u32 {
+    let (mut lo, mut hi) = (0u32, u32::MAX);
+    if !copy_pays(cost, with_global, hi as f64) {
+        return u32::MAX;
+    }
+    // Not copy_pays(lo) (R, G > 0), and copy_pays(hi).
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if copy_pays(cost, with_global, mid as f64) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
 }
 
 /// What `c` reads by the writer cost while the page stays at a node other than the writer
