@@ -14,11 +14,12 @@
 //! V' = min(V + k, D), so those values are kept lazily as min(raw + K, Cap) with one
 //! (K, Cap) for all: a write costs O(nodes touched in its run), plus the least raw value
 //! among the other nodes. That least value is remembered from write to write and only
-//! looked for again, by a vectorised scan of every node, when its holder is touched.
-//! Nodes that never touched the page share one value ("the rest").
+//! looked for again, by a scan of every node in lanes, when its holder is touched.
 //!
 //! Each write's touched nodes leave an entry (how they were reached, their reads in the
-//! run, their new raw value) that the walk back and the replay read instead of the trace.
+//! run, their new raw value). One walk back from the final state follows the codes, reads
+//! an untouched node's value from its latest earlier entry, and charges the placement it
+//! finds from the entries, without replaying the trace.
 
 use crate::cost::{Costs, GLOBAL_BIT, LocSet, Residence, Tally, node_bit};
 use crate::page::Ref;
@@ -964,9 +965,44 @@ pub fn replay(refs: &[Ref], changes: &[(usize, LocSet)], _costs: &Costs) -> Tall
 }
 
 #[cfg(test)]
-mod least_values {
+mod internals {
     use super::*;
     use proptest::prelude::*;
+
+    fn costs(r: f64, big_r: f64, global: Option<(f64, f64)>) -> Costs {
+        let (g, big_g) = global.unwrap_or((INF, INF));
+        Costs { r, big_r, g, big_g }
+    }
+
+    proptest! {
+        /// The read-count thresholds found once per machine sit exactly where the cost
+        /// comparisons they stand for change their answer.
+        #[test]
+        fn read_thresholds_match_the_comparisons(
+            r in 1.01f64..20.0,
+            big_r_over in 0.0f64..5000.0,
+            global in prop::option::of((1.01f64..3.0, 0.0f64..3000.0)),
+        ) {
+            let big_r = 2.0 * r + 1e-9 + big_r_over;
+            let global = global.map(|(g, extra)| {
+                let g = g.min(r);
+                let big_g = (2.0 * g + extra).max(big_r / 2.0).min(big_r);
+                (g, big_g)
+            });
+            let c = costs(r, big_r, global);
+            for in_global in [false, true] {
+                if in_global && global.is_none() {
+                    continue;
+                }
+                let keep = most_reads_kept(&c, in_global);
+                prop_assert!(stays(&c, in_global, keep as f64));
+                prop_assert!(keep == u32::MAX || !stays(&c, in_global, keep as f64 + 1.0));
+                let copy = fewest_reads_copied(&c, in_global);
+                prop_assert!(copy > 0 && !copy_pays(&c, in_global, copy as f64 - 1.0));
+                prop_assert!(copy == u32::MAX || copy_pays(&c, in_global, copy as f64));
+            }
+        }
+    }
 
     proptest! {
         /// The lane-wise scan finds the least and second least values and where they are,

@@ -273,6 +273,32 @@ fn several_pages_with_one_solver() {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    /// One solver over a sequence of pages on many nodes (its per-node state is reset only
+    /// where a page left it) gives what a fresh solver gives for each page.
+    #[test]
+    fn one_solver_over_many_pages_on_many_nodes(
+        nodes in 2usize..128,
+        c in prop_oneof![costs_strategy(), dear_moves()],
+        pages in prop::collection::vec(prop::collection::vec((0u16..128, prop::bool::weighted(0.3)), 1..60), 1..8),
+    ) {
+        let mut shared = Optimal::new(nodes, c);
+        for page in pages {
+            let refs: Vec<Ref> = page
+                .iter()
+                .enumerate()
+                .map(|(i, &(n, w))| {
+                    let node = n % nodes as u16;
+                    if w { Ref::write(i as u64, node) } else { Ref::read(i as u64, node) }
+                })
+                .collect();
+            let fresh = Optimal::new(nodes, c).solve(&refs);
+            prop_assert_eq!(shared.solve(&refs), fresh);
+        }
+    }
+}
+
 /// Seed 004's proposition: the optimum needs the future. T1 = 10R writes by p1, one by p2,
 /// 10R by p1 keeps the page at p1; T2 = 10R writes by p1 then 10R by p2 moves it once.
 #[test]
