@@ -89,8 +89,8 @@ struct Entry {
     code: u8,
 }
 
-/// The least raw values (with their nodes) among a set of nodes; the second is kept only
-/// when the machine has global memory.
+/// The least values (with their nodes) among a set of nodes; the second only when asked
+/// for (`TWO`).
 #[derive(Clone, Copy)]
 struct Least {
     v1: f64,
@@ -114,56 +114,31 @@ impl Least {
         }
     }
 
-    /// Node `a`'s value went down to `v`.
+    /// Node `a`'s value went down to `v` (one least value kept).
     #[inline]
-    fn lower<const TWO: bool>(&mut self, v: f64, a: u16) {
-        if a == self.a1 {
-            self.v1 = v;
-        } else if TWO && a == self.a2 {
-            self.v2 = v;
-            if v < self.v1 {
-                std::mem::swap(&mut self.v1, &mut self.v2);
-                std::mem::swap(&mut self.a1, &mut self.a2);
-            }
-        } else {
-            self.offer::<TWO>(v, a);
+    fn lower(&mut self, v: f64, a: u16) {
+        if a == self.a1 || v < self.v1 {
+            (self.v1, self.a1) = (v, a);
         }
     }
 }
 
-/// The least value of `raw` (a multiple of LANES long) and its index, and with `TWO` the
-/// second least too (possibly equal, at another index); INFINITY and NONE where there is
-/// none. The minima are taken lane by lane, which compiles to packed instructions.
-fn scan<const TWO: bool>(raw: &[f64]) -> Least {
-    let (mut m1, mut m2) = ([INF; LANES], [INF; LANES]);
+/// The least value of `raw` (a multiple of LANES long) and its index; INFINITY and NONE
+/// when every value is infinite. The minima are taken lane by lane, which compiles to packed
+/// instructions.
+fn scan(raw: &[f64]) -> Least {
+    let mut lanes = [INF; LANES];
     for chunk in raw.chunks_exact(LANES) {
         for l in 0..LANES {
-            let v = chunk[l];
-            if TWO {
-                let hi = if v < m1[l] { m1[l] } else { v };
-                m2[l] = if hi < m2[l] { hi } else { m2[l] };
-            }
-            m1[l] = if v < m1[l] { v } else { m1[l] };
+            lanes[l] = min2(lanes[l], chunk[l]);
         }
     }
-    let mut least = Least::EMPTY;
-    for l in 0..LANES {
-        least.offer::<TWO>(m1[l], 0);
-        if TWO {
-            least.offer::<TWO>(m2[l], 0);
-        }
-    }
-    if least.v1 == INF {
+    let v1 = lanes.iter().fold(INF, |a, &b| min2(a, b));
+    if v1 == INF {
         return Least::EMPTY;
     }
-    let at = |v: f64, skip: usize| raw.iter().enumerate().position(|(i, &x)| x == v && i != skip);
-    least.a1 = at(least.v1, usize::MAX).expect("the least value is in the array") as u16;
-    least.a2 = if TWO && least.v2 < INF {
-        at(least.v2, least.a1 as usize).expect("the second value is in the array") as u16
-    } else {
-        NONE
-    };
-    least
+    let a1 = raw.iter().position(|&x| x == v1).expect("the least value is in the array") as u16;
+    Least { v1, a1, ..Least::EMPTY }
 }
 
 /// Per-node state. Indexed by `node & 127` (see `ix`): node ids are below 128, and a fixed
@@ -397,7 +372,7 @@ impl Optimal {
         entries.push(Entry { raw: lead + 1.0, write: 0, prev: NO_ENTRY, count: 0, node: x0, code: A_SELF });
         t.head[ix(x0)] = 0;
         // The least raw values, remembered from write to write.
-        let mut least = scan::<GLOBAL>(&t.raw[..padded]);
+        let mut least = scan(&t.raw[..padded]);
         writes.push(Write {
             index: first_write,
             last: first_write,
@@ -468,7 +443,7 @@ impl Optimal {
                 // its entry of the previous write holds the value from the next write on.
                 t.raw[xi] = v;
                 entries[t.head[xi] as usize].raw = v;
-                least.lower::<GLOBAL>(v, x);
+                least.lower(v, x);
                 let rec = writes.last_mut().expect("the first write is recorded");
                 rec.last = last;
                 rec.max_reads = rec.max_reads.max(max_reads);
@@ -513,26 +488,21 @@ impl Optimal {
                 t.raw[j] = INF;
             }
 
-            // The least raw values among untouched nodes: remembered unless touched.
-            let hidden = |a: u16| a != NONE && t.stamp[ix(a)] == run;
-            let untouched = if hidden(least.a1) || (GLOBAL && hidden(least.a2)) {
-                scan::<GLOBAL>(&t.raw[..padded])
-            } else {
-                least
-            };
-            let cand = untouched;
-            let m1 = if cand.v1 < INF { true_val(cand.v1) } else { INF };
-            let m2 = if cand.v2 < INF { true_val(cand.v2) } else { INF };
+            // The least raw value among untouched nodes: remembered unless its node is
+            // touched. Only the least is needed, with global memory too: for a touched node
+            // b, the least Ug over the other nodes is among the touched ones and the least
+            // untouched one (no other untouched node is smaller, and none is b).
+            let untouched = if least.a1 != NONE && t.stamp[ix(least.a1)] == run { scan(&t.raw[..padded]) } else { least };
+            let m1 = if untouched.v1 < INF { true_val(untouched.v1) } else { INF };
             // Least adjusted costs over node states: untouched ones have d = dg = 0.
-            let (mut min_u, mut arg_u) = (m1, cand.a1);
+            let (mut min_u, mut arg_u) = (m1, untouched.a1);
             if tu < min_u {
                 (min_u, arg_u) = (tu, tu_arg);
             }
             let (mut min_ug, mut arg_ug, mut min_ug2, mut arg_ug2) = (INF, NONE, INF, NONE);
             if GLOBAL {
                 let mut ug = tug;
-                ug.offer::<true>(m1, cand.a1);
-                ug.offer::<true>(m2, cand.a2);
+                ug.offer::<true>(m1, untouched.a1);
                 (min_ug, arg_ug, min_ug2, arg_ug2) = (ug.v1, ug.a1, ug.v2, ug.a2);
             }
 
@@ -608,7 +578,7 @@ impl Optimal {
                 entries.push(Entry { raw: v, write: w, prev: t.head[j], count: t.count[j], node, code });
                 t.head[j] = entries.len() as u32 - 1;
                 t.count[j] = 0;
-                least.offer::<GLOBAL>(v, node);
+                least.offer::<false>(v, node);
             }
             touched_len = 0;
             new_run(&mut run, t);
@@ -1005,26 +975,18 @@ mod internals {
     }
 
     proptest! {
-        /// The lane-wise scan finds the least and second least values and where they are,
-        /// as sorting does, with padding and hidden entries (+inf) and repeated values.
+        /// The lane-wise scan finds the least value and where it first is, as sorting does,
+        /// with padding and hidden entries (+inf) and repeated values.
         #[test]
         fn scan_matches_sorting(values in prop::collection::vec(prop_oneof![Just(INF), (-20i32..20).prop_map(f64::from)], 1..130)) {
             let mut raw = values.clone();
             raw.resize(values.len().div_ceil(LANES) * LANES, INF);
             let mut sorted: Vec<(f64, usize)> = raw.iter().copied().zip(0..).filter(|p| p.0 < INF).collect();
             sorted.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            let one = scan::<false>(&raw);
-            let two = scan::<true>(&raw);
+            let least = scan(&raw);
             match sorted.first() {
-                None => prop_assert!(one.a1 == NONE && two.a1 == NONE && one.v1 == INF),
-                Some(&(v, at)) => {
-                    prop_assert_eq!((one.v1, one.a1 as usize), (v, at));
-                    prop_assert_eq!((two.v1, two.a1 as usize), (v, at));
-                }
-            }
-            match sorted.get(1) {
-                None => prop_assert!(two.a2 == NONE && two.v2 == INF),
-                Some(&(v, at)) => prop_assert_eq!((two.v2, two.a2 as usize), (v, at)),
+                None => prop_assert!(least.a1 == NONE && least.v1 == INF),
+                Some(&(v, at)) => prop_assert_eq!((least.v1, least.a1 as usize), (v, at)),
             }
         }
     }
