@@ -137,7 +137,18 @@ fn scan(raw: &[f64]) -> Least {
     if v1 == INF {
         return Least::EMPTY;
     }
-    let a1 = raw.iter().position(|&x| x == v1).expect("the least value is in the array") as u16;
+    // Where it first is: a chunk's lanes compared at once, a bit each.
+    let mut a1 = NONE;
+    for (c, chunk) in raw.chunks_exact(LANES).enumerate() {
+        let mut hits = 0u32;
+        for l in 0..LANES {
+            hits |= ((chunk[l] == v1) as u32) << l;
+        }
+        if hits != 0 {
+            a1 = (c * LANES) as u16 + hits.trailing_zeros() as u16;
+            break;
+        }
+    }
     Least { v1, a1, ..Least::EMPTY }
 }
 
