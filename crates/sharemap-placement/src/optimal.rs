@@ -870,20 +870,7 @@ fn stays(cost: &Costs, in_global: bool, c: f64) -> bool {
 /// The most reads for which `stays` holds (it holds for every count up to some bound: each
 /// side of each comparison grows linearly, staying the fastest).
 fn most_reads_kept(cost: &Costs, in_global: bool) -> u32 {
-    let (mut lo, mut hi) = (0u32, u32::MAX);
-    if stays(cost, in_global, hi as f64) {
-        return hi;
-    }
-    // stays(lo) and not stays(hi).
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if stays(cost, in_global, mid as f64) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
+    last_holding(|c| stays(cost, in_global, c))
 }
 
 /// Whether node's `c` reads in a run pay for a copy of their own (`with_global`: global
@@ -893,22 +880,27 @@ fn copy_pays(cost: &Costs, with_global: bool, c: f64) -> bool {
 }
 
 /// The fewest reads for which `copy_pays` holds (it holds from some count on: the copy's
-/// side grows slowest); u32::MAX if none does.
+/// side grows slowest; never for none, R and G being positive); u32::MAX if none does.
 fn fewest_reads_copied(cost: &Costs, with_global: bool) -> u32 {
+    last_holding(|c| !copy_pays(cost, with_global, c)).saturating_add(1)
+}
+
+/// The largest count for which `holds` does, given that it holds at 0 and, once false,
+/// stays false; u32::MAX if it holds there. By bisection, on the very float comparison.
+fn last_holding(holds: impl Fn(f64) -> bool) -> u32 {
     let (mut lo, mut hi) = (0u32, u32::MAX);
-    if !copy_pays(cost, with_global, hi as f64) {
-        return u32::MAX;
+    if holds(hi as f64) {
+        return hi;
     }
-    // Not copy_pays(lo) (R, G > 0), and copy_pays(hi).
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
-        if copy_pays(cost, with_global, mid as f64) {
-            hi = mid;
-        } else {
+        if holds(mid as f64) {
             lo = mid;
+        } else {
+            hi = mid;
         }
     }
-    hi
+    lo
 }
 
 /// What `c` reads by the writer cost while the page stays at a node other than the writer
