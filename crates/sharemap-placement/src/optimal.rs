@@ -140,10 +140,7 @@ fn scan(raw: &[f64]) -> Least {
     // Where it first is: a chunk's lanes compared at once, a bit each.
     let mut a1 = NONE;
     for (c, chunk) in raw.chunks_exact(LANES).enumerate() {
-        let mut hits = 0u32;
-        for l in 0..LANES {
-            hits |= ((chunk[l] == v1) as u32) << l;
-        }
+        let hits = chunk.iter().enumerate().fold(0u32, |h, (l, &x)| h | ((x == v1) as u32) << l);
         if hits != 0 {
             a1 = (c * LANES) as u16 + hits.trailing_zeros() as u16;
             break;
