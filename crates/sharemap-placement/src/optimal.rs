@@ -52,7 +52,7 @@ pub struct Solution {
     pub changes: Vec<(usize, LocSet)>,
 }
 
-/// What the walk back and the replay need to know about one write.
+/// What the walk back needs to know about one write.
 struct Write {
     /// Index of the write in the page's references.
     index: usize,
@@ -175,6 +175,17 @@ fn ix(n: impl Into<usize>) -> usize {
     n.into() & 127
 }
 
+/// Moves on to the next run's number: no node's stamp equals it.
+#[inline]
+fn next_run(run: &mut u32, t: &mut Nodes) {
+    *run = run.wrapping_add(1);
+    if *run == 0 {
+        // Stamps wrapped around: none may look current.
+        t.stamp = [0; 128];
+        *run = 1;
+    }
+}
+
 /// The lesser of two costs, which are never NaN here: one instruction, where `f64::min`
 /// adds a NaN test.
 #[inline(always)]
@@ -208,7 +219,7 @@ pub struct Optimal {
 }
 
 /// Where the forward pass ended: the optimum, the final state, whether the trailing run has
-/// a global copy, and the raw value of nodes without entries.
+/// a global copy, and the starting raw value (that of every node without entries).
 struct End {
     cost: f64,
     state: u16,
@@ -262,22 +273,12 @@ impl Optimal {
             let node = self.t.touched[ix(n)];
             self.t.count[ix(node)] = 0;
         }
-        self.new_run();
+        self.touched_len = 0;
+        next_run(&mut self.run, &mut self.t);
         self.writes.clear();
         self.entries.clear();
     }
 
-    /// Starts a run with no node touched.
-    #[inline]
-    fn new_run(&mut self) {
-        self.touched_len = 0;
-        self.run = self.run.wrapping_add(1);
-        if self.run == 0 {
-            // Stamps wrapped around: none may look current.
-            self.t.stamp = [0; 128];
-            self.run = 1;
-        }
-    }
 
     /// Solves one page: its references must be in trace order, from nodes below `nodes`.
     pub fn solve(&mut self, refs: &[Ref]) -> Solution {
@@ -348,16 +349,6 @@ impl Optimal {
         let padded = self.padded;
         let mut run = self.run;
         let mut touched_len = 0usize;
-        let new_run = |run: &mut u32, t: &mut Nodes| {
-            *run = run.wrapping_add(1);
-            if *run == 0 {
-                // Stamps wrapped around: none may look current.
-                t.stamp = [0; 128];
-                *run = 1;
-            }
-        };
-        // Notes that `node` refers to the page in the run closed by write `w`; a node new
-        // to the page leaves the rest with the rest's value.
         // Notes that `node` refers to the page in the current run. Without a branch on
         // whether it is new to the run (in a random order of nodes that branch is a coin
         // toss): the list's next slot is written either way.
@@ -458,7 +449,7 @@ impl Optimal {
                 // The writer's reads after the stretch's last write open the next run.
                 t.count[xi] = pending;
                 touched_len = 0;
-                new_run(&mut run, t);
+                next_run(&mut run, t);
                 if pending > 0 {
                     touch(t, &mut touched_len, run, x);
                 }
@@ -589,7 +580,7 @@ impl Optimal {
                 least.offer::<false>(v, node);
             }
             touched_len = 0;
-            new_run(&mut run, t);
+            next_run(&mut run, t);
             writes.push(Write {
                 index: i,
                 last: i,
