@@ -723,9 +723,9 @@ impl Optimal {
                     let reads = p - j;
                     let set = self.stretch_set(here, x, reads as f64);
                     note(&mut tally, set, here, p);
-                    charge(&mut tally, here, x, 1);
+                    count(&mut tally, at_x, in_global, 1);
                     note(&mut tally, here, set, j);
-                    charge(&mut tally, set, x, reads as u64);
+                    tally.charge_refs(set, x, reads as u64);
                     p = j - 1;
                 }
             }
@@ -824,14 +824,9 @@ impl Optimal {
     }
 }
 
-/// Charges `n` references by `node` while the page is in `set`, as `Tally::charge_refs`
-/// does but without branches: in the walk back, whether a reference is local is a coin toss.
-#[inline(always)]
-fn charge(tally: &mut Tally, set: LocSet, node: u16, n: u64) {
-    count(tally, set & node_bit(node) != 0, set & GLOBAL_BIT != 0, n);
-}
-
-/// Counts `n` references as local, else global if global memory holds a copy, else remote.
+/// Counts `n` references as local, else global if global memory holds a copy, else remote,
+/// as `Tally::charge_refs` does but without branches: in the walk back, whether a
+/// reference is local is a coin toss.
 #[inline(always)]
 fn count(tally: &mut Tally, local: bool, global: bool, n: u64) {
     let (local, global) = (0u64.wrapping_sub(local as u64), 0u64.wrapping_sub(global as u64));
