@@ -2,11 +2,11 @@
 //! encode / decode throughput per core (criterion, in accesses per second).
 //! Targets: <= 3 bytes/access, decode >= 300M accesses/s per core.
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use sharemap_sources::generate::{self, GenParams, PATTERNS};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use sharemap_sources::VecSink;
+use sharemap_sources::generate::{self, GenParams, PATTERNS};
 use sharemap_trace::native::{ChunkDecoder, ChunkEncoder, DEFAULT_CHUNK_ACCESSES, DEFAULT_ZSTD_LEVEL};
-use sharemap_trace::Chunk;
+use sharemap_trace::{Chunk, TraceSource};
 
 const ACCESSES: u64 = 2_000_000;
 
@@ -77,7 +77,9 @@ fn file_decode(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sor.trace");
     let meta = sharemap_trace::Metadata::default();
-    let mut w = sharemap_trace::native::NativeWriter::new(std::io::BufWriter::new(std::fs::File::create(&path).unwrap()), meta).unwrap();
+    let mut w =
+        sharemap_trace::native::NativeWriter::new(std::io::BufWriter::new(std::fs::File::create(&path).unwrap()), meta)
+            .unwrap();
     generate::run(generate::find("sor").unwrap(), &GenParams::new(8, N, 1), &mut w).unwrap();
     w.finish().unwrap();
     let mut g = c.benchmark_group("file_decode_sor");

@@ -1,8 +1,8 @@
 //! Quick single-core decode timing per pattern (for profiling; `cargo bench` is the reference).
-use sharemap_sources::generate::{self, GenParams, PATTERNS};
 use sharemap_sources::VecSink;
-use sharemap_trace::native::{ChunkDecoder, ChunkEncoder, DEFAULT_CHUNK_ACCESSES};
+use sharemap_sources::generate::{self, GenParams, PATTERNS};
 use sharemap_trace::Chunk;
+use sharemap_trace::native::{ChunkDecoder, ChunkEncoder, DEFAULT_CHUNK_ACCESSES};
 use std::time::Instant;
 
 fn main() {
@@ -10,9 +10,13 @@ fn main() {
     for p in PATTERNS.iter().filter(|p| only.is_empty() || only.iter().any(|o| o == p.name)) {
         let mut sink = VecSink::default();
         generate::run(p, &GenParams::new(8, 2_000_000, 1), &mut sink).unwrap();
-        let level: i32 = std::env::var("LEVEL").ok().and_then(|l| l.parse().ok()).unwrap_or(sharemap_trace::native::DEFAULT_ZSTD_LEVEL);
+        let level: i32 = std::env::var("LEVEL")
+            .ok()
+            .and_then(|l| l.parse().ok())
+            .unwrap_or(sharemap_trace::native::DEFAULT_ZSTD_LEVEL);
         let mut enc = ChunkEncoder::new(level).unwrap();
-        let chunk_size: usize = std::env::var("CHUNK").ok().and_then(|l| l.parse().ok()).unwrap_or(DEFAULT_CHUNK_ACCESSES);
+        let chunk_size: usize =
+            std::env::var("CHUNK").ok().and_then(|l| l.parse().ok()).unwrap_or(DEFAULT_CHUNK_ACCESSES);
         let encoded: Vec<_> = sink
             .accesses
             .chunks(chunk_size)

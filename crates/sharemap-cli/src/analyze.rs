@@ -3,12 +3,13 @@
 use crate::plot;
 use crate::progress;
 use crate::trace_cmds::{format_arg, warn_if_truncated};
-use anyhow::{anyhow, bail, Result};
+use anyhow::{Result, anyhow, bail};
 use serde::Serialize;
-use sharemap_detect::{detect, detect_windows, detect_with, phase_changes, Cores, Detector, Extra, PageUsage};
+use sharemap_detect::{Cores, Detector, Extra, PageUsage, detect, detect_windows, detect_with, phase_changes};
 use sharemap_machine::Machine;
-use sharemap_trace::output::{flush, AtomicOutput};
 use sharemap_trace::TraceReader;
+use sharemap_trace::TraceSource;
+use sharemap_trace::output::{AtomicOutput, flush};
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
@@ -87,12 +88,27 @@ fn save_page_usage(usage: &PageUsage, threads: usize, base: &Path) -> Result<()>
             cells[row * threads + t] += a as f64;
         }
     }
-    let note = format!("{} pages by address, {} per row (top = lowest); threads 0..{} left to right", pages.len(), per_row, threads.saturating_sub(1));
-    let svg = plot::heatmap_svg("Page usage: accesses per page and thread", &note, rows, threads.max(1), |i, j| cells[i * threads.max(1) + j])?;
+    let note = format!(
+        "{} pages by address, {} per row (top = lowest); threads 0..{} left to right",
+        pages.len(),
+        per_row,
+        threads.saturating_sub(1)
+    );
+    let svg = plot::heatmap_svg("Page usage: accesses per page and thread", &note, rows, threads.max(1), |i, j| {
+        cells[i * threads.max(1) + j]
+    })?;
     plot::save_svg(&svg, base)
 }
 
-pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, compare: Option<&str>, window: u64, dir: &Path) -> Result<ExitCode> {
+pub fn run(
+    trace: &Path,
+    from: Option<&str>,
+    machine: &str,
+    detector: &str,
+    compare: Option<&str>,
+    window: u64,
+    dir: &Path,
+) -> Result<ExitCode> {
     let det = Detector::parse(detector).map_err(|e| anyhow!(e))?;
     if window > 0 && matches!(det, Detector::Stmap(_) | Detector::Sammu(_)) {
         bail!("--window works with the oracle, sampled and faults detectors");
@@ -136,15 +152,23 @@ pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, comp
         }
     }
     write_file(&dir.join("comm.mat"), &matrix.to_topomatch())?;
-    write_file(&dir.join("comm.grf"), &sharemap_mapping::scotch::graph(&matrix))?;
-    write_file(&dir.join("machine.tgt"), &sharemap_mapping::scotch::tleaf(&machine, sharemap_mapping::CostModel::Latency))?;
+    write_file(&dir.join("comm.grf"), &sharemap_mapping::scotch::graph(matrix))?;
+    write_file(
+        &dir.join("machine.tgt"),
+        &sharemap_mapping::scotch::tleaf(&machine, sharemap_mapping::CostModel::Latency),
+    )?;
     write_file(&dir.join("pages.csv"), &usage.to_numalize_csv(n, node_of))?;
     write_file(&dir.join("page-nodes.csv"), &usage.to_node_csv(machine.numa_count(), node_of))?;
     let note = format!("threads 0..{} (rows and columns); darker = more sharing", n.saturating_sub(1));
-    let svg = plot::heatmap_svg(&format!("Sharing between threads ({})", det.name()), &note, n, n, |i, j| matrix.get(i, j))?;
+    let svg =
+        plot::heatmap_svg(&format!("Sharing between threads ({})", det.name()), &note, n, n, |i, j| matrix.get(i, j))?;
     plot::save_svg(&svg, &dir.join("heatmap.svg"))?;
-    save_page_usage(&usage, n, &dir.join("pages.svg"))?;
-    let mut pairs: Vec<(usize, usize, f64)> = (0..n).flat_map(|i| (i + 1..n).map(move |j| (i, j))).map(|(i, j)| (i, j, matrix.get(i, j))).filter(|p| p.2 > 0.0).collect();
+    save_page_usage(usage, n, &dir.join("pages.svg"))?;
+    let mut pairs: Vec<(usize, usize, f64)> = (0..n)
+        .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
+        .map(|(i, j)| (i, j, matrix.get(i, j)))
+        .filter(|p| p.2 > 0.0)
+        .collect();
     pairs.sort_by(|a, b| b.2.total_cmp(&a.2));
     pairs.truncate(10);
     let summary = Summary {
@@ -181,7 +205,12 @@ pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, comp
         summary.total_sharing
     );
     if let Some(w) = &summary.windows {
-        println!("  {} windows of {} accesses; phase changes at {:?}", w.count, w.size, w.phase_changes.iter().map(|p| p.1).collect::<Vec<_>>());
+        println!(
+            "  {} windows of {} accesses; phase changes at {:?}",
+            w.count,
+            w.size,
+            w.phase_changes.iter().map(|p| p.1).collect::<Vec<_>>()
+        );
     }
     if let Some(d) = &summary.extra.stmap {
         match d.at {
@@ -216,7 +245,10 @@ pub fn run(trace: &Path, from: Option<&str>, machine: &str, detector: &str, comp
     for (i, j, v) in summary.top_pairs.iter().take(5) {
         println!("  threads {i} and {j}: {v}");
     }
-    println!("wrote {}/{{comm.csv,comm.mat,comm.grf,machine.tgt,pages.csv,page-nodes.csv,pages.svg,pages.png,heatmap.svg,heatmap.png,summary.json}}", dir.display());
+    println!(
+        "wrote {}/{{comm.csv,comm.mat,comm.grf,machine.tgt,pages.csv,page-nodes.csv,pages.svg,pages.png,heatmap.svg,heatmap.png,summary.json}}",
+        dir.display()
+    );
     println!("(Scotch: scotch_gmap -b0 -cb {0}/comm.grf {0}/machine.tgt mapping.map)", dir.display());
     Ok(ExitCode::SUCCESS)
 }

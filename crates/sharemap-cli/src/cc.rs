@@ -11,7 +11,7 @@
 //! calls (`-fno-builtin-...`), since gcc's instrumentation reports the ranges of some inline
 //! expansions and not others.
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{Result, anyhow, bail};
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -42,7 +42,10 @@ fn runtime_paths() -> Result<(PathBuf, PathBuf)> {
     let dir = tool_dir()?;
     let lib = dir.join(RUNTIME);
     if !lib.is_file() {
-        bail!("the tracer runtime {} is missing: run `cargo build --release` (`cargo test` alone does not build it)", lib.display());
+        bail!(
+            "the tracer runtime {} is missing: run `cargo build --release` (`cargo test` alone does not build it)",
+            lib.display()
+        );
     }
     let include = dir.join("include");
     let header = include.join("sharemap.h");
@@ -65,7 +68,11 @@ fn compiler(cxx: bool) -> Result<(OsString, Family)> {
         ("gcc", false) => (&["gcc"], Family::Gcc),
         ("gcc", true) => (&["g++"], Family::Gcc),
         (other, _) => {
-            let family = if Path::new(other).file_name().is_some_and(|n| n.to_string_lossy().contains("clang")) { Family::Clang } else { Family::Gcc };
+            let family = if Path::new(other).file_name().is_some_and(|n| n.to_string_lossy().contains("clang")) {
+                Family::Clang
+            } else {
+                Family::Gcc
+            };
             return Ok((other.into(), family));
         }
     };
@@ -104,12 +111,22 @@ fn instrument_flags(family: Family) -> Vec<OsString> {
         .to_vec(),
         // gcc reports the builtin memcpy/memset it expands inline only sometimes: as plain
         // calls they all reach the runtime's wrappers.
-        Family::Gcc => ["-fsanitize=thread", "--param", "tsan-instrument-func-entry-exit=0", "-fno-builtin-memcpy", "-fno-builtin-memmove", "-fno-builtin-memset"].map(OsString::from).to_vec(),
+        Family::Gcc => [
+            "-fsanitize=thread",
+            "--param",
+            "tsan-instrument-func-entry-exit=0",
+            "-fno-builtin-memcpy",
+            "-fno-builtin-memmove",
+            "-fno-builtin-memset",
+        ]
+        .map(OsString::from)
+        .to_vec(),
     }
 }
 
 fn run(cmd: &OsStr, args: &[OsString]) -> Result<i32> {
-    let status = Command::new(cmd).args(args).status().map_err(|e| anyhow!("cannot run {}: {e}", cmd.to_string_lossy()))?;
+    let status =
+        Command::new(cmd).args(args).status().map_err(|e| anyhow!("cannot run {}: {e}", cmd.to_string_lossy()))?;
     use std::os::unix::process::ExitStatusExt;
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(1)))
 }
@@ -120,12 +137,17 @@ pub fn wrap(args: &[OsString], cxx: bool) -> Result<ExitCode> {
     for a in args {
         let s = a.to_string_lossy();
         if s.starts_with("-mavx") || s == "-march=native" {
-            eprintln!("sharemap cc: {s}: 32-byte vector loads and stores are not traced (the instrumentation sees up to 16 bytes)");
+            eprintln!(
+                "sharemap cc: {s}: 32-byte vector loads and stores are not traced (the instrumentation sees up to 16 bytes)"
+            );
         }
     }
     let mut compile: Vec<OsString> = instrument_flags(family);
     compile.push(format!("-I{}", include.display()).into());
-    let link: Vec<OsString> = [lib.into_os_string(), WRAPPED.into(), KEEP_RUNTIME.into()].into_iter().chain(RUNTIME_LIBS.iter().map(OsString::from)).collect();
+    let link: Vec<OsString> = [lib.into_os_string(), WRAPPED.into(), KEEP_RUNTIME.into()]
+        .into_iter()
+        .chain(RUNTIME_LIBS.iter().map(OsString::from))
+        .collect();
     if compile_only(args) {
         let all: Vec<OsString> = compile.into_iter().chain(args.iter().cloned()).collect();
         return Ok(ExitCode::from(run(&cc, &all)? as u8));
@@ -168,6 +190,10 @@ pub fn wrap(args: &[OsString], cxx: bool) -> Result<ExitCode> {
         objects.push(obj.into_os_string());
     }
     let mut sources_left = objects.into_iter();
-    let linked: Vec<OsString> = args.iter().map(|a| if is_source(a) { sources_left.next().unwrap_or_default() } else { a.clone() }).chain(link).collect();
+    let linked: Vec<OsString> = args
+        .iter()
+        .map(|a| if is_source(a) { sources_left.next().unwrap_or_default() } else { a.clone() })
+        .chain(link)
+        .collect();
     Ok(ExitCode::from(run(&cc, &linked)? as u8))
 }

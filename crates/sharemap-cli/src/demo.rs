@@ -3,13 +3,14 @@
 
 use crate::machine::describe;
 use crate::place;
-use sharemap_placement::evaluate::{evaluate, EvalOptions};
 use crate::trace_cmds::generate_to;
-use anyhow::{anyhow, bail, Result};
+use anyhow::{Result, anyhow, bail};
 use sharemap_machine::Machine;
+use sharemap_placement::evaluate::{EvalOptions, evaluate};
 use sharemap_sources::generate::{GenParams, PATTERNS};
-use sharemap_trace::summary::summarize;
 use sharemap_trace::TraceReader;
+use sharemap_trace::TraceSource;
+use sharemap_trace::summary::summarize;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -31,8 +32,8 @@ pub fn run(dir: Option<&Path>, accesses: u64) -> Result<ExitCode> {
     };
     println!("sharemap demo: the seed patterns, {DEMO_THREADS} threads, {accesses} accesses each, seed 1\n");
     println!(
-        "{:<18} {:>7} {:>7} {:>7} {:>9} {:>9} {:>7}  {}",
-        "pattern", "pages", "shared", "max/pg", "shared%", "writes%", "B/acc", "sharing pairs (threads sharing a page)"
+        "{:<18} {:>7} {:>7} {:>7} {:>9} {:>9} {:>7}  sharing pairs (threads sharing a page)",
+        "pattern", "pages", "shared", "max/pg", "shared%", "writes%", "B/acc"
     );
     for p in PATTERNS {
         let params = GenParams::new(DEMO_THREADS, accesses, 1);
@@ -70,8 +71,17 @@ pub fn run(dir: Option<&Path>, accesses: u64) -> Result<ExitCode> {
 }
 
 /// Patterns whose placement the demo compares (the private one is trivially local).
-const PLACEMENT_PATTERNS: [&str; 9] =
-    ["sor", "neighbor", "all-to-all", "matmult", "producer-consumer", "migratory", "read-mostly", "phase-change", "init-then-compute"];
+const PLACEMENT_PATTERNS: [&str; 9] = [
+    "sor",
+    "neighbor",
+    "all-to-all",
+    "matmult",
+    "producer-consumer",
+    "migratory",
+    "read-mostly",
+    "phase-change",
+    "init-then-compute",
+];
 
 /// Threads spread over the packages: two per NUMA node of the SAMMU machine (PUs 0, 8, ... 56).
 fn demo_thread_map(m: &Machine) -> String {
@@ -102,7 +112,8 @@ fn placement_table(dir: &Path) -> Result<()> {
         };
         let prep = place::prepare(&args, "all")?;
         label = place::cost_label(&prep.model.params);
-        let eval = evaluate(&prep.partition, &prep.context(&args), &policies, prep.model.page_size, &EvalOptions::default())?;
+        let eval =
+            evaluate(&prep.partition, &prep.context(&args), &policies, prep.model.page_size, &EvalOptions::default())?;
         columns.push(eval.results);
     }
     println!("Data placement: mean cost per reference (MCPR, 1 = every reference local) on {DEMO_MACHINE},");
@@ -119,7 +130,9 @@ fn placement_table(dir: &Path) -> Result<()> {
         }
         println!();
     }
-    println!("(sharemap place TRACE --machine {DEMO_MACHINE} --thread-map {map} for one trace; sharemap policies lists them)");
+    println!(
+        "(sharemap place TRACE --machine {DEMO_MACHINE} --thread-map {map} for one trace; sharemap policies lists them)"
+    );
     Ok(())
 }
 
@@ -130,15 +143,31 @@ fn mapping_table(dir: &Path) -> Result<()> {
     let costs = sharemap_mapping::PairCosts::new(&m, sharemap_mapping::CostModel::Latency);
     let algs = ["sharemap", "compact", "scatter", "round-robin"];
     println!("Sharing (oracle, cache lines) and thread mapping on {DEMO_MACHINE}: mapping cost relative to random");
-    println!("{:<18} {:<10} {:>9} {:>9} {:>9} {:>11} {:>9}", "pattern", "sharing", algs[0], algs[1], algs[2], algs[3], "potential");
+    println!(
+        "{:<18} {:<10} {:>9} {:>9} {:>9} {:>11} {:>9}",
+        "pattern", "sharing", algs[0], algs[1], algs[2], algs[3], "potential"
+    );
     for name in ["neighbor", "all-to-all", "matmult", "producer-consumer", "migratory", "phase-change"] {
         let path = dir.join(format!("{name}.trace"));
-        let matrix = sharemap_detect::detect(&mut TraceReader::open(&path, None)?, sharemap_detect::Detector::Oracle(sharemap_detect::Granularity::Line), |_| {})?.matrix;
+        let matrix = sharemap_detect::detect(
+            &mut TraceReader::open(&path, None)?,
+            sharemap_detect::Detector::Oracle(sharemap_detect::Granularity::Line),
+            |_| {},
+        )?
+        .matrix;
         let n = matrix.threads();
         let note = format!("threads 0..{} (rows and columns); darker = more sharing", n.saturating_sub(1));
-        let svg = crate::plot::heatmap_svg(&format!("{name}: sharing between threads (oracle)"), &note, n, n, |i, j| matrix.get(i, j))?;
+        let svg =
+            crate::plot::heatmap_svg(&format!("{name}: sharing between threads (oracle)"), &note, n, n, |i, j| {
+                matrix.get(i, j)
+            })?;
         crate::plot::save_svg(&svg, &dir.join(format!("heatmap-{name}.svg")))?;
-        let random = sharemap_mapping::mapping_cost(&matrix, &sharemap_mapping::map(sharemap_mapping::Algorithm::Random(1), &matrix, &m, &costs).map_err(|e| anyhow!(e))?, &costs);
+        let random = sharemap_mapping::mapping_cost(
+            &matrix,
+            &sharemap_mapping::map(sharemap_mapping::Algorithm::Random(1), &matrix, &m, &costs)
+                .map_err(|e| anyhow!(e))?,
+            &costs,
+        );
         let rel: Vec<f64> = algs
             .iter()
             .map(|a| {
@@ -149,12 +178,17 @@ fn mapping_table(dir: &Path) -> Result<()> {
             .collect::<Result<_>>()?;
         let gate = sharemap_mapping::potential::potential(&matrix, &m, &costs);
         let rows = text_heatmap(&matrix);
-        println!("{:<18} {:<10} {:>9.3} {:>9.3} {:>9.3} {:>11.3} {:>9.3}", name, rows[0], rel[0], rel[1], rel[2], rel[3], gate);
+        println!(
+            "{:<18} {:<10} {:>9.3} {:>9.3} {:>9.3} {:>11.3} {:>9.3}",
+            name, rows[0], rel[0], rel[1], rel[2], rel[3], gate
+        );
         for r in &rows[1..] {
             println!("{:<18} {r}", "");
         }
     }
-    println!("(a row per thread, darker = more sharing; heatmap-PATTERN.png/.svg beside the traces; sharemap map TRACE --algo all)");
+    println!(
+        "(a row per thread, darker = more sharing; heatmap-PATTERN.png/.svg beside the traces; sharemap map TRACE --algo all)"
+    );
     Ok(())
 }
 
@@ -185,14 +219,31 @@ fn try_recorded_program(dir: &Path) -> Result<()> {
     };
     quiet(std::process::Command::new(&me).arg("cc").arg("-O2").arg("-fopenmp").arg(&src).arg("-o").arg(&bin))?;
     let trace = dir.join("stencil3d.trace");
-    quiet(std::process::Command::new(&me).args(["record", "-o"]).arg(&trace).arg("--").arg(&bin).arg("32").env("OMP_NUM_THREADS", DEMO_THREADS.to_string()))?;
+    quiet(
+        std::process::Command::new(&me)
+            .args(["record", "-o"])
+            .arg(&trace)
+            .arg("--")
+            .arg(&bin)
+            .arg("32")
+            .env("OMP_NUM_THREADS", DEMO_THREADS.to_string()),
+    )?;
     let summary = summarize(&mut TraceReader::open(&trace, None)?, |_| {})?;
     let bytes = std::fs::metadata(&trace)?.len();
-    let matrix = sharemap_detect::detect(&mut TraceReader::open(&trace, None)?, sharemap_detect::Detector::Oracle(sharemap_detect::Granularity::Line), |_| {})?.matrix;
+    let matrix = sharemap_detect::detect(
+        &mut TraceReader::open(&trace, None)?,
+        sharemap_detect::Detector::Oracle(sharemap_detect::Granularity::Line),
+        |_| {},
+    )?
+    .matrix;
     let m = Machine::from_spec(DEMO_MACHINE).map_err(|e| anyhow!(e))?;
     let costs = sharemap_mapping::PairCosts::new(&m, sharemap_mapping::CostModel::Latency);
     let cost_of = |alg: sharemap_mapping::Algorithm| -> Result<f64> {
-        Ok(sharemap_mapping::mapping_cost(&matrix, &sharemap_mapping::map(alg, &matrix, &m, &costs).map_err(|e| anyhow!(e))?, &costs))
+        Ok(sharemap_mapping::mapping_cost(
+            &matrix,
+            &sharemap_mapping::map(alg, &matrix, &m, &costs).map_err(|e| anyhow!(e))?,
+            &costs,
+        ))
     };
     let random = cost_of(sharemap_mapping::Algorithm::Random(1))?.max(f64::MIN_POSITIVE);
     println!(
@@ -201,7 +252,12 @@ fn try_recorded_program(dir: &Path) -> Result<()> {
         summary.accesses,
         bytes as f64 / summary.accesses.max(1) as f64
     );
-    println!("mapping cost relative to random: sharemap {:.3}, compact {:.3}, scatter {:.3}; its sharing (oracle):", cost_of(sharemap_mapping::Algorithm::Refined)? / random, cost_of(sharemap_mapping::Algorithm::Compact)? / random, cost_of(sharemap_mapping::Algorithm::Scatter)? / random);
+    println!(
+        "mapping cost relative to random: sharemap {:.3}, compact {:.3}, scatter {:.3}; its sharing (oracle):",
+        cost_of(sharemap_mapping::Algorithm::Refined)? / random,
+        cost_of(sharemap_mapping::Algorithm::Compact)? / random,
+        cost_of(sharemap_mapping::Algorithm::Scatter)? / random
+    );
     for row in text_heatmap(&matrix) {
         println!("  {row}");
     }

@@ -1,10 +1,11 @@
 //! `sharemap filter`: seed 004's perturbation filters, and how much they move the optimum.
 
-use crate::place::{cost_label, prepare, ModelArgs};
+use crate::place::{ModelArgs, cost_label, prepare};
 use crate::trace_cmds::{format_arg, warn_if_truncated};
-use anyhow::{bail, Result};
-use sharemap_placement::evaluate::{evaluate, EvalOptions};
+use anyhow::{Result, bail};
+use sharemap_placement::evaluate::{EvalOptions, evaluate};
 use sharemap_sources::filters::{Gaps, Reorder};
+use sharemap_trace::TraceSource;
 use sharemap_trace::{Access, Chunk, Event, TraceReader, TraceWriter};
 use std::collections::VecDeque;
 use std::path::Path;
@@ -79,7 +80,13 @@ pub fn apply(input: &Path, from: Option<&str>, kind: Kind, seed: u64, output: &P
     Ok(written)
 }
 
-pub fn run(args: &ModelArgs, kinds: &[Kind], output: Option<&Path>, to: Option<&str>, sensitivity: bool) -> Result<ExitCode> {
+pub fn run(
+    args: &ModelArgs,
+    kinds: &[Kind],
+    output: Option<&Path>,
+    to: Option<&str>,
+    sensitivity: bool,
+) -> Result<ExitCode> {
     if !sensitivity {
         let (Some(out), [kind]) = (output, kinds) else {
             bail!("give one of --reorder or --gaps, and -o OUT (or --sensitivity for a report)");

@@ -4,8 +4,9 @@ use crate::progress;
 use crate::trace_cmds::{format_arg, warn_if_truncated};
 use anyhow::Result;
 use serde::Serialize;
-use sharemap_trace::summary::{summarize, TraceSummary};
 use sharemap_trace::TraceReader;
+use sharemap_trace::TraceSource;
+use sharemap_trace::summary::{TraceSummary, summarize};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -61,12 +62,19 @@ fn pct(a: u64, b: u64) -> f64 {
 
 fn print_text(s: &TraceSummary, f: &FileInfo) {
     let m = &s.metadata;
-    let state = if f.complete { "complete".to_string() } else { format!("truncated at byte {}", f.truncated_at.unwrap_or(0)) };
+    let state =
+        if f.complete { "complete".to_string() } else { format!("truncated at byte {}", f.truncated_at.unwrap_or(0)) };
     let chunks = f.chunks.map(|c| format!(", {c} chunks")).unwrap_or_default();
     println!("trace      {} ({}, {} bytes{chunks}, {state})", f.path, f.format, f.bytes);
     let params: Vec<String> = m.source.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let cmd = if m.source.command.is_empty() { String::new() } else { format!(" `{}`", m.source.command.join(" ")) };
-    println!("source     {} {}{} {}", m.source.kind, m.source.name, cmd, if params.is_empty() { String::new() } else { format!("({})", params.join(" ")) });
+    println!(
+        "source     {} {}{} {}",
+        m.source.kind,
+        m.source.name,
+        cmd,
+        if params.is_empty() { String::new() } else { format!("({})", params.join(" ")) }
+    );
     println!(
         "accesses   {} (reads {}, writes {}), {:.2} bytes/access on disk, sampling 1 in {}",
         s.accesses, s.reads, s.writes, f.bytes_per_access, m.sampling_period
@@ -91,8 +99,14 @@ fn print_text(s: &TraceSummary, f: &FileInfo) {
         s.sharing.shared_written_pages
     );
     println!("per thread");
-    println!("  {:>6} {:>12} {:>12} {:>12} {:>9} {:>12}", "thread", "accesses", "reads", "writes", "pages", "first-touch");
+    println!(
+        "  {:>6} {:>12} {:>12} {:>12} {:>9} {:>12}",
+        "thread", "accesses", "reads", "writes", "pages", "first-touch"
+    );
     for t in &s.per_thread {
-        println!("  {:>6} {:>12} {:>12} {:>12} {:>9} {:>12}", t.thread, t.accesses, t.reads, t.writes, t.pages, t.first_touches);
+        println!(
+            "  {:>6} {:>12} {:>12} {:>12} {:>9} {:>12}",
+            t.thread, t.accesses, t.reads, t.writes, t.pages, t.first_touches
+        );
     }
 }

@@ -1,13 +1,14 @@
 //! `sharemap machine`: the modelled machine, as text or JSON.
 
-use anyhow::{anyhow, Result};
-use sharemap_machine::{presets, Machine};
+use anyhow::{Result, anyhow};
+use sharemap_machine::{Machine, presets};
 use std::process::ExitCode;
 
 pub fn run(spec: Option<&str>, json: bool, list: bool) -> Result<ExitCode> {
     if list {
         for p in presets::PRESETS {
-            let aliases = if p.aliases.is_empty() { String::new() } else { format!(" (also {})", p.aliases.join(", ")) };
+            let aliases =
+                if p.aliases.is_empty() { String::new() } else { format!(" (also {})", p.aliases.join(", ")) };
             println!("{}{aliases}\n    {}\n    {}", p.name, p.description, p.synthetic);
         }
         return Ok(ExitCode::SUCCESS);

@@ -9,8 +9,8 @@ mod machine;
 mod map;
 mod place;
 mod plot;
-mod sweep;
 mod progress;
+mod sweep;
 mod trace_cmds;
 
 use clap::{Parser, Subcommand};
@@ -20,7 +20,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "sharemap", version, about = "Sharing-aware thread and data mapping for NUMA machines: record or generate memory-access traces, detect sharing, map threads, and evaluate page placement against the off-line optimum")]
+#[command(
+    name = "sharemap",
+    version,
+    about = "Sharing-aware thread and data mapping for NUMA machines: record or generate memory-access traces, detect sharing, map threads, and evaluate page placement against the off-line optimum"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -263,29 +267,48 @@ fn main() -> ExitCode {
                 trace_cmds::list_patterns();
                 Ok(ExitCode::SUCCESS)
             } else {
-                trace_cmds::generate(&pattern.unwrap_or_default(), threads, accesses, seed, page_size, &output.unwrap_or_default(), to.as_deref())
+                trace_cmds::generate(
+                    &pattern.unwrap_or_default(),
+                    threads,
+                    accesses,
+                    seed,
+                    page_size,
+                    &output.unwrap_or_default(),
+                    to.as_deref(),
+                )
             }
         }
         Command::Info { trace, from, json } => info::run(&trace, from.as_deref(), json),
-        Command::Convert { input, output, from, to } => trace_cmds::convert(&input, &output, from.as_deref(), to.as_deref()),
-        Command::Record { backend, sample, exclude_stack, output, to, command } => trace_cmds::record(&output, to.as_deref(), &command, &backend, sample, exclude_stack),
+        Command::Convert { input, output, from, to } => {
+            trace_cmds::convert(&input, &output, from.as_deref(), to.as_deref())
+        }
+        Command::Record { backend, sample, exclude_stack, output, to, command } => {
+            trace_cmds::record(&output, to.as_deref(), &command, &backend, sample, exclude_stack)
+        }
         Command::Cc { args } => cc::wrap(&args, false),
         Command::Cxx { args } => cc::wrap(&args, true),
         Command::Machine { spec, json, list } => machine::run(spec.as_deref(), json, list),
         Command::Demo { dir, accesses } => demo::run(dir.as_deref(), accesses),
-        Command::Place { model, policy, json, breakdown, placement } => place::run(&model, &policy, json, breakdown, placement.as_deref()),
+        Command::Place { model, policy, json, breakdown, placement } => {
+            place::run(&model, &policy, json, breakdown, placement.as_deref())
+        }
         Command::Policies => place::list(),
-        Command::Map { input, from, machine, algo, cost_model, seed, json } => map::run(&input, from.as_deref(), &machine, &algo, &cost_model, seed, json),
+        Command::Map { input, from, machine, algo, cost_model, seed, json } => {
+            map::run(&input, from.as_deref(), &machine, &algo, &cost_model, seed, json)
+        }
         Command::Analyze { trace, from, machine, detector, compare, window, output } => {
             analyze::run(&trace, from.as_deref(), &machine, &detector, compare.as_deref(), window, &output)
         }
         Command::Filter { model, reorder, gaps, output, to, sensitivity } => {
-            let kinds: Vec<filter::Kind> = [(reorder, filter::Kind::Reorder), (gaps, filter::Kind::Gaps)].into_iter().filter(|k| k.0).map(|k| k.1).collect();
+            let kinds: Vec<filter::Kind> = [(reorder, filter::Kind::Reorder), (gaps, filter::Kind::Gaps)]
+                .into_iter()
+                .filter(|k| k.0)
+                .map(|k| k.1)
+                .collect();
             filter::run(&model, &kinds, output.as_deref(), to.as_deref(), sensitivity)
         }
-        Command::Sweep { model, vary, values, policy, output } => {
-            sweep::Vary::parse(&vary).and_then(|v| sweep::run(&model, v, &sweep::parse_values(&values)?, &policy, &output))
-        }
+        Command::Sweep { model, vary, values, policy, output } => sweep::Vary::parse(&vary)
+            .and_then(|v| sweep::run(&model, v, &sweep::parse_values(&values)?, &policy, &output)),
     };
     match result {
         Ok(code) => code,

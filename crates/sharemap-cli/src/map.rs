@@ -2,13 +2,14 @@
 
 use crate::progress;
 use crate::trace_cmds::format_arg;
-use anyhow::{anyhow, bail, Result};
+use anyhow::{Result, anyhow, bail};
 use serde::Serialize;
 use sharemap_detect::{Granularity, Oracle, SharingMatrix};
 use sharemap_machine::Machine;
 use sharemap_mapping::algos::EXHAUSTIVE_MAX_PUS;
-use sharemap_mapping::{map, mapping_cost, sharing_by_level, Algorithm, CostModel, PairCosts, ALGORITHMS};
+use sharemap_mapping::{ALGORITHMS, Algorithm, CostModel, PairCosts, map, mapping_cost, sharing_by_level};
 use sharemap_trace::TraceReader;
+use sharemap_trace::TraceSource;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -50,13 +51,22 @@ pub fn load_matrix(input: &Path, from: Option<&str>) -> Result<SharingMatrix> {
     Ok(m)
 }
 
-pub fn run(input: &Path, from: Option<&str>, machine: &str, algo: &str, model: &str, seed: u64, json: bool) -> Result<ExitCode> {
+pub fn run(
+    input: &Path,
+    from: Option<&str>,
+    machine: &str,
+    algo: &str,
+    model: &str,
+    seed: u64,
+    json: bool,
+) -> Result<ExitCode> {
     let model = match model {
         "latency" => CostModel::Latency,
         "hops" => CostModel::Hops,
         other => bail!("--cost-model '{other}': expected latency or hops"),
     };
-    let names: Vec<&str> = if algo == "all" { ALGORITHMS.iter().map(|a| a.0).collect() } else { algo.split(',').map(str::trim).collect() };
+    let names: Vec<&str> =
+        if algo == "all" { ALGORITHMS.iter().map(|a| a.0).collect() } else { algo.split(',').map(str::trim).collect() };
     let algs: Vec<(&str, Algorithm)> = names
         .iter()
         .map(|&n| {
@@ -74,14 +84,26 @@ pub fn run(input: &Path, from: Option<&str>, machine: &str, algo: &str, model: &
     let costs = PairCosts::new(&machine, model);
     let mut results = Vec::new();
     for (name, alg) in &algs {
-        if *alg == Algorithm::Exhaustive && algo == "all" && (machine.pu_count() > EXHAUSTIVE_MAX_PUS || m.threads() > machine.pu_count()) {
+        if *alg == Algorithm::Exhaustive
+            && algo == "all"
+            && (machine.pu_count() > EXHAUSTIVE_MAX_PUS || m.threads() > machine.pu_count())
+        {
             continue; // `all` skips what exhaustive cannot do; asking for it alone is an error.
         }
         let start = Instant::now();
         let mapping = map(*alg, &m, &machine, &costs).map_err(|e| anyhow!(e))?;
         let elapsed_ms = start.elapsed().as_secs_f64() * 1e3;
-        let sharing_by_level = sharing_by_level(&m, &mapping, &machine).into_iter().map(|(level, share)| LevelShare { level, share }).collect();
-        results.push(Mapped { algorithm: name.to_string(), cost: mapping_cost(&m, &mapping, &costs), mapping, elapsed_ms, sharing_by_level });
+        let sharing_by_level = sharing_by_level(&m, &mapping, &machine)
+            .into_iter()
+            .map(|(level, share)| LevelShare { level, share })
+            .collect();
+        results.push(Mapped {
+            algorithm: name.to_string(),
+            cost: mapping_cost(&m, &mapping, &costs),
+            mapping,
+            elapsed_ms,
+            sharing_by_level,
+        });
     }
     if json {
         println!("{}", serde_json::to_string_pretty(&results)?);
@@ -89,28 +111,59 @@ pub fn run(input: &Path, from: Option<&str>, machine: &str, algo: &str, model: &
     }
     let random = mapping_cost(&m, &map(Algorithm::Random(seed), &m, &machine, &costs).map_err(|e| anyhow!(e))?, &costs);
     let best = results.iter().map(|r| r.cost).fold(f64::INFINITY, f64::min);
-    println!("{}: {} threads on {} ({} PUs); cost = sum of sharing x {} of the lowest shared level", input.display(), m.threads(), machine.name, machine.pu_count(), if model == CostModel::Hops { "hops" } else { "latency (ns)" });
+    println!(
+        "{}: {} threads on {} ({} PUs); cost = sum of sharing x {} of the lowest shared level",
+        input.display(),
+        m.threads(),
+        machine.name,
+        machine.pu_count(),
+        if model == CostModel::Hops { "hops" } else { "latency (ns)" }
+    );
     println!("{:<12} {:>16} {:>10} {:>10} {:>10}", "algorithm", "cost", "vs random", "vs best", "ms");
     for r in &results {
-        println!("{:<12} {:>16.0} {:>10.3} {:>10.3} {:>10.3}", r.algorithm, r.cost, r.cost / random.max(f64::MIN_POSITIVE), r.cost / best.max(f64::MIN_POSITIVE), r.elapsed_ms);
+        println!(
+            "{:<12} {:>16.0} {:>10.3} {:>10.3} {:>10.3}",
+            r.algorithm,
+            r.cost,
+            r.cost / random.max(f64::MIN_POSITIVE),
+            r.cost / best.max(f64::MIN_POSITIVE),
+            r.elapsed_ms
+        );
     }
     // EagerMap's view, for reference: where the sharing stays.
     let levels: Vec<&str> = results[0].sharing_by_level.iter().map(|l| l.level.as_str()).collect();
-    println!("
-sharing kept within each level (%, EagerMap's quality view; lower levels are better)");
+    println!(
+        "
+sharing kept within each level (%, EagerMap's quality view; lower levels are better)"
+    );
     println!("{:<12} {}", "algorithm", levels.iter().map(|l| format!("{l:>10}")).collect::<String>());
     for r in &results {
-        println!("{:<12} {}", r.algorithm, r.sharing_by_level.iter().map(|l| format!("{:>10.1}", 100.0 * l.share)).collect::<String>());
+        println!(
+            "{:<12} {}",
+            r.algorithm,
+            r.sharing_by_level.iter().map(|l| format!("{:>10.1}", 100.0 * l.share)).collect::<String>()
+        );
     }
     let score = sharemap_mapping::potential::potential(&m, &machine, &costs);
     println!(
         "\nmapping potential {score:.3} (1 - grouped cost / expected random cost): {}",
-        if score >= sharemap_mapping::potential::DEFAULT_THRESHOLD { "worth mapping" } else { "below 0.1: a mapping would gain little" }
+        if score >= sharemap_mapping::potential::DEFAULT_THRESHOLD {
+            "worth mapping"
+        } else {
+            "below 0.1: a mapping would gain little"
+        }
     );
     let first = &results[0];
     let os: Vec<String> = first.mapping.iter().map(|&pu| machine.pu_os_index(pu).to_string()).collect();
-    println!("\n{} mapping, logical PU per thread: {}", first.algorithm, first.mapping.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(","));
+    println!(
+        "\n{} mapping, logical PU per thread: {}",
+        first.algorithm,
+        first.mapping.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(",")
+    );
     println!("OS PU per thread (taskset -c, hwloc-bind --physical): {}", os.join(","));
-    println!("OMP_PLACES=\"{}\" OMP_PROC_BIND=true", os.iter().map(|o| format!("{{{o}}}")).collect::<Vec<_>>().join(","));
+    println!(
+        "OMP_PLACES=\"{}\" OMP_PROC_BIND=true",
+        os.iter().map(|o| format!("{{{o}}}")).collect::<Vec<_>>().join(",")
+    );
     Ok(ExitCode::SUCCESS)
 }

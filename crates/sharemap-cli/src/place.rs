@@ -3,17 +3,18 @@
 
 use crate::progress;
 use crate::trace_cmds::{format_arg, warn_if_truncated};
-use anyhow::{anyhow, bail, Context as _, Result};
+use anyhow::{Context as _, Result, anyhow, bail};
 use clap::Args;
 use serde::Serialize;
+use sharemap_detect::{Detector, SharingMatrix, detect_with};
 use sharemap_machine::{CostParams, Machine};
-use sharemap_placement::evaluate::{evaluate, EvalOptions, Evaluation, PolicyResult};
-use sharemap_detect::{detect_with, Detector, SharingMatrix};
+use sharemap_placement::evaluate::{EvalOptions, Evaluation, PolicyResult, evaluate};
 use sharemap_placement::partition::{Partition, PartitionOptions};
-use sharemap_placement::policies::{self, prepass, Context, Policy, Settings, POLICIES};
-use sharemap_placement::{cost, Costs};
-use sharemap_trace::output::{flush, AtomicOutput};
+use sharemap_placement::policies::{self, Context, POLICIES, Policy, Settings, prepass};
+use sharemap_placement::{Costs, cost};
 use sharemap_trace::TraceReader;
+use sharemap_trace::TraceSource;
+use sharemap_trace::output::{AtomicOutput, flush};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -76,7 +77,11 @@ impl ModelArgs {
         let machine = Machine::from_spec(&self.machine).map_err(|e| anyhow!("{e}"))?;
         let nodes = machine.numa_count();
         if nodes > cost::MAX_NODES {
-            bail!("machine '{}' has {nodes} NUMA nodes; the placement model handles at most {}", self.machine, cost::MAX_NODES);
+            bail!(
+                "machine '{}' has {nodes} NUMA nodes; the placement model handles at most {}",
+                self.machine,
+                cost::MAX_NODES
+            );
         }
         let page_size = self.page_size.unwrap_or(trace_page);
         if !page_size.is_power_of_two() || page_size < 64 {
@@ -107,8 +112,15 @@ fn parse_cost(spec: Option<&str>, base: CostParams, page_size: u64) -> Result<Co
     }
     let mut p = base;
     for part in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let (k, v) = part.split_once('=').ok_or_else(|| anyhow!("--cost '{part}': expected key=value with key r, R, g or G, or a preset (ace, butterfly)"))?;
-        let v: f64 = v.trim().parse().ok().filter(|v: &f64| v.is_finite()).ok_or_else(|| anyhow!("--cost '{part}': '{v}' is not a number"))?;
+        let (k, v) = part.split_once('=').ok_or_else(|| {
+            anyhow!("--cost '{part}': expected key=value with key r, R, g or G, or a preset (ace, butterfly)")
+        })?;
+        let v: f64 = v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|v: &f64| v.is_finite())
+            .ok_or_else(|| anyhow!("--cost '{part}': '{v}' is not a number"))?;
         match k.trim() {
             "r" => p.r = v,
             "R" => p.big_r = v,
@@ -169,7 +181,12 @@ fn thread_sharing(args: &ModelArgs, machine: &Machine) -> Result<SharingMatrix> 
         let m = SharingMatrix::read(Path::new(&args.sharing)).map_err(|e| anyhow!("{e}"))?;
         let threads = reader.metadata().threads as usize;
         if threads > 0 && m.threads() != threads {
-            bail!("--sharing {}: the matrix has {} threads, the trace {} has {threads}", args.sharing, m.threads(), args.trace.display());
+            bail!(
+                "--sharing {}: the matrix has {} threads, the trace {} has {threads}",
+                args.sharing,
+                m.threads(),
+                args.trace.display()
+            );
         }
         return Ok(m);
     }
@@ -264,7 +281,10 @@ struct PlaceJson<'a> {
 
 pub fn list() -> Result<ExitCode> {
     println!("{:<28} source", "policy");
-    println!("{:<28} seed 004 (Bolosky & Scott) section 3: the off-line optimal placement, always reported first", "optimal");
+    println!(
+        "{:<28} seed 004 (Bolosky & Scott) section 3: the off-line optimal placement, always reported first",
+        "optimal"
+    );
     for p in POLICIES {
         println!("{:<28} {}", p.name, p.source);
         println!("{:<28}   {}", "", p.summary);
@@ -287,14 +307,16 @@ pub fn run(args: &ModelArgs, policy: &str, json: bool, breakdown: bool, placemen
     let out = placement.map(AtomicOutput::create).transpose()?;
     let prep = prepare(args, policy)?;
     let nodes = prep.model.machine.numa_count();
-    if let Some(n) = policies::find("bind").and_then(|b| b.value(&prep.model.settings, "node").parse::<usize>().ok()) {
-        if policies.iter().any(|(name, _)| name == "bind") && n >= nodes {
-            bail!("bind.node={n}: the machine has {nodes} NUMA nodes (0..{})", nodes - 1);
-        }
+    if let Some(n) = policies::find("bind").and_then(|b| b.value(&prep.model.settings, "node").parse::<usize>().ok())
+        && policies.iter().any(|(name, _)| name == "bind")
+        && n >= nodes
+    {
+        bail!("bind.node={n}: the machine has {nodes} NUMA nodes (0..{})", nodes - 1);
     }
     let ctx = prep.context(args);
     let opts = EvalOptions { costliest: if breakdown { 10 } else { 0 }, placement: out.is_some(), skip_optimal: false };
-    let eval = evaluate(&prep.partition, &ctx, &policies, prep.model.page_size, &opts).context("evaluating policies")?;
+    let eval =
+        evaluate(&prep.partition, &ctx, &policies, prep.model.page_size, &opts).context("evaluating policies")?;
     if let Some(out) = out {
         write_placement(out, &eval, prep.model.page_size)?;
     }
@@ -346,7 +368,11 @@ fn print_table(args: &ModelArgs, prep: &Prepared, eval: &Evaluation, breakdown: 
         println!(" {:>9} {:>9} {:>8.3}", r.moves, r.replications, r.vs_optimal);
     }
     if let Some(r) = eval.results.iter().find(|r| r.profile_samples > 0) {
-        println!("marathe profile: {} samples ({:.3}% of accesses)", r.profile_samples, 100.0 * r.profile_samples as f64 / prep.partition.refs.max(1) as f64);
+        println!(
+            "marathe profile: {} samples ({:.3}% of accesses)",
+            r.profile_samples,
+            100.0 * r.profile_samples as f64 / prep.partition.refs.max(1) as f64
+        );
     }
     if breakdown && !eval.costliest.is_empty() {
         println!("\ncostliest pages under the optimum:");

@@ -1,9 +1,9 @@
 //! Line and stacked-area charts, written as SVG (plotters) and PNG (the SVG rendered by
 //! resvg with the system's fonts), both atomically.
 
-use anyhow::{anyhow, Result};
+use anyhow::{Result, anyhow};
 use plotters::prelude::*;
-use sharemap_trace::output::{flush, AtomicOutput};
+use sharemap_trace::output::{AtomicOutput, flush};
 use std::io::Write;
 use std::path::Path;
 
@@ -41,7 +41,11 @@ pub fn svg(chart: &Chart) -> Result<String> {
     {
         let root = SVGBackend::with_string(&mut out, (900, 560)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| anyhow!("plot: {e}"))?;
-        let series: Vec<Series> = if chart.stacked { stack(chart.series) } else { chart.series.iter().map(|s| Series { name: s.name.clone(), points: s.points.clone() }).collect() };
+        let series: Vec<Series> = if chart.stacked {
+            stack(chart.series)
+        } else {
+            chart.series.iter().map(|s| Series { name: s.name.clone(), points: s.points.clone() }).collect()
+        };
         let xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
         let (x0, x1) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
         let y1 = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(0.0f64, f64::max);
@@ -56,26 +60,41 @@ pub fn svg(chart: &Chart) -> Result<String> {
         macro_rules! draw {
             ($ctx:expr) => {{
                 let mut ctx = $ctx;
-                ctx.configure_mesh().x_desc(chart.x_label).y_desc(chart.y_label).light_line_style(WHITE.mix(0.0)).draw().map_err(err)?;
+                ctx.configure_mesh()
+                    .x_desc(chart.x_label)
+                    .y_desc(chart.y_label)
+                    .light_line_style(WHITE.mix(0.0))
+                    .draw()
+                    .map_err(err)?;
                 // Stacked areas: the tallest (cumulative) first, so each lower band shows.
-                let order: Vec<usize> = if chart.stacked { (0..series.len()).rev().collect() } else { (0..series.len()).collect() };
+                let order: Vec<usize> =
+                    if chart.stacked { (0..series.len()).rev().collect() } else { (0..series.len()).collect() };
                 for i in order {
                     let s = &series[i];
                     let color = PALETTE[i % PALETTE.len()];
                     if chart.stacked {
-                        ctx.draw_series(AreaSeries::new(s.points.iter().copied(), 0.0, color.mix(0.35)).border_style(color.stroke_width(1)))
-                            .map_err(err)?
-                            .label(s.name.as_str())
-                            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.mix(0.5).filled()));
+                        ctx.draw_series(
+                            AreaSeries::new(s.points.iter().copied(), 0.0, color.mix(0.35))
+                                .border_style(color.stroke_width(1)),
+                        )
+                        .map_err(err)?
+                        .label(s.name.as_str())
+                        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.mix(0.5).filled()));
                     } else {
                         let width = if i == 0 { 3 } else { 2 };
                         ctx.draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(width)))
                             .map_err(err)?
                             .label(s.name.as_str())
-                            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(width)));
+                            .legend(move |(x, y)| {
+                                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(width))
+                            });
                     }
                 }
-                ctx.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK.mix(0.3)).draw().map_err(err)?;
+                ctx.configure_series_labels()
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK.mix(0.3))
+                    .draw()
+                    .map_err(err)?;
             }};
         }
         if chart.log_x && x0 > 0.0 {
@@ -90,7 +109,8 @@ pub fn svg(chart: &Chart) -> Result<String> {
 
 /// Cumulative sums: series i becomes the sum of series 0..=i (same x values assumed).
 fn stack(series: &[Series]) -> Vec<Series> {
-    let mut acc: Vec<(f64, f64)> = series.first().map(|s| s.points.iter().map(|&(x, _)| (x, 0.0)).collect()).unwrap_or_default();
+    let mut acc: Vec<(f64, f64)> =
+        series.first().map(|s| s.points.iter().map(|&(x, _)| (x, 0.0)).collect()).unwrap_or_default();
     series
         .iter()
         .map(|s| {
@@ -113,12 +133,15 @@ pub fn png(svg: &str) -> Result<Vec<u8>> {
             .find(|f| db.faces().any(|face| face.families.iter().any(|(n, _)| n == f)));
         match family {
             Some(f) => db.set_sans_serif_family(f),
-            None => eprintln!("sharemap: warning: no font found for PNG text (install fonts-dejavu-core); the SVG has it"),
+            None => {
+                eprintln!("sharemap: warning: no font found for PNG text (install fonts-dejavu-core); the SVG has it")
+            }
         }
     }
     let tree = resvg::usvg::Tree::from_str(svg, &opt).map_err(|e| anyhow!("rendering plot: {e}"))?;
     let size = tree.size().to_int_size();
-    let mut pixmap = resvg::tiny_skia::Pixmap::new(size.width(), size.height()).ok_or_else(|| anyhow!("rendering plot: empty image"))?;
+    let mut pixmap = resvg::tiny_skia::Pixmap::new(size.width(), size.height())
+        .ok_or_else(|| anyhow!("rendering plot: empty image"))?;
     resvg::render(&tree, resvg::tiny_skia::Transform::default(), &mut pixmap.as_mut());
     pixmap.encode_png().map_err(|e| anyhow!("encoding PNG: {e}"))
 }
@@ -130,7 +153,13 @@ pub fn save(chart: &Chart, base: &Path) -> Result<()> {
 
 /// A grey-scale grid of `rows` x `cols` cells, darker for larger values (each cell scaled to
 /// the largest), under a title and a one-line note.
-pub fn heatmap_svg(title: &str, note: &str, rows: usize, cols: usize, value: impl Fn(usize, usize) -> f64) -> Result<String> {
+pub fn heatmap_svg(
+    title: &str,
+    note: &str,
+    rows: usize,
+    cols: usize,
+    value: impl Fn(usize, usize) -> f64,
+) -> Result<String> {
     let max = (0..rows).flat_map(|i| (0..cols).map(move |j| (i, j))).map(|(i, j)| value(i, j)).fold(0.0f64, f64::max);
     let mut out = String::new();
     {
@@ -150,10 +179,15 @@ pub fn heatmap_svg(title: &str, note: &str, rows: usize, cols: usize, value: imp
                 let shade = (255.0 * (1.0 - v)).round() as u8;
                 let (x0, y0) = ((j as f64 * cw) as i32, (i as f64 * ch) as i32);
                 let (x1, y1) = (((j + 1) as f64 * cw) as i32, ((i + 1) as f64 * ch) as i32);
-                area.draw(&Rectangle::new([(x0, y0), (x1, y1)], RGBColor(shade, shade, shade).filled())).map_err(err)?;
+                area.draw(&Rectangle::new([(x0, y0), (x1, y1)], RGBColor(shade, shade, shade).filled()))
+                    .map_err(err)?;
             }
         }
-        area.draw(&Rectangle::new([(0, 0), ((cols as f64 * cw) as i32, (rows as f64 * ch) as i32)], BLACK.stroke_width(1))).map_err(err)?;
+        area.draw(&Rectangle::new(
+            [(0, 0), ((cols as f64 * cw) as i32, (rows as f64 * ch) as i32)],
+            BLACK.stroke_width(1),
+        ))
+        .map_err(err)?;
         root.present().map_err(|e| anyhow!("plot: {e}"))?;
     }
     Ok(out)

@@ -13,8 +13,9 @@ pub fn bar(total: Option<u64>, what: &str) -> ProgressBar {
                 .expect("valid template")
                 .progress_chars("=> "),
         ),
-        None => ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr())
-            .with_style(ProgressStyle::with_template("{msg} {spinner} {human_pos} accesses ({per_sec})").expect("valid template")),
+        None => ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()).with_style(
+            ProgressStyle::with_template("{msg} {spinner} {human_pos} accesses ({per_sec})").expect("valid template"),
+        ),
     };
     pb.set_message(what.to_string());
     pb

@@ -1,13 +1,13 @@
 //! `sharemap sweep`: the optimum and the policies as one model parameter varies (seed 004
 //! figures 4-7 and 12): a CSV and three plots.
 
-use crate::place::{cost_label, policy_list, prepare, ModelArgs};
+use crate::place::{ModelArgs, cost_label, policy_list, prepare};
 use crate::plot::{self, Chart, Series};
-use anyhow::{anyhow, bail, Result};
+use anyhow::{Result, anyhow, bail};
 use sharemap_machine::CostParams;
-use sharemap_placement::evaluate::{evaluate, EvalOptions};
+use sharemap_placement::evaluate::{EvalOptions, evaluate};
 use sharemap_placement::{Costs, Tally};
-use sharemap_trace::output::{flush, AtomicOutput};
+use sharemap_trace::output::{AtomicOutput, flush};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -64,10 +64,21 @@ impl Vary {
 
 /// `200,400,800` or `start:end:count` (evenly spaced, both ends included).
 pub fn parse_values(s: &str) -> Result<Vec<f64>> {
-    let num = |t: &str| t.trim().parse::<f64>().ok().filter(|v| v.is_finite()).ok_or_else(|| anyhow!("--values: '{}' is not a number", t.trim()));
+    let num = |t: &str| {
+        t.trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| anyhow!("--values: '{}' is not a number", t.trim()))
+    };
     let values = if let [a, b, n] = s.split(':').collect::<Vec<_>>()[..] {
         let (a, b) = (num(a)?, num(b)?);
-        let n: usize = n.trim().parse().ok().filter(|&n| n >= 2).ok_or_else(|| anyhow!("--values {s}: the count after the second ':' must be an integer >= 2"))?;
+        let n: usize = n
+            .trim()
+            .parse()
+            .ok()
+            .filter(|&n| n >= 2)
+            .ok_or_else(|| anyhow!("--values {s}: the count after the second ':' must be an integer >= 2"))?;
         (0..n).map(|i| a + (b - a) * i as f64 / (n - 1) as f64).collect()
     } else {
         s.split(',').filter(|t| !t.trim().is_empty()).map(num).collect::<Result<Vec<_>>>()?
@@ -115,17 +126,27 @@ pub fn run(args: &ModelArgs, vary: Vary, values: &[f64], policy: &str, output: &
     } else {
         let prep = prepare(args, policy)?;
         // Policies do not look at the costs, so one run gives their tallies at every value.
-        let base = evaluate(&prep.partition, &prep.context(args), &policies, prep.model.page_size, &EvalOptions { skip_optimal: true, ..Default::default() })?;
+        let base = evaluate(
+            &prep.partition,
+            &prep.context(args),
+            &policies,
+            prep.model.page_size,
+            &EvalOptions { skip_optimal: true, ..Default::default() },
+        )?;
         for &v in values {
             let params = vary.apply(prep.model.params, v);
             params.validate().map_err(|e| anyhow!("{}={v}: {e}", vary.label()))?;
             if matches!(vary, Vary::BigG | Vary::SmallG) && prep.model.params.g.is_none() {
-                bail!("--vary {}: the cost model has no global memory (give g and G with --cost, or --cost ace)", vary.label());
+                bail!(
+                    "--vary {}: the cost model has no global memory (give g and G with --cost, or --cost ace)",
+                    vary.label()
+                );
             }
             let costs = Costs::new(&params);
             let ctx = prep.context_with(args, costs);
             let opt = evaluate(&prep.partition, &ctx, &[], prep.model.page_size, &EvalOptions::default())?;
-            let mut results: Vec<(String, f64, Tally)> = vec![("optimal".into(), opt.results[0].cost, opt.results[0].tally)];
+            let mut results: Vec<(String, f64, Tally)> =
+                vec![("optimal".into(), opt.results[0].cost, opt.results[0].tally)];
             for r in &base.results {
                 results.push((r.name.clone(), r.tally.cost(&costs), r.tally));
             }
@@ -135,7 +156,8 @@ pub fn run(args: &ModelArgs, vary: Vary, values: &[f64], policy: &str, output: &
 
     let mut w = out.writer()?;
     let io = |e: std::io::Error| anyhow!("{}: {e}", output.display());
-    writeln!(w, "vary,value,policy,cost,mcpr,local,remote,global,moves,replications,moves_per_page,r,R,g,G").map_err(io)?;
+    writeln!(w, "vary,value,policy,cost,mcpr,local,remote,global,moves,replications,moves_per_page,r,R,g,G")
+        .map_err(io)?;
     for p in &points {
         let c = &p.params;
         let opt = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
@@ -167,32 +189,70 @@ pub fn run(args: &ModelArgs, vary: Vary, values: &[f64], policy: &str, output: &
     let base = plot_base(output);
     let x_label = match vary {
         Vary::PageSize => "page size (bytes)".to_string(),
-        v => format!("{} (cost of a {})", v.label(), if matches!(v, Vary::BigG | Vary::BigR) { "page move" } else { "reference" }),
+        v => format!(
+            "{} (cost of a {})",
+            v.label(),
+            if matches!(v, Vary::BigG | Vary::BigR) { "page move" } else { "reference" }
+        ),
     };
     let names: Vec<&str> = points[0].results.iter().map(|r| r.0.as_str()).collect();
     let mcpr: Vec<Series> = names
         .iter()
         .enumerate()
-        .map(|(i, name)| Series { name: name.to_string(), points: points.iter().map(|p| (p.value, p.results[i].1 / p.refs.max(1) as f64)).collect() })
+        .map(|(i, name)| Series {
+            name: name.to_string(),
+            points: points.iter().map(|p| (p.value, p.results[i].1 / p.refs.max(1) as f64)).collect(),
+        })
         .collect();
     let log_x = vary == Vary::PageSize;
-    plot::save(&Chart { title: "Mean cost per reference", x_label: &x_label, y_label: "MCPR", series: &mcpr, stacked: false, log_x }, &suffixed(&base, "mcpr"))?;
+    plot::save(
+        &Chart {
+            title: "Mean cost per reference",
+            x_label: &x_label,
+            y_label: "MCPR",
+            series: &mcpr,
+            stacked: false,
+            log_x,
+        },
+        &suffixed(&base, "mcpr"),
+    )?;
     let moves = [Series {
         name: "optimal".into(),
-        points: points.iter().map(|p| (p.value, p.results[0].2.new_locations() as f64 / p.pages.max(1) as f64)).collect(),
+        points: points
+            .iter()
+            .map(|p| (p.value, p.results[0].2.new_locations() as f64 / p.pages.max(1) as f64))
+            .collect(),
     }];
-    plot::save(&Chart { title: "Optimal page moves per page", x_label: &x_label, y_label: "moves + replications per page", series: &moves, stacked: false, log_x }, &suffixed(&base, "moves"))?;
+    plot::save(
+        &Chart {
+            title: "Optimal page moves per page",
+            x_label: &x_label,
+            y_label: "moves + replications per page",
+            series: &moves,
+            stacked: false,
+            log_x,
+        },
+        &suffixed(&base, "moves"),
+    )?;
     // The optimum's cost per reference, by component.
-    let part = |f: &dyn Fn(&Tally, &CostParams) -> f64| -> Vec<(f64, f64)> { points.iter().map(|p| (p.value, f(&p.results[0].2, &p.params) / p.refs.max(1) as f64)).collect() };
+    let part = |f: &dyn Fn(&Tally, &CostParams) -> f64| -> Vec<(f64, f64)> {
+        points.iter().map(|p| (p.value, f(&p.results[0].2, &p.params) / p.refs.max(1) as f64)).collect()
+    };
     // Local references (about 1 per reference) are left out, as seed 004 clips them in its
     // figure 12: what varies is the rest.
     let mut breakdown = vec![Series { name: "remote references".into(), points: part(&|t, c| t.remote as f64 * c.r) }];
     if points[0].params.g.is_some() {
-        breakdown.push(Series { name: "global references".into(), points: part(&|t, c| t.global as f64 * c.g.unwrap_or(0.0)) });
+        breakdown.push(Series {
+            name: "global references".into(),
+            points: part(&|t, c| t.global as f64 * c.g.unwrap_or(0.0)),
+        });
     }
     breakdown.push(Series {
         name: "page moves".into(),
-        points: part(&|t, c| t.node_moves as f64 * c.big_r + if t.global_moves > 0 { t.global_moves as f64 * c.big_g.unwrap_or(0.0) } else { 0.0 }),
+        points: part(&|t, c| {
+            t.node_moves as f64 * c.big_r
+                + if t.global_moves > 0 { t.global_moves as f64 * c.big_g.unwrap_or(0.0) } else { 0.0 }
+        }),
     });
     plot::save(
         &Chart {
@@ -206,7 +266,13 @@ pub fn run(args: &ModelArgs, vary: Vary, values: &[f64], policy: &str, output: &
         &suffixed(&base, "breakdown"),
     )?;
 
-    println!("{}: {} values of {}; {}", args.trace.display(), points.len(), vary.label(), cost_label(&points[0].params));
+    println!(
+        "{}: {} values of {}; {}",
+        args.trace.display(),
+        points.len(),
+        vary.label(),
+        cost_label(&points[0].params)
+    );
     println!("{:>12} {:>10} {:>10}   best policy", vary.label(), "optimal", "moves/pg");
     for p in &points {
         let best = p.results[1..].iter().min_by(|a, b| a.1.total_cmp(&b.1));

@@ -1,15 +1,17 @@
 //! `gen`, `convert` and `record`: commands that produce traces.
 
 use crate::progress;
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{Context, Result, anyhow, bail};
 use sharemap_sources::generate::{self, GenParams, PATTERNS};
+use sharemap_trace::TraceSource;
 use sharemap_trace::{Chunk, Format, Metadata, Source, TraceReader, TraceWriter};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 pub fn format_arg(name: Option<&str>) -> Result<Option<Format>> {
-    name.map(|n| Format::from_name(n).ok_or_else(|| anyhow!("unknown format '{n}' (formats: {})", Format::NAMES))).transpose()
+    name.map(|n| Format::from_name(n).ok_or_else(|| anyhow!("unknown format '{n}' (formats: {})", Format::NAMES)))
+        .transpose()
 }
 
 pub fn list_patterns() {
@@ -18,7 +20,15 @@ pub fn list_patterns() {
     }
 }
 
-pub fn generate(pattern: &str, threads: u32, accesses: u64, seed: u64, page_size: u64, output: &Path, to: Option<&str>) -> Result<ExitCode> {
+pub fn generate(
+    pattern: &str,
+    threads: u32,
+    accesses: u64,
+    seed: u64,
+    page_size: u64,
+    output: &Path,
+    to: Option<&str>,
+) -> Result<ExitCode> {
     let Some(p) = generate::find(pattern) else {
         let names: Vec<&str> = PATTERNS.iter().map(|p| p.name).collect();
         bail!("unknown pattern '{pattern}' (patterns: {})", names.join(", "));
@@ -39,7 +49,12 @@ pub fn generate(pattern: &str, threads: u32, accesses: u64, seed: u64, page_size
 }
 
 /// Runs a generator into a file of any format.
-pub fn generate_to(p: &generate::Pattern, params: &GenParams, output: &Path, format: Option<Format>) -> Result<sharemap_trace::WriteReport> {
+pub fn generate_to(
+    p: &generate::Pattern,
+    params: &GenParams,
+    output: &Path,
+    format: Option<Format>,
+) -> Result<sharemap_trace::WriteReport> {
     let mut writer = TraceWriter::create(output, format, generate::metadata(p, params))?;
     let bar = progress::bar(Some(params.accesses), &format!("gen {}", p.name));
     let mut sink = ProgressSink { inner: &mut writer, bar: &bar, n: 0 };
@@ -123,7 +138,14 @@ fn which(program: &OsString) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(p)).find(|c| c.is_file())
 }
 
-pub fn record(output: &Path, to: Option<&str>, command: &[OsString], backend: &str, sample: u64, exclude_stack: bool) -> Result<ExitCode> {
+pub fn record(
+    output: &Path,
+    to: Option<&str>,
+    command: &[OsString],
+    backend: &str,
+    sample: u64,
+    exclude_stack: bool,
+) -> Result<ExitCode> {
     let program = command.first().ok_or_else(|| anyhow!("no program given after --"))?;
     let name = Path::new(program).file_name().unwrap_or(program).to_string_lossy().to_string();
     let resolved = which(program);
@@ -148,7 +170,12 @@ pub fn record(output: &Path, to: Option<&str>, command: &[OsString], backend: &s
     if backend == "sancov" {
         params.insert("exclude_stack".to_string(), exclude_stack.to_string());
     }
-    let source = Source { kind: backend.into(), name, command: command.iter().map(|a| a.to_string_lossy().to_string()).collect(), params };
+    let source = Source {
+        kind: backend.into(),
+        name,
+        command: command.iter().map(|a| a.to_string_lossy().to_string()).collect(),
+        params,
+    };
     let mut meta = Metadata::with_source(source);
     meta.sampling_period = sample;
     let mut writer = TraceWriter::create(output, format_arg(to)?, meta)?;
@@ -174,7 +201,13 @@ pub fn record(output: &Path, to: Option<&str>, command: &[OsString], backend: &s
     if let Some(sig) = status.signal() {
         eprintln!("sharemap: the program was killed by signal {sig}; the trace keeps every access it handed over");
     }
-    eprintln!("sharemap: recorded {} accesses from {} threads into {} ({} bytes)", report.accesses, threads, output.display(), report.bytes);
+    eprintln!(
+        "sharemap: recorded {} accesses from {} threads into {} ({} bytes)",
+        report.accesses,
+        threads,
+        output.display(),
+        report.bytes
+    );
     // The program's exit status passes through.
     let code = match (status.code(), status.signal()) {
         (Some(c), _) => c,

@@ -2,7 +2,7 @@
 
 mod common;
 use common::{json, ok, p, s, sharemap};
-use sharemap_trace::{Chunk, Event, TraceReader};
+use sharemap_trace::{Chunk, Event, TraceReader, TraceSource};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -69,7 +69,13 @@ fn csv_native_csv_round_trip_is_byte_identical() {
     let csv = p(&d, "in.csv");
     let mut text = String::from("thread,addr,size,kind\n");
     for i in 0..5000u64 {
-        text.push_str(&format!("{},{:#x},{},{}\n", i % 5, 0x7f00_0000_0000u64 + i * 24 % 9000, [1, 2, 4, 8, 16, 300][i as usize % 6], if i % 3 == 0 { 'W' } else { 'R' }));
+        text.push_str(&format!(
+            "{},{:#x},{},{}\n",
+            i % 5,
+            0x7f00_0000_0000u64 + i * 24 % 9000,
+            [1, 2, 4, 8, 16, 300][i as usize % 6],
+            if i % 3 == 0 { 'W' } else { 'R' }
+        ));
     }
     std::fs::write(&csv, &text).unwrap();
     let native = p(&d, "mid.trace");
@@ -193,7 +199,10 @@ fn bad_input_gets_one_clear_line() {
 #[test]
 fn machine_json_has_the_counts() {
     let v = json(&ok(&["machine", "pack:4 numa:1 l3:1 core:8 pu:2", "--json"]));
-    assert_eq!((v["pus"].as_u64(), v["cores"].as_u64(), v["numa_nodes"].as_u64(), v["packages"].as_u64()), (Some(64), Some(32), Some(4), Some(4)));
+    assert_eq!(
+        (v["pus"].as_u64(), v["cores"].as_u64(), v["numa_nodes"].as_u64(), v["packages"].as_u64()),
+        (Some(64), Some(32), Some(4), Some(4))
+    );
     let v = json(&ok(&["machine", "numa:3 pu:1", "--json"]));
     assert_eq!(v["numa_nodes"], 3);
     for preset in ["sammu", "stmap-xeon", "stmap-opteron", "ace", "butterfly", "live"] {
@@ -202,7 +211,8 @@ fn machine_json_has_the_counts() {
         assert!(v["cost"]["r"].as_f64().unwrap() > 1.0);
     }
     // hwloc XML files are read too.
-    if let Ok(o) = Command::new("lstopo-no-graphics").args(["-i", "pack:2 numa:2 core:2 pu:2", "--of", "xml"]).output() {
+    if let Ok(o) = Command::new("lstopo-no-graphics").args(["-i", "pack:2 numa:2 core:2 pu:2", "--of", "xml"]).output()
+    {
         let d = tempfile::tempdir().unwrap();
         let x = p(&d, "topo.xml");
         std::fs::write(&x, &o.stdout).unwrap();
@@ -215,7 +225,19 @@ fn machine_json_has_the_counts() {
 fn demo_runs_and_shows_every_pattern_and_the_sammu_machine() {
     let out = ok(&["demo", "--accesses", "100k"]);
     let text = String::from_utf8(out.stdout).unwrap();
-    for p in ["private", "neighbor", "all-to-all", "sor", "matmult", "producer-consumer", "migratory", "read-mostly", "phase-change", "init-then-compute", "random"] {
+    for p in [
+        "private",
+        "neighbor",
+        "all-to-all",
+        "sor",
+        "matmult",
+        "producer-consumer",
+        "migratory",
+        "read-mostly",
+        "phase-change",
+        "init-then-compute",
+        "random",
+    ] {
         assert!(text.contains(p), "demo lacks {p}");
     }
     assert!(text.contains("sammu-x7550") && text.contains("64 PUs, 32 cores, 4 packages, 4 NUMA nodes"));

@@ -74,7 +74,8 @@ pq.write_table(t2, sys.argv[1] + ".dict")
         &[pqs],
     );
     for path in [pqs.to_string(), format!("{pqs}.dict")] {
-        let info: serde_json::Value = serde_json::from_slice(&sharemap(&["info", &path, "--from", "parquet", "--json"]).stdout).unwrap();
+        let info: serde_json::Value =
+            serde_json::from_slice(&sharemap(&["info", &path, "--from", "parquet", "--json"]).stdout).unwrap();
         assert_eq!(info["accesses"], 1000, "{path}");
         assert_eq!(info["writes"], 250, "{path}");
         assert_eq!(info["threads"], 3, "{path}");

@@ -2,11 +2,11 @@
 
 mod common;
 use common::{json, ok, p, s, sharemap};
-use std::process::Command;
 use sharemap_placement::optimal::replay;
 use sharemap_placement::{Costs, Ref};
-use sharemap_trace::{Chunk, TraceReader};
+use sharemap_trace::{Chunk, TraceReader, TraceSource};
 use std::collections::BTreeMap;
+use std::process::Command;
 
 fn policy<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
     v["policies"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no {name}"))
@@ -18,14 +18,31 @@ fn place_reports_exact_costs_on_a_known_trace() {
     let d = tempfile::tempdir().unwrap();
     let t = p(&d, "t.csv");
     // Page 0x1000: thread 0 writes 3 times, then thread 1 reads twice. Page 0x2000: thread 1 only.
-    std::fs::write(&t, "thread,addr,size,kind\n0,0x1000,8,W\n0,0x1008,8,W\n0,0x1010,8,W\n1,0x1000,8,R\n1,0x1008,8,R\n1,0x2000,8,W\n").unwrap();
-    let v = json(&ok(&["place", s(&t), "--machine", "numa:2 pu:1", "--cost", "r=3,R=10", "--policy", "first-touch,bind,interleave", "--json"]));
+    std::fs::write(
+        &t,
+        "thread,addr,size,kind\n0,0x1000,8,W\n0,0x1008,8,W\n0,0x1010,8,W\n1,0x1000,8,R\n1,0x1008,8,R\n1,0x2000,8,W\n",
+    )
+    .unwrap();
+    let v = json(&ok(&[
+        "place",
+        s(&t),
+        "--machine",
+        "numa:2 pu:1",
+        "--cost",
+        "r=3,R=10",
+        "--policy",
+        "first-touch,bind,interleave",
+        "--json",
+    ]));
     assert_eq!(v["accesses"], 6);
     assert_eq!(v["pages"], 2);
     assert_eq!(v["policies"][0]["name"], "optimal");
     // First touch: page 1 local x3 + remote x2 (3 + 6), page 2 local: 10.
     let ft = policy(&v, "first-touch");
-    assert_eq!((ft["cost"].as_f64().unwrap(), ft["local"].as_u64().unwrap(), ft["remote"].as_u64().unwrap()), (10.0, 4, 2));
+    assert_eq!(
+        (ft["cost"].as_f64().unwrap(), ft["local"].as_u64().unwrap(), ft["remote"].as_u64().unwrap()),
+        (10.0, 4, 2)
+    );
     // Bind to node 0: page 1 as first touch (9), page 2's write remote (3).
     assert_eq!(policy(&v, "bind")["cost"], 12.0);
     // Interleave: page 1 -> node 1 (3 remote writes, 2 local reads), page 2 -> node 0 (remote): 9 + 2 + 3.
@@ -41,10 +58,25 @@ fn every_policy_runs_and_none_beats_the_optimum() {
     let d = tempfile::tempdir().unwrap();
     let t = p(&d, "pc.trace");
     ok(&["gen", "phase-change", "--threads", "8", "--accesses", "300k", "-o", s(&t)]);
-    let v = json(&ok(&["place", s(&t), "--machine", "pack:4 numa:1 core:2 pu:1", "--cost", "ace", "--json", "--breakdown"]));
+    let v = json(&ok(&[
+        "place",
+        s(&t),
+        "--machine",
+        "pack:4 numa:1 core:2 pu:1",
+        "--cost",
+        "ace",
+        "--json",
+        "--breakdown",
+    ]));
     let list = v["policies"].as_array().unwrap();
     let names = String::from_utf8(ok(&["policies"]).stdout).unwrap();
-    assert_eq!(list.len(), 1 + names.lines().filter(|l| !l.starts_with(' ') && !l.starts_with("policy") && !l.starts_with("optimal")).count());
+    assert_eq!(
+        list.len(),
+        1 + names
+            .lines()
+            .filter(|l| !l.starts_with(' ') && !l.starts_with("policy") && !l.starts_with("optimal"))
+            .count()
+    );
     let best = list[0]["cost"].as_f64().unwrap();
     for p in list {
         assert!(p["cost"].as_f64().unwrap() >= best - 1e-6, "{} beats the optimum", p["name"]);
@@ -53,7 +85,9 @@ fn every_policy_runs_and_none_beats_the_optimum() {
     }
     assert_eq!(v["costliest_pages"].as_array().unwrap().len(), 10);
     // Phase changes: forgetting placements at the annotations beats plain first touch.
-    assert!(policy(&v, "migrate-on-phase")["cost"].as_f64().unwrap() < policy(&v, "first-touch")["cost"].as_f64().unwrap());
+    assert!(
+        policy(&v, "migrate-on-phase")["cost"].as_f64().unwrap() < policy(&v, "first-touch")["cost"].as_f64().unwrap()
+    );
 }
 
 /// Seed 003: with 64 nodes, first touch keeps sor's references local; round robin makes
@@ -88,7 +122,19 @@ fn exported_placement_replays_to_the_optimal_cost() {
     let t = p(&d, "mig.trace");
     let csv = p(&d, "opt.csv");
     ok(&["gen", "migratory", "--threads", "4", "--accesses", "50k", "-o", s(&t)]);
-    let v = json(&ok(&["place", s(&t), "--machine", "numa:4 pu:1", "--cost", "r=4,R=60", "--policy", "first-touch", "--json", "--placement", s(&csv)]));
+    let v = json(&ok(&[
+        "place",
+        s(&t),
+        "--machine",
+        "numa:4 pu:1",
+        "--cost",
+        "r=4,R=60",
+        "--policy",
+        "first-touch",
+        "--json",
+        "--placement",
+        s(&csv),
+    ]));
     let text = std::fs::read_to_string(&csv).unwrap();
     let mut changes: BTreeMap<u64, Vec<(u64, u128)>> = BTreeMap::new();
     for line in text.lines().skip(1) {
@@ -104,13 +150,19 @@ fn exported_placement_replays_to_the_optimal_cost() {
     while r.next_chunk(&mut c).unwrap() {
         for (i, a) in c.accesses.iter().enumerate() {
             let at = c.first_access + i as u64;
-            refs.entry(a.addr / 4096).or_default().push(Ref { at, node: a.thread as u16, write: a.kind == sharemap_trace::Kind::Write, sampled: false });
+            refs.entry(a.addr / 4096).or_default().push(Ref {
+                at,
+                node: a.thread as u16,
+                write: a.kind == sharemap_trace::Kind::Write,
+                sampled: false,
+            });
         }
     }
     let costs = Costs { r: 4.0, big_r: 60.0, g: f64::INFINITY, big_g: f64::INFINITY };
     let mut total = 0.0;
     for (page, rs) in &refs {
-        let ch: Vec<(usize, u128)> = changes[page].iter().map(|&(at, set)| (rs.iter().position(|r| r.at == at).unwrap(), set)).collect();
+        let ch: Vec<(usize, u128)> =
+            changes[page].iter().map(|&(at, set)| (rs.iter().position(|r| r.at == at).unwrap(), set)).collect();
         assert_eq!(ch[0].0, 0, "the first row of a page is its initial placement");
         total += replay(rs, &ch, &costs).cost(&costs);
     }
@@ -128,7 +180,22 @@ fn sweep_writes_csv_and_plots() {
     let t = p(&d, "sor.trace");
     ok(&["gen", "sor", "--threads", "7", "--accesses", "200k", "-o", s(&t)]);
     let out = p(&d, "g.csv");
-    ok(&["sweep", s(&t), "--machine", "numa:7 pu:1", "--cost", "ace", "--vary", "G", "--values", "20:3000:6", "--policy", "ace,delay", "-o", s(&out)]);
+    ok(&[
+        "sweep",
+        s(&t),
+        "--machine",
+        "numa:7 pu:1",
+        "--cost",
+        "ace",
+        "--vary",
+        "G",
+        "--values",
+        "20:3000:6",
+        "--policy",
+        "ace,delay",
+        "-o",
+        s(&out),
+    ]);
     let text = std::fs::read_to_string(&out).unwrap();
     let rows: Vec<Vec<&str>> = text.lines().skip(1).map(|l| l.split(',').collect()).collect();
     assert_eq!(rows.len(), 6 * 3);
@@ -142,7 +209,20 @@ fn sweep_writes_csv_and_plots() {
         assert!(svg.contains("<svg"));
     }
     // Page size sweep re-reads the trace at each size.
-    ok(&["sweep", s(&t), "--machine", "numa:7 pu:1", "--cost", "butterfly", "--vary", "page-size", "--values", "1024,4096", "-o", s(&p(&d, "ps.csv"))]);
+    ok(&[
+        "sweep",
+        s(&t),
+        "--machine",
+        "numa:7 pu:1",
+        "--cost",
+        "butterfly",
+        "--vary",
+        "page-size",
+        "--values",
+        "1024,4096",
+        "-o",
+        s(&p(&d, "ps.csv")),
+    ]);
 }
 
 #[test]
@@ -226,7 +306,10 @@ fn analyze_writes_numalize_files_and_a_heatmap() {
     assert!(std::fs::read_to_string(out.join("pages.svg")).unwrap().contains("Page usage"));
     let bad = sharemap(&["analyze", s(&t), "--detector", "nope", "-o", s(&out)]);
     let err = String::from_utf8_lossy(&bad.stderr).to_string();
-    assert!(!bad.status.success() && err.trim_end().lines().count() == 1 && err.contains("unknown detector 'nope'"), "{err}");
+    assert!(
+        !bad.status.success() && err.trim_end().lines().count() == 1 && err.contains("unknown detector 'nope'"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -238,7 +321,8 @@ fn map_groups_sharing_threads_and_reports_every_algorithm() {
         rows[a][b] = 100;
         rows[b][a] = 100;
     }
-    let text: String = rows.iter().map(|r| r.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(" ") + "\n").collect();
+    let text: String =
+        rows.iter().map(|r| r.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(" ") + "\n").collect();
     let mat = p(&d, "m.mat");
     std::fs::write(&mat, text).unwrap();
     let v = json(&ok(&["map", s(&mat), "--machine", "pack:2 core:2 pu:2", "--algo", "all", "--json"]));
@@ -270,7 +354,10 @@ fn map_groups_sharing_threads_and_reports_every_algorithm() {
     ] {
         let out = sharemap(&args);
         let err = String::from_utf8_lossy(&out.stderr).to_string();
-        assert!(!out.status.success() && err.trim_end().lines().count() == 1 && err.contains(expect), "{args:?}: {err}");
+        assert!(
+            !out.status.success() && err.trim_end().lines().count() == 1 && err.contains(expect),
+            "{args:?}: {err}"
+        );
     }
 }
 
@@ -282,7 +369,17 @@ fn placement_quality_depends_on_the_thread_mapping() {
     let t = p(&d, "nb.trace");
     ok(&["gen", "neighbor", "--threads", "16", "--accesses", "400k", "-o", s(&t)]);
     let local = |map: &str| {
-        let v = json(&ok(&["place", s(&t), "--machine", "pack:4 numa:1 core:2 pu:2", "--thread-map", map, "-p", "first-touch", "--json"]));
+        let v = json(&ok(&[
+            "place",
+            s(&t),
+            "--machine",
+            "pack:4 numa:1 core:2 pu:2",
+            "--thread-map",
+            map,
+            "-p",
+            "first-touch",
+            "--json",
+        ]));
         (policy(&v, "first-touch")["local_ratio"].as_f64().unwrap(), policy(&v, "optimal")["cost"].as_f64().unwrap())
     };
     let (aware, aware_opt) = local("sharemap");
@@ -296,7 +393,19 @@ fn placement_quality_depends_on_the_thread_mapping() {
     // The chain with another detector, and with a matrix file: the same mapping quality
     // as the oracle's on neighbour sharing.
     let with = |sharing: &str| {
-        let v = json(&ok(&["place", s(&t), "--machine", "pack:4 numa:1 core:2 pu:2", "--thread-map", "sharemap", "--sharing", sharing, "-p", "first-touch", "--json"]));
+        let v = json(&ok(&[
+            "place",
+            s(&t),
+            "--machine",
+            "pack:4 numa:1 core:2 pu:2",
+            "--thread-map",
+            "sharemap",
+            "--sharing",
+            sharing,
+            "-p",
+            "first-touch",
+            "--json",
+        ]));
         policy(&v, "first-touch")["local_ratio"].as_f64().unwrap()
     };
     assert_eq!(with("stmap:si=10"), aware);
@@ -308,7 +417,10 @@ fn placement_quality_depends_on_the_thread_mapping() {
     ok(&["gen", "neighbor", "--threads", "8", "--accesses", "20k", "-o", s(&small)]);
     let out = sharemap(&["place", s(&small), "--thread-map", "sharemap", "--sharing", s(&an.join("comm.csv"))]);
     let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(!out.status.success() && err.trim_end().lines().count() == 1 && err.contains("the matrix has 16 threads"), "{err}");
+    assert!(
+        !out.status.success() && err.trim_end().lines().count() == 1 && err.contains("the matrix has 16 threads"),
+        "{err}"
+    );
 }
 
 /// The Scotch export is what Scotch reads: scotch_gmap maps it, and sharemap's default
@@ -319,13 +431,23 @@ fn scotch_reads_the_export_and_the_default_is_no_worse() {
         panic!("scotch_gmap is missing: scripts/setup installs the scotch package");
     }
     let d = tempfile::tempdir().unwrap();
-    for (pattern, machine) in [("neighbor", "pack:4 numa:1 core:2 pu:2"), ("all-to-all", "pack:2 numa:1 l3:1 core:4 pu:2"), ("matmult", "pack:4 numa:1 core:4 pu:1")] {
+    for (pattern, machine) in [
+        ("neighbor", "pack:4 numa:1 core:2 pu:2"),
+        ("all-to-all", "pack:2 numa:1 l3:1 core:4 pu:2"),
+        ("matmult", "pack:4 numa:1 core:4 pu:1"),
+    ] {
         let t = p(&d, &format!("{pattern}.trace"));
         ok(&["gen", pattern, "--threads", "16", "--accesses", "300k", "-o", s(&t)]);
         let dir = p(&d, pattern);
         ok(&["analyze", s(&t), "--machine", machine, "-o", s(&dir)]);
         let out = dir.join("scotch.map");
-        let run = Command::new("scotch_gmap").args(["-b0", "-cb"]).arg(dir.join("comm.grf")).arg(dir.join("machine.tgt")).arg(&out).output().unwrap();
+        let run = Command::new("scotch_gmap")
+            .args(["-b0", "-cb"])
+            .arg(dir.join("comm.grf"))
+            .arg(dir.join("machine.tgt"))
+            .arg(&out)
+            .output()
+            .unwrap();
         assert!(run.status.success(), "scotch_gmap: {}", String::from_utf8_lossy(&run.stderr));
         let text = std::fs::read_to_string(&out).unwrap();
         let mut mapping = vec![0usize; 16];
@@ -368,7 +490,18 @@ fn sammu_follows_the_oracle_on_neighbour_sharing() {
     let t = p(&d, "n.trace");
     ok(&["gen", "neighbor", "--threads", "16", "--accesses", "2M", "-o", s(&t)]);
     let out = p(&d, "sammu");
-    ok(&["analyze", s(&t), "--machine", "pack:2 numa:1 core:8 pu:1", "--detector", "sammu", "--compare", "oracle:page", "-o", s(&out)]);
+    ok(&[
+        "analyze",
+        s(&t),
+        "--machine",
+        "pack:2 numa:1 core:8 pu:1",
+        "--detector",
+        "sammu",
+        "--compare",
+        "oracle:page",
+        "-o",
+        s(&out),
+    ]);
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     assert!(v["correlation"].as_f64().unwrap() >= 0.9, "{v}");
     let r = &v["sammu"];
@@ -417,7 +550,9 @@ fn sammu_placement_runs_on_tlb_events() {
     assert!(small_moves > 0 && small_cost < seed_cost, "ac=8: {small_cost} vs {seed_cost}");
     let (_, proxy_moves) = run(&["--set", "sammu.events=proxy"]);
     assert!(proxy_moves > 0);
-    for (set, expect) in [("sammu.events=x", "not tlb or proxy"), ("sammu.ac=40", "from 1 to 32"), ("sammu.l1=2", "TLB entries")] {
+    for (set, expect) in
+        [("sammu.events=x", "not tlb or proxy"), ("sammu.ac=40", "from 1 to 32"), ("sammu.l1=2", "TLB entries")]
+    {
         let out = sharemap(&["place", s(&t), "-p", "sammu", "--set", set]);
         let err = String::from_utf8_lossy(&out.stderr).to_string();
         assert!(!out.status.success() && err.trim_end().lines().count() == 1 && err.contains(expect), "{set}: {err}");

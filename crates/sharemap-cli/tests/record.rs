@@ -1,7 +1,7 @@
 //! `sharemap record --backend valgrind` on a real pthread program compiled here, checked
 //! against the exact accesses the program makes to its data array.
 
-use sharemap_trace::{Chunk, EventKind, Kind, TraceReader};
+use sharemap_trace::{Chunk, EventKind, Kind, TraceReader, TraceSource};
 use std::collections::BTreeMap;
 use std::process::Command;
 
@@ -65,7 +65,8 @@ fn valgrind_backend_counts_every_access_to_the_array() {
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("sum 1498500"), "{stderr}");
     assert!(!stderr.contains("Lackey"), "{stderr}");
-    let mut words = stdout.split_whitespace().skip(1).map(|x| u64::from_str_radix(x.trim_start_matches("0x"), 16).unwrap());
+    let mut words =
+        stdout.split_whitespace().skip(1).map(|x| u64::from_str_radix(x.trim_start_matches("0x"), 16).unwrap());
     let (lo, hi) = (words.next().unwrap(), words.next().unwrap());
 
     let mut r = TraceReader::open(&trace, None).unwrap();
@@ -109,7 +110,12 @@ fn recording_a_missing_program_fails_clearly_and_writes_nothing() {
     }
     let d = tempfile::tempdir().unwrap();
     let trace = d.path().join("x.trace");
-    let out = Command::new(env!("CARGO_BIN_EXE_sharemap")).args(["record", "-o"]).arg(&trace).args(["--", "/no/such/program"]).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sharemap"))
+        .args(["record", "-o"])
+        .arg(&trace)
+        .args(["--", "/no/such/program"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/no/such/program"), "{err}");

@@ -2,7 +2,7 @@
 //! recorded with `sharemap record`, checked against the exact accesses it makes to its
 //! arrays, its annotations, its threads, and a SIGKILL in the middle of its run.
 
-use sharemap_trace::{Chunk, Event, EventKind, Kind, Metadata, TraceReader};
+use sharemap_trace::{Chunk, Event, EventKind, Kind, Metadata, TraceReader, TraceSource};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -64,7 +64,10 @@ fn build(dir: &Path, compiler: &str) -> PathBuf {
     let src = dir.join("t.c");
     let bin = dir.join(format!("t-{compiler}"));
     std::fs::write(&src, PROGRAM).unwrap();
-    let out = sharemap(&["cc", "-O1", "-pthread", "-o", bin.to_str().unwrap(), src.to_str().unwrap()], &[("SHAREMAP_COMPILER", compiler)]);
+    let out = sharemap(
+        &["cc", "-O1", "-pthread", "-o", bin.to_str().unwrap(), src.to_str().unwrap()],
+        &[("SHAREMAP_COMPILER", compiler)],
+    );
     assert!(out.status.success(), "sharemap cc ({compiler}): {}", String::from_utf8_lossy(&out.stderr));
     bin
 }
@@ -75,7 +78,10 @@ fn build_source(dir: &Path, name: &str, source: &str) -> PathBuf {
     std::fs::write(&src, source).unwrap();
     let bin = dir.join(name);
     let compiler = if have("clang") || have("clang-14") { "clang" } else { "gcc" };
-    let out = sharemap(&["cc", "-O1", "-pthread", "-o", bin.to_str().unwrap(), src.to_str().unwrap()], &[("SHAREMAP_COMPILER", compiler)]);
+    let out = sharemap(
+        &["cc", "-O1", "-pthread", "-o", bin.to_str().unwrap(), src.to_str().unwrap()],
+        &[("SHAREMAP_COMPILER", compiler)],
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     bin
 }
@@ -83,7 +89,11 @@ fn build_source(dir: &Path, name: &str, source: &str) -> PathBuf {
 /// The two addresses a program printed first, as "%p %p".
 fn printed_bounds(stdout: &[u8]) -> (u64, u64) {
     let printed = String::from_utf8_lossy(stdout);
-    let v: Vec<u64> = printed.split_whitespace().take(2).map(|p| u64::from_str_radix(p.trim_start_matches("0x"), 16).unwrap()).collect();
+    let v: Vec<u64> = printed
+        .split_whitespace()
+        .take(2)
+        .map(|p| u64::from_str_radix(p.trim_start_matches("0x"), 16).unwrap())
+        .collect();
     (v[0], v[1])
 }
 
@@ -141,13 +151,21 @@ fn read(trace: &Path, stdout: &[u8]) -> Recorded {
     let (src, dst) = r["copy"];
     let mut reader = TraceReader::open(trace, None).unwrap();
     let meta = reader.metadata().clone();
-    let mut rec = Recorded { meta, data: BTreeMap::new(), copies: BTreeMap::new(), first_data: BTreeMap::new(), last_data: 0, events: Vec::new() };
+    let mut rec = Recorded {
+        meta,
+        data: BTreeMap::new(),
+        copies: BTreeMap::new(),
+        first_data: BTreeMap::new(),
+        last_data: 0,
+        events: Vec::new(),
+    };
     let mut chunk = Chunk::default();
     while reader.next_chunk(&mut chunk).unwrap() {
         rec.events.extend(chunk.events.iter().cloned());
         let a = &chunk.accesses;
         for i in 0..a.len() {
-            let (t, addr, size, kind) = (a.thread[i], a.addr[i], a.size(i), if a.is_write(i) { Kind::Write } else { Kind::Read });
+            let (t, addr, size, kind) =
+                (a.thread[i], a.addr[i], a.size(i), if a.is_write(i) { Kind::Write } else { Kind::Read });
             let at = chunk.first_access + i as u64;
             if (lo..hi).contains(&addr) {
                 *rec.data.entry((t, kind, size)).or_default() += 1;
@@ -211,7 +229,8 @@ fn record_and_check(compiler: &str) {
     assert_eq!(rec.meta.source.kind, "sancov");
     // Thread ids are stable from run to run.
     let again = d.path().join("t2.trace");
-    let out2 = sharemap(&["record", "--exclude-stack", "-o", again.to_str().unwrap(), "--", bin.to_str().unwrap()], &[]);
+    let out2 =
+        sharemap(&["record", "--exclude-stack", "-o", again.to_str().unwrap(), "--", bin.to_str().unwrap()], &[]);
     assert_eq!(read(&again, &out2.stdout).data, rec.data);
 }
 
@@ -236,7 +255,10 @@ fn a_killed_program_keeps_its_accesses() {
     let d = tempfile::tempdir().unwrap();
     let bin = build(d.path(), if have("clang") || have("clang-14") { "clang" } else { "gcc" });
     let trace = d.path().join("k.trace");
-    let out = sharemap(&["record", "--exclude-stack", "-o", trace.to_str().unwrap(), "--", bin.to_str().unwrap(), "kill"], &[]);
+    let out = sharemap(
+        &["record", "--exclude-stack", "-o", trace.to_str().unwrap(), "--", bin.to_str().unwrap(), "kill"],
+        &[],
+    );
     assert_eq!(out.status.code(), Some(137), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("killed by signal 9"));
     let info = sharemap(&["info", trace.to_str().unwrap()], &[]);
@@ -251,9 +273,23 @@ fn a_plain_binary_is_refused_by_the_sancov_backend() {
     std::fs::write(&src, "int main(void) { return 0; }\n").unwrap();
     let bin = d.path().join("p");
     assert!(Command::new("gcc").arg("-o").arg(&bin).arg(&src).status().unwrap().success());
-    let out = sharemap(&["record", "--backend", "sancov", "-o", d.path().join("p.trace").to_str().unwrap(), "--", bin.to_str().unwrap()], &[]);
+    let out = sharemap(
+        &[
+            "record",
+            "--backend",
+            "sancov",
+            "-o",
+            d.path().join("p.trace").to_str().unwrap(),
+            "--",
+            bin.to_str().unwrap(),
+        ],
+        &[],
+    );
     let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(!out.status.success() && err.trim_end().lines().count() == 1 && err.contains("was not built with"), "{err}");
+    assert!(
+        !out.status.success() && err.trim_end().lines().count() == 1 && err.contains("was not built with"),
+        "{err}"
+    );
 }
 
 /// `--backend faults`: an unmodified program's page faults through perf. Two threads each
@@ -294,7 +330,8 @@ int main(void) {
     let bin = d.path().join("f");
     assert!(Command::new("gcc").args(["-O1", "-pthread", "-o"]).arg(&bin).arg(&src).status().unwrap().success());
     let trace = d.path().join("f.trace");
-    let out = sharemap(&["record", "--backend", "faults", "-o", trace.to_str().unwrap(), "--", bin.to_str().unwrap()], &[]);
+    let out =
+        sharemap(&["record", "--backend", "faults", "-o", trace.to_str().unwrap(), "--", bin.to_str().unwrap()], &[]);
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     if err.contains("could not record") {
         assert!(std::env::var_os("CI").is_none(), "{err}");
@@ -349,7 +386,10 @@ int main(void) {
     let src = d.path().join("a.c");
     std::fs::write(&src, ATOMICS).unwrap();
     let bin = d.path().join("a");
-    let out = sharemap(&["cc", "-O1", "-pthread", "-o", bin.to_str().unwrap(), src.to_str().unwrap()], &[("SHAREMAP_COMPILER", compiler)]);
+    let out = sharemap(
+        &["cc", "-O1", "-pthread", "-o", bin.to_str().unwrap(), src.to_str().unwrap()],
+        &[("SHAREMAP_COMPILER", compiler)],
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let trace = d.path().join("a.trace");
     let out = sharemap(&["record", "-o", trace.to_str().unwrap(), "--", bin.to_str().unwrap()], &[]);
@@ -358,7 +398,11 @@ int main(void) {
     let mut counts: BTreeMap<(u32, Kind), u64> = BTreeMap::new();
     accesses_within(&trace, lo..hi, |_, _, thread, kind| *counts.entry((thread, kind)).or_default() += 1);
     for t in [1, 2] {
-        assert_eq!((counts.get(&(t, Kind::Read)), counts.get(&(t, Kind::Write))), (Some(&1000), Some(&1000)), "{compiler}: {counts:?}");
+        assert_eq!(
+            (counts.get(&(t, Kind::Read)), counts.get(&(t, Kind::Write))),
+            (Some(&1000), Some(&1000)),
+            "{compiler}: {counts:?}"
+        );
     }
     assert_eq!(counts.get(&(0, Kind::Read)), Some(&1), "the final load");
 }
@@ -370,7 +414,10 @@ int main(void) {
 fn each_thread_keeps_its_program_order() {
     const N: u64 = 1_000_000;
     let d = tempfile::tempdir().unwrap();
-    let bin = build_source(d.path(), "o", r#"
+    let bin = build_source(
+        d.path(),
+        "o",
+        r#"
 #include <pthread.h>
 #include <stdio.h>
 #define N 1000000
@@ -387,7 +434,8 @@ int main(void) {
     for (int i = 0; i < 2; i++) pthread_join(th[i], 0);
     return 0;
 }
-"#);
+"#,
+    );
     let trace = d.path().join("o.trace");
     let out = sharemap(&["record", "-o", trace.to_str().unwrap(), "--", bin.to_str().unwrap()], &[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -413,7 +461,10 @@ fn a_program_without_accesses_is_still_recorded_by_its_runtime() {
             continue;
         }
         let bin = d.path().join(format!("e-{compiler}"));
-        let out = sharemap(&["cc", "-O1", "-o", bin.to_str().unwrap(), src.to_str().unwrap()], &[("SHAREMAP_COMPILER", compiler)]);
+        let out = sharemap(
+            &["cc", "-O1", "-o", bin.to_str().unwrap(), src.to_str().unwrap()],
+            &[("SHAREMAP_COMPILER", compiler)],
+        );
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let trace = d.path().join(format!("e-{compiler}.trace"));
         let out = sharemap(&["record", "-o", trace.to_str().unwrap(), "--", bin.to_str().unwrap()], &[]);
@@ -429,7 +480,10 @@ fn a_program_without_accesses_is_still_recorded_by_its_runtime() {
 fn threads_that_come_and_go_do_not_exhaust_the_region() {
     const THREADS: u64 = 1500;
     let d = tempfile::tempdir().unwrap();
-    let bin = build_source(d.path(), "c", r#"
+    let bin = build_source(
+        d.path(),
+        "c",
+        r#"
 #include <pthread.h>
 #include <stdio.h>
 #define THREADS 1500
@@ -445,7 +499,8 @@ int main(void) {
     }
     return 0;
 }
-"#);
+"#,
+    );
     let trace = d.path().join("c.trace");
     // Bounded: without the handover the 513th thread would wait for a block for ever.
     let mut child = Command::new(env!("CARGO_BIN_EXE_sharemap"))

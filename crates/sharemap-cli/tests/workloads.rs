@@ -3,7 +3,7 @@
 //! written to have.
 
 use sharemap_detect::SharingMatrix;
-use sharemap_trace::{Chunk, EventKind, TraceReader};
+use sharemap_trace::{Chunk, EventKind, TraceReader, TraceSource};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -12,7 +12,12 @@ fn workloads() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../workloads");
-        let out = Command::new("make").arg("-C").arg(&dir).arg(format!("SHAREMAP={}", env!("CARGO_BIN_EXE_sharemap"))).output().expect("make");
+        let out = Command::new("make")
+            .arg("-C")
+            .arg(&dir)
+            .arg(format!("SHAREMAP={}", env!("CARGO_BIN_EXE_sharemap")))
+            .output()
+            .expect("make");
         assert!(out.status.success(), "make: {}", String::from_utf8_lossy(&out.stderr));
         dir
     })
@@ -40,7 +45,11 @@ fn every_workload_checks_its_result_plain_and_traced() {
     let dir = workloads();
     for (name, n) in SIZES {
         for build in ["plain", "traced"] {
-            let out = Command::new(dir.join("build").join(build).join(name)).arg(n).env("OMP_NUM_THREADS", "4").output().unwrap();
+            let out = Command::new(dir.join("build").join(build).join(name))
+                .arg(n)
+                .env("OMP_NUM_THREADS", "4")
+                .output()
+                .unwrap();
             let text = String::from_utf8_lossy(&out.stdout);
             assert!(out.status.success() && text.contains(": ok"), "{build}/{name}: {text}");
         }
@@ -66,7 +75,8 @@ fn record(name: &str) -> (SharingMatrix, Vec<(EventKind, String)>) {
         .unwrap();
     assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
     let an = d.path().join("an");
-    let out = Command::new(env!("CARGO_BIN_EXE_sharemap")).arg("analyze").arg(&trace).arg("-o").arg(&an).output().unwrap();
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_sharemap")).arg("analyze").arg(&trace).arg("-o").arg(&an).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let mut events = Vec::new();
     let mut r = TraceReader::open(&trace, None).unwrap();
@@ -80,7 +90,8 @@ fn record(name: &str) -> (SharingMatrix, Vec<(EventKind, String)>) {
 /// Pairs by decreasing sharing.
 fn ranked(m: &SharingMatrix) -> Vec<(usize, usize, f64)> {
     let n = m.threads();
-    let mut pairs: Vec<(usize, usize, f64)> = (0..n).flat_map(|i| (i + 1..n).map(move |j| (i, j))).map(|(i, j)| (i, j, m.get(i, j))).collect();
+    let mut pairs: Vec<(usize, usize, f64)> =
+        (0..n).flat_map(|i| (i + 1..n).map(move |j| (i, j))).map(|(i, j)| (i, j, m.get(i, j))).collect();
     pairs.sort_by(|a, b| b.2.total_cmp(&a.2));
     pairs
 }

@@ -2,12 +2,12 @@
 //! decoded chunks (decoding is not counted).
 //! Targets: oracle and stmap >= 100M accesses/s per core, sammu >= 50M.
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use sharemap_detect::Oracle;
 use sharemap_detect::sammu::{Sammu, SammuParams};
 use sharemap_detect::stmap::{Stmap, StmapParams};
-use sharemap_detect::Oracle;
 use sharemap_sources::generate::{self, GenParams, PATTERNS};
-use sharemap_trace::{Chunk, Metadata, TraceReader, TraceWriter};
+use sharemap_trace::{Chunk, Metadata, TraceReader, TraceSource, TraceWriter};
 
 const ACCESSES: u64 = 2_000_000;
 

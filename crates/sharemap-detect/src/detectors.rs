@@ -7,10 +7,10 @@ use crate::cache::PerThreadCache;
 use crate::matrix::SharingMatrix;
 use crate::oracle::{Granularity, Oracle};
 use crate::pages::PageUsage;
-use crate::sammu::{sammu, SammuParams, SammuReport};
-use crate::stmap::{stmap, StmapDecision, StmapParams};
+use crate::sammu::{SammuParams, SammuReport, sammu};
+use crate::stmap::{StmapDecision, StmapParams, stmap};
 use rustc_hash::FxHashMap;
-use sharemap_trace::{Chunk, TraceError, TraceReader};
+use sharemap_trace::{Chunk, TraceError, TraceSource};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Detector {
@@ -18,11 +18,17 @@ pub enum Detector {
     /// Every k-th access of each thread.
     Every(u64),
     /// Accesses missing a per-thread cache of `kb` KiB (8-way, the trace's line size).
-    CacheMiss { kb: u64 },
+    CacheMiss {
+        kb: u64,
+    },
     /// Accesses missing a per-thread data TLB of `entries` entries (4-way), page granularity.
-    TlbMiss { entries: u64 },
+    TlbMiss {
+        entries: u64,
+    },
     /// A thread's first access to a page in each window of `window` accesses (page granularity).
-    Faults { window: u64 },
+    Faults {
+        window: u64,
+    },
     /// STMap (seed 002): address granularity, sampled, with the mapping decision.
     Stmap(StmapParams),
     /// SAMMU (seed 000): per-core TLBs, page history table, NUMA counters.
@@ -49,7 +55,12 @@ impl Detector {
     /// `oracle[:line|page]`, `sampled[:every=K|cache[=KB]|tlb[=ENTRIES]]`, `faults[:window=N]`.
     pub fn parse(spec: &str) -> Result<Detector, String> {
         let (name, opt) = spec.split_once(':').map_or((spec, ""), |(n, o)| (n, o));
-        let num = |s: &str, what: &str| s.parse::<u64>().ok().filter(|&v| v > 0).ok_or_else(|| format!("detector '{spec}': {what} must be a positive integer"));
+        let num = |s: &str, what: &str| {
+            s.parse::<u64>()
+                .ok()
+                .filter(|&v| v > 0)
+                .ok_or_else(|| format!("detector '{spec}': {what} must be a positive integer"))
+        };
         match (name, opt) {
             ("oracle", "" | "line") => Ok(Detector::Oracle(Granularity::Line)),
             ("oracle", "page") => Ok(Detector::Oracle(Granularity::Page)),
@@ -63,7 +74,9 @@ impl Detector {
             ("sammu", o) => {
                 let mut p = SammuParams::default();
                 for kv in o.split(',').filter(|s| !s.is_empty()) {
-                    let (k, v) = kv.split_once('=').ok_or_else(|| format!("detector '{spec}': expected key=value, got '{kv}'"))?;
+                    let (k, v) = kv
+                        .split_once('=')
+                        .ok_or_else(|| format!("detector '{spec}': expected key=value, got '{kv}'"))?;
                     let n = num(v, k)?;
                     match k {
                         "l1" => p.l1_entries = n as usize,
@@ -73,7 +86,11 @@ impl Detector {
                         "ac" => p.ac_bits = n.clamp(1, 32) as u32,
                         "nc" => p.nc_bits = n.min(16) as u32,
                         "nt" => p.nt = n as u32,
-                        other => return Err(format!("detector '{spec}': unknown option '{other}' (l1, l1ways, l2, l2ways, ac, nc, nt)")),
+                        other => {
+                            return Err(format!(
+                                "detector '{spec}': unknown option '{other}' (l1, l1ways, l2, l2ways, ac, nc, nt)"
+                            ));
+                        }
                     }
                 }
                 Ok(Detector::Sammu(p))
@@ -81,13 +98,20 @@ impl Detector {
             ("stmap", o) => {
                 let mut p = StmapParams::default();
                 for kv in o.split(',').filter(|s| !s.is_empty()) {
-                    let (k, v) = kv.split_once('=').ok_or_else(|| format!("detector '{spec}': expected key=value, got '{kv}'"))?;
+                    let (k, v) = kv
+                        .split_once('=')
+                        .ok_or_else(|| format!("detector '{spec}': expected key=value, got '{kv}'"))?;
                     match k {
                         "si" => p.si = v.parse().map_err(|_| format!("detector '{spec}': si must be an integer"))?,
                         "mi" => p.mi = num(v, "mi")?,
                         "da" => p.da_threshold = num(v, "da")?,
-                        "thread" => p.counting_thread = v.parse().map_err(|_| format!("detector '{spec}': thread must be an integer"))?,
-                        other => return Err(format!("detector '{spec}': unknown option '{other}' (si, mi, da, thread)")),
+                        "thread" => {
+                            p.counting_thread =
+                                v.parse().map_err(|_| format!("detector '{spec}': thread must be an integer"))?
+                        }
+                        other => {
+                            return Err(format!("detector '{spec}': unknown option '{other}' (si, mi, da, thread)"));
+                        }
                     }
                 }
                 Ok(Detector::Stmap(p))
@@ -106,7 +130,9 @@ impl Detector {
             Detector::CacheMiss { kb } => format!("sampled:cache={kb}"),
             Detector::TlbMiss { entries } => format!("sampled:tlb={entries}"),
             Detector::Faults { window } => format!("faults:window={window}"),
-            Detector::Stmap(p) => format!("stmap:si={},mi={},da={},thread={}", p.si, p.mi, p.da_threshold, p.counting_thread),
+            Detector::Stmap(p) => {
+                format!("stmap:si={},mi={},da={},thread={}", p.si, p.mi, p.da_threshold, p.counting_thread)
+            }
             Detector::Sammu(p) => format!(
                 "sammu:l1={},l1ways={},l2={},l2ways={},ac={},nc={},nt={}",
                 p.l1_entries, p.l1_ways, p.l2_entries, p.l2_ways, p.ac_bits, p.nc_bits, p.nt
@@ -133,7 +159,12 @@ pub struct Extra {
 }
 
 /// One pass over a trace, with what the detector reports besides the matrix.
-pub fn detect_with(reader: &mut TraceReader, det: Detector, cores: &Cores, progress: impl FnMut(u64)) -> Result<(Detection, Extra), TraceError> {
+pub fn detect_with(
+    reader: &mut dyn TraceSource,
+    det: Detector,
+    cores: &Cores,
+    progress: impl FnMut(u64),
+) -> Result<(Detection, Extra), TraceError> {
     if let Detector::Stmap(p) = det {
         let (d, decision) = stmap(reader, p, progress)?;
         return Ok((d, Extra { stmap: Some(decision), ..Extra::default() }));
@@ -155,13 +186,18 @@ pub fn detect_with(reader: &mut TraceReader, det: Detector, cores: &Cores, progr
 }
 
 /// One pass over a trace.
-pub fn detect(reader: &mut TraceReader, det: Detector, progress: impl FnMut(u64)) -> Result<Detection, TraceError> {
+pub fn detect(reader: &mut dyn TraceSource, det: Detector, progress: impl FnMut(u64)) -> Result<Detection, TraceError> {
     Ok(detect_windows(reader, det, 0, progress)?.0)
 }
 
 /// One pass, also cutting the matrix into windows of `window` accesses (0: none): the
 /// sharing detected in each window (the last one may be shorter).
-pub fn detect_windows(reader: &mut TraceReader, det: Detector, window: u64, mut progress: impl FnMut(u64)) -> Result<(Detection, Vec<SharingMatrix>), TraceError> {
+pub fn detect_windows(
+    reader: &mut dyn TraceSource,
+    det: Detector,
+    window: u64,
+    mut progress: impl FnMut(u64),
+) -> Result<(Detection, Vec<SharingMatrix>), TraceError> {
     if matches!(det, Detector::Stmap(_) | Detector::Sammu(_)) {
         return Ok((detect_with(reader, det, &Cores::default(), progress)?.0, Vec::new()));
     }
@@ -200,7 +236,7 @@ pub fn detect_windows(reader: &mut TraceReader, det: Detector, window: u64, mut 
         let a = &chunk.accesses;
         for (i, (&t, &addr)) in a.thread.iter().zip(&a.addr).enumerate() {
             let at = chunk.first_access + i as u64;
-            if window > 0 && at > 0 && at % window == 0 {
+            if window > 0 && at > 0 && at.is_multiple_of(window) {
                 cut(&oracle.matrix, &mut windows);
             }
             threads = threads.max(t as usize + 1);
@@ -211,9 +247,11 @@ pub fn detect_windows(reader: &mut TraceReader, det: Detector, window: u64, mut 
                         per_thread.resize(t as usize + 1, 0);
                     }
                     per_thread[t as usize] += 1;
-                    per_thread[t as usize] % k == 0
+                    per_thread[t as usize].is_multiple_of(k)
                 }
-                Detector::CacheMiss { .. } | Detector::TlbMiss { .. } => cache.as_mut().expect("built").misses(t as usize, addr),
+                Detector::CacheMiss { .. } | Detector::TlbMiss { .. } => {
+                    cache.as_mut().expect("built").misses(t as usize, addr)
+                }
                 Detector::Stmap(_) | Detector::Sammu(_) => unreachable!("handled above"),
                 Detector::Faults { window } => {
                     let w = at / window;
@@ -299,7 +337,7 @@ pub fn phase_changes(windows: &[SharingMatrix], threshold: f64) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sharemap_trace::{Access, Metadata, TraceWriter};
+    use sharemap_trace::{Access, Metadata, TraceReader, TraceWriter};
 
     fn trace(dir: &tempfile::TempDir, accesses: &[Access]) -> std::path::PathBuf {
         let path = dir.path().join("t.trace");
@@ -311,7 +349,16 @@ mod tests {
 
     #[test]
     fn names_parse_and_round_trip() {
-        for spec in ["oracle:line", "oracle:page", "sampled:every=7", "sampled:cache=16", "sampled:tlb=32", "faults:window=500", "stmap:si=10,mi=500,da=20,thread=0", "sammu:l1=32,l1ways=4,l2=256,l2ways=8,ac=16,nc=4,nt=8"] {
+        for spec in [
+            "oracle:line",
+            "oracle:page",
+            "sampled:every=7",
+            "sampled:cache=16",
+            "sampled:tlb=32",
+            "faults:window=500",
+            "stmap:si=10,mi=500,da=20,thread=0",
+            "sammu:l1=32,l1ways=4,l2=256,l2ways=8,ac=16,nc=4,nt=8",
+        ] {
             assert_eq!(Detector::parse(spec).unwrap().name(), spec);
         }
         assert_eq!(Detector::parse("sampled").unwrap(), Detector::Every(100));
@@ -326,7 +373,8 @@ mod tests {
         // Threads 0 and 1 alternate on one line: with every=2 each thread's 2nd, 4th... count.
         let acc: Vec<Access> = (0..8).map(|i| Access::read(i % 2, 0x1000, 8)).collect();
         let p = trace(&d, &acc);
-        let all = detect(&mut TraceReader::open(&p, None).unwrap(), Detector::Oracle(Granularity::Line), |_| {}).unwrap();
+        let all =
+            detect(&mut TraceReader::open(&p, None).unwrap(), Detector::Oracle(Granularity::Line), |_| {}).unwrap();
         let half = detect(&mut TraceReader::open(&p, None).unwrap(), Detector::Every(2), |_| {}).unwrap();
         assert_eq!(all.seen, 8);
         assert_eq!(half.seen, 4);
@@ -359,7 +407,16 @@ mod tests {
         let part_a = pairs(&[(0, 1), (1, 2)]);
         let part_b = pairs(&[(1, 2), (2, 3)]);
         let other = pairs(&[(4, 5)]);
-        let windows = [part_a.clone(), part_b.clone(), pairs(&[(2, 3)]), part_a.clone(), part_b, other.clone(), other.clone(), other];
+        let windows = [
+            part_a.clone(),
+            part_b.clone(),
+            pairs(&[(2, 3)]),
+            part_a.clone(),
+            part_b,
+            other.clone(),
+            other.clone(),
+            other,
+        ];
         assert_eq!(phase_changes(&windows, 0.5), vec![5]);
         // The lone 2-3 window alone correlates poorly with the phase so far (the two windows
         // before it): it is the confirmation that keeps it from being a change.
@@ -374,7 +431,9 @@ mod tests {
         let mut acc: Vec<Access> = (0..40u64).map(|i| Access::read((i % 2) as u32, 0x1000, 8)).collect();
         acc.extend((0..40u64).map(|i| Access::read(2 + (i % 2) as u32, 0x2000, 8)));
         let p = trace(&d, &acc);
-        let (all, windows) = detect_windows(&mut TraceReader::open(&p, None).unwrap(), Detector::Oracle(Granularity::Line), 20, |_| {}).unwrap();
+        let (all, windows) =
+            detect_windows(&mut TraceReader::open(&p, None).unwrap(), Detector::Oracle(Granularity::Line), 20, |_| {})
+                .unwrap();
         assert_eq!(windows.len(), 4);
         let sum: f64 = windows.iter().map(|w| w.total()).sum();
         assert_eq!(sum, all.matrix.total(), "windows add up to the whole");

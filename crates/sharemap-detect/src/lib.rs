@@ -9,7 +9,7 @@ pub mod pages;
 pub mod sammu;
 pub mod stmap;
 
-pub use detectors::{detect, detect_windows, detect_with, phase_changes, Cores, Detection, Detector, Extra};
+pub use detectors::{Cores, Detection, Detector, Extra, detect, detect_windows, detect_with, phase_changes};
 pub use matrix::SharingMatrix;
 pub use oracle::{Granularity, Oracle};
 pub use pages::PageUsage;

@@ -171,7 +171,11 @@ impl SharingMatrix {
 }
 
 /// Non-empty lines as (line number, numbers), each number checked.
-fn parse_rows<'a>(text: &'a str, origin: &Path, split: impl Fn(&'a str) -> Vec<&'a str>) -> Result<Vec<(usize, Vec<f64>)>, MatrixError> {
+fn parse_rows<'a>(
+    text: &'a str,
+    origin: &Path,
+    split: impl Fn(&'a str) -> Vec<&'a str>,
+) -> Result<Vec<(usize, Vec<f64>)>, MatrixError> {
     let mut rows = Vec::new();
     for (k, line) in text.lines().enumerate() {
         let line_no = k + 1;

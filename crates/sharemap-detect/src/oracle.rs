@@ -5,7 +5,7 @@
 use crate::matrix::SharingMatrix;
 use crate::pages::PageUsage;
 use rustc_hash::FxHashMap;
-use sharemap_trace::{Chunk, TraceError, TraceReader};
+use sharemap_trace::{Chunk, TraceError, TraceSource};
 
 const NONE: u32 = u32::MAX;
 
@@ -85,7 +85,7 @@ impl Oracle {
     /// One pass over a trace: the sharing matrix (sized to the trace's threads) and the
     /// page usage. `progress` gets the number of accesses read so far.
     pub fn run(
-        reader: &mut TraceReader,
+        reader: &mut dyn TraceSource,
         granularity: Granularity,
         mut progress: impl FnMut(u64),
     ) -> Result<(SharingMatrix, PageUsage), TraceError> {
@@ -158,12 +158,17 @@ mod tests {
 
     #[test]
     fn a_trace_gives_matrix_and_page_usage() {
-        use sharemap_trace::{Access, Metadata, TraceWriter};
+        use sharemap_trace::{Access, Metadata, TraceReader, TraceWriter};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.trace");
         let mut w = TraceWriter::create(&path, None, Metadata::default()).unwrap();
         // Thread 0 writes a line, thread 1 reads it twice, thread 2 works alone on another page.
-        for a in [Access::write(0, 0x1000, 8), Access::read(1, 0x1008, 8), Access::read(1, 0x1010, 8), Access::write(2, 0x5000, 8)] {
+        for a in [
+            Access::write(0, 0x1000, 8),
+            Access::read(1, 0x1008, 8),
+            Access::read(1, 0x1010, 8),
+            Access::write(2, 0x5000, 8),
+        ] {
             w.access(a).unwrap();
         }
         w.finish().unwrap();
@@ -184,8 +189,8 @@ mod tests {
 #[cfg(test)]
 mod on_generators {
     use super::*;
-    use sharemap_sources::generate::{self, GenParams};
     use sharemap_sources::VecSink;
+    use sharemap_sources::generate::{self, GenParams};
 
     fn matrix(pattern: &str, threads: u32) -> SharingMatrix {
         let mut sink = VecSink::default();

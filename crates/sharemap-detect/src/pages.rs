@@ -23,7 +23,10 @@ impl PageUsage {
 
     #[inline]
     pub fn access(&mut self, thread: u32, addr: u64) {
-        let e = self.pages.entry(addr / self.page_size).or_insert_with(|| PageEntry { first_touch: thread, accesses: Vec::new() });
+        let e = self
+            .pages
+            .entry(addr / self.page_size)
+            .or_insert_with(|| PageEntry { first_touch: thread, accesses: Vec::new() });
         let t = thread as usize;
         if e.accesses.len() <= t {
             e.accesses.resize(t + 1, 0);
@@ -42,7 +45,9 @@ impl PageUsage {
     /// firsttouch.location,structure.name,T0..`. Traces do not record allocations, so the
     /// allocating thread is given as the first-touch thread; structure names are empty.
     pub fn to_numalize_csv(&self, threads: usize, node_of_thread: impl Fn(u32) -> u32) -> String {
-        let mut out = String::from("page.address,alloc.thread,alloc.location,firsttouch.thread,firsttouch.location,structure.name");
+        let mut out = String::from(
+            "page.address,alloc.thread,alloc.location,firsttouch.thread,firsttouch.location,structure.name",
+        );
         for t in 0..threads {
             let _ = write!(out, ",T{t}");
         }

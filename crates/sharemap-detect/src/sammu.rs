@@ -15,7 +15,7 @@ use crate::matrix::SharingMatrix;
 use crate::pages::PageUsage;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use sharemap_trace::{Chunk, TraceError, TraceReader};
+use sharemap_trace::{Chunk, TraceError, TraceSource};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SammuParams {
@@ -123,7 +123,12 @@ impl Level {
     fn drain(&mut self) -> impl Iterator<Item = Entry> + '_ {
         let ways = self.ways;
         let slots = &self.slots;
-        let out = self.len.iter().enumerate().flat_map(move |(set, &n)| slots[set * ways..set * ways + n as usize].iter().copied()).collect::<Vec<_>>();
+        let out = self
+            .len
+            .iter()
+            .enumerate()
+            .flat_map(move |(set, &n)| slots[set * ways..set * ways + n as usize].iter().copied())
+            .collect::<Vec<_>>();
         self.len.fill(0);
         out.into_iter()
     }
@@ -171,8 +176,20 @@ impl Sammu {
     }
 
     pub fn new(p: SammuParams, cores: usize, nodes: usize) -> Self {
-        let tlbs = (0..cores.max(1)).map(|_| Tlb { l1: Level::new(p.l1_entries, p.l1_ways), l2: Level::new(p.l2_entries, p.l2_ways) }).collect();
-        Sammu { p, tlbs, history: FxHashMap::default(), entries: Vec::new(), nc: Vec::new(), nodes: nodes.max(1), matrix: SharingMatrix::new(0), report: SammuReport::default(), updates: None }
+        let tlbs = (0..cores.max(1))
+            .map(|_| Tlb { l1: Level::new(p.l1_entries, p.l1_ways), l2: Level::new(p.l2_entries, p.l2_ways) })
+            .collect();
+        Sammu {
+            p,
+            tlbs,
+            history: FxHashMap::default(),
+            entries: Vec::new(),
+            nc: Vec::new(),
+            nodes: nodes.max(1),
+            matrix: SharingMatrix::new(0),
+            report: SammuReport::default(),
+            updates: None,
+        }
     }
 
     /// An access by `thread`, running on `core` in NUMA node `node`, to `page`.
@@ -199,10 +216,10 @@ impl Sammu {
             e.ac = 0;
         }
         // Into L1; its victim goes to L2; L2's victim leaves the TLB.
-        if let Some(victim) = tlb.l1.put(e) {
-            if let Some(out) = tlb.l2.put(victim) {
-                events[1] = Some((out, false));
-            }
+        if let Some(victim) = tlb.l1.put(e)
+            && let Some(out) = tlb.l2.put(victim)
+        {
+            events[1] = Some((out, false));
         }
         for (ev, saturated) in events.into_iter().flatten() {
             self.trigger(ev, node, saturated);
@@ -212,7 +229,11 @@ impl Sammu {
     fn trigger(&mut self, e: Entry, node: usize, saturated: bool) {
         let r = &mut self.report;
         r.triggers += 1;
-        if saturated { r.saturations += 1 } else { r.evictions += 1 }
+        if saturated {
+            r.saturations += 1
+        } else {
+            r.evictions += 1
+        }
         r.extra_memory_accesses += 2;
         let nodes = self.nodes;
         let next = self.entries.len() as u32;
@@ -279,14 +300,15 @@ impl Sammu {
     fn storage(&self, threads: usize) -> u64 {
         let pht = self.history.len() as u64 * (4 + 2 + (self.nodes as u64 * self.p.nc_bits as u64).div_ceil(8));
         let sm = (threads * threads) as u64 * 4;
-        let tat = self.tlbs.len() as u64 * (self.p.l1_entries + self.p.l2_entries) as u64 * (self.p.ac_bits as u64 / 8 + 1);
+        let tat =
+            self.tlbs.len() as u64 * (self.p.l1_entries + self.p.l2_entries) as u64 * (self.p.ac_bits as u64 / 8 + 1);
         pht + sm + tat
     }
 }
 
 /// One pass over a trace. `core_of_thread` and `node_of_core` place threads on the machine.
 pub fn sammu(
-    reader: &mut TraceReader,
+    reader: &mut dyn TraceSource,
     p: SammuParams,
     cores: usize,
     nodes: usize,

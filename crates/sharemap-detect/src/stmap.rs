@@ -13,7 +13,7 @@ use crate::matrix::SharingMatrix;
 use crate::pages::PageUsage;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use sharemap_trace::{Chunk, EventKind, TraceError, TraceReader};
+use sharemap_trace::{Chunk, EventKind, TraceError, TraceSource};
 
 const NONE: u32 = u32::MAX;
 
@@ -208,7 +208,8 @@ impl Stmap {
                 _ => None,
             }
         };
-        self.decision = StmapDecision { at: Some(at), distinct_addresses: da, commit_ratio: cr, abort_ratio: ar, enable };
+        self.decision =
+            StmapDecision { at: Some(at), distinct_addresses: da, commit_ratio: cr, abort_ratio: ar, enable };
     }
 
     pub fn finish(mut self) -> (Detection, StmapDecision) {
@@ -226,7 +227,11 @@ impl Stmap {
     }
 }
 
-pub fn stmap(reader: &mut TraceReader, p: StmapParams, mut progress: impl FnMut(u64)) -> Result<(Detection, StmapDecision), TraceError> {
+pub fn stmap(
+    reader: &mut dyn TraceSource,
+    p: StmapParams,
+    mut progress: impl FnMut(u64),
+) -> Result<(Detection, StmapDecision), TraceError> {
     let meta = reader.metadata().clone();
     let mut s = Stmap::new(p, meta.page_size, meta.threads as usize);
     let mut chunk = Chunk::default();
@@ -240,7 +245,7 @@ pub fn stmap(reader: &mut TraceReader, p: StmapParams, mut progress: impl FnMut(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sharemap_trace::{Access, Metadata, TraceWriter};
+    use sharemap_trace::{Access, Metadata, TraceReader, TraceWriter};
 
     fn run_alg1(seq: &[(u32, u64)]) -> SharingMatrix {
         let mut table = FxHashMap::default();

@@ -131,11 +131,21 @@ impl Machine {
     pub fn live() -> Result<Machine, MachineError> {
         match live::lstopo_xml() {
             Some(xml) => Self::from_xml(&xml, "live"),
-            None => Self::from_tree("live", "this host (from /sys; install hwloc for full detail)", live::from_sysfs()?, None),
+            None => Self::from_tree(
+                "live",
+                "this host (from /sys; install hwloc for full detail)",
+                live::from_sysfs()?,
+                None,
+            ),
         }
     }
 
-    fn from_tree(name: &str, description: &str, mut tree: Tree, distances: Option<(Vec<u32>, Vec<Vec<u64>>)>) -> Result<Machine, MachineError> {
+    fn from_tree(
+        name: &str,
+        description: &str,
+        mut tree: Tree,
+        distances: Option<(Vec<u32>, Vec<Vec<u64>>)>,
+    ) -> Result<Machine, MachineError> {
         sort_children_by_cpuset(&mut tree);
         // Levels by depth; hwloc keeps one object type per depth.
         let mut levels: Vec<Level> = Vec::new();
@@ -188,12 +198,12 @@ impl Machine {
             Some((os_order, matrix)) => {
                 let pos = |os: u32| os_order.iter().position(|&x| x == os);
                 let mut d = vec![vec![0u32; nn]; nn];
-                for i in 0..nn {
-                    for j in 0..nn {
-                        let (Some(a), Some(b)) = (pos(tree.numa[i].os_index), pos(tree.numa[j].os_index)) else {
+                for (row, from) in d.iter_mut().zip(&tree.numa) {
+                    for (cell, to) in row.iter_mut().zip(&tree.numa) {
+                        let (Some(a), Some(b)) = (pos(from.os_index), pos(to.os_index)) else {
                             return Err(MachineError(format!("{name}: NUMA distance matrix misses a node")));
                         };
-                        d[i][j] = matrix[a][b] as u32;
+                        *cell = matrix[a][b] as u32;
                     }
                 }
                 Some(d)
@@ -206,7 +216,11 @@ impl Machine {
             .flat_map(|i| (0..nn).filter(move |&j| j != i).map(move |j| (i, j)))
             .map(|(i, j)| distances[i][j] as f64 / distances[i][i].max(1) as f64)
             .collect();
-        let ratio = if remote.is_empty() { DISTANCE_FAR as f64 / DISTANCE_LOCAL as f64 } else { remote.iter().sum::<f64>() / remote.len() as f64 };
+        let ratio = if remote.is_empty() {
+            DISTANCE_FAR as f64 / DISTANCE_LOCAL as f64
+        } else {
+            remote.iter().sum::<f64>() / remote.len() as f64
+        };
         Ok(Machine {
             name: name.to_string(),
             description: description.to_string(),
@@ -243,7 +257,8 @@ impl Machine {
         self.pus
             .iter()
             .map(|&pu| {
-                let obj = self.tree.ancestors(pu).into_iter().find(|&o| self.tree.objs[o].ty == ObjType::Core).unwrap_or(pu);
+                let obj =
+                    self.tree.ancestors(pu).into_iter().find(|&o| self.tree.objs[o].ty == ObjType::Core).unwrap_or(pu);
                 core_objs.iter().position(|&c| c == obj).unwrap_or_else(|| {
                     core_objs.push(obj);
                     core_objs.len() - 1
@@ -381,15 +396,15 @@ fn renumber_numa_dfs(tree: &mut Tree) {
 fn model_distances(tree: &Tree) -> Vec<Vec<u32>> {
     let n = tree.numa.len();
     let mut d = vec![vec![DISTANCE_LOCAL; n]; n];
-    for i in 0..n {
-        for j in 0..n {
+    for (i, row) in d.iter_mut().enumerate() {
+        for (j, cell) in row.iter_mut().enumerate() {
             if i == j {
                 continue;
             }
             let a = tree.ancestors(tree.numa[i].attached_to);
             let b = tree.ancestors(tree.numa[j].attached_to);
             let lca = a.iter().find(|x| b.contains(x)).copied().unwrap_or(0);
-            d[i][j] = if lca == 0 { DISTANCE_FAR } else { DISTANCE_NEAR };
+            *cell = if lca == 0 { DISTANCE_FAR } else { DISTANCE_NEAR };
         }
     }
     d

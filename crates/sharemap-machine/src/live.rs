@@ -1,7 +1,7 @@
 //! The host's own topology: hwloc's `lstopo --of xml` when installed, else Linux sysfs.
 
-use crate::topology::{CacheKind, ObjType, Tree};
 use crate::MachineError;
+use crate::topology::{CacheKind, ObjType, Tree};
 use std::collections::BTreeMap;
 use std::fs;
 use std::process::Command;
@@ -9,10 +9,10 @@ use std::process::Command;
 /// The host as hwloc XML text, if an lstopo binary is available.
 pub fn lstopo_xml() -> Option<String> {
     for bin in ["lstopo-no-graphics", "lstopo"] {
-        if let Ok(out) = Command::new(bin).args(["--of", "xml", "-"]).output() {
-            if out.status.success() {
-                return String::from_utf8(out.stdout).ok();
-            }
+        if let Ok(out) = Command::new(bin).args(["--of", "xml", "-"]).output()
+            && out.status.success()
+        {
+            return String::from_utf8(out.stdout).ok();
         }
     }
     None
@@ -36,14 +36,15 @@ pub fn parse_cpulist(s: &str) -> Option<Vec<u32>> {
 
 /// Builds the tree from /sys: package, caches (by their shared CPU lists), core, PU.
 pub fn from_sysfs() -> Result<Tree, MachineError> {
-    let online = read("/sys/devices/system/cpu/online")
-        .and_then(|s| parse_cpulist(&s))
-        .ok_or_else(|| MachineError("live: cannot read /sys/devices/system/cpu/online (install hwloc for lstopo)".into()))?;
+    let online = read("/sys/devices/system/cpu/online").and_then(|s| parse_cpulist(&s)).ok_or_else(|| {
+        MachineError("live: cannot read /sys/devices/system/cpu/online (install hwloc for lstopo)".into())
+    })?;
     // For each CPU, the key of its group at each level, outermost first.
     let mut keys: BTreeMap<u32, Vec<(ObjType, String, Option<u64>)>> = BTreeMap::new();
     for &cpu in &online {
         let base = format!("/sys/devices/system/cpu/cpu{cpu}");
-        let mut k = vec![(ObjType::Package, read(&format!("{base}/topology/physical_package_id")).unwrap_or_default(), None)];
+        let mut k =
+            vec![(ObjType::Package, read(&format!("{base}/topology/physical_package_id")).unwrap_or_default(), None)];
         let mut caches = Vec::new();
         for idx in 0..8 {
             let c = format!("{base}/cache/index{idx}");
@@ -53,7 +54,8 @@ pub fn from_sysfs() -> Result<Tree, MachineError> {
                 Some("Instruction") => CacheKind::Instruction,
                 _ => CacheKind::Unified,
             };
-            let size = read(&format!("{c}/size")).and_then(|s| crate::synthetic::parse_size(&s.replace('K', "KiB").replace('M', "MiB")));
+            let size = read(&format!("{c}/size"))
+                .and_then(|s| crate::synthetic::parse_size(&s.replace('K', "KiB").replace('M', "MiB")));
             caches.push((level, kind, read(&format!("{c}/shared_cpu_list")).unwrap_or_default(), size));
         }
         caches.sort_by(|a, b| b.0.cmp(&a.0).then((a.1 as u8).cmp(&(b.1 as u8))));
@@ -90,7 +92,9 @@ pub fn from_sysfs() -> Result<Tree, MachineError> {
         for e in dir.flatten() {
             let name = e.file_name().to_string_lossy().to_string();
             if let Some(n) = name.strip_prefix("node").and_then(|n| n.parse::<u32>().ok()) {
-                let cpus = read(&format!("/sys/devices/system/node/{name}/cpulist")).and_then(|s| parse_cpulist(&s)).unwrap_or_default();
+                let cpus = read(&format!("/sys/devices/system/node/{name}/cpulist"))
+                    .and_then(|s| parse_cpulist(&s))
+                    .unwrap_or_default();
                 nodes.push((n, cpus));
             }
         }
@@ -104,7 +108,13 @@ pub fn from_sysfs() -> Result<Tree, MachineError> {
 }
 
 fn lowest_common_holder(tree: &Tree, cpus: &[u32]) -> usize {
-    let pus: Vec<usize> = tree.objs.iter().enumerate().filter(|(_, o)| o.ty == ObjType::Pu && o.os_index.is_some_and(|x| cpus.contains(&x))).map(|(i, _)| i).collect();
+    let pus: Vec<usize> = tree
+        .objs
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.ty == ObjType::Pu && o.os_index.is_some_and(|x| cpus.contains(&x)))
+        .map(|(i, _)| i)
+        .collect();
     let ancestors = |o: usize| {
         let mut v = tree.ancestors(o);
         v.reverse();

@@ -13,8 +13,8 @@
 //! - Sizes: plain bytes or with kB/MB/GB (powers of 1000) or KiB/MiB/GiB (powers of 1024);
 //!   caches default to hwloc's sizes, `numa:` nodes to 1 GiB.
 
-use crate::topology::{CacheKind, ObjType, Tree};
 use crate::MachineError;
+use crate::topology::{CacheKind, ObjType, Tree};
 
 const DEFAULT_NUMA_MEMORY: u64 = 1 << 30;
 const MAX_PUS: u64 = 1 << 20;
@@ -160,11 +160,14 @@ struct Attrs {
 fn parse_attrs(spec: &str, col: usize, body: &str) -> Result<Attrs, MachineError> {
     let mut a = Attrs { size: None, memory: None, indexes: None };
     for item in body.split_whitespace() {
-        let (k, v) = item.split_once('=').ok_or_else(|| err(spec, col, format!("attribute '{item}' is not key=value")))?;
+        let (k, v) =
+            item.split_once('=').ok_or_else(|| err(spec, col, format!("attribute '{item}' is not key=value")))?;
         match k.to_ascii_lowercase().as_str() {
             "size" => a.size = Some(parse_size(v).ok_or_else(|| err(spec, col, format!("bad size '{v}'")))?),
             "memory" => a.memory = Some(parse_size(v).ok_or_else(|| err(spec, col, format!("bad memory size '{v}'")))?),
-            "indexes" => a.indexes = Some(parse_indexes(v).ok_or_else(|| err(spec, col, format!("bad indexes '{v}'")))?),
+            "indexes" => {
+                a.indexes = Some(parse_indexes(v).ok_or_else(|| err(spec, col, format!("bad indexes '{v}'")))?)
+            }
             _ => return Err(err(spec, col, format!("unknown attribute '{k}'"))),
         }
     }
@@ -199,7 +202,9 @@ fn parse_levels(spec: &str) -> Result<(Vec<NumaSpec>, Vec<LevelSpec>), MachineEr
             let a = parse_attrs(spec, start, attrs.unwrap_or(""))?;
             let n = NumaSpec { memory: a.memory, indexes: a.indexes };
             match levels.last_mut() {
-                Some(l) if l.ty == ObjType::Pu => return Err(err(spec, start, "a NUMA node cannot be attached to a PU")),
+                Some(l) if l.ty == ObjType::Pu => {
+                    return Err(err(spec, start, "a NUMA node cannot be attached to a PU"));
+                }
                 Some(l) => l.numa.push(n),
                 None => root_numa.push(n),
             }
@@ -221,7 +226,8 @@ fn parse_levels(spec: &str) -> Result<(Vec<NumaSpec>, Vec<LevelSpec>), MachineEr
         let token = &spec[i..j];
         i = j;
         let (head, attrs) = split_attrs(spec, start, token)?;
-        let (name, count) = head.split_once(':').ok_or_else(|| err(spec, start, format!("expected type:count, got '{head}'")))?;
+        let (name, count) =
+            head.split_once(':').ok_or_else(|| err(spec, start, format!("expected type:count, got '{head}'")))?;
         let count: u32 = count.parse().map_err(|_| err(spec, start, format!("bad count '{count}'")))?;
         if count == 0 {
             return Err(err(spec, start, "a level cannot have 0 objects"));
@@ -263,7 +269,9 @@ fn parse_levels(spec: &str) -> Result<(Vec<NumaSpec>, Vec<LevelSpec>), MachineEr
     }
     match levels.last() {
         None => return Err(err(spec, 0, "no levels")),
-        Some(l) if l.ty != ObjType::Pu => return Err(err(spec, spec.len().saturating_sub(1), "the last level must be PU")),
+        Some(l) if l.ty != ObjType::Pu => {
+            return Err(err(spec, spec.len().saturating_sub(1), "the last level must be PU"));
+        }
         _ => {}
     }
     levels
@@ -328,11 +336,7 @@ fn normalise(root_numa: &mut Vec<NumaSpec>, levels: &mut Vec<LevelSpec>) {
 }
 
 fn parent_numa<'a>(root: &'a mut Vec<NumaSpec>, levels: &'a mut [LevelSpec], i: usize) -> &'a mut Vec<NumaSpec> {
-    if i == 0 {
-        root
-    } else {
-        &mut levels[i - 1].numa
-    }
+    if i == 0 { root } else { &mut levels[i - 1].numa }
 }
 
 fn build(spec: &str, root_numa: Vec<NumaSpec>, levels: Vec<LevelSpec>) -> Result<Tree, MachineError> {
@@ -365,7 +369,8 @@ fn build(spec: &str, root_numa: Vec<NumaSpec>, levels: Vec<LevelSpec>) -> Result
             }
         }
         if let Some(ix) = &level.indexes {
-            let os = resolve_indexes(ix, next.len() as u64).map_err(|e| err(spec, 0, format!("{} indexes: {e}", level.ty.hwloc_name())))?;
+            let os = resolve_indexes(ix, next.len() as u64)
+                .map_err(|e| err(spec, 0, format!("{} indexes: {e}", level.ty.hwloc_name())))?;
             for (o, i) in next.iter().zip(os) {
                 tree.objs[*o].os_index = Some(i);
             }
@@ -382,7 +387,8 @@ fn build(spec: &str, root_numa: Vec<NumaSpec>, levels: Vec<LevelSpec>) -> Result
     }
     for (ids, ix) in numa_index_specs {
         if let Some(ix) = ix {
-            let os = resolve_indexes(ix, ids.len() as u64).map_err(|e| err(spec, 0, format!("NUMANode indexes: {e}")))?;
+            let os =
+                resolve_indexes(ix, ids.len() as u64).map_err(|e| err(spec, 0, format!("NUMANode indexes: {e}")))?;
             for (id, i) in ids.iter().zip(os) {
                 tree.numa[*id].os_index = i;
             }
@@ -412,9 +418,13 @@ pub fn export(tree: &Tree, levels: &[crate::Level]) -> Option<String> {
             }
             attrs.push(format!("size={size}"));
         }
-        let os: Vec<u32> = level.objs.iter().enumerate().map(|(i, &o)| tree.objs[o].os_index.unwrap_or(i as u32)).collect();
+        let os: Vec<u32> =
+            level.objs.iter().enumerate().map(|(i, &o)| tree.objs[o].os_index.unwrap_or(i as u32)).collect();
         if first.ty == ObjType::Pu && os.iter().enumerate().any(|(i, &x)| x != i as u32) {
-            attrs.push(format!("indexes={}", interleave_form(&os).unwrap_or_else(|| os.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(","))));
+            attrs.push(format!(
+                "indexes={}",
+                interleave_form(&os).unwrap_or_else(|| os.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(","))
+            ));
         }
         let attrs = if attrs.is_empty() { String::new() } else { format!("({})", attrs.join(" ")) };
         parts.push(format!("{}:{}{}", first.ty.hwloc_name(), arity, attrs));
@@ -444,7 +454,7 @@ fn interleave_form(logical_to_os: &[u32]) -> Option<String> {
         while width * (count + 1) <= total && logical_of_os[width * count] == logical_of_os[0] + step * count {
             count += 1;
         }
-        if count < 2 || total % (width * count) != 0 {
+        if count < 2 || !total.is_multiple_of(width * count) {
             return None;
         }
         loops.push((step as u64, count as u64));

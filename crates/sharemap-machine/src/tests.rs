@@ -13,7 +13,9 @@ fn counts_of_the_issue_examples() {
 
 #[test]
 fn canonical_form_reparses_to_itself() {
-    for s in ["pack:4 numa:1 l3:1 core:8 pu:2", "pack:4 numa:2 l3:1 l2:4 core:2 pu:1", "numa:2 pu:1", "pack:2 core:2 pu:2"] {
+    for s in
+        ["pack:4 numa:1 l3:1 core:8 pu:2", "pack:4 numa:2 l3:1 l2:4 core:2 pu:1", "numa:2 pu:1", "pack:2 core:2 pu:2"]
+    {
         let a = Machine::from_spec(s).unwrap().synthetic().unwrap();
         let b = Machine::from_spec(&a).unwrap().synthetic().unwrap();
         assert_eq!(a, b, "{s}");

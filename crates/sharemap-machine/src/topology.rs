@@ -10,7 +10,10 @@ pub enum ObjType {
     Die,
     Group,
     /// Cache of `level` holding data (`Unified`), data only or instructions only.
-    Cache { level: u8, kind: CacheKind },
+    Cache {
+        level: u8,
+        kind: CacheKind,
+    },
     Core,
     Pu,
 }

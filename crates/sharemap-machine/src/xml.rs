@@ -1,7 +1,7 @@
 //! hwloc XML topologies (`lstopo --of xml`), versions 1.x and 2.x.
 
-use crate::topology::{CacheKind, ObjType, Tree};
 use crate::MachineError;
+use crate::topology::{CacheKind, ObjType, Tree};
 
 /// Parsed tree plus the NUMA distance matrix when the file has one (OS-index order).
 pub struct XmlTopology {
@@ -17,7 +17,10 @@ pub fn parse(text: &str, origin: &str) -> Result<XmlTopology, MachineError> {
     })?;
     let top = doc.root_element();
     if top.tag_name().name() != "topology" {
-        return Err(MachineError(format!("{origin}: not an hwloc topology (root element <{}>)", top.tag_name().name())));
+        return Err(MachineError(format!(
+            "{origin}: not an hwloc topology (root element <{}>)",
+            top.tag_name().name()
+        )));
     }
     let machine = top
         .children()
@@ -91,8 +94,8 @@ fn add_object(tree: &mut Tree, node: roxmltree::Node, parent: Option<usize>, ori
         // I/O, Misc and memory-side caches are not part of the CPU tree.
         return Ok(());
     };
-    let id = if t == ObjType::Machine && parent.is_some() {
-        parent.unwrap()
+    let id = if let Some(parent) = parent.filter(|_| t == ObjType::Machine) {
+        parent
     } else {
         let id = tree.add(t, parent);
         tree.objs[id].os_index = attr_u64(node, "os_index", origin)?.map(|x| x as u32);
@@ -108,7 +111,10 @@ fn add_object(tree: &mut Tree, node: roxmltree::Node, parent: Option<usize>, ori
 }
 
 /// hwloc 2 `<distances2 type="NUMANode">` with `<indexes>` and `<u64values>`.
-fn parse_distances(top: roxmltree::Node, origin: &str) -> Result<Option<(Vec<u32>, Vec<Vec<u64>>)>, MachineError> {
+/// NUMA nodes' OS indexes in matrix order, and the matrix.
+type Distances = (Vec<u32>, Vec<Vec<u64>>);
+
+fn parse_distances(top: roxmltree::Node, origin: &str) -> Result<Option<Distances>, MachineError> {
     for d in top.descendants().filter(|n| n.has_tag_name("distances2")) {
         if d.attribute("type") != Some("NUMANode") {
             continue;
@@ -120,7 +126,11 @@ fn parse_distances(top: roxmltree::Node, origin: &str) -> Result<Option<(Vec<u32
         let idx: Vec<u32> = text("indexes").split_whitespace().filter_map(|x| x.parse().ok()).collect();
         let vals: Vec<u64> = text("u64values").split_whitespace().filter_map(|x| x.parse().ok()).collect();
         if nb == 0 || idx.len() != nb || vals.len() != nb * nb {
-            return Err(MachineError(format!("{origin}: malformed NUMA distance matrix ({nb} objects, {} indexes, {} values)", idx.len(), vals.len())));
+            return Err(MachineError(format!(
+                "{origin}: malformed NUMA distance matrix ({nb} objects, {} indexes, {} values)",
+                idx.len(),
+                vals.len()
+            )));
         }
         let matrix = vals.chunks(nb).map(|r| r.to_vec()).collect();
         return Ok(Some((idx, matrix)));

@@ -1,9 +1,9 @@
 //! Mapping time, 1,024 threads on a 1,024-PU machine, on each kind of synthetic matrix.
 //! Target: the default algorithm (`sharemap`) in <= 10 ms.
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use sharemap_machine::Machine;
-use sharemap_mapping::{map, matrices, Algorithm, CostModel, PairCosts};
+use sharemap_mapping::{Algorithm, CostModel, PairCosts, map, matrices};
 
 const MACHINE: &str = "pack:16 numa:1 l3:1 core:32 pu:2";
 
@@ -16,7 +16,9 @@ fn bench(c: &mut Criterion) {
         for (kind, _) in matrices::KINDS {
             let m = matrices::make(kind, 1024, 1).unwrap();
             let a = Algorithm::parse(alg, 1).unwrap();
-            g.bench_with_input(BenchmarkId::from_parameter(kind), &m, |b, m| b.iter(|| map(a, m, &machine, &costs).unwrap()));
+            g.bench_with_input(BenchmarkId::from_parameter(kind), &m, |b, m| {
+                b.iter(|| map(a, m, &machine, &costs).unwrap())
+            });
         }
         g.finish();
     }

@@ -7,7 +7,7 @@
 //! cargo run --release -p sharemap-mapping --example versus_scotch [SEEDS]
 
 use sharemap_machine::Machine;
-use sharemap_mapping::{map, mapping_cost, matrices, scotch, Algorithm, CostModel, PairCosts};
+use sharemap_mapping::{Algorithm, CostModel, PairCosts, map, mapping_cost, matrices, scotch};
 use std::process::Command;
 use std::time::Instant;
 
@@ -15,7 +15,14 @@ fn main() {
     let seeds: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(3);
     let dir = tempfile::tempdir().expect("temporary directory");
     let algos = ["sharemap", "bisection", "eagermap", "treematch", "compact"];
-    println!("{:<13} {:>4} {:>14} {:>9} {}", "matrix", "PUs", "Scotch cost", "Scotch ms", algos.map(|a| format!("{a:>10} {:>6}", "ms")).join(" "));
+    println!(
+        "{:<13} {:>4} {:>14} {:>9} {}",
+        "matrix",
+        "PUs",
+        "Scotch cost",
+        "Scotch ms",
+        algos.map(|a| format!("{a:>10} {:>6}", "ms")).join(" ")
+    );
     for spec in ["pack:4 numa:1 l3:1 core:8 pu:2", "pack:8 numa:1 l3:1 core:16 pu:2"] {
         let machine = Machine::from_spec(spec).unwrap();
         let costs = PairCosts::new(&machine, CostModel::Latency);
@@ -32,7 +39,13 @@ fn main() {
                 std::fs::write(&grf, scotch::graph(&m)).unwrap();
                 let out = dir.path().join("scotch.map");
                 let t = Instant::now();
-                let run = Command::new("scotch_gmap").args(["-b0", "-cb"]).arg(&grf).arg(&tgt).arg(&out).output().expect("scotch_gmap (apt-get install scotch)");
+                let run = Command::new("scotch_gmap")
+                    .args(["-b0", "-cb"])
+                    .arg(&grf)
+                    .arg(&tgt)
+                    .arg(&out)
+                    .output()
+                    .expect("scotch_gmap (apt-get install scotch)");
                 scotch_ms += t.elapsed().as_secs_f64() * 1e3 / seeds as f64;
                 assert!(run.status.success(), "scotch_gmap: {}", String::from_utf8_lossy(&run.stderr));
                 let mut theirs = vec![0usize; p];

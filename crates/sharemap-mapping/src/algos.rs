@@ -1,7 +1,7 @@
 //! The mapping algorithms. With more threads than PUs every PU takes its share (balanced:
 //! thread t of an order-based mapping goes to PU order[t mod PUs]).
 
-use crate::cost::{mapping_cost, PairCosts};
+use crate::cost::{PairCosts, mapping_cost};
 use sharemap_detect::SharingMatrix;
 use sharemap_machine::Machine;
 
@@ -36,7 +36,10 @@ pub enum Algorithm {
 
 /// Names and algorithms, for the command line.
 pub static ALGORITHMS: &[(&str, &str)] = &[
-    ("sharemap", "the cheapest of bisection, eagermap (up to 256 threads) and the order-based mappings, refined by cost-aware pairwise swaps (the default)"),
+    (
+        "sharemap",
+        "the cheapest of bisection, eagermap (up to 256 threads) and the order-based mappings, refined by cost-aware pairwise swaps (the default)",
+    ),
     ("eagermap", "hierarchical greedy grouping, bottom-up over the shared levels"),
     ("treematch", "tree matching by levels: groups that leave the least sharing outside them"),
     ("bisection", "top-down recursive bisection of the threads with Kernighan-Lin swaps, as Scotch maps"),
@@ -116,13 +119,19 @@ pub fn map(alg: Algorithm, m: &SharingMatrix, machine: &Machine, costs: &PairCos
                 })
                 .collect();
             // The first of the cheapest, so that ties resolve the same way on every run.
-            let mut chosen = candidates.into_iter().reduce(|best, c| if c.0 < best.0 { c } else { best }).expect("at least one start").1;
+            let mut chosen = candidates
+                .into_iter()
+                .reduce(|best, c| if c.0 < best.0 { c } else { best })
+                .expect("at least one start")
+                .1;
             refine(m, &mut chosen, costs);
             chosen
         }
         Algorithm::Exhaustive => {
             if p > EXHAUSTIVE_MAX_PUS {
-                return Err(format!("exhaustive handles machines of at most {EXHAUSTIVE_MAX_PUS} PUs (this one has {p})"));
+                return Err(format!(
+                    "exhaustive handles machines of at most {EXHAUSTIVE_MAX_PUS} PUs (this one has {p})"
+                ));
             }
             if n > p {
                 return Err(format!("exhaustive needs at most one thread per PU ({n} threads, {p} PUs)"));
@@ -201,7 +210,8 @@ fn bottom_up(m: &SharingMatrix, machine: &Machine, group: fn(&Dense, usize) -> V
     let n = m.threads();
     let p = machine.pu_count();
     // Arity of each level, bottom-up (children per object).
-    let mut arities: Vec<usize> = machine.levels.windows(2).map(|w| (w[1].objs.len() / w[0].objs.len().max(1)).max(1)).collect();
+    let mut arities: Vec<usize> =
+        machine.levels.windows(2).map(|w| (w[1].objs.len() / w[0].objs.len().max(1)).max(1)).collect();
     arities.reverse();
     let per_pu = n.div_ceil(p).max(1);
     let total = p * per_pu;
@@ -348,7 +358,16 @@ fn exhaustive(m: &SharingMatrix, c: &PairCosts) -> Vec<usize> {
     let mut cur = vec![0usize; n];
     let mut used = vec![false; c.pus];
     #[allow(clippy::too_many_arguments)]
-    fn go(t: usize, partial: f64, m: &SharingMatrix, c: &PairCosts, cur: &mut [usize], used: &mut [bool], best: &mut f64, best_map: &mut Vec<usize>) {
+    fn go(
+        t: usize,
+        partial: f64,
+        m: &SharingMatrix,
+        c: &PairCosts,
+        cur: &mut [usize],
+        used: &mut [bool],
+        best: &mut f64,
+        best_map: &mut Vec<usize>,
+    ) {
         let n = cur.len();
         if partial >= *best {
             return;
@@ -458,7 +477,14 @@ mod tests {
         assert_eq!(&at(Algorithm::RoundRobin)[..4], &[0, 2, 4, 6]);
         // Oversubscribed: 16 threads on 8 PUs, two each.
         let big = SharingMatrix::new(16);
-        for alg in [Algorithm::Compact, Algorithm::Eager, Algorithm::TreeMatch, Algorithm::Bisection, Algorithm::Refined, Algorithm::Scatter] {
+        for alg in [
+            Algorithm::Compact,
+            Algorithm::Eager,
+            Algorithm::TreeMatch,
+            Algorithm::Bisection,
+            Algorithm::Refined,
+            Algorithm::Scatter,
+        ] {
             let mp = map(alg, &big, &machine, &c).unwrap();
             let mut per = vec![0; 8];
             mp.iter().for_each(|&q| per[q] += 1);

@@ -141,7 +141,8 @@ fn halve(part: &Part, size: usize) -> (Part, Part) {
         }
         let Grown { mut in_a, to_a, .. } = best.expect("a seed");
         // D[v] from what the growth already summed: load - 2 x (sharing on v's own side).
-        let gain: Vec<f32> = (0..k).map(|v| if in_a[v] { load[v] - 2.0 * to_a[v] } else { 2.0 * to_a[v] - load[v] }).collect();
+        let gain: Vec<f32> =
+            (0..k).map(|v| if in_a[v] { load[v] - 2.0 * to_a[v] } else { 2.0 * to_a[v] - load[v] }).collect();
         refine(d, &mut in_a, gain, load.iter().sum());
         in_a
     };

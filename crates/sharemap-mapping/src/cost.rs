@@ -2,7 +2,7 @@
 
 use sharemap_detect::SharingMatrix;
 use sharemap_machine::topology::ObjType;
-use sharemap_machine::{Machine, LOCAL_LATENCY_NS};
+use sharemap_machine::{LOCAL_LATENCY_NS, Machine};
 
 /// How a level of the tree is priced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,5 +10,5 @@ pub mod potential;
 pub mod scotch;
 mod treematch;
 
-pub use algos::{map, Algorithm, ALGORITHMS};
-pub use cost::{mapping_cost, sharing_by_level, CostModel, PairCosts};
+pub use algos::{ALGORITHMS, Algorithm, map};
+pub use cost::{CostModel, PairCosts, mapping_cost, sharing_by_level};

@@ -3,8 +3,8 @@
 //! sharing scores low; neighbour sharing high) — the weak spot seed 000 reports on CG and
 //! the reason for seed 002's enable heuristic.
 
-use crate::algos::{map, Algorithm};
-use crate::cost::{mapping_cost, PairCosts};
+use crate::algos::{Algorithm, map};
+use crate::cost::{PairCosts, mapping_cost};
 use sharemap_detect::SharingMatrix;
 use sharemap_machine::Machine;
 

@@ -18,7 +18,8 @@ pub fn graph(m: &SharingMatrix) -> String {
     let arcs: usize = (0..n).map(|i| (0..n).filter(|&j| j != i && weight(i, j) > 0).count()).sum();
     let mut out = format!("0\n{n}\t{arcs}\n0\t010\n");
     for i in 0..n {
-        let edges: Vec<(usize, u64)> = (0..n).filter(|&j| j != i).map(|j| (j, weight(i, j))).filter(|e| e.1 > 0).collect();
+        let edges: Vec<(usize, u64)> =
+            (0..n).filter(|&j| j != i).map(|j| (j, weight(i, j))).filter(|e| e.1 > 0).collect();
         let _ = write!(out, "{}", edges.len());
         for (j, w) in edges {
             let _ = write!(out, "\t{w} {j}");

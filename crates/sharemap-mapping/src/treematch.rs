@@ -8,18 +8,14 @@
 //! Unlike EagerMap's growth (the element sharing most with the group), this prefers an
 //! element whose sharing is mostly with the group over one that shares a lot with everyone.
 
-use crate::algos::{greedy_groups, Dense};
+use crate::algos::{Dense, greedy_groups};
 
 /// Most candidate groups listed outright.
 const LIST_LIMIT: u128 = 100_000;
 
 /// Groups of `size` over the `mat.k` elements (a multiple of `size`, padded by the caller).
 pub(crate) fn groups(mat: &Dense, size: usize) -> Vec<Vec<usize>> {
-    if binomial(mat.k, size) <= LIST_LIMIT {
-        listed(mat, size)
-    } else {
-        grown(mat, size)
-    }
+    if binomial(mat.k, size) <= LIST_LIMIT { listed(mat, size) } else { grown(mat, size) }
 }
 
 /// C(n, k), or any value past the limit once it exceeds it.
@@ -97,7 +93,11 @@ mod tests {
         for (i, g) in groups.iter().enumerate() {
             g.iter().for_each(|&x| owner[x] = i);
         }
-        (0..mat.k).flat_map(|a| (0..mat.k).map(move |b| (a, b))).filter(|&(a, b)| owner[a] != owner[b]).map(|(a, b)| mat.get(a, b)).sum()
+        (0..mat.k)
+            .flat_map(|a| (0..mat.k).map(move |b| (a, b)))
+            .filter(|&(a, b)| owner[a] != owner[b])
+            .map(|(a, b)| mat.get(a, b))
+            .sum()
     }
 
     #[test]

@@ -16,19 +16,14 @@ const NODES: usize = 64;
 
 fn pages(pattern: &str) -> Vec<(u64, Vec<Ref>)> {
     let mut sink = VecSink::default();
-    generate::run(
-        generate::find(pattern).unwrap(),
-        &GenParams::new(NODES as u32, ACCESSES, 1),
-        &mut sink,
-    )
-    .unwrap();
+    generate::run(generate::find(pattern).unwrap(), &GenParams::new(NODES as u32, ACCESSES, 1), &mut sink).unwrap();
     pages_of(&sink.accesses, 4096, NODES)
 }
 
 fn bench(c: &mut Criterion) {
     let costs = Costs::new(&CostParams::butterfly(4096));
-    let all: Vec<(&str, Vec<(u64, Vec<Ref>)>)> =
-        PATTERNS.iter().map(|p| (p.name, pages(p.name))).collect();
+    type Pages = Vec<(u64, Vec<Ref>)>;
+    let all: Vec<(&str, Pages)> = PATTERNS.iter().map(|p| (p.name, pages(p.name))).collect();
 
     let mut optimal = c.benchmark_group("optimal");
     optimal.throughput(Throughput::Elements(ACCESSES));
@@ -36,12 +31,7 @@ fn bench(c: &mut Criterion) {
     for (name, pages) in &all {
         optimal.bench_with_input(BenchmarkId::from_parameter(name), pages, |b, pages| {
             let mut opt = Optimal::new(NODES, costs);
-            b.iter(|| {
-                pages
-                    .iter()
-                    .map(|(_, refs)| opt.solve(refs).cost)
-                    .sum::<f64>()
-            })
+            b.iter(|| pages.iter().map(|(_, refs)| opt.solve(refs).cost).sum::<f64>())
         });
     }
     optimal.finish();
@@ -50,10 +40,7 @@ fn bench(c: &mut Criterion) {
     let mut policies = c.benchmark_group("policies");
     policies.throughput(Throughput::Elements(ACCESSES * POLICIES.len() as u64));
     policies.sample_size(10);
-    let built: Vec<_> = POLICIES
-        .iter()
-        .map(|p| p.build(&Settings::default()).unwrap())
-        .collect();
+    let built: Vec<_> = POLICIES.iter().map(|p| p.build(&Settings::default()).unwrap()).collect();
     for (name, pages) in &all {
         let ctx = plain_context(NODES, costs, pages.len());
         policies.bench_with_input(BenchmarkId::from_parameter(name), pages, |b, pages| {
@@ -74,15 +61,8 @@ fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sor.trace");
     let mut sink = VecSink::default();
-    generate::run(
-        generate::find("sor").unwrap(),
-        &GenParams::new(NODES as u32, 4 * ACCESSES, 1),
-        &mut sink,
-    )
-    .unwrap();
-    let mut w =
-        sharemap_trace::TraceWriter::create(&path, None, sharemap_trace::Metadata::default())
-            .unwrap();
+    generate::run(generate::find("sor").unwrap(), &GenParams::new(NODES as u32, 4 * ACCESSES, 1), &mut sink).unwrap();
+    let mut w = sharemap_trace::TraceWriter::create(&path, None, sharemap_trace::Metadata::default()).unwrap();
     sink.accesses.iter().for_each(|a| w.access(*a).unwrap());
     w.finish().unwrap();
     let opts = PartitionOptions {

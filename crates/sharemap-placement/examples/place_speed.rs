@@ -11,15 +11,9 @@ use std::time::Instant;
 fn main() {
     let only: Vec<String> = std::env::args().skip(1).collect();
     let nodes = 64;
-    let n: u64 = std::env::var("N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4_000_000);
+    let n: u64 = std::env::var("N").ok().and_then(|v| v.parse().ok()).unwrap_or(4_000_000);
     let costs = Costs::new(&CostParams::butterfly(4096));
-    for p in PATTERNS
-        .iter()
-        .filter(|p| only.is_empty() || only.iter().any(|o| o == p.name))
-    {
+    for p in PATTERNS.iter().filter(|p| only.is_empty() || only.iter().any(|o| o == p.name)) {
         let mut sink = VecSink::default();
         generate::run(p, &GenParams::new(64, n, 1), &mut sink).unwrap();
         let pages = pages_of(&sink.accesses, 4096, nodes);

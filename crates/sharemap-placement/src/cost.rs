@@ -51,12 +51,7 @@ pub struct Costs {
 
 impl Costs {
     pub fn new(p: &CostParams) -> Self {
-        Costs {
-            r: p.r,
-            big_r: p.big_r,
-            g: p.g.unwrap_or(f64::INFINITY),
-            big_g: p.big_g.unwrap_or(f64::INFINITY),
-        }
+        Costs { r: p.r, big_r: p.big_r, g: p.g.unwrap_or(f64::INFINITY), big_g: p.big_g.unwrap_or(f64::INFINITY) }
     }
 
     pub fn has_global(&self) -> bool {
@@ -94,8 +89,7 @@ pub struct Tally {
 
 impl Tally {
     pub fn cost(&self, c: &Costs) -> f64 {
-        let mut total =
-            self.local as f64 + c.r * self.remote as f64 + c.big_r * self.node_moves as f64;
+        let mut total = self.local as f64 + c.r * self.remote as f64 + c.big_r * self.node_moves as f64;
         // Guard 0 x infinity when there is no global memory.
         if self.global > 0 {
             total += c.g * self.global as f64;
@@ -174,10 +168,7 @@ impl Residence {
     /// A page initially in `set` (free: the initial placement costs nothing).
     pub fn new(set: LocSet) -> Self {
         debug_assert!(set != 0);
-        Residence {
-            set,
-            tally: Tally::default(),
-        }
+        Residence { set, tally: Tally::default() }
     }
 
     pub fn set(&self) -> LocSet {
@@ -240,10 +231,8 @@ impl Residence {
 
 /// Lists a set as text: node numbers and `global`, separated by `;` (e.g. `0;3;global`).
 pub fn set_label(set: LocSet) -> String {
-    let mut parts: Vec<String> = (0..MAX_NODES as u32)
-        .filter(|&i| set & (1u128 << i) != 0)
-        .map(|i| i.to_string())
-        .collect();
+    let mut parts: Vec<String> =
+        (0..MAX_NODES as u32).filter(|&i| set & (1u128 << i) != 0).map(|i| i.to_string()).collect();
     if set & GLOBAL_BIT != 0 {
         parts.push("global".into());
     }
@@ -255,12 +244,7 @@ mod tests {
     use super::*;
 
     fn costs() -> Costs {
-        Costs {
-            r: 5.0,
-            big_r: 40.0,
-            g: 2.0,
-            big_g: 30.0,
-        }
+        Costs { r: 5.0, big_r: 40.0, g: 2.0, big_g: 30.0 }
     }
 
     #[test]

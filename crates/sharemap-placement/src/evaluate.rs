@@ -94,18 +94,10 @@ pub fn evaluate(
             placement: Vec::new(),
         },
         |w, page| {
-            let sol = if opts.skip_optimal {
-                Solution::default()
-            } else {
-                w.optimal.solve(page.refs)
-            };
+            let sol = if opts.skip_optimal { Solution::default() } else { w.optimal.solve(page.refs) };
             w.opt_cost += sol.cost;
             w.opt.add(&sol.tally);
-            let mut page_costs = Vec::with_capacity(if opts.costliest > 0 {
-                policies.len()
-            } else {
-                0
-            });
+            let mut page_costs = Vec::with_capacity(if opts.costliest > 0 { policies.len() } else { 0 });
             for (i, (_, p)) in policies.iter().enumerate() {
                 let t = p.run(page, ctx);
                 let cost = t.cost(&c);
@@ -116,24 +108,12 @@ pub fn evaluate(
                 }
             }
             if opts.placement {
-                w.placement.extend(
-                    sol.changes
-                        .iter()
-                        .map(|&(i, set)| (page.number, page.refs[i].at, set)),
-                );
+                w.placement.extend(sol.changes.iter().map(|&(i, set)| (page.number, page.refs[i].at, set)));
             }
             if opts.costliest > 0 {
-                let worst = w
-                    .costliest
-                    .iter()
-                    .map(|p| p.optimal)
-                    .fold(f64::INFINITY, f64::min);
+                let worst = w.costliest.iter().map(|p| p.optimal).fold(f64::INFINITY, f64::min);
                 if w.costliest.len() < opts.costliest || sol.cost > worst {
-                    let nodes = page
-                        .refs
-                        .iter()
-                        .fold(0u128, |s, r| s | (1u128 << r.node))
-                        .count_ones();
+                    let nodes = page.refs.iter().fold(0u128, |s, r| s | (1u128 << r.node)).count_ones();
                     w.costliest.push(PageCost {
                         address: format!("{:#x}", page.number * page_size),
                         references: page.refs.len() as u64,
@@ -181,26 +161,14 @@ pub fn evaluate(
         profile_samples: t.profile_samples,
         tally: t,
     };
-    let mut results = if opts.skip_optimal {
-        Vec::new()
-    } else {
-        vec![result("optimal", opt_cost, opt)]
-    };
+    let mut results = if opts.skip_optimal { Vec::new() } else { vec![result("optimal", opt_cost, opt)] };
     for (i, (name, _)) in policies.iter().enumerate() {
         results.push(result(name, costs[i], tallies[i]));
     }
-    Ok(Evaluation {
-        results,
-        costliest,
-        placement,
-    })
+    Ok(Evaluation { results, costliest, placement })
 }
 
 fn keep_costliest(v: &mut Vec<PageCost>, n: usize) {
-    v.sort_by(|a, b| {
-        b.optimal
-            .total_cmp(&a.optimal)
-            .then_with(|| a.address.cmp(&b.address))
-    });
+    v.sort_by(|a, b| b.optimal.total_cmp(&a.optimal).then_with(|| a.address.cmp(&b.address)));
     v.truncate(n);
 }

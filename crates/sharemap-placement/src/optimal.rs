@@ -279,7 +279,6 @@ impl Optimal {
         self.entries.clear();
     }
 
-
     /// Solves one page: its references must be in trace order, from nodes below `nodes`.
     pub fn solve(&mut self, refs: &[Ref]) -> Solution {
         debug_assert!(
@@ -290,33 +289,15 @@ impl Optimal {
         let Some(first_write) = refs.iter().position(|r| r.write) else {
             // Never written: the free initial placement puts a copy at every reader.
             let set = refs.iter().fold(0, |s, r| s | node_bit(r.node));
-            let tally = Tally {
-                local: refs.len() as u64,
-                ..Tally::default()
-            };
-            let changes = if refs.is_empty() {
-                vec![]
-            } else {
-                vec![(0, set)]
-            };
-            return Solution {
-                cost: refs.len() as f64,
-                tally,
-                changes,
-            };
+            let tally = Tally { local: refs.len() as u64, ..Tally::default() };
+            let changes = if refs.is_empty() { vec![] } else { vec![(0, set)] };
+            return Solution { cost: refs.len() as f64, tally, changes };
         };
         // Used by one node only (private data, the common case): all local from the start.
         let only = refs[0].node;
         if refs.iter().all(|r| r.node == only) {
-            let tally = Tally {
-                local: refs.len() as u64,
-                ..Tally::default()
-            };
-            return Solution {
-                cost: refs.len() as f64,
-                tally,
-                changes: vec![(0, node_bit(only))],
-            };
+            let tally = Tally { local: refs.len() as u64, ..Tally::default() };
+            return Solution { cost: refs.len() as f64, tally, changes: vec![(0, node_bit(only))] };
         }
         self.reset();
         let end = if self.c.has_global() {
@@ -491,7 +472,8 @@ impl Optimal {
             // touched. Only the least is needed, with global memory too: for a touched node
             // b, the least Ug over the other nodes is among the touched ones and the least
             // untouched one (no other untouched node is smaller, and none is b).
-            let untouched = if least.a1 != NONE && t.stamp[ix(least.a1)] == run { scan(&t.raw[..padded]) } else { least };
+            let untouched =
+                if least.a1 != NONE && t.stamp[ix(least.a1)] == run { scan(&t.raw[..padded]) } else { least };
             let m1 = if untouched.v1 < INF { true_val(untouched.v1) } else { INF };
             // Least adjusted costs over node states: untouched ones have d = dg = 0.
             let (mut min_u, mut arg_u) = (m1, untouched.a1);
@@ -507,11 +489,8 @@ impl Optimal {
 
             // Untouched states all get V' = min(V + add, cap).
             let from_glob = glob + fg_sum + big_g;
-            let (self_add, self_code) = if GLOBAL && big_g + fg_sum < f_sum {
-                (big_g + fg_sum, B2_SELF)
-            } else {
-                (f_sum, A_SELF)
-            };
+            let (self_add, self_code) =
+                if GLOBAL && big_g + fg_sum < f_sum { (big_g + fg_sum, B2_SELF) } else { (f_sum, A_SELF) };
             let (mut cap, mut cap_code) = (f_sum + min_u + c.big_r, A_MIN);
             if GLOBAL {
                 if from_glob < cap {
@@ -748,9 +727,7 @@ impl Optimal {
                 A_MIN => (wr.arg_u, false),
                 B1 => (GLOB, true),
                 B2_SELF => (b, true),
-                B2_MIN => {
-                    (if wr.arg_ug == b { wr.arg_ug2 } else { wr.arg_ug }, true)
-                }
+                B2_MIN => (if wr.arg_ug == b { wr.arg_ug2 } else { wr.arg_ug }, true),
                 G_STAY => (GLOB, true),
                 G_B2 => (wr.arg_ug, true),
                 _ => (wr.arg_u, false), // G_B3

@@ -13,12 +13,7 @@ fn all_sets(nodes: usize, global: bool) -> Vec<LocSet> {
         mems.push(GLOBAL_BIT);
     }
     (1u32..(1 << mems.len()))
-        .map(|mask| {
-            mems.iter()
-                .enumerate()
-                .filter(|(i, _)| mask & (1 << i) != 0)
-                .fold(0, |s, (_, m)| s | m)
-        })
+        .map(|mask| mems.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).fold(0, |s, (_, m)| s | m))
         .collect()
 }
 
@@ -39,16 +34,8 @@ fn move_cost(c: &Costs, from: LocSet, to: LocSet) -> f64 {
 fn set_search(refs: &[Ref], nodes: usize, c: &Costs) -> f64 {
     let sets = all_sets(nodes, c.has_global());
     let allowed = |s: LocSet, r: &Ref| !r.write || s.count_ones() == 1;
-    let mut best: Vec<f64> = sets
-        .iter()
-        .map(|&s| {
-            if allowed(s, &refs[0]) {
-                c.reference(s, refs[0].node)
-            } else {
-                f64::INFINITY
-            }
-        })
-        .collect();
+    let mut best: Vec<f64> =
+        sets.iter().map(|&s| if allowed(s, &refs[0]) { c.reference(s, refs[0].node) } else { f64::INFINITY }).collect();
     for r in &refs[1..] {
         best = sets
             .iter()
@@ -56,11 +43,8 @@ fn set_search(refs: &[Ref], nodes: usize, c: &Costs) -> f64 {
                 if !allowed(to, r) {
                     return f64::INFINITY;
                 }
-                let arrive = sets
-                    .iter()
-                    .zip(&best)
-                    .map(|(&from, &b)| b + move_cost(c, from, to))
-                    .fold(f64::INFINITY, f64::min);
+                let arrive =
+                    sets.iter().zip(&best).map(|(&from, &b)| b + move_cost(c, from, to)).fold(f64::INFINITY, f64::min);
                 arrive + c.reference(to, r.node)
             })
             .collect();
@@ -89,35 +73,18 @@ fn enumerate(refs: &[Ref], nodes: usize, c: &Costs) -> f64 {
 }
 
 fn costs_strategy() -> impl Strategy<Value = Costs> {
-    (
-        2u32..7,
-        1u32..30,
-        any::<bool>(),
-        2u32..5,
-        1u32..20,
-        0u32..100,
-    )
+    (2u32..7, 1u32..30, any::<bool>(), 2u32..5, 1u32..20, 0u32..100)
         .prop_map(|(r, extra_r, global, g, extra_g, mix)| {
             let r = r as f64;
             if !global {
-                return CostParams {
-                    r,
-                    big_r: 2.0 * r + extra_r as f64,
-                    g: None,
-                    big_g: None,
-                };
+                return CostParams { r, big_r: 2.0 * r + extra_r as f64, g: None, big_g: None };
             }
             let g = (g as f64).min(r);
             let big_g = 2.0 * g + extra_g as f64;
             // R between max(G, 2r + 1) and 2G when possible.
             let lo = big_g.max(2.0 * r + 1.0);
             let big_r = lo + (2.0 * big_g - lo).max(0.0) * mix as f64 / 100.0;
-            CostParams {
-                r,
-                big_r: big_r.round(),
-                g: Some(g),
-                big_g: Some(big_g),
-            }
+            CostParams { r, big_r: big_r.round(), g: Some(g), big_g: Some(big_g) }
         })
         .prop_filter("valid parameters", |p| p.validate().is_ok())
         .prop_map(|p| Costs::new(&p))
@@ -127,13 +94,7 @@ fn refs_strategy(nodes: u16, max_len: usize) -> impl Strategy<Value = Vec<Ref>> 
     prop::collection::vec((0..nodes, prop::bool::weighted(0.35)), 1..=max_len).prop_map(|v| {
         v.into_iter()
             .enumerate()
-            .map(|(i, (node, w))| {
-                if w {
-                    Ref::write(i as u64, node)
-                } else {
-                    Ref::read(i as u64, node)
-                }
-            })
+            .map(|(i, (node, w))| if w { Ref::write(i as u64, node) } else { Ref::read(i as u64, node) })
             .collect()
     })
 }
@@ -144,38 +105,19 @@ fn close(a: f64, b: f64) -> bool {
 
 #[test]
 fn set_search_matches_full_enumeration() {
-    let c = Costs {
-        r: 3.0,
-        big_r: 8.0,
-        g: 2.0,
-        big_g: 5.0,
-    };
-    let nc = Costs {
-        r: 3.0,
-        big_r: 7.0,
-        g: f64::INFINITY,
-        big_g: f64::INFINITY,
-    };
+    let c = Costs { r: 3.0, big_r: 8.0, g: 2.0, big_g: 5.0 };
+    let nc = Costs { r: 3.0, big_r: 7.0, g: f64::INFINITY, big_g: f64::INFINITY };
     let mut rng = 12345u64;
     for _ in 0..150 {
         let refs: Vec<Ref> = (0..5)
             .map(|i| {
-                rng = rng
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 let node = ((rng >> 33) % 2) as u16;
-                if (rng >> 40) % 3 == 0 {
-                    Ref::write(i, node)
-                } else {
-                    Ref::read(i, node)
-                }
+                if (rng >> 40).is_multiple_of(3) { Ref::write(i, node) } else { Ref::read(i, node) }
             })
             .collect();
         for costs in [&c, &nc] {
-            assert!(
-                close(set_search(&refs, 2, costs), enumerate(&refs, 2, costs)),
-                "{refs:?}"
-            );
+            assert!(close(set_search(&refs, 2, costs), enumerate(&refs, 2, costs)), "{refs:?}");
         }
     }
 }
@@ -245,26 +187,15 @@ proptest! {
 #[test]
 fn several_pages_with_one_solver() {
     // Scratch state must not leak from one page to the next.
-    let c = Costs::new(&CostParams {
-        r: 4.0,
-        big_r: 20.0,
-        g: Some(2.0),
-        big_g: Some(12.0),
-    });
+    let c = Costs::new(&CostParams { r: 4.0, big_r: 20.0, g: Some(2.0), big_g: Some(12.0) });
     let mut shared = Optimal::new(3, c);
     let mut rng = 99u64;
     for _ in 0..200 {
         let refs: Vec<Ref> = (0..9)
             .map(|i| {
-                rng = rng
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 let node = ((rng >> 33) % 3) as u16;
-                if (rng >> 45) % 4 == 0 {
-                    Ref::write(i, node)
-                } else {
-                    Ref::read(i, node)
-                }
+                if (rng >> 45).is_multiple_of(4) { Ref::write(i, node) } else { Ref::read(i, node) }
             })
             .collect();
         let fresh = Optimal::new(3, c).solve(&refs).cost;
@@ -303,32 +234,21 @@ proptest! {
 /// 10R by p1 keeps the page at p1; T2 = 10R writes by p1 then 10R by p2 moves it once.
 #[test]
 fn proposition_traces() {
-    let c = Costs::new(&CostParams {
-        r: 3.0,
-        big_r: 10.0,
-        g: None,
-        big_g: None,
-    });
+    let c = Costs::new(&CostParams { r: 3.0, big_r: 10.0, g: None, big_g: None });
     let n = 100;
     let t1: Vec<Ref> = (0..n)
         .map(|i| Ref::write(i, 0))
         .chain([Ref::write(n, 1)])
         .chain((0..n).map(|i| Ref::write(n + 1 + i, 0)))
         .collect();
-    let t2: Vec<Ref> = (0..n)
-        .map(|i| Ref::write(i, 0))
-        .chain((0..n).map(|i| Ref::write(n + i, 1)))
-        .collect();
+    let t2: Vec<Ref> = (0..n).map(|i| Ref::write(i, 0)).chain((0..n).map(|i| Ref::write(n + i, 1))).collect();
     let mut opt = Optimal::new(2, c);
     let s1 = opt.solve(&t1);
     assert_eq!(s1.cost, 2.0 * n as f64 + 3.0);
     assert_eq!(s1.changes, vec![(0, node_bit(0))]);
     let s2 = opt.solve(&t2);
     assert_eq!(s2.cost, 2.0 * n as f64 + 10.0);
-    assert_eq!(
-        s2.changes,
-        vec![(0, node_bit(0)), (n as usize, node_bit(1))]
-    );
+    assert_eq!(s2.changes, vec![(0, node_bit(0)), (n as usize, node_bit(1))]);
     // Identical up to reference 10R + 1, yet the placements differ at 10R: off-line.
     assert_eq!(t1[..n as usize], t2[..n as usize]);
 }
@@ -363,15 +283,9 @@ fn optimum_is_concave_and_piecewise_linear_in_the_move_cost() {
         .map(|_| {
             (0..120)
                 .map(|i| {
-                    rng = rng
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
+                    rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                     let node = ((rng >> 33) % 3) as u16;
-                    if (rng >> 50) % 5 == 0 {
-                        Ref::write(i, node)
-                    } else {
-                        Ref::read(i, node)
-                    }
+                    if (rng >> 50).is_multiple_of(5) { Ref::write(i, node) } else { Ref::read(i, node) }
                 })
                 .collect()
         })
@@ -380,34 +294,21 @@ fn optimum_is_concave_and_piecewise_linear_in_the_move_cost() {
         let mut opt = Optimal::new(3, c);
         pages.iter().fold((0.0, 0, 0), |(cost, nm, gm), p| {
             let s = opt.solve(p);
-            (
-                cost + s.cost,
-                nm + s.tally.node_moves,
-                gm + s.tally.global_moves,
-            )
+            (cost + s.cost, nm + s.tally.node_moves, gm + s.tally.global_moves)
         })
     };
     // R on a machine without global memory, then G on an ACE-like one (R = 2G): there the
     // slope is global moves + 2 x node moves.
-    let sweeps: [(Vec<f64>, Box<dyn Fn(f64) -> Costs>, bool); 2] = [
+    type Sweep = (Vec<f64>, Box<dyn Fn(f64) -> Costs>, bool);
+    let sweeps: [Sweep; 2] = [
         (
             (0..40).map(|i| 11.0 + 2.5 * i as f64).collect(),
-            Box::new(|v| Costs {
-                r: 5.0,
-                big_r: v,
-                g: f64::INFINITY,
-                big_g: f64::INFINITY,
-            }),
+            Box::new(|v| Costs { r: 5.0, big_r: v, g: f64::INFINITY, big_g: f64::INFINITY }),
             false,
         ),
         (
             (0..40).map(|i| 5.0 + 2.0 * i as f64).collect(),
-            Box::new(|v| Costs {
-                r: 5.0,
-                big_r: 2.0 * v,
-                g: 2.0,
-                big_g: v,
-            }),
+            Box::new(|v| Costs { r: 5.0, big_r: 2.0 * v, g: 2.0, big_g: v }),
             true,
         ),
     ];
@@ -423,27 +324,14 @@ fn optimum_is_concave_and_piecewise_linear_in_the_move_cost() {
             let ((x0, c0, m0), (x1, c1, m1)) = (w[0], w[1]);
             let h = x1 - x0;
             // The placement optimal at x0 stays available at x1 and vice versa.
-            assert!(
-                c1 <= c0 + h * m0 as f64 + 1e-6,
-                "slope above the move count at {x0}"
-            );
-            assert!(
-                c1 >= c0 + h * m1 as f64 - 1e-6,
-                "slope below the move count at {x1}"
-            );
+            assert!(c1 <= c0 + h * m0 as f64 + 1e-6, "slope above the move count at {x0}");
+            assert!(c1 >= c0 + h * m1 as f64 - 1e-6, "slope below the move count at {x1}");
             assert!(m1 <= m0, "moves must not increase with their cost");
         }
         for w in points.windows(3) {
-            assert!(
-                w[1].1 >= (w[0].1 + w[2].1) / 2.0 - 1e-6,
-                "not concave at {}",
-                w[1].0
-            );
+            assert!(w[1].1 >= (w[0].1 + w[2].1) / 2.0 - 1e-6, "not concave at {}", w[1].0);
         }
-        assert!(
-            points.first().unwrap().2 > points.last().unwrap().2,
-            "the sweep should cross a change of placement"
-        );
+        assert!(points.first().unwrap().2 > points.last().unwrap().2, "the sweep should cross a change of placement");
     }
 }
 
@@ -527,7 +415,10 @@ fn dense(refs: &[Ref], nodes: usize, c: &Costs) -> f64 {
             let mut best = (f + v[b] + d[b]).min(f + min_u + c.big_r + d[b]);
             if global {
                 let other = (0..nodes).filter(|&a| a != b).map(ug).fold(f64::INFINITY, f64::min);
-                best = best.min(glob + fg + c.big_g + dg[b]).min(c.big_g + fg + dg[b] + v[b]).min(2.0 * c.big_g + fg + dg[b] + other);
+                best = best
+                    .min(glob + fg + c.big_g + dg[b])
+                    .min(c.big_g + fg + dg[b] + v[b])
+                    .min(2.0 * c.big_g + fg + dg[b] + other);
             }
             next[b] = best + w(r.node, b);
         }
@@ -565,7 +456,7 @@ proptest! {
             let node = n % busy.min(nodes as u16);
             for _ in 0..len {
                 let at = trace.len() as u64;
-                trace.push(if w && at % 2 == 0 { Ref::write(at, node) } else { Ref::read(at, node) });
+                trace.push(if w && at.is_multiple_of(2) { Ref::write(at, node) } else { Ref::read(at, node) });
             }
         }
         let sol = Optimal::new(nodes, c).solve(&trace);
@@ -593,12 +484,16 @@ fn plain_recurrence_matches_exhaustive_search() {
     let mut rng = 777u64;
     for case in 0..400 {
         let nodes = 2 + case % 2;
-        let c = if case % 3 == 0 { Costs { r: 5.0, big_r: 11.0, g: 2.0, big_g: 6.0 } } else { Costs { r: 4.0, big_r: 9.0, g: f64::INFINITY, big_g: f64::INFINITY } };
+        let c = if case % 3 == 0 {
+            Costs { r: 5.0, big_r: 11.0, g: 2.0, big_g: 6.0 }
+        } else {
+            Costs { r: 4.0, big_r: 9.0, g: f64::INFINITY, big_g: f64::INFINITY }
+        };
         let refs: Vec<Ref> = (0..30)
             .map(|i| {
                 rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 let node = ((rng >> 33) % nodes as u64) as u16;
-                if (rng >> 50) % 3 == 0 { Ref::write(i, node) } else { Ref::read(i, node) }
+                if (rng >> 50).is_multiple_of(3) { Ref::write(i, node) } else { Ref::read(i, node) }
             })
             .collect();
         assert!(close(dense(&refs, nodes, &c), set_search(&refs, nodes, &c)), "case {case}");

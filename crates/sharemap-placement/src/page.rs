@@ -12,21 +12,11 @@ pub struct Ref {
 
 impl Ref {
     pub fn read(at: u64, node: u16) -> Self {
-        Ref {
-            at,
-            node,
-            write: false,
-            sampled: false,
-        }
+        Ref { at, node, write: false, sampled: false }
     }
 
     pub fn write(at: u64, node: u16) -> Self {
-        Ref {
-            at,
-            node,
-            write: true,
-            sampled: false,
-        }
+        Ref { at, node, write: true, sampled: false }
     }
 }
 

@@ -5,11 +5,11 @@
 //! grouped by page with a counting sort, and handed out page by page.
 
 use crate::page::{Page, Ref};
-use sharemap_detect::cache::PerThreadCache;
-use sharemap_detect::sammu::{Sammu, SammuParams};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
-use sharemap_trace::{Chunk, EventKind, TraceError, TraceReader};
+use sharemap_detect::cache::PerThreadCache;
+use sharemap_detect::sammu::{Sammu, SammuParams};
+use sharemap_trace::{Chunk, EventKind, TraceError, TraceSource};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 
@@ -65,11 +65,7 @@ const REC_BYTES: usize = std::mem::size_of::<Rec>();
 
 enum Store {
     Memory(Vec<Rec>),
-    Spilled {
-        file: File,
-        tail: Vec<Rec>,
-        len: usize,
-    },
+    Spilled { file: File, tail: Vec<Rec>, len: usize },
 }
 
 /// A trace split by page.
@@ -100,9 +96,7 @@ fn bucket_count(hint: Option<u64>, budget: usize) -> usize {
     match hint {
         Some(n) => {
             let total = n as usize * REC_BYTES;
-            floor
-                .max(total.saturating_mul(workers) / budget.max(1) + 1)
-                .min(4096)
+            floor.max(total.saturating_mul(workers) / budget.max(1) + 1).min(4096)
         }
         None => 256,
     }
@@ -111,7 +105,7 @@ fn bucket_count(hint: Option<u64>, budget: usize) -> usize {
 impl Partition {
     /// Reads the whole trace. `progress` is told the number of accesses read so far.
     pub fn build(
-        reader: &mut TraceReader,
+        reader: &mut dyn TraceSource,
         opts: &PartitionOptions,
         mut progress: impl FnMut(u64),
     ) -> Result<Partition, TraceError> {
@@ -176,10 +170,10 @@ impl Partition {
                     id
                 };
                 let mut flags = if a.is_write(i) { WRITE } else { 0 };
-                if let Some(s) = sampler.as_mut() {
-                    if s.misses(thread, a.addr[i]) {
-                        flags |= SAMPLED;
-                    }
+                if let Some(s) = sampler.as_mut()
+                    && s.misses(thread, a.addr[i])
+                {
+                    flags |= SAMPLED;
                 }
                 let node = nodes[thread % nodes.len()];
                 let at = chunk.first_access + i as u64;
@@ -292,9 +286,7 @@ impl Partition {
                 let mut f = file.try_clone()?;
                 f.seek(SeekFrom::Start(0))?;
                 // SAFETY: Rec is plain old data (repr(C), no padding: 8 + 4 + 2 + 2 bytes).
-                let bytes = unsafe {
-                    std::slice::from_raw_parts_mut(recs.as_mut_ptr() as *mut u8, *len * REC_BYTES)
-                };
+                let bytes = unsafe { std::slice::from_raw_parts_mut(recs.as_mut_ptr() as *mut u8, *len * REC_BYTES) };
                 BufReader::new(f).read_exact(bytes)?;
                 recs[*len..].copy_from_slice(tail);
                 Ok(std::borrow::Cow::Owned(recs))
@@ -314,8 +306,7 @@ fn spill(buffers: &mut [Vec<Rec>], files: &mut [Option<(File, usize)>]) -> std::
         }
         let (file, len) = slot.as_mut().expect("just created");
         // SAFETY: as in `load`.
-        let bytes =
-            unsafe { std::slice::from_raw_parts(buf.as_ptr() as *const u8, buf.len() * REC_BYTES) };
+        let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr() as *const u8, buf.len() * REC_BYTES) };
         let mut w = BufWriter::new(&mut *file);
         w.write_all(bytes)?;
         w.flush()?;
@@ -361,12 +352,8 @@ fn group_by_page(recs: &[Rec], b: usize, nb: usize, keep: impl Fn(&Rec) -> bool,
     out.refs.resize(starts[pages], Ref::read(0, 0));
     for r in recs.iter().filter(|r| keep(r)) {
         let w = local(r);
-        out.refs[fill[w]] = Ref {
-            at: r.at,
-            node: r.node,
-            write: r.flags & WRITE != 0,
-            sampled: r.flags & SAMPLED != 0,
-        };
+        out.refs[fill[w]] =
+            Ref { at: r.at, node: r.node, write: r.flags & WRITE != 0, sampled: r.flags & SAMPLED != 0 };
         fill[w] += 1;
     }
 }
@@ -377,7 +364,9 @@ struct Sampler(PerThreadCache);
 impl Sampler {
     fn new(kind: SamplerKind) -> Self {
         Sampler(match kind {
-            SamplerKind::CacheMiss { size, ways, line } => PerThreadCache::new((size / line.max(1)) as usize, ways as usize, line),
+            SamplerKind::CacheMiss { size, ways, line } => {
+                PerThreadCache::new((size / line.max(1)) as usize, ways as usize, line)
+            }
             SamplerKind::TlbMiss { entries, ways } => PerThreadCache::new(entries as usize, ways as usize, 4096),
         })
     }
@@ -390,12 +379,11 @@ impl Sampler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sharemap_trace::{Access, Metadata, TraceWriter};
+    use sharemap_trace::{Access, Metadata, TraceReader, TraceWriter};
 
     fn trace(accesses: &[Access]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
-        let mut w =
-            TraceWriter::create(&dir.path().join("t.smt"), None, Metadata::default()).unwrap();
+        let mut w = TraceWriter::create(&dir.path().join("t.smt"), None, Metadata::default()).unwrap();
         for (i, a) in accesses.iter().enumerate() {
             if i == 3 {
                 w.event(0, EventKind::InitDone, 0, "").unwrap();
@@ -408,9 +396,7 @@ mod tests {
 
     fn collect(p: &Partition) -> Vec<(u64, Vec<Ref>)> {
         let mut pages: Vec<(u64, Vec<Ref>)> = p
-            .par_pages(Vec::new, |v: &mut Vec<(u64, Vec<Ref>)>, page| {
-                v.push((page.number, page.refs.to_vec()))
-            })
+            .par_pages(Vec::new, |v: &mut Vec<(u64, Vec<Ref>)>, page| v.push((page.number, page.refs.to_vec())))
             .unwrap()
             .concat();
         pages.sort_by_key(|(n, _)| *n);
@@ -425,11 +411,7 @@ mod tests {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
             let t = (x >> 60) as u32 % 4;
             let addr = (x >> 20) % (64 * 4096);
-            accesses.push(if i % 3 == 0 {
-                Access::write(t, addr, 8)
-            } else {
-                Access::read(t, addr, 8)
-            });
+            accesses.push(if i % 3 == 0 { Access::write(t, addr, 8) } else { Access::read(t, addr, 8) });
         }
         let dir = trace(&accesses);
         let path = dir.path().join("t.smt");
@@ -470,7 +452,6 @@ mod tests {
         }
     }
 
-
     #[test]
     fn tlb_events_reach_their_pages() {
         // One thread on one core walks pages 0..5 twice; with 2 + 2 TLB entries, page k
@@ -485,7 +466,8 @@ mod tests {
             sampler: None,
             tlb: Some(TlbModel { params, core_of_thread: vec![0] }),
         };
-        let p = Partition::build(&mut TraceReader::open(&dir.path().join("t.smt"), None).unwrap(), &opts, |_| {}).unwrap();
+        let p =
+            Partition::build(&mut TraceReader::open(&dir.path().join("t.smt"), None).unwrap(), &opts, |_| {}).unwrap();
         let mut seen: Vec<(u64, Vec<u64>, usize)> = p
             .par_pages(Vec::new, |v: &mut Vec<(u64, Vec<u64>, usize)>, page| {
                 assert!(page.events.iter().all(|e| e.node == 1));

@@ -3,7 +3,7 @@
 //! with the annotations as no-ops; with the runtime but without a recorder they return at
 //! once.
 
-use core::ffi::{c_char, CStr};
+use core::ffi::{CStr, c_char};
 use core::sync::atomic::{AtomicU16, Ordering};
 
 /// Event codes of the trace format.

@@ -4,7 +4,7 @@
 //! as any order the program asked for) and recorded: loads as reads, stores as writes,
 //! read-modify-writes as a read then a write.
 
-use core::sync::atomic::{fence, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::SeqCst};
+use core::sync::atomic::{AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering::SeqCst, fence};
 
 const SC: core::sync::atomic::Ordering = SeqCst;
 

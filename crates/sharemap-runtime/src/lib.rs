@@ -18,7 +18,7 @@ mod threads;
 use core::cell::Cell;
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, Ordering};
-use sharemap_shm::{BlockHeader, Header, Record, FILLING, FREE, FULL, RECORDS_PER_BLOCK};
+use sharemap_shm::{BlockHeader, FILLING, FREE, FULL, Header, RECORDS_PER_BLOCK, Record};
 
 /// A string the recorder looks for to tell an instrumented program.
 #[used]
@@ -132,12 +132,22 @@ fn attach() -> *mut u8 {
         if libc::fstat(fd as i32, &mut st) != 0 || (st.st_size as usize) < sharemap_shm::region_bytes(1) {
             return null_mut();
         }
-        let p = libc::mmap(null_mut(), st.st_size as usize, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd as i32, 0);
+        let p = libc::mmap(
+            null_mut(),
+            st.st_size as usize,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd as i32,
+            0,
+        );
         if p == libc::MAP_FAILED {
             return null_mut();
         }
         let h = &*(p as *const Header);
-        if h.magic != sharemap_shm::MAGIC || h.version != sharemap_shm::VERSION || sharemap_shm::region_bytes(h.blocks as usize) > st.st_size as usize {
+        if h.magic != sharemap_shm::MAGIC
+            || h.version != sharemap_shm::VERSION
+            || sharemap_shm::region_bytes(h.blocks as usize) > st.st_size as usize
+        {
             libc::munmap(p, st.st_size as usize);
             return null_mut();
         }
@@ -223,13 +233,17 @@ fn take_block(t: &ThreadState, id: u32) -> bool {
             let i = (start + k) % blocks;
             // SAFETY: i < blocks, inside the checked region.
             let b = unsafe { &*(base.add(sharemap_shm::block_offset(i as usize)) as *const BlockHeader) };
-            if b.state.load(Ordering::Relaxed) == FREE && b.state.compare_exchange(FREE, FILLING, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            if b.state.load(Ordering::Relaxed) == FREE
+                && b.state.compare_exchange(FREE, FILLING, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            {
                 b.thread.store(id, Ordering::Relaxed);
                 b.count.store(0, Ordering::Relaxed);
                 h.next_block.store((i + 1) % blocks, Ordering::Relaxed);
                 t.block.set(b as *const BlockHeader as *mut BlockHeader);
                 // SAFETY: the records follow the block header.
-                t.records.set(unsafe { base.add(sharemap_shm::block_offset(i as usize) + sharemap_shm::BLOCK_HEADER_BYTES) } as *mut Record);
+                t.records.set(unsafe {
+                    base.add(sharemap_shm::block_offset(i as usize) + sharemap_shm::BLOCK_HEADER_BYTES)
+                } as *mut Record);
                 t.count.set(0);
                 return true;
             }

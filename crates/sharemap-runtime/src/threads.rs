@@ -6,7 +6,8 @@
 use core::ffi::c_void;
 
 type StartRoutine = extern "C" fn(*mut c_void) -> *mut c_void;
-type CreateFn = unsafe extern "C" fn(*mut libc::pthread_t, *const libc::pthread_attr_t, StartRoutine, *mut c_void) -> i32;
+type CreateFn =
+    unsafe extern "C" fn(*mut libc::pthread_t, *const libc::pthread_attr_t, StartRoutine, *mut c_void) -> i32;
 
 /// Event code of the trace format.
 const THREAD_EXIT: u8 = 2;
@@ -51,7 +52,12 @@ fn real_create() -> Option<CreateFn> {
 /// # Safety
 /// As libc's `pthread_create`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_create(thread: *mut libc::pthread_t, attr: *const libc::pthread_attr_t, routine: StartRoutine, arg: *mut c_void) -> i32 {
+pub unsafe extern "C" fn pthread_create(
+    thread: *mut libc::pthread_t,
+    attr: *const libc::pthread_attr_t,
+    routine: StartRoutine,
+    arg: *mut c_void,
+) -> i32 {
     let Some(real) = real_create() else { return libc::EAGAIN };
     // The creating thread is numbered before its child (the main thread is 0).
     let _ = crate::current_id();

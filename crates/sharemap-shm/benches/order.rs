@@ -2,7 +2,7 @@
 //! atomic fetch-and-add on a shared cache line) against per-thread timestamps (rdtsc),
 //! with 1 and 2 threads recording at once.
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const OPS: u64 = 1_000_000;

@@ -100,11 +100,15 @@ pub const ADDR_BITS: u32 = 48;
 impl Record {
     #[inline]
     pub fn access(seq: u64, write: bool, addr: u64, size: u64) -> Record {
-        Record { seq_tag: seq << 8 | if write { TAG_WRITE } else { TAG_READ } as u64, payload: (addr & ((1 << ADDR_BITS) - 1)) | size << ADDR_BITS }
+        Record {
+            seq_tag: seq << 8 | if write { TAG_WRITE } else { TAG_READ } as u64,
+            payload: (addr & ((1 << ADDR_BITS) - 1)) | size << ADDR_BITS,
+        }
     }
 
     pub fn event(seq: u64, kind: u8, string: (u32, u32), arg: u16) -> Record {
-        let payload = kind as u64 | (string.0 as u64 & 0xff_ffff) << 8 | (string.1 as u64 & 0xffff) << 32 | (arg as u64) << 48;
+        let payload =
+            kind as u64 | (string.0 as u64 & 0xff_ffff) << 8 | (string.1 as u64 & 0xffff) << 32 | (arg as u64) << 48;
         Record { seq_tag: seq << 8 | TAG_EVENT as u64, payload }
     }
 
@@ -130,7 +134,11 @@ impl Record {
 
     /// (kind code, (string offset, length), argument) of an event record.
     pub fn event_parts(&self) -> (u8, (u32, u32), u16) {
-        (self.payload as u8, ((self.payload >> 8) as u32 & 0xff_ffff, (self.payload >> 32) as u32 & 0xffff), (self.payload >> 48) as u16)
+        (
+            self.payload as u8,
+            ((self.payload >> 8) as u32 & 0xff_ffff, (self.payload >> 32) as u32 & 0xffff),
+            (self.payload >> 48) as u16,
+        )
     }
 }
 

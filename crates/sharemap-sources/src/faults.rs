@@ -48,7 +48,9 @@ pub fn record(program: &[OsString], sink: &mut dyn Sink) -> Result<Recording, Re
         .status()
         .map_err(|e| RecordError::Perf(e.to_string()))?;
     if !data.exists() {
-        return Err(RecordError::Perf("no samples written (see perf's message above; perf_event_paranoid may forbid it)".into()));
+        return Err(RecordError::Perf(
+            "no samples written (see perf's message above; perf_event_paranoid may forbid it)".into(),
+        ));
     }
     let mut script = Command::new("perf")
         .args(["script", "-F", "tid,addr", "-i"])

@@ -60,7 +60,15 @@ pub struct Gaps {
 
 impl Gaps {
     pub fn new(threads: u32, seed: u64) -> Self {
-        Gaps { every: 30_000, length: 4_000, catch_up: 2.0 / 3.0, threads: threads.max(1), rng: ChaCha8Rng::seed_from_u64(seed), queues: Vec::new(), seen: 0 }
+        Gaps {
+            every: 30_000,
+            length: 4_000,
+            catch_up: 2.0 / 3.0,
+            threads: threads.max(1),
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            queues: Vec::new(),
+            seen: 0,
+        }
     }
 
     pub fn with(mut self, every: u64, length: u64, catch_up: f64) -> Self {

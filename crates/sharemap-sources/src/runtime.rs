@@ -18,8 +18,8 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
-use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::time::Duration;
 
 /// How to record.
@@ -43,7 +43,9 @@ impl Default for Options {
 pub enum RecordError {
     #[error("cannot run '{0}': {1}")]
     Spawn(String, io::Error),
-    #[error("'{0}' was not built with this sharemap's `sharemap cc` (no runtime attached); rebuild it with CC='sharemap cc', or use --backend valgrind")]
+    #[error(
+        "'{0}' was not built with this sharemap's `sharemap cc` (no runtime attached); rebuild it with CC='sharemap cc', or use --backend valgrind"
+    )]
     NotInstrumented(String),
     #[error("shared memory for the recording: {0}")]
     Region(io::Error),
@@ -108,7 +110,12 @@ impl Region {
 
     fn records(&self, i: usize, n: usize) -> &[Record] {
         // SAFETY: n <= RECORDS_PER_BLOCK records follow block i's header.
-        unsafe { std::slice::from_raw_parts(self.base.add(shm::block_offset(i) + shm::BLOCK_HEADER_BYTES) as *const Record, n) }
+        unsafe {
+            std::slice::from_raw_parts(
+                self.base.add(shm::block_offset(i) + shm::BLOCK_HEADER_BYTES) as *const Record,
+                n,
+            )
+        }
     }
 
     fn string(&self, offset: u32, len: u32) -> String {
@@ -116,7 +123,8 @@ impl Region {
             return String::new();
         }
         // SAFETY: within the string area.
-        let bytes = unsafe { std::slice::from_raw_parts(self.base.add(shm::string_offset() + offset as usize), len as usize) };
+        let bytes =
+            unsafe { std::slice::from_raw_parts(self.base.add(shm::string_offset() + offset as usize), len as usize) };
         String::from_utf8_lossy(bytes).into_owned()
     }
 }
@@ -170,7 +178,19 @@ struct Merger<'a> {
 impl<'a> Merger<'a> {
     fn new(region: &'a Region, out: SyncSender<Chunk>, spare: Receiver<Chunk>) -> Self {
         let blocks = region.header().blocks as usize;
-        Merger { region, pieces: Vec::new(), stopped: Vec::new(), taken: vec![0; blocks], queues: Vec::new(), next: 0, chunk: Chunk::default(), out, spare, accesses: 0, os_tids: Vec::new() }
+        Merger {
+            region,
+            pieces: Vec::new(),
+            stopped: Vec::new(),
+            taken: vec![0; blocks],
+            queues: Vec::new(),
+            next: 0,
+            chunk: Chunk::default(),
+            out,
+            spare,
+            accesses: 0,
+            os_tids: Vec::new(),
+        }
     }
 
     /// One round: takes what is published, then writes what is ready (everything, once the
@@ -302,7 +322,13 @@ impl<'a> Merger<'a> {
             shm::TAG_EVENT => {
                 let (code, (offset, len), arg) = r.event_parts();
                 if let Some(kind) = EventKind::from_code(code) {
-                    self.chunk.events.push(Event { at, thread, kind, arg: arg as u64, label: self.region.string(offset, len) });
+                    self.chunk.events.push(Event {
+                        at,
+                        thread,
+                        kind,
+                        arg: arg as u64,
+                        label: self.region.string(offset, len),
+                    });
                 }
             }
             shm::TAG_THREAD_START => {
@@ -311,7 +337,13 @@ impl<'a> Merger<'a> {
                     self.os_tids.resize(t + 1, 0);
                 }
                 self.os_tids[t] = r.payload;
-                self.chunk.events.push(Event { at, thread, kind: EventKind::ThreadStart, arg: r.payload, label: String::new() });
+                self.chunk.events.push(Event {
+                    at,
+                    thread,
+                    kind: EventKind::ThreadStart,
+                    arg: r.payload,
+                    label: String::new(),
+                });
             }
             _ => {}
         }

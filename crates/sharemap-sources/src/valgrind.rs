@@ -202,7 +202,8 @@ pub fn record(program: &[OsString], sink: &mut dyn Sink) -> Result<Recording, Re
     parsed.map_err(RecordError::Sink)?;
     if parser.threads() == 0 {
         // The program never ran (missing, not executable, or Valgrind refused it).
-        let why = if parser.valgrind_errors.is_empty() { status.to_string() } else { parser.valgrind_errors.join("; ") };
+        let why =
+            if parser.valgrind_errors.is_empty() { status.to_string() } else { parser.valgrind_errors.join("; ") };
         let name = program.first().map(|p| p.to_string_lossy().to_string()).unwrap_or_default();
         return Err(RecordError::Valgrind(format!("valgrind could not run '{name}' ({why})")));
     }
@@ -240,7 +241,8 @@ I  04016af0,3
         let mut sink = VecSink::default();
         let mut p = LogParser::default();
         p.run(&mut sink, log.as_bytes()).unwrap();
-        let got: Vec<(u32, u64, u32, Kind)> = sink.accesses.iter().map(|a| (a.thread, a.addr, a.size, a.kind)).collect();
+        let got: Vec<(u32, u64, u32, Kind)> =
+            sink.accesses.iter().map(|a| (a.thread, a.addr, a.size, a.kind)).collect();
         assert_eq!(
             got,
             vec![

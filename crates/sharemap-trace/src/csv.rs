@@ -29,19 +29,21 @@ impl CsvReader {
             lines: BufReader::with_capacity(1 << 20, file),
             line_no: 0,
             line: String::new(),
-            meta: Metadata::with_source(Source { kind: "import".into(), name: path.display().to_string(), ..Source::default() }),
+            meta: Metadata::with_source(Source {
+                kind: "import".into(),
+                name: path.display().to_string(),
+                ..Source::default()
+            }),
             next_index: 0,
             chunk_accesses: crate::native::DEFAULT_CHUNK_ACCESSES,
         };
         match r.next_line()? {
             Some(h) if normalise_header(&h) == HEADER => Ok(r),
-            Some(h) => Err(TraceError::malformed(path, r.line_no, format!("expected header '{HEADER}', found '{}'", h.trim()))),
+            Some(h) => {
+                Err(TraceError::malformed(path, r.line_no, format!("expected header '{HEADER}', found '{}'", h.trim())))
+            }
             None => Err(TraceError::malformed(path, 1, format!("empty file (expected header '{HEADER}')"))),
         }
-    }
-
-    pub fn metadata(&self) -> &Metadata {
-        &self.meta
     }
 
     fn next_line(&mut self) -> Result<Option<String>> {
@@ -59,8 +61,18 @@ impl CsvReader {
             return Ok(Some(t.to_string()));
         }
     }
+}
 
-    pub fn next_chunk(&mut self, out: &mut Chunk) -> Result<bool> {
+fn normalise_header(h: &str) -> String {
+    h.split(',').map(|f| f.trim().trim_matches('"').to_ascii_lowercase()).collect::<Vec<_>>().join(",")
+}
+
+impl crate::source::TraceSource for CsvReader {
+    fn metadata(&self) -> &Metadata {
+        &self.meta
+    }
+
+    fn next_chunk(&mut self, out: &mut Chunk) -> Result<bool> {
         out.clear();
         out.first_access = self.next_index;
         while out.accesses.len() < self.chunk_accesses {
@@ -72,10 +84,6 @@ impl CsvReader {
         self.next_index += out.accesses.len() as u64;
         Ok(!out.accesses.is_empty())
     }
-}
-
-fn normalise_header(h: &str) -> String {
-    h.split(',').map(|f| f.trim().trim_matches('"').to_ascii_lowercase()).collect::<Vec<_>>().join(",")
 }
 
 fn parse_u64(s: &str) -> Option<u64> {
@@ -136,7 +144,10 @@ mod tests {
     #[test]
     fn lines_parse_in_hex_and_decimal() {
         assert_eq!(parse_line("3,0x10,8,W").unwrap(), Access { thread: 3, addr: 16, size: 8, kind: Kind::Write });
-        assert_eq!(parse_line(" 0 , 4096 , 4 , r ").unwrap(), Access { thread: 0, addr: 4096, size: 4, kind: Kind::Read });
+        assert_eq!(
+            parse_line(" 0 , 4096 , 4 , r ").unwrap(),
+            Access { thread: 0, addr: 4096, size: 4, kind: Kind::Read }
+        );
     }
 
     #[test]

@@ -6,9 +6,11 @@ use crate::csv::{CsvReader, CsvWriter};
 use crate::din::DinWriter;
 use crate::error::{Result, TraceError};
 use crate::model::{Access, EventKind, Metadata};
-use crate::native::{DataEnd, NativeReader, NativeWriter};
+use crate::native::{NativeReader, NativeWriter};
 use crate::output::AtomicOutput;
+#[cfg(feature = "parquet")]
 use crate::parquet::{ParquetReader, ParquetWriter};
+use crate::source::TraceSource;
 use std::fs::File;
 use std::io::{BufWriter, Read};
 use std::path::Path;
@@ -67,18 +69,24 @@ impl Format {
             return Ok(Format::Parquet);
         }
         match Format::from_extension(path) {
-            Some(Format::Din) => Err(TraceError::invalid(path, "din traces can be written but not read (they have no threads)")),
+            Some(Format::Din) => {
+                Err(TraceError::invalid(path, "din traces can be written but not read (they have no threads)"))
+            }
             Some(f) => Ok(f),
             None if head[..n].starts_with(b"thread") || head[..n].starts_with(b"#") => Ok(Format::Csv),
-            None => Err(TraceError::invalid(path, format!("cannot tell the trace format; name it with --from ({})", Format::NAMES))),
+            None => Err(TraceError::invalid(
+                path,
+                format!("cannot tell the trace format; name it with --from ({})", Format::NAMES),
+            )),
         }
     }
 }
 
-/// A trace being read, in any format.
+/// A trace file being read, in any format.
 pub enum TraceReader {
-    Native(NativeReader),
+    Native(Box<NativeReader>),
     Csv(CsvReader),
+    #[cfg(feature = "parquet")]
     Parquet(ParquetReader),
 }
 
@@ -89,10 +97,17 @@ impl TraceReader {
             None => Format::detect(path)?,
         };
         Ok(match format {
-            Format::Native => TraceReader::Native(NativeReader::open(path)?),
+            Format::Native => TraceReader::Native(Box::new(NativeReader::open(path)?)),
             Format::Csv => TraceReader::Csv(CsvReader::open(path)?),
+            #[cfg(feature = "parquet")]
             Format::Parquet => TraceReader::Parquet(ParquetReader::open(path)?),
-            Format::Din => return Err(TraceError::invalid(path, "din traces can be written but not read (they have no threads)")),
+            #[cfg(not(feature = "parquet"))]
+            Format::Parquet => {
+                return Err(TraceError::invalid(path, "this sharemap was built without Parquet support"));
+            }
+            Format::Din => {
+                return Err(TraceError::invalid(path, "din traces can be written but not read (they have no threads)"));
+            }
         })
     }
 
@@ -100,51 +115,60 @@ impl TraceReader {
         match self {
             TraceReader::Native(_) => Format::Native,
             TraceReader::Csv(_) => Format::Csv,
+            #[cfg(feature = "parquet")]
             TraceReader::Parquet(_) => Format::Parquet,
         }
     }
 
-    /// Metadata; for CSV and Parquet the thread count grows as chunks are read.
-    pub fn metadata(&self) -> &Metadata {
+    /// Complete chunks of a native trace (None for other formats).
+    pub fn native_chunks(&self) -> Option<usize> {
         match self {
-            TraceReader::Native(r) => r.metadata(),
-            TraceReader::Csv(r) => r.metadata(),
-            TraceReader::Parquet(r) => r.metadata(),
-        }
-    }
-
-    /// Number of accesses when known before reading (for progress bars).
-    pub fn access_count_hint(&self) -> Option<u64> {
-        match self {
-            TraceReader::Native(r) => Some(r.access_count()),
-            TraceReader::Csv(_) => None,
-            TraceReader::Parquet(r) => Some(r.access_count()),
-        }
-    }
-
-    /// Where a truncated native trace's data ends (None when complete or not native).
-    pub fn truncated_at(&self) -> Option<u64> {
-        match self {
-            TraceReader::Native(r) => match r.end() {
-                DataEnd::Truncated { offset } => Some(*offset),
-                DataEnd::Complete => None,
-            },
+            TraceReader::Native(r) => Some(r.chunks().len()),
             _ => None,
         }
     }
 
-    pub fn next_chunk(&mut self, out: &mut Chunk) -> Result<bool> {
+    fn inner(&self) -> &dyn TraceSource {
         match self {
-            TraceReader::Native(r) => r.next_chunk(out),
-            TraceReader::Csv(r) => r.next_chunk(out),
-            TraceReader::Parquet(r) => r.next_chunk(out),
+            TraceReader::Native(r) => r.as_ref(),
+            TraceReader::Csv(r) => r,
+            #[cfg(feature = "parquet")]
+            TraceReader::Parquet(r) => r,
+        }
+    }
+
+    fn inner_mut(&mut self) -> &mut dyn TraceSource {
+        match self {
+            TraceReader::Native(r) => r.as_mut(),
+            TraceReader::Csv(r) => r,
+            #[cfg(feature = "parquet")]
+            TraceReader::Parquet(r) => r,
         }
     }
 }
 
+impl TraceSource for TraceReader {
+    fn metadata(&self) -> &Metadata {
+        self.inner().metadata()
+    }
+    fn next_chunk(&mut self, out: &mut Chunk) -> Result<bool> {
+        self.inner_mut().next_chunk(out)
+    }
+    fn access_count_hint(&self) -> Option<u64> {
+        self.inner().access_count_hint()
+    }
+    fn truncated_at(&self) -> Option<u64> {
+        self.inner().truncated_at()
+    }
+    fn for_each_chunk(&mut self, sink: &mut dyn FnMut(&Chunk) -> Result<()>) -> Result<()> {
+        self.inner_mut().for_each_chunk(sink)
+    }
+}
+
 enum Inner {
-    Native(NativeWriter<BufWriter<File>>),
+    Native(Box<NativeWriter<BufWriter<File>>>),
     Csv(CsvWriter<BufWriter<File>>),
+    #[cfg(feature = "parquet")]
     Parquet(Box<ParquetWriter<BufWriter<File>>>),
     Din(DinWriter<BufWriter<File>>),
 }
@@ -174,15 +198,30 @@ impl TraceWriter {
     pub fn create(path: &Path, format: Option<Format>, meta: Metadata) -> Result<TraceWriter> {
         let format = match format.or_else(|| Format::from_extension(path)) {
             Some(f) => f,
-            None => return Err(TraceError::invalid(path, format!("cannot tell the output format from the extension; use .trace, .csv, .parquet or .din, or --to ({})", Format::NAMES))),
+            None => {
+                return Err(TraceError::invalid(
+                    path,
+                    format!(
+                        "cannot tell the output format from the extension; use .trace, .csv, .parquet or .din, or --to ({})",
+                        Format::NAMES
+                    ),
+                ));
+            }
         };
         let output = AtomicOutput::create(path)?;
         let w = output.writer()?;
         let io = |e| TraceError::io(path, e);
         let inner = match format {
-            Format::Native => Inner::Native(NativeWriter::new(w, meta).map_err(io)?),
+            Format::Native => Inner::Native(Box::new(NativeWriter::new(w, meta).map_err(io)?)),
             Format::Csv => Inner::Csv(CsvWriter::new(w).map_err(io)?),
-            Format::Parquet => Inner::Parquet(Box::new(ParquetWriter::new(w, meta).map_err(|e| TraceError::invalid(path, e.to_string()))?)),
+            #[cfg(feature = "parquet")]
+            Format::Parquet => Inner::Parquet(Box::new(
+                ParquetWriter::new(w, meta).map_err(|e| TraceError::invalid(path, e.to_string()))?,
+            )),
+            #[cfg(not(feature = "parquet"))]
+            Format::Parquet => {
+                return Err(TraceError::invalid(path, "this sharemap was built without Parquet support"));
+            }
             Format::Din => Inner::Din(DinWriter::new(w)),
         };
         Ok(TraceWriter { inner, output, pending: Chunk::default(), accesses: 0, events: 0 })
@@ -237,9 +276,8 @@ impl TraceWriter {
 
     /// Thread count and OS thread ids for the trace metadata (native and Parquet).
     pub fn set_threads(&mut self, threads: u32, os_tids: Vec<u64>) {
-        match &mut self.inner {
-            Inner::Native(w) => w.set_threads(threads, os_tids),
-            Inner::Parquet(_) | Inner::Csv(_) | Inner::Din(_) => {}
+        if let Inner::Native(w) = &mut self.inner {
+            w.set_threads(threads, os_tids);
         }
     }
 
@@ -250,6 +288,7 @@ impl TraceWriter {
             Inner::Native(_) => Ok(()),
             Inner::Csv(w) => w.write_chunk(&self.pending).map_err(|e| TraceError::io(&path, e)),
             Inner::Din(w) => w.write_chunk(&self.pending).map_err(|e| TraceError::io(&path, e)),
+            #[cfg(feature = "parquet")]
             Inner::Parquet(w) => w.write_chunk(&self.pending).map_err(|e| TraceError::invalid(&path, e.to_string())),
         };
         self.pending.clear();
@@ -263,7 +302,7 @@ impl TraceWriter {
         let mut report = WriteReport { accesses: self.accesses, events: self.events, ..Default::default() };
         match self.inner {
             Inner::Native(w) => {
-                let (mut out, _) = w.finish().map_err(io)?;
+                let (mut out, _) = (*w).finish().map_err(io)?;
                 crate::output::flush(&mut out, &path)?;
             }
             Inner::Csv(w) => {
@@ -274,6 +313,7 @@ impl TraceWriter {
                 report.dropped_events = self.events;
                 crate::output::flush(&mut w.into_inner(), &path)?;
             }
+            #[cfg(feature = "parquet")]
             Inner::Parquet(w) => {
                 let mut out = w.finish().map_err(|e| TraceError::invalid(&path, e.to_string()))?;
                 crate::output::flush(&mut out, &path)?;

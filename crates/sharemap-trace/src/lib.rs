@@ -9,11 +9,14 @@ pub mod formats;
 pub mod model;
 pub mod native;
 pub mod output;
+#[cfg(feature = "parquet")]
 pub mod parquet;
+pub mod source;
 pub mod summary;
 pub mod varint;
 
 pub use batch::{AccessBatch, Chunk};
 pub use error::{Result, TraceError};
 pub use formats::{Format, TraceReader, TraceWriter, WriteReport};
-pub use model::{Access, Event, EventKind, Kind, Metadata, Source, FORMAT_VERSION};
+pub use model::{Access, Event, EventKind, FORMAT_VERSION, Kind, Metadata, Source};
+pub use source::{MemoryTrace, TraceSource};

@@ -68,8 +68,10 @@ impl<W: Write + Send> ParquetWriter<W> {
     }
 
     pub fn finish(mut self) -> std::result::Result<W, parquet::errors::ParquetError> {
-        let meta = serde_json::to_string(&self.meta).map_err(|e| parquet::errors::ParquetError::General(e.to_string()))?;
-        let events = serde_json::to_string(&self.events).map_err(|e| parquet::errors::ParquetError::General(e.to_string()))?;
+        let meta =
+            serde_json::to_string(&self.meta).map_err(|e| parquet::errors::ParquetError::General(e.to_string()))?;
+        let events =
+            serde_json::to_string(&self.events).map_err(|e| parquet::errors::ParquetError::General(e.to_string()))?;
         self.writer.append_key_value_metadata(KeyValue::new(META_KEY.to_string(), meta));
         self.writer.append_key_value_metadata(KeyValue::new(EVENTS_KEY.to_string(), events));
         self.writer.into_inner()
@@ -89,12 +91,16 @@ pub struct ParquetReader {
 impl ParquetReader {
     pub fn open(path: &Path) -> Result<Self> {
         let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
-        let bad = |e: parquet::errors::ParquetError| TraceError::invalid(path, format!("not a readable Parquet file: {e}"));
+        let bad =
+            |e: parquet::errors::ParquetError| TraceError::invalid(path, format!("not a readable Parquet file: {e}"));
         let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(bad)?;
         let schema = builder.schema().clone();
         for name in ["thread", "addr", "size", "kind"] {
             if schema.field_with_name(name).is_err() {
-                return Err(TraceError::invalid(path, format!("Parquet trace lacks column '{name}' (needs thread, addr, size, kind)")));
+                return Err(TraceError::invalid(
+                    path,
+                    format!("Parquet trace lacks column '{name}' (needs thread, addr, size, kind)"),
+                ));
             }
         }
         let file_meta = builder.metadata().file_metadata();
@@ -103,33 +109,74 @@ impl ParquetReader {
             file_meta.key_value_metadata().and_then(|v| v.iter().find(|k| k.key == key).and_then(|k| k.value.clone()))
         };
         let meta = match kv(META_KEY) {
-            Some(json) => serde_json::from_str(&json).map_err(|e| TraceError::invalid(path, format!("bad {META_KEY}: {e}")))?,
-            None => Metadata::with_source(Source { kind: "import".into(), name: path.display().to_string(), ..Source::default() }),
+            Some(json) => {
+                serde_json::from_str(&json).map_err(|e| TraceError::invalid(path, format!("bad {META_KEY}: {e}")))?
+            }
+            None => Metadata::with_source(Source {
+                kind: "import".into(),
+                name: path.display().to_string(),
+                ..Source::default()
+            }),
         };
         let events: Vec<Event> = match kv(EVENTS_KEY) {
-            Some(json) => serde_json::from_str(&json).map_err(|e| TraceError::invalid(path, format!("bad {EVENTS_KEY}: {e}")))?,
+            Some(json) => {
+                serde_json::from_str(&json).map_err(|e| TraceError::invalid(path, format!("bad {EVENTS_KEY}: {e}")))?
+            }
             None => Vec::new(),
         };
         if events.windows(2).any(|w| w[0].at > w[1].at) || events.last().is_some_and(|e| e.at > total) {
-            return Err(TraceError::invalid(path, format!("{EVENTS_KEY}: event positions out of order or past the end")));
+            return Err(TraceError::invalid(
+                path,
+                format!("{EVENTS_KEY}: event positions out of order or past the end"),
+            ));
         }
         let batches = builder.with_batch_size(crate::native::DEFAULT_CHUNK_ACCESSES).build().map_err(bad)?;
         Ok(ParquetReader { path: path.to_path_buf(), batches, meta, events, next_event: 0, next_index: 0, total })
     }
+}
 
-    pub fn metadata(&self) -> &Metadata {
+/// The kind column as "is a write", whatever string layout the writer chose
+/// (pyarrow and polars use plain, large, view or dictionary-encoded strings).
+fn kinds(a: &ArrayRef, path: &Path, row: u64) -> Result<Vec<bool>> {
+    use arrow_array::cast::AsArray;
+    let parse = |i: usize, v: Option<&str>| match v {
+        Some("W") | Some("w") => Ok(true),
+        Some("R") | Some("r") => Ok(false),
+        other => Err(TraceError::invalid(
+            path,
+            format!("row {}: bad kind '{}' (R or W)", row + i as u64, other.unwrap_or("")),
+        )),
+    };
+    match a.data_type() {
+        DataType::Utf8 => a.as_string::<i32>().iter().enumerate().map(|(i, v)| parse(i, v)).collect(),
+        DataType::LargeUtf8 => a.as_string::<i64>().iter().enumerate().map(|(i, v)| parse(i, v)).collect(),
+        DataType::Utf8View => a.as_string_view().iter().enumerate().map(|(i, v)| parse(i, v)).collect(),
+        DataType::Dictionary(_, _) => {
+            let d = a.as_any_dictionary();
+            let values = kinds(d.values(), path, row)?;
+            let keys = d.normalized_keys();
+            keys.iter().enumerate().map(|(i, &k)| if a.is_null(i) { parse(i, None) } else { Ok(values[k]) }).collect()
+        }
+        other => Err(TraceError::invalid(path, format!("column 'kind' must hold strings R or W, not {other}"))),
+    }
+}
+
+impl crate::source::TraceSource for ParquetReader {
+    fn metadata(&self) -> &Metadata {
         &self.meta
     }
 
-    pub fn access_count(&self) -> u64 {
-        self.total
+    fn access_count_hint(&self) -> Option<u64> {
+        Some(self.total)
     }
 
-    pub fn next_chunk(&mut self, out: &mut Chunk) -> Result<bool> {
+    fn next_chunk(&mut self, out: &mut Chunk) -> Result<bool> {
         out.clear();
         out.first_access = self.next_index;
         let batch = match self.batches.next() {
-            Some(b) => b.map_err(|e| TraceError::invalid(&self.path, format!("reading Parquet rows near row {}: {e}", self.next_index)))?,
+            Some(b) => b.map_err(|e| {
+                TraceError::invalid(&self.path, format!("reading Parquet rows near row {}: {e}", self.next_index))
+            })?,
             None => {
                 // Events after the last access.
                 out.events.extend(self.events.drain(self.next_event..));
@@ -153,7 +200,9 @@ impl ParquetReader {
         }
         self.next_index += batch.num_rows() as u64;
         let end = self.next_index;
-        while let Some(e) = self.events.get(self.next_event).filter(|e| e.at < end || (e.at == end && end == self.total)) {
+        while let Some(e) =
+            self.events.get(self.next_event).filter(|e| e.at < end || (e.at == end && end == self.total))
+        {
             out.events.push(e.clone());
             self.next_event += 1;
         }
@@ -162,29 +211,6 @@ impl ParquetReader {
             self.next_event = 0;
         }
         Ok(true)
-    }
-}
-
-/// The kind column as "is a write", whatever string layout the writer chose
-/// (pyarrow and polars use plain, large, view or dictionary-encoded strings).
-fn kinds(a: &ArrayRef, path: &Path, row: u64) -> Result<Vec<bool>> {
-    use arrow_array::cast::AsArray;
-    let parse = |i: usize, v: Option<&str>| match v {
-        Some("W") | Some("w") => Ok(true),
-        Some("R") | Some("r") => Ok(false),
-        other => Err(TraceError::invalid(path, format!("row {}: bad kind '{}' (R or W)", row + i as u64, other.unwrap_or("")))),
-    };
-    match a.data_type() {
-        DataType::Utf8 => a.as_string::<i32>().iter().enumerate().map(|(i, v)| parse(i, v)).collect(),
-        DataType::LargeUtf8 => a.as_string::<i64>().iter().enumerate().map(|(i, v)| parse(i, v)).collect(),
-        DataType::Utf8View => a.as_string_view().iter().enumerate().map(|(i, v)| parse(i, v)).collect(),
-        DataType::Dictionary(_, _) => {
-            let d = a.as_any_dictionary();
-            let values = kinds(d.values(), path, row)?;
-            let keys = d.normalized_keys();
-            keys.iter().enumerate().map(|(i, &k)| if a.is_null(i) { parse(i, None) } else { Ok(values[k]) }).collect()
-        }
-        other => Err(TraceError::invalid(path, format!("column 'kind' must hold strings R or W, not {other}"))),
     }
 }
 
@@ -201,10 +227,30 @@ fn ints(a: &ArrayRef, name: &str, path: &Path, row: u64) -> Result<Vec<u64>> {
         DataType::UInt32 => a.as_primitive::<UInt32Type>().values().iter().map(|&x| x as u64).collect(),
         DataType::UInt16 => a.as_primitive::<UInt16Type>().values().iter().map(|&x| x as u64).collect(),
         DataType::UInt8 => a.as_primitive::<UInt8Type>().values().iter().map(|&x| x as u64).collect(),
-        DataType::Int64 => a.as_primitive::<Int64Type>().values().iter().map(|&x| u64::try_from(x).map_err(|_| neg())).collect::<Result<_>>()?,
-        DataType::Int32 => a.as_primitive::<Int32Type>().values().iter().map(|&x| u64::try_from(x).map_err(|_| neg())).collect::<Result<_>>()?,
-        DataType::Int16 => a.as_primitive::<Int16Type>().values().iter().map(|&x| u64::try_from(x).map_err(|_| neg())).collect::<Result<_>>()?,
-        DataType::Int8 => a.as_primitive::<Int8Type>().values().iter().map(|&x| u64::try_from(x).map_err(|_| neg())).collect::<Result<_>>()?,
+        DataType::Int64 => a
+            .as_primitive::<Int64Type>()
+            .values()
+            .iter()
+            .map(|&x| u64::try_from(x).map_err(|_| neg()))
+            .collect::<Result<_>>()?,
+        DataType::Int32 => a
+            .as_primitive::<Int32Type>()
+            .values()
+            .iter()
+            .map(|&x| u64::try_from(x).map_err(|_| neg()))
+            .collect::<Result<_>>()?,
+        DataType::Int16 => a
+            .as_primitive::<Int16Type>()
+            .values()
+            .iter()
+            .map(|&x| u64::try_from(x).map_err(|_| neg()))
+            .collect::<Result<_>>()?,
+        DataType::Int8 => a
+            .as_primitive::<Int8Type>()
+            .values()
+            .iter()
+            .map(|&x| u64::try_from(x).map_err(|_| neg()))
+            .collect::<Result<_>>()?,
         other => return Err(TraceError::invalid(path, format!("column '{name}' must be integers, not {other}"))),
     })
 }

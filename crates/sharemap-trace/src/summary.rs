@@ -3,8 +3,8 @@
 
 use crate::batch::Chunk;
 use crate::error::Result;
-use crate::formats::TraceReader;
 use crate::model::Metadata;
+use crate::source::TraceSource;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -191,13 +191,13 @@ impl Summarizer {
 }
 
 /// Reads the whole trace; `progress` is told how many accesses each chunk held.
-pub fn summarize(reader: &mut TraceReader, mut progress: impl FnMut(u64)) -> Result<TraceSummary> {
+pub fn summarize(reader: &mut dyn TraceSource, mut progress: impl FnMut(u64)) -> Result<TraceSummary> {
     let mut s = Summarizer::new(reader.metadata().page_size);
-    let mut chunk = Chunk::default();
-    while reader.next_chunk(&mut chunk)? {
-        s.add(&chunk);
+    reader.for_each_chunk(&mut |chunk| {
+        s.add(chunk);
         progress(chunk.accesses.len() as u64);
-    }
+        Ok(())
+    })?;
     Ok(s.finish(reader.metadata().clone()))
 }
 

@@ -1,15 +1,21 @@
 //! Round trips through every readable format, on random traces (property tests).
 
 use proptest::prelude::*;
-use sharemap_trace::{Access, Chunk, Event, EventKind, Format, Kind, Metadata, Source, TraceReader, TraceWriter};
+use sharemap_trace::{
+    Access, Chunk, Event, EventKind, Format, Kind, Metadata, Source, TraceReader, TraceSource, TraceWriter,
+};
 
 fn access() -> impl Strategy<Value = Access> {
-    (0u32..20, any::<u64>(), prop_oneof![Just(8u32), 1u32..200, any::<u32>()], any::<bool>())
-        .prop_map(|(thread, addr, size, w)| Access { thread, addr, size, kind: if w { Kind::Write } else { Kind::Read } })
+    (0u32..20, any::<u64>(), prop_oneof![Just(8u32), 1u32..200, any::<u32>()], any::<bool>()).prop_map(
+        |(thread, addr, size, w)| Access { thread, addr, size, kind: if w { Kind::Write } else { Kind::Read } },
+    )
 }
 
 fn write(path: &std::path::Path, accesses: &[Access], events: &[Event]) {
-    let meta = Metadata { page_size: 8192, ..Metadata::with_source(Source { kind: "test".into(), name: "prop".into(), ..Source::default() }) };
+    let meta = Metadata {
+        page_size: 8192,
+        ..Metadata::with_source(Source { kind: "test".into(), name: "prop".into(), ..Source::default() })
+    };
     let mut w = TraceWriter::create(path, None, meta).unwrap();
     let mut ev = events.iter().peekable();
     for (i, a) in accesses.iter().enumerate() {

@@ -20,9 +20,7 @@ impl Source {
             "every" => Ok(Source::Every),
             "cache-miss" => Ok(Source::CacheMiss),
             "tlb-miss" => Ok(Source::TlbMiss),
-            other => Err(format!(
-                "marathe.source = '{other}': expected every, cache-miss or tlb-miss"
-            )),
+            other => Err(format!("marathe.source = '{other}': expected every, cache-miss or tlb-miss")),
         }
     }
 }

@@ -77,11 +77,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "seed 003 (Marchetti et al.), section 3.2",
         summary: "first touch, then the first node to make n references (after init-done, if annotated) becomes the home",
         params: &[p("n", "16", "references that make a node the page's home")],
-        build: |v| {
-            Ok(Box::new(simple::FirstNFills {
-                n: v.u64("n")? as u32,
-            }))
-        },
+        build: |v| Ok(Box::new(simple::FirstNFills { n: v.u64("n")? as u32 })),
     },
     PolicyInfo {
         name: "round-robin",
@@ -109,11 +105,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "numactl --membind",
         summary: "every page on one node",
         params: &[p("node", "0", "the node")],
-        build: |v| {
-            Ok(Box::new(simple::Static(simple::Spread::Bind(
-                v.u64("node")? as u16,
-            ))))
-        },
+        build: |v| Ok(Box::new(simple::Static(simple::Spread::Bind(v.u64("node")? as u16)))),
     },
     PolicyInfo {
         name: "next-touch",
@@ -134,21 +126,9 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "Linux automatic NUMA balancing (kernel/sched/fair.c defaults)",
         summary: "every scan period the scanner marks scan-size MB of pages in address order; the next access faults, and the page migrates to the faulting node if the previous fault came from that node too (two-stage filter)",
         params: &[
-            p(
-                "scan-delay-ms",
-                "1000",
-                "numa_balancing_scan_delay_ms: first scan after start",
-            ),
-            p(
-                "scan-period-ms",
-                "1000",
-                "numa_balancing_scan_period_min_ms: time between scans",
-            ),
-            p(
-                "scan-size-mb",
-                "256",
-                "numa_balancing_scan_size_mb: address space marked per scan",
-            ),
+            p("scan-delay-ms", "1000", "numa_balancing_scan_delay_ms: first scan after start"),
+            p("scan-period-ms", "1000", "numa_balancing_scan_period_min_ms: time between scans"),
+            p("scan-size-mb", "256", "numa_balancing_scan_size_mb: address space marked per scan"),
         ],
         build: |v| {
             Ok(Box::new(kernel::NumaBalancing {
@@ -165,20 +145,24 @@ pub static POLICIES: &[PolicyInfo] = &[
         params: &[
             p("bits", "4", "counter width"),
             p("nt", "10", "migration threshold NT"),
-            p("events", "tlb", "tlb: SAMMU's TLB model (per-core L1 64x4, L2 512x4, SMT siblings sharing) drives the counters; proxy: events guessed from the page's own accesses (gap, burst)"),
+            p(
+                "events",
+                "tlb",
+                "tlb: SAMMU's TLB model (per-core L1 64x4, L2 512x4, SMT siblings sharing) drives the counters; proxy: events guessed from the page's own accesses (gap, burst)",
+            ),
             p("l1", "64", "L1 data TLB entries (4-way) of the TLB model"),
             p("l2", "512", "L2 TLB entries (4-way) of the TLB model"),
-            p("ac", "32", "bits of the TLB model's access counters AC and thresholds AT (seed 000: 32; fewer bits saturate sooner, giving events on working sets that stay in the TLBs)"),
+            p(
+                "ac",
+                "32",
+                "bits of the TLB model's access counters AC and thresholds AT (seed 000: 32; fewer bits saturate sooner, giving events on working sets that stay in the TLBs)",
+            ),
             p(
                 "gap",
                 "1000",
                 "proxy: a node's access this many references after its previous one counts as a TLB eviction event",
             ),
-            p(
-                "burst",
-                "256",
-                "proxy: accesses of one residency that count as an access-counter saturation event",
-            ),
+            p("burst", "256", "proxy: accesses of one residency that count as an access-counter saturation event"),
         ],
         build: |v| {
             let proxy = match v.text("events") {
@@ -199,16 +183,8 @@ pub static POLICIES: &[PolicyInfo] = &[
         name: "kmaf",
         source: "kMAF (kernel Memory Affinity Framework)",
         summary: "counts page faults per node (first access per node per window); migrates to the node with most faults when max > 2 x (second + 1)",
-        params: &[p(
-            "window-ms",
-            "100",
-            "fault window: a node faults once per page per window",
-        )],
-        build: |v| {
-            Ok(Box::new(kernel::Kmaf {
-                window_ms: v.f64("window-ms")?,
-            }))
-        },
+        params: &[p("window-ms", "100", "fault window: a node faults once per page per window")],
+        build: |v| Ok(Box::new(kernel::Kmaf { window_ms: v.f64("window-ms")? })),
     },
     PolicyInfo {
         name: "carrefour",
@@ -216,16 +192,8 @@ pub static POLICIES: &[PolicyInfo] = &[
         summary: "per epoch and page: migrate if one node makes >= share of the accesses, replicate if read-only and shared, else interleave",
         params: &[
             p("epoch-ms", "1000", "decision period"),
-            p(
-                "share",
-                "0.9",
-                "fraction of a page's accesses that makes it a single node's page",
-            ),
-            p(
-                "min-accesses",
-                "16",
-                "pages with fewer accesses in an epoch are left alone",
-            ),
+            p("share", "0.9", "fraction of a page's accesses that makes it a single node's page"),
+            p("min-accesses", "16", "pages with fewer accesses in an epoch are left alone"),
         ],
         build: |v| {
             Ok(Box::new(kernel::Carrefour {
@@ -240,93 +208,47 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "seed 001 (Marathe & Mueller): hardware profile-guided placement",
         summary: "a profile of sampled accesses places each page, for the whole run, on the node with the most samples (unsampled pages: first touch)",
         params: &[
-            p(
-                "source",
-                "every",
-                "every (each k-th access), cache-miss (long-latency-load proxy) or tlb-miss",
-            ),
+            p("source", "every", "every (each k-th access), cache-miss (long-latency-load proxy) or tlb-miss"),
             p("k", "100", "sampling period for source=every"),
-            p(
-                "cache-kb",
-                "32",
-                "per-thread cache for source=cache-miss (KiB, 8-way, line size of the trace)",
-            ),
-            p(
-                "tlb-entries",
-                "64",
-                "per-thread data TLB for source=tlb-miss (4-way)",
-            ),
+            p("cache-kb", "32", "per-thread cache for source=cache-miss (KiB, 8-way, line size of the trace)"),
+            p("tlb-entries", "64", "per-thread data TLB for source=tlb-miss (4-way)"),
         ],
-        build: |v| {
-            Ok(Box::new(marathe::Marathe {
-                source: marathe::Source::parse(v)?,
-                k: v.u64("k")?.max(1),
-            }))
-        },
+        build: |v| Ok(Box::new(marathe::Marathe { source: marathe::Source::parse(v)?, k: v.u64("k")?.max(1) })),
     },
     PolicyInfo {
         name: "replicate-time",
         source: "seed 003 (Marchetti et al.), section 4.2: time policy",
         summary: "home by first touch; a node whose mapping of a page lasted t ms gets a read copy the next time it maps it (writes invalidate copies and mappings)",
         params: &[p("t-ms", "10", "mapping lifetime that earns a copy")],
-        build: |v| {
-            Ok(Box::new(replication::Replicate {
-                rule: replication::Rule::Time(v.f64("t-ms")?),
-            }))
-        },
+        build: |v| Ok(Box::new(replication::Replicate { rule: replication::Rule::Time(v.f64("t-ms")?) })),
     },
     PolicyInfo {
         name: "replicate-counter",
         source: "seed 003 (Marchetti et al.), section 4.2: counter policy",
         summary: "a node that made n references during a mapping gets a read copy the next time it maps the page",
         params: &[p("n", "64", "references during a mapping that earn a copy")],
-        build: |v| {
-            Ok(Box::new(replication::Replicate {
-                rule: replication::Rule::Counter(v.u64("n")? as u32),
-            }))
-        },
+        build: |v| Ok(Box::new(replication::Replicate { rule: replication::Rule::Counter(v.u64("n")? as u32) })),
     },
     PolicyInfo {
         name: "replicate-counter-interrupt",
         source: "seed 003 (Marchetti et al.), section 4.2: counter-interrupt policy",
         summary: "a node gets a read copy as soon as it has made n references since mapping the page",
         params: &[p("n", "64", "references since mapping that earn a copy")],
-        build: |v| {
-            Ok(Box::new(replication::Replicate {
-                rule: replication::Rule::Interrupt(v.u64("n")? as u32),
-            }))
-        },
+        build: |v| Ok(Box::new(replication::Replicate { rule: replication::Rule::Interrupt(v.u64("n")? as u32) })),
     },
     PolicyInfo {
         name: "ace",
         source: "seed 004 section 4.4.1: the ACE policy",
         summary: "pages start in global memory and are replicated to readers; a write leaves one local copy at the writer; after 4 invalidations a page is frozen in global memory for good",
-        params: &[p(
-            "invalidations",
-            "4",
-            "invalidations allowed before freezing",
-        )],
-        build: |v| {
-            Ok(Box::new(seed004::Ace {
-                limit: v.u64("invalidations")? as u32,
-                delay: 0,
-            }))
-        },
+        params: &[p("invalidations", "4", "invalidations allowed before freezing")],
+        build: |v| Ok(Box::new(seed004::Ace { limit: v.u64("invalidations")? as u32, delay: 0 })),
     },
     PolicyInfo {
         name: "platinum",
         source: "seed 004 section 4.4.1: PLATINUM (Cox & Fowler)",
         summary: "replicate on read, migrate on write; freeze a page referenced by another node within t1 of an invalidation; a daemon defrosts every t2",
-        params: &[
-            p("t1-ms", "10", "freeze window after an invalidation"),
-            p("t2-ms", "1000", "defrost period"),
-        ],
-        build: |v| {
-            Ok(Box::new(seed004::Platinum {
-                t1_ms: v.f64("t1-ms")?,
-                t2_ms: v.f64("t2-ms")?,
-            }))
-        },
+        params: &[p("t1-ms", "10", "freeze window after an invalidation"), p("t2-ms", "1000", "defrost period")],
+        build: |v| Ok(Box::new(seed004::Platinum { t1_ms: v.f64("t1-ms")?, t2_ms: v.f64("t2-ms")? })),
     },
     PolicyInfo {
         name: "delay",
@@ -334,17 +256,10 @@ pub static POLICIES: &[PolicyInfo] = &[
         summary: "ACE, but a node new to a page is mapped remotely with a counter of c references; the ACE decision is made when it runs out",
         params: &[
             p("c", "100", "references before deciding"),
-            p(
-                "invalidations",
-                "4",
-                "invalidations allowed before freezing",
-            ),
+            p("invalidations", "4", "invalidations allowed before freezing"),
         ],
         build: |v| {
-            Ok(Box::new(seed004::Ace {
-                limit: v.u64("invalidations")? as u32,
-                delay: v.u64("c")?.max(1) as u32,
-            }))
+            Ok(Box::new(seed004::Ace { limit: v.u64("invalidations")? as u32, delay: v.u64("c")?.max(1) as u32 }))
         },
     },
 ];
@@ -360,29 +275,19 @@ pub struct Settings(BTreeMap<(String, String), String>);
 impl Settings {
     /// Parses one `policy.key=value`.
     pub fn add(&mut self, spec: &str) -> Result<(), String> {
-        let (lhs, value) = spec
-            .split_once('=')
-            .ok_or_else(|| format!("setting '{spec}': expected policy.key=value"))?;
-        let (policy, key) = lhs
-            .split_once('.')
-            .ok_or_else(|| format!("setting '{spec}': expected policy.key=value"))?;
-        let info =
-            find(policy).ok_or_else(|| format!("setting '{spec}': unknown policy '{policy}'"))?;
+        let (lhs, value) =
+            spec.split_once('=').ok_or_else(|| format!("setting '{spec}': expected policy.key=value"))?;
+        let (policy, key) =
+            lhs.split_once('.').ok_or_else(|| format!("setting '{spec}': expected policy.key=value"))?;
+        let info = find(policy).ok_or_else(|| format!("setting '{spec}': unknown policy '{policy}'"))?;
         if !info.params.iter().any(|p| p.key == key) {
             let known: Vec<&str> = info.params.iter().map(|p| p.key).collect();
             return Err(format!(
                 "setting '{spec}': {policy} has no parameter '{key}' (it has: {})",
-                if known.is_empty() {
-                    "none".to_string()
-                } else {
-                    known.join(", ")
-                }
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
             ));
         }
-        self.0.insert(
-            (policy.to_string(), key.to_string()),
-            value.trim().to_string(),
-        );
+        self.0.insert((policy.to_string(), key.to_string()), value.trim().to_string());
         Ok(())
     }
 }
@@ -399,13 +304,7 @@ impl<'a> Values<'a> {
             .0
             .get(&(self.info.name.to_string(), key.to_string()))
             .map(String::as_str)
-            .or_else(|| {
-                self.info
-                    .params
-                    .iter()
-                    .find(|p| p.key == key)
-                    .map(|p| p.default)
-            })
+            .or_else(|| self.info.params.iter().find(|p| p.key == key).map(|p| p.default))
             .unwrap_or("")
     }
 
@@ -414,40 +313,23 @@ impl<'a> Values<'a> {
         t.parse::<f64>()
             .ok()
             .filter(|v| v.is_finite() && *v >= 0.0)
-            .ok_or_else(|| {
-                format!(
-                    "{}.{key} = '{t}': expected a non-negative number",
-                    self.info.name
-                )
-            })
+            .ok_or_else(|| format!("{}.{key} = '{t}': expected a non-negative number", self.info.name))
     }
 
     pub fn u64(&self, key: &str) -> Result<u64, String> {
         let t = self.text(key);
-        t.parse::<u64>().map_err(|_| {
-            format!(
-                "{}.{key} = '{t}': expected a non-negative integer",
-                self.info.name
-            )
-        })
+        t.parse::<u64>().map_err(|_| format!("{}.{key} = '{t}': expected a non-negative integer", self.info.name))
     }
 }
 
 impl PolicyInfo {
     pub fn build(&self, settings: &Settings) -> Result<Box<dyn Policy>, String> {
-        (self.build)(&Values {
-            info: self,
-            settings,
-        })
+        (self.build)(&Values { info: self, settings })
     }
 
     /// The value this policy will use for `key` under `settings`.
     pub fn value<'a>(&'a self, settings: &'a Settings, key: &str) -> &'a str {
-        Values {
-            info: self,
-            settings,
-        }
-        .text(key)
+        Values { info: self, settings }.text(key)
     }
 }
 

@@ -24,11 +24,7 @@ impl Policy for Replicate {
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
         let mut res = first_touch(page);
         let home = page.refs[0].node;
-        let lifetime = if let Rule::Time(ms) = self.rule {
-            ctx.refs(ms)
-        } else {
-            0
-        };
+        let lifetime = if let Rule::Time(ms) = self.rule { ctx.refs(ms) } else { 0 };
         // Nodes currently mapping the page, as a bit set (writes visit only those).
         let mut mapped: u128 = 0;
         let mut since = [0u64; MAX_NODES];

@@ -19,11 +19,7 @@ pub struct Ace {
 impl Policy for Ace {
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
         let global = ctx.costs.has_global();
-        let mut res = if global {
-            Residence::new(GLOBAL_BIT)
-        } else {
-            first_touch(page)
-        };
+        let mut res = if global { Residence::new(GLOBAL_BIT) } else { first_touch(page) };
         let mut invalidations = 0u32;
         let mut frozen = false;
         // Per node: references left before its decision (0 = not counting); `counting` has
@@ -37,11 +33,7 @@ impl Policy for Ace {
             }
             let x = r.node as usize;
             let sole_local = res.holds(r.node) && res.copies() == 1;
-            let needs_action = if r.write {
-                !sole_local
-            } else {
-                !res.holds(r.node)
-            };
+            let needs_action = if r.write { !sole_local } else { !res.holds(r.node) };
             let mut act = needs_action;
             if needs_action && self.delay > 0 && !res.holds(r.node) {
                 // Delay: count down first; decide on the reference that reaches zero.
@@ -111,14 +103,14 @@ impl Policy for Platinum {
                 frozen_in = None;
                 last_invalidation = None;
             }
-            if frozen_in.is_none() {
-                if let Some((at, by)) = last_invalidation {
-                    if by != r.node && r.at - at <= t1 {
-                        frozen_in = Some(r.at / t2);
-                        if global {
-                            res.place(GLOBAL_BIT);
-                        }
-                    }
+            if frozen_in.is_none()
+                && let Some((at, by)) = last_invalidation
+                && by != r.node
+                && r.at - at <= t1
+            {
+                frozen_in = Some(r.at / t2);
+                if global {
+                    res.place(GLOBAL_BIT);
                 }
             }
             if frozen_in.is_none() {

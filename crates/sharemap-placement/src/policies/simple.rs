@@ -12,11 +12,11 @@ impl Policy for FirstTouch {
         // After init-done the first toucher becomes the home (seed 003's annotation).
         let mut rehome = ctx.init_done.filter(|&t| t > page.refs[0].at);
         for r in page.refs {
-            if let Some(t) = rehome {
-                if r.at >= t {
-                    res.place(node_bit(r.node));
-                    rehome = None;
-                }
+            if let Some(t) = rehome
+                && r.at >= t
+            {
+                res.place(node_bit(r.node));
+                rehome = None;
             }
             charge(&mut res, r);
         }
@@ -94,11 +94,7 @@ impl Policy for NextTouch {
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
         let mut res = first_touch(page);
         let init = ctx.init_done.as_slice();
-        let mut marks = Marks::new(if self.phases_only {
-            ctx.phase_changes
-        } else {
-            ctx.annotations
-        });
+        let mut marks = Marks::new(if self.phases_only { ctx.phase_changes } else { ctx.annotations });
         let mut init_marks = Marks::new(if self.phases_only { init } else { &[] });
         marks.passed(page.refs[0].at);
         init_marks.passed(page.refs[0].at);

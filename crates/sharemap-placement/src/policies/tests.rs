@@ -26,13 +26,7 @@ fn ctx<'a>(
 }
 
 fn page(refs: &[Ref]) -> Page<'_> {
-    Page {
-        number: 5,
-        touch_rank: 3,
-        address_rank: 0,
-        refs,
-        events: &[],
-    }
+    Page { number: 5, touch_rank: 3, address_rank: 0, refs, events: &[] }
 }
 
 fn run(name: &str, settings: &[&str], refs: &[Ref], c: &Context) -> Tally {
@@ -44,12 +38,7 @@ fn run(name: &str, settings: &[&str], refs: &[Ref], c: &Context) -> Tally {
 }
 
 fn butterfly() -> Costs {
-    Costs::new(&CostParams {
-        r: 15.0,
-        big_r: 100.0,
-        g: None,
-        big_g: None,
-    })
+    Costs::new(&CostParams { r: 15.0, big_r: 100.0, g: None, big_g: None })
 }
 
 fn reads(node: u16, from: u64, n: u64) -> Vec<Ref> {
@@ -97,16 +86,10 @@ fn first_touch_rehomes_after_init_done() {
     refs.extend(reads(1, 10, 10));
     let c = ctx(2, butterfly(), None, &[], &[]);
     let plain = run("first-touch", &[], &refs, &c);
-    assert_eq!(
-        (plain.local, plain.remote, plain.new_locations()),
-        (10, 10, 0)
-    );
+    assert_eq!((plain.local, plain.remote, plain.new_locations()), (10, 10, 0));
     let c = ctx(2, butterfly(), Some(10), &[], &[]);
     let honoured = run("first-touch", &[], &refs, &c);
-    assert_eq!(
-        (honoured.local, honoured.remote, honoured.node_moves),
-        (20, 0, 1)
-    );
+    assert_eq!((honoured.local, honoured.remote, honoured.node_moves), (20, 0, 1));
 }
 
 #[test]
@@ -147,19 +130,9 @@ fn next_touch_and_migrate_on_phase_follow_annotations() {
 #[test]
 fn numa_balancing_needs_two_faults_from_the_same_node() {
     // 10 refs/ms; scans at 10 (delay), 20, 30... All of the page's accesses come from node 1.
-    let refs: Vec<Ref> = std::iter::once(Ref::write(0, 0))
-        .chain((1..60).map(|i| Ref::read(i, 1)))
-        .collect();
+    let refs: Vec<Ref> = std::iter::once(Ref::write(0, 0)).chain((1..60).map(|i| Ref::read(i, 1))).collect();
     let c = ctx(2, butterfly(), None, &[], &[]);
-    let t = run(
-        "numa-balancing",
-        &[
-            "numa-balancing.scan-delay-ms=1",
-            "numa-balancing.scan-period-ms=1",
-        ],
-        &refs,
-        &c,
-    );
+    let t = run("numa-balancing", &["numa-balancing.scan-delay-ms=1", "numa-balancing.scan-period-ms=1"], &refs, &c);
     // Faults at 10 (recorded) and 20 (same node: migrate); remote from 1 to 19.
     assert_eq!(t.node_moves, 1);
     assert_eq!(t.remote, 19);
@@ -204,9 +177,7 @@ fn sammu_proxy_migrates_at_the_threshold() {
     }
     assert_eq!(run("sammu", &["sammu.events=proxy"], &both, &c).node_moves, 0);
     // A burst of accesses saturates the access counter every `burst` accesses.
-    let burst: Vec<Ref> = std::iter::once(Ref::write(0, 0))
-        .chain((1..=40).map(|i| Ref::read(i, 1)))
-        .collect();
+    let burst: Vec<Ref> = std::iter::once(Ref::write(0, 0)).chain((1..=40).map(|i| Ref::read(i, 1))).collect();
     let t = run("sammu", &["sammu.events=proxy", "sammu.burst=4", "sammu.nt=3"], &burst, &c);
     // Events at its 4th, 8th and 12th access: the 12th is already local.
     assert_eq!((t.node_moves, t.remote), (1, 11));
@@ -215,9 +186,7 @@ fn sammu_proxy_migrates_at_the_threshold() {
 #[test]
 fn kmaf_moves_on_a_clear_majority() {
     // Window 1 ms = 10 refs: node 1 faults once per window, node 0 once at the start.
-    let refs: Vec<Ref> = std::iter::once(Ref::read(0, 0))
-        .chain((1..100).map(|i| Ref::read(i, 1)))
-        .collect();
+    let refs: Vec<Ref> = std::iter::once(Ref::read(0, 0)).chain((1..100).map(|i| Ref::read(i, 1))).collect();
     let c = ctx(2, butterfly(), None, &[], &[]);
     let t = run("kmaf", &["kmaf.window-ms=1"], &refs, &c);
     // Node 1's faults: 1 at window 0, then one per window; it needs > 2 x (1 + 1) = 4: the 5th fault (at 40).
@@ -227,12 +196,7 @@ fn kmaf_moves_on_a_clear_majority() {
 
 #[test]
 fn ace_freezes_in_global_memory_after_four_invalidations() {
-    let costs = Costs::new(&CostParams {
-        r: 5.0,
-        big_r: 40.0,
-        g: Some(2.0),
-        big_g: Some(30.0),
-    });
+    let costs = Costs::new(&CostParams { r: 5.0, big_r: 40.0, g: Some(2.0), big_g: Some(30.0) });
     let c = ctx(2, costs, None, &[], &[]);
     let refs: Vec<Ref> = (0..20).map(|i| Ref::write(i, (i % 2) as u16)).collect();
     let t = run("ace", &[], &refs, &c);
@@ -246,12 +210,7 @@ fn ace_freezes_in_global_memory_after_four_invalidations() {
 
 #[test]
 fn delay_waits_c_references_before_replicating() {
-    let costs = Costs::new(&CostParams {
-        r: 5.0,
-        big_r: 40.0,
-        g: Some(2.0),
-        big_g: Some(30.0),
-    });
+    let costs = Costs::new(&CostParams { r: 5.0, big_r: 40.0, g: Some(2.0), big_g: Some(30.0) });
     let c = ctx(2, costs, None, &[], &[]);
     let refs = reads(1, 0, 150);
     let t = run("delay", &[], &refs, &c);
@@ -286,12 +245,7 @@ fn replicate_counter_interrupt_copies_after_n() {
     let c = ctx(2, butterfly(), None, &[], &[]);
     let mut refs = vec![Ref::write(0, 0)];
     refs.extend(reads(1, 1, 10));
-    let t = run(
-        "replicate-counter-interrupt",
-        &["replicate-counter-interrupt.n=4"],
-        &refs,
-        &c,
-    );
+    let t = run("replicate-counter-interrupt", &["replicate-counter-interrupt.n=4"], &refs, &c);
     assert_eq!((t.remote, t.replications, t.local), (3, 1, 1 + 7));
     // The counter policy only copies at the next mapping, after an invalidation.
     let mut again = refs.clone();
@@ -308,10 +262,7 @@ fn marathe_uses_the_majority_of_samples() {
     refs.extend(reads(1, 3, 10));
     let t = run("marathe", &["marathe.k=2"], &refs, &c);
     // Samples at 0, 2 (node 0) and 4..12 (5 of node 1): node 1 from the start, for free.
-    assert_eq!(
-        (t.local, t.remote, t.new_locations(), t.profile_samples),
-        (10, 3, 0, 7)
-    );
+    assert_eq!((t.local, t.remote, t.new_locations(), t.profile_samples), (10, 3, 0, 7));
 }
 
 #[test]
@@ -323,12 +274,7 @@ fn carrefour_replicates_read_shared_pages() {
     for i in 1..60u64 {
         refs.push(Ref::read(i, (i % 2) as u16));
     }
-    let t = run(
-        "carrefour",
-        &["carrefour.epoch-ms=2", "carrefour.min-accesses=4"],
-        &refs,
-        &c,
-    );
+    let t = run("carrefour", &["carrefour.epoch-ms=2", "carrefour.min-accesses=4"], &refs, &c);
     assert_eq!((t.node_moves, t.replications), (2, 1));
 }
 
@@ -336,11 +282,7 @@ fn carrefour_replicates_read_shared_pages() {
 fn settings_are_checked() {
     let mut s = Settings::default();
     assert!(s.add("delay.c=10").is_ok());
-    assert!(
-        s.add("delay.x=1")
-            .unwrap_err()
-            .contains("has no parameter 'x'")
-    );
+    assert!(s.add("delay.x=1").unwrap_err().contains("has no parameter 'x'"));
     assert!(s.add("nope.c=1").unwrap_err().contains("unknown policy"));
     assert!(s.add("delay").is_err());
     let mut s = Settings::default();

@@ -85,7 +85,10 @@ impl GenParams {
             return Err(format!("--page-size must be a power of two >= 64 (got {})", self.page_size));
         }
         if self.line_size < WORD || !self.line_size.is_power_of_two() || self.line_size > self.page_size {
-            return Err(format!("line size must be a power of two between 8 and the page size (got {})", self.line_size));
+            return Err(format!(
+                "line size must be a power of two between 8 and the page size (got {})",
+                self.line_size
+            ));
         }
         Ok(())
     }
@@ -109,7 +112,9 @@ const QUANTUM: (u64, u64) = (32, 256);
 /// Trace metadata describing a generator run.
 pub fn metadata(pattern: &Pattern, p: &GenParams) -> Metadata {
     let mut source = Source { kind: "generator".into(), name: pattern.name.into(), ..Source::default() };
-    for (k, v) in [("threads", p.threads as u64), ("accesses", p.accesses), ("seed", p.seed), ("page_size", p.page_size)] {
+    for (k, v) in
+        [("threads", p.threads as u64), ("accesses", p.accesses), ("seed", p.seed), ("page_size", p.page_size)]
+    {
         source.params.insert(k.into(), v.to_string());
     }
     Metadata { page_size: p.page_size, line_size: p.line_size, threads: p.threads, ..Metadata::with_source(source) }

@@ -8,17 +8,61 @@ use rand::Rng;
 use std::iter::once;
 
 pub const PATTERNS: &[Pattern] = &[
-    Pattern { name: "private", models: "EP-like: each thread works on private data only; no page is shared (seed 000's EP)", phases: private },
-    Pattern { name: "neighbor", models: "domain decomposition: each thread sweeps its block and reads a one-page halo of its left and right neighbours (seed 000's LU/SP/BT-like neighbour sharing)", phases: neighbor },
-    Pattern { name: "all-to-all", models: "CG-like sparse matrix-vector product: each thread reads vector entries of all threads uniformly (seed 000's CG)", phases: all_to_all },
-    Pattern { name: "sor", models: "banded red-black SOR by rows (seed 004's sorbyr, seed 003's sor): each thread owns a band of one-page rows; boundary rows are read by the neighbouring band", phases: sor },
-    Pattern { name: "matmult", models: "row-partitioned matrix multiply C = A x B in i-k-j order (seed 004's matmult): A and C rows private, B read by every thread", phases: matmult },
-    Pattern { name: "producer-consumer", models: "thread pairs (2k producer, 2k+1 consumer) passing data through a double buffer; an odd last thread produces and consumes alone", phases: producer_consumer },
-    Pattern { name: "migratory", models: "migratory data: 2 objects per thread, each handed to the next thread at every phase and read-modify-written there", phases: migratory },
-    Pattern { name: "read-mostly", models: "a lookup table read by all threads at random, written rarely (1 lookup in 1000); replication-friendly (seed 003)", phases: read_mostly },
-    Pattern { name: "phase-change", models: "mgrid-like V-cycles over 3 grid levels: each level uses 8x the data of the next coarser one, split evenly among threads, with a phase-change event per level (seed 003's mgrid)", phases: phase_change },
-    Pattern { name: "init-then-compute", models: "thread 0 initialises all data serially, signals init-done, then every thread computes on its own block: the first-touch trap (seed 003)", phases: init_then_compute },
-    Pattern { name: "random", models: "uniformly random accesses to a shared heap, 1-8 consecutive words of a random cache line, 1 in 4 a write", phases: random },
+    Pattern {
+        name: "private",
+        models: "EP-like: each thread works on private data only; no page is shared (seed 000's EP)",
+        phases: private,
+    },
+    Pattern {
+        name: "neighbor",
+        models: "domain decomposition: each thread sweeps its block and reads a one-page halo of its left and right neighbours (seed 000's LU/SP/BT-like neighbour sharing)",
+        phases: neighbor,
+    },
+    Pattern {
+        name: "all-to-all",
+        models: "CG-like sparse matrix-vector product: each thread reads vector entries of all threads uniformly (seed 000's CG)",
+        phases: all_to_all,
+    },
+    Pattern {
+        name: "sor",
+        models: "banded red-black SOR by rows (seed 004's sorbyr, seed 003's sor): each thread owns a band of one-page rows; boundary rows are read by the neighbouring band",
+        phases: sor,
+    },
+    Pattern {
+        name: "matmult",
+        models: "row-partitioned matrix multiply C = A x B in i-k-j order (seed 004's matmult): A and C rows private, B read by every thread",
+        phases: matmult,
+    },
+    Pattern {
+        name: "producer-consumer",
+        models: "thread pairs (2k producer, 2k+1 consumer) passing data through a double buffer; an odd last thread produces and consumes alone",
+        phases: producer_consumer,
+    },
+    Pattern {
+        name: "migratory",
+        models: "migratory data: 2 objects per thread, each handed to the next thread at every phase and read-modify-written there",
+        phases: migratory,
+    },
+    Pattern {
+        name: "read-mostly",
+        models: "a lookup table read by all threads at random, written rarely (1 lookup in 1000); replication-friendly (seed 003)",
+        phases: read_mostly,
+    },
+    Pattern {
+        name: "phase-change",
+        models: "mgrid-like V-cycles over 3 grid levels: each level uses 8x the data of the next coarser one, split evenly among threads, with a phase-change event per level (seed 003's mgrid)",
+        phases: phase_change,
+    },
+    Pattern {
+        name: "init-then-compute",
+        models: "thread 0 initialises all data serially, signals init-done, then every thread computes on its own block: the first-touch trap (seed 003)",
+        phases: init_then_compute,
+    },
+    Pattern {
+        name: "random",
+        models: "uniformly random accesses to a shared heap, 1-8 consecutive words of a random cache line, 1 in 4 a write",
+        phases: random,
+    },
 ];
 
 type Phases = Box<dyn Iterator<Item = Phase>>;
@@ -73,8 +117,14 @@ fn neighbor(p: GenParams) -> Phases {
             (0..n)
                 .map(|t| {
                     let start = t as u64 * w;
-                    let left = (t > 0).then(|| start - halo).into_iter().flat_map(move |s| (s..s + halo).map(move |i| rd(src + i * WORD)));
-                    let right = (t + 1 < n).then_some(start + w).into_iter().flat_map(move |s| (s..s + halo).map(move |i| rd(src + i * WORD)));
+                    let left = (t > 0)
+                        .then(|| start - halo)
+                        .into_iter()
+                        .flat_map(move |s| (s..s + halo).map(move |i| rd(src + i * WORD)));
+                    let right = (t + 1 < n)
+                        .then_some(start + w)
+                        .into_iter()
+                        .flat_map(move |s| (s..s + halo).map(move |i| rd(src + i * WORD)));
                     let own = (start..start + w).flat_map(move |i| [rd(src + i * WORD), wr(dst + i * WORD)]);
                     (t, Box::new(left.chain(right).chain(own)) as Stream)
                 })
@@ -119,7 +169,11 @@ fn all_to_all(p: GenParams) -> Phases {
                         (0..NNZ)
                             .flat_map(move |j| {
                                 let e = i * NNZ + j;
-                                [rd(vals + e * WORD), Op { addr: cols + e * 4, size: 4, write: false }, rd(x + column(i, j) * WORD)]
+                                [
+                                    rd(vals + e * WORD),
+                                    Op { addr: cols + e * 4, size: 4, write: false },
+                                    rd(x + column(i, j) * WORD),
+                                ]
                             })
                             .chain(once(wr(y + i * WORD)))
                     });
@@ -167,7 +221,14 @@ fn sor(p: GenParams) -> Phases {
                 .map(|t| {
                     let s = own(t).flat_map(move |i| {
                         (1..cols - 1).filter(move |j| (i + j) % 2 == colour).flat_map(move |j| {
-                            [rd(at(i - 1, j)), rd(at(i + 1, j)), rd(at(i, j - 1)), rd(at(i, j + 1)), rd(at(i, j)), wr(at(i, j))]
+                            [
+                                rd(at(i - 1, j)),
+                                rd(at(i + 1, j)),
+                                rd(at(i, j - 1)),
+                                rd(at(i, j + 1)),
+                                rd(at(i, j)),
+                                wr(at(i, j)),
+                            ]
                         })
                     });
                     (t as u32, Box::new(s) as Stream)
@@ -200,7 +261,8 @@ fn matmult(p: GenParams) -> Phases {
                 .map(|t| {
                     let s = rows(t).flat_map(move |i| {
                         (0..n).flat_map(move |k| {
-                            once(rd(el(a, i, k))).chain((0..n).flat_map(move |j| [rd(el(b, k, j)), rd(el(c, i, j)), wr(el(c, i, j))]))
+                            once(rd(el(a, i, k)))
+                                .chain((0..n).flat_map(move |j| [rd(el(b, k, j)), rd(el(c, i, j)), wr(el(c, i, j))]))
                         })
                     });
                     (t as u32, Box::new(s) as Stream)
@@ -217,7 +279,7 @@ fn producer_consumer(p: GenParams) -> Phases {
     let (buffers, outputs, inputs) = (region(0), region(1), region(2));
     let buf = move |pair: u64, h: u64| buffers + (pair * 2 + h) * half * WORD;
     let priv_base = move |m: u64, t: u32| m + t as u64 * half * WORD;
-    let is_producer = move |t: u32| t % 2 == 0;
+    let is_producer = move |t: u32| t.is_multiple_of(2);
     let init = Phase::new(
         (0..n)
             .map(|t| {
@@ -246,7 +308,10 @@ fn producer_consumer(p: GenParams) -> Phases {
                         Box::new(produce(r % 2))
                     } else {
                         let h = (r + 1) % 2;
-                        Box::new((0..half).flat_map(move |i| [rd(buf(pair, h) + i * WORD), wr(priv_base(outputs, t) + i * WORD)]))
+                        Box::new(
+                            (0..half)
+                                .flat_map(move |i| [rd(buf(pair, h) + i * WORD), wr(priv_base(outputs, t) + i * WORD)]),
+                        )
                     };
                     (t, s)
                 })
@@ -263,12 +328,17 @@ fn migratory(p: GenParams) -> Phases {
     let obj = move |o: u64| region(0) + o * size * WORD;
     // Phase k: object o is handled by thread (o + k) mod n; phase 0 is its owner's initialisation.
     let holder_objects = move |t: u64, k: u64| (0..objects).filter(move |o| (o + k) % n == t);
-    let init = Phase::new((0..n).map(|t| (t as u32, Box::new(holder_objects(t, 0).flat_map(move |o| write_range(obj(o), size))) as Stream)).collect());
+    let init = Phase::new(
+        (0..n)
+            .map(|t| (t as u32, Box::new(holder_objects(t, 0).flat_map(move |o| write_range(obj(o), size))) as Stream))
+            .collect(),
+    );
     let hand_offs = (1u64..).map(move |k| {
         Phase::new(
             (0..n)
                 .map(|t| {
-                    let s = holder_objects(t, k).flat_map(move |o| (0..size).flat_map(move |i| [rd(obj(o) + i * WORD), wr(obj(o) + i * WORD)]));
+                    let s = holder_objects(t, k)
+                        .flat_map(move |o| (0..size).flat_map(move |i| [rd(obj(o) + i * WORD), wr(obj(o) + i * WORD)]));
                     (t as u32, Box::new(s) as Stream)
                 })
                 .collect(),
@@ -288,7 +358,14 @@ fn read_mostly(p: GenParams) -> Phases {
     let (table, out) = (region(0), region(1));
     let init = Phase::new(
         (0..n)
-            .map(|t| (t as u32, Box::new(write_range(table + t * per * WORD, per).chain(write_range(out + t * results * WORD, results))) as Stream))
+            .map(|t| {
+                (
+                    t as u32,
+                    Box::new(
+                        write_range(table + t * per * WORD, per).chain(write_range(out + t * results * WORD, results)),
+                    ) as Stream,
+                )
+            })
             .collect(),
     );
     let lookups = (1u64..).map(move |k| {
@@ -327,7 +404,11 @@ fn phase_change(p: GenParams) -> Phases {
             .map(|t| {
                 let b = block(t, finest);
                 let len = b.end - b.start;
-                (t as u32, Box::new(write_range(u + b.start * WORD, len).chain(write_range(r + b.start * WORD, len))) as Stream)
+                (
+                    t as u32,
+                    Box::new(write_range(u + b.start * WORD, len).chain(write_range(r + b.start * WORD, len)))
+                        as Stream,
+                )
             })
             .collect(),
     );
@@ -367,7 +448,8 @@ fn init_then_compute(p: GenParams) -> Phases {
             (0..n)
                 .map(|t| {
                     let b = base + t * w * WORD;
-                    let s = (0..w).flat_map(move |i| once(rd(b + i * WORD)).chain((i % 2 == 0).then(|| wr(b + i * WORD))));
+                    let s =
+                        (0..w).flat_map(move |i| once(rd(b + i * WORD)).chain((i % 2 == 0).then(|| wr(b + i * WORD))));
                     (t as u32, Box::new(s) as Stream)
                 })
                 .collect(),
@@ -384,7 +466,8 @@ fn random(p: GenParams) -> Phases {
     let lines = round_up((p.accesses / 32).max(n * p.page_words()) / line_words, n);
     let per = lines / n;
     let heap = region(0);
-    let init = Phase::new((0..n).map(|t| (t as u32, write_range(heap + t * per * p.line_size, per * line_words))).collect());
+    let init =
+        Phase::new((0..n).map(|t| (t as u32, write_range(heap + t * per * p.line_size, per * line_words))).collect());
     let chunk = (p.per_thread() / 4).max(1024);
     let bursts = (1u64..).map(move |k| {
         Phase::new(
@@ -395,7 +478,11 @@ fn random(p: GenParams) -> Phases {
                             let line = heap + rng.gen_range(0..lines) * p.line_size;
                             let words = rng.gen_range(1..=line_words);
                             let writes: Vec<bool> = (0..words).map(|_| rng.gen_ratio(1, 4)).collect();
-                            (0..words).map(move |i| Op { addr: line + i * WORD, size: WORD as u32, write: writes[i as usize] })
+                            (0..words).map(move |i| Op {
+                                addr: line + i * WORD,
+                                size: WORD as u32,
+                                write: writes[i as usize],
+                            })
                         })
                         .flatten()
                         .take(chunk as usize)

@@ -83,8 +83,7 @@ fn each_thread_first_touches_its_own_data() {
         let init_len = after_init(&s, p.name, 4);
         let init_pages = pages(&s, 0);
         let init_only = {
-            let mut v = VecSink::default();
-            v.accesses = s.accesses[..init_len].to_vec();
+            let v = VecSink { accesses: s.accesses[..init_len].to_vec(), ..VecSink::default() };
             pages(&v, 0)
         };
         let mut straddling = 0;
@@ -132,7 +131,10 @@ fn all_to_all_shares_uniformly() {
             counts[a.thread as usize][x_owner(a.addr, rows)] += 1;
         }
     }
-    let remote: Vec<f64> = (0..8).flat_map(|i| (0..8).filter(move |&j| j != i).map(move |j| (i, j))).map(|(i, j)| counts[i][j] as f64).collect();
+    let remote: Vec<f64> = (0..8)
+        .flat_map(|i| (0..8).filter(move |&j| j != i).map(move |j| (i, j)))
+        .map(|(i, j)| counts[i][j] as f64)
+        .collect();
     let mean = remote.iter().sum::<f64>() / remote.len() as f64;
     let sd = (remote.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / remote.len() as f64).sqrt();
     assert!(sd / mean < 0.15, "coefficient of variation {}", sd / mean);
@@ -168,7 +170,11 @@ fn sor_shares_boundary_rows_between_adjacent_bands() {
 fn matmult_reads_b_from_every_thread() {
     let s = generate("matmult", 4, 300_000, 3);
     let start = after_init(&s, "matmult", 4);
-    let b_pages: Vec<&PageUse> = pages(&s, start).into_iter().filter(|(pg, _)| *pg * 4096 >= region(1) && *pg * 4096 < region(2)).map(|(_, u)| Box::leak(Box::new(u)) as &PageUse).collect();
+    let b_pages: Vec<&PageUse> = pages(&s, start)
+        .into_iter()
+        .filter(|(pg, _)| *pg * 4096 >= region(1) && *pg * 4096 < region(2))
+        .map(|(_, u)| Box::leak(Box::new(u)) as &PageUse)
+        .collect();
     assert!(!b_pages.is_empty());
     assert!(b_pages.iter().all(|u| u.writers.is_empty()), "B is never written after init");
     let all = b_pages.iter().filter(|u| u.threads.len() == 4).count();
@@ -220,12 +226,14 @@ fn read_mostly_table_is_read_by_all_and_rarely_written() {
 #[test]
 fn phase_change_marks_levels_growing_eightfold() {
     let s = generate("phase-change", 4, 2_000_000, 3);
-    let marks: Vec<&(usize, u32, EventKind, u64, String)> = s.events.iter().filter(|e| e.2 == EventKind::PhaseChange).collect();
+    let marks: Vec<&(usize, u32, EventKind, u64, String)> =
+        s.events.iter().filter(|e| e.2 == EventKind::PhaseChange).collect();
     assert!(marks.len() >= 4, "{} phase changes", marks.len());
     // Working set of consecutive phases: pages touched between marks.
     let mut sets = Vec::new();
     for w in marks.windows(2) {
-        let words: BTreeSet<u64> = s.accesses[w[0].0..w[1].0].iter().filter(|a| a.addr < region(1)).map(|a| a.addr).collect();
+        let words: BTreeSet<u64> =
+            s.accesses[w[0].0..w[1].0].iter().filter(|a| a.addr < region(1)).map(|a| a.addr).collect();
         sets.push((w[0].4.clone(), words.len() as f64));
     }
     let level = |l: &str| sets.iter().find(|(n, _)| n == l).map(|(_, x)| *x).unwrap();
@@ -233,9 +241,11 @@ fn phase_change_marks_levels_growing_eightfold() {
     assert!((ratio - 8.0).abs() < 0.01, "ratio {ratio}");
     // Page owners change with the level: some page has different majority threads across phases.
     let owner_in = |a: usize, b: usize| {
-        let mut v = VecSink::default();
-        v.accesses = s.accesses[a..b].to_vec();
-        pages(&v, 0).into_iter().map(|(p, u)| (p, *u.accesses.iter().max_by_key(|(_, c)| **c).unwrap().0)).collect::<BTreeMap<u64, u32>>()
+        let v = VecSink { accesses: s.accesses[a..b].to_vec(), ..VecSink::default() };
+        pages(&v, 0)
+            .into_iter()
+            .map(|(p, u)| (p, *u.accesses.iter().max_by_key(|(_, c)| **c).unwrap().0))
+            .collect::<BTreeMap<u64, u32>>()
     };
     let fine = owner_in(0, marks[0].0);
     let coarse = owner_in(marks[0].0, marks[1].0);

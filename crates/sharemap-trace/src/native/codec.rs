@@ -257,10 +257,7 @@ impl ChunkDecoder {
     pub fn decode(&mut self, header: &ChunkHeader, payload: &[u8], out: &mut Chunk) -> Result<(), DecodeError> {
         self.raw.clear();
         self.raw.reserve(header.raw_len as usize);
-        let got = self
-            .decompressor
-            .decompress_to_buffer(payload, &mut self.raw)
-            .map_err(|_| "compressed payload")?;
+        let got = self.decompressor.decompress_to_buffer(payload, &mut self.raw).map_err(|_| "compressed payload")?;
         if got != header.raw_len as usize {
             return Err("payload length");
         }

@@ -6,6 +6,7 @@ use super::*;
 use crate::batch::Chunk;
 use crate::error::{Result, TraceError};
 use crate::model::Metadata;
+use crate::source::TraceSource;
 use rayon::prelude::*;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -100,9 +101,6 @@ impl NativeReader {
         })
     }
 
-    pub fn metadata(&self) -> &Metadata {
-        &self.meta
-    }
     pub fn chunks(&self) -> &[ChunkInfo] {
         &self.chunks
     }
@@ -119,14 +117,6 @@ impl NativeReader {
     /// Accesses in the complete chunks.
     pub fn access_count(&self) -> u64 {
         self.chunks.iter().map(|c| c.header.accesses as u64).sum()
-    }
-
-    /// Decodes the next chunk in file order into `out`; `false` when there are no more.
-    pub fn next_chunk(&mut self, out: &mut Chunk) -> Result<bool> {
-        let Some(info) = self.chunks.get(self.next).copied() else { return Ok(false) };
-        self.next += 1;
-        read_chunk(&self.path, &self.file, &info, &mut self.decoder, &mut self.payload, out)?;
-        Ok(true)
     }
 
     /// Decodes every chunk in parallel (rayon), calling `f` on each; results come back in
@@ -149,6 +139,83 @@ impl NativeReader {
     }
 }
 
+impl TraceSource for NativeReader {
+    fn metadata(&self) -> &Metadata {
+        &self.meta
+    }
+
+    /// Decodes the next chunk in file order into `out`; `false` when there are no more.
+    fn next_chunk(&mut self, out: &mut Chunk) -> Result<bool> {
+        let Some(info) = self.chunks.get(self.next).copied() else { return Ok(false) };
+        self.next += 1;
+        read_chunk(&self.path, &self.file, &info, &mut self.decoder, &mut self.payload, out)?;
+        Ok(true)
+    }
+
+    fn access_count_hint(&self) -> Option<u64> {
+        Some(self.access_count())
+    }
+
+    fn truncated_at(&self) -> Option<u64> {
+        match self.end {
+            DataEnd::Truncated { offset } => Some(offset),
+            DataEnd::Complete => None,
+        }
+    }
+
+    /// Decodes a window of chunks on rayon's pool while `sink` takes the previous window
+    /// on this thread: the caller's analysis never waits for zstd.
+    fn for_each_chunk(&mut self, sink: &mut dyn FnMut(&Chunk) -> Result<()>) -> Result<()> {
+        let rest = &self.chunks[self.next..];
+        self.next = self.chunks.len();
+        let window = 4 * rayon::current_num_threads().max(1);
+        let slot = || DecodeSlot {
+            decoder: ChunkDecoder::for_version(self.version).expect("checked at open"),
+            payload: Vec::new(),
+            chunk: Chunk::default(),
+        };
+        let (mut ready, mut next): (Vec<DecodeSlot>, Vec<DecodeSlot>) =
+            ((0..window).map(|_| slot()).collect(), (0..window).map(|_| slot()).collect());
+        let mut windows = rest.chunks(window);
+        let Some(first) = windows.next() else { return Ok(()) };
+        self.decode_window(first, &mut ready)?;
+        let mut ready_len = first.len();
+        loop {
+            let upcoming = windows.next();
+            let mut decoded = Ok(());
+            let mut taken = Ok(());
+            rayon::in_place_scope(|s| {
+                if let Some(infos) = upcoming {
+                    let (me, next, decoded) = (&*self, &mut next, &mut decoded);
+                    s.spawn(move |_| *decoded = me.decode_window(infos, next));
+                }
+                taken = ready[..ready_len].iter().try_for_each(|slot| sink(&slot.chunk));
+            });
+            taken?;
+            decoded?;
+            let Some(infos) = upcoming else { return Ok(()) };
+            std::mem::swap(&mut ready, &mut next);
+            ready_len = infos.len();
+        }
+    }
+}
+
+/// A decoder with its buffers, one per chunk of a decode-ahead window.
+struct DecodeSlot {
+    decoder: ChunkDecoder,
+    payload: Vec<u8>,
+    chunk: Chunk,
+}
+
+impl NativeReader {
+    /// Decodes `infos` into the first slots, in parallel.
+    fn decode_window(&self, infos: &[ChunkInfo], slots: &mut [DecodeSlot]) -> Result<()> {
+        slots[..infos.len()].par_iter_mut().zip(infos).try_for_each(|(slot, info)| {
+            read_chunk(&self.path, &self.file, info, &mut slot.decoder, &mut slot.payload, &mut slot.chunk)
+        })
+    }
+}
+
 fn read_chunk(
     path: &Path,
     file: &File,
@@ -159,14 +226,11 @@ fn read_chunk(
 ) -> Result<()> {
     let h = &info.header;
     payload.resize(h.payload_len as usize, 0);
-    file.read_exact_at(payload, info.offset + CHUNK_HEADER_LEN as u64)
-        .map_err(|e| TraceError::io(path, e))?;
+    file.read_exact_at(payload, info.offset + CHUNK_HEADER_LEN as u64).map_err(|e| TraceError::io(path, e))?;
     if crc32fast::hash(payload) != h.payload_crc {
         return Err(TraceError::corrupt(path, info.offset, "chunk (checksum mismatch)"));
     }
-    decoder
-        .decode(h, payload, out)
-        .map_err(|what| TraceError::corrupt(path, info.offset, format!("chunk ({what})")))
+    decoder.decode(h, payload, out).map_err(|what| TraceError::corrupt(path, info.offset, format!("chunk ({what})")))
 }
 
 /// Walks chunk headers from `start`. A file that stops inside a chunk or before the footer is
@@ -224,7 +288,8 @@ fn scan(path: &Path, file: &File, start: u64, len: u64) -> Result<(Vec<ChunkInfo
                 .map_err(|e| TraceError::corrupt(path, footer_start, format!("footer ({e})")))?;
             let mut trailer = [0u8; 16];
             file.read_exact_at(&mut trailer, pos + 12 + json_len).map_err(io)?;
-            if &trailer[8..16] != TRAILER_MAGIC || u64::from_le_bytes(trailer[0..8].try_into().unwrap()) != footer_start {
+            if &trailer[8..16] != TRAILER_MAGIC || u64::from_le_bytes(trailer[0..8].try_into().unwrap()) != footer_start
+            {
                 return Err(TraceError::corrupt(path, pos + 12 + json_len, "trailer"));
             }
             if footer.accesses != expected_first || footer.chunks != chunks.len() as u64 {

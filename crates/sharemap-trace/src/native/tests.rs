@@ -2,6 +2,7 @@ use super::*;
 use crate::batch::Chunk;
 use crate::error::TraceError;
 use crate::model::{Access, Event, EventKind, Kind, Metadata};
+use crate::source::TraceSource;
 use proptest::prelude::*;
 use std::io::Write;
 
@@ -39,14 +40,14 @@ fn read_all(path: &std::path::Path) -> Result<(Vec<Access>, Vec<Event>, NativeRe
 }
 
 fn access_strategy() -> impl Strategy<Value = Access> {
-    (0u32..70, any::<u64>(), prop_oneof![Just(1u32), Just(4), Just(8), 0u32..u32::MAX], any::<bool>())
-        .prop_map(|(thread, addr, size, w)| Access { thread, addr, size, kind: if w { Kind::Write } else { Kind::Read } })
+    (0u32..70, any::<u64>(), prop_oneof![Just(1u32), Just(4), Just(8), 0u32..u32::MAX], any::<bool>()).prop_map(
+        |(thread, addr, size, w)| Access { thread, addr, size, kind: if w { Kind::Write } else { Kind::Read } },
+    )
 }
 
 fn event_strategy(max_at: u64) -> impl Strategy<Value = (u64, Event)> {
-    (0..=max_at, 0u32..70, 0usize..EventKind::ALL.len(), any::<u64>(), "[a-z\u{e9}]{0,6}").prop_map(
-        |(at, thread, k, arg, label)| (at, Event { at, thread, kind: EventKind::ALL[k], arg, label }),
-    )
+    (0..=max_at, 0u32..70, 0usize..EventKind::ALL.len(), any::<u64>(), "[a-z\u{e9}]{0,6}")
+        .prop_map(|(at, thread, k, arg, label)| (at, Event { at, thread, kind: EventKind::ALL[k], arg, label }))
 }
 
 proptest! {
@@ -75,18 +76,27 @@ proptest! {
 /// Accesses walking a few streams per thread, as programs do: each stream advances by the
 /// access size or by a small stride, with occasional jumps, so deltas are often zero.
 fn streams_strategy() -> impl Strategy<Value = Vec<Access>> {
-    prop::collection::vec((0u32..5, 0usize..6, prop_oneof![Just(0i64), -64i64..64, any::<i64>()], prop_oneof![Just(8u32), 1u32..300], any::<bool>()), 0..700)
-        .prop_map(|steps| {
-            let mut at = [[0x7000_0000u64; 6]; 5];
-            steps
-                .into_iter()
-                .map(|(thread, stream, jump, size, w)| {
-                    let a = &mut at[thread as usize][stream];
-                    *a = a.wrapping_add(size as u64).wrapping_add(jump as u64);
-                    Access { thread, addr: *a, size, kind: if w { Kind::Write } else { Kind::Read } }
-                })
-                .collect()
-        })
+    prop::collection::vec(
+        (
+            0u32..5,
+            0usize..6,
+            prop_oneof![Just(0i64), -64i64..64, any::<i64>()],
+            prop_oneof![Just(8u32), 1u32..300],
+            any::<bool>(),
+        ),
+        0..700,
+    )
+    .prop_map(|steps| {
+        let mut at = [[0x7000_0000u64; 6]; 5];
+        steps
+            .into_iter()
+            .map(|(thread, stream, jump, size, w)| {
+                let a = &mut at[thread as usize][stream];
+                *a = a.wrapping_add(size as u64).wrapping_add(jump as u64);
+                Access { thread, addr: *a, size, kind: if w { Kind::Write } else { Kind::Read } }
+            })
+            .collect()
+    })
 }
 
 proptest! {
@@ -99,7 +109,14 @@ proptest! {
 }
 
 fn sample(n: usize) -> Vec<Access> {
-    (0..n).map(|i| Access { thread: (i / 7 % 4) as u32, addr: 0x1000 + 8 * i as u64, size: 8, kind: if i % 3 == 0 { Kind::Write } else { Kind::Read } }).collect()
+    (0..n)
+        .map(|i| Access {
+            thread: (i / 7 % 4) as u32,
+            addr: 0x1000 + 8 * i as u64,
+            size: 8,
+            kind: if i % 3 == 0 { Kind::Write } else { Kind::Read },
+        })
+        .collect()
 }
 
 #[test]
@@ -108,7 +125,8 @@ fn every_truncation_point_keeps_the_complete_chunks() {
     let bytes = write_trace(&accesses, &[], 100);
     let full = save(&bytes);
     let r = NativeReader::open(full.path()).unwrap();
-    let chunk_ends: Vec<u64> = r.chunks().iter().map(|c| c.offset + CHUNK_HEADER_LEN as u64 + c.header.payload_len as u64).collect();
+    let chunk_ends: Vec<u64> =
+        r.chunks().iter().map(|c| c.offset + CHUNK_HEADER_LEN as u64 + c.header.payload_len as u64).collect();
     let data_start = r.chunks()[0].offset;
     for cut in data_start..bytes.len() as u64 {
         let f = save(&bytes[..cut as usize]);
@@ -116,7 +134,13 @@ fn every_truncation_point_keeps_the_complete_chunks() {
         let complete = chunk_ends.iter().filter(|&&e| e <= cut).count();
         assert_eq!(got.len(), complete * 100, "cut at {cut}");
         assert_eq!(&got[..], &accesses[..got.len()]);
-        let expect_end = if complete == 10 { *chunk_ends.last().unwrap() } else if complete == 0 { data_start } else { chunk_ends[complete - 1] };
+        let expect_end = if complete == 10 {
+            *chunk_ends.last().unwrap()
+        } else if complete == 0 {
+            data_start
+        } else {
+            chunk_ends[complete - 1]
+        };
         assert_eq!(r.end(), &DataEnd::Truncated { offset: expect_end }, "cut at {cut}");
     }
 }
@@ -212,7 +236,9 @@ fn parallel_decode_matches_sequential() {
 /// pool writing at once must not stall it.
 #[test]
 fn writers_on_the_pool_itself_finish() {
-    let accesses: Vec<Access> = (0..50_000u64).map(|i| Access { thread: (i % 3) as u32, addr: 0x1000 + 8 * (i % 977), size: 8, kind: Kind::Read }).collect();
+    let accesses: Vec<Access> = (0..50_000u64)
+        .map(|i| Access { thread: (i % 3) as u32, addr: 0x1000 + 8 * (i % 977), size: 8, kind: Kind::Read })
+        .collect();
     let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
     let traces: Vec<Vec<u8>> = pool.install(|| {
         use rayon::prelude::*;

@@ -3,9 +3,9 @@
 //! rayon's pool while the caller goes on producing, a bounded number at a time, and are
 //! written in order as they come back.
 
-use super::{ChunkEncoder, Footer, DEFAULT_CHUNK_ACCESSES, FILE_MAGIC, FOOTER_MAGIC, TRAILER_MAGIC};
+use super::{ChunkEncoder, DEFAULT_CHUNK_ACCESSES, FILE_MAGIC, FOOTER_MAGIC, Footer, TRAILER_MAGIC};
 use crate::batch::{Chunk, ChunkItem};
-use crate::model::{Access, Event, EventKind, Metadata, FORMAT_VERSION};
+use crate::model::{Access, Event, EventKind, FORMAT_VERSION, Metadata};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -136,7 +136,11 @@ impl<W: Write> NativeWriter<W> {
             return Ok(());
         }
         let fits = chunk.accesses.len() <= self.chunk_accesses && chunk.events.len() <= self.chunk_accesses;
-        if fits && chunk.first_access == self.accesses && self.pending.accesses.is_empty() && self.pending.events.is_empty() {
+        if fits
+            && chunk.first_access == self.accesses
+            && self.pending.accesses.is_empty()
+            && self.pending.events.is_empty()
+        {
             self.accesses += chunk.accesses.len() as u64;
             self.events += chunk.events.len() as u64;
             let taken = std::mem::replace(chunk, self.spare.pop().unwrap_or_default());
@@ -184,8 +188,9 @@ impl<W: Write> NativeWriter<W> {
         let back = self.results.0.clone();
         rayon::spawn(move || {
             // A panic must come back as an error, or the writer would wait for ever.
-            let header = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| encoder.encode(&chunk, &mut payload)))
-                .unwrap_or_else(|_| Err(io::Error::other("encoding a chunk failed")));
+            let header =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| encoder.encode(&chunk, &mut payload)))
+                    .unwrap_or_else(|_| Err(io::Error::other("encoding a chunk failed")));
             // The writer may be gone (dropped after an error): nothing to hand back then.
             let _ = back.send(Encoded { index, header, encoder, payload, chunk });
         });
@@ -233,7 +238,8 @@ impl<W: Write> NativeWriter<W> {
             self.receive()?;
         }
         self.meta.threads = self.meta.threads.max(self.thread_span);
-        let footer = Footer { metadata: self.meta.clone(), accesses: self.accesses, events: self.events, chunks: self.chunks };
+        let footer =
+            Footer { metadata: self.meta.clone(), accesses: self.accesses, events: self.events, chunks: self.chunks };
         let json = serde_json::to_vec(&footer).map_err(io::Error::other)?;
         let footer_offset = self.offset;
         self.out.write_all(FOOTER_MAGIC)?;
@@ -254,4 +260,3 @@ impl<W: Write> NativeWriter<W> {
         Ok((self.out, summary))
     }
 }
-
