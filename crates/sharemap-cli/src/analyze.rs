@@ -3,9 +3,10 @@
 use crate::plot;
 use crate::progress;
 use crate::trace_cmds::{format_arg, warn_if_truncated};
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, anyhow};
 use serde::Serialize;
-use sharemap_detect::{Cores, Detector, Extra, PageUsage, detect, detect_windows, detect_with, phase_changes};
+use sharemap_core::ThreadPlacement;
+use sharemap_detect::{DetectorContext, Found, PageUsage, detector, phase_changes};
 use sharemap_machine::Machine;
 use sharemap_trace::TraceReader;
 use sharemap_trace::TraceSource;
@@ -38,8 +39,9 @@ struct Summary {
     mapping_potential: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     windows: Option<Windows>,
+    /// Each detector's own report (STMap's decision, SAMMU's activity), by key.
     #[serde(flatten)]
-    extra: Extra,
+    reports: std::collections::BTreeMap<&'static str, serde_json::Value>,
 }
 
 fn write_file(path: &Path, text: &str) -> Result<()> {
@@ -60,16 +62,6 @@ struct Windows {
     /// Windows whose sharing correlates below 0.5 with the previous window's, and the trace
     /// position where each starts.
     phase_changes: Vec<(usize, u64)>,
-}
-
-/// Thread t on PU t mod PUs; each PU's core (SMT siblings share one), and each core's node.
-pub(crate) fn cores_of(machine: &Machine) -> Cores {
-    let core_of_pu = machine.core_of_pu();
-    let mut node_of_core = vec![0; core_of_pu.iter().max().map_or(0, |&c| c + 1)];
-    for (pu, &core) in core_of_pu.iter().enumerate() {
-        node_of_core[core] = machine.pu_numa[pu];
-    }
-    Cores { core_of_thread: core_of_pu, node_of_core, nodes: machine.numa_count() }
 }
 
 /// Most rows of the page-usage plot: beyond that, neighbouring pages share a row.
@@ -109,36 +101,32 @@ pub fn run(
     window: u64,
     dir: &Path,
 ) -> Result<ExitCode> {
-    let det = Detector::parse(detector).map_err(|e| anyhow!(e))?;
-    if window > 0 && matches!(det, Detector::Stmap(_) | Detector::Sammu(_)) {
-        bail!("--window works with the oracle, sampled and faults detectors");
+    let det = detector::parse(detector)?;
+    if window > 0 && matches!(det.name.as_str(), "stmap" | "sammu") {
+        // Their state (STMap's decision, SAMMU's TLBs and thresholds) spans the whole run.
+        anyhow::bail!("--window works with the oracle, sampled and faults detectors");
     }
-    let reference = compare.map(Detector::parse).transpose().map_err(|e| anyhow!(e))?;
+    let reference = compare.map(detector::parse).transpose()?;
     let machine = Machine::from_spec(machine).map_err(|e| anyhow!("{e}"))?;
     let mut reader = TraceReader::open(trace, format_arg(from)?)?;
     warn_if_truncated(&reader, trace);
+    // Both detectors see the same threads on the same machine, in one pass.
+    let placement = ThreadPlacement::identity(&machine);
+    let ctx = DetectorContext::new(reader.metadata(), &placement).map_err(|e| anyhow!("{}: {e}", trace.display()))?;
+    let mut detectors = vec![detector::build(&det, &ctx)?];
+    if let Some(r) = &reference {
+        detectors.push(detector::build(r, &ctx)?);
+    }
+    let det_name = detectors[0].spec();
+    let ref_name = detectors.get(1).map(|d| d.spec());
     std::fs::create_dir_all(dir).map_err(|e| anyhow!("{}: cannot create the output directory: {e}", dir.display()))?;
     let bar = progress::bar(reader.access_count_hint(), "detecting sharing");
-    let (found, extra, windows) = if window > 0 {
-        let (found, windows) = detect_windows(&mut reader, det, window, |n| bar.set_position(n))?;
-        (found, Extra::default(), windows)
-    } else {
-        let (found, extra) = detect_with(&mut reader, det, &cores_of(&machine), |n| bar.set_position(n))?;
-        (found, extra, Vec::new())
-    };
+    let mut found = sharemap_detect::run(&mut reader, detectors, window, &mut |n| bar.set_position(n))?;
     bar.finish_and_clear();
+    let truth = (found.len() > 1).then(|| found.pop().expect("two").detection.matrix);
+    let Found { detection: found, windows } = found.pop().expect("one detector");
     let (matrix, usage) = (&found.matrix, &found.pages);
-    let accuracy = match reference {
-        Some(r) => {
-            let mut again = TraceReader::open(trace, format_arg(from)?)?;
-            let truth = detect(&mut again, r, |_| {})?.matrix;
-            if truth.threads() != matrix.threads() {
-                bail!("the reference matrix has {} threads, the detector's {}", truth.threads(), matrix.threads());
-            }
-            Some((r.name(), matrix.mse(&truth), matrix.correlation(&truth)))
-        }
-        None => None,
-    };
+    let accuracy = truth.map(|truth| (ref_name.unwrap_or_default(), matrix.mse(&truth), matrix.correlation(&truth)));
     let n = matrix.threads();
     let pus = machine.pu_count();
     let node_of = |t: u32| machine.pu_numa[t as usize % pus] as u32;
@@ -161,7 +149,7 @@ pub fn run(
     write_file(&dir.join("page-nodes.csv"), &usage.to_node_csv(machine.numa_count(), node_of))?;
     let note = format!("threads 0..{} (rows and columns); darker = more sharing", n.saturating_sub(1));
     let svg =
-        plot::heatmap_svg(&format!("Sharing between threads ({})", det.name()), &note, n, n, |i, j| matrix.get(i, j))?;
+        plot::heatmap_svg(&format!("Sharing between threads ({det_name})"), &note, n, n, |i, j| matrix.get(i, j))?;
     plot::save_svg(&svg, &dir.join("heatmap.svg"))?;
     save_page_usage(usage, n, &dir.join("pages.svg"))?;
     let mut pairs: Vec<(usize, usize, f64)> = (0..n)
@@ -173,7 +161,7 @@ pub fn run(
     pairs.truncate(10);
     let summary = Summary {
         trace: trace.display().to_string(),
-        detector: det.name(),
+        detector: det_name.clone(),
         threads: n,
         pages: usage.pages.len(),
         accesses: found.accesses,
@@ -192,7 +180,7 @@ pub fn run(
             let costs = sharemap_mapping::PairCosts::new(&machine, sharemap_mapping::CostModel::Latency);
             sharemap_mapping::potential::potential(matrix, &machine, &costs)
         },
-        extra,
+        reports: found.report.iter().map(|r| (r.key, r.json.clone())).collect(),
     };
     write_file(&dir.join("summary.json"), &(serde_json::to_string_pretty(&summary)? + "\n"))?;
     println!(
@@ -212,32 +200,8 @@ pub fn run(
             w.phase_changes.iter().map(|p| p.1).collect::<Vec<_>>()
         );
     }
-    if let Some(d) = &summary.extra.stmap {
-        match d.at {
-            Some(at) => println!(
-                "  STMap decision at access {at}: {} distinct addresses; mapping {}",
-                d.distinct_addresses,
-                match d.enable {
-                    Some(true) => "enabled",
-                    Some(false) => "disabled (commit ratio >= abort ratio)",
-                    None => "undecided: too many distinct addresses and no transaction events",
-                }
-            ),
-            None => println!("  STMap: the counting thread never reached the mapping interval"),
-        }
-    }
-    if let Some(r) = &summary.extra.sammu {
-        println!(
-            "  SAMMU: {} activations ({} evictions, {} saturations), {} statistics updates, {} migration notifications; {} extra memory accesses ({:.3} per access), {} bytes of storage",
-            r.triggers,
-            r.evictions,
-            r.saturations,
-            r.updates,
-            r.migration_notifications,
-            r.extra_memory_accesses,
-            r.extra_memory_accesses as f64 / summary.accesses.max(1) as f64,
-            r.storage_bytes
-        );
+    for line in found.report.iter().flat_map(|r| &r.lines) {
+        println!("  {line}");
     }
     if let Some((name, mse, r)) = &accuracy {
         println!("  against {name}: MSE {mse:.5} (scaled to max 1), correlation {r:.4}");

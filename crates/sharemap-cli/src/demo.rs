@@ -6,7 +6,7 @@ use crate::place;
 use crate::trace_cmds::generate_to;
 use anyhow::{Result, anyhow, bail};
 use sharemap_machine::Machine;
-use sharemap_placement::evaluate::{EvalOptions, evaluate};
+use sharemap_placement::evaluate::EvalOptions;
 use sharemap_sources::generate::{GenParams, PATTERNS};
 use sharemap_trace::TraceReader;
 use sharemap_trace::TraceSource;
@@ -84,37 +84,29 @@ const PLACEMENT_PATTERNS: [&str; 9] = [
 ];
 
 /// Threads spread over the packages: two per NUMA node of the SAMMU machine (PUs 0, 8, ... 56).
-fn demo_thread_map(m: &Machine) -> String {
+fn demo_thread_map(m: &Machine) -> Vec<usize> {
     let step = (m.pu_count() / DEMO_THREADS as usize).max(1);
-    (0..DEMO_THREADS as usize).map(|t| ((t * step) % m.pu_count()).to_string()).collect::<Vec<_>>().join(",")
+    (0..DEMO_THREADS as usize).map(|t| (t * step) % m.pu_count()).collect()
 }
 
 /// MCPR of the optimum and every policy on each pattern (seed 004's cost model).
 fn placement_table(dir: &Path) -> Result<()> {
     let m = Machine::from_spec(DEMO_MACHINE).map_err(|e| anyhow!(e))?;
-    let map = demo_thread_map(&m);
-    let policies = place::policy_list("all", &Default::default())?;
+    let pus = demo_thread_map(&m);
+    let map = pus.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(",");
+    let setup = sharemap::Setup {
+        machine: DEMO_MACHINE.into(),
+        thread_map: sharemap::ThreadMap::Pus(pus),
+        memory_budget: 512 << 20,
+        ..sharemap::Setup::default()
+    };
     let mut columns = Vec::new();
     let mut label = String::new();
     for name in PLACEMENT_PATTERNS {
-        let args = place::ModelArgs {
-            trace: dir.join(format!("{name}.trace")),
-            from: None,
-            machine: DEMO_MACHINE.into(),
-            cost: None,
-            page_size: None,
-            thread_map: map.clone(),
-            sharing: "oracle".into(),
-            refs_per_ms: 1000.0,
-            seed: 1,
-            set: Vec::new(),
-            memory_mb: 512,
-        };
-        let prep = place::prepare(&args, "all")?;
-        label = place::cost_label(&prep.model.params);
-        let eval =
-            evaluate(&prep.partition, &prep.context(&args), &policies, prep.model.page_size, &EvalOptions::default())?;
-        columns.push(eval.results);
+        let mut trace = TraceReader::open(&dir.join(format!("{name}.trace")), None)?;
+        let situation = sharemap::Situation::resolve(&setup, &mut trace)?;
+        label = place::cost_label(&situation.costs);
+        columns.push(sharemap::place(&mut trace, &situation, "all", &EvalOptions::default())?.evaluation.results);
     }
     println!("Data placement: mean cost per reference (MCPR, 1 = every reference local) on {DEMO_MACHINE},");
     println!("threads on PUs {map} (two per NUMA node); seed 004 costs {label}");
@@ -149,12 +141,7 @@ fn mapping_table(dir: &Path) -> Result<()> {
     );
     for name in ["neighbor", "all-to-all", "matmult", "producer-consumer", "migratory", "phase-change"] {
         let path = dir.join(format!("{name}.trace"));
-        let matrix = sharemap_detect::detect(
-            &mut TraceReader::open(&path, None)?,
-            sharemap_detect::Detector::Oracle(sharemap_detect::Granularity::Line),
-            |_| {},
-        )?
-        .matrix;
+        let matrix = sharemap::oracle_matrix(&mut TraceReader::open(&path, None)?)?;
         let n = matrix.threads();
         let note = format!("threads 0..{} (rows and columns); darker = more sharing", n.saturating_sub(1));
         let svg =
@@ -230,12 +217,7 @@ fn try_recorded_program(dir: &Path) -> Result<()> {
     )?;
     let summary = summarize(&mut TraceReader::open(&trace, None)?, |_| {})?;
     let bytes = std::fs::metadata(&trace)?.len();
-    let matrix = sharemap_detect::detect(
-        &mut TraceReader::open(&trace, None)?,
-        sharemap_detect::Detector::Oracle(sharemap_detect::Granularity::Line),
-        |_| {},
-    )?
-    .matrix;
+    let matrix = sharemap::oracle_matrix(&mut TraceReader::open(&trace, None)?)?;
     let m = Machine::from_spec(DEMO_MACHINE).map_err(|e| anyhow!(e))?;
     let costs = sharemap_mapping::PairCosts::new(&m, sharemap_mapping::CostModel::Latency);
     let cost_of = |alg: sharemap_mapping::Algorithm| -> Result<f64> {

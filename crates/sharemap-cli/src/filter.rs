@@ -3,7 +3,7 @@
 use crate::place::{ModelArgs, cost_label, prepare};
 use crate::trace_cmds::{format_arg, warn_if_truncated};
 use anyhow::{Result, bail};
-use sharemap_placement::evaluate::{EvalOptions, evaluate};
+use sharemap_placement::evaluate::EvalOptions;
 use sharemap_sources::filters::{Gaps, Reorder};
 use sharemap_trace::TraceSource;
 use sharemap_trace::{Access, Chunk, Event, TraceReader, TraceWriter};
@@ -113,8 +113,7 @@ pub fn run(
 
 /// The optimum's cost and MCPR on a trace, and the cost parameters used.
 fn optimal(args: &ModelArgs) -> Result<(f64, f64, String)> {
-    let prep = prepare(args, "")?;
-    let ctx = prep.context(args);
-    let eval = evaluate(&prep.partition, &ctx, &[], prep.model.page_size, &EvalOptions::default())?;
-    Ok((eval.results[0].cost, eval.results[0].mcpr, cost_label(&prep.model.params)))
+    let prep = prepare(args, &[])?;
+    let eval = prep.evaluate(prep.costs(), &[], &EvalOptions::default())?;
+    Ok((eval.results[0].cost, eval.results[0].mcpr, cost_label(&prep.situation.costs)))
 }

@@ -314,7 +314,11 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("sharemap: {e:#}");
-            let code = e.downcast_ref::<TraceError>().map_or(1, |t| t.exit_code());
+            let code = e
+                .downcast_ref::<TraceError>()
+                .map(TraceError::exit_code)
+                .or_else(|| e.downcast_ref::<sharemap::Error>().map(sharemap::Error::exit_code))
+                .unwrap_or(1);
             ExitCode::from(code as u8)
         }
     }

@@ -4,7 +4,7 @@ use crate::progress;
 use crate::trace_cmds::format_arg;
 use anyhow::{Result, anyhow, bail};
 use serde::Serialize;
-use sharemap_detect::{Granularity, Oracle, SharingMatrix};
+use sharemap_detect::SharingMatrix;
 use sharemap_machine::Machine;
 use sharemap_mapping::algos::EXHAUSTIVE_MAX_PUS;
 use sharemap_mapping::{ALGORITHMS, Algorithm, CostModel, PairCosts, map, mapping_cost, sharing_by_level};
@@ -46,9 +46,14 @@ pub fn load_matrix(input: &Path, from: Option<&str>) -> Result<SharingMatrix> {
     }
     let mut reader = TraceReader::open(input, format_arg(from)?)?;
     let bar = progress::bar(reader.access_count_hint(), "detecting sharing");
-    let (m, _) = Oracle::run(&mut reader, Granularity::Line, |n| bar.set_position(n))?;
+    let machine = sharemap_machine::Machine::from_spec("pu:1").map_err(|e| anyhow!(e))?;
+    let placement = sharemap_core::ThreadPlacement::identity(&machine);
+    let spec = sharemap_detect::detector::parse("oracle")?;
+    let ctx = sharemap_detect::DetectorContext::new(reader.metadata(), &placement)?;
+    let d = sharemap_detect::detector::build(&spec, &ctx)?;
+    let found = sharemap_detect::run(&mut reader, vec![d], 0, &mut |n| bar.set_position(n))?;
     bar.finish_and_clear();
-    Ok(m)
+    Ok(found.into_iter().next().expect("one detector").detection.matrix)
 }
 
 pub fn run(

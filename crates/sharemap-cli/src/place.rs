@@ -6,15 +6,14 @@ use crate::trace_cmds::{format_arg, warn_if_truncated};
 use anyhow::{Context as _, Result, anyhow, bail};
 use clap::Args;
 use serde::Serialize;
-use sharemap_detect::{Detector, SharingMatrix, detect_with};
-use sharemap_machine::{CostParams, Machine};
-use sharemap_placement::evaluate::{EvalOptions, Evaluation, PolicyResult, evaluate};
-use sharemap_placement::partition::{Partition, PartitionOptions};
-use sharemap_placement::policies::{self, Context, POLICIES, Policy, Settings, prepass};
+use sharemap::{Setup, Sharing, Situation, ThreadMap};
+use sharemap_detect::SharingMatrix;
+use sharemap_machine::CostParams;
+use sharemap_placement::evaluate::{EvalOptions, Evaluation, PolicyResult};
+use sharemap_placement::policies::{POLICIES, Policy, Settings};
 use sharemap_placement::{Costs, cost};
-use sharemap_trace::TraceReader;
-use sharemap_trace::TraceSource;
 use sharemap_trace::output::{AtomicOutput, flush};
+use sharemap_trace::{TraceReader, TraceSource};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -61,207 +60,133 @@ pub struct ModelArgs {
     pub memory_mb: usize,
 }
 
-pub struct Model {
-    pub machine: Machine,
-    pub params: CostParams,
-    pub page_size: u64,
-    pub line_size: u64,
-    /// Logical PU of each thread (thread t uses entry t modulo the length).
-    pub pu_of_thread: Vec<usize>,
-    pub node_of_thread: Vec<u16>,
-    pub settings: Settings,
-}
-
 impl ModelArgs {
-    pub fn model(&self, trace_page: u64, trace_line: u64) -> Result<Model> {
-        let machine = Machine::from_spec(&self.machine).map_err(|e| anyhow!("{e}"))?;
-        let nodes = machine.numa_count();
-        if nodes > cost::MAX_NODES {
-            bail!(
-                "machine '{}' has {nodes} NUMA nodes; the placement model handles at most {}",
-                self.machine,
-                cost::MAX_NODES
-            );
-        }
-        let page_size = self.page_size.unwrap_or(trace_page);
-        if !page_size.is_power_of_two() || page_size < 64 {
-            bail!("--page-size {page_size}: expected a power of two of at least 64 bytes");
-        }
-        let params = parse_cost(self.cost.as_deref(), machine.cost_for(page_size, trace_line), page_size)?;
-        params.validate().map_err(|e| anyhow!("cost parameters: {e}"))?;
-        let pu_of_thread = thread_pus(self, &machine)?;
-        let node_of_thread = pu_of_thread.iter().map(|&pu| machine.pu_numa[pu] as u16).collect();
-        if !(self.refs_per_ms > 0.0 && self.refs_per_ms.is_finite()) {
-            bail!("--refs-per-ms {}: expected a positive number", self.refs_per_ms);
-        }
-        let mut settings = Settings::default();
-        for s in &self.set {
-            settings.add(s).map_err(|e| anyhow!(e))?;
-        }
-        Ok(Model { machine, params, page_size, line_size: trace_line, pu_of_thread, node_of_thread, settings })
-    }
-}
-
-/// `--cost`: a preset or key=value overrides of the machine's parameters.
-fn parse_cost(spec: Option<&str>, base: CostParams, page_size: u64) -> Result<CostParams> {
-    let Some(spec) = spec else { return Ok(base) };
-    match spec.trim() {
-        "ace" => return Ok(CostParams::ace(page_size)),
-        "butterfly" => return Ok(CostParams::butterfly(page_size)),
-        _ => {}
-    }
-    let mut p = base;
-    for part in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let (k, v) = part.split_once('=').ok_or_else(|| {
-            anyhow!("--cost '{part}': expected key=value with key r, R, g or G, or a preset (ace, butterfly)")
-        })?;
-        let v: f64 = v
-            .trim()
-            .parse()
-            .ok()
-            .filter(|v: &f64| v.is_finite())
-            .ok_or_else(|| anyhow!("--cost '{part}': '{v}' is not a number"))?;
-        match k.trim() {
-            "r" => p.r = v,
-            "R" => p.big_r = v,
-            "g" => p.g = Some(v),
-            "G" => p.big_g = Some(v),
-            other => bail!("--cost '{part}': unknown parameter '{other}' (r, R, g, G; R and G are page moves)"),
-        }
-    }
-    Ok(p)
-}
-
-/// NUMA node of each thread's PU. `spec`: `identity`, a mapping algorithm (run on the
-/// trace's oracle matrix), a file holding a PU list, or a PU list.
-fn thread_pus(args: &ModelArgs, machine: &Machine) -> Result<Vec<usize>> {
-    let (spec, seed) = (args.thread_map.as_str(), args.seed);
-    let pus = machine.pu_count();
-    let file_text;
-    let spec = if Path::new(spec).is_file() {
-        file_text = std::fs::read_to_string(spec).map_err(|e| anyhow!("{spec}: {e}"))?;
-        file_text.split_whitespace().collect::<Vec<_>>().join(",").replace(",,", ",")
-    } else {
-        spec.to_string()
-    };
-    let list: Vec<usize> = match spec.trim() {
-        // Thread t uses entry t mod the list's length: one entry per PU is thread i on PU i mod PUs.
-        "identity" => (0..pus).collect(),
-        name if sharemap_mapping::Algorithm::parse(name, seed).is_some() => {
-            let alg = sharemap_mapping::Algorithm::parse(name, seed).expect("checked");
-            let matrix = thread_sharing(args, machine)?;
-            let costs = sharemap_mapping::PairCosts::new(machine, sharemap_mapping::CostModel::Latency);
-            sharemap_mapping::map(alg, &matrix, machine, &costs).map_err(|e| anyhow!("--thread-map {name}: {e}"))?
-        }
-        s => s
-            .split(',')
-            .map(|x| {
-                let pu: usize = x
-                    .trim()
-                    .parse()
-                    .map_err(|_| anyhow!("--thread-map: '{}' is not a PU number, a mapping algorithm or a file (see `sharemap map --help`)", x.trim()))?;
-                if pu >= pus {
-                    bail!("--thread-map: PU {pu} does not exist (the machine has {pus} PUs, 0..{})", pus - 1);
+    /// The facade's description of the situation, from the flags: files named by
+    /// --thread-map and --sharing are read here.
+    pub fn setup(&self) -> Result<Setup> {
+        let thread_map = match self.thread_map.trim() {
+            "identity" => ThreadMap::Identity,
+            name if sharemap_mapping::Algorithm::parse(name, self.seed).is_some() => ThreadMap::Algorithm(name.into()),
+            spec => {
+                let text = if Path::new(spec).is_file() {
+                    std::fs::read_to_string(spec)
+                        .map_err(|e| anyhow!("{spec}: {e}"))?
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(",")
+                } else {
+                    spec.to_string()
+                };
+                let pus = text
+                    .split(',')
+                    .filter(|x| !x.trim().is_empty())
+                    .map(|x| {
+                        x.trim().parse::<usize>().map_err(|_| {
+                            anyhow!("--thread-map: '{}' is not a PU number, a mapping algorithm or a file (see `sharemap map --help`)", x.trim())
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                if pus.is_empty() {
+                    bail!("--thread-map: empty");
                 }
-                Ok(pu)
-            })
-            .collect::<Result<_>>()?,
-    };
-    if list.is_empty() {
-        bail!("--thread-map: empty");
+                ThreadMap::Pus(pus)
+            }
+        };
+        let sharing = if Path::new(&self.sharing).is_file() {
+            Sharing::Matrix(SharingMatrix::read(Path::new(&self.sharing)).map_err(|e| anyhow!("{e}"))?)
+        } else {
+            Sharing::Detector(self.sharing.clone())
+        };
+        Ok(Setup {
+            machine: self.machine.clone(),
+            cost: self.cost.clone(),
+            page_size: self.page_size,
+            thread_map,
+            sharing,
+            refs_per_ms: self.refs_per_ms,
+            seed: self.seed,
+            settings: self.set.clone(),
+            memory_budget: self.memory_mb.max(16) << 20,
+        })
     }
-    Ok(list)
+
+    pub fn open(&self) -> Result<TraceReader> {
+        Ok(TraceReader::open(&self.trace, format_arg(self.from.as_deref())?)?)
+    }
+
+    /// The validated situation (reading the trace's sharing first when --thread-map names an
+    /// algorithm).
+    pub fn situation(&self) -> Result<Situation> {
+        let setup = self.setup()?;
+        let mut reader = self.open()?;
+        Situation::resolve(&setup, &mut reader).map_err(|e| flag_context(e, self))
+    }
 }
 
-/// The sharing matrix `--thread-map ALGO` maps (`--sharing`): a detector's on the trace, or a
-/// matrix file that must have one row per thread of the trace.
-fn thread_sharing(args: &ModelArgs, machine: &Machine) -> Result<SharingMatrix> {
-    let mut reader = TraceReader::open(&args.trace, format_arg(args.from.as_deref())?)?;
-    if Path::new(&args.sharing).is_file() {
-        let m = SharingMatrix::read(Path::new(&args.sharing)).map_err(|e| anyhow!("{e}"))?;
-        let threads = reader.metadata().threads as usize;
-        if threads > 0 && m.threads() != threads {
-            bail!(
-                "--sharing {}: the matrix has {} threads, the trace {} has {threads}",
-                args.sharing,
-                m.threads(),
-                args.trace.display()
-            );
+/// The flag a facade error came from.
+pub fn flag_context(e: sharemap::Error, args: &ModelArgs) -> anyhow::Error {
+    match &e {
+        sharemap::Error::Setting { what, why } => {
+            let flag = match *what {
+                "thread placement" => "--thread-map",
+                "cost parameters" => "--cost",
+                "references per ms" => "--refs-per-ms",
+                "policy setting" | "policy" => "--set",
+                "sharing matrix" => return anyhow!("--sharing {}: {why} ({})", args.sharing, args.trace.display()),
+                "machine" => "--machine",
+                other => other,
+            };
+            anyhow!("{flag}: {why}")
         }
-        return Ok(m);
+        sharemap::Error::PageSize(p) => anyhow!("--page-size {}: expected a power of two from 64 bytes to 1 GiB", p.0),
+        _ => anyhow::Error::new(e),
     }
-    let det = Detector::parse(&args.sharing).map_err(|e| anyhow!("--sharing: {e} (or a matrix file)"))?;
-    let bar = progress::bar(reader.access_count_hint(), "detecting sharing");
-    let (d, _) = detect_with(&mut reader, det, &crate::analyze::cores_of(machine), |n| bar.set_position(n))?;
-    bar.finish_and_clear();
-    Ok(d.matrix)
 }
 
 /// Resolves `--policy`: a comma list of names, or `all`.
-pub fn policy_list(spec: &str, settings: &Settings) -> Result<Vec<(String, Box<dyn Policy>)>> {
-    let names: Vec<&str> = if spec.trim() == "all" {
-        POLICIES.iter().map(|p| p.name).collect()
-    } else {
-        spec.split(',').map(str::trim).filter(|s| !s.is_empty() && *s != "optimal").collect()
-    };
-    let mut out = Vec::new();
-    for name in names {
-        let info = policies::find(name).ok_or_else(|| {
-            let known: Vec<&str> = POLICIES.iter().map(|p| p.name).collect();
-            anyhow!("unknown policy '{name}' (policies: {}, or all)", known.join(", "))
-        })?;
-        out.push((name.to_string(), info.build(settings).map_err(|e| anyhow!(e))?));
+pub fn policy_list(spec: &str, set: &[String]) -> Result<Vec<(String, Box<dyn Policy>)>> {
+    let mut settings = Settings::default();
+    for s in set {
+        settings.add(s).map_err(|e| anyhow!(e))?;
     }
-    Ok(out)
+    sharemap::policies(spec, &settings).map_err(|e| match e {
+        sharemap::Error::Setting { why, .. } => anyhow!(why),
+        e => anyhow::Error::new(e),
+    })
 }
 
 pub struct Prepared {
-    pub model: Model,
-    pub partition: Partition,
-    pub costs: Costs,
+    pub situation: Situation,
+    pub prepared: sharemap::Prepared,
 }
 
 /// Reads the trace once into per-page streams.
-pub fn prepare(args: &ModelArgs, policy_spec: &str) -> Result<Prepared> {
-    let mut reader = TraceReader::open(&args.trace, format_arg(args.from.as_deref())?)?;
+pub fn prepare(args: &ModelArgs, policies: &[(String, Box<dyn Policy>)]) -> Result<Prepared> {
+    let situation = args.situation()?;
+    let mut reader = args.open()?;
     warn_if_truncated(&reader, &args.trace);
-    let meta = reader.metadata().clone();
-    let model = args.model(meta.page_size.max(64), meta.line_size.max(1))?;
-    let opts = PartitionOptions {
-        page_size: model.page_size,
-        node_of_thread: model.node_of_thread.clone(),
-        memory_budget: args.memory_mb.max(16) << 20,
-        sampler: prepass::sampler(policy_spec, &model.settings, model.line_size).map_err(|e| anyhow!(e))?,
-        tlb: prepass::tlb_model(policy_spec, &model.settings, || {
-            let core_of_pu = model.machine.core_of_pu();
-            model.pu_of_thread.iter().map(|&pu| core_of_pu[pu]).collect()
-        })
-        .map_err(|e| anyhow!(e))?,
-    };
     let bar = progress::bar(reader.access_count_hint(), "reading pages");
-    let partition = Partition::build(&mut reader, &opts, |n| bar.set_position(n))?;
+    let prepared = sharemap::prepare(&mut reader, &situation, policies, &mut |n| bar.set_position(n))?;
     bar.finish_and_clear();
-    let costs = Costs::new(&model.params);
-    Ok(Prepared { model, partition, costs })
+    Ok(Prepared { situation, prepared })
 }
 
 impl Prepared {
-    pub fn context(&self, args: &ModelArgs) -> Context<'_> {
-        self.context_with(args, self.costs)
+    pub fn partition(&self) -> &sharemap_placement::partition::Partition {
+        &self.prepared.partition
     }
 
-    pub fn context_with(&self, args: &ModelArgs, costs: Costs) -> Context<'_> {
-        Context {
-            nodes: self.model.machine.numa_count(),
-            costs,
-            page_size: self.model.page_size,
-            pages: self.partition.pages() as u64,
-            init_done: self.partition.init_done,
-            phase_changes: &self.partition.phase_changes,
-            annotations: &self.partition.annotations,
-            refs_per_ms: args.refs_per_ms,
-            seed: args.seed,
-        }
+    pub fn evaluate(
+        &self,
+        costs: Costs,
+        policies: &[(String, Box<dyn Policy>)],
+        opts: &EvalOptions,
+    ) -> Result<Evaluation> {
+        Ok(self.prepared.evaluate(&self.situation, costs, policies, opts)?)
+    }
+
+    pub fn costs(&self) -> Costs {
+        Costs::new(&self.situation.costs)
     }
 }
 
@@ -296,39 +221,26 @@ pub fn list() -> Result<ExitCode> {
 }
 
 pub fn run(args: &ModelArgs, policy: &str, json: bool, breakdown: bool, placement: Option<&Path>) -> Result<ExitCode> {
-    let policies = {
-        // Check names and settings before the long pass over the trace.
-        let mut settings = Settings::default();
-        for s in &args.set {
-            settings.add(s).map_err(|e| anyhow!(e))?;
-        }
-        policy_list(policy, &settings)?
-    };
+    // Names and settings are checked before the long pass over the trace.
+    let policies = policy_list(policy, &args.set)?;
     let out = placement.map(AtomicOutput::create).transpose()?;
-    let prep = prepare(args, policy)?;
-    let nodes = prep.model.machine.numa_count();
-    if let Some(n) = policies::find("bind").and_then(|b| b.value(&prep.model.settings, "node").parse::<usize>().ok())
-        && policies.iter().any(|(name, _)| name == "bind")
-        && n >= nodes
-    {
-        bail!("bind.node={n}: the machine has {nodes} NUMA nodes (0..{})", nodes - 1);
-    }
-    let ctx = prep.context(args);
+    let prep = prepare(args, &policies)?;
+    sharemap::check_bind(&prep.situation, &policies).map_err(|e| flag_context(e, args))?;
+    let nodes = prep.situation.machine.numa_count();
     let opts = EvalOptions { costliest: if breakdown { 10 } else { 0 }, placement: out.is_some(), skip_optimal: false };
-    let eval =
-        evaluate(&prep.partition, &ctx, &policies, prep.model.page_size, &opts).context("evaluating policies")?;
+    let eval = prep.evaluate(prep.costs(), &policies, &opts).context("evaluating policies")?;
     if let Some(out) = out {
-        write_placement(out, &eval, prep.model.page_size)?;
+        write_placement(out, &eval, prep.situation.page_size.bytes())?;
     }
     if json {
         let doc = PlaceJson {
             trace: args.trace.display().to_string(),
-            machine: &prep.model.machine.name,
+            machine: &prep.situation.machine.name,
             numa_nodes: nodes,
-            page_size: prep.model.page_size,
-            accesses: prep.partition.refs,
-            pages: prep.partition.pages(),
-            costs: &prep.model.params,
+            page_size: prep.situation.page_size.bytes(),
+            accesses: prep.partition().refs,
+            pages: prep.partition().pages(),
+            costs: &prep.situation.costs,
             policies: &eval.results,
             costliest_pages: breakdown.then_some(&eval.costliest[..]),
         };
@@ -340,18 +252,18 @@ pub fn run(args: &ModelArgs, policy: &str, json: bool, breakdown: bool, placemen
 }
 
 fn print_table(args: &ModelArgs, prep: &Prepared, eval: &Evaluation, breakdown: bool) {
-    let p = &prep.model.params;
+    let p = &prep.situation.costs;
     let costs = cost_label(p);
     println!(
         "{}: {} accesses, {} pages of {} B on {} ({} NUMA nodes); {costs}",
         args.trace.display(),
-        prep.partition.refs,
-        prep.partition.pages(),
-        prep.model.page_size,
-        prep.model.machine.name,
-        prep.model.machine.numa_count()
+        prep.partition().refs,
+        prep.partition().pages(),
+        prep.situation.page_size,
+        prep.situation.machine.name,
+        prep.situation.machine.numa_count()
     );
-    if prep.model.machine.numa_count() == 1 {
+    if prep.situation.machine.numa_count() == 1 {
         println!("note: one NUMA node, so every reference is local; give a NUMA machine with --machine");
     }
     let global = p.g.is_some();
@@ -371,7 +283,7 @@ fn print_table(args: &ModelArgs, prep: &Prepared, eval: &Evaluation, breakdown: 
         println!(
             "marathe profile: {} samples ({:.3}% of accesses)",
             r.profile_samples,
-            100.0 * r.profile_samples as f64 / prep.partition.refs.max(1) as f64
+            100.0 * r.profile_samples as f64 / prep.partition().refs.max(1) as f64
         );
     }
     if breakdown && !eval.costliest.is_empty() {

@@ -5,7 +5,7 @@ use crate::place::{ModelArgs, cost_label, policy_list, prepare};
 use crate::plot::{self, Chart, Series};
 use anyhow::{Result, anyhow, bail};
 use sharemap_machine::CostParams;
-use sharemap_placement::evaluate::{EvalOptions, evaluate};
+use sharemap_placement::evaluate::EvalOptions;
 use sharemap_placement::{Costs, Tally};
 use sharemap_trace::output::{AtomicOutput, flush};
 use std::io::Write;
@@ -99,11 +99,7 @@ struct Point {
 }
 
 pub fn run(args: &ModelArgs, vary: Vary, values: &[f64], policy: &str, output: &Path) -> Result<ExitCode> {
-    let mut settings = sharemap_placement::policies::Settings::default();
-    for s in &args.set {
-        settings.add(s).map_err(|e| anyhow!(e))?;
-    }
-    let policies = policy_list(policy, &settings)?;
+    let policies = policy_list(policy, &args.set)?;
     let out = AtomicOutput::create(output)?;
     let mut points = Vec::new();
     if vary == Vary::PageSize {
@@ -112,45 +108,43 @@ pub fn run(args: &ModelArgs, vary: Vary, values: &[f64], policy: &str, output: &
                 bail!("--values: page size {v} is not a power of two of at least 64");
             }
             let a = ModelArgs { page_size: Some(v as u64), ..args.clone() };
-            let prep = prepare(&a, policy)?;
-            let ctx = prep.context(&a);
-            let eval = evaluate(&prep.partition, &ctx, &policies, prep.model.page_size, &EvalOptions::default())?;
+            let prep = prepare(&a, &policies)?;
+            let eval = prep.evaluate(prep.costs(), &policies, &EvalOptions::default())?;
             points.push(Point {
                 value: v,
-                params: prep.model.params,
-                pages: prep.partition.pages(),
-                refs: prep.partition.refs,
+                params: prep.situation.costs,
+                pages: prep.partition().pages(),
+                refs: prep.partition().refs,
                 results: eval.results.iter().map(|r| (r.name.clone(), r.cost, r.tally)).collect(),
             });
         }
     } else {
-        let prep = prepare(args, policy)?;
+        let prep = prepare(args, &policies)?;
         // Policies do not look at the costs, so one run gives their tallies at every value.
-        let base = evaluate(
-            &prep.partition,
-            &prep.context(args),
-            &policies,
-            prep.model.page_size,
-            &EvalOptions { skip_optimal: true, ..Default::default() },
-        )?;
+        let base = prep.evaluate(prep.costs(), &policies, &EvalOptions { skip_optimal: true, ..Default::default() })?;
         for &v in values {
-            let params = vary.apply(prep.model.params, v);
+            let params = vary.apply(prep.situation.costs, v);
             params.validate().map_err(|e| anyhow!("{}={v}: {e}", vary.label()))?;
-            if matches!(vary, Vary::BigG | Vary::SmallG) && prep.model.params.g.is_none() {
+            if matches!(vary, Vary::BigG | Vary::SmallG) && prep.situation.costs.g.is_none() {
                 bail!(
                     "--vary {}: the cost model has no global memory (give g and G with --cost, or --cost ace)",
                     vary.label()
                 );
             }
             let costs = Costs::new(&params);
-            let ctx = prep.context_with(args, costs);
-            let opt = evaluate(&prep.partition, &ctx, &[], prep.model.page_size, &EvalOptions::default())?;
+            let opt = prep.evaluate(costs, &[], &EvalOptions::default())?;
             let mut results: Vec<(String, f64, Tally)> =
                 vec![("optimal".into(), opt.results[0].cost, opt.results[0].tally)];
             for r in &base.results {
                 results.push((r.name.clone(), r.tally.cost(&costs), r.tally));
             }
-            points.push(Point { value: v, params, pages: prep.partition.pages(), refs: prep.partition.refs, results });
+            points.push(Point {
+                value: v,
+                params,
+                pages: prep.partition().pages(),
+                refs: prep.partition().refs,
+                results,
+            });
         }
     }
 

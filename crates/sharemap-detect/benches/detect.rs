@@ -3,9 +3,9 @@
 //! Targets: oracle and stmap >= 100M accesses/s per core, sammu >= 50M.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use sharemap_detect::Oracle;
 use sharemap_detect::sammu::{Sammu, SammuParams};
 use sharemap_detect::stmap::{Stmap, StmapParams};
+use sharemap_detect::{Detector, Oracle};
 use sharemap_sources::generate::{self, GenParams, PATTERNS};
 use sharemap_trace::{Chunk, Metadata, TraceReader, TraceSource, TraceWriter};
 
@@ -79,9 +79,9 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 let mut s = Stmap::new(StmapParams::default(), 4096, 8);
                 for c in chunks {
-                    s.chunk(c);
+                    Detector::chunk(&mut s, c);
                 }
-                s.finish().0.matrix.total()
+                s.finish_with_decision().0.matrix.total()
             })
         });
     }

@@ -1,15 +1,19 @@
 //! Sharing detection: who shares data with whom (the sharing matrix) and how each page is
 //! used (page usage), from a trace, by the mechanisms of the research sharemap builds on.
+//! Each detector is one module behind the [`Detector`] trait, listed in [`DETECTORS`].
 
 pub mod cache;
-pub mod detectors;
-pub mod matrix;
+pub mod detector;
+pub mod faults;
 pub mod oracle;
-pub mod pages;
+pub mod phases;
+pub mod run;
 pub mod sammu;
+pub mod sampled;
 pub mod stmap;
 
-pub use detectors::{Cores, Detection, Detector, Extra, detect, detect_windows, detect_with, phase_changes};
-pub use matrix::SharingMatrix;
+pub use detector::{DETECTORS, Detection, Detector, DetectorContext, DetectorInfo, Report};
 pub use oracle::{Granularity, Oracle};
-pub use pages::PageUsage;
+pub use phases::{PHASE_CONFIRM_WINDOWS, phase_changes};
+pub use run::{DetectError, Found, detect, run};
+pub use sharemap_core::{PageUsage, SharingMatrix};

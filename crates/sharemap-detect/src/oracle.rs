@@ -2,10 +2,11 @@
 //! block (a cache line or a page) remembers the last two distinct threads that accessed it;
 //! an access by a thread adds one unit of sharing with each of them that is another thread.
 
-use crate::matrix::SharingMatrix;
-use crate::pages::PageUsage;
+use crate::detector::{Detection, Detector, DetectorContext, DetectorInfo};
 use rustc_hash::FxHashMap;
-use sharemap_trace::{Chunk, TraceError, TraceSource};
+use sharemap_core::spec::param;
+use sharemap_core::{PageUsage, SharingMatrix};
+use sharemap_trace::Chunk;
 
 const NONE: u32 = u32::MAX;
 
@@ -81,39 +82,77 @@ impl Oracle {
             self.matrix.add(thread as usize, b as usize, 1.0);
         }
     }
+}
 
-    /// One pass over a trace: the sharing matrix (sized to the trace's threads) and the
-    /// page usage. `progress` gets the number of accesses read so far.
-    pub fn run(
-        reader: &mut dyn TraceSource,
-        granularity: Granularity,
-        mut progress: impl FnMut(u64),
-    ) -> Result<(SharingMatrix, PageUsage), TraceError> {
-        let meta = reader.metadata().clone();
-        let block = match granularity {
-            Granularity::Line => meta.line_size.max(1).next_power_of_two(),
-            Granularity::Page => meta.page_size.max(1).next_power_of_two(),
+pub(crate) const INFO: DetectorInfo = DetectorInfo {
+    name: "oracle",
+    source: "numalize / SPCD's definition of sharing: every access seen",
+    summary: "each block remembers its last two threads; an access by another thread adds one unit of sharing with each of them (a thread repeating its own access adds nothing)",
+    params: &[param("line", "yes", "cache-line blocks (the default)"), param("page", "", "page blocks instead")],
+    build: |spec, ctx| {
+        let granularity = match (spec.get("line"), spec.get("page")) {
+            (_, Some(None)) => Granularity::Page,
+            (_, Some(Some(_))) | (Some(Some(_)), _) => {
+                return Err(spec.error("detector", "line and page take no value"));
+            }
+            _ => Granularity::Line,
         };
-        let mut oracle = Oracle::new(block);
-        let mut usage = PageUsage::new(meta.page_size.max(1));
-        let mut chunk = Chunk::default();
-        let mut threads = meta.threads as usize;
-        while reader.next_chunk(&mut chunk)? {
-            let a = &chunk.accesses;
-            for (&t, &addr) in a.thread.iter().zip(&a.addr) {
-                oracle.access(t, addr);
-                usage.access(t, addr);
-                threads = threads.max(t as usize + 1);
-            }
-            progress(chunk.first_access + a.len() as u64);
+        Ok(Box::new(OracleDetector::new(granularity, ctx)))
+    },
+};
+
+/// Every access, fed to the oracle's rule, with the page usage of the trace.
+pub struct OracleDetector {
+    granularity: Granularity,
+    oracle: Oracle,
+    usage: PageUsage,
+    accesses: u64,
+}
+
+impl OracleDetector {
+    pub fn new(granularity: Granularity, ctx: &DetectorContext) -> Self {
+        let block = match granularity {
+            Granularity::Line => ctx.line_size,
+            Granularity::Page => ctx.page_size.bytes(),
+        };
+        OracleDetector {
+            granularity,
+            oracle: Oracle::new(block),
+            usage: PageUsage::new(ctx.page_size.bytes()),
+            accesses: 0,
         }
-        let mut m = SharingMatrix::new(threads);
-        for i in 0..oracle.matrix.threads().min(threads) {
-            for j in i + 1..oracle.matrix.threads().min(threads) {
-                m.add(i, j, oracle.matrix.get(i, j));
-            }
+    }
+}
+
+impl Detector for OracleDetector {
+    fn spec(&self) -> String {
+        match self.granularity {
+            Granularity::Line => "oracle:line".into(),
+            Granularity::Page => "oracle:page".into(),
         }
-        Ok((m, usage))
+    }
+
+    fn chunk(&mut self, chunk: &Chunk) {
+        let a = &chunk.accesses;
+        for (&t, &addr) in a.thread.iter().zip(&a.addr) {
+            self.oracle.access(t, addr);
+            self.usage.access(t, addr);
+        }
+        self.accesses += a.len() as u64;
+    }
+
+    fn matrix(&self) -> &SharingMatrix {
+        &self.oracle.matrix
+    }
+
+    fn finish(self: Box<Self>) -> Detection {
+        Detection {
+            matrix: self.oracle.matrix,
+            pages: self.usage,
+            seen: self.accesses,
+            accesses: self.accesses,
+            report: None,
+        }
     }
 }
 
@@ -158,22 +197,17 @@ mod tests {
 
     #[test]
     fn a_trace_gives_matrix_and_page_usage() {
-        use sharemap_trace::{Access, Metadata, TraceReader, TraceWriter};
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.trace");
-        let mut w = TraceWriter::create(&path, None, Metadata::default()).unwrap();
+        use sharemap_trace::{Access, MemoryTrace};
         // Thread 0 writes a line, thread 1 reads it twice, thread 2 works alone on another page.
-        for a in [
+        let mut trace = MemoryTrace::from_accesses([
             Access::write(0, 0x1000, 8),
             Access::read(1, 0x1008, 8),
             Access::read(1, 0x1010, 8),
             Access::write(2, 0x5000, 8),
-        ] {
-            w.access(a).unwrap();
-        }
-        w.finish().unwrap();
-        let mut r = TraceReader::open(&path, None).unwrap();
-        let (m, pages) = Oracle::run(&mut r, Granularity::Line, |_| {}).unwrap();
+        ]);
+        let machine = sharemap_machine::Machine::from_spec("pu:4").unwrap();
+        let d = crate::run::detect(&mut trace, "oracle", &sharemap_core::ThreadPlacement::identity(&machine)).unwrap();
+        let (m, pages) = (d.matrix, d.pages);
         assert_eq!(m.threads(), 3);
         assert_eq!(m.get(0, 1), 1.0);
         assert_eq!(m.total(), 1.0);

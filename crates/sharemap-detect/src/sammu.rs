@@ -10,12 +10,41 @@
 //! notified when NC[n] - NC[m] >= NT for the page's node m. Otherwise AT drops by
 //! (AT - AC) / (AT / AC) (equation 2) and nothing else changes.
 
-use crate::detectors::Detection;
-use crate::matrix::SharingMatrix;
-use crate::pages::PageUsage;
+use crate::detector::{Detection, Detector, DetectorContext, DetectorInfo, Report};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use sharemap_trace::{Chunk, TraceError, TraceSource};
+use sharemap_core::spec::param;
+use sharemap_core::{PageUsage, SharingMatrix, ThreadPlacement};
+use sharemap_trace::Chunk;
+
+pub(crate) const INFO: DetectorInfo = DetectorInfo {
+    name: "sammu",
+    source: "seed 000 (SAMMU), section 3: sharing and page usage detected in the MMU",
+    summary: "per-core two-level data TLBs (shared by SMT siblings) with access counters; an eviction or a saturated counter with AC >= AT updates the page's sharers and NUMA counters (page granularity, on --machine's cores)",
+    params: &[
+        param("l1", "64", "L1 TLB entries"),
+        param("l1ways", "4", "L1 TLB associativity"),
+        param("l2", "512", "L2 TLB entries"),
+        param("l2ways", "4", "L2 TLB associativity"),
+        param("ac", "32", "bits of the access counter AC and threshold AT (1-32)"),
+        param("nc", "4", "bits of each NUMA counter (at most 16)"),
+        param("nt", "10", "NUMA threshold NT"),
+    ],
+    build: |spec, ctx| {
+        let d = SammuParams::default();
+        let n = |key: &str, default: u64| spec.positive("detector", key, default);
+        let p = SammuParams {
+            l1_entries: n("l1", d.l1_entries as u64)? as usize,
+            l1_ways: n("l1ways", d.l1_ways as u64)? as usize,
+            l2_entries: n("l2", d.l2_entries as u64)? as usize,
+            l2_ways: n("l2ways", d.l2_ways as u64)? as usize,
+            ac_bits: n("ac", d.ac_bits as u64)?.clamp(1, 32) as u32,
+            nc_bits: n("nc", d.nc_bits as u64)?.min(16) as u32,
+            nt: n("nt", d.nt as u64)?.min(u32::MAX as u64) as u32,
+        };
+        Ok(Box::new(SammuDetector::new(p, ctx)))
+    },
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SammuParams {
@@ -306,44 +335,74 @@ impl Sammu {
     }
 }
 
-/// One pass over a trace. `core_of_thread` and `node_of_core` place threads on the machine.
-pub fn sammu(
-    reader: &mut dyn TraceSource,
-    p: SammuParams,
-    cores: usize,
-    nodes: usize,
-    core_of_thread: impl Fn(u32) -> usize,
-    node_of_core: impl Fn(usize) -> usize,
-    mut progress: impl FnMut(u64),
-) -> Result<(Detection, SammuReport), TraceError> {
-    let meta = reader.metadata().clone();
-    let page = meta.page_size.max(1);
-    let mut s = Sammu::new(p, cores, nodes);
-    let mut usage = PageUsage::new(page);
-    let (mut accesses, mut threads) = (0u64, meta.threads as usize);
-    let mut chunk = Chunk::default();
-    while reader.next_chunk(&mut chunk)? {
+/// SAMMU run over a trace with threads placed on the machine's cores.
+pub struct SammuDetector {
+    sammu: Sammu,
+    placement: ThreadPlacement,
+    page_shift: u32,
+    usage: PageUsage,
+    accesses: u64,
+    threads: usize,
+}
+
+impl SammuDetector {
+    pub fn new(p: SammuParams, ctx: &DetectorContext) -> Self {
+        let placement = ctx.placement.clone();
+        SammuDetector {
+            sammu: Sammu::new(p, placement.cores(), placement.nodes()),
+            placement,
+            page_shift: ctx.page_size.shift(),
+            usage: PageUsage::new(ctx.page_size.bytes()),
+            accesses: 0,
+            threads: ctx.threads,
+        }
+    }
+}
+
+impl Detector for SammuDetector {
+    fn spec(&self) -> String {
+        let p = &self.sammu.p;
+        format!(
+            "sammu:l1={},l1ways={},l2={},l2ways={},ac={},nc={},nt={}",
+            p.l1_entries, p.l1_ways, p.l2_entries, p.l2_ways, p.ac_bits, p.nc_bits, p.nt
+        )
+    }
+
+    fn chunk(&mut self, chunk: &Chunk) {
         let a = &chunk.accesses;
         for (&t, &addr) in a.thread.iter().zip(&a.addr) {
-            let core = core_of_thread(t) % cores.max(1);
-            s.access(t, core, node_of_core(core), addr / page);
-            usage.access(t, addr);
-            threads = threads.max(t as usize + 1);
+            let core = self.placement.core(t);
+            self.sammu.access(t, core, self.placement.node_of_core(core), addr >> self.page_shift);
+            self.usage.access(t, addr);
+            self.threads = self.threads.max(t as usize + 1);
         }
-        accesses = chunk.first_access + a.len() as u64;
-        progress(accesses);
+        self.accesses += a.len() as u64;
     }
-    s.flush(&node_of_core);
-    let mut matrix = SharingMatrix::new(threads);
-    let k = s.matrix.threads().min(threads);
-    for i in 0..k {
-        for j in i + 1..k {
-            matrix.add(i, j, s.matrix.get(i, j));
-        }
+
+    fn matrix(&self) -> &SharingMatrix {
+        &self.sammu.matrix
     }
-    s.report.storage_bytes = s.storage(threads);
-    let seen = s.report.triggers;
-    Ok((Detection { matrix, pages: usage, seen, accesses }, s.report))
+
+    fn finish(self: Box<Self>) -> Detection {
+        let SammuDetector { mut sammu, placement, usage, accesses, threads, .. } = *self;
+        sammu.flush(|c| placement.node_of_core(c));
+        sammu.report.storage_bytes = sammu.storage(threads);
+        let r = &sammu.report;
+        let line = format!(
+            "SAMMU: {} activations ({} evictions, {} saturations), {} statistics updates, {} migration notifications; {} extra memory accesses ({:.3} per access), {} bytes of storage",
+            r.triggers,
+            r.evictions,
+            r.saturations,
+            r.updates,
+            r.migration_notifications,
+            r.extra_memory_accesses,
+            r.extra_memory_accesses as f64 / accesses.max(1) as f64,
+            r.storage_bytes
+        );
+        let report =
+            Report { key: "sammu", json: serde_json::to_value(r).expect("a report serialises"), lines: vec![line] };
+        Detection { seen: r.triggers, matrix: sammu.matrix, pages: usage, accesses, report: Some(report) }
+    }
 }
 
 #[cfg(test)]

@@ -8,12 +8,35 @@
 //! below its abort ratio. When the trace has transaction events, only accesses inside a
 //! transaction count (the runtime only sees transactional loads and stores).
 
-use crate::detectors::Detection;
-use crate::matrix::SharingMatrix;
-use crate::pages::PageUsage;
+use crate::detector::{Detection, Detector, DetectorInfo, Report};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use sharemap_trace::{Chunk, EventKind, TraceError, TraceSource};
+use sharemap_core::spec::param;
+use sharemap_core::{PageUsage, SharingMatrix};
+use sharemap_trace::{Chunk, EventKind};
+
+pub(crate) const INFO: DetectorInfo = DetectorInfo {
+    name: "stmap",
+    source: "seed 002 (STMap), Algorithms 1 and 2 and Equation 1",
+    summary: "per address, the last two threads (Algorithm 1) on one access in si+1 of each thread; at mi accesses of the counting thread it decides whether mapping pays (Equation 1); inside transactions only, when the trace has transaction events",
+    params: &[
+        param("si", "100", "sampling interval: Algorithm 1 runs once every si+1 accesses of a thread"),
+        param("mi", "100000", "mapping interval: accesses of the counting thread before the decision"),
+        param("da", "10000", "Equation 1's distinct-address threshold"),
+        param("thread", "1", "the counting thread"),
+    ],
+    build: |spec, ctx| {
+        let d = StmapParams::default();
+        let p = StmapParams {
+            si: spec.integer("detector", "si", d.si)?,
+            mi: spec.positive("detector", "mi", d.mi)?,
+            da_threshold: spec.positive("detector", "da", d.da_threshold)?,
+            counting_thread: u32::try_from(spec.integer("detector", "thread", d.counting_thread as u64)?)
+                .map_err(|_| spec.error("detector", "thread must be a thread id"))?,
+        };
+        Ok(Box::new(Stmap::new(p, ctx.page_size.bytes(), ctx.threads)))
+    },
+};
 
 const NONE: u32 = u32::MAX;
 
@@ -139,7 +162,7 @@ impl Stmap {
     }
 
     /// The accesses and events of one chunk, in trace order.
-    pub fn chunk(&mut self, chunk: &Chunk) {
+    fn take_chunk(&mut self, chunk: &Chunk) {
         let a = &chunk.accesses;
         let n = a.len();
         let mut events = chunk.events.iter().peekable();
@@ -212,40 +235,61 @@ impl Stmap {
             StmapDecision { at: Some(at), distinct_addresses: da, commit_ratio: cr, abort_ratio: ar, enable };
     }
 
-    pub fn finish(mut self) -> (Detection, StmapDecision) {
+    /// The matrix, the page usage and the decision.
+    pub fn finish_with_decision(mut self) -> (Detection, StmapDecision) {
         if self.decision.at.is_none() {
             self.decision.distinct_addresses = self.table.len() as u64;
         }
-        let mut matrix = SharingMatrix::new(self.threads);
-        let k = self.matrix.threads().min(self.threads);
-        for i in 0..k {
-            for j in i + 1..k {
-                matrix.add(i, j, self.matrix.get(i, j));
-            }
-        }
-        (Detection { matrix, pages: self.usage, seen: self.seen, accesses: self.accesses }, self.decision)
+        let d = &self.decision;
+        let line = match d.at {
+            Some(at) => format!(
+                "STMap decision at access {at}: {} distinct addresses; mapping {}",
+                d.distinct_addresses,
+                match d.enable {
+                    Some(true) => "enabled",
+                    Some(false) => "disabled (commit ratio >= abort ratio)",
+                    None => "undecided: too many distinct addresses and no transaction events",
+                }
+            ),
+            None => "STMap: the counting thread never reached the mapping interval".to_string(),
+        };
+        let report =
+            Report { key: "stmap", json: serde_json::to_value(d).expect("a decision serialises"), lines: vec![line] };
+        let decision = self.decision.clone();
+        let detection = Detection {
+            matrix: self.matrix,
+            pages: self.usage,
+            seen: self.seen,
+            accesses: self.accesses,
+            report: Some(report),
+        };
+        (detection, decision)
     }
 }
 
-pub fn stmap(
-    reader: &mut dyn TraceSource,
-    p: StmapParams,
-    mut progress: impl FnMut(u64),
-) -> Result<(Detection, StmapDecision), TraceError> {
-    let meta = reader.metadata().clone();
-    let mut s = Stmap::new(p, meta.page_size, meta.threads as usize);
-    let mut chunk = Chunk::default();
-    while reader.next_chunk(&mut chunk)? {
-        s.chunk(&chunk);
-        progress(s.accesses);
+impl Detector for Stmap {
+    fn spec(&self) -> String {
+        let p = &self.p;
+        format!("stmap:si={},mi={},da={},thread={}", p.si, p.mi, p.da_threshold, p.counting_thread)
     }
-    Ok(s.finish())
+
+    fn chunk(&mut self, chunk: &Chunk) {
+        self.take_chunk(chunk);
+    }
+
+    fn matrix(&self) -> &SharingMatrix {
+        &self.matrix
+    }
+
+    fn finish(self: Box<Self>) -> Detection {
+        self.finish_with_decision().0
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sharemap_trace::{Access, Metadata, TraceReader, TraceWriter};
+    use sharemap_trace::{Access, MemoryTrace, Metadata};
 
     fn run_alg1(seq: &[(u32, u64)]) -> SharingMatrix {
         let mut table = FxHashMap::default();
@@ -269,35 +313,45 @@ mod tests {
         assert_eq!(run_alg1(&[(0, 8), (1, 16)]).total(), 0.0);
     }
 
-    fn trace(dir: &tempfile::TempDir, accesses: &[Access], events: &[(usize, u32, EventKind)]) -> std::path::PathBuf {
-        let path = dir.path().join("t.trace");
-        let mut w = TraceWriter::create(&path, None, Metadata::default()).unwrap();
+    /// Runs STMap over a whole trace.
+    fn run_stmap(trace: &MemoryTrace, p: StmapParams) -> (Detection, StmapDecision) {
+        use sharemap_trace::TraceSource;
+        let mut s = Stmap::new(p, 4096, trace.metadata().threads as usize);
+        let mut t = trace.clone();
+        t.for_each_chunk(&mut |c| {
+            s.take_chunk(c);
+            Ok(())
+        })
+        .unwrap();
+        s.finish_with_decision()
+    }
+
+    fn trace(accesses: &[Access], events: &[(usize, u32, EventKind)]) -> MemoryTrace {
+        let mut w = MemoryTrace::new(Metadata::default());
         let mut ev = events.iter().peekable();
         for (i, a) in accesses.iter().enumerate() {
             while let Some(&&(at, t, k)) = ev.peek() {
                 if at > i {
                     break;
                 }
-                w.event(t, k, 0, "").unwrap();
+                w.event(t, k, 0, "");
                 ev.next();
             }
-            w.access(*a).unwrap();
+            w.access(*a);
         }
         for &(_, t, k) in ev {
-            w.event(t, k, 0, "").unwrap();
+            w.event(t, k, 0, "");
         }
-        w.finish().unwrap();
-        path
+        w
     }
 
     #[test]
     fn sampling_and_the_decision() {
-        let d = tempfile::tempdir().unwrap();
         // Threads 0 and 1 alternate on 4 addresses, 40 accesses each.
         let acc: Vec<Access> = (0..80u64).map(|i| Access::read((i % 2) as u32, 8 * (i / 2 % 4), 8)).collect();
-        let p = trace(&d, &acc, &[]);
+        let p = trace(&acc, &[]);
         let params = StmapParams { si: 1, mi: 10, da_threshold: 100, counting_thread: 1 };
-        let (det, dec) = stmap(&mut TraceReader::open(&p, None).unwrap(), params, |_| {}).unwrap();
+        let (det, dec) = run_stmap(&p, params);
         // Every second access of each thread is recorded.
         assert_eq!(det.seen, 40);
         assert_eq!(dec.at, Some(19), "thread 1's 10th access is access 19");
@@ -305,13 +359,12 @@ mod tests {
         assert_eq!(dec.commit_ratio, None);
         // Over the threshold and without transactions, Equation 1 stays undecided.
         let params = StmapParams { da_threshold: 2, ..params };
-        let (_, dec) = stmap(&mut TraceReader::open(&p, None).unwrap(), params, |_| {}).unwrap();
+        let (_, dec) = run_stmap(&p, params);
         assert_eq!(dec.enable, None);
     }
 
     #[test]
     fn transactions_count() {
-        let d = tempfile::tempdir().unwrap();
         // Thread 1: a committed transaction around accesses 0..4, an aborted one around
         // 6..10, two more aborts; accesses outside transactions are not seen.
         let acc: Vec<Access> = (0..20u64).map(|i| Access::read(1, 8 * i, 8)).collect();
@@ -325,9 +378,9 @@ mod tests {
             (12, 1, EventKind::TxBegin),
             (13, 1, EventKind::TxAbort),
         ];
-        let p = trace(&d, &acc, &ev);
+        let p = trace(&acc, &ev);
         let params = StmapParams { si: 0, mi: 9, da_threshold: 1, counting_thread: 1 };
-        let (det, dec) = stmap(&mut TraceReader::open(&p, None).unwrap(), params, |_| {}).unwrap();
+        let (det, dec) = run_stmap(&p, params);
         // In transactions: 0..4, 6..10, 11, 12 = 10 accesses, all recorded with SI 0.
         assert_eq!(det.seen, 10);
         // The 9th counted access is access 11, after 1 commit and 1 abort.

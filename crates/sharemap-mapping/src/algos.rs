@@ -2,7 +2,8 @@
 //! thread t of an order-based mapping goes to PU order[t mod PUs]).
 
 use crate::cost::{PairCosts, mapping_cost};
-use sharemap_detect::SharingMatrix;
+use crate::groups::{Dense, greedy_groups};
+use sharemap_core::SharingMatrix;
 use sharemap_machine::Machine;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -178,29 +179,6 @@ fn order_by_core(machine: &Machine) -> Vec<usize> {
     order
 }
 
-/// A dense symmetric matrix between the elements of one level (threads, then groups).
-/// (f64 for the grouping; the bisection's large matrices use f32, half the memory traffic.)
-pub(crate) struct Dense<T = f64> {
-    pub k: usize,
-    pub cells: Vec<T>,
-}
-
-impl<T: Copy + std::iter::Sum<T>> Dense<T> {
-    #[inline]
-    pub fn get(&self, a: usize, b: usize) -> T {
-        self.cells[a * self.k + b]
-    }
-
-    pub fn row(&self, a: usize) -> &[T] {
-        &self.cells[a * self.k..(a + 1) * self.k]
-    }
-
-    /// Each element's total sharing.
-    pub fn loads(&self) -> Vec<T> {
-        (0..self.k).map(|a| self.row(a).iter().copied().sum()).collect()
-    }
-}
-
 /// Hierarchical grouping, shared by EagerMap and TreeMatch. Level by level from the PUs up,
 /// the elements (threads, then groups of them) are gathered by `group` into groups of the
 /// level's arity; the sharing between groups is summed for the next level. The final groups
@@ -262,52 +240,6 @@ fn bottom_up(m: &SharingMatrix, machine: &Machine, group: fn(&Dense, usize) -> V
 /// grows by the element sharing most with the group so far.
 fn eager_groups(mat: &Dense, size: usize) -> Vec<Vec<usize>> {
     greedy_groups(mat, size, |_load, with_group| with_group)
-}
-
-/// Greedy groups of `size`: the free element with the largest load seeds a group, which then
-/// takes the free element with the highest `score(its load, its sharing with the group)`.
-pub(crate) fn greedy_groups(mat: &Dense, size: usize, score: impl Fn(f64, f64) -> f64) -> Vec<Vec<usize>> {
-    let k = mat.k;
-    let load = mat.loads();
-    let mut used = vec![false; k];
-    let mut groups = Vec::with_capacity(k.div_ceil(size));
-    // Seeds are found by advancing a cursor over the elements by load; each candidate's
-    // sharing with the growing group is kept up to date as members join.
-    let mut by_load: Vec<usize> = (0..k).collect();
-    by_load.sort_by(|&a, &b| load[b].total_cmp(&load[a]).then(a.cmp(&b)));
-    let mut cursor = 0;
-    let mut with_group = vec![0.0f64; k];
-    loop {
-        while cursor < k && used[by_load[cursor]] {
-            cursor += 1;
-        }
-        if cursor == k {
-            break;
-        }
-        let seed = by_load[cursor];
-        used[seed] = true;
-        let mut g = vec![seed];
-        with_group.copy_from_slice(mat.row(seed));
-        while g.len() < size {
-            let mut next = None;
-            let mut best = f64::NEG_INFINITY;
-            for x in 0..k {
-                let s = score(load[x], with_group[x]);
-                if !used[x] && s > best {
-                    best = s;
-                    next = Some(x);
-                }
-            }
-            let Some(next) = next else { break };
-            used[next] = true;
-            g.push(next);
-            for (w, &v) in with_group.iter_mut().zip(mat.row(next)) {
-                *w += v;
-            }
-        }
-        groups.push(g);
-    }
-    groups
 }
 
 /// Pairwise swaps of threads' PUs while one lowers the cost, within a work budget. Beyond

@@ -6,11 +6,11 @@
 //! keep the sizes exact, as every PU takes its share). Cutting at the top first is what
 //! matters most: the top levels are the costliest to share across.
 
-use crate::algos::Dense as DenseOf;
+use crate::groups::Dense as DenseOf;
 
 /// Sharing in single precision: decisions only; costs are summed in f64 elsewhere.
 type Dense = DenseOf<f32>;
-use sharemap_detect::SharingMatrix;
+use sharemap_core::SharingMatrix;
 use sharemap_machine::Machine;
 
 /// Padding elements (no sharing) fill the slots no thread takes.

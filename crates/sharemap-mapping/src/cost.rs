@@ -1,6 +1,6 @@
 //! What it costs two threads to share data, by where their PUs meet in the machine.
 
-use sharemap_detect::SharingMatrix;
+use sharemap_core::SharingMatrix;
 use sharemap_machine::topology::ObjType;
 use sharemap_machine::{LOCAL_LATENCY_NS, Machine};
 

@@ -5,6 +5,7 @@
 pub mod algos;
 mod bisect;
 pub mod cost;
+mod groups;
 pub mod matrices;
 pub mod potential;
 pub mod scotch;

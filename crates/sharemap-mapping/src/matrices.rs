@@ -2,7 +2,7 @@
 //! comparison with Scotch. Thread ids are scrambled by a seeded permutation (except where
 //! noted) so that no order-based mapping is right by accident.
 
-use sharemap_detect::SharingMatrix;
+use sharemap_core::SharingMatrix;
 
 /// The kinds, with what each models.
 pub static KINDS: &[(&str, &str)] = &[

@@ -5,7 +5,7 @@
 
 use crate::algos::{Algorithm, map};
 use crate::cost::{PairCosts, mapping_cost};
-use sharemap_detect::SharingMatrix;
+use sharemap_core::SharingMatrix;
 use sharemap_machine::Machine;
 
 /// Scores at or above this make mapping worth it.

@@ -3,7 +3,7 @@
 //! the same problem.
 
 use crate::cost::{CostModel, PairCosts};
-use sharemap_detect::SharingMatrix;
+use sharemap_core::SharingMatrix;
 use sharemap_machine::Machine;
 use std::fmt::Write as _;
 

@@ -8,7 +8,7 @@
 //! Unlike EagerMap's growth (the element sharing most with the group), this prefers an
 //! element whose sharing is mostly with the group over one that shares a lot with everyone.
 
-use crate::algos::{Dense, greedy_groups};
+use crate::groups::{Dense, greedy_groups};
 
 /// Most candidate groups listed outright.
 const LIST_LIMIT: u128 = 100_000;

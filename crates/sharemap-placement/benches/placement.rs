@@ -65,12 +65,12 @@ fn bench(c: &mut Criterion) {
     let mut w = sharemap_trace::TraceWriter::create(&path, None, sharemap_trace::Metadata::default()).unwrap();
     sink.accesses.iter().for_each(|a| w.access(*a).unwrap());
     w.finish().unwrap();
+    let machine = sharemap_machine::Machine::from_spec(&format!("numa:{NODES} pu:1")).unwrap();
     let opts = PartitionOptions {
-        page_size: 4096,
-        node_of_thread: (0..NODES as u16).collect(),
+        page_size: sharemap_core::PageSize::DEFAULT,
+        placement: sharemap_core::ThreadPlacement::identity(&machine),
         memory_budget: 1 << 30,
-        sampler: None,
-        tlb: None,
+        prepass: Default::default(),
     };
     let mut partition = c.benchmark_group("partition");
     partition.throughput(Throughput::Elements(4 * ACCESSES));

@@ -5,10 +5,12 @@
 //! grouped by page with a counting sort, and handed out page by page.
 
 use crate::page::{Page, Ref};
+use crate::policies::Prepass;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
+use sharemap_core::{PageSize, ThreadPlacement};
 use sharemap_detect::cache::PerThreadCache;
-use sharemap_detect::sammu::{Sammu, SammuParams};
+use sharemap_detect::sammu::Sammu;
 use sharemap_trace::{Chunk, EventKind, TraceError, TraceSource};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
@@ -16,26 +18,14 @@ use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 /// How to turn accesses into page references.
 #[derive(Clone, Debug)]
 pub struct PartitionOptions {
-    /// Page size in bytes (a power of two).
-    pub page_size: u64,
-    /// NUMA node of each thread's PU; thread t uses entry t modulo the length.
-    pub node_of_thread: Vec<u16>,
+    pub page_size: PageSize,
+    /// Where threads run: each reference carries its thread's node, and SAMMU's TLB model
+    /// (per core, SMT siblings sharing) follows the cores.
+    pub placement: ThreadPlacement,
     /// Bytes of references to hold in memory before spilling to temporary files.
     pub memory_budget: usize,
-    /// Marks references as sampled (for profile-based policies); None samples nothing.
-    pub sampler: Option<SamplerKind>,
-    /// Runs SAMMU's TLB model over the trace; its statistics updates become the pages'
-    /// TLB events (for the `sammu` policy). None models no TLB.
-    pub tlb: Option<TlbModel>,
-}
-
-/// SAMMU's per-core TLBs, run in trace order (seed 000 section 3).
-#[derive(Clone, Debug)]
-pub struct TlbModel {
-    pub params: SammuParams,
-    /// Core of each thread's PU; thread t uses entry t modulo the length. SMT siblings
-    /// share their core's TLBs.
-    pub core_of_thread: Vec<usize>,
+    /// What the chosen policies need computed in trace order (see `Policy::prepass`).
+    pub prepass: Prepass,
 }
 
 /// Which accesses a profile sees (seed 001's profile sources), decided in trace order.
@@ -109,8 +99,7 @@ impl Partition {
         opts: &PartitionOptions,
         mut progress: impl FnMut(u64),
     ) -> Result<Partition, TraceError> {
-        assert!(opts.page_size.is_power_of_two() && !opts.node_of_thread.is_empty());
-        let shift = opts.page_size.trailing_zeros();
+        let shift = opts.page_size.shift();
         let hint = reader.access_count_hint();
         let nb = bucket_count(hint, opts.memory_budget);
         // Sized up front when the trace says how long it is (and it fits the budget): no
@@ -123,17 +112,17 @@ impl Partition {
         let mut ids: FxHashMap<u64, u32> = FxHashMap::default();
         let mut page_numbers = Vec::new();
         let (mut init_done, mut phase_changes, mut annotations) = (None, Vec::new(), Vec::new());
-        let mut sampler = opts.sampler.map(Sampler::new);
-        let mut tlb = opts.tlb.as_ref().map(|m| {
-            let cores = m.core_of_thread.iter().max().map_or(1, |&c| c + 1);
-            let nodes = opts.node_of_thread.iter().max().map_or(1, |&n| n as usize + 1);
-            (Sammu::new(m.params, cores, nodes).log_updates(), m.core_of_thread.as_slice())
+        let mut sampler = opts.prepass.sampler.map(Sampler::new);
+        let core_list = opts.placement.core_list();
+        let mut tlb = opts.prepass.tlb.map(|params| {
+            let (cores, nodes) = (opts.placement.cores(), opts.placement.nodes());
+            (Sammu::new(params, cores, nodes).log_updates(), core_list.as_slice())
         });
         let mut buffered = 0usize;
         let mut spilled = false;
         let mut chunk = Chunk::default();
         let mut refs = 0u64;
-        let nodes = &opts.node_of_thread;
+        let nodes = &opts.placement.node_list();
         // The last page seen, per thread: most accesses repeat it, sparing a hash lookup.
         let mut last: Vec<(u64, u32)> = Vec::new();
         while reader.next_chunk(&mut chunk)? {
@@ -226,7 +215,7 @@ impl Partition {
             annotations,
             buckets,
             spilled,
-            tlb_events: opts.tlb.is_some(),
+            tlb_events: opts.prepass.tlb.is_some(),
         })
     }
 
@@ -416,6 +405,9 @@ mod tests {
         let dir = trace(&accesses);
         let path = dir.path().join("t.smt");
         let nodes = vec![0u16, 1, 1, 0];
+        let machine = sharemap_machine::Machine::from_spec("numa:2 pu:2").unwrap();
+        let placement = ThreadPlacement::on_pus(&machine, vec![0, 2, 2, 0]).unwrap();
+        assert_eq!(placement.node_list(), nodes);
         let mut expect: std::collections::BTreeMap<u64, Vec<Ref>> = Default::default();
         for (i, a) in accesses.iter().enumerate() {
             let r = Ref {
@@ -429,11 +421,10 @@ mod tests {
         let expect: Vec<(u64, Vec<Ref>)> = expect.into_iter().collect();
         for budget in [1 << 30, 4096] {
             let opts = PartitionOptions {
-                page_size: 4096,
-                node_of_thread: nodes.clone(),
+                page_size: PageSize::DEFAULT,
+                placement: placement.clone(),
                 memory_budget: budget,
-                sampler: None,
-                tlb: None,
+                prepass: Prepass::default(),
             };
             let mut reader = TraceReader::open(&path, None).unwrap();
             let p = Partition::build(&mut reader, &opts, |_| {}).unwrap();
@@ -458,13 +449,20 @@ mod tests {
         // leaves the TLB when page k + 4 arrives (its only access: AC 1 >= AT 0, an update).
         let accesses: Vec<Access> = (0..2).flat_map(|_| (0..6u64).map(|p| Access::read(0, p * 4096, 8))).collect();
         let dir = trace(&accesses);
-        let params = SammuParams { l1_entries: 2, l1_ways: 2, l2_entries: 2, l2_ways: 2, ..SammuParams::default() };
+        let params = sharemap_detect::sammu::SammuParams {
+            l1_entries: 2,
+            l1_ways: 2,
+            l2_entries: 2,
+            l2_ways: 2,
+            ..sharemap_detect::sammu::SammuParams::default()
+        };
+        // One thread, on the second of two single-core nodes.
+        let machine = sharemap_machine::Machine::from_spec("numa:2 core:1 pu:1").unwrap();
         let opts = PartitionOptions {
-            page_size: 4096,
-            node_of_thread: vec![1],
+            page_size: PageSize::DEFAULT,
+            placement: ThreadPlacement::on_pus(&machine, vec![1]).unwrap(),
             memory_budget: 1 << 20,
-            sampler: None,
-            tlb: Some(TlbModel { params, core_of_thread: vec![0] }),
+            prepass: Prepass { tlb: Some(params), ..Prepass::default() },
         };
         let p =
             Partition::build(&mut TraceReader::open(&dir.path().join("t.smt"), None).unwrap(), &opts, |_| {}).unwrap();

@@ -1,8 +1,9 @@
 //! Policies of operating systems and runtimes that watch a page's accesses as they go.
 
-use super::{Context, Policy, charge, first_touch};
+use super::{Context, Policy, Prepass, charge, first_touch};
 use crate::cost::{MAX_NODES, Residence, Tally, node_bit};
 use crate::page::Page;
+use sharemap_detect::sammu::SammuParams;
 
 /// Linux automatic NUMA balancing. The scanner marks `size_mb` of address space per
 /// period, in address order, wrapping around; the first access to a marked page is a
@@ -65,6 +66,8 @@ pub struct Sammu {
     pub max: u16,
     pub threshold: u16,
     pub proxy: bool,
+    /// The TLB model whose events drive the counters (None with proxy events).
+    pub tlb: Option<SammuParams>,
     pub gap: u64,
     pub burst: u32,
 }
@@ -103,6 +106,10 @@ impl Counters {
 }
 
 impl Policy for Sammu {
+    fn prepass(&self, _line: u64) -> Prepass {
+        Prepass { tlb: self.tlb, ..Prepass::default() }
+    }
+
     fn run(&self, page: &Page, _ctx: &Context) -> Tally {
         let mut res = first_touch(page);
         let mut c = Counters { nc: [0; MAX_NODES], live: 0, home: page.refs[0].node };

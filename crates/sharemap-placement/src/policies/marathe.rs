@@ -3,9 +3,10 @@
 //! k-th one, or those missing a modelled per-thread cache (long-latency loads) or TLB.
 //! Profile and evaluation use the same trace: the best case for a profile-guided run.
 
-use super::{Context, Policy, Values, charge};
+use super::{Context, Policy, Prepass, Values, charge};
 use crate::cost::{MAX_NODES, Residence, Tally, node_bit};
 use crate::page::Page;
+use crate::partition::SamplerKind;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
@@ -28,9 +29,22 @@ impl Source {
 pub struct Marathe {
     pub source: Source,
     pub k: u64,
+    pub cache_kb: u64,
+    pub tlb_entries: u32,
 }
 
 impl Policy for Marathe {
+    fn prepass(&self, line: u64) -> Prepass {
+        let sampler = match self.source {
+            Source::Every => None,
+            Source::CacheMiss => {
+                Some(SamplerKind::CacheMiss { size: self.cache_kb * 1024, ways: 8, line: line.max(1) })
+            }
+            Source::TlbMiss => Some(SamplerKind::TlbMiss { entries: self.tlb_entries, ways: 4 }),
+        };
+        Prepass { sampler, ..Prepass::default() }
+    }
+
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
         let mut samples = [0u32; MAX_NODES];
         let mut total = 0u64;

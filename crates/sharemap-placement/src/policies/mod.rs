@@ -4,13 +4,14 @@
 
 mod kernel;
 mod marathe;
-pub mod prepass;
 mod replication;
 mod seed004;
 mod simple;
 
 use crate::cost::{Costs, Residence, Tally, node_bit};
 use crate::page::{Page, Ref};
+use crate::partition::SamplerKind;
+use sharemap_detect::sammu::SammuParams;
 use std::collections::BTreeMap;
 
 /// What a policy may know besides the page's own references.
@@ -41,6 +42,32 @@ impl Context<'_> {
 pub trait Policy: Send + Sync {
     /// Runs the policy over one page's references.
     fn run(&self, page: &Page, ctx: &Context) -> Tally;
+
+    /// What the pass that splits the trace by page must compute for this policy; `line` is
+    /// the trace's cache-line size.
+    fn prepass(&self, _line: u64) -> Prepass {
+        Prepass::default()
+    }
+}
+
+/// Work done in trace order while the trace is split by page, for the policies that need it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Prepass {
+    /// Which accesses a profile sees (marks references as sampled).
+    pub sampler: Option<SamplerKind>,
+    /// SAMMU's TLB model: its statistics updates become the pages' TLB events.
+    pub tlb: Option<SammuParams>,
+}
+
+impl Prepass {
+    /// What a set of policies needs together (the first policy asking for a sampler or a TLB
+    /// model sets it).
+    pub fn of(policies: &[(String, Box<dyn Policy>)], line: u64) -> Prepass {
+        policies
+            .iter()
+            .map(|(_, p)| p.prepass(line))
+            .fold(Prepass::default(), |acc, p| Prepass { sampler: acc.sampler.or(p.sampler), tlb: acc.tlb.or(p.tlb) })
+    }
 }
 
 /// A policy's parameter: name, default, meaning.
@@ -174,6 +201,7 @@ pub static POLICIES: &[PolicyInfo] = &[
                 max: ((1u32 << v.u64("bits")?.clamp(1, 15)) - 1) as u16,
                 threshold: v.u64("nt")? as u16,
                 proxy,
+                tlb: if proxy { None } else { Some(sammu_tlb(v)?) },
                 gap: v.u64("gap")?.max(1),
                 burst: v.u64("burst")?.max(1) as u32,
             }))
@@ -213,7 +241,14 @@ pub static POLICIES: &[PolicyInfo] = &[
             p("cache-kb", "32", "per-thread cache for source=cache-miss (KiB, 8-way, line size of the trace)"),
             p("tlb-entries", "64", "per-thread data TLB for source=tlb-miss (4-way)"),
         ],
-        build: |v| Ok(Box::new(marathe::Marathe { source: marathe::Source::parse(v)?, k: v.u64("k")?.max(1) })),
+        build: |v| {
+            Ok(Box::new(marathe::Marathe {
+                source: marathe::Source::parse(v)?,
+                k: v.u64("k")?.max(1),
+                cache_kb: v.u64("cache-kb")?.max(1),
+                tlb_entries: v.u64("tlb-entries")?.clamp(1, u32::MAX as u64) as u32,
+            }))
+        },
     },
     PolicyInfo {
         name: "replicate-time",
@@ -372,3 +407,21 @@ pub(crate) fn first_touch(page: &Page) -> Residence {
 
 #[cfg(test)]
 mod tests;
+
+/// SAMMU's TLB model as the `sammu` policy's parameters set it.
+fn sammu_tlb(v: &Values) -> Result<SammuParams, String> {
+    let entries = |key: &str| -> Result<usize, String> {
+        v.text(key)
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| n >= 4)
+            .ok_or_else(|| format!("sammu.{key}: expected a number of TLB entries (at least 4)"))
+    };
+    let ac_bits = v
+        .text("ac")
+        .parse::<u32>()
+        .ok()
+        .filter(|b| (1..=32).contains(b))
+        .ok_or("sammu.ac: expected a number of bits from 1 to 32")?;
+    Ok(SammuParams { l1_entries: entries("l1")?, l2_entries: entries("l2")?, ac_bits, ..SammuParams::default() })
+}

@@ -1,0 +1,175 @@
+//! Mechanism specs, one syntax for every registry (detectors, mapping algorithms, placement
+//! policies): `name`, `name:key=value,key=value` or `name:flag`. A list separates specs by
+//! commas too: an item with `=` but no `:` continues the previous spec's options, so
+//! `sammu:l1=32,l2=512,oracle` is two specs.
+
+use std::fmt;
+
+/// A parameter a mechanism takes: its key, default and meaning (listed by
+/// `sharemap detectors|algorithms|policies`).
+#[derive(Clone, Copy, Debug)]
+pub struct Param {
+    pub key: &'static str,
+    pub default: &'static str,
+    pub doc: &'static str,
+}
+
+/// Shorthand for registry tables.
+pub const fn param(key: &'static str, default: &'static str, doc: &'static str) -> Param {
+    Param { key, default, doc }
+}
+
+/// A parsed spec: the mechanism's name and its options in the order given; a bare option
+/// (`oracle:page`) has no value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Spec {
+    pub name: String,
+    pub options: Vec<(String, Option<String>)>,
+}
+
+/// A spec that cannot be used: the spec as written and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} '{spec}': {what}")]
+pub struct SpecError {
+    /// "detector", "algorithm", "policy".
+    pub kind: &'static str,
+    pub spec: String,
+    pub what: String,
+}
+
+impl Spec {
+    pub fn parse(text: &str) -> Result<Spec, SpecError> {
+        let text = text.trim();
+        let (name, rest) = text.split_once(':').unwrap_or((text, ""));
+        let bad = |what: String| SpecError { kind: "spec", spec: text.to_string(), what };
+        if name.is_empty() {
+            return Err(bad("no name".into()));
+        }
+        let mut options = Vec::new();
+        for item in rest.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            match item.split_once('=') {
+                Some((k, _)) if k.trim().is_empty() => return Err(bad(format!("option '{item}' has no key"))),
+                Some((k, v)) => options.push((k.trim().to_string(), Some(v.trim().to_string()))),
+                None => options.push((item.to_string(), None)),
+            }
+        }
+        Ok(Spec { name: name.trim().to_string(), options })
+    }
+
+    /// A comma list of specs (see the module documentation).
+    pub fn parse_list(text: &str) -> Result<Vec<Spec>, SpecError> {
+        let mut items: Vec<String> = Vec::new();
+        for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            match items.last_mut() {
+                Some(last) if item.contains('=') && !item.contains(':') && last.contains(':') => {
+                    last.push(',');
+                    last.push_str(item);
+                }
+                _ => items.push(item.to_string()),
+            }
+        }
+        items.iter().map(|s| Spec::parse(s)).collect()
+    }
+
+    /// The value of `key`: None when absent, Some(None) for a bare flag.
+    pub fn get(&self, key: &str) -> Option<Option<&str>> {
+        self.options.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_deref())
+    }
+
+    /// An error about this spec, for the registry of `kind`.
+    pub fn error(&self, kind: &'static str, what: impl Into<String>) -> SpecError {
+        SpecError { kind, spec: self.to_string(), what: what.into() }
+    }
+
+    /// Fails on the first option whose key is not in `params`.
+    pub fn check_keys(&self, kind: &'static str, params: &[Param]) -> Result<(), SpecError> {
+        for (k, _) in &self.options {
+            if !params.iter().any(|p| p.key == k) {
+                let known: Vec<&str> = params.iter().map(|p| p.key).collect();
+                let list = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+                return Err(self.error(kind, format!("unknown option '{k}' (options: {list})")));
+            }
+        }
+        Ok(())
+    }
+
+    /// `key`'s value as a positive integer, or `default` when absent or given bare.
+    pub fn positive(&self, kind: &'static str, key: &str, default: u64) -> Result<u64, SpecError> {
+        match self.get(key) {
+            None | Some(None) => Ok(default),
+            Some(v) => v
+                .and_then(|v| v.parse::<u64>().ok())
+                .filter(|&n| n > 0)
+                .ok_or_else(|| self.error(kind, format!("{key} must be a positive integer"))),
+        }
+    }
+
+    /// `key`'s value as an integer (zero allowed), or `default` when absent or given bare.
+    pub fn integer(&self, kind: &'static str, key: &str, default: u64) -> Result<u64, SpecError> {
+        match self.get(key) {
+            None | Some(None) => Ok(default),
+            Some(v) => v
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(|| self.error(kind, format!("{key} must be an integer"))),
+        }
+    }
+}
+
+impl fmt::Display for Spec {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(&self.name)?;
+        for (i, (k, v)) in self.options.iter().enumerate() {
+            f.write_str(if i == 0 { ":" } else { "," })?;
+            f.write_str(k)?;
+            if let Some(v) = v {
+                write!(f, "={v}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn names_options_and_flags() {
+        let s = Spec::parse("sampled:cache=16").unwrap();
+        assert_eq!((s.name.as_str(), s.get("cache")), ("sampled", Some(Some("16"))));
+        let s = Spec::parse("oracle:page").unwrap();
+        assert_eq!((s.get("page"), s.get("line")), (Some(None), None));
+        assert_eq!(Spec::parse("oracle").unwrap().options, []);
+        assert!(Spec::parse(":x").is_err());
+        assert!(Spec::parse("a:=3").is_err());
+    }
+
+    #[test]
+    fn lists_keep_options_with_their_spec() {
+        let names =
+            |text: &str| -> Vec<String> { Spec::parse_list(text).unwrap().iter().map(|s| s.to_string()).collect() };
+        assert_eq!(names("first-touch, ace"), ["first-touch", "ace"]);
+        assert_eq!(names("sammu:l1=32,l2=512,oracle:page"), ["sammu:l1=32,l2=512", "oracle:page"]);
+        assert_eq!(names("stmap:si=10,mi=5,first-n-fills:n=3,bind"), ["stmap:si=10,mi=5", "first-n-fills:n=3", "bind"]);
+    }
+
+    #[test]
+    fn keys_are_checked_against_the_parameters() {
+        let params = [param("every", "100", "")];
+        let s = Spec::parse("sampled:every=0").unwrap();
+        assert!(s.check_keys("detector", &params).is_ok());
+        let e = s.positive("detector", "every", 1).unwrap_err();
+        assert_eq!(e.to_string(), "detector 'sampled:every=0': every must be a positive integer");
+        let e = Spec::parse("sampled:x=1").unwrap().check_keys("detector", &params).unwrap_err();
+        assert!(e.to_string().contains("unknown option 'x' (options: every)"), "{e}");
+    }
+
+    proptest! {
+        #[test]
+        fn display_parses_back(name in "[a-z][a-z-]{0,8}", opts in proptest::collection::vec(("[a-z]{1,5}", proptest::option::of("[0-9a-z]{1,4}")), 0..4)) {
+            let s = Spec { name, options: opts };
+            prop_assert_eq!(Spec::parse(&s.to_string()).unwrap(), s);
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! The detector plugin shape: a [`Detector`] sees the trace chunk by chunk and reports the
+//! sharing it detected; [`DETECTORS`] lists every one with its source and parameters. A new
+//! detector is one new file (its state, its `Detector` impl and its `INFO`) plus one row here.
+
+use crate::{faults, oracle, sammu, sampled, stmap};
+use sharemap_core::{PageSize, PageUsage, Param, SharingMatrix, Spec, SpecError, ThreadPlacement};
+use sharemap_trace::{Chunk, Metadata};
+
+/// A sharing detector run over a trace.
+pub trait Detector: Send {
+    /// The spec that builds this detector again, every parameter spelt out.
+    fn spec(&self) -> String;
+
+    /// The next chunk of the trace (accesses and events), in trace order.
+    fn chunk(&mut self, chunk: &Chunk);
+
+    /// The sharing detected so far (windows are cut from it).
+    fn matrix(&self) -> &SharingMatrix;
+
+    /// What it saw, at the end of the trace.
+    fn finish(self: Box<Self>) -> Detection;
+}
+
+/// What a detector saw: its matrix, the page usage of the accesses it saw, how many it saw
+/// of how many, and what else it reports.
+#[derive(Clone, Debug)]
+pub struct Detection {
+    pub matrix: SharingMatrix,
+    pub pages: PageUsage,
+    pub seen: u64,
+    pub accesses: u64,
+    pub report: Option<Report>,
+}
+
+/// A detector's own report beside its matrix (STMap's decision, SAMMU's activity): a JSON
+/// object stored under `key` in summaries, and the lines a terminal shows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    pub key: &'static str,
+    pub json: serde_json::Value,
+    pub lines: Vec<String>,
+}
+
+/// What a detector may know before it starts: block sizes and where threads run.
+#[derive(Clone, Debug)]
+pub struct DetectorContext<'a> {
+    /// The trace's cache-line size (a power of two).
+    pub line_size: u64,
+    pub page_size: PageSize,
+    /// Threads the trace says it has (0 when unknown before reading).
+    pub threads: usize,
+    /// Where threads run (SAMMU's TLBs are per core).
+    pub placement: &'a ThreadPlacement,
+}
+
+impl<'a> DetectorContext<'a> {
+    /// From a trace's metadata. The page size must be valid; a line size that is not a power
+    /// of two is rounded up to one.
+    pub fn new(meta: &Metadata, placement: &'a ThreadPlacement) -> Result<Self, sharemap_core::PageSizeError> {
+        Ok(DetectorContext {
+            line_size: meta.line_size.max(1).next_power_of_two(),
+            page_size: PageSize::new(meta.page_size)?,
+            threads: meta.threads as usize,
+            placement,
+        })
+    }
+}
+
+/// A registry row: how `sharemap detectors` lists a detector and how a spec builds it.
+pub struct DetectorInfo {
+    pub name: &'static str,
+    /// Where it comes from (seed paper and section, or tool).
+    pub source: &'static str,
+    pub summary: &'static str,
+    pub params: &'static [Param],
+    pub build: BuildDetector,
+}
+
+/// How a registry row builds its detector from a spec.
+pub type BuildDetector = fn(&Spec, &DetectorContext) -> Result<Box<dyn Detector>, SpecError>;
+
+/// Every detector, in the order `sharemap detectors` lists them.
+pub static DETECTORS: &[DetectorInfo] = &[oracle::INFO, sampled::INFO, faults::INFO, stmap::INFO, sammu::INFO];
+
+pub fn find(name: &str) -> Option<&'static DetectorInfo> {
+    DETECTORS.iter().find(|d| d.name == name)
+}
+
+/// Parses a spec and checks its name and option keys (values are checked by `build`).
+pub fn parse(text: &str) -> Result<Spec, SpecError> {
+    let spec = Spec::parse(text).map_err(|e| SpecError { kind: "detector", ..e })?;
+    let info = find(&spec.name).ok_or_else(|| {
+        let names: Vec<&str> = DETECTORS.iter().map(|d| d.name).collect();
+        SpecError {
+            kind: "detector",
+            spec: text.trim().to_string(),
+            what: format!("unknown detector '{}' (detectors: {})", spec.name, names.join(", ")),
+        }
+    })?;
+    spec.check_keys("detector", info.params)?;
+    Ok(spec)
+}
+
+/// Builds the detector a spec names.
+pub fn build(spec: &Spec, ctx: &DetectorContext) -> Result<Box<dyn Detector>, SpecError> {
+    let info = find(&spec.name).ok_or_else(|| spec.error("detector", "unknown detector"))?;
+    (info.build)(spec, ctx)
+}
+
+/// `matrix` cut or padded to `threads` rows.
+pub fn fit(matrix: &SharingMatrix, threads: usize) -> SharingMatrix {
+    let mut out = SharingMatrix::new(threads);
+    let k = matrix.threads().min(threads);
+    for i in 0..k {
+        for j in i + 1..k {
+            out.add(i, j, matrix.get(i, j));
+        }
+    }
+    out
+}

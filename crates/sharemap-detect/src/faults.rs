@@ -1,0 +1,79 @@
+//! The `faults` detector: what a page-fault based mechanism sees (kMAF, first-touch
+//! sampling): a thread's first access to a page in each window of accesses, fed to the
+//! oracle's rule at page granularity.
+
+use crate::detector::{Detection, Detector, DetectorContext, DetectorInfo};
+use crate::oracle::Oracle;
+use rustc_hash::FxHashMap;
+use sharemap_core::spec::param;
+use sharemap_core::{PageUsage, SharingMatrix};
+use sharemap_trace::Chunk;
+
+pub(crate) const INFO: DetectorInfo = DetectorInfo {
+    name: "faults",
+    source: "page-fault sampling (kMAF; `sharemap record --backend faults`)",
+    summary: "a thread's first access to a page in each window of accesses, as faults on pages made inaccessible every window would show",
+    params: &[param("window", "1000000", "accesses per window")],
+    build: |spec, ctx| Ok(Box::new(Faults::new(spec.positive("detector", "window", 1_000_000)?, ctx))),
+};
+
+pub struct Faults {
+    window: u64,
+    page_shift: u32,
+    oracle: Oracle,
+    usage: PageUsage,
+    /// (page, thread) -> the window of its last fault.
+    faulted: FxHashMap<(u64, u32), u64>,
+    seen: u64,
+    accesses: u64,
+}
+
+impl Faults {
+    pub fn new(window: u64, ctx: &DetectorContext) -> Self {
+        let page = ctx.page_size.bytes();
+        Faults {
+            window,
+            page_shift: ctx.page_size.shift(),
+            oracle: Oracle::new(page),
+            usage: PageUsage::new(page),
+            faulted: FxHashMap::default(),
+            seen: 0,
+            accesses: 0,
+        }
+    }
+}
+
+impl Detector for Faults {
+    fn spec(&self) -> String {
+        format!("faults:window={}", self.window)
+    }
+
+    fn chunk(&mut self, chunk: &Chunk) {
+        let a = &chunk.accesses;
+        for (i, (&t, &addr)) in a.thread.iter().zip(&a.addr).enumerate() {
+            let w = (chunk.first_access + i as u64) / self.window;
+            let last = self.faulted.entry((addr >> self.page_shift, t)).or_insert(u64::MAX);
+            if *last != w {
+                *last = w;
+                self.oracle.access(t, addr);
+                self.usage.access(t, addr);
+                self.seen += 1;
+            }
+        }
+        self.accesses += a.len() as u64;
+    }
+
+    fn matrix(&self) -> &SharingMatrix {
+        &self.oracle.matrix
+    }
+
+    fn finish(self: Box<Self>) -> Detection {
+        Detection {
+            matrix: self.oracle.matrix,
+            pages: self.usage,
+            seen: self.seen,
+            accesses: self.accesses,
+            report: None,
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! The `sampled` detector: what a hardware profile would see, fed to the oracle's rule:
+//! every k-th access of each thread (event sampling), or the accesses that miss a
+//! per-thread cache or data TLB (the long-latency-load proxies of seed 001).
+
+use crate::cache::PerThreadCache;
+use crate::detector::{Detection, Detector, DetectorContext, DetectorInfo};
+use crate::oracle::Oracle;
+use sharemap_core::spec::param;
+use sharemap_core::{PageUsage, SharingMatrix};
+use sharemap_trace::Chunk;
+
+pub(crate) const INFO: DetectorInfo = DetectorInfo {
+    name: "sampled",
+    source: "seed 001 (Marathe & Mueller) and seed 002's sampling: hardware-style profiles",
+    summary: "the oracle's rule on a sample: every k-th access of each thread (line blocks), the misses of a per-thread 8-way cache (line blocks), or of a per-thread 4-way data TLB (page blocks)",
+    params: &[
+        param("every", "100", "keep every k-th access of each thread (the default, k = 100)"),
+        param("cache", "32", "keep misses of a per-thread cache of this many KiB"),
+        param("tlb", "64", "keep misses of a per-thread data TLB of this many entries"),
+    ],
+    build: |spec, ctx| {
+        let chosen = ["every", "cache", "tlb"].into_iter().filter(|k| spec.get(k).is_some()).count();
+        if chosen > 1 {
+            return Err(spec.error("detector", "give one of every, cache or tlb"));
+        }
+        let filter = if spec.get("cache").is_some() {
+            Filter::CacheMiss { kb: spec.positive("detector", "cache", 32)? }
+        } else if spec.get("tlb").is_some() {
+            Filter::TlbMiss { entries: spec.positive("detector", "tlb", 64)? }
+        } else {
+            Filter::Every(spec.positive("detector", "every", 100)?)
+        };
+        Ok(Box::new(Sampled::new(filter, ctx)))
+    },
+};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Filter {
+    /// Every k-th access of each thread.
+    Every(u64),
+    /// Accesses missing a per-thread cache of `kb` KiB (8-way, the trace's line size).
+    CacheMiss { kb: u64 },
+    /// Accesses missing a per-thread data TLB of `entries` entries (4-way), page blocks.
+    TlbMiss { entries: u64 },
+}
+
+pub struct Sampled {
+    filter: Filter,
+    oracle: Oracle,
+    usage: PageUsage,
+    per_thread: Vec<u64>,
+    cache: Option<PerThreadCache>,
+    seen: u64,
+    accesses: u64,
+}
+
+impl Sampled {
+    pub fn new(filter: Filter, ctx: &DetectorContext) -> Self {
+        let (line, page) = (ctx.line_size, ctx.page_size.bytes());
+        let (block, cache) = match filter {
+            Filter::Every(_) => (line, None),
+            Filter::CacheMiss { kb } => (line, Some(PerThreadCache::new((kb * 1024 / line) as usize, 8, line))),
+            Filter::TlbMiss { entries } => (page, Some(PerThreadCache::new(entries as usize, 4, page))),
+        };
+        Sampled {
+            filter,
+            oracle: Oracle::new(block),
+            usage: PageUsage::new(page),
+            per_thread: Vec::new(),
+            cache,
+            seen: 0,
+            accesses: 0,
+        }
+    }
+}
+
+impl Detector for Sampled {
+    fn spec(&self) -> String {
+        match self.filter {
+            Filter::Every(k) => format!("sampled:every={k}"),
+            Filter::CacheMiss { kb } => format!("sampled:cache={kb}"),
+            Filter::TlbMiss { entries } => format!("sampled:tlb={entries}"),
+        }
+    }
+
+    fn chunk(&mut self, chunk: &Chunk) {
+        let a = &chunk.accesses;
+        for (&t, &addr) in a.thread.iter().zip(&a.addr) {
+            let keep = match self.filter {
+                Filter::Every(k) => {
+                    if self.per_thread.len() <= t as usize {
+                        self.per_thread.resize(t as usize + 1, 0);
+                    }
+                    let n = &mut self.per_thread[t as usize];
+                    *n += 1;
+                    (*n).is_multiple_of(k)
+                }
+                Filter::CacheMiss { .. } | Filter::TlbMiss { .. } => {
+                    self.cache.as_mut().expect("built with the filter").misses(t as usize, addr)
+                }
+            };
+            if keep {
+                self.oracle.access(t, addr);
+                self.usage.access(t, addr);
+                self.seen += 1;
+            }
+        }
+        self.accesses += a.len() as u64;
+    }
+
+    fn matrix(&self) -> &SharingMatrix {
+        &self.oracle.matrix
+    }
+
+    fn finish(self: Box<Self>) -> Detection {
+        Detection {
+            matrix: self.oracle.matrix,
+            pages: self.usage,
+            seen: self.seen,
+            accesses: self.accesses,
+            report: None,
+        }
+    }
+}

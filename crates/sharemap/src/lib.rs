@@ -1,0 +1,55 @@
+//! sharemap as a library: the one entry point for programs (and the command line).
+//!
+//! Open a trace in any format, describe the situation once (machine, cost parameters,
+//! where threads run, page size, time scale, seed) in a [`Setup`], resolve it to a validated
+//! [`Situation`], and run analyses on it:
+//!
+//! ```
+//! use sharemap::{Setup, Situation};
+//! use sharemap::trace::{Access, MemoryTrace};
+//!
+//! // Two threads on different NUMA nodes take turns writing one page.
+//! let mut trace = MemoryTrace::from_accesses((0..1000u64).map(|i| Access::write((i / 100 % 2) as u32, 0x1000, 8)));
+//! let setup = Setup { machine: "numa:2 pu:1".into(), ..Setup::default() };
+//! let situation = Situation::resolve(&setup, &mut trace).unwrap();
+//! trace.rewind();
+//! let placement = sharemap::place(&mut trace, &situation, "first-touch", &Default::default()).unwrap();
+//! let optimal = &placement.evaluation.results[0];
+//! let first_touch = &placement.evaluation.results[1];
+//! assert_eq!(optimal.name, "optimal");
+//! assert!(optimal.cost <= first_touch.cost);
+//! ```
+
+mod error;
+mod place;
+mod situation;
+
+pub use error::Error;
+pub use place::{PlaceOptions, Placement, Prepared, check_bind, place, policies, prepare};
+pub use situation::{Setup, Sharing, Situation, ThreadMap, parse_cost};
+
+pub use sharemap_core as core;
+pub use sharemap_detect as detect;
+pub use sharemap_machine as machine;
+pub use sharemap_mapping as mapping;
+pub use sharemap_placement as placement;
+pub use sharemap_trace as trace;
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Runs one detector (a spec such as `oracle` or `sammu:l1=32`) over a trace, threads on the
+/// machine's PUs in order.
+pub fn detect(
+    trace: &mut dyn sharemap_trace::TraceSource,
+    spec: &str,
+    machine: &sharemap_machine::Machine,
+) -> Result<sharemap_detect::Detection> {
+    let placement = sharemap_core::ThreadPlacement::identity(machine);
+    Ok(sharemap_detect::detect(trace, spec, &placement)?)
+}
+
+/// The oracle's sharing matrix of a trace (cache-line blocks).
+pub fn oracle_matrix(trace: &mut dyn sharemap_trace::TraceSource) -> Result<sharemap_core::SharingMatrix> {
+    let machine = sharemap_machine::Machine::from_spec("pu:1")?;
+    Ok(detect(trace, "oracle", &machine)?.matrix)
+}

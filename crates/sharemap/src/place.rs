@@ -1,0 +1,119 @@
+//! Data placement: every policy and the off-line optimum on a trace, in one pass that splits
+//! the trace by page and one parallel pass over the pages.
+
+use crate::situation::Situation;
+use crate::{Error, Result};
+use sharemap_placement::Costs;
+use sharemap_placement::evaluate::{EvalOptions, Evaluation, evaluate};
+use sharemap_placement::partition::{Partition, PartitionOptions};
+use sharemap_placement::policies::{self, Context, POLICIES, Policy, Prepass, Settings};
+use sharemap_trace::TraceSource;
+
+/// What to keep besides each policy's totals.
+pub type PlaceOptions = EvalOptions;
+
+/// The policies a comma list names (`all` for every one), built with the settings. The
+/// optimum is not a policy: it is always evaluated first.
+pub fn policies(spec: &str, settings: &Settings) -> Result<Vec<(String, Box<dyn Policy>)>> {
+    let names: Vec<&str> = if spec.trim() == "all" {
+        POLICIES.iter().map(|p| p.name).collect()
+    } else {
+        spec.split(',').map(str::trim).filter(|s| !s.is_empty() && *s != "optimal").collect()
+    };
+    let mut out = Vec::new();
+    for name in names {
+        let info = policies::find(name).ok_or_else(|| {
+            let known: Vec<&str> = POLICIES.iter().map(|p| p.name).collect();
+            Error::setting("policy", format!("unknown policy '{name}' (policies: {}, or all)", known.join(", ")))
+        })?;
+        out.push((name.to_string(), info.build(settings).map_err(|e| Error::setting("policy", e))?));
+    }
+    Ok(out)
+}
+
+/// A trace split by page for a situation: what every placement analysis starts from.
+pub struct Prepared {
+    pub partition: Partition,
+}
+
+/// Reads the trace once into per-page streams, computing in the same pass what the policies
+/// need (`Policy::prepass`). `progress` is told the accesses read so far.
+pub fn prepare(
+    trace: &mut dyn TraceSource,
+    situation: &Situation,
+    policies: &[(String, Box<dyn Policy>)],
+    progress: &mut dyn FnMut(u64),
+) -> Result<Prepared> {
+    let opts = PartitionOptions {
+        page_size: situation.page_size,
+        placement: situation.placement.clone(),
+        memory_budget: situation.memory_budget,
+        prepass: Prepass::of(policies, situation.line_size),
+    };
+    let partition = Partition::build(trace, &opts, progress)?;
+    Ok(Prepared { partition })
+}
+
+impl Prepared {
+    /// What a policy may know, with these costs (a sweep varies them).
+    pub fn context(&self, situation: &Situation, costs: Costs) -> Context<'_> {
+        Context {
+            nodes: situation.machine.numa_count(),
+            costs,
+            page_size: situation.page_size.bytes(),
+            pages: self.partition.pages() as u64,
+            init_done: self.partition.init_done,
+            phase_changes: &self.partition.phase_changes,
+            annotations: &self.partition.annotations,
+            refs_per_ms: situation.refs_per_ms,
+            seed: situation.seed,
+        }
+    }
+
+    /// The optimum and the policies over every page.
+    pub fn evaluate(
+        &self,
+        situation: &Situation,
+        costs: Costs,
+        policies: &[(String, Box<dyn Policy>)],
+        opts: &PlaceOptions,
+    ) -> Result<Evaluation> {
+        Ok(evaluate(&self.partition, &self.context(situation, costs), policies, situation.page_size.bytes(), opts)?)
+    }
+}
+
+/// What `place` found.
+pub struct Placement {
+    pub accesses: u64,
+    pub pages: usize,
+    pub evaluation: Evaluation,
+}
+
+/// The optimum and the policies `policy_spec` names (a comma list or `all`) on a trace.
+pub fn place(
+    trace: &mut dyn TraceSource,
+    situation: &Situation,
+    policy_spec: &str,
+    opts: &PlaceOptions,
+) -> Result<Placement> {
+    let policies = policies(policy_spec, &situation.settings)?;
+    check_bind(situation, &policies)?;
+    let prepared = prepare(trace, situation, &policies, &mut |_| {})?;
+    let evaluation = prepared.evaluate(situation, Costs::new(&situation.costs), &policies, opts)?;
+    Ok(Placement { accesses: prepared.partition.refs, pages: prepared.partition.pages(), evaluation })
+}
+
+/// `bind` must name a node of the machine.
+pub fn check_bind(situation: &Situation, policies: &[(String, Box<dyn Policy>)]) -> Result<()> {
+    let nodes = situation.machine.numa_count();
+    if policies.iter().any(|(name, _)| name == "bind")
+        && let Some(n) = policies::find("bind").and_then(|b| b.value(&situation.settings, "node").parse::<usize>().ok())
+        && n >= nodes
+    {
+        return Err(Error::setting(
+            "policy setting",
+            format!("bind.node={n}: the machine has {nodes} NUMA nodes (0..{})", nodes - 1),
+        ));
+    }
+    Ok(())
+}

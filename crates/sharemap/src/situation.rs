@@ -1,0 +1,205 @@
+//! The situation an analysis runs in, described once and validated once: the machine, the
+//! cost parameters, where threads run, the page size, the time scale and the seed.
+
+use crate::{Error, Result};
+use serde::Serialize;
+use sharemap_core::{PageSize, SharingMatrix, ThreadPlacement};
+use sharemap_detect::DetectorContext;
+use sharemap_machine::{CostParams, Machine};
+use sharemap_mapping::{Algorithm, CostModel, PairCosts};
+use sharemap_placement::cost::MAX_NODES;
+use sharemap_placement::policies::Settings;
+use sharemap_trace::TraceSource;
+
+/// Where threads run, before it is resolved on a machine.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum ThreadMap {
+    /// Thread i on logical PU i mod PUs.
+    #[default]
+    Identity,
+    /// A mapping algorithm (`sharemap`, `eagermap`, ...) run on the trace's sharing.
+    Algorithm(String),
+    /// One logical PU per thread (thread t takes entry t mod the length).
+    Pus(Vec<usize>),
+}
+
+/// The sharing a mapping algorithm maps.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Sharing {
+    /// A detector spec, run on the trace.
+    Detector(String),
+    /// A matrix read elsewhere; it must have one row per thread of the trace.
+    Matrix(SharingMatrix),
+}
+
+impl Default for Sharing {
+    fn default() -> Self {
+        Sharing::Detector("oracle".into())
+    }
+}
+
+/// A situation as the user describes it (the command line's flags, a program's settings).
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// hwloc synthetic string, hwloc XML file, preset name or `live`.
+    pub machine: String,
+    /// `ace`, `butterfly`, or `key=value` overrides (r, R, g, G) of the machine's parameters.
+    pub cost: Option<String>,
+    /// Page size in bytes (default: the trace's).
+    pub page_size: Option<u64>,
+    pub thread_map: ThreadMap,
+    pub sharing: Sharing,
+    /// References per millisecond of the traced run.
+    pub refs_per_ms: f64,
+    pub seed: u64,
+    /// Policy parameters, `policy.key=value`.
+    pub settings: Vec<String>,
+    /// Bytes of page references held in memory before spilling to temporary files.
+    pub memory_budget: usize,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            machine: "sammu".into(),
+            cost: None,
+            page_size: None,
+            thread_map: ThreadMap::Identity,
+            sharing: Sharing::default(),
+            refs_per_ms: 1000.0,
+            seed: 1,
+            settings: Vec::new(),
+            memory_budget: 2048 << 20,
+        }
+    }
+}
+
+/// A validated situation.
+#[derive(Clone, Debug, Serialize)]
+pub struct Situation {
+    #[serde(skip)]
+    pub machine: Machine,
+    pub costs: CostParams,
+    pub page_size: PageSize,
+    /// The trace's cache-line size.
+    pub line_size: u64,
+    pub placement: ThreadPlacement,
+    pub refs_per_ms: f64,
+    pub seed: u64,
+    #[serde(skip)]
+    pub settings: Settings,
+    pub memory_budget: usize,
+}
+
+impl Situation {
+    /// Validates `setup` for `trace`. When threads are placed by a mapping algorithm on
+    /// detected sharing this reads the trace: open it again (or rewind it) afterwards.
+    pub fn resolve(setup: &Setup, trace: &mut dyn TraceSource) -> Result<Situation> {
+        let meta = trace.metadata().clone();
+        let machine = Machine::from_spec(&setup.machine)?;
+        let nodes = machine.numa_count();
+        if nodes > MAX_NODES {
+            return Err(Error::setting(
+                "machine",
+                format!("'{}' has {nodes} NUMA nodes; the placement model handles at most {MAX_NODES}", setup.machine),
+            ));
+        }
+        let page_size = PageSize::new(setup.page_size.unwrap_or(meta.page_size.max(PageSize::MIN)))?;
+        let line_size = meta.line_size.max(1);
+        let costs =
+            parse_cost(setup.cost.as_deref(), machine.cost_for(page_size.bytes(), line_size), page_size.bytes())?;
+        costs.validate().map_err(|e| Error::setting("cost parameters", e))?;
+        if !(setup.refs_per_ms > 0.0 && setup.refs_per_ms.is_finite()) {
+            return Err(Error::setting(
+                "references per ms",
+                format!("{}: expected a positive number", setup.refs_per_ms),
+            ));
+        }
+        let mut settings = Settings::default();
+        for s in &setup.settings {
+            settings.add(s).map_err(|e| Error::setting("policy setting", e))?;
+        }
+        let placement = match &setup.thread_map {
+            ThreadMap::Identity => ThreadPlacement::identity(&machine),
+            ThreadMap::Pus(pus) => ThreadPlacement::on_pus(&machine, pus.clone())?,
+            ThreadMap::Algorithm(name) => {
+                let alg = Algorithm::parse(name, setup.seed)
+                    .ok_or_else(|| Error::setting("thread placement", format!("unknown mapping algorithm '{name}'")))?;
+                let matrix = thread_sharing(&setup.sharing, &machine, trace)?;
+                let costs = PairCosts::new(&machine, CostModel::Latency);
+                let pus = sharemap_mapping::map(alg, &matrix, &machine, &costs)
+                    .map_err(|e| Error::setting("thread placement", format!("{name}: {e}")))?;
+                ThreadPlacement::on_pus(&machine, pus)?
+            }
+        };
+        Ok(Situation {
+            machine,
+            costs,
+            page_size,
+            line_size,
+            placement,
+            refs_per_ms: setup.refs_per_ms,
+            seed: setup.seed,
+            settings,
+            memory_budget: setup.memory_budget.max(16 << 20),
+        })
+    }
+}
+
+/// The sharing a mapping algorithm maps: a detector's on the trace, or a given matrix with
+/// one row per thread of the trace.
+fn thread_sharing(sharing: &Sharing, machine: &Machine, trace: &mut dyn TraceSource) -> Result<SharingMatrix> {
+    let threads = trace.metadata().threads as usize;
+    match sharing {
+        Sharing::Matrix(m) => {
+            if threads > 0 && m.threads() != threads {
+                return Err(Error::setting(
+                    "sharing matrix",
+                    format!("the matrix has {} threads, the trace has {threads}", m.threads()),
+                ));
+            }
+            Ok(m.clone())
+        }
+        Sharing::Detector(spec) => {
+            let spec = sharemap_detect::detector::parse(spec)?;
+            let placement = ThreadPlacement::identity(machine);
+            let ctx = DetectorContext::new(trace.metadata(), &placement)?;
+            let d = sharemap_detect::detector::build(&spec, &ctx)?;
+            let found = sharemap_detect::run(trace, vec![d], 0, &mut |_| {})?;
+            Ok(found.into_iter().next().expect("one detector").detection.matrix)
+        }
+    }
+}
+
+/// A cost preset or `key=value` overrides of the machine's parameters.
+pub fn parse_cost(spec: Option<&str>, base: CostParams, page_size: u64) -> Result<CostParams> {
+    let Some(spec) = spec else { return Ok(base) };
+    match spec.trim() {
+        "ace" => return Ok(CostParams::ace(page_size)),
+        "butterfly" => return Ok(CostParams::butterfly(page_size)),
+        _ => {}
+    }
+    let bad = |why: String| Error::setting("cost parameters", why);
+    let mut p = base;
+    for part in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (k, v) = part.split_once('=').ok_or_else(|| {
+            bad(format!("'{part}': expected key=value with key r, R, g or G, or a preset (ace, butterfly)"))
+        })?;
+        let v: f64 = v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|v: &f64| v.is_finite())
+            .ok_or_else(|| bad(format!("'{part}': '{v}' is not a number")))?;
+        match k.trim() {
+            "r" => p.r = v,
+            "R" => p.big_r = v,
+            "g" => p.g = Some(v),
+            "G" => p.big_g = Some(v),
+            other => {
+                return Err(bad(format!("'{part}': unknown parameter '{other}' (r, R, g, G; R and G are page moves)")));
+            }
+        }
+    }
+    Ok(p)
+}
