@@ -216,3 +216,17 @@ pub fn run(
     println!("(Scotch: scotch_gmap -b0 -cb {0}/comm.grf {0}/machine.tgt mapping.map)", dir.display());
     Ok(ExitCode::SUCCESS)
 }
+
+/// `sharemap detectors`: every detector, its source and its options.
+pub fn list() -> Result<ExitCode> {
+    println!("{:<28} source", "detector");
+    for d in sharemap_detect::DETECTORS {
+        println!("{:<28} {}", d.name, d.source);
+        println!("{:<28}   {}", "", d.summary);
+        for p in d.params {
+            let default = if p.default.is_empty() { String::new() } else { format!("={}", p.default) };
+            println!("{:<28}   {}:{}{default}   {}", "", d.name, p.key, p.doc);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -192,6 +192,8 @@ enum Command {
     },
     /// List the placement policies, their sources and parameters
     Policies,
+    /// List the sharing detectors, their sources and options (`--detector NAME:KEY=VALUE,...`)
+    Detectors,
     /// Vary one model parameter (G, R, g, r or page-size): the optimum and the policies at
     /// each value, as CSV plus plots (MCPR, optimal moves per page, optimal cost breakdown)
     Sweep {
@@ -293,6 +295,7 @@ fn main() -> ExitCode {
             place::run(&model, &policy, json, breakdown, placement.as_deref())
         }
         Command::Policies => place::list(),
+        Command::Detectors => analyze::list(),
         Command::Map { input, from, machine, algo, cost_model, seed, json } => {
             map::run(&input, from.as_deref(), &machine, &algo, &cost_model, seed, json)
         }

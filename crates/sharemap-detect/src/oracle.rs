@@ -88,7 +88,7 @@ pub(crate) const INFO: DetectorInfo = DetectorInfo {
     name: "oracle",
     source: "numalize / SPCD's definition of sharing: every access seen",
     summary: "each block remembers its last two threads; an access by another thread adds one unit of sharing with each of them (a thread repeating its own access adds nothing)",
-    params: &[param("line", "yes", "cache-line blocks (the default)"), param("page", "", "page blocks instead")],
+    params: &[param("line", "", "cache-line blocks (the default)"), param("page", "", "page blocks instead")],
     build: |spec, ctx| {
         let granularity = match (spec.get("line"), spec.get("page")) {
             (_, Some(None)) => Granularity::Page,

@@ -5,8 +5,9 @@ use crate::batch::Chunk;
 use crate::error::Result;
 use crate::model::Metadata;
 use crate::source::TraceSource;
+use rustc_hash::FxHashMap;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct ThreadSummary {
@@ -52,7 +53,7 @@ pub struct TraceSummary {
 pub struct Summarizer {
     page_shift: u32,
     /// Page number -> index into the per-page vectors below.
-    index: HashMap<u64, u32>,
+    index: FxHashMap<u64, u32>,
     page_accesses: Vec<u64>,
     page_written: Vec<bool>,
     /// Threads of each page as a bitset of `stride` words per page.
@@ -74,7 +75,7 @@ impl Summarizer {
     pub fn new(page_size: u64) -> Self {
         Summarizer {
             page_shift: page_size.max(1).trailing_zeros(),
-            index: HashMap::new(),
+            index: FxHashMap::default(),
             page_accesses: Vec::new(),
             page_written: Vec::new(),
             page_threads: Vec::new(),
