@@ -149,17 +149,11 @@ fn mapping_table(dir: &Path) -> Result<()> {
                 matrix.get(i, j)
             })?;
         crate::plot::save_svg(&svg, &dir.join(format!("heatmap-{name}.svg")))?;
-        let random = sharemap_mapping::mapping_cost(
-            &matrix,
-            &sharemap_mapping::map(sharemap_mapping::Algorithm::Random(1), &matrix, &m, &costs)
-                .map_err(|e| anyhow!(e))?,
-            &costs,
-        );
+        let random = sharemap::map::random_cost(&matrix, &m, &costs, 1);
         let rel: Vec<f64> = algs
             .iter()
             .map(|a| {
-                let alg = sharemap_mapping::Algorithm::parse(a, 1).expect("known");
-                let mp = sharemap_mapping::map(alg, &matrix, &m, &costs).map_err(|e| anyhow!(e))?;
+                let mp = sharemap_mapping::build(a, 1)?.map(&matrix, &m, &costs)?;
                 Ok(sharemap_mapping::mapping_cost(&matrix, &mp, &costs) / random.max(f64::MIN_POSITIVE))
             })
             .collect::<Result<_>>()?;
@@ -220,14 +214,10 @@ fn try_recorded_program(dir: &Path) -> Result<()> {
     let matrix = sharemap::oracle_matrix(&mut TraceReader::open(&trace, None)?)?;
     let m = Machine::from_spec(DEMO_MACHINE).map_err(|e| anyhow!(e))?;
     let costs = sharemap_mapping::PairCosts::new(&m, sharemap_mapping::CostModel::Latency);
-    let cost_of = |alg: sharemap_mapping::Algorithm| -> Result<f64> {
-        Ok(sharemap_mapping::mapping_cost(
-            &matrix,
-            &sharemap_mapping::map(alg, &matrix, &m, &costs).map_err(|e| anyhow!(e))?,
-            &costs,
-        ))
+    let cost_of = |alg: &str| -> Result<f64> {
+        Ok(sharemap_mapping::mapping_cost(&matrix, &sharemap_mapping::build(alg, 1)?.map(&matrix, &m, &costs)?, &costs))
     };
-    let random = cost_of(sharemap_mapping::Algorithm::Random(1))?.max(f64::MIN_POSITIVE);
+    let random = cost_of("random")?.max(f64::MIN_POSITIVE);
     println!(
         "A real program: workloads/stencil3d.c built with `sharemap cc -fopenmp`, recorded with {} threads: {} accesses, {:.2} bytes/access",
         summary.threads,
@@ -236,9 +226,9 @@ fn try_recorded_program(dir: &Path) -> Result<()> {
     );
     println!(
         "mapping cost relative to random: sharemap {:.3}, compact {:.3}, scatter {:.3}; its sharing (oracle):",
-        cost_of(sharemap_mapping::Algorithm::Refined)? / random,
-        cost_of(sharemap_mapping::Algorithm::Compact)? / random,
-        cost_of(sharemap_mapping::Algorithm::Scatter)? / random
+        cost_of("sharemap")? / random,
+        cost_of("compact")? / random,
+        cost_of("scatter")? / random
     );
     for row in text_heatmap(&matrix) {
         println!("  {row}");

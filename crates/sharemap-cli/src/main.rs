@@ -178,7 +178,7 @@ enum Command {
         from: Option<String>,
         #[arg(long, short = 'm', default_value = "sammu")]
         machine: String,
-        /// Algorithms: a comma list or `all` (sharemap, eagermap, compact, scatter, round-robin, identity, random, exhaustive)
+        /// Algorithms: a comma list of specs (e.g. sharemap,random:seed=3) or `all`; see `sharemap algorithms`
         #[arg(long, default_value = "sharemap")]
         algo: String,
         /// How levels are priced: latency (ns of the lowest shared level) or hops
@@ -194,6 +194,8 @@ enum Command {
     Policies,
     /// List the sharing detectors, their sources and options (`--detector NAME:KEY=VALUE,...`)
     Detectors,
+    /// List the thread-mapping algorithms, their sources and options (`--algo`, `--thread-map`)
+    Algorithms,
     /// Vary one model parameter (G, R, g, r or page-size): the optimum and the policies at
     /// each value, as CSV plus plots (MCPR, optimal moves per page, optimal cost breakdown)
     Sweep {
@@ -296,6 +298,7 @@ fn main() -> ExitCode {
         }
         Command::Policies => place::list(),
         Command::Detectors => analyze::list(),
+        Command::Algorithms => map::list(),
         Command::Map { input, from, machine, algo, cost_model, seed, json } => {
             map::run(&input, from.as_deref(), &machine, &algo, &cost_model, seed, json)
         }

@@ -3,33 +3,13 @@
 use crate::progress;
 use crate::trace_cmds::format_arg;
 use anyhow::{Result, anyhow, bail};
-use serde::Serialize;
 use sharemap_detect::SharingMatrix;
 use sharemap_machine::Machine;
-use sharemap_mapping::algos::EXHAUSTIVE_MAX_PUS;
-use sharemap_mapping::{ALGORITHMS, Algorithm, CostModel, PairCosts, map, mapping_cost, sharing_by_level};
+use sharemap_mapping::{CostModel, PairCosts};
 use sharemap_trace::TraceReader;
 use sharemap_trace::TraceSource;
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::Instant;
-
-#[derive(Serialize)]
-struct Mapped {
-    algorithm: String,
-    /// Logical PU index of each thread.
-    mapping: Vec<usize>,
-    cost: f64,
-    elapsed_ms: f64,
-    /// EagerMap's view: the share of sharing kept within each level, from the bottom up.
-    sharing_by_level: Vec<LevelShare>,
-}
-
-#[derive(Serialize)]
-struct LevelShare {
-    level: String,
-    share: f64,
-}
 
 /// A matrix file (numalize CSV, TopoMatch .mat), or a trace whose oracle matrix is used.
 pub fn load_matrix(input: &Path, from: Option<&str>) -> Result<SharingMatrix> {
@@ -65,56 +45,26 @@ pub fn run(
     seed: u64,
     json: bool,
 ) -> Result<ExitCode> {
-    let model = match model {
-        "latency" => CostModel::Latency,
-        "hops" => CostModel::Hops,
-        other => bail!("--cost-model '{other}': expected latency or hops"),
-    };
-    let names: Vec<&str> =
-        if algo == "all" { ALGORITHMS.iter().map(|a| a.0).collect() } else { algo.split(',').map(str::trim).collect() };
-    let algs: Vec<(&str, Algorithm)> = names
-        .iter()
-        .map(|&n| {
-            Algorithm::parse(n, seed).map(|a| (n, a)).ok_or_else(|| {
-                let known: Vec<&str> = ALGORITHMS.iter().map(|a| a.0).collect();
-                anyhow!("unknown algorithm '{n}' (algorithms: {}, or all)", known.join(", "))
-            })
-        })
-        .collect::<Result<_>>()?;
+    let model =
+        sharemap::map::cost_model(model).map_err(|_| anyhow!("--cost-model '{model}': expected latency or hops"))?;
+    if algo.trim() != "all" {
+        // Names are checked before the matrix is read.
+        for spec in sharemap_core::Spec::parse_list(algo)? {
+            sharemap_mapping::build(&spec.to_string(), seed)?;
+        }
+    }
     let machine = Machine::from_spec(machine).map_err(|e| anyhow!("{e}"))?;
     let m = load_matrix(input, from)?;
     if m.threads() == 0 {
         bail!("{}: no threads", input.display());
     }
     let costs = PairCosts::new(&machine, model);
-    let mut results = Vec::new();
-    for (name, alg) in &algs {
-        if *alg == Algorithm::Exhaustive
-            && algo == "all"
-            && (machine.pu_count() > EXHAUSTIVE_MAX_PUS || m.threads() > machine.pu_count())
-        {
-            continue; // `all` skips what exhaustive cannot do; asking for it alone is an error.
-        }
-        let start = Instant::now();
-        let mapping = map(*alg, &m, &machine, &costs).map_err(|e| anyhow!(e))?;
-        let elapsed_ms = start.elapsed().as_secs_f64() * 1e3;
-        let sharing_by_level = sharing_by_level(&m, &mapping, &machine)
-            .into_iter()
-            .map(|(level, share)| LevelShare { level, share })
-            .collect();
-        results.push(Mapped {
-            algorithm: name.to_string(),
-            cost: mapping_cost(&m, &mapping, &costs),
-            mapping,
-            elapsed_ms,
-            sharing_by_level,
-        });
-    }
+    let results = sharemap::map(&m, &machine, algo, model, seed)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&results)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let random = mapping_cost(&m, &map(Algorithm::Random(seed), &m, &machine, &costs).map_err(|e| anyhow!(e))?, &costs);
+    let random = sharemap::map::random_cost(&m, &machine, &costs, seed);
     let best = results.iter().map(|r| r.cost).fold(f64::INFINITY, f64::min);
     println!(
         "{}: {} threads on {} ({} PUs); cost = sum of sharing x {} of the lowest shared level",
@@ -170,5 +120,18 @@ sharing kept within each level (%, EagerMap's quality view; lower levels are bet
         "OMP_PLACES=\"{}\" OMP_PROC_BIND=true",
         os.iter().map(|o| format!("{{{o}}}")).collect::<Vec<_>>().join(",")
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sharemap algorithms`: every mapping algorithm, its source and its options.
+pub fn list() -> Result<ExitCode> {
+    println!("{:<28} source", "algorithm");
+    for a in sharemap_mapping::ALGORITHMS {
+        println!("{:<28} {}", a.name, a.source);
+        println!("{:<28}   {}", "", a.summary);
+        for p in a.params {
+            println!("{:<28}   {}:{}={}   {}", "", a.name, p.key, p.default, p.doc);
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -66,7 +66,7 @@ impl ModelArgs {
     pub fn setup(&self) -> Result<Setup> {
         let thread_map = match self.thread_map.trim() {
             "identity" => ThreadMap::Identity,
-            name if sharemap_mapping::Algorithm::parse(name, self.seed).is_some() => ThreadMap::Algorithm(name.into()),
+            name if sharemap_mapping::is_algorithm(name) => ThreadMap::Algorithm(name.into()),
             spec => {
                 let text = if Path::new(spec).is_file() {
                     std::fs::read_to_string(spec)

@@ -3,7 +3,7 @@
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use sharemap_machine::Machine;
-use sharemap_mapping::{Algorithm, CostModel, PairCosts, map, matrices};
+use sharemap_mapping::{CostModel, PairCosts, build, matrices};
 
 const MACHINE: &str = "pack:16 numa:1 l3:1 core:32 pu:2";
 
@@ -15,9 +15,9 @@ fn bench(c: &mut Criterion) {
         g.sample_size(10);
         for (kind, _) in matrices::KINDS {
             let m = matrices::make(kind, 1024, 1).unwrap();
-            let a = Algorithm::parse(alg, 1).unwrap();
+            let a = build(alg, 1).unwrap();
             g.bench_with_input(BenchmarkId::from_parameter(kind), &m, |b, m| {
-                b.iter(|| map(a, m, &machine, &costs).unwrap())
+                b.iter(|| a.map(m, &machine, &costs).unwrap())
             });
         }
         g.finish();

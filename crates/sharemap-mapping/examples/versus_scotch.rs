@@ -7,7 +7,7 @@
 //! cargo run --release -p sharemap-mapping --example versus_scotch [SEEDS]
 
 use sharemap_machine::Machine;
-use sharemap_mapping::{Algorithm, CostModel, PairCosts, map, mapping_cost, matrices, scotch};
+use sharemap_mapping::{CostModel, PairCosts, build, mapping_cost, matrices, scotch};
 use std::process::Command;
 use std::time::Instant;
 
@@ -61,7 +61,7 @@ fn main() {
                 scotch_cost += reference / seeds as f64;
                 for (i, name) in algos.iter().enumerate() {
                     let t = Instant::now();
-                    let mine = map(Algorithm::parse(name, seed).unwrap(), &m, &machine, &costs).unwrap();
+                    let mine = build(name, seed).unwrap().map(&m, &machine, &costs).unwrap();
                     ms[i] += t.elapsed().as_secs_f64() * 1e3 / seeds as f64;
                     ratio[i] += mapping_cost(&m, &mine, &costs) / reference / seeds as f64;
                 }

@@ -16,6 +16,23 @@ use sharemap_machine::Machine;
 /// Padding elements (no sharing) fill the slots no thread takes.
 const PAD: usize = usize::MAX;
 
+/// Scotch-like recursive bisection.
+pub struct Bisection;
+
+impl crate::algorithm::MappingAlgorithm for Bisection {
+    fn spec(&self) -> String {
+        "bisection".into()
+    }
+    fn map(
+        &self,
+        m: &SharingMatrix,
+        machine: &Machine,
+        _: &crate::cost::PairCosts,
+    ) -> Result<Vec<usize>, crate::algorithm::MappingError> {
+        Ok(bisection(m, machine))
+    }
+}
+
 /// Maps the matrix's threads to logical PUs.
 pub(crate) fn bisection(m: &SharingMatrix, machine: &Machine) -> Vec<usize> {
     let n = m.threads();

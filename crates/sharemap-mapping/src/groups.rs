@@ -1,5 +1,9 @@
 //! What the grouping algorithms share: a dense matrix between the elements of one tree
-//! level, and greedy grouping over it (EagerMap's and TreeMatch's building block).
+//! level, greedy grouping over it, and the bottom-up walk up the tree that EagerMap and
+//! TreeMatch share.
+
+use sharemap_core::SharingMatrix;
+use sharemap_machine::Machine;
 
 /// A dense symmetric matrix between the elements of one level (threads, then groups).
 /// (f64 for the grouping; the bisection's large matrices use f32, half the memory traffic.)
@@ -68,4 +72,65 @@ pub(crate) fn greedy_groups(mat: &Dense, size: usize, score: impl Fn(f64, f64) -
         groups.push(g);
     }
     groups
+}
+
+/// Hierarchical grouping, shared by EagerMap and TreeMatch. Level by level from the PUs up,
+/// the elements (threads, then groups of them) are gathered by `group` into groups of the
+/// level's arity; the sharing between groups is summed for the next level. The final groups
+/// are laid on the tree in logical order. Padding elements (no sharing) fill the slots no
+/// thread takes; with more threads than PUs, each PU first takes a group of its share.
+pub(crate) fn bottom_up(
+    m: &SharingMatrix,
+    machine: &Machine,
+    group: fn(&Dense, usize) -> Vec<Vec<usize>>,
+) -> Vec<usize> {
+    let n = m.threads();
+    let p = machine.pu_count();
+    // Arity of each level, bottom-up (children per object).
+    let mut arities: Vec<usize> =
+        machine.levels.windows(2).map(|w| (w[1].objs.len() / w[0].objs.len().max(1)).max(1)).collect();
+    arities.reverse();
+    let per_pu = n.div_ceil(p).max(1);
+    let total = p * per_pu;
+    const PAD: usize = usize::MAX;
+    let mut elems: Vec<Vec<usize>> = (0..total).map(|t| vec![if t < n { t } else { PAD }]).collect();
+    let mut mat = Dense { k: total, cells: vec![0.0; total * total] };
+    for i in 0..n {
+        for j in 0..n {
+            mat.cells[i * total + j] = m.get(i, j);
+        }
+    }
+    let mut sizes = vec![per_pu];
+    sizes.extend(arities.iter().copied());
+    for size in sizes {
+        if size <= 1 || elems.len() <= 1 {
+            continue;
+        }
+        let groups = group(&mat, size);
+        let kk = groups.len();
+        let mut owner = vec![0usize; mat.k];
+        for (g, members) in groups.iter().enumerate() {
+            for &x in members {
+                owner[x] = g;
+            }
+        }
+        let mut next = Dense { k: kk, cells: vec![0.0; kk * kk] };
+        for x in 0..mat.k {
+            let ox = owner[x];
+            for (y, &v) in mat.row(x).iter().enumerate() {
+                if v != 0.0 && owner[y] != ox {
+                    next.cells[ox * kk + owner[y]] += v;
+                }
+            }
+        }
+        elems = groups.iter().map(|g| g.iter().flat_map(|&e| elems[e].iter().copied()).collect()).collect();
+        mat = next;
+    }
+    let mut map = vec![0usize; n];
+    for (slot, t) in elems.into_iter().flatten().enumerate() {
+        if t != PAD {
+            map[t] = slot / per_pu % p;
+        }
+    }
+    map
 }

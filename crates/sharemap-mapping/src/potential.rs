@@ -3,7 +3,6 @@
 //! sharing scores low; neighbour sharing high) — the weak spot seed 000 reports on CG and
 //! the reason for seed 002's enable heuristic.
 
-use crate::algos::{Algorithm, map};
 use crate::cost::{PairCosts, mapping_cost};
 use sharemap_core::SharingMatrix;
 use sharemap_machine::Machine;
@@ -29,7 +28,7 @@ pub fn potential(m: &SharingMatrix, machine: &Machine, costs: &PairCosts) -> f64
         }
     }
     let expected = m.total() * sum / (p * (p - 1)) as f64;
-    let grouped = map(Algorithm::Eager, m, machine, costs).map(|mp| mapping_cost(m, &mp, costs)).unwrap_or(expected);
+    let grouped = mapping_cost(m, &crate::eager::eager(m, machine), costs);
     (1.0 - grouped / expected).max(0.0)
 }
 

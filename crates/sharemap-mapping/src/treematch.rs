@@ -8,7 +8,24 @@
 //! Unlike EagerMap's growth (the element sharing most with the group), this prefers an
 //! element whose sharing is mostly with the group over one that shares a lot with everyone.
 
-use crate::groups::{Dense, greedy_groups};
+use crate::algorithm::{MappingAlgorithm, MappingError};
+use crate::cost::PairCosts;
+use crate::groups::{Dense, bottom_up, greedy_groups};
+use sharemap_core::SharingMatrix;
+use sharemap_machine::Machine;
+
+/// TreeMatch-like: the bottom-up grouping, choosing groups that keep the least sharing
+/// outside them.
+pub struct TreeMatch;
+
+impl MappingAlgorithm for TreeMatch {
+    fn spec(&self) -> String {
+        "treematch".into()
+    }
+    fn map(&self, m: &SharingMatrix, machine: &Machine, _: &PairCosts) -> Result<Vec<usize>, MappingError> {
+        Ok(bottom_up(m, machine, groups))
+    }
+}
 
 /// Most candidate groups listed outright.
 const LIST_LIMIT: u128 = 100_000;

@@ -21,10 +21,12 @@
 //! ```
 
 mod error;
+pub mod map;
 mod place;
 mod situation;
 
 pub use error::Error;
+pub use map::{Mapped, map};
 pub use place::{PlaceOptions, Placement, Prepared, check_bind, place, policies, prepare};
 pub use situation::{Setup, Sharing, Situation, ThreadMap, parse_cost};
 

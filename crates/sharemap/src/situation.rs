@@ -6,7 +6,7 @@ use serde::Serialize;
 use sharemap_core::{PageSize, SharingMatrix, ThreadPlacement};
 use sharemap_detect::DetectorContext;
 use sharemap_machine::{CostParams, Machine};
-use sharemap_mapping::{Algorithm, CostModel, PairCosts};
+use sharemap_mapping::{CostModel, PairCosts};
 use sharemap_placement::cost::MAX_NODES;
 use sharemap_placement::policies::Settings;
 use sharemap_trace::TraceSource;
@@ -123,11 +123,12 @@ impl Situation {
             ThreadMap::Identity => ThreadPlacement::identity(&machine),
             ThreadMap::Pus(pus) => ThreadPlacement::on_pus(&machine, pus.clone())?,
             ThreadMap::Algorithm(name) => {
-                let alg = Algorithm::parse(name, setup.seed)
-                    .ok_or_else(|| Error::setting("thread placement", format!("unknown mapping algorithm '{name}'")))?;
+                let alg = sharemap_mapping::build(name, setup.seed)
+                    .map_err(|e| Error::setting("thread placement", e.to_string()))?;
                 let matrix = thread_sharing(&setup.sharing, &machine, trace)?;
                 let costs = PairCosts::new(&machine, CostModel::Latency);
-                let pus = sharemap_mapping::map(alg, &matrix, &machine, &costs)
+                let pus = alg
+                    .map(&matrix, &machine, &costs)
                     .map_err(|e| Error::setting("thread placement", format!("{name}: {e}")))?;
                 ThreadPlacement::on_pus(&machine, pus)?
             }

@@ -1,0 +1,241 @@
+//! The mapping-algorithm plugin shape: a [`MappingAlgorithm`] maps a sharing matrix onto a
+//! machine's logical PUs; [`ALGORITHMS`] lists every one with its source and parameters. A
+//! new algorithm is one new file plus one row here. With more threads than PUs every PU takes
+//! its share (thread t of an order-based mapping goes to PU order[t mod PUs]).
+
+use crate::cost::PairCosts;
+use crate::{bisect, eager, exhaustive, orders, refined, treematch};
+use sharemap_core::spec::param;
+use sharemap_core::{Param, SharingMatrix, Spec, SpecError};
+use sharemap_machine::Machine;
+
+pub trait MappingAlgorithm: Send + Sync {
+    /// The spec that builds it again.
+    fn spec(&self) -> String;
+
+    /// Each thread's logical PU.
+    fn map(&self, m: &SharingMatrix, machine: &Machine, costs: &PairCosts) -> Result<Vec<usize>, MappingError>;
+}
+
+/// Why an algorithm cannot map this matrix on this machine.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MappingError {
+    #[error("exhaustive handles machines of at most {max} PUs (this one has {pus})")]
+    TooManyPus { pus: usize, max: usize },
+    #[error("exhaustive needs at most one thread per PU ({threads} threads, {pus} PUs)")]
+    MoreThreadsThanPus { threads: usize, pus: usize },
+}
+
+/// How a registry row builds its algorithm from a spec; the seed is the default of seeded ones.
+pub type BuildAlgorithm = fn(&Spec, u64) -> Result<Box<dyn MappingAlgorithm>, SpecError>;
+
+pub struct AlgorithmInfo {
+    pub name: &'static str,
+    pub source: &'static str,
+    pub summary: &'static str,
+    pub params: &'static [Param],
+    pub build: BuildAlgorithm,
+}
+
+const fn plain(
+    name: &'static str,
+    source: &'static str,
+    summary: &'static str,
+    build: BuildAlgorithm,
+) -> AlgorithmInfo {
+    AlgorithmInfo { name, source, summary, params: &[], build }
+}
+
+/// Every algorithm, in the order `--algo all` runs them.
+pub static ALGORITHMS: &[AlgorithmInfo] = &[
+    plain(
+        "sharemap",
+        "sharemap",
+        "the cheapest of bisection, eagermap (up to 256 threads) and the order-based mappings, refined by cost-aware pairwise swaps (the default)",
+        |_, _| Ok(Box::new(refined::Refined)),
+    ),
+    plain(
+        "eagermap",
+        "EagerMap (Cruz et al.)",
+        "hierarchical greedy grouping, bottom-up over the shared levels",
+        |_, _| Ok(Box::new(eager::Eager)),
+    ),
+    plain(
+        "treematch",
+        "TreeMatch (Jeannot and Mercier)",
+        "tree matching by levels: groups that leave the least sharing outside them",
+        |_, _| Ok(Box::new(treematch::TreeMatch)),
+    ),
+    plain(
+        "bisection",
+        "Scotch's dual recursive bipartitioning",
+        "top-down recursive bisection of the threads with Kernighan-Lin swaps, as Scotch maps",
+        |_, _| Ok(Box::new(bisect::Bisection)),
+    ),
+    plain("compact", "hwloc logical order", "hwloc logical order: neighbours share every cache level", |_, _| {
+        Ok(Box::new(orders::Compact))
+    }),
+    plain("scatter", "hwloc distrib", "spread over packages first", |_, _| Ok(Box::new(orders::Scatter))),
+    plain("round-robin", "seed 002's round-robin", "one thread per core, sharing the last-level cache", |_, _| {
+        Ok(Box::new(orders::RoundRobin))
+    }),
+    plain("identity", "the OS's order", "the OS order", |_, _| Ok(Box::new(orders::Identity))),
+    AlgorithmInfo {
+        name: "random",
+        source: "baseline",
+        summary: "a seeded random permutation",
+        params: &[param("seed", "--seed", "the permutation's seed")],
+        build: |spec, seed| Ok(Box::new(orders::Random(spec.integer("algorithm", "seed", seed)?))),
+    },
+    plain("exhaustive", "branch and bound", "the exact optimum (machines of at most 10 PUs)", |_, _| {
+        Ok(Box::new(exhaustive::Exhaustive))
+    }),
+];
+
+pub fn find(name: &str) -> Option<&'static AlgorithmInfo> {
+    ALGORITHMS.iter().find(|a| a.name == name)
+}
+
+/// Builds the algorithm a spec names (`eagermap`, `random:seed=3`); `seed` is the default
+/// of seeded algorithms.
+pub fn build(text: &str, seed: u64) -> Result<Box<dyn MappingAlgorithm>, SpecError> {
+    let spec = Spec::parse(text).map_err(|e| SpecError { kind: "algorithm", ..e })?;
+    let info = find(&spec.name).ok_or_else(|| {
+        let names: Vec<&str> = ALGORITHMS.iter().map(|a| a.name).collect();
+        spec.error("algorithm", format!("unknown algorithm '{}' (algorithms: {}, or all)", spec.name, names.join(", ")))
+    })?;
+    spec.check_keys("algorithm", info.params)?;
+    (info.build)(&spec, seed)
+}
+
+/// Whether `text` names an algorithm.
+pub fn is_algorithm(text: &str) -> bool {
+    Spec::parse(text).is_ok_and(|s| find(&s.name).is_some())
+}
+
+/// Maps with the algorithm `name` builds (with seed 1 for seeded ones).
+pub fn map(name: &str, m: &SharingMatrix, machine: &Machine, costs: &PairCosts) -> Result<Vec<usize>, MappingError> {
+    build(name, 1).expect("a registered algorithm").map(m, machine, costs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::CostModel;
+    use crate::cost::mapping_cost;
+    use proptest::prelude::*;
+
+    fn matrix(n: usize, cells: &[u32]) -> SharingMatrix {
+        let mut m = SharingMatrix::new(n);
+        for (k, &v) in cells.iter().enumerate() {
+            m.add(k % n, (k / n) % n, v as f64);
+        }
+        m
+    }
+
+    /// Every assignment of distinct PUs, outright.
+    fn brute_force(m: &SharingMatrix, c: &PairCosts) -> f64 {
+        fn go(t: usize, cur: &mut Vec<usize>, used: &mut Vec<bool>, m: &SharingMatrix, c: &PairCosts, best: &mut f64) {
+            if t == m.threads() {
+                *best = best.min(mapping_cost(m, cur, c));
+                return;
+            }
+            for q in 0..c.pus {
+                if !used[q] {
+                    used[q] = true;
+                    cur.push(q);
+                    go(t + 1, cur, used, m, c, best);
+                    cur.pop();
+                    used[q] = false;
+                }
+            }
+        }
+        let mut best = f64::INFINITY;
+        go(0, &mut Vec::new(), &mut vec![false; c.pus], m, c, &mut best);
+        best
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn exhaustive_is_optimal_and_nothing_beats_it(
+            spec in prop::sample::select(vec!["pack:2 core:2 pu:1", "pack:2 l2:1 core:2 pu:2", "numa:2 core:3 pu:1"]),
+            n in 2usize..7,
+            cells in prop::collection::vec(0u32..50, 0..60),
+            hops in any::<bool>(),
+        ) {
+            let machine = Machine::from_spec(spec).unwrap();
+            let n = n.min(machine.pu_count());
+            let m = matrix(n, &cells);
+            let c = PairCosts::new(&machine, if hops { CostModel::Hops } else { CostModel::Latency });
+            let best = mapping_cost(&m, &map("exhaustive", &m, &machine, &c).unwrap(), &c);
+            prop_assert!((best - brute_force(&m, &c)).abs() < 1e-9);
+            for info in ALGORITHMS {
+                let name = info.name;
+                let mp = build(name, 7).unwrap().map(&m, &machine, &c).unwrap();
+                prop_assert_eq!(mp.len(), n);
+                prop_assert!(mp.iter().all(|&q| q < machine.pu_count()));
+                let mut seen = mp.clone();
+                seen.sort();
+                seen.dedup();
+                prop_assert_eq!(seen.len(), n, "{} puts two threads on one PU", name);
+                prop_assert!(mapping_cost(&m, &mp, &c) >= best - 1e-9, "{} beats the optimum", name);
+            }
+            let refined = mapping_cost(&m, &map("sharemap", &m, &machine, &c).unwrap(), &c);
+            for alg in ["bisection", "eagermap", "compact", "round-robin", "scatter"] {
+                let other = mapping_cost(&m, &map(alg, &m, &machine, &c).unwrap(), &c);
+                prop_assert!(refined <= other + 1e-9, "{} beats the default", alg);
+            }
+        }
+    }
+
+    #[test]
+    fn order_based_mappings_follow_the_tree() {
+        let machine = Machine::from_spec("pack:2 l3:1 core:2 pu:2").unwrap();
+        let c = PairCosts::new(&machine, CostModel::Latency);
+        let m = SharingMatrix::new(8);
+        let at = |alg| map(alg, &m, &machine, &c).unwrap();
+        // Compact: threads 0 and 1 are SMT siblings.
+        assert_eq!(&at("compact")[..4], &[0, 1, 2, 3]);
+        // Scatter: consecutive threads on different packages.
+        let s = at("scatter");
+        assert_eq!((s[0] / 4, s[1] / 4), (0, 1));
+        // Round-robin: one thread per core first (different cores, same package's L3).
+        assert_eq!(&at("round-robin")[..4], &[0, 2, 4, 6]);
+        // Oversubscribed: 16 threads on 8 PUs, two each.
+        let big = SharingMatrix::new(16);
+        for alg in ["compact", "eagermap", "treematch", "bisection", "sharemap", "scatter"] {
+            let mp = map(alg, &big, &machine, &c).unwrap();
+            let mut per = vec![0; 8];
+            mp.iter().for_each(|&q| per[q] += 1);
+            assert!(per.iter().all(|&k| k == 2), "{alg}: {per:?}");
+        }
+        // Fewer threads than PUs: distinct PUs, and sharing pairs still meet on a core.
+        let mut few = SharingMatrix::new(3);
+        few.add(0, 2, 10.0);
+        for alg in ["eagermap", "treematch", "bisection", "sharemap"] {
+            let mp = map(alg, &few, &machine, &c).unwrap();
+            assert!(mp[0] != mp[1] && mp[1] != mp[2] && mp[0] != mp[2], "{alg}: {mp:?}");
+            assert_eq!(mp[0] / 2, mp[2] / 2, "{alg}: {mp:?}");
+        }
+    }
+
+    #[test]
+    fn neighbours_are_grouped() {
+        // Threads 0-1, 2-3, 4-5, 6-7 share heavily; scrambled ids.
+        let machine = Machine::from_spec("pack:2 core:2 pu:2").unwrap();
+        let c = PairCosts::new(&machine, CostModel::Latency);
+        let mut m = SharingMatrix::new(8);
+        for (a, b) in [(0, 5), (1, 6), (2, 7), (3, 4)] {
+            m.add(a, b, 100.0);
+        }
+        m.add(0, 1, 1.0);
+        let mp = map("eagermap", &m, &machine, &c).unwrap();
+        for (a, b) in [(0, 5), (1, 6), (2, 7), (3, 4)] {
+            assert_eq!(mp[a] / 2, mp[b] / 2, "threads {a} and {b} share a core");
+        }
+        let opt = mapping_cost(&m, &map("exhaustive", &m, &machine, &c).unwrap(), &c);
+        assert_eq!(mapping_cost(&m, &map("sharemap", &m, &machine, &c).unwrap(), &c), opt);
+        assert!(mapping_cost(&m, &map("compact", &m, &machine, &c).unwrap(), &c) > opt);
+    }
+}
