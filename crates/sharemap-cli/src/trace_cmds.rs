@@ -34,7 +34,12 @@ pub fn generate(
         bail!("unknown pattern '{pattern}' (patterns: {})", names.join(", "));
     };
     let params = GenParams { page_size, ..GenParams::new(threads, accesses, seed) };
-    params.validate().map_err(|e| anyhow!(e))?;
+    params.validate().map_err(|e| match e {
+        generate::GenError::Threads(0) => anyhow!("--threads must be at least 1"),
+        generate::GenError::Threads(_) => anyhow!("--threads must be at most {}", generate::MAX_THREADS),
+        generate::GenError::PageSize(p) => anyhow!("--page-size must be a power of two >= 64 (got {p})"),
+        generate::GenError::LineSize(_) => anyhow!("{e}"),
+    })?;
     let report = generate_to(p, &params, output, format_arg(to)?)?;
     eprintln!(
         "sharemap: wrote {} accesses ({} threads, pattern {}) to {} ({} bytes, {:.2} bytes/access)",

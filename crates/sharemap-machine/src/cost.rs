@@ -4,6 +4,25 @@
 
 use serde::Serialize;
 
+/// Cost parameters that break the model's constraints.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CostError {
+    #[error("r must be > 1 (got {r})")]
+    SmallR { r: f64 },
+    #[error("R must be > 2r (got R={big_r}, r={r})")]
+    SmallBigR { big_r: f64, r: f64 },
+    #[error("g must be > 1 (got {g})")]
+    SmallG { g: f64 },
+    #[error("G must be > 2g (got G={big_g}, g={g})")]
+    SmallBigG { big_g: f64, g: f64 },
+    #[error("r must be >= g (got r={r}, g={g})")]
+    RBelowG { r: f64, g: f64 },
+    #[error("need G <= R <= 2G (got G={big_g}, R={big_r})")]
+    MovesOutOfRange { big_g: f64, big_r: f64 },
+    #[error("g and G go together: give both or neither")]
+    GlobalHalf,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct CostParams {
     pub r: f64,
@@ -41,32 +60,32 @@ impl CostParams {
     }
 
     /// The model's constraints: r > 1, R > 2r; with global memory g > 1, G > 2g, r >= g, G <= R <= 2G.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), CostError> {
         let CostParams { r, big_r, g, big_g } = *self;
         if !(r > 1.0) {
-            return Err(format!("r must be > 1 (got {r})"));
+            return Err(CostError::SmallR { r });
         }
         if !(big_r > 2.0 * r) {
-            return Err(format!("R must be > 2r (got R={big_r}, r={r})"));
+            return Err(CostError::SmallBigR { big_r, r });
         }
         match (g, big_g) {
             (None, None) => Ok(()),
             (Some(g), Some(big_g)) => {
                 if !(g > 1.0) {
-                    return Err(format!("g must be > 1 (got {g})"));
+                    return Err(CostError::SmallG { g });
                 }
                 if !(big_g > 2.0 * g) {
-                    return Err(format!("G must be > 2g (got G={big_g}, g={g})"));
+                    return Err(CostError::SmallBigG { big_g, g });
                 }
                 if r < g {
-                    return Err(format!("r must be >= g (got r={r}, g={g})"));
+                    return Err(CostError::RBelowG { r, g });
                 }
                 if !(big_g <= big_r && big_r <= 2.0 * big_g) {
-                    return Err(format!("need G <= R <= 2G (got G={big_g}, R={big_r})"));
+                    return Err(CostError::MovesOutOfRange { big_g, big_r });
                 }
                 Ok(())
             }
-            _ => Err("g and G go together: give both or neither".into()),
+            _ => Err(CostError::GlobalHalf),
         }
     }
 }
@@ -87,9 +106,9 @@ mod tests {
     #[test]
     fn violations_are_named() {
         let bad = CostParams { r: 0.5, big_r: 10.0, g: None, big_g: None };
-        assert!(bad.validate().unwrap_err().contains("r must be > 1"));
+        assert!(bad.validate().unwrap_err().to_string().contains("r must be > 1"));
         let bad = CostParams { r: 3.0, big_r: 100.0, g: Some(4.0), big_g: Some(60.0) };
-        assert!(bad.validate().unwrap_err().contains("r must be >= g"));
+        assert!(bad.validate().unwrap_err().to_string().contains("r must be >= g"));
         let bad = CostParams { r: 3.0, big_r: 100.0, g: Some(2.0), big_g: None };
         assert!(bad.validate().is_err());
     }

@@ -9,7 +9,7 @@ pub mod synthetic;
 pub mod topology;
 mod xml;
 
-pub use cost::CostParams;
+pub use cost::{CostError, CostParams};
 pub use live::parse_cpulist;
 pub use topology::{CacheKind, NumaNode, Obj, ObjType, Tree};
 

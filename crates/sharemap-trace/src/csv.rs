@@ -77,7 +77,8 @@ impl crate::source::TraceSource for CsvReader {
         out.first_access = self.next_index;
         while out.accesses.len() < self.chunk_accesses {
             let Some(line) = self.next_line()? else { break };
-            let a = parse_line(&line).map_err(|what| TraceError::malformed(&self.path, self.line_no, what))?;
+            let a =
+                parse_line(&line).map_err(|what| TraceError::malformed(&self.path, self.line_no, what.to_string()))?;
             self.meta.threads = self.meta.threads.max(a.thread + 1);
             out.accesses.push(a);
         }
@@ -93,20 +94,36 @@ fn parse_u64(s: &str) -> Option<u64> {
     }
 }
 
-pub fn parse_line(line: &str) -> std::result::Result<Access, String> {
+/// One access of a CSV line, or what is wrong with the line.
+pub fn parse_line(line: &str) -> std::result::Result<Access, LineError> {
     let mut f = line.split(',').map(|x| x.trim().trim_matches('"'));
     let (Some(t), Some(a), Some(s), Some(k), None) = (f.next(), f.next(), f.next(), f.next(), f.next()) else {
-        return Err(format!("expected 4 fields thread,addr,size,kind in '{line}'"));
+        return Err(LineError::Fields(line.to_string()));
     };
-    let thread = t.parse::<u32>().map_err(|_| format!("bad thread '{t}' (a non-negative integer)"))?;
-    let addr = parse_u64(a).ok_or_else(|| format!("bad address '{a}' (0x-hex or decimal)"))?;
-    let size = s.parse::<u32>().map_err(|_| format!("bad size '{s}' (bytes, a non-negative integer)"))?;
+    let thread = t.parse::<u32>().map_err(|_| LineError::Thread(t.to_string()))?;
+    let addr = parse_u64(a).ok_or_else(|| LineError::Address(a.to_string()))?;
+    let size = s.parse::<u32>().map_err(|_| LineError::Size(s.to_string()))?;
     let kind = match k {
         "R" | "r" => Kind::Read,
         "W" | "w" => Kind::Write,
-        _ => return Err(format!("bad kind '{k}' (R or W)")),
+        _ => return Err(LineError::Kind(k.to_string())),
     };
     Ok(Access { thread, addr, size, kind })
+}
+
+/// What is wrong with a CSV trace line.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LineError {
+    #[error("expected 4 fields thread,addr,size,kind in '{0}'")]
+    Fields(String),
+    #[error("bad thread '{0}' (a non-negative integer)")]
+    Thread(String),
+    #[error("bad address '{0}' (0x-hex or decimal)")]
+    Address(String),
+    #[error("bad size '{0}' (bytes, a non-negative integer)")]
+    Size(String),
+    #[error("bad kind '{0}' (R or W)")]
+    Kind(String),
 }
 
 pub struct CsvWriter<W: Write> {
@@ -161,7 +178,7 @@ mod tests {
             ("1,16,8,X", "bad kind"),
             ("1,16,8,R,extra", "4 fields"),
         ] {
-            assert!(parse_line(line).unwrap_err().contains(what), "{line}");
+            assert!(parse_line(line).unwrap_err().to_string().contains(what), "{line}");
         }
     }
 }

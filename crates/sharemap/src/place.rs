@@ -26,7 +26,7 @@ pub fn policies(spec: &str, settings: &Settings) -> Result<Vec<(String, Box<dyn 
             let known: Vec<&str> = POLICIES.iter().map(|p| p.name).collect();
             Error::setting("policy", format!("unknown policy '{name}' (policies: {}, or all)", known.join(", ")))
         })?;
-        out.push((name.to_string(), info.build(settings).map_err(|e| Error::setting("policy", e))?));
+        out.push((name.to_string(), info.build(settings).map_err(|e| Error::setting("policy", e.to_string()))?));
     }
     Ok(out)
 }

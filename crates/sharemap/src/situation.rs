@@ -108,7 +108,7 @@ impl Situation {
         let line_size = meta.line_size.max(1);
         let costs =
             parse_cost(setup.cost.as_deref(), machine.cost_for(page_size.bytes(), line_size), page_size.bytes())?;
-        costs.validate().map_err(|e| Error::setting("cost parameters", e))?;
+        costs.validate().map_err(|e| Error::setting("cost parameters", e.to_string()))?;
         if !(setup.refs_per_ms > 0.0 && setup.refs_per_ms.is_finite()) {
             return Err(Error::setting(
                 "references per ms",
@@ -117,7 +117,7 @@ impl Situation {
         }
         let mut settings = Settings::default();
         for s in &setup.settings {
-            settings.add(s).map_err(|e| Error::setting("policy setting", e))?;
+            settings.add(s).map_err(|e| Error::setting("policy setting", e.to_string()))?;
         }
         let placement = match &setup.thread_map {
             ThreadMap::Identity => ThreadPlacement::identity(&machine),

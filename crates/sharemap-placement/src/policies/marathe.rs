@@ -3,7 +3,7 @@
 //! k-th one, or those missing a modelled per-thread cache (long-latency loads) or TLB.
 //! Profile and evaluation use the same trace: the best case for a profile-guided run.
 
-use super::{Context, Policy, Prepass, Values, charge};
+use super::{Context, Policy, PolicyError, Prepass, Values, charge};
 use crate::cost::{MAX_NODES, Residence, Tally, node_bit};
 use crate::page::Page;
 use crate::partition::SamplerKind;
@@ -16,12 +16,12 @@ pub enum Source {
 }
 
 impl Source {
-    pub fn parse(v: &Values) -> Result<Source, String> {
+    pub fn parse(v: &Values) -> Result<Source, PolicyError> {
         match v.text("source") {
             "every" => Ok(Source::Every),
             "cache-miss" => Ok(Source::CacheMiss),
             "tlb-miss" => Ok(Source::TlbMiss),
-            other => Err(format!("marathe.source = '{other}': expected every, cache-miss or tlb-miss")),
+            _ => Err(v.bad("source", "every, cache-miss or tlb-miss")),
         }
     }
 }

@@ -83,7 +83,7 @@ pub struct PolicyInfo {
     pub source: &'static str,
     pub summary: &'static str,
     pub params: &'static [Param],
-    build: fn(&Values) -> Result<Box<dyn Policy>, String>,
+    build: fn(&Values) -> Result<Box<dyn Policy>, PolicyError>,
 }
 
 const fn p(key: &'static str, default: &'static str, doc: &'static str) -> Param {
@@ -195,7 +195,7 @@ pub static POLICIES: &[PolicyInfo] = &[
             let proxy = match v.text("events") {
                 "tlb" => false,
                 "proxy" => true,
-                other => return Err(format!("sammu.events: '{other}' is not tlb or proxy")),
+                _ => return Err(v.bad("events", "tlb or proxy")),
             };
             Ok(Box::new(kernel::Sammu {
                 max: ((1u32 << v.u64("bits")?.clamp(1, 15)) - 1) as u16,
@@ -303,24 +303,39 @@ pub fn find(name: &str) -> Option<&'static PolicyInfo> {
     POLICIES.iter().find(|p| p.name == name)
 }
 
-/// `--set policy.key=value` settings, checked against the policies' parameters.
+/// A policy or one of its settings that cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    #[error("setting '{setting}': expected policy.key=value")]
+    Malformed { setting: String },
+    #[error("setting '{setting}': unknown policy '{policy}'")]
+    UnknownPolicy { setting: String, policy: String },
+    #[error("setting '{setting}': {policy} has no parameter '{key}' (it has: {known})")]
+    UnknownParameter { setting: String, policy: &'static str, key: String, known: String },
+    #[error("{policy}.{key} = '{value}': expected {expected}")]
+    BadValue { policy: &'static str, key: String, value: String, expected: &'static str },
+}
+
+/// `policy.key=value` settings, checked against the policies' parameters.
 #[derive(Clone, Debug, Default)]
 pub struct Settings(BTreeMap<(String, String), String>);
 
 impl Settings {
     /// Parses one `policy.key=value`.
-    pub fn add(&mut self, spec: &str) -> Result<(), String> {
-        let (lhs, value) =
-            spec.split_once('=').ok_or_else(|| format!("setting '{spec}': expected policy.key=value"))?;
-        let (policy, key) =
-            lhs.split_once('.').ok_or_else(|| format!("setting '{spec}': expected policy.key=value"))?;
-        let info = find(policy).ok_or_else(|| format!("setting '{spec}': unknown policy '{policy}'"))?;
+    pub fn add(&mut self, spec: &str) -> Result<(), PolicyError> {
+        let malformed = || PolicyError::Malformed { setting: spec.to_string() };
+        let (lhs, value) = spec.split_once('=').ok_or_else(malformed)?;
+        let (policy, key) = lhs.split_once('.').ok_or_else(malformed)?;
+        let info = find(policy)
+            .ok_or_else(|| PolicyError::UnknownPolicy { setting: spec.to_string(), policy: policy.to_string() })?;
         if !info.params.iter().any(|p| p.key == key) {
             let known: Vec<&str> = info.params.iter().map(|p| p.key).collect();
-            return Err(format!(
-                "setting '{spec}': {policy} has no parameter '{key}' (it has: {})",
-                if known.is_empty() { "none".to_string() } else { known.join(", ") }
-            ));
+            return Err(PolicyError::UnknownParameter {
+                setting: spec.to_string(),
+                policy: info.name,
+                key: key.to_string(),
+                known: if known.is_empty() { "none".to_string() } else { known.join(", ") },
+            });
         }
         self.0.insert((policy.to_string(), key.to_string()), value.trim().to_string());
         Ok(())
@@ -343,22 +358,31 @@ impl<'a> Values<'a> {
             .unwrap_or("")
     }
 
-    pub fn f64(&self, key: &str) -> Result<f64, String> {
-        let t = self.text(key);
-        t.parse::<f64>()
-            .ok()
-            .filter(|v| v.is_finite() && *v >= 0.0)
-            .ok_or_else(|| format!("{}.{key} = '{t}': expected a non-negative number", self.info.name))
+    /// An error about `key`'s value.
+    pub fn bad(&self, key: &str, expected: &'static str) -> PolicyError {
+        PolicyError::BadValue {
+            policy: self.info.name,
+            key: key.to_string(),
+            value: self.text(key).to_string(),
+            expected,
+        }
     }
 
-    pub fn u64(&self, key: &str) -> Result<u64, String> {
-        let t = self.text(key);
-        t.parse::<u64>().map_err(|_| format!("{}.{key} = '{t}': expected a non-negative integer", self.info.name))
+    pub fn f64(&self, key: &str) -> Result<f64, PolicyError> {
+        self.text(key)
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .ok_or_else(|| self.bad(key, "a non-negative number"))
+    }
+
+    pub fn u64(&self, key: &str) -> Result<u64, PolicyError> {
+        self.text(key).parse::<u64>().map_err(|_| self.bad(key, "a non-negative integer"))
     }
 }
 
 impl PolicyInfo {
-    pub fn build(&self, settings: &Settings) -> Result<Box<dyn Policy>, String> {
+    pub fn build(&self, settings: &Settings) -> Result<Box<dyn Policy>, PolicyError> {
         (self.build)(&Values { info: self, settings })
     }
 
@@ -409,19 +433,15 @@ pub(crate) fn first_touch(page: &Page) -> Residence {
 mod tests;
 
 /// SAMMU's TLB model as the `sammu` policy's parameters set it.
-fn sammu_tlb(v: &Values) -> Result<SammuParams, String> {
-    let entries = |key: &str| -> Result<usize, String> {
+fn sammu_tlb(v: &Values) -> Result<SammuParams, PolicyError> {
+    let entries = |key: &str| -> Result<usize, PolicyError> {
         v.text(key)
             .parse::<usize>()
             .ok()
             .filter(|&n| n >= 4)
-            .ok_or_else(|| format!("sammu.{key}: expected a number of TLB entries (at least 4)"))
+            .ok_or_else(|| v.bad(key, "a number of TLB entries (at least 4)"))
     };
-    let ac_bits = v
-        .text("ac")
-        .parse::<u32>()
-        .ok()
-        .filter(|b| (1..=32).contains(b))
-        .ok_or("sammu.ac: expected a number of bits from 1 to 32")?;
+    let ac_bits =
+        v.text("ac").parse::<u32>().ok().filter(|b| (1..=32).contains(b)).ok_or_else(|| v.bad("ac", "1 to 32 bits"))?;
     Ok(SammuParams { l1_entries: entries("l1")?, l2_entries: entries("l2")?, ac_bits, ..SammuParams::default() })
 }

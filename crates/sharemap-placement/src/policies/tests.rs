@@ -282,8 +282,8 @@ fn carrefour_replicates_read_shared_pages() {
 fn settings_are_checked() {
     let mut s = Settings::default();
     assert!(s.add("delay.c=10").is_ok());
-    assert!(s.add("delay.x=1").unwrap_err().contains("has no parameter 'x'"));
-    assert!(s.add("nope.c=1").unwrap_err().contains("unknown policy"));
+    assert!(s.add("delay.x=1").unwrap_err().to_string().contains("has no parameter 'x'"));
+    assert!(s.add("nope.c=1").unwrap_err().to_string().contains("unknown policy"));
     assert!(s.add("delay").is_err());
     let mut s = Settings::default();
     s.add("delay.c=abc").unwrap();

@@ -74,24 +74,32 @@ impl GenParams {
         s.set_stream(((thread as u64) << 40) ^ phase.wrapping_add(1));
         s
     }
-    pub fn validate(&self) -> Result<(), String> {
-        if self.threads == 0 {
-            return Err("--threads must be at least 1".into());
-        }
-        if self.threads > 4096 {
-            return Err("--threads must be at most 4096".into());
+    pub fn validate(&self) -> Result<(), GenError> {
+        if !(1..=MAX_THREADS).contains(&self.threads) {
+            return Err(GenError::Threads(self.threads));
         }
         if self.page_size < 64 || !self.page_size.is_power_of_two() {
-            return Err(format!("--page-size must be a power of two >= 64 (got {})", self.page_size));
+            return Err(GenError::PageSize(self.page_size));
         }
         if self.line_size < WORD || !self.line_size.is_power_of_two() || self.line_size > self.page_size {
-            return Err(format!(
-                "line size must be a power of two between 8 and the page size (got {})",
-                self.line_size
-            ));
+            return Err(GenError::LineSize(self.line_size));
         }
         Ok(())
     }
+}
+
+/// Most threads a generator makes.
+pub const MAX_THREADS: u32 = 4096;
+
+/// Generator parameters out of range.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GenError {
+    #[error("{0} threads: expected 1 to 4096")]
+    Threads(u32),
+    #[error("page size {0}: expected a power of two >= 64")]
+    PageSize(u64),
+    #[error("line size {0}: expected a power of two between 8 and the page size")]
+    LineSize(u64),
 }
 
 /// A workload pattern: a named program that yields its phases lazily (usually forever).
