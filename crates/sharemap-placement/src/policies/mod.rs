@@ -195,7 +195,15 @@ pub static POLICIES: &[PolicyInfo] = &[
             let proxy = match v.text("events") {
                 "tlb" => false,
                 "proxy" => true,
-                _ => return Err(v.bad("events", "tlb or proxy")),
+                other => {
+                    let value = other.to_string();
+                    return Err(PolicyError::NotOneOf {
+                        policy: "sammu",
+                        key: "events".into(),
+                        value,
+                        choices: "tlb or proxy",
+                    });
+                }
             };
             Ok(Box::new(kernel::Sammu {
                 max: ((1u32 << v.u64("bits")?.clamp(1, 15)) - 1) as u16,
@@ -314,6 +322,8 @@ pub enum PolicyError {
     UnknownParameter { setting: String, policy: &'static str, key: String, known: String },
     #[error("{policy}.{key} = '{value}': expected {expected}")]
     BadValue { policy: &'static str, key: String, value: String, expected: &'static str },
+    #[error("{policy}.{key}: '{value}' is not {choices}")]
+    NotOneOf { policy: &'static str, key: String, value: String, choices: &'static str },
 }
 
 /// `policy.key=value` settings, checked against the policies' parameters.
@@ -441,7 +451,11 @@ fn sammu_tlb(v: &Values) -> Result<SammuParams, PolicyError> {
             .filter(|&n| n >= 4)
             .ok_or_else(|| v.bad(key, "a number of TLB entries (at least 4)"))
     };
-    let ac_bits =
-        v.text("ac").parse::<u32>().ok().filter(|b| (1..=32).contains(b)).ok_or_else(|| v.bad("ac", "1 to 32 bits"))?;
+    let ac_bits = v
+        .text("ac")
+        .parse::<u32>()
+        .ok()
+        .filter(|b| (1..=32).contains(b))
+        .ok_or_else(|| v.bad("ac", "a number of bits from 1 to 32"))?;
     Ok(SammuParams { l1_entries: entries("l1")?, l2_entries: entries("l2")?, ac_bits, ..SammuParams::default() })
 }
