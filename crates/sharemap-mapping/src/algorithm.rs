@@ -113,16 +113,21 @@ pub fn is_algorithm(text: &str) -> bool {
     Spec::parse(text).is_ok_and(|s| find(&s.name).is_some())
 }
 
-/// Maps with the algorithm `name` builds (with seed 1 for seeded ones).
-pub fn map(name: &str, m: &SharingMatrix, machine: &Machine, costs: &PairCosts) -> Result<Vec<usize>, MappingError> {
-    build(name, 1).expect("a registered algorithm").map(m, machine, costs)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cost::CostModel;
     use crate::cost::mapping_cost;
+
+    /// Maps with the algorithm `name` builds (with seed 1 for seeded ones).
+    pub fn map(
+        name: &str,
+        m: &SharingMatrix,
+        machine: &Machine,
+        costs: &PairCosts,
+    ) -> Result<Vec<usize>, MappingError> {
+        build(name, 1).expect("a registered algorithm").map(m, machine, costs)
+    }
     use proptest::prelude::*;
 
     fn matrix(n: usize, cells: &[u32]) -> SharingMatrix {

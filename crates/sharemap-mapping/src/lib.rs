@@ -15,5 +15,5 @@ mod refined;
 pub mod scotch;
 mod treematch;
 
-pub use algorithm::{ALGORITHMS, AlgorithmInfo, MappingAlgorithm, MappingError, build, is_algorithm, map};
+pub use algorithm::{ALGORITHMS, AlgorithmInfo, MappingAlgorithm, MappingError, build, is_algorithm};
 pub use cost::{CostModel, PairCosts, mapping_cost, sharing_by_level};

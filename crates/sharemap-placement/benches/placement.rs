@@ -4,6 +4,7 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use sharemap_machine::CostParams;
+use sharemap_placement::optimal::reference::plain_recurrence;
 use sharemap_placement::partition::{Partition, PartitionOptions};
 use sharemap_placement::policies::{POLICIES, Settings};
 use sharemap_placement::testing::{page, pages_of, plain_context};
@@ -29,6 +30,12 @@ fn bench(c: &mut Criterion) {
     optimal.throughput(Throughput::Elements(ACCESSES));
     optimal.sample_size(10);
     for (name, pages) in &all {
+        // What is timed is right: the solver's cost is the plain recurrence's on every page.
+        let mut opt = Optimal::new(NODES, costs);
+        for (_, refs) in pages.iter().take(64) {
+            let (fast, plain) = (opt.solve(refs).cost, plain_recurrence(refs, NODES, &costs));
+            assert!((fast - plain).abs() <= 1e-9 * plain.max(1.0), "{name}: {fast} vs {plain}");
+        }
         optimal.bench_with_input(BenchmarkId::from_parameter(name), pages, |b, pages| {
             let mut opt = Optimal::new(NODES, costs);
             b.iter(|| pages.iter().map(|(_, refs)| opt.solve(refs).cost).sum::<f64>())

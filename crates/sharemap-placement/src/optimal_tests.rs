@@ -1,6 +1,7 @@
 //! The optimum checked against independent exact searches.
 
 use crate::cost::{Costs, GLOBAL_BIT, LocSet, node_bit};
+use crate::optimal::reference::plain_recurrence;
 use crate::optimal::{Optimal, replay};
 use crate::page::Ref;
 use proptest::prelude::*;
@@ -384,61 +385,6 @@ fn a_local_copy_for_a_short_visit() {
     assert_eq!(replay(&refs, &sol.changes, &c).cost(&c), 135.0);
 }
 
-/// The recurrence of docs/optimal.md computed plainly: every node's value at every write, no
-/// lazy values, no merged writes, no shortcut. Checked against the exhaustive search on few
-/// nodes above; here it checks the optimised solver on many nodes.
-fn dense(refs: &[Ref], nodes: usize, c: &Costs) -> f64 {
-    let Some(first) = refs.iter().position(|r| r.write) else { return refs.len() as f64 };
-    let global = c.has_global();
-    let w = |x: u16, b: usize| if b == x as usize { 1.0 } else { c.r };
-    let mut v: Vec<f64> = (0..nodes).map(|b| first as f64 + w(refs[first].node, b)).collect();
-    let mut glob = first as f64 + c.g;
-    let mut counts = vec![0f64; nodes];
-    let terms = |counts: &[f64]| {
-        let f: Vec<f64> = counts.iter().map(|&n| (c.big_r + n).min(c.r * n)).collect();
-        let fg: Vec<f64> = counts.iter().map(|&n| if global { (c.big_g + n).min(c.g * n) } else { 0.0 }).collect();
-        let d: Vec<f64> = counts.iter().zip(&f).map(|(n, f)| n - f).collect();
-        let dg: Vec<f64> = counts.iter().zip(&fg).map(|(n, f)| n - f).collect();
-        (f.iter().sum::<f64>(), fg.iter().sum::<f64>(), d, dg)
-    };
-    for r in &refs[first + 1..] {
-        if !r.write {
-            counts[r.node as usize] += 1.0;
-            continue;
-        }
-        let (f, fg, d, dg) = terms(&counts);
-        let min_u = (0..nodes).map(|a| v[a] + d[a]).fold(f64::INFINITY, f64::min);
-        let ug = |a: usize| v[a] + dg[a];
-        let min_ug = (0..nodes).map(ug).fold(f64::INFINITY, f64::min);
-        let mut next = vec![0.0; nodes];
-        for b in 0..nodes {
-            let mut best = (f + v[b] + d[b]).min(f + min_u + c.big_r + d[b]);
-            if global {
-                let other = (0..nodes).filter(|&a| a != b).map(ug).fold(f64::INFINITY, f64::min);
-                best = best
-                    .min(glob + fg + c.big_g + dg[b])
-                    .min(c.big_g + fg + dg[b] + v[b])
-                    .min(2.0 * c.big_g + fg + dg[b] + other);
-            }
-            next[b] = best + w(r.node, b);
-        }
-        if global {
-            glob = (glob + fg).min(min_ug + c.big_g + fg).min(min_u + f + c.big_g) + c.g;
-        }
-        v = next;
-        counts.iter_mut().for_each(|n| *n = 0.0);
-    }
-    let (f, fg, d, dg) = terms(&counts);
-    let mut best = if global { glob + fg } else { f64::INFINITY };
-    for a in 0..nodes {
-        best = best.min(v[a] + f + d[a]);
-        if global {
-            best = best.min(v[a] + c.big_g + fg + dg[a]);
-        }
-    }
-    best
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(1500))]
     /// Many nodes (more than the solver's short list of least values), few of them busy or
@@ -460,7 +406,7 @@ proptest! {
             }
         }
         let sol = Optimal::new(nodes, c).solve(&trace);
-        let plain = dense(&trace, nodes, &c);
+        let plain = plain_recurrence(&trace, nodes, &c);
         prop_assert!(close(sol.cost, plain), "optimised {} vs plain {}", sol.cost, plain);
         prop_assert!(close(replay(&trace, &sol.changes, &c).cost(&c), sol.cost));
     }
@@ -496,6 +442,6 @@ fn plain_recurrence_matches_exhaustive_search() {
                 if (rng >> 50).is_multiple_of(3) { Ref::write(i, node) } else { Ref::read(i, node) }
             })
             .collect();
-        assert!(close(dense(&refs, nodes, &c), set_search(&refs, nodes, &c)), "case {case}");
+        assert!(close(plain_recurrence(&refs, nodes, &c), set_search(&refs, nodes, &c)), "case {case}");
     }
 }
