@@ -5,8 +5,8 @@ use crate::progress;
 use crate::trace_cmds::{format_arg, warn_if_truncated};
 use anyhow::{Result, anyhow};
 use serde::Serialize;
-use sharemap_core::ThreadPlacement;
-use sharemap_detect::{DetectorContext, Found, PageUsage, detector, phase_changes};
+use sharemap::AnalyzeRequest;
+use sharemap_detect::{PageUsage, detector};
 use sharemap_machine::Machine;
 use sharemap_trace::TraceReader;
 use sharemap_trace::TraceSource;
@@ -101,32 +101,27 @@ pub fn run(
     window: u64,
     dir: &Path,
 ) -> Result<ExitCode> {
-    let det = detector::parse(detector)?;
-    if window > 0 && matches!(det.name.as_str(), "stmap" | "sammu") {
-        // Their state (STMap's decision, SAMMU's TLBs and thresholds) spans the whole run.
-        anyhow::bail!("--window works with the oracle, sampled and faults detectors");
+    // Specs are checked before the output directory is made.
+    detector::parse(detector)?;
+    if let Some(c) = compare {
+        detector::parse(c)?;
     }
-    let reference = compare.map(detector::parse).transpose()?;
     let machine = Machine::from_spec(machine).map_err(|e| anyhow!("{e}"))?;
     let mut reader = TraceReader::open(trace, format_arg(from)?)?;
     warn_if_truncated(&reader, trace);
-    // Both detectors see the same threads on the same machine, in one pass.
-    let placement = ThreadPlacement::identity(&machine);
-    let ctx = DetectorContext::new(reader.metadata(), &placement).map_err(|e| anyhow!("{}: {e}", trace.display()))?;
-    let mut detectors = vec![detector::build(&det, &ctx)?];
-    if let Some(r) = &reference {
-        detectors.push(detector::build(r, &ctx)?);
-    }
-    let det_name = detectors[0].spec();
-    let ref_name = detectors.get(1).map(|d| d.spec());
     std::fs::create_dir_all(dir).map_err(|e| anyhow!("{}: cannot create the output directory: {e}", dir.display()))?;
     let bar = progress::bar(reader.access_count_hint(), "detecting sharing");
-    let mut found = sharemap_detect::run(&mut reader, detectors, window, &mut |n| bar.set_position(n))?;
+    let request = AnalyzeRequest { detector: detector.into(), compare: compare.map(String::from), window };
+    let analysis =
+        sharemap::analyze(&mut reader, &machine, &request, &mut |n| bar.set_position(n)).map_err(|e| match e {
+            sharemap::Error::Setting { what: "window", why } => anyhow!("--window {why}"),
+            sharemap::Error::PageSize(p) => anyhow!("{}: {p}", trace.display()),
+            e => anyhow::Error::new(e),
+        })?;
     bar.finish_and_clear();
-    let truth = (found.len() > 1).then(|| found.pop().expect("two").detection.matrix);
-    let Found { detection: found, windows } = found.pop().expect("one detector");
+    let (found, windows, det_name) = (&analysis.detection, &analysis.windows, &analysis.detector);
     let (matrix, usage) = (&found.matrix, &found.pages);
-    let accuracy = truth.map(|truth| (ref_name.unwrap_or_default(), matrix.mse(&truth), matrix.correlation(&truth)));
+    let accuracy = analysis.accuracy.as_ref().map(|a| (a.reference.clone(), a.mse, a.correlation));
     let n = matrix.threads();
     let pus = machine.pu_count();
     let node_of = |t: u32| machine.pu_numa[t as usize % pus] as u32;
@@ -174,12 +169,9 @@ pub fn run(
         windows: (!windows.is_empty()).then(|| Windows {
             size: window,
             count: windows.len(),
-            phase_changes: phase_changes(&windows, 0.5).into_iter().map(|k| (k, k as u64 * window)).collect(),
+            phase_changes: analysis.phase_changes.iter().map(|&k| (k, k as u64 * window)).collect(),
         }),
-        mapping_potential: {
-            let costs = sharemap_mapping::PairCosts::new(&machine, sharemap_mapping::CostModel::Latency);
-            sharemap_mapping::potential::potential(matrix, &machine, &costs)
-        },
+        mapping_potential: analysis.mapping_potential,
         reports: found.report.iter().map(|r| (r.key, r.json.clone())).collect(),
     };
     write_file(&dir.join("summary.json"), &(serde_json::to_string_pretty(&summary)? + "\n"))?;

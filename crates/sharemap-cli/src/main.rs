@@ -306,14 +306,16 @@ fn main() -> ExitCode {
             analyze::run(&trace, from.as_deref(), &machine, &detector, compare.as_deref(), window, &output)
         }
         Command::Filter { model, reorder, gaps, output, to, sensitivity } => {
-            let kinds: Vec<filter::Kind> = [(reorder, filter::Kind::Reorder), (gaps, filter::Kind::Gaps)]
-                .into_iter()
-                .filter(|k| k.0)
-                .map(|k| k.1)
-                .collect();
+            let kinds: Vec<sharemap::filter::Filter> =
+                [(reorder, sharemap::filter::Filter::Reorder), (gaps, sharemap::filter::Filter::Gaps)]
+                    .into_iter()
+                    .filter(|k| k.0)
+                    .map(|k| k.1)
+                    .collect();
             filter::run(&model, &kinds, output.as_deref(), to.as_deref(), sensitivity)
         }
-        Command::Sweep { model, vary, values, policy, output } => sweep::Vary::parse(&vary)
+        Command::Sweep { model, vary, values, policy, output } => sharemap::sweep::Vary::parse(&vary)
+            .map_err(|e| place::flag_context(e, &model))
             .and_then(|v| sweep::run(&model, v, &sweep::parse_values(&values)?, &policy, &output)),
     };
     match result {

@@ -134,6 +134,9 @@ pub fn flag_context(e: sharemap::Error, args: &ModelArgs) -> anyhow::Error {
                 "policy setting" | "policy" => "--set",
                 "sharing matrix" => return anyhow!("--sharing {}: {why} ({})", args.sharing, args.trace.display()),
                 "machine" => "--machine",
+                "vary" => "--vary",
+                "values" => "--values",
+                "sweep" => "--values",
                 other => other,
             };
             anyhow!("{flag}: {why}")

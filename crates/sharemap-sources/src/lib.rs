@@ -85,3 +85,14 @@ impl Sink for sharemap_trace::TraceWriter {
         sharemap_trace::TraceWriter::chunk(self, chunk).map_err(io::Error::other)
     }
 }
+
+impl Sink for sharemap_trace::MemoryTrace {
+    fn access(&mut self, a: Access) -> io::Result<()> {
+        sharemap_trace::MemoryTrace::access(self, a);
+        Ok(())
+    }
+    fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) -> io::Result<()> {
+        sharemap_trace::MemoryTrace::event(self, thread, kind, arg, label);
+        Ok(())
+    }
+}

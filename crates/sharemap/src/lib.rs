@@ -20,11 +20,15 @@
 //! assert!(optimal.cost <= first_touch.cost);
 //! ```
 
+pub mod analyze;
 mod error;
+pub mod filter;
 pub mod map;
 mod place;
 mod situation;
+pub mod sweep;
 
+pub use analyze::{Analysis, AnalyzeRequest, analyze};
 pub use error::Error;
 pub use map::{Mapped, map};
 pub use place::{PlaceOptions, Placement, Prepared, check_bind, place, policies, prepare};
@@ -39,8 +43,37 @@ pub use sharemap_trace as trace;
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// Opens a trace file in any format: `format` names it, else the content or the extension
+/// tells.
+pub fn open(path: &std::path::Path, format: Option<sharemap_trace::Format>) -> Result<sharemap_trace::TraceReader> {
+    Ok(sharemap_trace::TraceReader::open(path, format)?)
+}
+
+/// Totals, per-thread counts and page sharing of a trace, in one pass.
+///
+/// ```
+/// use sharemap::trace::{Access, MemoryTrace};
+/// let mut trace = MemoryTrace::from_accesses([Access::write(0, 0x1000, 8), Access::read(1, 0x1008, 8)]);
+/// let s = sharemap::info(&mut trace).unwrap();
+/// assert_eq!((s.accesses, s.threads, s.pages, s.sharing.shared_pages), (2, 2, 1, 1));
+/// ```
+pub fn info(trace: &mut dyn sharemap_trace::TraceSource) -> Result<sharemap_trace::summary::TraceSummary> {
+    Ok(sharemap_trace::summary::summarize(trace, |_| {})?)
+}
+
 /// Runs one detector (a spec such as `oracle` or `sammu:l1=32`) over a trace, threads on the
 /// machine's PUs in order.
+///
+/// ```
+/// use sharemap::trace::{Access, MemoryTrace};
+/// // Threads 0 and 1 take turns on one cache line; thread 2 works alone.
+/// let mut trace = MemoryTrace::from_accesses(
+///     (0..100u64).map(|i| Access::read((i % 2) as u32, 0x40, 8)).chain([Access::read(2, 0x9000, 8)]),
+/// );
+/// let machine = sharemap::machine::Machine::from_spec("pack:2 core:2 pu:1").unwrap();
+/// let d = sharemap::detect(&mut trace, "oracle", &machine).unwrap();
+/// assert_eq!((d.matrix.get(0, 1), d.matrix.get(0, 2)), (99.0, 0.0));
+/// ```
 pub fn detect(
     trace: &mut dyn sharemap_trace::TraceSource,
     spec: &str,

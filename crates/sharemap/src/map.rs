@@ -38,6 +38,21 @@ pub fn cost_model(name: &str) -> Result<CostModel> {
 
 /// Runs the algorithms of a comma list (or `all`, which leaves out `exhaustive` where it
 /// cannot run) on the matrix. `seed` seeds `random` unless its spec gives one.
+///
+/// ```
+/// use sharemap::core::SharingMatrix;
+/// use sharemap::machine::Machine;
+/// // Two pairs of threads share; two packages of two cores.
+/// let mut m = SharingMatrix::new(4);
+/// m.add(0, 3, 100.0);
+/// m.add(1, 2, 100.0);
+/// let machine = Machine::from_spec("pack:2 core:2 pu:1").unwrap();
+/// let model = sharemap::map::cost_model("latency").unwrap();
+/// let mapped = sharemap::map(&m, &machine, "sharemap,random:seed=3", model, 1).unwrap();
+/// let best = &mapped[0].mapping;
+/// assert_eq!(best[0] / 2, best[3] / 2, "a sharing pair shares a package");
+/// assert!(mapped[0].cost <= mapped[1].cost);
+/// ```
 pub fn map(
     matrix: &SharingMatrix,
     machine: &Machine,

@@ -1,0 +1,100 @@
+//! Sharing detection on a trace: one detector, optionally against a reference detector run
+//! in the same pass, optionally cut into windows to find phase changes.
+
+use crate::{Error, Result};
+use serde::Serialize;
+use sharemap_core::{SharingMatrix, ThreadPlacement};
+use sharemap_detect::{Detection, DetectorContext, detector, phase_changes};
+use sharemap_machine::Machine;
+use sharemap_mapping::{CostModel, PairCosts};
+use sharemap_trace::TraceSource;
+
+/// What to detect.
+#[derive(Clone, Debug, Default)]
+pub struct AnalyzeRequest {
+    /// A detector spec (`oracle`, `sammu:l1=32`, ...).
+    pub detector: String,
+    /// A reference detector to score it against (MSE and correlation).
+    pub compare: Option<String>,
+    /// Accesses per window (0: no windows).
+    pub window: u64,
+}
+
+/// What the detector found.
+pub struct Analysis {
+    /// The detector's spec with every parameter.
+    pub detector: String,
+    pub detection: Detection,
+    /// The sharing of each window.
+    pub windows: Vec<SharingMatrix>,
+    /// Windows where the pattern changes (correlation below 0.5 with the phase so far).
+    pub phase_changes: Vec<usize>,
+    pub accuracy: Option<Accuracy>,
+    /// The mapping-potential gate of the matrix on the machine.
+    pub mapping_potential: f64,
+}
+
+/// The detector against the reference: MSE of the matrices scaled to a maximum of 1, and
+/// Pearson correlation.
+#[derive(Clone, Debug, Serialize)]
+pub struct Accuracy {
+    pub reference: String,
+    pub mse: f64,
+    pub correlation: f64,
+}
+
+/// Runs the detector (and the reference) over the trace in one pass, threads on the
+/// machine's PUs in order.
+///
+/// ```
+/// use sharemap::trace::{Access, MemoryTrace};
+/// use sharemap::AnalyzeRequest;
+/// // 0-1 share a line for 400 accesses, then 2-3 share another: a phase change.
+/// let mut trace = MemoryTrace::from_accesses(
+///     (0..800u64).map(|i| Access::read((i % 2 + if i < 400 { 0 } else { 2 }) as u32, 0x40 * (1 + i / 400), 8)),
+/// );
+/// let machine = sharemap::machine::Machine::from_spec("pack:2 core:2 pu:1").unwrap();
+/// let request = AnalyzeRequest { detector: "oracle".into(), compare: Some("sampled:every=2".into()), window: 100 };
+/// let a = sharemap::analyze(&mut trace, &machine, &request, &mut |_| {}).unwrap();
+/// assert_eq!((a.windows.len(), a.phase_changes.clone()), (8, vec![4]));
+/// assert!(a.accuracy.unwrap().correlation > 0.9);
+/// ```
+pub fn analyze(
+    trace: &mut dyn TraceSource,
+    machine: &Machine,
+    request: &AnalyzeRequest,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Analysis> {
+    let det = detector::parse(&request.detector)?;
+    if request.window > 0 && matches!(det.name.as_str(), "stmap" | "sammu") {
+        // Their state (STMap's decision, SAMMU's TLBs and thresholds) spans the whole run.
+        return Err(Error::setting("window", "works with the oracle, sampled and faults detectors"));
+    }
+    let reference = request.compare.as_deref().map(detector::parse).transpose()?;
+    let placement = ThreadPlacement::identity(machine);
+    let ctx = DetectorContext::new(trace.metadata(), &placement)?;
+    let mut detectors = vec![detector::build(&det, &ctx)?];
+    if let Some(r) = &reference {
+        detectors.push(detector::build(r, &ctx)?);
+    }
+    let name = detectors[0].spec();
+    let reference_name = detectors.get(1).map(|d| d.spec());
+    let mut found = sharemap_detect::run(trace, detectors, request.window, progress)?;
+    let truth = (found.len() > 1).then(|| found.pop().expect("two detectors").detection.matrix);
+    let found = found.pop().expect("one detector");
+    let matrix = &found.detection.matrix;
+    let accuracy = truth.map(|truth| Accuracy {
+        reference: reference_name.unwrap_or_default(),
+        mse: matrix.mse(&truth),
+        correlation: matrix.correlation(&truth),
+    });
+    let costs = PairCosts::new(machine, CostModel::Latency);
+    Ok(Analysis {
+        detector: name,
+        mapping_potential: sharemap_mapping::potential::potential(matrix, machine, &costs),
+        phase_changes: phase_changes(&found.windows, 0.5),
+        windows: found.windows,
+        detection: found.detection,
+        accuracy,
+    })
+}

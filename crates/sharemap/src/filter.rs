@@ -1,0 +1,137 @@
+//! Seed 004's perturbation filters (section 4.3): a trace's interleaving perturbed, and how
+//! much that moves the optimum (a placement robust to timing should hardly move).
+
+use crate::situation::{Setup, Situation};
+use crate::{Error, Result};
+use serde::Serialize;
+use sharemap_sources::Sink;
+use sharemap_sources::filters::{Gaps, Reorder};
+use sharemap_trace::{Access, Event, Metadata, TraceSource, TraceWriter};
+use std::collections::VecDeque;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Filter {
+    /// References shuffled within a 100-reference window.
+    Reorder,
+    /// A thread stalls for 4000 references with probability 1/30000.
+    Gaps,
+}
+
+impl Filter {
+    pub fn name(self) -> &'static str {
+        match self {
+            Filter::Reorder => "reorder",
+            Filter::Gaps => "gaps",
+        }
+    }
+
+    /// The metadata of the filtered trace: the source's, marked with the filter and seed.
+    pub fn metadata(self, source: &Metadata, seed: u64) -> Metadata {
+        let mut meta = source.clone();
+        meta.source.params.insert("filter".into(), self.name().into());
+        meta.source.params.insert("filter-seed".into(), seed.to_string());
+        meta
+    }
+}
+
+/// Streams the trace through the filter into `sink`; events keep their positions in the
+/// stream. Returns the accesses written.
+pub fn apply(source: &mut dyn TraceSource, filter: Filter, seed: u64, sink: &mut dyn Sink) -> Result<u64> {
+    let threads = source.metadata().threads.max(1);
+    let mut events: VecDeque<Event> = VecDeque::new();
+    let mut written = 0u64;
+    let mut failure: Option<std::io::Error> = None;
+    let mut emit = |a: Access, events: &mut VecDeque<Event>, sink: &mut dyn Sink| {
+        while events.front().is_some_and(|e| e.at <= written) {
+            let e = events.pop_front().expect("checked");
+            if let Err(err) = sink.event(e.thread, e.kind, e.arg, &e.label) {
+                failure.get_or_insert(err);
+            }
+        }
+        if let Err(err) = sink.access(a) {
+            failure.get_or_insert(err);
+        }
+        written += 1;
+    };
+    let mut reorder = Reorder::new(Reorder::WINDOW, seed);
+    let mut gaps = Gaps::new(threads, seed);
+    source.for_each_chunk(&mut |chunk| {
+        events.extend(chunk.events.iter().cloned());
+        for a in chunk.accesses.iter() {
+            let mut out = |x: Access| emit(x, &mut events, sink);
+            match filter {
+                Filter::Reorder => reorder.push(a, &mut out),
+                Filter::Gaps => gaps.push(a, &mut out),
+            }
+        }
+        Ok(())
+    })?;
+    {
+        let mut out = |x: Access| emit(x, &mut events, sink);
+        match filter {
+            Filter::Reorder => reorder.finish(&mut out),
+            Filter::Gaps => gaps.finish(&mut out),
+        }
+    }
+    if let Some(e) = failure {
+        return Err(e.into());
+    }
+    for e in events {
+        sink.event(e.thread, e.kind, e.arg, &e.label)?;
+    }
+    Ok(written)
+}
+
+/// The optimum before and after each filter.
+#[derive(Clone, Debug, Serialize)]
+pub struct Sensitivity {
+    pub optimum: f64,
+    pub mcpr: f64,
+    pub filtered: Vec<Filtered>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Filtered {
+    pub filter: Filter,
+    pub optimum: f64,
+    pub mcpr: f64,
+    /// |filtered - original| / original, in percent.
+    pub change_percent: f64,
+}
+
+/// How much each filter moves the optimum. `open` opens the trace afresh; the filtered
+/// traces go to native files in a temporary directory, or to `keep(filter)` when it gives a
+/// path.
+pub fn sensitivity(
+    open: &mut dyn FnMut() -> Result<Box<dyn TraceSource>>,
+    setup: &Setup,
+    filters: &[Filter],
+    seed: u64,
+    keep: &dyn Fn(Filter) -> Option<std::path::PathBuf>,
+) -> Result<(Situation, Sensitivity)> {
+    if filters.is_empty() {
+        return Err(Error::setting("filters", "none given"));
+    }
+    let situation = Situation::resolve(setup, open()?.as_mut())?;
+    let optimum = |trace: &mut dyn TraceSource| -> Result<(f64, f64)> {
+        let r = crate::place(trace, &situation, "", &Default::default())?;
+        Ok((r.evaluation.results[0].cost, r.evaluation.results[0].mcpr))
+    };
+    let (base, base_mcpr) = optimum(open()?.as_mut())?;
+    let dir = tempfile::tempdir()?;
+    let mut filtered = Vec::new();
+    for &filter in filters {
+        let path = keep(filter).unwrap_or_else(|| dir.path().join(format!("{}.trace", filter.name())));
+        let mut source = open()?;
+        let meta = filter.metadata(source.metadata(), seed);
+        let mut writer = TraceWriter::create(&path, None, meta)?;
+        apply(source.as_mut(), filter, seed, &mut writer)?;
+        writer.finish()?;
+        let mut reader = sharemap_trace::TraceReader::open(&path, None)?;
+        let (cost, mcpr) = optimum(&mut reader)?;
+        let change_percent = 100.0 * (cost - base).abs() / base.max(1.0);
+        filtered.push(Filtered { filter, optimum: cost, mcpr, change_percent });
+    }
+    Ok((situation, Sensitivity { optimum: base, mcpr: base_mcpr, filtered }))
+}
