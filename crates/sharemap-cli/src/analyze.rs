@@ -142,11 +142,16 @@ pub fn run(
     )?;
     write_file(&dir.join("pages.csv"), &usage.to_numalize_csv(n, node_of))?;
     write_file(&dir.join("page-nodes.csv"), &usage.to_node_csv(machine.numa_count(), node_of))?;
-    let note = format!("threads 0..{} (rows and columns); darker = more sharing", n.saturating_sub(1));
-    let svg =
-        plot::heatmap_svg(&format!("Sharing between threads ({det_name})"), &note, n, n, |i, j| matrix.get(i, j))?;
-    plot::save_svg(&svg, &dir.join("heatmap.svg"))?;
-    save_page_usage(usage, n, &dir.join("pages.svg"))?;
+    // The two plots are rendered side by side (rendering costs about as much as detection on
+    // tens of millions of accesses).
+    std::thread::scope(|scope| -> Result<()> {
+        let pages = scope.spawn(|| save_page_usage(usage, n, &dir.join("pages.svg")));
+        let note = format!("threads 0..{} (rows and columns); darker = more sharing", n.saturating_sub(1));
+        let title = format!("Sharing between threads ({det_name})");
+        let svg = plot::heatmap_svg(&title, &note, n, n, |i, j| matrix.get(i, j))?;
+        plot::save_svg(&svg, &dir.join("heatmap.svg"))?;
+        pages.join().map_err(|_| anyhow!("the page-usage plot failed"))?
+    })?;
     let mut pairs: Vec<(usize, usize, f64)> = (0..n)
         .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
         .map(|(i, j)| (i, j, matrix.get(i, j)))
@@ -158,7 +163,7 @@ pub fn run(
         trace: trace.display().to_string(),
         detector: det_name.clone(),
         threads: n,
-        pages: usage.pages.len(),
+        pages: usage.len(),
         accesses: found.accesses,
         seen: found.seen,
         total_sharing: matrix.total(),

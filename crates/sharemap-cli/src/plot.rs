@@ -177,6 +177,9 @@ pub fn heatmap_svg(
             for j in 0..cols {
                 let v = if max > 0.0 { value(i, j) / max } else { 0.0 };
                 let shade = (255.0 * (1.0 - v)).round() as u8;
+                if shade == 255 {
+                    continue; // white on the white background: no element to write or render
+                }
                 let (x0, y0) = ((j as f64 * cw) as i32, (i as f64 * ch) as i32);
                 let (x1, y1) = (((j + 1) as f64 * cw) as i32, ((i + 1) as f64 * ch) as i32);
                 area.draw(&Rectangle::new([(x0, y0), (x1, y1)], RGBColor(shade, shade, shade).filled()))

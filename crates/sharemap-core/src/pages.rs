@@ -1,6 +1,6 @@
 //! Page usage: per page, how often each thread accessed it, and who touched it first.
 
-use rustc_hash::FxHashMap;
+use crate::index::DenseIndex;
 use std::fmt::Write as _;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -13,20 +13,27 @@ pub struct PageEntry {
 #[derive(Clone, Debug, Default)]
 pub struct PageUsage {
     pub page_size: u64,
-    pub pages: FxHashMap<u64, PageEntry>,
+    shift: u32,
+    index: DenseIndex,
+    /// Page number and entry of each page id.
+    pages: Vec<(u64, PageEntry)>,
 }
 
 impl PageUsage {
+    /// Pages of `page_size` bytes (a power of two).
     pub fn new(page_size: u64) -> Self {
-        PageUsage { page_size, pages: FxHashMap::default() }
+        let page_size = page_size.max(1).next_power_of_two();
+        PageUsage { page_size, shift: page_size.trailing_zeros(), index: DenseIndex::default(), pages: Vec::new() }
     }
 
     #[inline]
     pub fn access(&mut self, thread: u32, addr: u64) {
-        let e = self
-            .pages
-            .entry(addr / self.page_size)
-            .or_insert_with(|| PageEntry { first_touch: thread, accesses: Vec::new() });
+        let page = addr >> self.shift;
+        let (id, new) = self.index.id(page);
+        if new {
+            self.pages.push((page, PageEntry { first_touch: thread, accesses: Vec::new() }));
+        }
+        let e = &mut self.pages[id as usize].1;
         let t = thread as usize;
         if e.accesses.len() <= t {
             e.accesses.resize(t + 1, 0);
@@ -34,9 +41,18 @@ impl PageUsage {
         e.accesses[t] += 1;
     }
 
+    /// Number of pages touched.
+    pub fn len(&self) -> usize {
+        self.pages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pages.is_empty()
+    }
+
     /// Pages in address order.
     pub fn sorted(&self) -> Vec<(u64, &PageEntry)> {
-        let mut v: Vec<(u64, &PageEntry)> = self.pages.iter().map(|(&p, e)| (p, e)).collect();
+        let mut v: Vec<(u64, &PageEntry)> = self.pages.iter().map(|(p, e)| (*p, e)).collect();
         v.sort_unstable_by_key(|&(p, _)| p);
         v
     }

@@ -3,9 +3,8 @@
 //! an access by a thread adds one unit of sharing with each of them that is another thread.
 
 use crate::detector::{Detection, Detector, DetectorContext, DetectorInfo};
-use rustc_hash::FxHashMap;
 use sharemap_core::spec::param;
-use sharemap_core::{PageUsage, SharingMatrix};
+use sharemap_core::{DenseIndex, PageUsage, SharingMatrix};
 use sharemap_trace::Chunk;
 
 const NONE: u32 = u32::MAX;
@@ -24,7 +23,7 @@ const GROUP_BITS: u32 = 6;
 
 /// Per block: the last two distinct threads, most recent first.
 struct LastTwo {
-    index: FxHashMap<u64, u32>,
+    index: DenseIndex,
     groups: Vec<[[u32; 2]; 1 << GROUP_BITS]>,
     /// The group found last (its key and index): most accesses stay in it.
     recent: (u64, u32),
@@ -32,16 +31,15 @@ struct LastTwo {
 
 impl LastTwo {
     fn new() -> Self {
-        LastTwo { index: FxHashMap::default(), groups: Vec::new(), recent: (u64::MAX, 0) }
+        LastTwo { index: DenseIndex::default(), groups: Vec::new(), recent: (u64::MAX, 0) }
     }
 
     #[inline]
     fn slot(&mut self, block: u64) -> &mut [u32; 2] {
         let key = block >> GROUP_BITS;
         if key != self.recent.0 {
-            let next = self.groups.len() as u32;
-            let i = *self.index.entry(key).or_insert(next);
-            if i == next {
+            let (i, new) = self.index.id(key);
+            if new {
                 self.groups.push([[NONE, NONE]; 1 << GROUP_BITS]);
             }
             self.recent = (key, i);

@@ -5,8 +5,8 @@ use crate::batch::Chunk;
 use crate::error::Result;
 use crate::model::Metadata;
 use crate::source::TraceSource;
-use rustc_hash::FxHashMap;
 use serde::Serialize;
+use sharemap_core::DenseIndex;
 use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -53,7 +53,7 @@ pub struct TraceSummary {
 pub struct Summarizer {
     page_shift: u32,
     /// Page number -> index into the per-page vectors below.
-    index: FxHashMap<u64, u32>,
+    index: DenseIndex,
     page_accesses: Vec<u64>,
     page_written: Vec<bool>,
     /// Threads of each page as a bitset of `stride` words per page.
@@ -75,7 +75,7 @@ impl Summarizer {
     pub fn new(page_size: u64) -> Self {
         Summarizer {
             page_shift: page_size.max(1).trailing_zeros(),
-            index: FxHashMap::default(),
+            index: DenseIndex::default(),
             page_accesses: Vec::new(),
             page_written: Vec::new(),
             page_threads: Vec::new(),
@@ -118,7 +118,9 @@ impl Summarizer {
         let a = &chunk.accesses;
         for i in 0..a.len() {
             let t = a.thread[i] as usize;
-            self.grow(t);
+            if t >= self.threads.len() {
+                self.grow(t);
+            }
             let addr = a.addr[i];
             let w = a.op[i] & 0x80 != 0;
             self.threads[t].accesses += 1;
@@ -139,9 +141,8 @@ impl Summarizer {
 
     /// Thread t starts a run of accesses on `page`.
     fn enter_page(&mut self, t: usize, page: u64) {
-        let next = self.page_accesses.len() as u32;
-        let p = *self.index.entry(page).or_insert(next);
-        if p == next {
+        let (p, new) = self.index.id(page);
+        if new {
             self.page_accesses.push(0);
             self.page_written.push(false);
             self.page_threads.resize(self.page_threads.len() + self.stride, 0);

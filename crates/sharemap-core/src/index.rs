@@ -1,0 +1,77 @@
+//! Dense ids for sparse keys (pages, blocks) with a direct-mapped cache in front of the hash
+//! map: the per-access lookups of detectors and summaries mostly hit the cache, which costs a
+//! multiply and one compare where the map costs a probe sequence.
+
+use rustc_hash::FxHashMap;
+
+const CACHE_BITS: u32 = 12;
+
+/// Keys mapped to ids 0, 1, 2... in order of first appearance.
+#[derive(Clone, Debug)]
+pub struct DenseIndex {
+    map: FxHashMap<u64, u32>,
+    /// (key, id) by a hash of the key; key u64::MAX marks an empty slot.
+    cache: Vec<(u64, u32)>,
+}
+
+impl Default for DenseIndex {
+    fn default() -> Self {
+        DenseIndex { map: FxHashMap::default(), cache: vec![(u64::MAX, 0); 1 << CACHE_BITS] }
+    }
+}
+
+impl DenseIndex {
+    /// The key's id, and whether the key is new.
+    #[inline]
+    pub fn id(&mut self, key: u64) -> (u32, bool) {
+        let slot = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - CACHE_BITS)) as usize;
+        let cached = self.cache[slot];
+        if cached.0 == key {
+            return (cached.1, false);
+        }
+        self.miss(key, slot)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn miss(&mut self, key: u64, slot: usize) -> (u32, bool) {
+        let next = self.map.len() as u32;
+        let id = *self.map.entry(key).or_insert(next);
+        self.cache[slot] = (key, id);
+        (id, id == next)
+    }
+
+    /// The id of a key seen before.
+    pub fn get(&self, key: u64) -> Option<u32> {
+        self.map.get(&key).copied()
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn ids_are_dense_in_first_appearance_order(keys in prop::collection::vec(prop_oneof![0u64..50, any::<u64>()], 0..2000)) {
+            let mut index = DenseIndex::default();
+            let mut expect: std::collections::HashMap<u64, u32> = Default::default();
+            for k in keys {
+                let next = expect.len() as u32;
+                let want = *expect.entry(k).or_insert(next);
+                prop_assert_eq!(index.id(k), (want, want == next));
+                prop_assert_eq!(index.get(k), Some(want));
+            }
+            prop_assert_eq!(index.len(), expect.len());
+        }
+    }
+}
