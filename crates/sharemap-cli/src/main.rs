@@ -114,7 +114,8 @@ enum Command {
     Place {
         #[command(flatten)]
         model: place::ModelArgs,
-        /// Policies: a comma list or `all` (see `sharemap policies`); the optimum always comes first
+        /// Policies: a comma list of specs (first-touch,first-n-fills:n=32) or `all` (see `sharemap
+        /// policies`); the optimum always comes first
         #[arg(long, short = 'p', default_value = "all")]
         policy: String,
         /// Print JSON: the model and a `policies` array

@@ -131,7 +131,7 @@ pub fn flag_context(e: sharemap::Error, args: &ModelArgs) -> anyhow::Error {
                 "thread placement" => "--thread-map",
                 "cost parameters" => "--cost",
                 "references per ms" => "--refs-per-ms",
-                "policy setting" | "policy" => "--set",
+                "policy setting" | "policy" => "--policy/--set",
                 "sharing matrix" => return anyhow!("--sharing {}: {why} ({})", args.sharing, args.trace.display()),
                 "machine" => "--machine",
                 "vary" => "--vary",
@@ -228,7 +228,7 @@ pub fn run(args: &ModelArgs, policy: &str, json: bool, breakdown: bool, placemen
     let policies = policy_list(policy, &args.set)?;
     let out = placement.map(AtomicOutput::create).transpose()?;
     let prep = prepare(args, &policies)?;
-    sharemap::check_bind(&prep.situation, &policies).map_err(|e| flag_context(e, args))?;
+    sharemap::check_bind(&prep.situation, policy).map_err(|e| flag_context(e, args))?;
     let nodes = prep.situation.machine.numa_count();
     let opts = EvalOptions { costliest: if breakdown { 10 } else { 0 }, placement: out.is_some(), skip_optimal: false };
     let eval = prep.evaluate(prep.costs(), &policies, &opts).context("evaluating policies")?;

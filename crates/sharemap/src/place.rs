@@ -3,6 +3,7 @@
 
 use crate::situation::Situation;
 use crate::{Error, Result};
+use sharemap_core::{Spec, SpecError};
 use sharemap_placement::Costs;
 use sharemap_placement::evaluate::{EvalOptions, Evaluation, evaluate};
 use sharemap_placement::partition::{Partition, PartitionOptions};
@@ -12,21 +13,35 @@ use sharemap_trace::TraceSource;
 /// What to keep besides each policy's totals.
 pub type PlaceOptions = EvalOptions;
 
-/// The policies a comma list names (`all` for every one), built with the settings. The
-/// optimum is not a policy: it is always evaluated first.
+/// The policies a list of specs names (`all` for every one), built with the settings. A
+/// spec's options set that policy's parameters as settings do: `first-n-fills:n=32` is
+/// `first-n-fills` with `first-n-fills.n=32`. The optimum is not a policy: it is always
+/// evaluated first.
+///
+/// ```
+/// let built = sharemap::policies("first-touch, first-n-fills:n=32", &Default::default()).unwrap();
+/// assert_eq!(built.iter().map(|p| p.0.as_str()).collect::<Vec<_>>(), ["first-touch", "first-n-fills"]);
+/// assert!(sharemap::policies("first-n-fills:x=1", &Default::default()).is_err());
+/// ```
 pub fn policies(spec: &str, settings: &Settings) -> Result<Vec<(String, Box<dyn Policy>)>> {
-    let names: Vec<&str> = if spec.trim() == "all" {
-        POLICIES.iter().map(|p| p.name).collect()
+    let specs: Vec<Spec> = if spec.trim() == "all" {
+        POLICIES.iter().map(|p| Spec { name: p.name.into(), options: Vec::new() }).collect()
     } else {
-        spec.split(',').map(str::trim).filter(|s| !s.is_empty() && *s != "optimal").collect()
+        Spec::parse_list(spec).map_err(|e| SpecError { kind: "policy", ..e })?
     };
     let mut out = Vec::new();
-    for name in names {
+    for spec in specs.iter().filter(|s| s.name != "optimal") {
+        let name = spec.name.as_str();
         let info = policies::find(name).ok_or_else(|| {
             let known: Vec<&str> = POLICIES.iter().map(|p| p.name).collect();
             Error::setting("policy", format!("unknown policy '{name}' (policies: {}, or all)", known.join(", ")))
         })?;
-        out.push((name.to_string(), info.build(settings).map_err(|e| Error::setting("policy", e.to_string()))?));
+        let mut own = settings.clone();
+        for (key, value) in &spec.options {
+            let value = value.as_deref().ok_or_else(|| spec.error("policy", format!("{key} needs a value")))?;
+            own.add(&format!("{name}.{key}={value}")).map_err(|e| Error::setting("policy", e.to_string()))?;
+        }
+        out.push((name.to_string(), info.build(&own).map_err(|e| Error::setting("policy", e.to_string()))?));
     }
     Ok(out)
 }
@@ -97,17 +112,22 @@ pub fn place(
     opts: &PlaceOptions,
 ) -> Result<Placement> {
     let policies = policies(policy_spec, &situation.settings)?;
-    check_bind(situation, &policies)?;
+    check_bind(situation, policy_spec)?;
     let prepared = prepare(trace, situation, &policies, &mut |_| {})?;
     let evaluation = prepared.evaluate(situation, Costs::new(&situation.costs), &policies, opts)?;
     Ok(Placement { accesses: prepared.partition.refs, pages: prepared.partition.pages(), evaluation })
 }
 
-/// `bind` must name a node of the machine.
-pub fn check_bind(situation: &Situation, policies: &[(String, Box<dyn Policy>)]) -> Result<()> {
+/// `bind` must name a node of the machine (its `node` from the policy's spec or the settings).
+pub fn check_bind(situation: &Situation, policy_spec: &str) -> Result<()> {
     let nodes = situation.machine.numa_count();
-    if policies.iter().any(|(name, _)| name == "bind")
-        && let Some(n) = policies::find("bind").and_then(|b| b.value(&situation.settings, "node").parse::<usize>().ok())
+    let Ok(specs) = Spec::parse_list(policy_spec) else { return Ok(()) };
+    let Some(bind) = specs.iter().find(|s| s.name == "bind") else { return Ok(()) };
+    let mut settings = situation.settings.clone();
+    if let Some(Some(node)) = bind.get("node") {
+        settings.add(&format!("bind.node={node}")).map_err(|e| Error::setting("policy", e.to_string()))?;
+    }
+    if let Some(n) = policies::find("bind").and_then(|b| b.value(&settings, "node").parse::<usize>().ok())
         && n >= nodes
     {
         return Err(Error::setting(
