@@ -55,6 +55,49 @@ impl DenseIndex {
     }
 }
 
+/// Per thread, the last two keys looked up and their ids: threads that alternate between two
+/// pages (their own data and a neighbour's halo, two arrays) find both here without a lookup.
+#[derive(Clone, Debug, Default)]
+pub struct RecentPerThread {
+    slots: Vec<Recent>,
+}
+
+/// Two (key, id) pairs and which of them was used last (a hit writes one byte, not a swap).
+#[derive(Clone, Copy, Debug)]
+struct Recent {
+    pairs: [(u64, u32); 2],
+    last: u8,
+}
+
+const EMPTY: Recent = Recent { pairs: [(u64::MAX, 0); 2], last: 0 };
+
+impl RecentPerThread {
+    #[inline]
+    pub fn get(&mut self, thread: usize, key: u64) -> Option<u32> {
+        let s = self.slots.get_mut(thread)?;
+        let hit = if s.pairs[0].0 == key {
+            0
+        } else if s.pairs[1].0 == key {
+            1
+        } else {
+            return None;
+        };
+        s.last = hit;
+        Some(s.pairs[hit as usize].1)
+    }
+
+    /// Remembers `key` in place of the thread's less recently used pair.
+    #[inline]
+    pub fn put(&mut self, thread: usize, key: u64, id: u32) {
+        if thread >= self.slots.len() {
+            self.slots.resize(thread + 1, EMPTY);
+        }
+        let s = &mut self.slots[thread];
+        s.last ^= 1;
+        s.pairs[s.last as usize] = (key, id);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,6 +115,24 @@ mod tests {
                 prop_assert_eq!(index.get(k), Some(want));
             }
             prop_assert_eq!(index.len(), expect.len());
+        }
+
+        #[test]
+        fn recent_keeps_each_threads_last_two_keys(steps in prop::collection::vec((0usize..4, 0u64..6), 0..500)) {
+            let mut recent = RecentPerThread::default();
+            let mut lists: Vec<Vec<u64>> = vec![Vec::new(); 4];
+            for (t, key) in steps {
+                let hit = recent.get(t, key);
+                prop_assert_eq!(hit.is_some(), lists[t].contains(&key));
+                if let Some(id) = hit {
+                    prop_assert_eq!(id as u64, key * 10);
+                    lists[t].retain(|&k| k != key);
+                } else {
+                    recent.put(t, key, (key * 10) as u32);
+                }
+                lists[t].insert(0, key);
+                lists[t].truncate(2);
+            }
         }
     }
 }

@@ -8,7 +8,7 @@ pub mod pages;
 pub mod placement;
 pub mod spec;
 
-pub use index::DenseIndex;
+pub use index::{DenseIndex, RecentPerThread};
 pub use matrix::{MatrixError, SharingMatrix};
 pub use page_size::{PageSize, PageSizeError};
 pub use pages::PageUsage;

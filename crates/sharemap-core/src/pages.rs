@@ -1,6 +1,6 @@
 //! Page usage: per page, how often each thread accessed it, and who touched it first.
 
-use crate::index::DenseIndex;
+use crate::index::{DenseIndex, RecentPerThread};
 use std::fmt::Write as _;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -15,6 +15,7 @@ pub struct PageUsage {
     pub page_size: u64,
     shift: u32,
     index: DenseIndex,
+    recent: RecentPerThread,
     /// Page number and entry of each page id.
     pages: Vec<(u64, PageEntry)>,
 }
@@ -23,18 +24,31 @@ impl PageUsage {
     /// Pages of `page_size` bytes (a power of two).
     pub fn new(page_size: u64) -> Self {
         let page_size = page_size.max(1).next_power_of_two();
-        PageUsage { page_size, shift: page_size.trailing_zeros(), index: DenseIndex::default(), pages: Vec::new() }
+        PageUsage {
+            page_size,
+            shift: page_size.trailing_zeros(),
+            index: DenseIndex::default(),
+            recent: RecentPerThread::default(),
+            pages: Vec::new(),
+        }
     }
 
     #[inline]
     pub fn access(&mut self, thread: u32, addr: u64) {
         let page = addr >> self.shift;
-        let (id, new) = self.index.id(page);
-        if new {
-            self.pages.push((page, PageEntry { first_touch: thread, accesses: Vec::new() }));
-        }
-        let e = &mut self.pages[id as usize].1;
         let t = thread as usize;
+        let id = match self.recent.get(t, page) {
+            Some(id) => id,
+            None => {
+                let (id, new) = self.index.id(page);
+                if new {
+                    self.pages.push((page, PageEntry { first_touch: thread, accesses: Vec::new() }));
+                }
+                self.recent.put(t, page, id);
+                id
+            }
+        };
+        let e = &mut self.pages[id as usize].1;
         if e.accesses.len() <= t {
             e.accesses.resize(t + 1, 0);
         }

@@ -4,7 +4,7 @@
 
 use crate::detector::{Detection, Detector, DetectorContext, DetectorInfo};
 use sharemap_core::spec::param;
-use sharemap_core::{DenseIndex, PageUsage, SharingMatrix};
+use sharemap_core::{DenseIndex, PageUsage, RecentPerThread, SharingMatrix};
 use sharemap_trace::Chunk;
 
 const NONE: u32 = u32::MAX;
@@ -25,26 +25,30 @@ const GROUP_BITS: u32 = 6;
 struct LastTwo {
     index: DenseIndex,
     groups: Vec<[[u32; 2]; 1 << GROUP_BITS]>,
-    /// The group found last (its key and index): most accesses stay in it.
-    recent: (u64, u32),
+    /// Each thread's last two groups: most accesses stay in them.
+    recent: RecentPerThread,
 }
 
 impl LastTwo {
     fn new() -> Self {
-        LastTwo { index: DenseIndex::default(), groups: Vec::new(), recent: (u64::MAX, 0) }
+        LastTwo { index: DenseIndex::default(), groups: Vec::new(), recent: RecentPerThread::default() }
     }
 
     #[inline]
-    fn slot(&mut self, block: u64) -> &mut [u32; 2] {
+    fn slot(&mut self, thread: u32, block: u64) -> &mut [u32; 2] {
         let key = block >> GROUP_BITS;
-        if key != self.recent.0 {
-            let (i, new) = self.index.id(key);
-            if new {
-                self.groups.push([[NONE, NONE]; 1 << GROUP_BITS]);
+        let i = match self.recent.get(thread as usize, key) {
+            Some(i) => i,
+            None => {
+                let (i, new) = self.index.id(key);
+                if new {
+                    self.groups.push([[NONE, NONE]; 1 << GROUP_BITS]);
+                }
+                self.recent.put(thread as usize, key, i);
+                i
             }
-            self.recent = (key, i);
-        }
-        &mut self.groups[self.recent.1 as usize][(block & ((1 << GROUP_BITS) - 1)) as usize]
+        };
+        &mut self.groups[i as usize][(block & ((1 << GROUP_BITS) - 1)) as usize]
     }
 }
 
@@ -63,7 +67,7 @@ impl Oracle {
 
     #[inline]
     pub fn access(&mut self, thread: u32, addr: u64) {
-        let slot = self.last.slot(addr >> self.shift);
+        let slot = self.last.slot(thread, addr >> self.shift);
         let [a, b] = *slot;
         if a == thread {
             return;

@@ -7,11 +7,10 @@
 use crate::page::{Page, Ref};
 use crate::policies::Prepass;
 use rayon::prelude::*;
-use rustc_hash::FxHashMap;
-use sharemap_core::{PageSize, ThreadPlacement};
+use sharemap_core::{DenseIndex, PageSize, RecentPerThread, ThreadPlacement};
 use sharemap_detect::cache::PerThreadCache;
 use sharemap_detect::sammu::Sammu;
-use sharemap_trace::{Chunk, EventKind, TraceError, TraceSource};
+use sharemap_trace::{EventKind, TraceError, TraceSource};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 
@@ -109,7 +108,7 @@ impl Partition {
             .min(opts.memory_budget / REC_BYTES / nb + 1);
         let mut buffers: Vec<Vec<Rec>> = (0..nb).map(|_| Vec::with_capacity(per_bucket)).collect();
         let mut files: Vec<Option<(File, usize)>> = (0..nb).map(|_| None).collect();
-        let mut ids: FxHashMap<u64, u32> = FxHashMap::default();
+        let mut ids = DenseIndex::default();
         let mut page_numbers = Vec::new();
         let (mut init_done, mut phase_changes, mut annotations) = (None, Vec::new(), Vec::new());
         let mut sampler = opts.prepass.sampler.map(Sampler::new);
@@ -120,12 +119,11 @@ impl Partition {
         });
         let mut buffered = 0usize;
         let mut spilled = false;
-        let mut chunk = Chunk::default();
         let mut refs = 0u64;
         let nodes = &opts.placement.node_list();
-        // The last page seen, per thread: most accesses repeat it, sparing a hash lookup.
-        let mut last: Vec<(u64, u32)> = Vec::new();
-        while reader.next_chunk(&mut chunk)? {
+        // Each thread's last two pages: most accesses find their page there.
+        let mut last = RecentPerThread::default();
+        reader.for_each_chunk(&mut |chunk| {
             for e in &chunk.events {
                 match e.kind {
                     EventKind::InitDone => {
@@ -144,19 +142,16 @@ impl Partition {
             for i in 0..a.len() {
                 let thread = a.thread[i] as usize;
                 let number = a.addr[i] >> shift;
-                if last.len() <= thread {
-                    last.resize(thread + 1, (u64::MAX, 0));
-                }
-                let page = if last[thread].0 == number {
-                    last[thread].1
-                } else {
-                    let next = page_numbers.len() as u32;
-                    let id = *ids.entry(number).or_insert(next);
-                    if id == next {
-                        page_numbers.push(number);
+                let page = match last.get(thread, number) {
+                    Some(id) => id,
+                    None => {
+                        let (id, new) = ids.id(number);
+                        if new {
+                            page_numbers.push(number);
+                        }
+                        last.put(thread, number, id);
+                        id
                     }
-                    last[thread] = (number, id);
-                    id
                 };
                 let mut flags = if a.is_write(i) { WRITE } else { 0 };
                 if let Some(s) = sampler.as_mut()
@@ -172,7 +167,7 @@ impl Partition {
                     model.access(thread as u32, core, node as usize, number);
                     for (number, node) in model.take_updates() {
                         // The page was touched before, so it has an id.
-                        let page = ids[&number];
+                        let page = ids.get(number).expect("touched before");
                         buffers[page as usize % nb].push(Rec { at, page, node: node as u16, flags: TLB_EVENT });
                         buffered += REC_BYTES;
                     }
@@ -191,7 +186,8 @@ impl Partition {
                 spilled = true;
             }
             progress(refs);
-        }
+            Ok(())
+        })?;
         let mut order: Vec<u32> = (0..page_numbers.len() as u32).collect();
         order.sort_unstable_by_key(|&id| page_numbers[id as usize]);
         let mut address_rank = vec![0u32; page_numbers.len()];

@@ -6,7 +6,7 @@ use crate::error::Result;
 use crate::model::Metadata;
 use crate::source::TraceSource;
 use serde::Serialize;
-use sharemap_core::DenseIndex;
+use sharemap_core::{DenseIndex, RecentPerThread};
 use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -59,10 +59,8 @@ pub struct Summarizer {
     /// Threads of each page as a bitset of `stride` words per page.
     page_threads: Vec<u64>,
     stride: usize,
-    /// Per thread, the page index of its previous access: consecutive accesses to one page
-    /// cost no map lookup.
-    current: Vec<u32>,
-    last_page: Vec<u64>,
+    /// Per thread, its last two pages and their indexes: most accesses find their page there.
+    recent: RecentPerThread,
     threads: Vec<ThreadSummary>,
     events: BTreeMap<String, u64>,
     accesses: u64,
@@ -80,8 +78,7 @@ impl Summarizer {
             page_written: Vec::new(),
             page_threads: Vec::new(),
             stride: 1,
-            current: Vec::new(),
-            last_page: Vec::new(),
+            recent: RecentPerThread::default(),
             threads: Vec::new(),
             events: BTreeMap::new(),
             accesses: 0,
@@ -97,8 +94,6 @@ impl Summarizer {
         }
         let old = self.threads.len();
         self.threads.extend((old..=t).map(|i| ThreadSummary { thread: i as u32, ..Default::default() }));
-        self.last_page.resize(t + 1, u64::MAX);
-        self.current.resize(t + 1, 0);
         let stride = t / 64 + 1;
         if stride > self.stride {
             let mut bits = vec![0u64; self.page_accesses.len() * stride];
@@ -129,18 +124,18 @@ impl Summarizer {
             self.min_addr = self.min_addr.min(addr);
             self.max_addr = self.max_addr.max(addr);
             let page = addr >> self.page_shift;
-            if page != self.last_page[t] {
-                self.enter_page(t, page);
-            }
-            let p = self.current[t] as usize;
+            let p = match self.recent.get(t, page) {
+                Some(p) => p,
+                None => self.enter_page(t, page),
+            } as usize;
             self.page_accesses[p] += 1;
             self.page_written[p] |= w;
         }
         self.accesses += a.len() as u64;
     }
 
-    /// Thread t starts a run of accesses on `page`.
-    fn enter_page(&mut self, t: usize, page: u64) {
+    /// Thread t comes to `page` (not among its last two): its index.
+    fn enter_page(&mut self, t: usize, page: u64) -> u32 {
         let (p, new) = self.index.id(page);
         if new {
             self.page_accesses.push(0);
@@ -154,8 +149,8 @@ impl Summarizer {
             *word |= bit;
             self.threads[t].pages += 1;
         }
-        self.last_page[t] = page;
-        self.current[t] = p;
+        self.recent.put(t, page, p);
+        p
     }
 
     pub fn finish(mut self, mut metadata: Metadata) -> TraceSummary {

@@ -168,7 +168,7 @@ impl TraceSource for NativeReader {
     fn for_each_chunk(&mut self, sink: &mut dyn FnMut(&Chunk) -> Result<()>) -> Result<()> {
         let rest = &self.chunks[self.next..];
         self.next = self.chunks.len();
-        let window = 4 * rayon::current_num_threads().max(1);
+        let window = 16 * rayon::current_num_threads().max(1);
         let slot = || DecodeSlot {
             decoder: ChunkDecoder::for_version(self.version).expect("checked at open"),
             payload: Vec::new(),
