@@ -2,6 +2,7 @@
 
 use crate::plot;
 use crate::progress;
+use crate::registry::{self, Row};
 use crate::trace_cmds::{format_arg, warn_if_truncated};
 use anyhow::{Result, anyhow};
 use serde::Serialize;
@@ -216,14 +217,15 @@ pub fn run(
 
 /// `sharemap detectors`: every detector, its source and its options.
 pub fn list() -> Result<ExitCode> {
-    println!("{:<28} source", "detector");
-    for d in sharemap_detect::DETECTORS {
-        println!("{:<28} {}", d.name, d.source);
-        println!("{:<28}   {}", "", d.summary);
-        for p in d.params {
-            let default = if p.default.is_empty() { String::new() } else { format!("={}", p.default) };
-            println!("{:<28}   {}:{}{default}   {}", "", d.name, p.key, p.doc);
-        }
-    }
+    let rows = sharemap_detect::DETECTORS.iter().map(|d| Row {
+        name: d.name,
+        source: d.source,
+        summary: d.summary,
+        params: d.params,
+    });
+    registry::header("detector");
+    registry::rows(rows, |name, p| {
+        if p.default.is_empty() { format!("{name}:{}", p.key) } else { format!("{name}:{}={}", p.key, p.default) }
+    });
     Ok(ExitCode::SUCCESS)
 }

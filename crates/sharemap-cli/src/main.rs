@@ -10,6 +10,7 @@ mod map;
 mod place;
 mod plot;
 mod progress;
+mod registry;
 mod sweep;
 mod trace_cmds;
 

@@ -1,6 +1,7 @@
 //! `sharemap map`: a thread-to-PU mapping from a sharing matrix (or a trace's).
 
 use crate::progress;
+use crate::registry::{self, Row};
 use crate::trace_cmds::format_arg;
 use anyhow::{Result, anyhow, bail};
 use sharemap_detect::SharingMatrix;
@@ -125,13 +126,13 @@ sharing kept within each level (%, EagerMap's quality view; lower levels are bet
 
 /// `sharemap algorithms`: every mapping algorithm, its source and its options.
 pub fn list() -> Result<ExitCode> {
-    println!("{:<28} source", "algorithm");
-    for a in sharemap_mapping::ALGORITHMS {
-        println!("{:<28} {}", a.name, a.source);
-        println!("{:<28}   {}", "", a.summary);
-        for p in a.params {
-            println!("{:<28}   {}:{}={}   {}", "", a.name, p.key, p.default, p.doc);
-        }
-    }
+    let rows = sharemap_mapping::ALGORITHMS.iter().map(|a| Row {
+        name: a.name,
+        source: a.source,
+        summary: a.summary,
+        params: a.params,
+    });
+    registry::header("algorithm");
+    registry::rows(rows, |name, p| format!("{name}:{}={}", p.key, p.default));
     Ok(ExitCode::SUCCESS)
 }

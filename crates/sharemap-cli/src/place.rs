@@ -2,6 +2,7 @@
 //! modelled machine. Also the setup `sweep` and `filter --sensitivity` share.
 
 use crate::progress;
+use crate::registry::{self, Row};
 use crate::trace_cmds::{format_arg, warn_if_truncated};
 use anyhow::{Context as _, Result, anyhow, bail};
 use clap::Args;
@@ -208,18 +209,13 @@ struct PlaceJson<'a> {
 }
 
 pub fn list() -> Result<ExitCode> {
-    println!("{:<28} source", "policy");
+    registry::header("policy");
     println!(
         "{:<28} seed 004 (Bolosky & Scott) section 3: the off-line optimal placement, always reported first",
         "optimal"
     );
-    for p in POLICIES {
-        println!("{:<28} {}", p.name, p.source);
-        println!("{:<28}   {}", "", p.summary);
-        for param in p.params {
-            println!("{:<28}   --set {}.{}={}   {}", "", p.name, param.key, param.default, param.doc);
-        }
-    }
+    let rows = POLICIES.iter().map(|p| Row { name: p.name, source: p.source, summary: p.summary, params: p.params });
+    registry::rows(rows, |name, p| format!("--set {name}.{}={}", p.key, p.default));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -3,10 +3,10 @@
 //! oracle's rule at page granularity.
 
 use crate::detector::{Detection, Detector, DetectorContext, DetectorInfo};
-use crate::oracle::Oracle;
+use crate::oracle::Seen;
 use rustc_hash::FxHashMap;
+use sharemap_core::SharingMatrix;
 use sharemap_core::spec::param;
-use sharemap_core::{PageUsage, SharingMatrix};
 use sharemap_trace::Chunk;
 
 pub(crate) const INFO: DetectorInfo = DetectorInfo {
@@ -20,25 +20,18 @@ pub(crate) const INFO: DetectorInfo = DetectorInfo {
 pub struct Faults {
     window: u64,
     page_shift: u32,
-    oracle: Oracle,
-    usage: PageUsage,
+    seen: Seen,
     /// (page, thread) -> the window of its last fault.
     faulted: FxHashMap<(u64, u32), u64>,
-    seen: u64,
-    accesses: u64,
 }
 
 impl Faults {
     pub fn new(window: u64, ctx: &DetectorContext) -> Self {
-        let page = ctx.page_size.bytes();
         Faults {
             window,
             page_shift: ctx.page_size.shift(),
-            oracle: Oracle::new(page),
-            usage: PageUsage::new(page),
+            seen: Seen::new(ctx.page_size.bytes(), ctx),
             faulted: FxHashMap::default(),
-            seen: 0,
-            accesses: 0,
         }
     }
 }
@@ -55,25 +48,17 @@ impl Detector for Faults {
             let last = self.faulted.entry((addr >> self.page_shift, t)).or_insert(u64::MAX);
             if *last != w {
                 *last = w;
-                self.oracle.access(t, addr);
-                self.usage.access(t, addr);
-                self.seen += 1;
+                self.seen.keep(t, addr);
             }
         }
-        self.accesses += a.len() as u64;
+        self.seen.looked_at(a.len());
     }
 
     fn matrix(&self) -> &SharingMatrix {
-        &self.oracle.matrix
+        self.seen.matrix()
     }
 
     fn finish(self: Box<Self>) -> Detection {
-        Detection {
-            matrix: self.oracle.matrix,
-            pages: self.usage,
-            seen: self.seen,
-            accesses: self.accesses,
-            report: None,
-        }
+        self.seen.finish()
     }
 }

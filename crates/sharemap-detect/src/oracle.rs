@@ -103,12 +103,53 @@ pub(crate) const INFO: DetectorInfo = DetectorInfo {
     },
 };
 
+/// What the oracle-based detectors share: the accesses they keep go to the oracle's rule and
+/// to the page usage; the rest are only counted.
+pub struct Seen {
+    oracle: Oracle,
+    usage: PageUsage,
+    seen: u64,
+    accesses: u64,
+}
+
+impl Seen {
+    /// Sharing in blocks of `block` bytes; page usage by the context's pages.
+    pub fn new(block: u64, ctx: &DetectorContext) -> Self {
+        Seen { oracle: Oracle::new(block), usage: PageUsage::new(ctx.page_size.bytes()), seen: 0, accesses: 0 }
+    }
+
+    /// An access the detector keeps.
+    #[inline]
+    pub fn keep(&mut self, thread: u32, addr: u64) {
+        self.oracle.access(thread, addr);
+        self.usage.access(thread, addr);
+        self.seen += 1;
+    }
+
+    /// A chunk's accesses, kept or not, have been looked at.
+    pub fn looked_at(&mut self, n: usize) {
+        self.accesses += n as u64;
+    }
+
+    pub fn matrix(&self) -> &SharingMatrix {
+        &self.oracle.matrix
+    }
+
+    pub fn finish(self) -> Detection {
+        Detection {
+            matrix: self.oracle.matrix,
+            pages: self.usage,
+            seen: self.seen,
+            accesses: self.accesses,
+            report: None,
+        }
+    }
+}
+
 /// Every access, fed to the oracle's rule, with the page usage of the trace.
 pub struct OracleDetector {
     granularity: Granularity,
-    oracle: Oracle,
-    usage: PageUsage,
-    accesses: u64,
+    seen: Seen,
 }
 
 impl OracleDetector {
@@ -117,12 +158,7 @@ impl OracleDetector {
             Granularity::Line => ctx.line_size,
             Granularity::Page => ctx.page_size.bytes(),
         };
-        OracleDetector {
-            granularity,
-            oracle: Oracle::new(block),
-            usage: PageUsage::new(ctx.page_size.bytes()),
-            accesses: 0,
-        }
+        OracleDetector { granularity, seen: Seen::new(block, ctx) }
     }
 }
 
@@ -137,24 +173,17 @@ impl Detector for OracleDetector {
     fn chunk(&mut self, chunk: &Chunk) {
         let a = &chunk.accesses;
         for (&t, &addr) in a.thread.iter().zip(&a.addr) {
-            self.oracle.access(t, addr);
-            self.usage.access(t, addr);
+            self.seen.keep(t, addr);
         }
-        self.accesses += a.len() as u64;
+        self.seen.looked_at(a.len());
     }
 
     fn matrix(&self) -> &SharingMatrix {
-        &self.oracle.matrix
+        self.seen.matrix()
     }
 
     fn finish(self: Box<Self>) -> Detection {
-        Detection {
-            matrix: self.oracle.matrix,
-            pages: self.usage,
-            seen: self.accesses,
-            accesses: self.accesses,
-            report: None,
-        }
+        self.seen.finish()
     }
 }
 

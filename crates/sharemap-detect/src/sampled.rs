@@ -4,9 +4,9 @@
 
 use crate::cache::PerThreadCache;
 use crate::detector::{Detection, Detector, DetectorContext, DetectorInfo};
-use crate::oracle::Oracle;
+use crate::oracle::Seen;
+use sharemap_core::SharingMatrix;
 use sharemap_core::spec::param;
-use sharemap_core::{PageUsage, SharingMatrix};
 use sharemap_trace::Chunk;
 
 pub(crate) const INFO: DetectorInfo = DetectorInfo {
@@ -46,12 +46,9 @@ pub enum Filter {
 
 pub struct Sampled {
     filter: Filter,
-    oracle: Oracle,
-    usage: PageUsage,
+    seen: Seen,
     per_thread: Vec<u64>,
     cache: Option<PerThreadCache>,
-    seen: u64,
-    accesses: u64,
 }
 
 impl Sampled {
@@ -62,15 +59,7 @@ impl Sampled {
             Filter::CacheMiss { kb } => (line, Some(PerThreadCache::new((kb * 1024 / line) as usize, 8, line))),
             Filter::TlbMiss { entries } => (page, Some(PerThreadCache::new(entries as usize, 4, page))),
         };
-        Sampled {
-            filter,
-            oracle: Oracle::new(block),
-            usage: PageUsage::new(page),
-            per_thread: Vec::new(),
-            cache,
-            seen: 0,
-            accesses: 0,
-        }
+        Sampled { filter, seen: Seen::new(block, ctx), per_thread: Vec::new(), cache }
     }
 }
 
@@ -100,25 +89,17 @@ impl Detector for Sampled {
                 }
             };
             if keep {
-                self.oracle.access(t, addr);
-                self.usage.access(t, addr);
-                self.seen += 1;
+                self.seen.keep(t, addr);
             }
         }
-        self.accesses += a.len() as u64;
+        self.seen.looked_at(a.len());
     }
 
     fn matrix(&self) -> &SharingMatrix {
-        &self.oracle.matrix
+        self.seen.matrix()
     }
 
     fn finish(self: Box<Self>) -> Detection {
-        Detection {
-            matrix: self.oracle.matrix,
-            pages: self.usage,
-            seen: self.seen,
-            accesses: self.accesses,
-            report: None,
-        }
+        self.seen.finish()
     }
 }

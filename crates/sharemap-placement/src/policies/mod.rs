@@ -11,6 +11,8 @@ mod simple;
 use crate::cost::{Costs, Residence, Tally, node_bit};
 use crate::page::{Page, Ref};
 use crate::partition::SamplerKind;
+pub use sharemap_core::Param;
+use sharemap_core::spec::param as p;
 use sharemap_detect::sammu::SammuParams;
 use std::collections::BTreeMap;
 
@@ -70,13 +72,7 @@ impl Prepass {
     }
 }
 
-/// A policy's parameter: name, default, meaning.
-pub struct Param {
-    pub key: &'static str,
-    pub default: &'static str,
-    pub doc: &'static str,
-}
-
+/// A registry row: how `sharemap policies` lists a policy and how settings build it.
 pub struct PolicyInfo {
     pub name: &'static str,
     /// Where it comes from.
@@ -84,10 +80,6 @@ pub struct PolicyInfo {
     pub summary: &'static str,
     pub params: &'static [Param],
     build: fn(&Values) -> Result<Box<dyn Policy>, PolicyError>,
-}
-
-const fn p(key: &'static str, default: &'static str, doc: &'static str) -> Param {
-    Param { key, default, doc }
 }
 
 /// Every policy, in the order `--policy all` reports them.

@@ -1,0 +1,26 @@
+//! `sharemap policies|detectors|algorithms`: a registry listed the same way for each kind.
+
+use sharemap_core::Param;
+
+/// One registry row as listed.
+pub struct Row<'a> {
+    pub name: &'a str,
+    pub source: &'a str,
+    pub summary: &'a str,
+    pub params: &'a [Param],
+}
+
+pub fn header(kind: &str) {
+    println!("{kind:<28} source");
+}
+
+/// Name and source, the summary, then each parameter as `how` writes it and its meaning.
+pub fn rows<'a>(rows: impl Iterator<Item = Row<'a>>, how: impl Fn(&str, &Param) -> String) {
+    for r in rows {
+        println!("{:<28} {}", r.name, r.source);
+        println!("{:<28}   {}", "", r.summary);
+        for p in r.params {
+            println!("{:<28}   {}   {}", "", how(r.name, p), p.doc);
+        }
+    }
+}
