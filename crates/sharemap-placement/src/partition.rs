@@ -78,14 +78,15 @@ pub struct Partition {
     tlb_events: bool,
 }
 
-/// Number of buckets: enough that one bucket per worker fits the budget.
+/// Number of buckets: enough that every worker's bucket, loaded and grouped by page (two
+/// copies), fits the budget together.
 fn bucket_count(hint: Option<u64>, budget: usize) -> usize {
     let workers = rayon::current_num_threads().max(1);
     let floor = workers * 4;
     match hint {
         Some(n) => {
             let total = n as usize * REC_BYTES;
-            floor.max(total.saturating_mul(workers) / budget.max(1) + 1).min(4096)
+            floor.max(total.saturating_mul(2 * workers) / budget.max(1) + 1).min(4096)
         }
         None => 256,
     }
@@ -176,12 +177,7 @@ impl Partition {
             refs = chunk.first_access + a.len() as u64;
             buffered += a.len() * REC_BYTES;
             if buffered > opts.memory_budget {
-                spill(&mut buffers, &mut files).map_err(|e| {
-                    TraceError::invalid(
-                        &std::env::temp_dir(),
-                        format!("cannot spill page references to a temporary file: {e}"),
-                    )
-                })?;
+                spill(&mut buffers, &mut files)?;
                 buffered = 0;
                 spilled = true;
             }
@@ -193,6 +189,12 @@ impl Partition {
         let mut address_rank = vec![0u32; page_numbers.len()];
         for (rank, &id) in order.iter().enumerate() {
             address_rank[id as usize] = rank as u32;
+        }
+        if spilled {
+            // What is still buffered goes to disk too, and the buffers' memory is given back:
+            // evaluation then holds only the buckets its workers load.
+            spill(&mut buffers, &mut files)?;
+            buffers.iter_mut().for_each(|b| *b = Vec::new());
         }
         let buckets = buffers
             .into_iter()
@@ -281,7 +283,13 @@ impl Partition {
 }
 
 /// Appends every bucket's buffered records to its temporary file.
-fn spill(buffers: &mut [Vec<Rec>], files: &mut [Option<(File, usize)>]) -> std::io::Result<()> {
+fn spill(buffers: &mut [Vec<Rec>], files: &mut [Option<(File, usize)>]) -> Result<(), TraceError> {
+    append(buffers, files).map_err(|e| {
+        TraceError::invalid(&std::env::temp_dir(), format!("cannot spill page references to a temporary file: {e}"))
+    })
+}
+
+fn append(buffers: &mut [Vec<Rec>], files: &mut [Option<(File, usize)>]) -> std::io::Result<()> {
     for (buf, slot) in buffers.iter_mut().zip(files.iter_mut()) {
         if buf.is_empty() {
             continue;
