@@ -163,6 +163,9 @@ impl TraceSource for TraceReader {
     fn for_each_chunk(&mut self, sink: &mut dyn FnMut(&Chunk) -> Result<()>) -> Result<()> {
         self.inner_mut().for_each_chunk(sink)
     }
+    fn for_each_chunk_unordered(&mut self, sink: &(dyn Fn(usize, &Chunk) -> Result<()> + Sync)) -> Result<()> {
+        self.inner_mut().for_each_chunk_unordered(sink)
+    }
 }
 
 enum Inner {

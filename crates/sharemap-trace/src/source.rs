@@ -34,6 +34,13 @@ pub trait TraceSource: Send {
         }
         Ok(())
     }
+
+    /// Hands every remaining chunk to `sink` with the index of the worker calling it (below
+    /// rayon's thread count), in no particular order: for analyses that merge per-worker
+    /// states. Formats that can decode in parallel call it from every worker at once.
+    fn for_each_chunk_unordered(&mut self, sink: &(dyn Fn(usize, &Chunk) -> Result<()> + Sync)) -> Result<()> {
+        self.for_each_chunk(&mut |chunk| sink(0, chunk))
+    }
 }
 
 impl<T: TraceSource + ?Sized> TraceSource for &mut T {
@@ -51,6 +58,9 @@ impl<T: TraceSource + ?Sized> TraceSource for &mut T {
     }
     fn for_each_chunk(&mut self, sink: &mut dyn FnMut(&Chunk) -> Result<()>) -> Result<()> {
         (**self).for_each_chunk(sink)
+    }
+    fn for_each_chunk_unordered(&mut self, sink: &(dyn Fn(usize, &Chunk) -> Result<()> + Sync)) -> Result<()> {
+        (**self).for_each_chunk_unordered(sink)
     }
 }
 

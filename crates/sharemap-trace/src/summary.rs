@@ -49,11 +49,15 @@ pub struct TraceSummary {
     pub metadata: Metadata,
 }
 
-/// Accumulates a summary chunk by chunk.
+/// Accumulates a summary chunk by chunk. Chunks may come in any order, and summarizers that
+/// saw different chunks merge into the summary of them all (`merge`).
 pub struct Summarizer {
     page_shift: u32,
     /// Page number -> index into the per-page vectors below.
     index: DenseIndex,
+    page_numbers: Vec<u64>,
+    /// The first access to each page: its position and thread.
+    page_first: Vec<(u64, u32)>,
     page_accesses: Vec<u64>,
     page_written: Vec<bool>,
     /// Threads of each page as a bitset of `stride` words per page.
@@ -74,6 +78,8 @@ impl Summarizer {
         Summarizer {
             page_shift: page_size.max(1).trailing_zeros(),
             index: DenseIndex::default(),
+            page_numbers: Vec::new(),
+            page_first: Vec::new(),
             page_accesses: Vec::new(),
             page_written: Vec::new(),
             page_threads: Vec::new(),
@@ -110,6 +116,9 @@ impl Summarizer {
             *self.events.entry(e.kind.name().to_string()).or_default() += 1;
             self.grow(e.thread as usize);
         }
+        // Each chunk starts afresh, so that its first access to each page is compared with
+        // the page's first access so far (chunks may come out of order).
+        self.recent = RecentPerThread::default();
         let a = &chunk.accesses;
         for i in 0..a.len() {
             let t = a.thread[i] as usize;
@@ -126,7 +135,7 @@ impl Summarizer {
             let page = addr >> self.page_shift;
             let p = match self.recent.get(t, page) {
                 Some(p) => p,
-                None => self.enter_page(t, page),
+                None => self.enter_page(t, page, chunk.first_access + i as u64),
             } as usize;
             self.page_accesses[p] += 1;
             self.page_written[p] |= w;
@@ -134,23 +143,56 @@ impl Summarizer {
         self.accesses += a.len() as u64;
     }
 
-    /// Thread t comes to `page` (not among its last two): its index.
-    fn enter_page(&mut self, t: usize, page: u64) -> u32 {
+    /// Thread t comes to `page` at position `at` (not among its last two pages in this
+    /// chunk): the page's index.
+    fn enter_page(&mut self, t: usize, page: u64, at: u64) -> u32 {
+        let p = self.page(page, at, t as u32);
+        self.page_threads[p as usize * self.stride + t / 64] |= 1u64 << (t % 64);
+        self.recent.put(t, page, p);
+        p
+    }
+
+    /// The page's index, made if new; `at` and `thread` become its first access if earlier.
+    fn page(&mut self, page: u64, at: u64, thread: u32) -> u32 {
         let (p, new) = self.index.id(page);
         if new {
+            self.page_numbers.push(page);
+            self.page_first.push((at, thread));
             self.page_accesses.push(0);
             self.page_written.push(false);
             self.page_threads.resize(self.page_threads.len() + self.stride, 0);
-            self.threads[t].first_touches += 1;
+        } else if at < self.page_first[p as usize].0 {
+            self.page_first[p as usize] = (at, thread);
         }
-        let word = &mut self.page_threads[p as usize * self.stride + t / 64];
-        let bit = 1u64 << (t % 64);
-        if *word & bit == 0 {
-            *word |= bit;
-            self.threads[t].pages += 1;
-        }
-        self.recent.put(t, page, p);
         p
+    }
+
+    /// Adds what `other` saw (other chunks of the same trace).
+    pub fn merge(&mut self, other: Summarizer) {
+        if !other.threads.is_empty() {
+            self.grow(other.threads.len() - 1);
+        }
+        for (mine, theirs) in self.threads.iter_mut().zip(&other.threads) {
+            mine.accesses += theirs.accesses;
+            mine.writes += theirs.writes;
+        }
+        for (k, v) in other.events {
+            *self.events.entry(k).or_default() += v;
+        }
+        for (q, &number) in other.page_numbers.iter().enumerate() {
+            let (at, thread) = other.page_first[q];
+            let p = self.page(number, at, thread) as usize;
+            self.page_accesses[p] += other.page_accesses[q];
+            self.page_written[p] |= other.page_written[q];
+            let theirs = &other.page_threads[q * other.stride..(q + 1) * other.stride];
+            for (w, bits) in self.page_threads[p * self.stride..].iter_mut().zip(theirs) {
+                *w |= bits;
+            }
+        }
+        self.accesses += other.accesses;
+        self.bytes += other.bytes;
+        self.min_addr = self.min_addr.min(other.min_addr);
+        self.max_addr = self.max_addr.max(other.max_addr);
     }
 
     pub fn finish(mut self, mut metadata: Metadata) -> TraceSummary {
@@ -163,6 +205,16 @@ impl Summarizer {
                 sharing.accesses_to_shared_pages += self.page_accesses[p];
                 sharing.shared_written_pages += self.page_written[p] as u64;
             }
+        }
+        for (p, row) in self.page_threads.chunks(self.stride).enumerate() {
+            for (w, &bits) in row.iter().enumerate() {
+                let mut bits = bits;
+                while bits != 0 {
+                    self.threads[w * 64 + bits.trailing_zeros() as usize].pages += 1;
+                    bits &= bits - 1;
+                }
+            }
+            self.threads[self.page_first[p].1 as usize].first_touches += 1;
         }
         for t in &mut self.threads {
             t.reads = t.accesses - t.writes;
@@ -187,14 +239,21 @@ impl Summarizer {
     }
 }
 
-/// Reads the whole trace; `progress` is told how many accesses each chunk held.
-pub fn summarize(reader: &mut dyn TraceSource, mut progress: impl FnMut(u64)) -> Result<TraceSummary> {
-    let mut s = Summarizer::new(reader.metadata().page_size);
-    reader.for_each_chunk(&mut |chunk| {
-        s.add(chunk);
+/// Reads the whole trace, chunk-parallel where the format allows (a summarizer per worker,
+/// merged); `progress` is told how many accesses each chunk held.
+pub fn summarize(reader: &mut dyn TraceSource, progress: impl Fn(u64) + Sync) -> Result<TraceSummary> {
+    let page_size = reader.metadata().page_size;
+    let workers: Vec<std::sync::Mutex<Summarizer>> =
+        (0..rayon::current_num_threads().max(1)).map(|_| std::sync::Mutex::new(Summarizer::new(page_size))).collect();
+    reader.for_each_chunk_unordered(&|worker, chunk| {
+        // Each worker locks its own summarizer: never contended.
+        workers[worker % workers.len()].lock().expect("a summarizer never panics").add(chunk);
         progress(chunk.accesses.len() as u64);
         Ok(())
     })?;
+    let mut all = workers.into_iter().map(|m| m.into_inner().expect("a summarizer never panics"));
+    let mut s = all.next().expect("at least one worker");
+    all.for_each(|other| s.merge(other));
     Ok(s.finish(reader.metadata().clone()))
 }
 
@@ -231,5 +290,43 @@ mod tests {
         assert_eq!(r.sharing.accesses_to_shared_pages, 5);
         assert_eq!(r.sharing.shared_written_pages, 1);
         assert_eq!(r.bytes_accessed, 44);
+    }
+
+    proptest::proptest! {
+        /// Chunks summarized in any order by several summarizers, merged, give exactly the
+        /// summary of one summarizer reading them in order.
+        #[test]
+        fn merged_out_of_order_summaries_equal_the_sequential_one(
+            accesses in proptest::collection::vec((0u32..70, 0u64..40_000, proptest::bool::ANY), 1..600),
+            chunk in 1usize..50,
+            order_seed in 0u64..1000,
+            parts in 1usize..4,
+        ) {
+            let mut chunks = Vec::new();
+            for (k, part) in accesses.chunks(chunk).enumerate() {
+                let mut c = Chunk { first_access: (k * chunk) as u64, ..Chunk::default() };
+                for &(t, addr, w) in part {
+                    c.accesses.push(if w { Access::write(t, addr, 8) } else { Access::read(t, addr, 4) });
+                }
+                chunks.push(c);
+            }
+            let mut one = Summarizer::new(4096);
+            chunks.iter().for_each(|c| one.add(c));
+            let expect = serde_json::to_value(one.finish(Metadata::default())).unwrap();
+            // A shuffled order, dealt round-robin to `parts` summarizers.
+            let mut order: Vec<usize> = (0..chunks.len()).collect();
+            let mut x = order_seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            for i in (1..order.len()).rev() {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                order.swap(i, (x >> 33) as usize % (i + 1));
+            }
+            let mut many: Vec<Summarizer> = (0..parts).map(|_| Summarizer::new(4096)).collect();
+            for (k, &i) in order.iter().enumerate() {
+                many[k % parts].add(&chunks[i]);
+            }
+            let mut merged = many.remove(0);
+            many.into_iter().for_each(|m| merged.merge(m));
+            proptest::prop_assert_eq!(serde_json::to_value(merged.finish(Metadata::default())).unwrap(), expect);
+        }
     }
 }

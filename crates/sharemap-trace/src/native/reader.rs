@@ -163,6 +163,20 @@ impl TraceSource for NativeReader {
         }
     }
 
+    /// Each worker decodes chunks and hands them to `sink` itself.
+    fn for_each_chunk_unordered(&mut self, sink: &(dyn Fn(usize, &Chunk) -> Result<()> + Sync)) -> Result<()> {
+        let rest = &self.chunks[self.next..];
+        self.next = self.chunks.len();
+        let (path, file, version) = (&self.path, &self.file, self.version);
+        rest.par_iter().try_for_each_init(
+            || (ChunkDecoder::for_version(version).expect("checked at open"), Vec::new(), Chunk::default()),
+            |(decoder, payload, chunk), info| {
+                read_chunk(path, file, info, decoder, payload, chunk)?;
+                sink(rayon::current_thread_index().unwrap_or(0), chunk)
+            },
+        )
+    }
+
     /// Decodes a window of chunks on rayon's pool while `sink` takes the previous window
     /// on this thread: the caller's analysis never waits for zstd.
     fn for_each_chunk(&mut self, sink: &mut dyn FnMut(&Chunk) -> Result<()>) -> Result<()> {
