@@ -41,10 +41,7 @@ pub fn run(path: &Path, from: Option<&str>, json: bool) -> Result<ExitCode> {
         format: reader.format().name(),
         bytes,
         bytes_per_access: bytes as f64 / summary.accesses.max(1) as f64,
-        chunks: match &reader {
-            TraceReader::Native(r) => Some(r.chunks().len()),
-            _ => None,
-        },
+        chunks: reader.native_chunks(),
         complete: reader.truncated_at().is_none(),
         truncated_at: reader.truncated_at(),
     };
