@@ -118,17 +118,18 @@ impl Seen {
         Seen { oracle: Oracle::new(block), usage: PageUsage::new(ctx.page_size.bytes()), seen: 0, accesses: 0 }
     }
 
-    /// An access the detector keeps.
+    /// An access the detector keeps (counted by `looked_at`: a count kept in a local
+    /// variable, where a field incremented per access costs a memory round trip).
     #[inline]
     pub fn keep(&mut self, thread: u32, addr: u64) {
         self.oracle.access(thread, addr);
         self.usage.access(thread, addr);
-        self.seen += 1;
     }
 
-    /// A chunk's accesses, kept or not, have been looked at.
-    pub fn looked_at(&mut self, n: usize) {
-        self.accesses += n as u64;
+    /// A chunk's `looked` accesses have been looked at, `kept` of them kept.
+    pub fn looked_at(&mut self, looked: usize, kept: u64) {
+        self.accesses += looked as u64;
+        self.seen += kept;
     }
 
     pub fn matrix(&self) -> &SharingMatrix {
@@ -175,7 +176,7 @@ impl Detector for OracleDetector {
         for (&t, &addr) in a.thread.iter().zip(&a.addr) {
             self.seen.keep(t, addr);
         }
-        self.seen.looked_at(a.len());
+        self.seen.looked_at(a.len(), a.len() as u64);
     }
 
     fn matrix(&self) -> &SharingMatrix {

@@ -74,6 +74,7 @@ impl Detector for Sampled {
 
     fn chunk(&mut self, chunk: &Chunk) {
         let a = &chunk.accesses;
+        let mut kept = 0u64;
         for (&t, &addr) in a.thread.iter().zip(&a.addr) {
             let keep = match self.filter {
                 Filter::Every(k) => {
@@ -90,9 +91,10 @@ impl Detector for Sampled {
             };
             if keep {
                 self.seen.keep(t, addr);
+                kept += 1;
             }
         }
-        self.seen.looked_at(a.len());
+        self.seen.looked_at(a.len(), kept);
     }
 
     fn matrix(&self) -> &SharingMatrix {
