@@ -4,9 +4,11 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// A symmetric threads x threads matrix of sharing amounts (diagonal unused, zero).
-#[derive(Clone, Debug, PartialEq)]
+/// A symmetric threads x threads matrix of sharing amounts (diagonal unused, zero). It
+/// serialises as `{threads, cells}`, the cells row by row.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct SharingMatrix {
+    #[serde(rename = "threads")]
     n: usize,
     cells: Vec<f64>,
 }

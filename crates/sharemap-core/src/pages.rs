@@ -3,7 +3,7 @@
 use crate::index::{DenseIndex, RecentPerThread};
 use std::fmt::Write as _;
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PageEntry {
     pub first_touch: u32,
     /// Accesses by thread id.
@@ -116,6 +116,20 @@ impl PageUsage {
             out.push('\n');
         }
         out
+    }
+}
+
+/// Serialises as the pages in address order: `[{page, first_touch, accesses}]`.
+impl serde::Serialize for PageUsage {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(serde::Serialize)]
+        struct Row<'a> {
+            page: u64,
+            #[serde(flatten)]
+            entry: &'a PageEntry,
+        }
+        serializer
+            .collect_seq(self.sorted().into_iter().map(|(page, entry)| Row { page: page * self.page_size, entry }))
     }
 }
 

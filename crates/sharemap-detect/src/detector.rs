@@ -23,7 +23,7 @@ pub trait Detector: Send {
 
 /// What a detector saw: its matrix, the page usage of the accesses it saw, how many it saw
 /// of how many, and what else it reports.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct Detection {
     pub matrix: SharingMatrix,
     pub pages: PageUsage,
@@ -34,7 +34,7 @@ pub struct Detection {
 
 /// A detector's own report beside its matrix (STMap's decision, SAMMU's activity): a JSON
 /// object stored under `key` in summaries, and the lines a terminal shows.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Report {
     pub key: &'static str,
     pub json: serde_json::Value,

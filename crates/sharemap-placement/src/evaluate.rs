@@ -56,7 +56,7 @@ pub struct EvalOptions {
     pub skip_optimal: bool,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize)]
 pub struct Evaluation {
     /// The optimum first (unless skipped), then the policies in the order given.
     pub results: Vec<PolicyResult>,

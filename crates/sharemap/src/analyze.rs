@@ -21,6 +21,7 @@ pub struct AnalyzeRequest {
 }
 
 /// What the detector found.
+#[derive(Serialize)]
 pub struct Analysis {
     /// The detector's spec with every parameter.
     pub detector: String,

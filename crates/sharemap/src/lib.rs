@@ -88,3 +88,36 @@ pub fn oracle_matrix(trace: &mut dyn sharemap_trace::TraceSource) -> Result<shar
     let machine = sharemap_machine::Machine::from_spec("pu:1")?;
     Ok(detect(trace, "oracle", &machine)?.matrix)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{Access, MemoryTrace};
+
+    /// Every analysis's result serialises, with the fields a program reads.
+    #[test]
+    fn results_serialise() {
+        // Threads 0-1 share lines 0..150, threads 2-3 lines 150..300.
+        let line = |i: u64| i / 4 % 150 + 150 * (i % 4 / 2);
+        let accesses: Vec<Access> = (0..4000u64).map(|i| Access::write((i % 4) as u32, 64 * line(i), 8)).collect();
+        let trace = || MemoryTrace::from_accesses(accesses.iter().copied());
+        let machine = machine::Machine::from_spec("numa:2 pu:2").unwrap();
+        let request =
+            AnalyzeRequest { detector: "oracle".into(), compare: Some("sampled:every=2".into()), window: 1000 };
+        let a = serde_json::to_value(analyze(&mut trace(), &machine, &request, &mut |_| {}).unwrap()).unwrap();
+        assert_eq!(a["detection"]["matrix"]["threads"], 4);
+        assert_eq!(a["detection"]["pages"].as_array().unwrap().len(), 5);
+        assert_eq!(a["windows"].as_array().unwrap().len(), 4);
+        assert!(a["accuracy"]["correlation"].is_number());
+        let setup = Setup { machine: "numa:2 pu:2".into(), ..Setup::default() };
+        let situation = Situation::resolve(&setup, &mut trace()).unwrap();
+        let p =
+            serde_json::to_value(place(&mut trace(), &situation, "first-touch", &Default::default()).unwrap()).unwrap();
+        assert_eq!(p["accesses"], 4000);
+        assert_eq!(p["evaluation"]["results"][0]["name"], "optimal");
+        assert!(serde_json::to_value(&situation).unwrap()["costs"]["r"].is_number());
+        let m = detect(&mut trace(), "oracle", &machine).unwrap().matrix;
+        let mapped = map(&m, &machine, "sharemap", map::cost_model("hops").unwrap(), 1).unwrap();
+        assert_eq!(serde_json::to_value(&mapped).unwrap()[0]["mapping"].as_array().unwrap().len(), 4);
+    }
+}

@@ -98,6 +98,7 @@ impl Prepared {
 }
 
 /// What `place` found.
+#[derive(serde::Serialize)]
 pub struct Placement {
     pub accesses: u64,
     pub pages: usize,
