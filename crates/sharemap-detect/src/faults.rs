@@ -42,18 +42,13 @@ impl Detector for Faults {
     }
 
     fn chunk(&mut self, chunk: &Chunk) {
-        let a = &chunk.accesses;
-        let mut kept = 0u64;
-        for (i, (&t, &addr)) in a.thread.iter().zip(&a.addr).enumerate() {
-            let w = (chunk.first_access + i as u64) / self.window;
-            let last = self.faulted.entry((addr >> self.page_shift, t)).or_insert(u64::MAX);
-            if *last != w {
-                *last = w;
-                self.seen.keep(t, addr);
-                kept += 1;
-            }
-        }
-        self.seen.looked_at(a.len(), kept);
+        let (window, shift, faulted) = (self.window, self.page_shift, &mut self.faulted);
+        self.seen.filter(chunk, |at, t, addr| {
+            let last = faulted.entry((addr >> shift, t)).or_insert(u64::MAX);
+            let fault = *last != at / window;
+            *last = at / window;
+            fault
+        });
     }
 
     fn matrix(&self) -> &SharingMatrix {

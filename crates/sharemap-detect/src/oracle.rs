@@ -126,6 +126,20 @@ impl Seen {
         self.usage.access(thread, addr);
     }
 
+    /// Keeps the chunk's accesses that `keep(position, thread, addr)` accepts, in order.
+    #[inline]
+    pub fn filter(&mut self, chunk: &Chunk, mut keep: impl FnMut(u64, u32, u64) -> bool) {
+        let a = &chunk.accesses;
+        let mut kept = 0u64;
+        for (i, (&t, &addr)) in a.thread.iter().zip(&a.addr).enumerate() {
+            if keep(chunk.first_access + i as u64, t, addr) {
+                self.keep(t, addr);
+                kept += 1;
+            }
+        }
+        self.looked_at(a.len(), kept);
+    }
+
     /// A chunk's `looked` accesses have been looked at, `kept` of them kept.
     pub fn looked_at(&mut self, looked: usize, kept: u64) {
         self.accesses += looked as u64;

@@ -73,28 +73,20 @@ impl Detector for Sampled {
     }
 
     fn chunk(&mut self, chunk: &Chunk) {
-        let a = &chunk.accesses;
-        let mut kept = 0u64;
-        for (&t, &addr) in a.thread.iter().zip(&a.addr) {
-            let keep = match self.filter {
-                Filter::Every(k) => {
-                    if self.per_thread.len() <= t as usize {
-                        self.per_thread.resize(t as usize + 1, 0);
-                    }
-                    let n = &mut self.per_thread[t as usize];
-                    *n += 1;
-                    (*n).is_multiple_of(k)
+        let (filter, per_thread, cache) = (self.filter, &mut self.per_thread, &mut self.cache);
+        self.seen.filter(chunk, |_, t, addr| match filter {
+            Filter::Every(k) => {
+                if per_thread.len() <= t as usize {
+                    per_thread.resize(t as usize + 1, 0);
                 }
-                Filter::CacheMiss { .. } | Filter::TlbMiss { .. } => {
-                    self.cache.as_mut().expect("built with the filter").misses(t as usize, addr)
-                }
-            };
-            if keep {
-                self.seen.keep(t, addr);
-                kept += 1;
+                let n = &mut per_thread[t as usize];
+                *n += 1;
+                (*n).is_multiple_of(k)
             }
-        }
-        self.seen.looked_at(a.len(), kept);
+            Filter::CacheMiss { .. } | Filter::TlbMiss { .. } => {
+                cache.as_mut().expect("built with the filter").misses(t as usize, addr)
+            }
+        });
     }
 
     fn matrix(&self) -> &SharingMatrix {
