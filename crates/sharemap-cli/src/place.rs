@@ -56,8 +56,9 @@ pub struct ModelArgs {
     /// Policy parameter, as policy.key=value (repeatable; see `sharemap policies`)
     #[arg(long = "set", value_name = "POLICY.KEY=VALUE")]
     pub set: Vec<String>,
-    /// Memory for page references before spilling to temporary files, in MiB
-    #[arg(long, default_value_t = 2048)]
+    /// Memory for page references before spilling to temporary files, in MiB (each worker
+    /// reuses its share once full)
+    #[arg(long, default_value_t = 256)]
     pub memory_mb: usize,
 }
 
@@ -170,7 +171,7 @@ pub fn prepare(args: &ModelArgs, policies: &[(String, Box<dyn Policy>)]) -> Resu
     let mut reader = args.open()?;
     warn_if_truncated(&reader, &args.trace);
     let bar = progress::bar(reader.access_count_hint(), "reading pages");
-    let prepared = sharemap::prepare(&mut reader, &situation, policies, &mut |n| bar.set_position(n))?;
+    let prepared = sharemap::prepare(&mut reader, &situation, policies, &|n| bar.set_position(n))?;
     bar.finish_and_clear();
     Ok(Prepared { situation, prepared })
 }

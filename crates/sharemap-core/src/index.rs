@@ -75,15 +75,14 @@ impl RecentPerThread {
     #[inline]
     pub fn get(&mut self, thread: usize, key: u64) -> Option<u32> {
         let s = self.slots.get_mut(thread)?;
-        let hit = if s.pairs[0].0 == key {
-            0
-        } else if s.pairs[1].0 == key {
-            1
-        } else {
+        // Both compares, then a select: which pair hits is hard to predict when a thread
+        // alternates between two pages.
+        let (h0, h1) = (s.pairs[0].0 == key, s.pairs[1].0 == key);
+        if !(h0 | h1) {
             return None;
-        };
-        s.last = hit;
-        Some(s.pairs[hit as usize].1)
+        }
+        s.last = h1 as u8;
+        Some(if h1 { s.pairs[1].1 } else { s.pairs[0].1 })
     }
 
     /// Remembers `key` in place of the thread's less recently used pair.

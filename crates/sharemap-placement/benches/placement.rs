@@ -85,7 +85,7 @@ fn bench(c: &mut Criterion) {
     partition.bench_function("sor", |b| {
         b.iter(|| {
             let mut r = sharemap_trace::TraceReader::open(&path, None).unwrap();
-            Partition::build(&mut r, &opts, |_| {}).unwrap().pages()
+            Partition::build(&mut r, &opts, &|_| {}).unwrap().pages()
         })
     });
     partition.finish();

@@ -132,16 +132,15 @@ impl Tally {
         }
     }
 
-    /// Charges `n` references by `node` while the page is in `set`.
+    /// Charges `n` references by `node` while the page is in `set`. Without branches: which
+    /// of the three a reference is depends on the trace and is poorly predicted.
     #[inline]
     pub fn charge_refs(&mut self, set: LocSet, node: u16, n: u64) {
-        if set & node_bit(node) != 0 {
-            self.local += n;
-        } else if set & GLOBAL_BIT != 0 {
-            self.global += n;
-        } else {
-            self.remote += n;
-        }
+        let local = (set & node_bit(node) != 0) as u64;
+        let global = (set & GLOBAL_BIT != 0) as u64 & (local ^ 1);
+        self.local += local * n;
+        self.global += global * n;
+        self.remote += (1 - local - global) * n;
     }
 
     pub fn add(&mut self, o: &Tally) {
@@ -193,6 +192,23 @@ impl Residence {
     /// Adds a copy at the given location.
     pub fn replicate(&mut self, loc: LocSet) {
         self.place(self.set | loc);
+    }
+
+    /// Charges references while the page stays where it is: with a single copy no reference
+    /// changes anything, so they are counted rather than replayed.
+    pub fn stay(&mut self, refs: &[crate::page::Ref]) {
+        if self.set.count_ones() != 1 {
+            refs.iter().for_each(|r| if r.write { self.write(r.node) } else { self.read(r.node) });
+            return;
+        }
+        if self.set == GLOBAL_BIT {
+            self.tally.global += refs.len() as u64;
+            return;
+        }
+        let node = self.set.trailing_zeros() as u16;
+        let local = refs.iter().filter(|r| r.node == node).count() as u64;
+        self.tally.local += local;
+        self.tally.remote += refs.len() as u64 - local;
     }
 
     /// Charges a read by `node`.

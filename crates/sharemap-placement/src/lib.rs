@@ -1,6 +1,7 @@
 //! Data placement on a modelled NUMA machine: seed 004's cost model, its exact off-line
 //! optimal placement, and the online policies of the literature, all evaluated page by page.
 
+mod chains;
 pub mod cost;
 pub mod evaluate;
 pub mod optimal;

@@ -30,8 +30,35 @@ pub struct Page<'a> {
     /// Rank of the page by address among the trace's pages (0 = lowest).
     pub address_rank: u32,
     pub refs: &'a [Ref],
-    /// TLB events of the page in trace order, when a TLB model ran (see `TlbModel`): at the
+    /// TLB events of the page in trace order, when a TLB model ran (see `InOrder` in `partition`): at the
     /// position of the access that caused them, from the node of the core whose TLB entry
     /// was evicted or saturated. Not accesses: nothing is charged for them.
     pub events: &'a [Ref],
+    /// The node of every reference, when they all come from one (private data).
+    only_node: Option<u16>,
+}
+
+impl<'a> Page<'a> {
+    pub fn new(number: u64, touch_rank: u32, address_rank: u32, refs: &'a [Ref], events: &'a [Ref]) -> Self {
+        let only_node = refs.first().map(|r| r.node).filter(|&n| refs.iter().all(|r| r.node == n));
+        Page { number, touch_rank, address_rank, refs, events, only_node }
+    }
+
+    /// The same page with these TLB events.
+    pub fn with_events(self, events: &'a [Ref]) -> Self {
+        Page { events, ..self }
+    }
+
+    /// The same page with the private-page shortcut off: policies replay every reference.
+    #[cfg(test)]
+    pub(crate) fn replayed(self) -> Self {
+        Page { only_node: None, ..self }
+    }
+
+    /// The node of every reference, when they all come from one: a policy that starts at
+    /// the first touch and only ever moves a page to a node referencing it leaves such a
+    /// page where it is, every reference local.
+    pub fn only_node(&self) -> Option<u16> {
+        self.only_node
+    }
 }

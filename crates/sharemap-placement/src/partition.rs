@@ -1,18 +1,24 @@
 //! Splits a trace into per-page reference streams, once, so every analysis can run page by
-//! page in parallel. References are spread over buckets by page; when the buffered
-//! references exceed the memory budget they are spilled to temporary files, so traces
-//! larger than RAM partition in bounded memory. A bucket is then loaded on its own,
-//! grouped by page with a counting sort, and handed out page by page.
+//! page in parallel.
+//!
+//! The trace is cut into runs of consecutive chunks, read at the same time, one worker each.
+//! A run appends each reference to its page's chain as a 4-byte record (see `chains`); a
+//! page's stream is then its chains in run order, read straight into the evaluating worker's
+//! scratch. A run that outgrows its share of the memory budget writes its chains to a
+//! temporary file and reuses its memory, so traces larger than RAM partition in bounded
+//! memory. Policies that need state kept in trace order across pages (a profile sampler, a
+//! TLB model: `Policy::prepass`) get a single run.
 
+use crate::chains::{ChainStore, SAMPLED, TLB_EVENT, WRITE};
 use crate::page::{Page, Ref};
 use crate::policies::Prepass;
 use rayon::prelude::*;
 use sharemap_core::{DenseIndex, PageSize, RecentPerThread, ThreadPlacement};
 use sharemap_detect::cache::PerThreadCache;
 use sharemap_detect::sammu::Sammu;
-use sharemap_trace::{EventKind, TraceError, TraceSource};
-use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use sharemap_trace::{Chunk, EventKind, TraceError, TraceSource};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How to turn accesses into page references.
 #[derive(Clone, Debug)]
@@ -36,26 +42,9 @@ pub enum SamplerKind {
     TlbMiss { entries: u32, ways: u32 },
 }
 
-/// One stored reference: 16 bytes.
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(C)]
-struct Rec {
-    at: u64,
-    page: u32,
-    node: u16,
-    flags: u16,
-}
-
-const WRITE: u16 = 1;
-const SAMPLED: u16 = 2;
-/// Not an access: a TLB event of the page from `node` at position `at`.
-const TLB_EVENT: u16 = 4;
-const REC_BYTES: usize = std::mem::size_of::<Rec>();
-
-enum Store {
-    Memory(Vec<Rec>),
-    Spilled { file: File, tail: Vec<Rec>, len: usize },
-}
+/// Most runs a trace is cut into (each keeps its own page table until the runs are joined).
+const MAX_RUNS: usize = 16;
+const NO_PAGE: u32 = u32::MAX;
 
 /// A trace split by page.
 pub struct Partition {
@@ -71,25 +60,11 @@ pub struct Partition {
     pub phase_changes: Vec<u64>,
     /// Positions of every placement annotation (init-done, phase-change, roi-begin), in order.
     pub annotations: Vec<u64>,
-    buckets: Vec<Store>,
     /// Whether anything went to disk (for reporting).
     pub spilled: bool,
-    /// Whether a TLB model ran (records carry TLB events to separate from the accesses).
-    tlb_events: bool,
-}
-
-/// Number of buckets: enough that every worker's bucket, loaded and grouped by page (two
-/// copies), fits the budget together.
-fn bucket_count(hint: Option<u64>, budget: usize) -> usize {
-    let workers = rayon::current_num_threads().max(1);
-    let floor = workers * 4;
-    match hint {
-        Some(n) => {
-            let total = n as usize * REC_BYTES;
-            floor.max(total.saturating_mul(2 * workers) / budget.max(1) + 1).min(4096)
-        }
-        None => 256,
-    }
+    runs: Vec<ChainStore>,
+    /// Page id * runs + run: the page's index in that run's chains, or NO_PAGE.
+    local: Vec<u32>,
 }
 
 impl Partition {
@@ -97,258 +72,305 @@ impl Partition {
     pub fn build(
         reader: &mut dyn TraceSource,
         opts: &PartitionOptions,
-        mut progress: impl FnMut(u64),
+        progress: &(dyn Fn(u64) + Sync),
     ) -> Result<Partition, TraceError> {
-        let shift = opts.page_size.shift();
-        let hint = reader.access_count_hint();
-        let nb = bucket_count(hint, opts.memory_budget);
-        // Sized up front when the trace says how long it is (and it fits the budget): no
-        // copying on growth.
-        let per_bucket = hint
-            .map_or(0, |n| n as usize / nb + n as usize / nb / 8 + 1024)
-            .min(opts.memory_budget / REC_BYTES / nb + 1);
-        let mut buffers: Vec<Vec<Rec>> = (0..nb).map(|_| Vec::with_capacity(per_bucket)).collect();
-        let mut files: Vec<Option<(File, usize)>> = (0..nb).map(|_| None).collect();
-        let mut ids = DenseIndex::default();
-        let mut page_numbers = Vec::new();
-        let (mut init_done, mut phase_changes, mut annotations) = (None, Vec::new(), Vec::new());
-        let mut sampler = opts.prepass.sampler.map(Sampler::new);
-        let core_list = opts.placement.core_list();
-        let mut tlb = opts.prepass.tlb.map(|params| {
-            let (cores, nodes) = (opts.placement.cores(), opts.placement.nodes());
-            (Sammu::new(params, cores, nodes).log_updates(), core_list.as_slice())
-        });
-        let mut buffered = 0usize;
-        let mut spilled = false;
-        let mut refs = 0u64;
-        let nodes = &opts.placement.node_list();
-        // Each thread's last two pages: most accesses find their page there.
-        let mut last = RecentPerThread::default();
-        reader.for_each_chunk(&mut |chunk| {
-            for e in &chunk.events {
-                match e.kind {
-                    EventKind::InitDone => {
-                        init_done.get_or_insert(e.at);
-                        annotations.push(e.at);
-                    }
-                    EventKind::PhaseChange => {
-                        phase_changes.push(e.at);
-                        annotations.push(e.at);
-                    }
-                    EventKind::RoiBegin => annotations.push(e.at),
-                    _ => {}
-                }
-            }
-            let a = &chunk.accesses;
-            for i in 0..a.len() {
-                let thread = a.thread[i] as usize;
-                let number = a.addr[i] >> shift;
-                let page = match last.get(thread, number) {
-                    Some(id) => id,
-                    None => {
-                        let (id, new) = ids.id(number);
-                        if new {
-                            page_numbers.push(number);
-                        }
-                        last.put(thread, number, id);
-                        id
-                    }
-                };
-                let mut flags = if a.is_write(i) { WRITE } else { 0 };
-                if let Some(s) = sampler.as_mut()
-                    && s.misses(thread, a.addr[i])
-                {
-                    flags |= SAMPLED;
-                }
-                let node = nodes[thread % nodes.len()];
-                let at = chunk.first_access + i as u64;
-                buffers[page as usize % nb].push(Rec { at, page, node, flags });
-                if let Some((model, core_of_thread)) = tlb.as_mut() {
-                    let core = core_of_thread[thread % core_of_thread.len()];
-                    model.access(thread as u32, core, node as usize, number);
-                    for (number, node) in model.take_updates() {
-                        // The page was touched before, so it has an id.
-                        let page = ids.get(number).expect("touched before");
-                        buffers[page as usize % nb].push(Rec { at, page, node: node as u16, flags: TLB_EVENT });
-                        buffered += REC_BYTES;
-                    }
-                }
-            }
-            refs = chunk.first_access + a.len() as u64;
-            buffered += a.len() * REC_BYTES;
-            if buffered > opts.memory_budget {
-                spill(&mut buffers, &mut files)?;
-                buffered = 0;
-                spilled = true;
-            }
-            progress(refs);
+        if opts.prepass.sampler.is_some() || opts.prepass.tlb.is_some() {
+            return Ok(Self::join(vec![build_in_order(reader, opts, progress)?]));
+        }
+        let runs = rayon::current_num_threads().clamp(1, MAX_RUNS);
+        let builders: Vec<Mutex<Builder>> =
+            (0..runs).map(|_| Mutex::new(Builder::new(opts, opts.memory_budget / runs))).collect();
+        let read = AtomicU64::new(0);
+        reader.for_each_chunk_in_parts(runs, &|run, chunk| {
+            builders[run].lock().unwrap_or_else(|e| e.into_inner()).chunk(chunk, None)?;
+            let n = chunk.accesses.len() as u64;
+            progress(read.fetch_add(n, Ordering::Relaxed) + n);
             Ok(())
         })?;
+        let builders: Vec<Builder> =
+            builders.into_iter().map(|b| b.into_inner().unwrap_or_else(|e| e.into_inner())).collect();
+        Ok(Self::join(builders))
+    }
+
+    /// Pages get ids in first-touch order: the first run's in its order, then each later
+    /// run's new ones.
+    fn join(builders: Vec<Builder>) -> Partition {
+        let n = builders.len();
+        let mut ids = DenseIndex::default();
+        let (mut page_numbers, mut local) = (Vec::new(), Vec::new());
+        let (mut init_done, mut phase_changes, mut annotations) = (None, Vec::new(), Vec::new());
+        let (mut refs, mut spilled) = (0, false);
+        let mut runs = Vec::with_capacity(n);
+        for (r, b) in builders.into_iter().enumerate() {
+            for (l, &number) in b.numbers.iter().enumerate() {
+                let (id, new) = ids.id(number);
+                if new {
+                    page_numbers.push(number);
+                    local.resize(local.len() + n, NO_PAGE);
+                }
+                local[id as usize * n + r] = l as u32;
+            }
+            init_done = init_done.or(b.init_done);
+            phase_changes.extend(b.phase_changes);
+            annotations.extend(b.annotations);
+            refs = refs.max(b.end);
+            spilled |= b.store.spilled();
+            runs.push(b.store);
+        }
         let mut order: Vec<u32> = (0..page_numbers.len() as u32).collect();
         order.sort_unstable_by_key(|&id| page_numbers[id as usize]);
         let mut address_rank = vec![0u32; page_numbers.len()];
         for (rank, &id) in order.iter().enumerate() {
             address_rank[id as usize] = rank as u32;
         }
-        if spilled {
-            // What is still buffered goes to disk too, and the buffers' memory is given back:
-            // evaluation then holds only the buckets its workers load.
-            spill(&mut buffers, &mut files)?;
-            buffers.iter_mut().for_each(|b| *b = Vec::new());
-        }
-        let buckets = buffers
-            .into_iter()
-            .zip(files)
-            .map(|(tail, file)| match file {
-                None => Store::Memory(tail),
-                Some((file, len)) => Store::Spilled { file, tail, len },
-            })
-            .collect();
-        Ok(Partition {
-            page_numbers,
-            address_rank,
-            refs,
-            init_done,
-            phase_changes,
-            annotations,
-            buckets,
-            spilled,
-            tlb_events: opts.prepass.tlb.is_some(),
-        })
+        Partition { page_numbers, address_rank, refs, init_done, phase_changes, annotations, spilled, runs, local }
     }
 
     pub fn pages(&self) -> usize {
         self.page_numbers.len()
     }
 
-    /// Runs `f` on every page, in parallel by bucket, each worker with its own state from
-    /// `init`; returns the workers' states.
+    /// Runs `f` on every page, in parallel by groups of consecutive page ids, each group with
+    /// its own state from `init`; returns the groups' states in page order (so totals summed
+    /// from them do not depend on scheduling).
     pub fn par_pages<S: Send>(
         &self,
         init: impl Fn() -> S + Sync,
         f: impl Fn(&mut S, &Page) + Sync,
     ) -> std::io::Result<Vec<S>> {
-        let nb = self.buckets.len();
-        // One state and one set of buffers per worker, reused across its buckets.
-        (0..nb)
+        let pages = self.pages();
+        let per_group = pages.div_ceil(16 * rayon::current_num_threads().max(1)).clamp(1, 1024);
+        (0..pages.div_ceil(per_group))
             .into_par_iter()
-            .map_init(
-                || (Grouped::default(), Grouped::default()),
-                |(refs, events), b| {
-                    let mut state = init();
-                    let recs = self.load(b)?;
-                    if self.tlb_events {
-                        group_by_page(&recs, b, nb, |r| r.flags & TLB_EVENT == 0, refs);
-                        group_by_page(&recs, b, nb, |r| r.flags & TLB_EVENT != 0, events);
-                    } else {
-                        // Only accesses: one pass, no test per record.
-                        group_by_page(&recs, b, nb, |_| true, refs);
-                    }
-                    for w in 0..refs.starts.len().saturating_sub(1) {
-                        let (lo, hi) = (refs.starts[w], refs.starts[w + 1]);
-                        if lo == hi {
-                            continue;
-                        }
-                        let id = (w * nb + b) as u32;
-                        let page = Page {
-                            number: self.page_numbers[id as usize],
-                            touch_rank: id,
-                            address_rank: self.address_rank[id as usize],
-                            refs: &refs.refs[lo..hi],
-                            events: events.page(w),
-                        };
-                        f(&mut state, &page);
-                    }
-                    Ok(state)
-                },
-            )
+            .map_init(Scratch::default, |scratch, group| {
+                let mut state = init();
+                for id in group * per_group..((group + 1) * per_group).min(pages) {
+                    self.read(id, scratch)?;
+                    let (number, rank) = (self.page_numbers[id], self.address_rank[id]);
+                    let page = Page::new(number, id as u32, rank, &scratch.refs, &scratch.events);
+                    f(&mut state, &page);
+                }
+                Ok(state)
+            })
             .collect()
     }
 
-    fn load(&self, b: usize) -> std::io::Result<std::borrow::Cow<'_, [Rec]>> {
-        match &self.buckets[b] {
-            Store::Memory(v) => Ok(std::borrow::Cow::Borrowed(v)),
-            Store::Spilled { file, tail, len } => {
-                let mut recs = vec![Rec::default(); *len + tail.len()];
-                let mut f = file.try_clone()?;
-                f.seek(SeekFrom::Start(0))?;
-                // SAFETY: Rec is plain old data (repr(C), no padding: 8 + 4 + 2 + 2 bytes).
-                let bytes = unsafe { std::slice::from_raw_parts_mut(recs.as_mut_ptr() as *mut u8, *len * REC_BYTES) };
-                BufReader::new(f).read_exact(bytes)?;
-                recs[*len..].copy_from_slice(tail);
-                Ok(std::borrow::Cow::Owned(recs))
+    /// Page `id`'s references and events, run after run.
+    fn read(&self, id: usize, s: &mut Scratch) -> std::io::Result<()> {
+        s.refs.clear();
+        s.events.clear();
+        let n = self.runs.len();
+        for (run, &l) in self.runs.iter().zip(&self.local[id * n..(id + 1) * n]) {
+            if l != NO_PAGE {
+                run.read(l as usize, &mut s.buf, &mut s.refs, &mut s.events)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A worker's buffers for one page at a time.
+#[derive(Default)]
+struct Scratch {
+    refs: Vec<Ref>,
+    events: Vec<Ref>,
+    buf: Vec<u8>,
+}
+
+/// One run being read: its pages in first-touch order and their chains.
+struct Builder {
+    shift: u32,
+    threads: ThreadTable,
+    ids: DenseIndex,
+    numbers: Vec<u64>,
+    /// Each thread's last two pages: most accesses find their page there.
+    recent: RecentPerThread,
+    store: ChainStore,
+    init_done: Option<u64>,
+    phase_changes: Vec<u64>,
+    annotations: Vec<u64>,
+    end: u64,
+}
+
+impl Builder {
+    fn new(opts: &PartitionOptions, budget: usize) -> Self {
+        Builder {
+            shift: opts.page_size.shift(),
+            threads: ThreadTable::new(&opts.placement),
+            ids: DenseIndex::default(),
+            numbers: Vec::new(),
+            recent: RecentPerThread::default(),
+            store: ChainStore::new(budget),
+            init_done: None,
+            phase_changes: Vec::new(),
+            annotations: Vec::new(),
+            end: 0,
+        }
+    }
+
+    /// Adds a chunk's accesses, with what the in-order pass found in it, if it ran.
+    fn chunk(&mut self, chunk: &Chunk, seen: Option<&InOrderMarks>) -> Result<(), TraceError> {
+        for e in &chunk.events {
+            match e.kind {
+                EventKind::InitDone => {
+                    self.init_done.get_or_insert(e.at);
+                    self.annotations.push(e.at);
+                }
+                EventKind::PhaseChange => {
+                    self.phase_changes.push(e.at);
+                    self.annotations.push(e.at);
+                }
+                EventKind::RoiBegin => self.annotations.push(e.at),
+                _ => {}
+            }
+        }
+        let a = &chunk.accesses;
+        self.threads.cover(a);
+        let nodes = &self.threads.nodes;
+        let mut tlb_events = seen.map_or(&[][..], |s| &s.tlb_events[..]).iter().peekable();
+        for i in 0..a.len() {
+            let thread = a.thread[i] as usize;
+            let number = a.addr[i] >> self.shift;
+            let page = match self.recent.get(thread, number) {
+                Some(id) => id,
+                None => {
+                    let (id, new) = self.ids.id(number);
+                    if new {
+                        self.numbers.push(number);
+                        self.store.add_page();
+                    }
+                    self.recent.put(thread, number, id);
+                    id
+                }
+            };
+            let mut flags = if a.is_write(i) { WRITE } else { 0 };
+            if seen.is_some_and(|s| s.sampled[i]) {
+                flags |= SAMPLED;
+            }
+            let at = chunk.first_access + i as u64;
+            self.store.push(page as usize, at, nodes[thread], flags).map_err(spill_error)?;
+            // TLB events this access caused, after it.
+            while let Some(&(_, number, node)) = tlb_events.next_if(|e| e.0 == at) {
+                // The page was touched before, so it has an id.
+                let page = self.ids.get(number).expect("touched before");
+                self.store.push(page as usize, at, node, TLB_EVENT).map_err(spill_error)?;
+            }
+        }
+        self.end = chunk.first_access + a.len() as u64;
+        Ok(())
+    }
+}
+
+/// Node and core of threads 0, 1, 2...: as far as the highest thread seen (a division per
+/// access to wrap around the placement would cost more than the rest of the loop).
+struct ThreadTable {
+    placement: ThreadPlacement,
+    nodes: Vec<u16>,
+    cores: Vec<usize>,
+}
+
+impl ThreadTable {
+    fn new(placement: &ThreadPlacement) -> Self {
+        ThreadTable { placement: placement.clone(), nodes: Vec::new(), cores: Vec::new() }
+    }
+
+    fn cover(&mut self, a: &sharemap_trace::AccessBatch) {
+        let threads = a.thread.iter().max().map_or(0, |&t| t as usize + 1);
+        for t in self.nodes.len()..threads {
+            self.nodes.push(self.placement.node(t as u32) as u16);
+            self.cores.push(self.placement.core(t as u32));
+        }
+    }
+}
+
+/// What the in-order pass found in one chunk: which accesses the profile sampled, and the
+/// TLB events (position, page number, node) in order.
+#[derive(Default)]
+struct InOrderMarks {
+    sampled: Vec<bool>,
+    tlb_events: Vec<(u64, u64, u16)>,
+}
+
+/// The state policies need kept in trace order across pages (`Policy::prepass`): a profile
+/// sampler and SAMMU's TLB model.
+struct InOrder {
+    shift: u32,
+    threads: ThreadTable,
+    sampler: Option<Sampler>,
+    tlb: Option<Sammu>,
+}
+
+impl InOrder {
+    fn new(opts: &PartitionOptions) -> Self {
+        let p = &opts.placement;
+        InOrder {
+            shift: opts.page_size.shift(),
+            threads: ThreadTable::new(p),
+            sampler: opts.prepass.sampler.map(Sampler::new),
+            tlb: opts.prepass.tlb.map(|params| Sammu::new(params, p.cores(), p.nodes()).log_updates()),
+        }
+    }
+
+    fn chunk(&mut self, chunk: &Chunk, out: &mut InOrderMarks) {
+        let a = &chunk.accesses;
+        self.threads.cover(a);
+        out.sampled.clear();
+        out.sampled.resize(a.len(), false);
+        out.tlb_events.clear();
+        for i in 0..a.len() {
+            let thread = a.thread[i] as usize;
+            if let Some(s) = self.sampler.as_mut() {
+                out.sampled[i] = s.misses(thread, a.addr[i]);
+            }
+            if let Some(model) = self.tlb.as_mut() {
+                let (core, node) = (self.threads.cores[thread], self.threads.nodes[thread]);
+                model.access(thread as u32, core, node as usize, a.addr[i] >> self.shift);
+                let at = chunk.first_access + i as u64;
+                out.tlb_events.extend(model.take_updates().map(|(number, node)| (at, number, node as u16)));
             }
         }
     }
 }
 
-/// Appends every bucket's buffered records to its temporary file.
-fn spill(buffers: &mut [Vec<Rec>], files: &mut [Option<(File, usize)>]) -> Result<(), TraceError> {
-    append(buffers, files).map_err(|e| {
-        TraceError::invalid(&std::env::temp_dir(), format!("cannot spill page references to a temporary file: {e}"))
+/// The single run of an in-order partition: this thread runs the in-order pass on each
+/// chunk while another builds the chains from what it found, a few chunks behind.
+fn build_in_order(
+    reader: &mut dyn TraceSource,
+    opts: &PartitionOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Builder, TraceError> {
+    type Work = (Chunk, InOrderMarks);
+    let (to_chains, work) = std::sync::mpsc::sync_channel::<Work>(8);
+    let (to_reuse, reused) = std::sync::mpsc::channel::<Work>();
+    let mut in_order = InOrder::new(opts);
+    std::thread::scope(|s| {
+        let chains = s.spawn(move || {
+            let mut builder = Builder::new(opts, opts.memory_budget);
+            for (chunk, marks) in work {
+                builder.chunk(&chunk, Some(&marks))?;
+                progress(builder.end);
+                // The reader may be gone already; the buffers are then just dropped.
+                let _ = to_reuse.send((chunk, marks));
+            }
+            Ok::<_, TraceError>(builder)
+        });
+        let read = reader.for_each_chunk(&mut |chunk| {
+            let (mut copy, mut marks) = reused.try_recv().unwrap_or_default();
+            copy.clone_from(chunk);
+            in_order.chunk(chunk, &mut marks);
+            // A closed channel means the chain builder stopped on an error, reported below.
+            let _ = to_chains.send((copy, marks));
+            Ok(())
+        });
+        drop(to_chains);
+        let built = chains.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+        read?;
+        built
     })
 }
 
-fn append(buffers: &mut [Vec<Rec>], files: &mut [Option<(File, usize)>]) -> std::io::Result<()> {
-    for (buf, slot) in buffers.iter_mut().zip(files.iter_mut()) {
-        if buf.is_empty() {
-            continue;
-        }
-        if slot.is_none() {
-            *slot = Some((tempfile::tempfile()?, 0));
-        }
-        let (file, len) = slot.as_mut().expect("just created");
-        // SAFETY: as in `load`.
-        let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr() as *const u8, buf.len() * REC_BYTES) };
-        let mut w = BufWriter::new(&mut *file);
-        w.write_all(bytes)?;
-        w.flush()?;
-        *len += buf.len();
-        buf.clear();
-    }
-    Ok(())
-}
-
-/// A bucket's references grouped by page: page w's are `refs[starts[w]..starts[w + 1]]`.
-#[derive(Default)]
-struct Grouped {
-    refs: Vec<Ref>,
-    starts: Vec<usize>,
-}
-
-impl Grouped {
-    fn page(&self, w: usize) -> &[Ref] {
-        match (self.starts.get(w), self.starts.get(w + 1)) {
-            (Some(&lo), Some(&hi)) => &self.refs[lo..hi],
-            _ => &[],
-        }
-    }
-}
-
-/// Counting sort of a bucket's records that `keep` accepts, by page (stable, so each page
-/// stays in trace order). Page id `id` of bucket `b` has local index id / nb.
-fn group_by_page(recs: &[Rec], b: usize, nb: usize, keep: impl Fn(&Rec) -> bool, out: &mut Grouped) {
-    let local = |r: &Rec| r.page as usize / nb;
-    debug_assert!(recs.iter().all(|r| r.page as usize % nb == b));
-    let pages = recs.iter().filter(|r| keep(r)).map(|r| local(r) + 1).max().unwrap_or(0);
-    let starts = &mut out.starts;
-    starts.clear();
-    starts.resize(pages + 1, 0);
-    for r in recs.iter().filter(|r| keep(r)) {
-        starts[local(r) + 1] += 1;
-    }
-    for w in 0..pages {
-        starts[w + 1] += starts[w];
-    }
-    let mut fill = starts.clone();
-    out.refs.clear();
-    out.refs.resize(starts[pages], Ref::read(0, 0));
-    for r in recs.iter().filter(|r| keep(r)) {
-        let w = local(r);
-        out.refs[fill[w]] =
-            Ref { at: r.at, node: r.node, write: r.flags & WRITE != 0, sampled: r.flags & SAMPLED != 0 };
-        fill[w] += 1;
-    }
+fn spill_error(e: std::io::Error) -> TraceError {
+    TraceError::invalid(&std::env::temp_dir(), format!("cannot spill page references to a temporary file: {e}"))
 }
 
 /// Which accesses a profile sees: misses of a per-thread cache or TLB.
@@ -431,7 +453,7 @@ mod tests {
                 prepass: Prepass::default(),
             };
             let mut reader = TraceReader::open(&path, None).unwrap();
-            let p = Partition::build(&mut reader, &opts, |_| {}).unwrap();
+            let p = Partition::build(&mut reader, &opts, &|_| {}).unwrap();
             assert_eq!(p.spilled, budget == 4096);
             assert_eq!(p.refs, 20_000);
             assert_eq!(p.init_done, Some(3));
@@ -469,7 +491,7 @@ mod tests {
             prepass: Prepass { tlb: Some(params), ..Prepass::default() },
         };
         let p =
-            Partition::build(&mut TraceReader::open(&dir.path().join("t.smt"), None).unwrap(), &opts, |_| {}).unwrap();
+            Partition::build(&mut TraceReader::open(&dir.path().join("t.smt"), None).unwrap(), &opts, &|_| {}).unwrap();
         let mut seen: Vec<(u64, Vec<u64>, usize)> = p
             .par_pages(Vec::new, |v: &mut Vec<(u64, Vec<u64>, usize)>, page| {
                 assert!(page.events.iter().all(|e| e.node == 1));

@@ -32,5 +32,5 @@ pub fn plain_context(nodes: usize, costs: crate::cost::Costs, pages: usize) -> c
 
 /// The `i`-th page of `pages_of`'s list as policies see it (both ranks `i`, no TLB events).
 pub fn page(i: usize, (number, refs): &(u64, Vec<Ref>)) -> crate::page::Page<'_> {
-    crate::page::Page { number: *number, touch_rank: i as u32, address_rank: i as u32, refs, events: &[] }
+    crate::page::Page::new(*number, i as u32, i as u32, refs, &[])
 }

@@ -166,6 +166,13 @@ impl TraceSource for TraceReader {
     fn for_each_chunk_unordered(&mut self, sink: &(dyn Fn(usize, &Chunk) -> Result<()> + Sync)) -> Result<()> {
         self.inner_mut().for_each_chunk_unordered(sink)
     }
+    fn for_each_chunk_in_parts(
+        &mut self,
+        parts: usize,
+        sink: &(dyn Fn(usize, &Chunk) -> Result<()> + Sync),
+    ) -> Result<()> {
+        self.inner_mut().for_each_chunk_in_parts(parts, sink)
+    }
 }
 
 enum Inner {

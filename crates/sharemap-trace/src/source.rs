@@ -41,6 +41,19 @@ pub trait TraceSource: Send {
     fn for_each_chunk_unordered(&mut self, sink: &(dyn Fn(usize, &Chunk) -> Result<()> + Sync)) -> Result<()> {
         self.for_each_chunk(&mut |chunk| sink(0, chunk))
     }
+
+    /// Splits the remaining chunks into at most `parts` contiguous runs in trace order and hands
+    /// each run's chunks to `sink` in order, with the run's index (0 = earliest): for analyses
+    /// that keep per-run state in trace order and join the runs afterwards. Formats that can
+    /// decode in parallel read the runs at the same time; the others hand everything to run 0.
+    fn for_each_chunk_in_parts(
+        &mut self,
+        parts: usize,
+        sink: &(dyn Fn(usize, &Chunk) -> Result<()> + Sync),
+    ) -> Result<()> {
+        let _ = parts;
+        self.for_each_chunk(&mut |chunk| sink(0, chunk))
+    }
 }
 
 impl<T: TraceSource + ?Sized> TraceSource for &mut T {
@@ -61,6 +74,13 @@ impl<T: TraceSource + ?Sized> TraceSource for &mut T {
     }
     fn for_each_chunk_unordered(&mut self, sink: &(dyn Fn(usize, &Chunk) -> Result<()> + Sync)) -> Result<()> {
         (**self).for_each_chunk_unordered(sink)
+    }
+    fn for_each_chunk_in_parts(
+        &mut self,
+        parts: usize,
+        sink: &(dyn Fn(usize, &Chunk) -> Result<()> + Sync),
+    ) -> Result<()> {
+        (**self).for_each_chunk_in_parts(parts, sink)
     }
 }
 

@@ -57,7 +57,7 @@ pub fn prepare(
     trace: &mut dyn TraceSource,
     situation: &Situation,
     policies: &[(String, Box<dyn Policy>)],
-    progress: &mut dyn FnMut(u64),
+    progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Prepared> {
     let opts = PartitionOptions {
         page_size: situation.page_size,
@@ -114,7 +114,7 @@ pub fn place(
 ) -> Result<Placement> {
     let policies = policies(policy_spec, &situation.settings)?;
     check_bind(situation, policy_spec)?;
-    let prepared = prepare(trace, situation, &policies, &mut |_| {})?;
+    let prepared = prepare(trace, situation, &policies, &|_| {})?;
     let evaluation = prepared.evaluate(situation, Costs::new(&situation.costs), &policies, opts)?;
     Ok(Placement { accesses: prepared.partition.refs, pages: prepared.partition.pages(), evaluation })
 }

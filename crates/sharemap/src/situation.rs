@@ -69,7 +69,7 @@ impl Default for Setup {
             refs_per_ms: 1000.0,
             seed: 1,
             settings: Vec::new(),
-            memory_budget: 2048 << 20,
+            memory_budget: 256 << 20,
         }
     }
 }

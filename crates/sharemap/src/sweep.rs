@@ -104,7 +104,7 @@ pub fn sweep(
             let setup = Setup { page_size: Some(v as u64), ..setup.clone() };
             let situation = Situation::resolve(&setup, open()?.as_mut())?;
             let policies = crate::policies(policy_spec, &situation.settings)?;
-            let prepared = crate::prepare(open()?.as_mut(), &situation, &policies, &mut |_| {})?;
+            let prepared = crate::prepare(open()?.as_mut(), &situation, &policies, &|_| {})?;
             let eval =
                 prepared.evaluate(&situation, Costs::new(&situation.costs), &policies, &EvalOptions::default())?;
             points.push(SweepPoint {
@@ -129,7 +129,7 @@ pub fn sweep(
         ));
     }
     let policies = crate::policies(policy_spec, &situation.settings)?;
-    let prepared = crate::prepare(open()?.as_mut(), &situation, &policies, &mut |_| {})?;
+    let prepared = crate::prepare(open()?.as_mut(), &situation, &policies, &|_| {})?;
     let base_costs = Costs::new(&situation.costs);
     let base = prepared.evaluate(
         &situation,

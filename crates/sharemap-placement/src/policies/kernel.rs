@@ -1,6 +1,6 @@
 //! Policies of operating systems and runtimes that watch a page's accesses as they go.
 
-use super::{Context, Policy, Prepass, charge, first_touch};
+use super::{Context, Policy, Prepass, charge, first_touch, private};
 use crate::cost::{MAX_NODES, Residence, Tally, node_bit};
 use crate::page::Page;
 use sharemap_detect::sammu::SammuParams;
@@ -33,6 +33,9 @@ impl NumaBalancing {
 
 impl Policy for NumaBalancing {
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
+        if let Some(t) = private(page) {
+            return t;
+        }
         let mut res = first_touch(page);
         let rank = page.address_rank as u64;
         let period = ctx.refs(self.period_ms);
@@ -111,6 +114,10 @@ impl Policy for Sammu {
     }
 
     fn run(&self, page: &Page, _ctx: &Context) -> Tally {
+        // TLB events come from cores that referenced the page, so from its one node too.
+        if let Some(t) = private(page) {
+            return t;
+        }
         let mut res = first_touch(page);
         let mut c = Counters { nc: [0; MAX_NODES], live: 0, home: page.refs[0].node };
         if self.proxy {
@@ -161,13 +168,22 @@ pub struct Kmaf {
 
 impl Policy for Kmaf {
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
+        if let Some(t) = private(page) {
+            return t;
+        }
         let mut res = first_touch(page);
         let window = ctx.refs(self.window_ms);
         let mut faults = [0u32; MAX_NODES];
         let mut seen = [u64::MAX; MAX_NODES];
         let (mut best, mut first, mut second) = (usize::MAX, 0u32, 0u32);
+        // The window of the current reference, recomputed only past its end (a division
+        // per reference costs more than the rest of the loop).
+        let (mut w, mut w_end) = (0u64, 0u64);
         for r in page.refs {
-            let w = r.at / window;
+            if r.at >= w_end {
+                w = r.at / window;
+                w_end = (w + 1).saturating_mul(window);
+            }
             let n = r.node as usize;
             if seen[n] != w {
                 seen[n] = w;
@@ -201,15 +217,23 @@ pub struct Carrefour {
 
 impl Policy for Carrefour {
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
+        // One node makes all of a private page's accesses: at most it is decided there.
+        if self.share <= 1.0
+            && let Some(t) = private(page)
+        {
+            return t;
+        }
         let mut res = first_touch(page);
         let epoch = ctx.refs(self.epoch_ms);
         let mut counts = [0u32; MAX_NODES];
         let (mut total, mut writes) = (0u32, 0u32);
         let mut current = page.refs[0].at / epoch;
+        let mut end = (current + 1).saturating_mul(epoch);
         for r in page.refs {
-            let e = r.at / epoch;
-            if e != current {
-                current = e;
+            if r.at >= end {
+                // A later epoch (a division only when one ends).
+                current = r.at / epoch;
+                end = (current + 1).saturating_mul(epoch);
                 if total >= self.min_accesses {
                     self.decide(&mut res, page, ctx, &counts, total, writes);
                 }

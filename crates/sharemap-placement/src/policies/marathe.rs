@@ -3,7 +3,7 @@
 //! k-th one, or those missing a modelled per-thread cache (long-latency loads) or TLB.
 //! Profile and evaluation use the same trace: the best case for a profile-guided run.
 
-use super::{Context, Policy, PolicyError, Prepass, Values, charge};
+use super::{Context, Policy, PolicyError, Prepass, Values};
 use crate::cost::{MAX_NODES, Residence, Tally, node_bit};
 use crate::page::Page;
 use crate::partition::SamplerKind;
@@ -69,9 +69,7 @@ impl Policy for Marathe {
         };
         // The placement is known before the run starts, so it is the free initial one.
         let mut res = Residence::new(node_bit(home));
-        for r in page.refs {
-            charge(&mut res, r);
-        }
+        res.stay(page.refs);
         res.tally.profile_samples = total;
         res.tally
     }

@@ -404,26 +404,10 @@ pub(crate) fn charge(res: &mut Residence, r: &Ref) {
     }
 }
 
-/// Walks a sorted list of positions alongside a page's references: `passed(at)` says
-/// whether any position was reached since the previous call.
-pub(crate) struct Marks<'a> {
-    at: &'a [u64],
-    next: usize,
-}
-
-impl<'a> Marks<'a> {
-    pub fn new(at: &'a [u64]) -> Self {
-        Marks { at, next: 0 }
-    }
-
-    #[inline]
-    pub fn passed(&mut self, now: u64) -> bool {
-        let start = self.next;
-        while self.next < self.at.len() && self.at[self.next] <= now {
-            self.next += 1;
-        }
-        self.next > start
-    }
+/// What a policy that starts at the first touch and only moves a page to nodes referencing
+/// it does on a page only one node references: nothing, every reference local.
+pub(crate) fn private(page: &Page) -> Option<Tally> {
+    page.only_node().map(|_| Tally { local: page.refs.len() as u64, ..Tally::default() })
 }
 
 /// The page starting where its first reference comes from (free).

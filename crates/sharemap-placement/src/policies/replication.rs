@@ -3,7 +3,7 @@
 //! another node invalidates it. Copies are read-only: a write drops them, the page staying
 //! at its home. Each reference counts as a cache fill (the model has no cache).
 
-use super::{Context, Policy, charge, first_touch};
+use super::{Context, Policy, charge, first_touch, private};
 use crate::cost::{MAX_NODES, Tally, node_bit};
 use crate::page::Page;
 
@@ -22,6 +22,9 @@ pub struct Replicate {
 
 impl Policy for Replicate {
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
+        if let Some(t) = private(page) {
+            return t;
+        }
         let mut res = first_touch(page);
         let home = page.refs[0].node;
         let lifetime = if let Rule::Time(ms) = self.rule { ctx.refs(ms) } else { 0 };

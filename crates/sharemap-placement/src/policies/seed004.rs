@@ -1,6 +1,6 @@
 //! The online policies seed 004 (Bolosky & Scott, section 4.4.1) compares with the optimum.
 
-use super::{Context, Policy, charge, first_touch};
+use super::{Context, Policy, charge, first_touch, private};
 use crate::cost::{GLOBAL_BIT, MAX_NODES, Residence, Tally, node_bit};
 use crate::page::Page;
 
@@ -19,6 +19,9 @@ pub struct Ace {
 impl Policy for Ace {
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
         let global = ctx.costs.has_global();
+        if !global && let Some(t) = private(page) {
+            return t;
+        }
         let mut res = if global { Residence::new(GLOBAL_BIT) } else { first_touch(page) };
         let mut invalidations = 0u32;
         let mut frozen = false;
@@ -94,6 +97,10 @@ pub struct Platinum {
 impl Policy for Platinum {
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
         let global = ctx.costs.has_global();
+        if let Some(t) = private(page) {
+            // No invalidation by another node, so nothing freezes.
+            return t;
+        }
         let (t1, t2) = (ctx.refs(self.t1_ms), ctx.refs(self.t2_ms));
         let mut res = first_touch(page);
         let mut frozen_in: Option<u64> = None; // defrost period in which it froze

@@ -1,6 +1,6 @@
 //! Placement by rule: first touch and its variants, and static spreading.
 
-use super::{Context, Marks, Policy, charge, first_touch};
+use super::{Context, Policy, charge, first_touch, private};
 use crate::cost::{Residence, Tally, node_bit};
 use crate::page::Page;
 
@@ -10,15 +10,15 @@ impl Policy for FirstTouch {
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
         let mut res = first_touch(page);
         // After init-done the first toucher becomes the home (seed 003's annotation).
-        let mut rehome = ctx.init_done.filter(|&t| t > page.refs[0].at);
-        for r in page.refs {
-            if let Some(t) = rehome
-                && r.at >= t
-            {
-                res.place(node_bit(r.node));
-                rehome = None;
-            }
-            charge(&mut res, r);
+        let split = match ctx.init_done.filter(|&t| t > page.refs[0].at) {
+            Some(t) => page.refs.partition_point(|r| r.at < t),
+            None => page.refs.len(),
+        };
+        let (before, after) = page.refs.split_at(split);
+        res.stay(before);
+        if let Some(first) = after.first() {
+            res.place(node_bit(first.node));
+            res.stay(after);
         }
         res.tally
     }
@@ -30,17 +30,21 @@ pub struct FirstNFills {
 
 impl Policy for FirstNFills {
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
+        if let Some(t) = private(page) {
+            return t;
+        }
         let mut res = first_touch(page);
         let mut counts = [0u32; crate::cost::MAX_NODES];
-        let mut decided = false;
         let start = ctx.init_done.unwrap_or(0);
-        for r in page.refs {
-            if !decided && r.at >= start {
+        for (i, r) in page.refs.iter().enumerate() {
+            if r.at >= start {
                 let c = &mut counts[r.node as usize];
                 *c += 1;
                 if *c >= self.n {
+                    // Decided: the page stays there.
                     res.place(node_bit(r.node));
-                    decided = true;
+                    res.stay(&page.refs[i..]);
+                    return res.tally;
                 }
             }
             charge(&mut res, r);
@@ -77,9 +81,7 @@ impl Policy for Static {
             Spread::Bind(node) => (node as u64).min(n - 1),
         } as u16;
         let mut res = Residence::new(node_bit(node));
-        for r in page.refs {
-            charge(&mut res, r);
-        }
+        res.stay(page.refs);
         res.tally
     }
 }
@@ -92,18 +94,32 @@ pub struct NextTouch {
 
 impl Policy for NextTouch {
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
+        if let Some(t) = private(page) {
+            return t;
+        }
         let mut res = first_touch(page);
         let init = ctx.init_done.as_slice();
-        let mut marks = Marks::new(if self.phases_only { ctx.phase_changes } else { ctx.annotations });
-        let mut init_marks = Marks::new(if self.phases_only { init } else { &[] });
-        marks.passed(page.refs[0].at);
-        init_marks.passed(page.refs[0].at);
-        for r in page.refs {
-            if marks.passed(r.at) | init_marks.passed(r.at) {
-                res.place(node_bit(r.node));
+        let marks = if self.phases_only { ctx.phase_changes } else { ctx.annotations };
+        let init_marks = if self.phases_only { init } else { &[] };
+        // Between marks the page stays put; the first reference at or after a mark (one
+        // reached after the first reference) re-decides it.
+        let refs = page.refs;
+        let mut from = 0;
+        let next = |after: u64| {
+            let next_of = |m: &[u64]| m.get(m.partition_point(|&t| t <= after)).copied();
+            match (next_of(marks), next_of(init_marks)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
             }
-            charge(&mut res, r);
+        };
+        while let Some(mark) = next(refs[from].at) {
+            let to = from + refs[from..].partition_point(|r| r.at < mark);
+            res.stay(&refs[from..to]);
+            let Some(r) = refs.get(to) else { return res.tally };
+            res.place(node_bit(r.node));
+            from = to;
         }
+        res.stay(&refs[from..]);
         res.tally
     }
 }

@@ -26,7 +26,7 @@ fn ctx<'a>(
 }
 
 fn page(refs: &[Ref]) -> Page<'_> {
-    Page { number: 5, touch_rank: 3, address_rank: 0, refs, events: &[] }
+    Page::new(5, 3, 0, refs, &[])
 }
 
 fn run(name: &str, settings: &[&str], refs: &[Ref], c: &Context) -> Tally {
@@ -50,7 +50,43 @@ fn writes(node: u16, from: u64, n: u64) -> Vec<Ref> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(300))]
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    /// Policies that answer a private page (one node references it) without replaying it
+    /// give what replaying it gives, whatever the positions, writes, marks, costs and
+    /// TLB events (from that node).
+    #[test]
+    fn the_private_page_shortcut_changes_nothing(
+        node in 0u16..4,
+        refs in prop::collection::vec((1u64..3000, any::<bool>()), 1..300),
+        events in prop::collection::vec(0u64..400_000, 0..40),
+        init in prop::option::of(0u64..300_000),
+        marks in prop::collection::vec(0u64..300_000, 0..6),
+        global in any::<bool>(),
+    ) {
+        let mut at = 0;
+        let refs: Vec<Ref> = refs.iter().map(|&(step, w)| { at += step; Ref { at, node, write: w, sampled: w } }).collect();
+        let mut events: Vec<Ref> = events.iter().map(|&at| Ref::read(at, node)).collect();
+        events.sort_by_key(|e| e.at);
+        let mut marks = marks;
+        marks.sort();
+        let costs = if global {
+            Costs::new(&CostParams { r: 5.0, big_r: 40.0, g: Some(2.0), big_g: Some(30.0) })
+        } else {
+            butterfly()
+        };
+        let c = ctx(4, costs, init, &marks, &marks);
+        let page = page(&refs).with_events(&events);
+        prop_assert_eq!(page.only_node(), Some(node));
+        for info in POLICIES {
+            for events_from in ["sammu.events=tlb", "sammu.events=proxy"] {
+                let mut s = Settings::default();
+                s.add(events_from).unwrap();
+                let policy = info.build(&s).unwrap();
+                prop_assert_eq!(policy.run(&page, &c), policy.run(&page.replayed(), &c), "{}", info.name);
+            }
+        }
+    }
+
     /// No policy beats the off-line optimum, on any trace, with or without global memory.
     #[test]
     fn no_policy_beats_the_optimum(
@@ -149,14 +185,14 @@ fn sammu_acts_on_the_tlb_events_of_the_page() {
     let mut refs = vec![Ref::write(0, 0)];
     refs.extend((1..=20).map(|i| Ref::read(i, 1)));
     let events = [Ref::read(5, 1), Ref::read(7, 1), Ref::read(9, 1)];
-    let t = policy.run(&Page { events: &events, ..page(&refs) }, &c);
+    let t = policy.run(&page(&refs).with_events(&events), &c);
     // NC[1] reaches NT = 3 at the event of position 9, after that access: 9 remote reads.
     assert_eq!((t.node_moves, t.remote, t.local), (1, 9, 12));
     // Without events nothing moves, however much node 1 reads.
     assert_eq!(policy.run(&page(&refs), &c).node_moves, 0);
     // Node 0's events in between hold node 1 back (counters move both ways).
     let mixed = [Ref::read(5, 1), Ref::read(6, 0), Ref::read(7, 1), Ref::read(9, 1)];
-    assert_eq!(policy.run(&Page { events: &mixed, ..page(&refs) }, &c).node_moves, 0);
+    assert_eq!(policy.run(&page(&refs).with_events(&mixed), &c).node_moves, 0);
 }
 
 #[test]

@@ -177,6 +177,26 @@ impl TraceSource for NativeReader {
         )
     }
 
+    /// Runs of about equal accesses, each decoded and handed out by one worker.
+    fn for_each_chunk_in_parts(
+        &mut self,
+        parts: usize,
+        sink: &(dyn Fn(usize, &Chunk) -> Result<()> + Sync),
+    ) -> Result<()> {
+        let rest = &self.chunks[self.next..];
+        self.next = self.chunks.len();
+        let runs = split_runs(rest, parts);
+        let (path, file, version) = (&self.path, &self.file, self.version);
+        runs.par_iter().enumerate().try_for_each(|(part, run)| {
+            let mut decoder = ChunkDecoder::for_version(version).expect("checked at open");
+            let (mut payload, mut chunk) = (Vec::new(), Chunk::default());
+            run.iter().try_for_each(|info| {
+                read_chunk(path, file, info, &mut decoder, &mut payload, &mut chunk)?;
+                sink(part, &chunk)
+            })
+        })
+    }
+
     /// Decodes a window of chunks on rayon's pool while `sink` takes the previous window
     /// on this thread: the caller's analysis never waits for zstd.
     fn for_each_chunk(&mut self, sink: &mut dyn FnMut(&Chunk) -> Result<()>) -> Result<()> {
@@ -228,6 +248,27 @@ impl NativeReader {
             read_chunk(&self.path, &self.file, info, &mut slot.decoder, &mut slot.payload, &mut slot.chunk)
         })
     }
+}
+
+/// At most `parts` contiguous runs of `chunks`, cut where the accesses so far pass each
+/// multiple of total / parts; no run is empty.
+fn split_runs(chunks: &[ChunkInfo], parts: usize) -> Vec<&[ChunkInfo]> {
+    let total: u64 = chunks.iter().map(|c| c.header.accesses as u64).sum();
+    let parts = parts.clamp(1, chunks.len().max(1)) as u64;
+    let mut runs = Vec::new();
+    let (mut start, mut seen) = (0, 0u64);
+    for (i, c) in chunks.iter().enumerate() {
+        seen += c.header.accesses as u64;
+        let cut = (runs.len() as u64 + 1) * total / parts;
+        if seen >= cut && (runs.len() as u64) + 1 < parts {
+            runs.push(&chunks[start..=i]);
+            start = i + 1;
+        }
+    }
+    if start < chunks.len() {
+        runs.push(&chunks[start..]);
+    }
+    runs
 }
 
 fn read_chunk(

@@ -231,6 +231,30 @@ fn parallel_decode_matches_sequential() {
     assert_eq!(parts.concat(), accesses);
 }
 
+/// Runs in parts: each part's chunks in trace order, parts joined in index order give the
+/// whole trace, for any number of parts (more parts than chunks included).
+#[test]
+fn parts_are_contiguous_runs_in_trace_order() {
+    let accesses = sample(10_000);
+    let f = save(&write_trace(&accesses, &[], 333));
+    for parts in [1, 2, 3, 7, 31, 100] {
+        let mut r = NativeReader::open(f.path()).unwrap();
+        let seen = std::sync::Mutex::new(vec![Vec::new(); parts]);
+        r.for_each_chunk_in_parts(parts, &|part, chunk| {
+            seen.lock().unwrap()[part].push((chunk.first_access, chunk.accesses.iter().collect::<Vec<_>>()));
+            Ok(())
+        })
+        .unwrap();
+        let seen = seen.into_inner().unwrap();
+        let used = seen.iter().filter(|s| !s.is_empty()).count();
+        assert_eq!(used, parts.min(31), "{parts} parts");
+        assert!(seen[..used].iter().all(|s| !s.is_empty()), "{parts} parts: runs fill the first indices");
+        let chunks: Vec<_> = seen.into_iter().flatten().collect();
+        assert!(chunks.windows(2).all(|w| w[0].0 < w[1].0));
+        assert_eq!(chunks.into_iter().flat_map(|c| c.1).collect::<Vec<_>>(), accesses);
+    }
+}
+
 /// Writers running on the threads of a rayon pool (traces written from a parallel loop)
 /// encode in place rather than wait for pool tasks queued behind them: every thread of the
 /// pool writing at once must not stall it.

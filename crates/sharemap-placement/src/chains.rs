@@ -1,0 +1,307 @@
+//! Per-page chains of packed 4-byte reference records: what the partition keeps of each page
+//! for one run of the trace. A record goes to its page's current block; blocks are cut from
+//! one arena, so appending never copies what is stored, and a page's records come back in
+//! order by following its blocks. A store that outgrows its budget writes every chain to a
+//! temporary file (one segment per page) and reuses its arena.
+
+use crate::page::Ref;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+
+/// A packed record: bits 0-21 the distance of its position from the page's previous
+/// record's, 22-28 the node, then the flags. Node 127 (beyond `MAX_NODES`) marks a record
+/// that only advances the position, by its 25 other bits times 2^22: longer gaps between two
+/// references to a page take one or two of those.
+type Rec = u32;
+pub(crate) const WRITE: u32 = 1 << 29;
+pub(crate) const SAMPLED: u32 = 1 << 30;
+/// Not an access: a TLB event of the page from the node, at the position.
+pub(crate) const TLB_EVENT: u32 = 1 << 31;
+const DELTA_BITS: u32 = 22;
+const MAX_DELTA: u64 = (1 << DELTA_BITS) - 1;
+const NODE_MASK: u32 = 0x7f;
+const SKIP_NODE: u32 = 127;
+const MAX_SKIP: u64 = (1 << 25) - 1;
+const REC_BYTES: usize = std::mem::size_of::<Rec>();
+
+/// Blocks grow from 8 to 1024 records as a page keeps being referenced, so a page touched a
+/// few times wastes little and a hot page costs one block per 1024 records.
+const FIRST_BLOCK: u32 = 8;
+const MAX_BLOCK: u32 = 1024;
+/// The smallest arena, whatever the budget.
+const MIN_ARENA: usize = 1 << 10;
+const NONE: u32 = u32::MAX;
+
+/// Records arena[start..start + cap]; full unless it is its chain's tail.
+#[derive(Clone, Copy)]
+struct Block {
+    start: usize,
+    cap: u32,
+    next: u32,
+}
+
+/// One page's records in memory: its first and last blocks, where the next record goes and
+/// how many more fit there, the size of its next block and the position of its last record.
+#[derive(Clone, Copy, Debug)]
+struct Chain {
+    head: u32,
+    tail: u32,
+    room: u32,
+    next_cap: u32,
+    pos: usize,
+    last_at: u64,
+}
+
+impl Chain {
+    /// Nothing in memory; the position of the last record is kept across spills.
+    fn empty(last_at: u64) -> Self {
+        Chain { head: NONE, tail: NONE, room: 0, next_cap: FIRST_BLOCK, pos: 0, last_at }
+    }
+}
+
+/// The records of one run's pages (page = index in the order `add_page` was called).
+pub(crate) struct ChainStore {
+    /// One allocation of the budget's size: the OS maps it in as it fills, and a spill
+    /// empties it for reuse without giving it back.
+    arena: Vec<Rec>,
+    fill: usize,
+    blocks: Vec<Block>,
+    chains: Vec<Chain>,
+    spill: Option<Spill>,
+}
+
+struct Spill {
+    file: File,
+    /// Records written so far.
+    len: u64,
+    /// Per page, its segments in order: (first record, records).
+    segments: Vec<Vec<(u64, u64)>>,
+}
+
+impl ChainStore {
+    /// A store holding at most `budget` bytes of records in memory.
+    pub fn new(budget: usize) -> Self {
+        let arena: Vec<Rec> = vec![0; (budget / REC_BYTES).max(MIN_ARENA)];
+        ChainStore { arena, fill: 0, blocks: Vec::new(), chains: Vec::new(), spill: None }
+    }
+
+    pub fn add_page(&mut self) {
+        self.chains.push(Chain::empty(0));
+    }
+
+    /// Appends a record to `page` at position `at` (never before the page's previous one).
+    #[inline]
+    pub fn push(&mut self, page: usize, at: u64, node: u16, flags: u32) -> std::io::Result<()> {
+        let c = &mut self.chains[page];
+        let delta = at.wrapping_sub(c.last_at);
+        if delta <= MAX_DELTA && c.room > 0 {
+            // The common case, kept small enough to inline into the caller's loop.
+            c.last_at = at;
+            self.arena[c.pos] = pack(delta, node, flags);
+            c.pos += 1;
+            c.room -= 1;
+            return Ok(());
+        }
+        self.push_slow(page, at, node, flags)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn push_slow(&mut self, page: usize, at: u64, node: u16, flags: u32) -> std::io::Result<()> {
+        let last = &mut self.chains[page].last_at;
+        debug_assert!(at >= *last);
+        let mut delta = at - *last;
+        *last = at;
+        while delta > MAX_DELTA {
+            let units = (delta >> DELTA_BITS).min(MAX_SKIP);
+            let rec =
+                (units as u32 & MAX_DELTA as u32) | SKIP_NODE << DELTA_BITS | ((units >> DELTA_BITS) as u32) << 29;
+            self.append(page, rec)?;
+            delta -= units << DELTA_BITS;
+        }
+        self.append(page, pack(delta, node, flags))
+    }
+
+    #[inline]
+    fn append(&mut self, page: usize, rec: Rec) -> std::io::Result<()> {
+        if self.chains[page].room == 0 {
+            self.new_block(page)?;
+        }
+        let c = &mut self.chains[page];
+        self.arena[c.pos] = rec;
+        c.pos += 1;
+        c.room -= 1;
+        Ok(())
+    }
+
+    /// Gives `page` a new tail block, spilling everything first when the arena is full.
+    #[cold]
+    #[inline(never)]
+    fn new_block(&mut self, page: usize) -> std::io::Result<()> {
+        let cap = (self.chains[page].next_cap as usize).min(self.arena.len());
+        if self.fill + cap > self.arena.len() {
+            self.spill()?;
+        }
+        let c = &mut self.chains[page];
+        c.next_cap = (c.next_cap * 2).min(MAX_BLOCK);
+        let id = self.blocks.len() as u32;
+        self.blocks.push(Block { start: self.fill, cap: cap as u32, next: NONE });
+        match c.tail {
+            NONE => c.head = id,
+            tail => self.blocks[tail as usize].next = id,
+        }
+        (c.tail, c.pos, c.room) = (id, self.fill, cap as u32);
+        self.fill += cap;
+        Ok(())
+    }
+
+    pub fn spilled(&self) -> bool {
+        self.spill.is_some()
+    }
+
+    /// Writes every chain's records in memory to the temporary file, one segment per page,
+    /// and empties the arena for reuse.
+    fn spill(&mut self) -> std::io::Result<()> {
+        if self.spill.is_none() {
+            self.spill = Some(Spill { file: tempfile::tempfile()?, len: 0, segments: Vec::new() });
+        }
+        let Spill { file, len, segments } = self.spill.as_mut().expect("just made");
+        segments.resize_with(self.chains.len(), Vec::new);
+        let mut out = BufWriter::with_capacity(1 << 20, &*file);
+        let mut bytes = Vec::with_capacity(MAX_BLOCK as usize * REC_BYTES);
+        for (page, chain) in self.chains.iter_mut().enumerate() {
+            let mut n = 0u64;
+            for block in blocks(&self.blocks, &self.arena, chain) {
+                bytes.clear();
+                for r in block {
+                    bytes.extend_from_slice(&r.to_le_bytes());
+                }
+                out.write_all(&bytes)?;
+                n += block.len() as u64;
+            }
+            if n > 0 {
+                segments[page].push((*len, n));
+                *len += n;
+            }
+            *chain = Chain::empty(chain.last_at);
+        }
+        out.flush()?;
+        self.blocks.clear();
+        self.fill = 0;
+        Ok(())
+    }
+
+    /// Appends `page`'s records to `refs` (accesses) and `events` (TLB events), in order.
+    /// `buf` is scratch for reading spilled segments.
+    pub fn read(
+        &self,
+        page: usize,
+        buf: &mut Vec<u8>,
+        refs: &mut Vec<Ref>,
+        events: &mut Vec<Ref>,
+    ) -> std::io::Result<()> {
+        let mut at = 0u64;
+        if let Some(spill) = &self.spill {
+            for &(first, n) in spill.segments.get(page).map_or(&[][..], |s| &s[..]) {
+                buf.resize(n as usize * REC_BYTES, 0);
+                spill.file.read_exact_at(buf, first * REC_BYTES as u64)?;
+                for b in buf.chunks_exact(REC_BYTES) {
+                    unpack(&mut at, Rec::from_le_bytes(b.try_into().expect("4 bytes")), refs, events);
+                }
+            }
+        }
+        for block in blocks(&self.blocks, &self.arena, &self.chains[page]) {
+            for &r in block {
+                unpack(&mut at, r, refs, events);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A chain's records in memory, block by block.
+fn blocks<'a>(blocks: &'a [Block], arena: &'a [Rec], chain: &'a Chain) -> impl Iterator<Item = &'a [Rec]> + 'a {
+    let mut b = chain.head;
+    std::iter::from_fn(move || {
+        let block = *blocks.get(b as usize)?;
+        let len = if b == chain.tail { block.cap - chain.room } else { block.cap };
+        b = block.next;
+        Some(&arena[block.start..block.start + len as usize])
+    })
+}
+
+#[inline]
+fn pack(delta: u64, node: u16, flags: u32) -> Rec {
+    debug_assert!(delta <= MAX_DELTA && (node as u32) < SKIP_NODE);
+    delta as u32 | (node as u32) << DELTA_BITS | flags
+}
+
+#[inline]
+fn unpack(at: &mut u64, r: Rec, refs: &mut Vec<Ref>, events: &mut Vec<Ref>) {
+    let node = r >> DELTA_BITS & NODE_MASK;
+    if node == SKIP_NODE {
+        let units = (r as u64 & MAX_DELTA) | ((r >> 29) as u64) << DELTA_BITS;
+        *at += units << DELTA_BITS;
+        return;
+    }
+    *at += r as u64 & MAX_DELTA;
+    let rf = Ref { at: *at, node: node as u16, write: r & WRITE != 0, sampled: r & SAMPLED != 0 };
+    if r & TLB_EVENT != 0 { events.push(rf) } else { refs.push(rf) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_full_arena_spills() {
+        let mut store = ChainStore::new(0);
+        store.add_page();
+        for at in 0..MIN_ARENA as u64 + 1 {
+            store.push(0, at, 1, 0).unwrap();
+        }
+        assert!(store.spilled());
+        let (mut refs, mut events) = (Vec::new(), Vec::new());
+        store.read(0, &mut Vec::new(), &mut refs, &mut events).unwrap();
+        assert_eq!(refs.iter().map(|r| r.at).collect::<Vec<_>>(), (0..MIN_ARENA as u64 + 1).collect::<Vec<_>>());
+    }
+
+    proptest! {
+        /// Whatever is pushed comes back per page in order, with positions exact across
+        /// gaps of any length, whether it stayed in memory or was spilled (any number of
+        /// times, at any point).
+        #[test]
+        fn pages_read_back_what_was_pushed(
+            pushes in prop::collection::vec((0usize..5, prop_oneof![0u64..5_000_000, 0u64..1 << 50], 0u16..127, 0u8..8), 0..3000),
+            spill_every in prop::option::of(1usize..700),
+        ) {
+            // A small arena (several blocks), so pushes also spill when it fills.
+            let mut store = ChainStore::new(4096 * REC_BYTES);
+            (0..5).for_each(|_| store.add_page());
+            let mut expect: Vec<(Vec<Ref>, Vec<Ref>)> = vec![Default::default(); 5];
+            let mut at = 0u64;
+            for (i, &(page, step, node, flags)) in pushes.iter().enumerate() {
+                at += step;
+                let flags = [0, WRITE, SAMPLED, WRITE | SAMPLED, TLB_EVENT, TLB_EVENT, 0, WRITE][flags as usize];
+                store.push(page, at, node, flags).unwrap();
+                let r = Ref { at, node, write: flags & WRITE != 0, sampled: flags & SAMPLED != 0 };
+                if flags & TLB_EVENT != 0 { expect[page].1.push(r) } else { expect[page].0.push(r) }
+                if spill_every.is_some_and(|k| i % k == k - 1) {
+                    store.spill().unwrap();
+                }
+            }
+            if spill_every.is_some_and(|k| pushes.len() >= k) {
+                prop_assert!(store.spilled());
+            }
+            let mut buf = Vec::new();
+            for (page, (refs, events)) in expect.iter().enumerate() {
+                let (mut got_refs, mut got_events) = (Vec::new(), Vec::new());
+                store.read(page, &mut buf, &mut got_refs, &mut got_events).unwrap();
+                prop_assert_eq!(&got_refs, refs);
+                prop_assert_eq!(&got_events, events);
+            }
+        }
+    }
+}
