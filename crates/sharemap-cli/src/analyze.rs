@@ -114,7 +114,7 @@ pub fn run(
     let bar = progress::bar(reader.access_count_hint(), "detecting sharing");
     let request = AnalyzeRequest { detector: detector.into(), compare: compare.map(String::from), window };
     let analysis =
-        sharemap::analyze(&mut reader, &machine, &request, &mut |n| bar.set_position(n)).map_err(|e| match e {
+        sharemap::analyze(&mut reader, &machine, &request, &|n| bar.set_position(n)).map_err(|e| match e {
             sharemap::Error::Setting { what: "window", why } => anyhow!("--window {why}"),
             sharemap::Error::PageSize(p) => anyhow!("{}: {p}", trace.display()),
             e => anyhow::Error::new(e),

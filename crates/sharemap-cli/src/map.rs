@@ -32,7 +32,7 @@ pub fn load_matrix(input: &Path, from: Option<&str>) -> Result<SharingMatrix> {
     let spec = sharemap_detect::detector::parse("oracle")?;
     let ctx = sharemap_detect::DetectorContext::new(reader.metadata(), &placement)?;
     let d = sharemap_detect::detector::build(&spec, &ctx)?;
-    let found = sharemap_detect::run(&mut reader, vec![d], 0, &mut |n| bar.set_position(n))?;
+    let found = sharemap_detect::run(&mut reader, vec![d], 0, &|n| bar.set_position(n))?;
     bar.finish_and_clear();
     Ok(found.into_iter().next().expect("one detector").detection.matrix)
 }

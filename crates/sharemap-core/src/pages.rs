@@ -55,6 +55,22 @@ impl PageUsage {
         e.accesses[t] += 1;
     }
 
+    /// Adds the usage of accesses that came after all of this one's (first touches stay).
+    pub fn append(&mut self, later: PageUsage) {
+        for (page, entry) in later.pages {
+            let (id, new) = self.index.id(page);
+            if new {
+                self.pages.push((page, entry));
+                continue;
+            }
+            let mine = &mut self.pages[id as usize].1;
+            if mine.accesses.len() < entry.accesses.len() {
+                mine.accesses.resize(entry.accesses.len(), 0);
+            }
+            mine.accesses.iter_mut().zip(&entry.accesses).for_each(|(m, l)| *m += l);
+        }
+    }
+
     /// Number of pages touched.
     pub fn len(&self) -> usize {
         self.pages.len()

@@ -19,6 +19,23 @@ pub trait Detector: Send {
 
     /// What it saw, at the end of the trace.
     fn finish(self: Box<Self>) -> Detection;
+
+    /// A fresh detector for a later run of the trace, when this one can read runs of chunks
+    /// at the same time and join them (`join`); None when it must see the trace in order.
+    fn fork(&self) -> Option<Box<dyn Detector>> {
+        None
+    }
+
+    /// Adds what `later` (from `fork`, fed the run right after this one's) found, as if this
+    /// detector had read that run itself. Only called on detectors that fork.
+    fn join(&mut self, later: Box<dyn Detector>) {
+        let _ = later;
+    }
+
+    /// The oracle state a forked oracle-based detector carries, for `join`.
+    fn into_seen(self: Box<Self>) -> Option<crate::oracle::Seen> {
+        None
+    }
 }
 
 /// What a detector saw: its matrix, the page usage of the accesses it saw, how many it saw

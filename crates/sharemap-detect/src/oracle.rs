@@ -34,7 +34,7 @@ impl LastTwo {
         LastTwo { index: DenseIndex::default(), groups: Vec::new(), recent: RecentPerThread::default() }
     }
 
-    #[inline]
+    #[inline(always)]
     fn slot(&mut self, thread: u32, block: u64) -> &mut [u32; 2] {
         let key = block >> GROUP_BITS;
         let i = match self.recent.get(thread as usize, key) {
@@ -50,29 +50,64 @@ impl LastTwo {
         };
         &mut self.groups[i as usize][(block & ((1 << GROUP_BITS) - 1)) as usize]
     }
+
+    /// The block's last two threads, if it was touched.
+    fn get(&self, block: u64) -> Option<[u32; 2]> {
+        let i = self.index.get(block >> GROUP_BITS)?;
+        Some(self.groups[i as usize][(block & ((1 << GROUP_BITS) - 1)) as usize])
+    }
 }
 
+/// The oracle's rule over a trace, or over one run of it: a run after the first starts from
+/// blocks it knows nothing of and notes, per block, the first thread and the first other
+/// thread it saw (`Prefix`), so that `join` can replay them on the state the earlier runs
+/// left. From the second distinct thread on, a block's state no longer depends on where it
+/// started.
 pub struct Oracle {
     shift: u32,
     last: LastTwo,
     pub matrix: SharingMatrix,
+    /// In a later run: per block, its first thread and first other thread, in order.
+    prefixes: Option<Vec<Prefix>>,
+}
+
+#[derive(Clone, Copy)]
+struct Prefix {
+    block: u64,
+    thread: u32,
+    /// The first other thread (the block then held the first thread only).
+    second: bool,
 }
 
 impl Oracle {
     /// Blocks of `block_size` bytes (a power of two).
     pub fn new(block_size: u64) -> Self {
         assert!(block_size.is_power_of_two());
-        Oracle { shift: block_size.trailing_zeros(), last: LastTwo::new(), matrix: SharingMatrix::new(0) }
+        Oracle {
+            shift: block_size.trailing_zeros(),
+            last: LastTwo::new(),
+            matrix: SharingMatrix::new(0),
+            prefixes: None,
+        }
+    }
+
+    /// An oracle for a later run of the same trace (see `join`).
+    pub fn fork(&self) -> Oracle {
+        Oracle { prefixes: Some(Vec::new()), ..Oracle::new(1 << self.shift) }
     }
 
     #[inline]
     pub fn access(&mut self, thread: u32, addr: u64) {
-        let slot = self.last.slot(thread, addr >> self.shift);
+        let block = addr >> self.shift;
+        let slot = self.last.slot(thread, block);
         let [a, b] = *slot;
         if a == thread {
             return;
         }
         *slot = [thread, a];
+        if b == NONE && self.prefixes.is_some() {
+            self.note_prefix(block, thread, a != NONE);
+        }
         let need = thread.max(if a == NONE { 0 } else { a }).max(if b == NONE { 0 } else { b }) as usize + 1;
         if self.matrix.threads() < need {
             self.matrix.grow(need.next_power_of_two().max(need));
@@ -82,6 +117,55 @@ impl Oracle {
         }
         if b != NONE && b != thread {
             self.matrix.add(thread as usize, b as usize, 1.0);
+        }
+    }
+}
+
+impl Oracle {
+    #[cold]
+    #[inline(never)]
+    fn note_prefix(&mut self, block: u64, thread: u32, second: bool) {
+        if let Some(p) = self.prefixes.as_mut() {
+            p.push(Prefix { block, thread, second });
+        }
+    }
+
+    /// Adds what `later` (a `fork` fed the run right after the accesses this one saw) found,
+    /// as if this one had gone on reading: its sharing, plus what its blocks' first threads
+    /// share with the threads this one left there, and its blocks' final states.
+    pub fn join(&mut self, later: Oracle) {
+        let n = self.matrix.threads().max(later.matrix.threads());
+        self.matrix.grow(n);
+        for i in 0..later.matrix.threads() {
+            for j in i + 1..later.matrix.threads() {
+                let v = later.matrix.get(i, j);
+                if v != 0.0 {
+                    self.matrix.add(i, j, v);
+                }
+            }
+        }
+        for p in later.prefixes.iter().flatten() {
+            let t = p.thread;
+            let slot = self.last.slot(t, p.block);
+            let [a, b] = *slot;
+            if !p.second {
+                // The run's first thread: it counted nothing, the block looked untouched.
+                if a != t {
+                    for other in [a, b] {
+                        if other != NONE && other != t {
+                            self.matrix.add(t as usize, other as usize, 1.0);
+                        }
+                    }
+                    *slot = [t, a];
+                }
+            } else {
+                // The first other thread: the run counted its sharing with the first thread
+                // (a), not with what came before it (b). From here the run's state holds.
+                if b != NONE && b != t {
+                    self.matrix.add(t as usize, b as usize, 1.0);
+                }
+                *slot = later.last.get(p.block).expect("a block the run touched");
+            }
         }
     }
 }
@@ -150,6 +234,19 @@ impl Seen {
         &self.oracle.matrix
     }
 
+    /// The same detection for a later run of the trace (see `join`).
+    pub fn fork(&self) -> Seen {
+        Seen { oracle: self.oracle.fork(), usage: PageUsage::new(self.usage.page_size), seen: 0, accesses: 0 }
+    }
+
+    /// Adds what `later` (a `fork` fed the run right after this one's) found.
+    pub fn join(&mut self, later: Seen) {
+        self.oracle.join(later.oracle);
+        self.usage.append(later.usage);
+        self.seen += later.seen;
+        self.accesses += later.accesses;
+    }
+
     pub fn finish(self) -> Detection {
         Detection {
             matrix: self.oracle.matrix,
@@ -200,11 +297,24 @@ impl Detector for OracleDetector {
     fn finish(self: Box<Self>) -> Detection {
         self.seen.finish()
     }
+
+    fn fork(&self) -> Option<Box<dyn Detector>> {
+        Some(Box::new(OracleDetector { granularity: self.granularity, seen: self.seen.fork() }))
+    }
+
+    fn join(&mut self, later: Box<dyn Detector>) {
+        self.seen.join(later.into_seen().expect("a fork of this detector"));
+    }
+
+    fn into_seen(self: Box<Self>) -> Option<Seen> {
+        Some(self.seen)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prop_assert_eq;
 
     fn run(accesses: &[(u32, u64)], block: u64) -> SharingMatrix {
         let mut o = Oracle::new(block);
@@ -230,6 +340,50 @@ mod tests {
         assert_eq!(m.get(0, 2), 2.0);
         assert_eq!(m.get(0, 3) + m.get(1, 3) + m.get(2, 3), 0.0);
         assert_eq!(m.get(1, 0), m.get(0, 1), "symmetric");
+    }
+
+    proptest::proptest! {
+        /// Reading the accesses in runs (each a fork, joined in order) finds exactly what one
+        /// pass finds: the same matrix, the same page usage, whatever the cuts.
+        #[test]
+        fn runs_joined_in_order_equal_one_pass(
+            accesses in proptest::collection::vec((0u32..6, 0u64..40), 0..400),
+            cuts in proptest::collection::vec(0usize..400, 0..5),
+            block in proptest::prop_oneof![proptest::strategy::Just(8u64), proptest::strategy::Just(64)],
+        ) {
+            let machine = sharemap_machine::Machine::from_spec("pu:4").unwrap();
+            let placement = sharemap_core::ThreadPlacement::identity(&machine);
+            let ctx = DetectorContext {
+                line_size: 64,
+                page_size: sharemap_core::PageSize::new(64).unwrap(),
+                threads: 0,
+                placement: &placement,
+            };
+            let addr = |a: u64| a * 8;
+            let mut whole = Seen::new(block, &ctx);
+            accesses.iter().for_each(|&(t, a)| whole.keep(t, addr(a)));
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(accesses.len())).collect();
+            cuts.sort();
+            cuts.push(accesses.len());
+            let mut joined = Seen::new(block, &ctx);
+            let mut from = 0;
+            for (k, &to) in cuts.iter().enumerate() {
+                let mut run = if k == 0 { Seen::new(block, &ctx) } else { joined.fork() };
+                accesses[from..to].iter().for_each(|&(t, a)| run.keep(t, addr(a)));
+                if k == 0 { joined = run } else { joined.join(run) }
+                from = to;
+            }
+            let (a, b) = (whole.finish(), joined.finish());
+            let n = a.matrix.threads().max(b.matrix.threads());
+            prop_assert_eq!(fit_to(&a.matrix, n), fit_to(&b.matrix, n));
+            prop_assert_eq!(a.pages.sorted(), b.pages.sorted());
+        }
+    }
+
+    fn fit_to(m: &SharingMatrix, n: usize) -> Vec<f64> {
+        (0..n)
+            .flat_map(|i| (0..n).map(move |j| if i < m.threads() && j < m.threads() { m.get(i, j) } else { 0.0 }))
+            .collect()
     }
 
     #[test]

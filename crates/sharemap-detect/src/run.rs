@@ -27,18 +27,25 @@ pub fn detect(source: &mut dyn TraceSource, spec: &str, placement: &ThreadPlacem
     let spec = detector::parse(spec)?;
     let ctx = DetectorContext::new(source.metadata(), placement)?;
     let d = detector::build(&spec, &ctx)?;
-    Ok(run(source, vec![d], 0, &mut |_| {})?.pop().expect("one detector").detection)
+    Ok(run(source, vec![d], 0, &|_| {})?.pop().expect("one detector").detection)
 }
 
 /// Runs the detectors over the rest of the trace. With `window` > 0 each detector's sharing
 /// is also cut into windows of that many accesses (the last one may be shorter). Matrices
 /// come out sized to the trace's threads. `progress` is told the accesses read so far.
+///
+/// Without windows, detectors that fork (`Detector::fork`) read one run of chunks per worker
+/// at the same time, and the runs are joined in order.
 pub fn run(
     source: &mut dyn TraceSource,
     detectors: Vec<Box<dyn Detector>>,
     window: u64,
-    progress: &mut dyn FnMut(u64),
+    progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Vec<Found>, TraceError> {
+    let runs = rayon::current_num_threads();
+    if window == 0 && runs > 1 && detectors.iter().all(|d| d.fork().is_some()) {
+        return run_in_parts(source, detectors, runs, progress);
+    }
     let mut states: Vec<State> =
         detectors.into_iter().map(|d| State { d, previous: SharingMatrix::new(0), windows: Vec::new() }).collect();
     let mut threads = 0usize;
@@ -79,6 +86,51 @@ pub fn run(
             let mut detection = s.d.finish();
             detection.matrix = fit(&detection.matrix, threads);
             Found { detection, windows: s.windows.iter().map(|w| fit(w, threads)).collect() }
+        })
+        .collect())
+}
+
+/// Every detector reads each of `runs` runs of the trace in a copy of its own (run 0 in the
+/// detector itself), the runs at the same time; the copies are then joined in run order.
+fn run_in_parts(
+    source: &mut dyn TraceSource,
+    detectors: Vec<Box<dyn Detector>>,
+    runs: usize,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Vec<Found>, TraceError> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    let forks = |ds: &[Box<dyn Detector>]| ds.iter().map(|d| d.fork().expect("checked")).collect::<Vec<_>>();
+    let mut parts: Vec<Mutex<Vec<Box<dyn Detector>>>> = (1..runs).map(|_| Mutex::new(forks(&detectors))).collect();
+    parts.insert(0, Mutex::new(detectors));
+    let (threads, read) = (AtomicUsize::new(0), AtomicU64::new(0));
+    source.for_each_chunk_in_parts(runs, &|run, chunk| {
+        if let Some(&t) = chunk.accesses.thread.iter().max() {
+            threads.fetch_max(t as usize + 1, Ordering::Relaxed);
+        }
+        let mut ds = parts[run].lock().unwrap_or_else(|e| e.into_inner());
+        if let [one] = ds.as_mut_slice() {
+            one.chunk(chunk);
+        } else {
+            use rayon::prelude::*;
+            ds.par_iter_mut().for_each(|d| d.chunk(chunk));
+        }
+        let n = chunk.accesses.len() as u64;
+        progress(read.fetch_add(n, Ordering::Relaxed) + n);
+        Ok(())
+    })?;
+    let mut parts = parts.into_iter().map(|p| p.into_inner().unwrap_or_else(|e| e.into_inner()));
+    let mut joined = parts.next().expect("run 0");
+    for later in parts {
+        joined.iter_mut().zip(later).for_each(|(d, l)| d.join(l));
+    }
+    let threads = threads.into_inner().max(source.metadata().threads as usize);
+    Ok(joined
+        .into_iter()
+        .map(|d| {
+            let mut detection = d.finish();
+            detection.matrix = fit(&detection.matrix, threads);
+            Found { detection, windows: Vec::new() }
         })
         .collect())
 }
@@ -207,7 +259,7 @@ mod tests {
             let placement = one_core();
             let ctx = DetectorContext::new(trace.metadata(), &placement).unwrap();
             let d = build(&parse("oracle").unwrap(), &ctx).unwrap();
-            let found = run(&mut trace, vec![d], 20, &mut |_| {}).unwrap().pop().unwrap();
+            let found = run(&mut trace, vec![d], 20, &|_| {}).unwrap().pop().unwrap();
             let (all, windows) = (found.detection, found.windows);
             assert_eq!(windows.len(), 4);
             let sum: f64 = windows.iter().map(|w| w.total()).sum();
@@ -234,7 +286,7 @@ mod tests {
         let mut trace = MemoryTrace::from_accesses(acc.iter().copied()).with_chunk_accesses(333);
         let ctx = DetectorContext::new(trace.metadata(), &placement).unwrap();
         let all: Vec<Box<dyn Detector>> = specs.iter().map(|s| build(&parse(s).unwrap(), &ctx).unwrap()).collect();
-        let together = run(&mut trace, all, 0, &mut |_| {}).unwrap();
+        let together = run(&mut trace, all, 0, &|_| {}).unwrap();
         for (spec, found) in specs.iter().zip(together) {
             let alone = detect_on(&acc, spec);
             assert_eq!(found.detection.matrix, alone.matrix, "{spec}");

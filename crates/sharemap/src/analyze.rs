@@ -56,7 +56,7 @@ pub struct Accuracy {
 /// );
 /// let machine = sharemap::machine::Machine::from_spec("pack:2 core:2 pu:1").unwrap();
 /// let request = AnalyzeRequest { detector: "oracle".into(), compare: Some("sampled:every=2".into()), window: 100 };
-/// let a = sharemap::analyze(&mut trace, &machine, &request, &mut |_| {}).unwrap();
+/// let a = sharemap::analyze(&mut trace, &machine, &request, &|_| {}).unwrap();
 /// assert_eq!((a.windows.len(), a.phase_changes.clone()), (8, vec![4]));
 /// assert!(a.accuracy.unwrap().correlation > 0.9);
 /// ```
@@ -64,7 +64,7 @@ pub fn analyze(
     trace: &mut dyn TraceSource,
     machine: &Machine,
     request: &AnalyzeRequest,
-    progress: &mut dyn FnMut(u64),
+    progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Analysis> {
     let det = detector::parse(&request.detector)?;
     if request.window > 0 && matches!(det.name.as_str(), "stmap" | "sammu") {

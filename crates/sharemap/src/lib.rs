@@ -104,7 +104,7 @@ mod tests {
         let machine = machine::Machine::from_spec("numa:2 pu:2").unwrap();
         let request =
             AnalyzeRequest { detector: "oracle".into(), compare: Some("sampled:every=2".into()), window: 1000 };
-        let a = serde_json::to_value(analyze(&mut trace(), &machine, &request, &mut |_| {}).unwrap()).unwrap();
+        let a = serde_json::to_value(analyze(&mut trace(), &machine, &request, &|_| {}).unwrap()).unwrap();
         assert_eq!(a["detection"]["matrix"]["threads"], 4);
         assert_eq!(a["detection"]["pages"].as_array().unwrap().len(), 5);
         assert_eq!(a["windows"].as_array().unwrap().len(), 4);

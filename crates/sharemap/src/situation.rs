@@ -166,7 +166,7 @@ fn thread_sharing(sharing: &Sharing, machine: &Machine, trace: &mut dyn TraceSou
             let placement = ThreadPlacement::identity(machine);
             let ctx = DetectorContext::new(trace.metadata(), &placement)?;
             let d = sharemap_detect::detector::build(&spec, &ctx)?;
-            let found = sharemap_detect::run(trace, vec![d], 0, &mut |_| {})?;
+            let found = sharemap_detect::run(trace, vec![d], 0, &|_| {})?;
             Ok(found.into_iter().next().expect("one detector").detection.matrix)
         }
     }
