@@ -11,6 +11,6 @@ pub mod spec;
 pub use index::{DenseIndex, RecentPerThread};
 pub use matrix::{MatrixError, SharingMatrix};
 pub use page_size::{PageSize, PageSizeError};
-pub use pages::PageUsage;
+pub use pages::{PageCounter, PageUsage};
 pub use placement::{PlacementError, ThreadPlacement};
 pub use spec::{Param, Spec, SpecError};

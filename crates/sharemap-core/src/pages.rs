@@ -55,6 +55,25 @@ impl PageUsage {
         e.accesses[t] += 1;
     }
 
+    /// The id of `page`, made (first touched by `thread`) if new.
+    fn page_id(&mut self, page: u64, thread: u32) -> u32 {
+        let (id, new) = self.index.id(page);
+        if new {
+            self.pages.push((page, PageEntry { first_touch: thread, accesses: Vec::new() }));
+        }
+        id
+    }
+
+    /// `n` more accesses by `thread` to page `id`.
+    fn add(&mut self, id: u32, thread: u32, n: u64) {
+        let e = &mut self.pages[id as usize].1;
+        let t = thread as usize;
+        if e.accesses.len() <= t {
+            e.accesses.resize(t + 1, 0);
+        }
+        e.accesses[t] += n;
+    }
+
     /// Adds the usage of accesses that came after all of this one's (first touches stay).
     pub fn append(&mut self, later: PageUsage) {
         for (page, entry) in later.pages {
@@ -135,6 +154,95 @@ impl PageUsage {
     }
 }
 
+/// Builds a [`PageUsage`] from accesses at the cost of an L1 increment for most of them:
+/// each thread's last two pages keep their counts here until the thread moves on, and only
+/// then go to the page's entry (two dependent loads, often cache misses, per access before).
+#[derive(Clone, Debug)]
+pub struct PageCounter {
+    usage: PageUsage,
+    /// Per thread: its last two pages and which of the two it used last.
+    slots: Vec<([Pending; 2], u8)>,
+}
+
+/// A page a thread is using and its accesses not yet in the page's entry.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    page: u64,
+    id: u32,
+    count: u64,
+}
+
+const NO_SLOT: Pending = Pending { page: u64::MAX, id: 0, count: 0 };
+
+impl PageCounter {
+    pub fn new(page_size: u64) -> Self {
+        PageCounter { usage: PageUsage::new(page_size), slots: Vec::new() }
+    }
+
+    pub fn page_size(&self) -> u64 {
+        self.usage.page_size
+    }
+
+    #[inline]
+    pub fn access(&mut self, thread: u32, addr: u64) {
+        let page = addr >> self.usage.shift;
+        let t = thread as usize;
+        if let Some((s, last)) = self.slots.get_mut(t) {
+            for (k, slot) in s.iter_mut().enumerate() {
+                if slot.page == page {
+                    slot.count += 1;
+                    *last = k as u8;
+                    return;
+                }
+            }
+        }
+        self.enter(thread, page);
+    }
+
+    /// Thread `thread` comes to `page`, not among its last two: the older one's counts go to
+    /// its entry and `page` takes its place.
+    #[cold]
+    #[inline(never)]
+    fn enter(&mut self, thread: u32, page: u64) {
+        let t = thread as usize;
+        if t >= self.slots.len() {
+            self.slots.resize(t + 1, ([NO_SLOT; 2], 1));
+        }
+        let (s, last) = &mut self.slots[t];
+        let victim = 1 - *last as usize;
+        let old = s[victim];
+        if old.page != u64::MAX {
+            self.usage.add(old.id, thread, old.count);
+        }
+        let id = self.usage.page_id(page, thread);
+        self.slots[t].0[victim] = Pending { page, id, count: 1 };
+        self.slots[t].1 = victim as u8;
+    }
+
+    /// The page usage of every access so far.
+    pub fn finish(mut self) -> PageUsage {
+        self.flush();
+        self.usage
+    }
+
+    /// Adds the usage of accesses that came after all of this one's.
+    pub fn append(&mut self, later: PageCounter) {
+        self.flush();
+        self.usage.append(later.finish());
+    }
+
+    fn flush(&mut self) {
+        for (t, (s, _)) in self.slots.iter_mut().enumerate() {
+            for slot in s.iter_mut() {
+                if slot.page != u64::MAX && slot.count > 0 {
+                    self.usage.add(slot.id, t as u32, slot.count);
+                    slot.count = 0;
+                }
+            }
+        }
+    }
+}
+
 /// Serialises as the pages in address order: `[{page, first_touch, accesses}]`.
 impl serde::Serialize for PageUsage {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -152,6 +260,33 @@ impl serde::Serialize for PageUsage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The counter gives what counting every access in its page's entry gives, also when
+        /// the accesses are split in two counters and appended.
+        #[test]
+        fn the_counter_counts_what_each_access_counts(
+            accesses in prop::collection::vec((0u32..5, 0u64..12 * 4096), 0..500),
+            cut in 0usize..500,
+        ) {
+            let mut direct = PageUsage::new(4096);
+            accesses.iter().for_each(|&(t, a)| direct.access(t, a));
+            let mut whole = PageCounter::new(4096);
+            accesses.iter().for_each(|&(t, a)| whole.access(t, a));
+            let cut = cut.min(accesses.len());
+            let (mut first, mut second) = (PageCounter::new(4096), PageCounter::new(4096));
+            accesses[..cut].iter().for_each(|&(t, a)| first.access(t, a));
+            accesses[cut..].iter().for_each(|&(t, a)| second.access(t, a));
+            first.append(second);
+            let trim = |u: &PageUsage| -> Vec<(u64, PageEntry)> {
+                u.sorted().into_iter().map(|(p, e)| (p, e.clone())).collect()
+            };
+            let expect = trim(&direct);
+            prop_assert_eq!(&trim(&whole.finish()), &expect);
+            prop_assert_eq!(&trim(&first.finish()), &expect);
+        }
+    }
 
     #[test]
     fn node_counts_add_up_the_threads_of_each_node() {

@@ -4,7 +4,7 @@
 
 use crate::detector::{Detection, Detector, DetectorContext, DetectorInfo};
 use sharemap_core::spec::param;
-use sharemap_core::{DenseIndex, PageUsage, RecentPerThread, SharingMatrix};
+use sharemap_core::{DenseIndex, PageCounter, RecentPerThread, SharingMatrix};
 use sharemap_trace::Chunk;
 
 const NONE: u32 = u32::MAX;
@@ -191,7 +191,7 @@ pub(crate) const INFO: DetectorInfo = DetectorInfo {
 /// to the page usage; the rest are only counted.
 pub struct Seen {
     oracle: Oracle,
-    usage: PageUsage,
+    usage: PageCounter,
     seen: u64,
     accesses: u64,
 }
@@ -199,7 +199,7 @@ pub struct Seen {
 impl Seen {
     /// Sharing in blocks of `block` bytes; page usage by the context's pages.
     pub fn new(block: u64, ctx: &DetectorContext) -> Self {
-        Seen { oracle: Oracle::new(block), usage: PageUsage::new(ctx.page_size.bytes()), seen: 0, accesses: 0 }
+        Seen { oracle: Oracle::new(block), usage: PageCounter::new(ctx.page_size.bytes()), seen: 0, accesses: 0 }
     }
 
     /// An access the detector keeps (counted by `looked_at`: a count kept in a local
@@ -236,7 +236,7 @@ impl Seen {
 
     /// The same detection for a later run of the trace (see `join`).
     pub fn fork(&self) -> Seen {
-        Seen { oracle: self.oracle.fork(), usage: PageUsage::new(self.usage.page_size), seen: 0, accesses: 0 }
+        Seen { oracle: self.oracle.fork(), usage: PageCounter::new(self.usage.page_size()), seen: 0, accesses: 0 }
     }
 
     /// Adds what `later` (a `fork` fed the run right after this one's) found.
@@ -250,7 +250,7 @@ impl Seen {
     pub fn finish(self) -> Detection {
         Detection {
             matrix: self.oracle.matrix,
-            pages: self.usage,
+            pages: self.usage.finish(),
             seen: self.seen,
             accesses: self.accesses,
             report: None,

@@ -6,7 +6,7 @@ use crate::error::Result;
 use crate::model::Metadata;
 use crate::source::TraceSource;
 use serde::Serialize;
-use sharemap_core::{DenseIndex, RecentPerThread};
+use sharemap_core::DenseIndex;
 use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -51,6 +51,17 @@ pub struct TraceSummary {
 
 /// Accumulates a summary chunk by chunk. Chunks may come in any order, and summarizers that
 /// saw different chunks merge into the summary of them all (`merge`).
+/// A page a thread is using and its accesses and writes not yet added to the page's counts.
+#[derive(Clone, Copy)]
+struct Pending {
+    page: u64,
+    index: u32,
+    accesses: u32,
+    writes: u32,
+}
+
+const EMPTY_SLOT: Pending = Pending { page: u64::MAX, index: 0, accesses: 0, writes: 0 };
+
 pub struct Summarizer {
     page_shift: u32,
     /// Page number -> index into the per-page vectors below.
@@ -63,8 +74,8 @@ pub struct Summarizer {
     /// Threads of each page as a bitset of `stride` words per page.
     page_threads: Vec<u64>,
     stride: usize,
-    /// Per thread, its last two pages and their indexes: most accesses find their page there.
-    recent: RecentPerThread,
+    /// Per thread, in the chunk being added: its last two pages and which it used last.
+    slots: Vec<([Pending; 2], u8)>,
     threads: Vec<ThreadSummary>,
     events: BTreeMap<String, u64>,
     accesses: u64,
@@ -84,7 +95,7 @@ impl Summarizer {
             page_written: Vec::new(),
             page_threads: Vec::new(),
             stride: 1,
-            recent: RecentPerThread::default(),
+            slots: Vec::new(),
             threads: Vec::new(),
             events: BTreeMap::new(),
             accesses: 0,
@@ -118,38 +129,67 @@ impl Summarizer {
         }
         // Each chunk starts afresh, so that its first access to each page is compared with
         // the page's first access so far (chunks may come out of order).
-        self.recent = RecentPerThread::default();
+        self.slots.clear();
         let a = &chunk.accesses;
+        // Totals and extremes in loops of their own, which vectorise.
+        if let Some(&t) = a.thread.iter().max() {
+            self.grow(t as usize);
+        }
+        self.slots.resize(self.threads.len(), ([EMPTY_SLOT; 2], 1));
+        let small: u64 = a.op.iter().map(|&op| (op & 0x7f) as u64).sum();
+        let big: u64 = a.big_sizes.iter().filter(|&&(i, _)| a.op[i as usize] & 0x7f == 0).map(|&(_, n)| n as u64).sum();
+        self.bytes += small + big;
+        self.min_addr = a.addr.iter().fold(self.min_addr, |m, &x| m.min(x));
+        self.max_addr = a.addr.iter().fold(self.max_addr, |m, &x| m.max(x));
         for i in 0..a.len() {
             let t = a.thread[i] as usize;
-            if t >= self.threads.len() {
-                self.grow(t);
+            let w = (a.op[i] >> 7) as u32;
+            let page = a.addr[i] >> self.page_shift;
+            let (s, last) = &mut self.slots[t];
+            // Most accesses go to one of the thread's last two pages: counted in the slot.
+            if let Some(k) = s.iter().position(|slot| slot.page == page) {
+                s[k].accesses += 1;
+                s[k].writes += w;
+                *last = k as u8;
+            } else {
+                self.enter_page(t, page, chunk.first_access + i as u64, w);
             }
-            let addr = a.addr[i];
-            let w = a.op[i] & 0x80 != 0;
-            self.threads[t].accesses += 1;
-            self.threads[t].writes += w as u64;
-            self.bytes += a.size(i) as u64;
-            self.min_addr = self.min_addr.min(addr);
-            self.max_addr = self.max_addr.max(addr);
-            let page = addr >> self.page_shift;
-            let p = match self.recent.get(t, page) {
-                Some(p) => p,
-                None => self.enter_page(t, page, chunk.first_access + i as u64),
-            } as usize;
-            self.page_accesses[p] += 1;
-            self.page_written[p] |= w;
+        }
+        for t in 0..self.slots.len() {
+            for k in 0..2 {
+                self.flush_slot(t, k);
+            }
         }
         self.accesses += a.len() as u64;
     }
 
     /// Thread t comes to `page` at position `at` (not among its last two pages in this
-    /// chunk): the page's index.
-    fn enter_page(&mut self, t: usize, page: u64, at: u64) -> u32 {
+    /// chunk): the older of those two gets its counts added, and `page` takes its slot.
+    #[cold]
+    #[inline(never)]
+    fn enter_page(&mut self, t: usize, page: u64, at: u64, w: u32) {
+        let victim = 1 - self.slots[t].1 as usize;
+        self.flush_slot(t, victim);
         let p = self.page(page, at, t as u32);
         self.page_threads[p as usize * self.stride + t / 64] |= 1u64 << (t % 64);
-        self.recent.put(t, page, p);
-        p
+        self.slots[t] = {
+            let (mut s, _) = self.slots[t];
+            s[victim] = Pending { page, index: p, accesses: 1, writes: w };
+            (s, victim as u8)
+        };
+    }
+
+    /// Adds what slot k of thread t counted to its page and thread.
+    fn flush_slot(&mut self, t: usize, k: usize) {
+        let slot = self.slots[t].0[k];
+        if slot.page == u64::MAX || slot.accesses == 0 {
+            return;
+        }
+        self.page_accesses[slot.index as usize] += slot.accesses as u64;
+        self.page_written[slot.index as usize] |= slot.writes > 0;
+        self.threads[t].accesses += slot.accesses as u64;
+        self.threads[t].writes += slot.writes as u64;
+        self.slots[t].0[k] = Pending { accesses: 0, writes: 0, ..slot };
     }
 
     /// The page's index, made if new; `at` and `thread` become its first access if earlier.
