@@ -83,50 +83,57 @@ pub fn evaluate(
     opts: &EvalOptions,
 ) -> std::io::Result<Evaluation> {
     let c: Costs = ctx.costs;
-    let workers = part.par_pages(
-        || Worker {
-            optimal: Optimal::new(ctx.nodes, c),
-            opt_cost: 0.0,
-            opt: Tally::default(),
-            costs: vec![0.0; policies.len()],
-            tallies: vec![Tally::default(); policies.len()],
-            costliest: Vec::new(),
-            placement: Vec::new(),
-        },
-        |w, page| {
-            let sol = if opts.skip_optimal { Solution::default() } else { w.optimal.solve(page.refs) };
-            w.opt_cost += sol.cost;
-            w.opt.add(&sol.tally);
-            let mut page_costs = Vec::with_capacity(if opts.costliest > 0 { policies.len() } else { 0 });
-            for (i, (_, p)) in policies.iter().enumerate() {
-                let t = p.run(page, ctx);
-                let cost = t.cost(&c);
-                w.costs[i] += cost;
-                w.tallies[i].add(&t);
-                if opts.costliest > 0 {
-                    page_costs.push(cost);
-                }
-            }
-            if opts.placement {
-                w.placement.extend(sol.changes.iter().map(|&(i, set)| (page.number, page.refs[i].at, set)));
-            }
+    let init = || Worker {
+        optimal: Optimal::new(ctx.nodes, c),
+        opt_cost: 0.0,
+        opt: Tally::default(),
+        costs: vec![0.0; policies.len()],
+        tallies: vec![Tally::default(); policies.len()],
+        costliest: Vec::new(),
+        placement: Vec::new(),
+    };
+    // The optimum alone needs nothing of a page one node references but how many references
+    // it has: all local (`Optimal::solve` says the same), so those pages are not read.
+    let optimum_only = policies.is_empty() && opts.costliest == 0 && !opts.placement && !opts.skip_optimal;
+    let private = |w: &mut Worker, refs: u64| {
+        w.opt_cost += refs as f64;
+        w.opt.local += refs;
+    };
+    let page = |w: &mut Worker, page: &crate::page::Page| {
+        let sol = if opts.skip_optimal { Solution::default() } else { w.optimal.solve(page.refs) };
+        w.opt_cost += sol.cost;
+        w.opt.add(&sol.tally);
+        let mut page_costs = Vec::with_capacity(if opts.costliest > 0 { policies.len() } else { 0 });
+        for (i, (_, p)) in policies.iter().enumerate() {
+            let t = p.run(page, ctx);
+            let cost = t.cost(&c);
+            w.costs[i] += cost;
+            w.tallies[i].add(&t);
             if opts.costliest > 0 {
-                let worst = w.costliest.iter().map(|p| p.optimal).fold(f64::INFINITY, f64::min);
-                if w.costliest.len() < opts.costliest || sol.cost > worst {
-                    let nodes = page.refs.iter().fold(0u128, |s, r| s | (1u128 << r.node)).count_ones();
-                    w.costliest.push(PageCost {
-                        address: format!("{:#x}", page.number * page_size),
-                        references: page.refs.len() as u64,
-                        writes: page.refs.iter().filter(|r| r.write).count() as u64,
-                        nodes,
-                        optimal: sol.cost,
-                        policies: page_costs,
-                    });
-                    keep_costliest(&mut w.costliest, opts.costliest);
-                }
+                page_costs.push(cost);
             }
-        },
-    )?;
+        }
+        if opts.placement {
+            w.placement.extend(sol.changes.iter().map(|&(i, set)| (page.number, page.refs[i].at, set)));
+        }
+        if opts.costliest > 0 {
+            let worst = w.costliest.iter().map(|p| p.optimal).fold(f64::INFINITY, f64::min);
+            if w.costliest.len() < opts.costliest || sol.cost > worst {
+                let nodes = page.refs.iter().fold(0u128, |s, r| s | (1u128 << r.node)).count_ones();
+                w.costliest.push(PageCost {
+                    address: format!("{:#x}", page.number * page_size),
+                    references: page.refs.len() as u64,
+                    writes: page.refs.iter().filter(|r| r.write).count() as u64,
+                    nodes,
+                    optimal: sol.cost,
+                    policies: page_costs,
+                });
+                keep_costliest(&mut w.costliest, opts.costliest);
+            }
+        }
+    };
+    let workers =
+        if optimum_only { part.par_pages_or_private(init, private, page)? } else { part.par_pages(init, page)? };
 
     let mut opt_cost = 0.0;
     let mut opt = Tally::default();
@@ -171,4 +178,47 @@ pub fn evaluate(
 fn keep_costliest(v: &mut Vec<PageCost>, n: usize) {
     v.sort_by(|a, b| b.optimal.total_cmp(&a.optimal).then_with(|| a.address.cmp(&b.address)));
     v.truncate(n);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::partition::PartitionOptions;
+    use sharemap_core::{PageSize, ThreadPlacement};
+    use sharemap_trace::{Access, MemoryTrace};
+
+    /// The optimum alone skips reading private pages; asking for the costliest pages too
+    /// reads every page. Both give the same optimum, in memory and spilled.
+    #[test]
+    fn the_optimum_of_private_pages_needs_no_reading() {
+        let mut x = 11u64;
+        let accesses: Vec<Access> = (0..60_000u64)
+            .map(|i| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let t = (x >> 61) as u32;
+                // Each thread's own pages, and a few pages every thread shares.
+                let page = if x >> 58 & 7 == 0 { 100 + (x >> 40) % 4 } else { t as u64 * 10 + (x >> 40) % 10 };
+                let addr = page * 4096 + (x >> 20) % 4096;
+                if i % 3 == 0 { Access::write(t, addr, 8) } else { Access::read(t, addr, 8) }
+            })
+            .collect();
+        let machine = sharemap_machine::Machine::from_spec("numa:4 pu:2").unwrap();
+        for budget in [1 << 30, 4096] {
+            let opts = PartitionOptions {
+                page_size: PageSize::DEFAULT,
+                placement: ThreadPlacement::identity(&machine),
+                memory_budget: budget,
+                prepass: Default::default(),
+            };
+            let mut trace = MemoryTrace::from_accesses(accesses.clone()).with_chunk_accesses(1000);
+            let part = Partition::build(&mut trace, &opts, &|_| {}).unwrap();
+            let costs = Costs::new(&sharemap_machine::CostParams::butterfly(4096));
+            let ctx = crate::testing::plain_context(4, costs, part.pages());
+            let fast = evaluate(&part, &ctx, &[], 4096, &EvalOptions::default()).unwrap();
+            let full = evaluate(&part, &ctx, &[], 4096, &EvalOptions { costliest: 1, ..Default::default() }).unwrap();
+            assert_eq!(fast.results[0].tally, full.results[0].tally, "budget {budget}");
+            assert_eq!(fast.results[0].cost, full.results[0].cost);
+            assert!(full.results[0].tally.remote + full.results[0].tally.node_moves > 0, "some pages are shared");
+        }
+    }
 }

@@ -138,6 +138,16 @@ impl Partition {
         init: impl Fn() -> S + Sync,
         f: impl Fn(&mut S, &Page) + Sync,
     ) -> std::io::Result<Vec<S>> {
+        self.par_pages_where(init, |_, _| false, f)
+    }
+
+    /// As `par_pages`, but pages that `handled(state, id)` takes are not read.
+    fn par_pages_where<S: Send>(
+        &self,
+        init: impl Fn() -> S + Sync,
+        handled: impl Fn(&mut S, usize) -> bool + Sync,
+        f: impl Fn(&mut S, &Page) + Sync,
+    ) -> std::io::Result<Vec<S>> {
         let pages = self.pages();
         let per_group = pages.div_ceil(16 * rayon::current_num_threads().max(1)).clamp(1, 1024);
         (0..pages.div_ceil(per_group))
@@ -145,6 +155,9 @@ impl Partition {
             .map_init(Scratch::default, |scratch, group| {
                 let mut state = init();
                 for id in group * per_group..((group + 1) * per_group).min(pages) {
+                    if handled(&mut state, id) {
+                        continue;
+                    }
                     self.read(id, scratch)?;
                     let (number, rank) = (self.page_numbers[id], self.address_rank[id]);
                     let page = Page::new(number, id as u32, rank, &scratch.refs, &scratch.events);
@@ -153,6 +166,35 @@ impl Partition {
                 Ok(state)
             })
             .collect()
+    }
+
+    /// Runs `private` on every page only one node references (with the number of its
+    /// references, which are not read) and `f` on the others, as `par_pages` does.
+    pub fn par_pages_or_private<S: Send>(
+        &self,
+        init: impl Fn() -> S + Sync,
+        private: impl Fn(&mut S, u64) + Sync,
+        f: impl Fn(&mut S, &Page) + Sync,
+    ) -> std::io::Result<Vec<S>> {
+        self.par_pages_where(init, |s, id| self.private(id).map(|n| private(s, n)).is_some(), f)
+    }
+
+    /// The number of references of page `id` when they are all plain accesses from one node.
+    fn private(&self, id: usize) -> Option<u64> {
+        let n = self.runs.len();
+        let mut only = None;
+        let mut refs = 0;
+        for (run, &l) in self.runs.iter().zip(&self.local[id * n..(id + 1) * n]) {
+            if l != NO_PAGE {
+                let (node, count) = run.private(l as usize)?;
+                if only.is_some_and(|o| o != node) {
+                    return None;
+                }
+                only = Some(node);
+                refs += count;
+            }
+        }
+        Some(refs)
     }
 
     /// Page `id`'s references and events, run after run.
