@@ -122,10 +122,12 @@ fn stack(series: &[Series]) -> Vec<Series> {
         .collect()
 }
 
-/// The SVG rendered to PNG bytes.
-pub fn png(svg: &str) -> Result<Vec<u8>> {
-    let mut opt = resvg::usvg::Options::default();
-    {
+/// Rendering options with the system's fonts, loaded once per process (scanning the font
+/// directories was a good part of a plot's cost).
+fn render_options() -> &'static resvg::usvg::Options<'static> {
+    static OPTIONS: std::sync::OnceLock<resvg::usvg::Options<'static>> = std::sync::OnceLock::new();
+    OPTIONS.get_or_init(|| {
+        let mut opt = resvg::usvg::Options::default();
         let db = opt.fontdb_mut();
         db.load_system_fonts();
         let family = ["DejaVu Sans", "Liberation Sans", "Noto Sans", "FreeSans"]
@@ -137,13 +139,35 @@ pub fn png(svg: &str) -> Result<Vec<u8>> {
                 eprintln!("sharemap: warning: no font found for PNG text (install fonts-dejavu-core); the SVG has it")
             }
         }
-    }
-    let tree = resvg::usvg::Tree::from_str(svg, &opt).map_err(|e| anyhow!("rendering plot: {e}"))?;
+        opt
+    })
+}
+
+/// The SVG rendered to PNG bytes (fast deflate: plots are mostly flat colour, and the
+/// default level cost more than rendering them).
+pub fn png(svg: &str) -> Result<Vec<u8>> {
+    let tree = resvg::usvg::Tree::from_str(svg, render_options()).map_err(|e| anyhow!("rendering plot: {e}"))?;
     let size = tree.size().to_int_size();
     let mut pixmap = resvg::tiny_skia::Pixmap::new(size.width(), size.height())
         .ok_or_else(|| anyhow!("rendering plot: empty image"))?;
     resvg::render(&tree, resvg::tiny_skia::Transform::default(), &mut pixmap.as_mut());
-    pixmap.encode_png().map_err(|e| anyhow!("encoding PNG: {e}"))
+    let rgba: Vec<u8> = pixmap
+        .pixels()
+        .iter()
+        .flat_map(|p| {
+            let c = p.demultiply();
+            [c.red(), c.green(), c.blue(), c.alpha()]
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut encoder = png::Encoder::new(&mut out, size.width(), size.height());
+    encoder.set_color(png::ColorType::Rgba);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder.set_compression(png::Compression::Fast);
+    let mut writer = encoder.write_header().map_err(|e| anyhow!("encoding PNG: {e}"))?;
+    writer.write_image_data(&rgba).map_err(|e| anyhow!("encoding PNG: {e}"))?;
+    writer.finish().map_err(|e| anyhow!("encoding PNG: {e}"))?;
+    Ok(out)
 }
 
 /// Writes `base.svg` and `base.png`.
