@@ -199,6 +199,12 @@ impl Sammu {
         self
     }
 
+    /// The updates logged since the last call: (page, NUMA node of the core). Most accesses
+    /// log none, so callers test this first rather than build an iterator for nothing.
+    pub fn has_updates(&self) -> bool {
+        self.updates.as_ref().is_some_and(|u| !u.is_empty())
+    }
+
     /// The updates logged since the last call: (page, NUMA node of the core).
     pub fn take_updates(&mut self) -> impl Iterator<Item = (u64, usize)> + '_ {
         self.updates.iter_mut().flat_map(|u| u.drain(..))

@@ -368,7 +368,9 @@ impl InOrder {
                 let (core, node) = (self.threads.cores[thread], self.threads.nodes[thread]);
                 model.access(thread as u32, core, node as usize, a.addr[i] >> self.shift);
                 let at = chunk.first_access + i as u64;
-                out.tlb_events.extend(model.take_updates().map(|(number, node)| (at, number, node as u16)));
+                if model.has_updates() {
+                    out.tlb_events.extend(model.take_updates().map(|(number, node)| (at, number, node as u16)));
+                }
             }
         }
     }
