@@ -24,14 +24,25 @@ const GROUP_BITS: u32 = 6;
 /// Per block: the last two distinct threads, most recent first.
 struct LastTwo {
     index: DenseIndex,
+    /// The key (block >> GROUP_BITS) of each group.
+    keys: Vec<u64>,
     groups: Vec<[[u32; 2]; 1 << GROUP_BITS]>,
+    /// In a later run of the trace (see `Oracle::join`): per block, the first thread and the
+    /// first other thread it saw.
+    firsts: Option<Vec<[[u32; 2]; 1 << GROUP_BITS]>>,
     /// Each thread's last two groups: most accesses stay in them.
     recent: RecentPerThread,
 }
 
 impl LastTwo {
-    fn new() -> Self {
-        LastTwo { index: DenseIndex::default(), groups: Vec::new(), recent: RecentPerThread::default() }
+    fn new(later_run: bool) -> Self {
+        LastTwo {
+            index: DenseIndex::default(),
+            keys: Vec::new(),
+            groups: Vec::new(),
+            firsts: later_run.then(Vec::new),
+            recent: RecentPerThread::default(),
+        }
     }
 
     #[inline(always)]
@@ -42,7 +53,11 @@ impl LastTwo {
             None => {
                 let (i, new) = self.index.id(key);
                 if new {
+                    self.keys.push(key);
                     self.groups.push([[NONE, NONE]; 1 << GROUP_BITS]);
+                    if let Some(f) = self.firsts.as_mut() {
+                        f.push([[NONE, NONE]; 1 << GROUP_BITS]);
+                    }
                 }
                 self.recent.put(thread as usize, key, i);
                 i
@@ -51,49 +66,36 @@ impl LastTwo {
         &mut self.groups[i as usize][(block & ((1 << GROUP_BITS) - 1)) as usize]
     }
 
-    /// The block's last two threads, if it was touched.
-    fn get(&self, block: u64) -> Option<[u32; 2]> {
-        let i = self.index.get(block >> GROUP_BITS)?;
-        Some(self.groups[i as usize][(block & ((1 << GROUP_BITS) - 1)) as usize])
+    /// Notes `thread` as the block's first thread (or its first other one, `second`).
+    #[cold]
+    #[inline(never)]
+    fn note_first(&mut self, block: u64, thread: u32, second: bool) {
+        if let (Some(f), Some(i)) = (self.firsts.as_mut(), self.index.get(block >> GROUP_BITS)) {
+            f[i as usize][(block & ((1 << GROUP_BITS) - 1)) as usize][second as usize] = thread;
+        }
     }
 }
 
 /// The oracle's rule over a trace, or over one run of it: a run after the first starts from
 /// blocks it knows nothing of and notes, per block, the first thread and the first other
-/// thread it saw (`Prefix`), so that `join` can replay them on the state the earlier runs
-/// left. From the second distinct thread on, a block's state no longer depends on where it
-/// started.
+/// thread it saw, so that `join` can replay them on the state the earlier runs left. From
+/// the second distinct thread on, a block's state no longer depends on where it started.
 pub struct Oracle {
     shift: u32,
     last: LastTwo,
     pub matrix: SharingMatrix,
-    /// In a later run: per block, its first thread and first other thread, in order.
-    prefixes: Option<Vec<Prefix>>,
-}
-
-#[derive(Clone, Copy)]
-struct Prefix {
-    block: u64,
-    thread: u32,
-    /// The first other thread (the block then held the first thread only).
-    second: bool,
 }
 
 impl Oracle {
     /// Blocks of `block_size` bytes (a power of two).
     pub fn new(block_size: u64) -> Self {
         assert!(block_size.is_power_of_two());
-        Oracle {
-            shift: block_size.trailing_zeros(),
-            last: LastTwo::new(),
-            matrix: SharingMatrix::new(0),
-            prefixes: None,
-        }
+        Oracle { shift: block_size.trailing_zeros(), last: LastTwo::new(false), matrix: SharingMatrix::new(0) }
     }
 
     /// An oracle for a later run of the same trace (see `join`).
     pub fn fork(&self) -> Oracle {
-        Oracle { prefixes: Some(Vec::new()), ..Oracle::new(1 << self.shift) }
+        Oracle { last: LastTwo::new(true), ..Oracle::new(1 << self.shift) }
     }
 
     #[inline]
@@ -105,8 +107,8 @@ impl Oracle {
             return;
         }
         *slot = [thread, a];
-        if b == NONE && self.prefixes.is_some() {
-            self.note_prefix(block, thread, a != NONE);
+        if b == NONE && self.last.firsts.is_some() {
+            self.last.note_first(block, thread, a != NONE);
         }
         let need = thread.max(if a == NONE { 0 } else { a }).max(if b == NONE { 0 } else { b }) as usize + 1;
         if self.matrix.threads() < need {
@@ -122,14 +124,6 @@ impl Oracle {
 }
 
 impl Oracle {
-    #[cold]
-    #[inline(never)]
-    fn note_prefix(&mut self, block: u64, thread: u32, second: bool) {
-        if let Some(p) = self.prefixes.as_mut() {
-            p.push(Prefix { block, thread, second });
-        }
-    }
-
     /// Adds what `later` (a `fork` fed the run right after the accesses this one saw) found,
     /// as if this one had gone on reading: its sharing, plus what its blocks' first threads
     /// share with the threads this one left there, and its blocks' final states.
@@ -144,27 +138,33 @@ impl Oracle {
                 }
             }
         }
-        for p in later.prefixes.iter().flatten() {
-            let t = p.thread;
-            let slot = self.last.slot(t, p.block);
-            let [a, b] = *slot;
-            if !p.second {
+        let firsts = later.last.firsts.as_deref().unwrap_or(&[]);
+        for ((&key, group), first) in later.last.keys.iter().zip(&later.last.groups).zip(firsts) {
+            for (off, (&[x, y], &end)) in first.iter().zip(group).enumerate() {
+                if x == NONE {
+                    continue;
+                }
+                let block = key << GROUP_BITS | off as u64;
+                let slot = self.last.slot(x, block);
+                let [a, b] = *slot;
                 // The run's first thread: it counted nothing, the block looked untouched.
-                if a != t {
+                if a != x {
                     for other in [a, b] {
-                        if other != NONE && other != t {
-                            self.matrix.add(t as usize, other as usize, 1.0);
+                        if other != NONE && other != x {
+                            self.matrix.add(x as usize, other as usize, 1.0);
                         }
                     }
-                    *slot = [t, a];
+                    *slot = [x, a];
                 }
-            } else {
-                // The first other thread: the run counted its sharing with the first thread
-                // (a), not with what came before it (b). From here the run's state holds.
-                if b != NONE && b != t {
-                    self.matrix.add(t as usize, b as usize, 1.0);
+                if y != NONE {
+                    // The first other thread: the run counted its sharing with x, not with
+                    // what came before x. From here the run's state holds.
+                    let [_, before] = *slot;
+                    if before != NONE && before != y {
+                        self.matrix.add(y as usize, before as usize, 1.0);
+                    }
+                    *slot = end;
                 }
-                *slot = later.last.get(p.block).expect("a block the run touched");
             }
         }
     }
