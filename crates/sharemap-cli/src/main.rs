@@ -38,13 +38,16 @@ enum Command {
         /// Pattern name (see --list)
         #[arg(required_unless_present = "list")]
         pattern: Option<String>,
+        /// Number of threads
         #[arg(long, default_value_t = 8)]
         threads: u32,
         /// Number of accesses (suffixes k, M, G allowed)
         #[arg(long, default_value = "1M", value_parser = parse_count)]
         accesses: u64,
+        /// Seed of the pattern's random choices (same seed, same trace)
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Page size in bytes, recorded in the trace's metadata
         #[arg(long, default_value_t = 4096)]
         page_size: u64,
         /// Output file; the format follows the extension (.trace, .csv, .parquet, .din)
@@ -59,19 +62,25 @@ enum Command {
     },
     /// Summarise a trace: accesses, threads, pages, page sharing
     Info {
+        /// The trace (native, CSV or Parquet)
         trace: PathBuf,
         /// Input format, overriding detection (native, csv, parquet)
         #[arg(long)]
         from: Option<String>,
+        /// Print the summary as JSON
         #[arg(long)]
         json: bool,
     },
     /// Convert a trace between native, CSV, Parquet and DineroIV (din, export only)
     Convert {
+        /// The trace to read
         input: PathBuf,
+        /// Where to write it; the format follows the extension unless --to says
         output: PathBuf,
+        /// Input format, overriding detection (native, csv, parquet)
         #[arg(long)]
         from: Option<String>,
+        /// Output format, overriding the extension (native, csv, parquet, din)
         #[arg(long)]
         to: Option<String>,
     },
@@ -102,8 +111,11 @@ enum Command {
     },
     /// Describe a machine: hwloc synthetic string, hwloc XML file, preset name or `live`
     Machine {
+        /// A preset name, `live` (this host), an hwloc synthetic string (e.g. "pack:2 numa:2
+        /// core:4 pu:2") or an hwloc XML file
         #[arg(required_unless_present = "list")]
         spec: Option<String>,
+        /// Print the machine as JSON
         #[arg(long)]
         json: bool,
         /// List the presets
@@ -136,13 +148,16 @@ enum Command {
     Filter {
         #[command(flatten)]
         model: place::ModelArgs,
+        /// Reorder references within a 100-reference window
         #[arg(long)]
         reorder: bool,
+        /// Stall a random thread for 4000 references with probability 1/30000 per reference
         #[arg(long)]
         gaps: bool,
         /// Filtered trace (format from the extension)
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// Output format, overriding the extension (native, csv, parquet)
         #[arg(long)]
         to: Option<String>,
         /// Report the optimum's change under each filter (both when neither is given)
@@ -152,7 +167,9 @@ enum Command {
     /// Who shares data with whom: the sharing matrix (numalize comm.csv, heatmap) and page
     /// usage (numalize pages.csv) of a trace
     Analyze {
+        /// The trace (native, CSV or Parquet)
         trace: PathBuf,
+        /// Input format, overriding detection (native, csv, parquet)
         #[arg(long)]
         from: Option<String>,
         /// Machine, for the NUMA node of each page's first toucher in pages.csv
@@ -175,9 +192,12 @@ enum Command {
     /// Where threads should run: a mapping of threads to PUs from a sharing matrix (numalize
     /// CSV, TopoMatch .mat) or a trace (its oracle matrix)
     Map {
+        /// A sharing matrix (numalize CSV, TopoMatch .mat) or a trace, whose oracle matrix is used
         input: PathBuf,
+        /// Trace format of INPUT, overriding detection by extension (native, csv, parquet)
         #[arg(long)]
         from: Option<String>,
+        /// Machine to map onto: a preset, an hwloc synthetic string or an hwloc XML file
         #[arg(long, short = 'm', default_value = "sammu")]
         machine: String,
         /// Algorithms: a comma list of specs (e.g. sharemap,random:seed=3) or `all`; see `sharemap algorithms`
@@ -186,6 +206,7 @@ enum Command {
         /// How levels are priced: latency (ns of the lowest shared level) or hops
         #[arg(long, default_value = "latency")]
         cost_model: String,
+        /// Seed of the randomised algorithms (random, and the tie-breaks of the others)
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// Print JSON: an array of {algorithm, mapping, cost, elapsed_ms}
@@ -209,6 +230,7 @@ enum Command {
         /// Values: a comma list, or start:end:count
         #[arg(long)]
         values: String,
+        /// Policies to evaluate at each value besides the optimum (a comma list, or all)
         #[arg(long, short = 'p', default_value = "first-touch,ace,delay,platinum")]
         policy: String,
         /// CSV output; plots are written beside it (NAME-mcpr.svg/.png, NAME-moves..., NAME-breakdown...)
@@ -219,12 +241,14 @@ enum Command {
     /// default, gcc with SHAREMAP_COMPILER=gcc
     #[command(name = "cc")]
     Cc {
+        /// The compiler's arguments, passed on with the tracer's flags and runtime added
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
     /// Compile C++ with sharemap's tracer (CXX='sharemap c++')
     #[command(name = "c++")]
     Cxx {
+        /// The compiler's arguments, passed on with the tracer's flags and runtime added
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
@@ -257,6 +281,20 @@ fn parse_count(s: &str) -> Result<u64, String> {
         .ok()
         .and_then(|n| n.checked_mul(mult))
         .ok_or_else(|| format!("'{s}' is not a count (e.g. 500000, 500k, 2M)"))
+}
+
+/// The error and its causes on one line, leaving out a cause whose text the line already
+/// holds (errors that print their source would otherwise say it twice).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
 }
 
 fn main() -> ExitCode {
@@ -323,7 +361,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("sharemap: {e:#}");
+            eprintln!("sharemap: {}", one_line(&e));
             let code = e
                 .downcast_ref::<TraceError>()
                 .map(TraceError::exit_code)
@@ -331,5 +369,30 @@ fn main() -> ExitCode {
                 .unwrap_or(1);
             ExitCode::from(code as u8)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// Every argument of every command says what it is in `--help`.
+    #[test]
+    fn every_argument_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id != "help" && id != "version" && arg.get_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "sharemap", &mut missing);
+        assert!(missing.is_empty(), "arguments without help: {missing:?}");
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::progress;
 use crate::registry::{self, Row};
-use crate::trace_cmds::format_arg;
+use crate::trace_cmds::{format_arg, warn_if_truncated};
 use anyhow::{Result, anyhow, bail};
 use sharemap_detect::SharingMatrix;
 use sharemap_machine::Machine;
@@ -26,6 +26,7 @@ pub fn load_matrix(input: &Path, from: Option<&str>) -> Result<SharingMatrix> {
         return SharingMatrix::read(input).map_err(|e| anyhow!("{e}"));
     }
     let mut reader = TraceReader::open(input, format_arg(from)?)?;
+    warn_if_truncated(&reader, input);
     let bar = progress::bar(reader.access_count_hint(), "detecting sharing");
     let machine = sharemap_machine::Machine::from_spec("pu:1").map_err(|e| anyhow!(e))?;
     let placement = sharemap_core::ThreadPlacement::identity(&machine);

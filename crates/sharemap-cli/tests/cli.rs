@@ -17,6 +17,9 @@ fn fails_with(args: &[&str], code: i32, expect: &str) {
     assert_eq!(out.status.code(), Some(code), "sharemap {args:?}: {err}");
     assert_eq!(err.trim_end().lines().count(), 1, "one line expected, got: {err}");
     assert!(err.contains(expect), "sharemap {args:?}: '{err}' lacks '{expect}'");
+    // A cause is said once, not again by each error wrapping it.
+    assert!(err.matches("(os error").count() <= 1, "sharemap {args:?}: a cause repeated in '{err}'");
+    assert_eq!(err.matches("sharemap:").count(), 1, "sharemap {args:?}: the prefix repeated in '{err}'");
 }
 
 fn read_all(path: &Path) -> (Vec<sharemap_trace::Access>, Vec<Event>, sharemap_trace::Metadata) {
@@ -150,6 +153,11 @@ fn truncated_trace_is_read_up_to_the_last_complete_chunk() {
     assert_eq!(v["accesses"].as_u64().unwrap(), chunks * sharemap_trace::native::DEFAULT_CHUNK_ACCESSES as u64);
     let at = v["file"]["truncated_at"].as_u64().unwrap();
     assert!(err.contains(&format!("byte {at}")));
+    // Every command reading a trace says so, `map` included.
+    for args in [&["map", s(&cut), "-m", "pu:4"][..], &["place", s(&cut), "--policy", "first-touch"][..]] {
+        let err = stderr(&ok(args));
+        assert!(err.contains("truncated") && err.contains(&format!("byte {at}")), "{args:?}: {err}");
+    }
 }
 
 #[test]
