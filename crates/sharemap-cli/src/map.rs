@@ -77,15 +77,20 @@ pub fn run(
         if model == CostModel::Hops { "hops" } else { "latency (ns)" }
     );
     println!("{:<12} {:>16} {:>10} {:>10} {:>10}", "algorithm", "cost", "vs random", "vs best", "ms");
+    // Ratios to a cost of 0 say nothing: shown as "-".
+    let ratio = |cost: f64, to: f64| if to > 0.0 { format!("{:.3}", cost / to) } else { "-".to_string() };
     for r in &results {
         println!(
-            "{:<12} {:>16.0} {:>10.3} {:>10.3} {:>10.3}",
+            "{:<12} {:>16.0} {:>10} {:>10} {:>10.3}",
             r.algorithm,
             r.cost,
-            r.cost / random.max(f64::MIN_POSITIVE),
-            r.cost / best.max(f64::MIN_POSITIVE),
+            ratio(r.cost, random),
+            ratio(r.cost, best),
             r.elapsed_ms
         );
+    }
+    if m.total() == 0.0 {
+        println!("no sharing in the matrix: every mapping costs 0, so where the threads run does not matter here");
     }
     // EagerMap's view, for reference: where the sharing stays.
     let levels: Vec<&str> = results[0].sharing_by_level.iter().map(|l| l.level.as_str()).collect();

@@ -342,6 +342,11 @@ fn map_groups_sharing_threads_and_reports_every_algorithm() {
         assert_eq!(m[a] / 2, m[b] / 2, "threads {a} and {b} on one core");
     }
     // Text output gives a PU list for taskset and OMP_PLACES.
+    // A matrix without sharing: no ratios to a cost of 0, and a sentence saying why.
+    let zero = p(&d, "zero.csv");
+    std::fs::write(&zero, "0,0,0\n0,0,0\n0,0,0\n").unwrap();
+    let none = String::from_utf8(ok(&["map", s(&zero), "--machine", "pu:4"]).stdout).unwrap();
+    assert!(none.contains("no sharing in the matrix") && !none.contains("0.000      0.000"), "{none}");
     let text = String::from_utf8(ok(&["map", s(&mat), "--machine", "pack:2 core:2 pu:2"]).stdout).unwrap();
     assert!(text.contains("OMP_PLACES=\"{"), "{text}");
     // Bad input: one line each.

@@ -36,14 +36,20 @@ pub struct CostParams {
 /// Overhead of a page move besides copying (fault, remap, shootdown): seed 004's constant.
 pub const MOVE_OVERHEAD: f64 = 200.0;
 
+/// Rounded to 9 decimals: a mean of distance ratios carries floating-point noise
+/// (2.1000000000000005 for 2.1) that tables hide but JSON and CSV would print.
+fn tidy(x: f64) -> f64 {
+    (x * 1e9).round() / 1e9
+}
+
 impl CostParams {
     /// Default for a modern NUMA machine without global memory: r is the mean ratio of
     /// remote to local NUMA distance; a page move copies its cache lines at remote cost
     /// plus the fixed overhead.
     pub fn for_numa(remote_ratio: f64, page_size: u64, line_size: u64) -> Self {
-        let r = remote_ratio.max(1.05);
+        let r = tidy(remote_ratio.max(1.05));
         let lines = (page_size / line_size.max(1)).max(1) as f64;
-        CostParams { r, big_r: lines * r + MOVE_OVERHEAD, g: None, big_g: None }
+        CostParams { r, big_r: tidy(lines * r + MOVE_OVERHEAD), g: None, big_g: None }
     }
 
     /// Seed 004's ACE-like machine: global memory g = 2, G = 2 x page words + 200, r = 5;
@@ -101,6 +107,9 @@ mod tests {
         CostParams::for_numa(2.1, 4096, 64).validate().unwrap();
         assert_eq!(CostParams::ace(4096).big_g, Some(2248.0));
         assert_eq!(CostParams::butterfly(4096).big_r, 3272.0);
+        // A mean of twelve ratios of 2.1 is 2.1000000000000005; the parameters say 2.1.
+        let p = CostParams::for_numa([2.1; 12].iter().sum::<f64>() / 12.0, 4096, 64);
+        assert_eq!((p.r.to_string(), p.big_r.to_string()), ("2.1".to_string(), "334.4".to_string()));
     }
 
     #[test]
