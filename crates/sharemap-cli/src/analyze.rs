@@ -11,7 +11,7 @@ use sharemap_detect::{PageUsage, detector};
 use sharemap_machine::Machine;
 use sharemap_trace::TraceReader;
 use sharemap_trace::TraceSource;
-use sharemap_trace::output::{AtomicOutput, flush};
+use sharemap_trace::output::{AtomicOutput, OutputDir, flush};
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
@@ -110,7 +110,11 @@ pub fn run(
     let machine = Machine::from_spec(machine).map_err(|e| anyhow!("{e}"))?;
     let mut reader = TraceReader::open(trace, format_arg(from)?)?;
     warn_if_truncated(&reader, trace);
-    std::fs::create_dir_all(dir).map_err(|e| anyhow!("{}: cannot create the output directory: {e}", dir.display()))?;
+    // Everything is written into a hidden staging directory and moved into `dir` at the end,
+    // so a failed or stopped run leaves no empty directory and no old and new files mixed.
+    let out = OutputDir::create(dir)?;
+    let dest = dir;
+    let dir = out.staging();
     let bar = progress::bar(reader.access_count_hint(), "detecting sharing");
     let request = AnalyzeRequest { detector: detector.into(), compare: compare.map(String::from), window };
     let analysis =
@@ -181,6 +185,8 @@ pub fn run(
         reports: found.report.iter().map(|r| (r.key, r.json.clone())).collect(),
     };
     write_file(&dir.join("summary.json"), &(serde_json::to_string_pretty(&summary)? + "\n"))?;
+    out.commit()?;
+    let dir = dest;
     println!(
         "{}: {n} threads, {} pages; {} saw {} of {} accesses; sharing {}",
         trace.display(),

@@ -19,6 +19,7 @@ pub fn run(
         let (Some(out), [f]) = (output, filters) else {
             bail!("give one of --reorder or --gaps, and -o OUT (or --sensitivity for a report)");
         };
+        crate::trace_cmds::refuse_same_file(&args.trace, out)?;
         let mut reader = args.open()?;
         warn_if_truncated(&reader, &args.trace);
         let mut writer = TraceWriter::create(out, format_arg(to)?, f.metadata(reader.metadata(), args.seed))?;

@@ -175,7 +175,9 @@ enum Command {
         /// Machine, for the NUMA node of each page's first toucher in pages.csv
         #[arg(long, short = 'm', default_value = "sammu")]
         machine: String,
-        /// Detector: oracle[:line|page], sampled[:every=K|cache[=KB]|tlb[=ENTRIES]], faults[:window=N]
+        /// Detector: oracle[:line|page], sampled[:every=K|cache[=KB]|tlb[=ENTRIES]], faults[:window=N],
+        /// stmap[:si=N,mi=N,da=N,thread=T], sammu[:l1=N,l2=N,ac=BITS,...] (every option and
+        /// its source: `sharemap detectors`)
         #[arg(long, default_value = "oracle")]
         detector: String,
         /// Also run this detector (e.g. oracle) and report MSE and correlation against it
@@ -239,14 +241,14 @@ enum Command {
     },
     /// Compile C with sharemap's tracer: a drop-in compiler (CC='sharemap cc'); clang by
     /// default, gcc with SHAREMAP_COMPILER=gcc
-    #[command(name = "cc")]
+    #[command(name = "cc", after_help = CC_HELP)]
     Cc {
         /// The compiler's arguments, passed on with the tracer's flags and runtime added
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
     /// Compile C++ with sharemap's tracer (CXX='sharemap c++')
-    #[command(name = "c++")]
+    #[command(name = "c++", after_help = CC_HELP)]
     Cxx {
         /// The compiler's arguments, passed on with the tracer's flags and runtime added
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -294,8 +296,38 @@ fn one_line(e: &anyhow::Error) -> String {
             line.push_str(&text);
         }
     }
-    line
+    shorten(line)
 }
+
+/// Longest error line printed whole; a longer one (echoing a huge input) keeps its start and
+/// end, where what went wrong is said.
+const MAX_ERROR_LINE: usize = 400;
+
+fn shorten(line: String) -> String {
+    let chars: Vec<char> = line.chars().collect();
+    if chars.len() <= MAX_ERROR_LINE {
+        return line;
+    }
+    let head: String = chars[..300].iter().collect();
+    let tail: String = chars[chars.len() - 80..].iter().collect();
+    format!("{head} [… {} characters …] {tail}", chars.len() - 380)
+}
+
+const CC_HELP: &str = "\
+Every argument is passed to the compiler, with the tracer added: the compiler's memory-access
+instrumentation (ThreadSanitizer's, without its runtime), sharemap's runtime library, libc's
+memcpy/memmove/memset wrapped (recorded as ranges), and an include directory holding
+<sharemap.h> (phase and region-of-interest annotations). A command that only compiles (-c,
+-S, -E) gets the instrumentation; one that links gets the runtime.
+
+Environment:
+  SHAREMAP_COMPILER   clang (default: clang or clang-14), gcc, or a compiler's path
+                      (a name containing \"clang\" is driven as clang, anything else as gcc)
+
+The program runs as usual; recording happens only under `sharemap record -- PROG ARGS`
+(options --sample and --exclude-stack there). Example:
+  make CC='sharemap cc' CXX='sharemap c++'
+  sharemap record -o run.trace -- ./prog";
 
 fn main() -> ExitCode {
     // Output piped into `head` and the like: end quietly when the reader goes away, as
@@ -305,6 +337,9 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Record { .. }) {
+        remove_temporaries_on_signal();
+    }
     let result = match cli.command {
         Command::Gen { pattern, threads, accesses, seed, page_size, output, to, list } => {
             if list {
@@ -372,6 +407,20 @@ fn main() -> ExitCode {
     }
 }
 
+/// Stopped by SIGINT, SIGTERM or SIGHUP: remove the temporary files and directories in
+/// progress, then exit as the signal would (128 + its number). `record` handles these
+/// signals itself, to keep what it has recorded.
+fn remove_temporaries_on_signal() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else { return };
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            sharemap_trace::output::remove_temporaries();
+            std::process::exit(128 + sig);
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::Cli;
@@ -394,5 +443,26 @@ mod tests {
         let mut missing = Vec::new();
         walk(&Cli::command(), "sharemap", &mut missing);
         assert!(missing.is_empty(), "arguments without help: {missing:?}");
+    }
+
+    /// `analyze --help` names every detector of the registry.
+    #[test]
+    fn analyze_help_names_every_detector() {
+        let cmd = Cli::command();
+        let analyze = cmd.find_subcommand("analyze").unwrap();
+        let help = analyze.get_arguments().find(|a| a.get_id() == "detector").unwrap().get_help().unwrap().to_string();
+        for d in sharemap_detect::DETECTORS {
+            assert!(help.contains(d.name), "--detector help lacks {}: {help}", d.name);
+        }
+    }
+
+    #[test]
+    fn long_error_lines_keep_their_ends() {
+        let short = "trace.csv:3: bad kind 'X' (R or W)".to_string();
+        assert_eq!(super::shorten(short.clone()), short);
+        let long = format!("machine 'numa:{}': expected a number", "9".repeat(200_000));
+        let cut = super::shorten(long);
+        assert!(cut.chars().count() < 450, "{}", cut.len());
+        assert!(cut.starts_with("machine 'numa:999") && cut.ends_with("': expected a number"));
     }
 }

@@ -17,8 +17,14 @@ pub fn load_matrix(input: &Path, from: Option<&str>) -> Result<SharingMatrix> {
     let is_matrix = match input.extension().and_then(|e| e.to_str()) {
         Some("mat") => true,
         Some("csv") if from.is_none() => {
-            let head = std::fs::read_to_string(input).map_err(|e| anyhow!("{}: {e}", input.display()))?;
-            !head.trim_start().starts_with("thread")
+            // The first bytes tell a CSV trace (header `thread,...`) from a matrix; the file
+            // may be gigabytes.
+            use std::io::Read;
+            let mut head = Vec::with_capacity(64);
+            std::fs::File::open(input)
+                .and_then(|f| f.take(64).read_to_end(&mut head))
+                .map_err(|e| anyhow!("{}: {e}", input.display()))?;
+            !String::from_utf8_lossy(&head).trim_start().trim_start_matches('"').starts_with("thread")
         }
         _ => false,
     };

@@ -95,6 +95,7 @@ impl sharemap_sources::Sink for ProgressSink<'_> {
 
 pub fn convert(input: &Path, output: &Path, from: Option<&str>, to: Option<&str>) -> Result<ExitCode> {
     let (from, to) = (format_arg(from)?, format_arg(to)?);
+    refuse_same_file(input, output)?;
     let mut reader = TraceReader::open(input, from)?;
     warn_if_truncated(&reader, input);
     let mut meta: Metadata = reader.metadata().clone();
@@ -121,6 +122,18 @@ pub fn convert(input: &Path, output: &Path, from: Option<&str>, to: Option<&str>
     }
     eprintln!("sharemap: converted {} accesses to {} ({} bytes)", report.accesses, output.display(), report.bytes);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writing over the file being read would replace the recording with its conversion.
+pub fn refuse_same_file(input: &Path, output: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if let (Ok(a), Ok(b)) = (std::fs::metadata(input), std::fs::metadata(output))
+        && a.is_file()
+        && (a.dev(), a.ino()) == (b.dev(), b.ino())
+    {
+        bail!("{}: the output is the input file; write to another name", output.display());
+    }
+    Ok(())
 }
 
 pub fn warn_if_truncated(reader: &TraceReader, path: &Path) {

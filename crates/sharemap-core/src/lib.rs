@@ -14,3 +14,8 @@ pub use page_size::{PageSize, PageSizeError};
 pub use pages::{PageCounter, PageUsage};
 pub use placement::{PlacementError, ThreadPlacement};
 pub use spec::{Param, Spec, SpecError};
+
+/// Most threads a trace may hold (thread ids 0..MAX_THREADS). Readers refuse larger ids and
+/// analyses size their per-thread tables (a sharing matrix is n² counters: 128 MiB at this
+/// maximum) by the ids a trace holds, so a hostile id cannot ask for terabytes.
+pub const MAX_THREADS: u32 = 4096;

@@ -138,7 +138,20 @@ impl SharingMatrix {
 
     /// Reads either format: `.mat` is TopoMatch, anything else numalize CSV.
     pub fn read(path: &Path) -> Result<Self, MatrixError> {
-        let text = std::fs::read_to_string(path).map_err(|e| MatrixError(format!("{}: {e}", path.display())))?;
+        let io = |e: std::io::Error| MatrixError(format!("{}: {e}", path.display()));
+        let len = std::fs::metadata(path).map_err(io)?.len();
+        if len > MAX_FILE_BYTES {
+            return Err(MatrixError(format!(
+                "{}: {len} bytes is too large for a sharing matrix of at most {} threads",
+                path.display(),
+                crate::MAX_THREADS
+            )));
+        }
+        let bytes = std::fs::read(path).map_err(io)?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let at = e.utf8_error().valid_up_to();
+            MatrixError(format!("{}: not UTF-8 text (byte {at})", path.display()))
+        })?;
         if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("mat")) {
             Self::from_topomatch(&text, path)
         } else {
@@ -172,28 +185,44 @@ impl SharingMatrix {
     }
 }
 
+/// Largest matrix file read: a 4096-thread matrix as text is under 400 MB.
+const MAX_FILE_BYTES: u64 = 1 << 30;
+
 /// Non-empty lines as (line number, numbers), each number checked.
 fn parse_rows<'a>(
     text: &'a str,
     origin: &Path,
     split: impl Fn(&'a str) -> Vec<&'a str>,
 ) -> Result<Vec<(usize, Vec<f64>)>, MatrixError> {
+    let max = crate::MAX_THREADS as usize;
+    let too_many = |line_no: usize| {
+        MatrixError(format!(
+            "{}:{line_no}: more than {max} threads (a matrix has at most {max} rows)",
+            origin.display()
+        ))
+    };
     let mut rows = Vec::new();
     for (k, line) in text.lines().enumerate() {
         let line_no = k + 1;
         if line.trim().is_empty() {
             continue;
         }
+        if rows.len() == max {
+            return Err(too_many(line_no));
+        }
         let mut row = Vec::new();
         for field in split(line) {
+            if row.len() == max {
+                return Err(too_many(line_no));
+            }
             let f = field.trim();
-            let v: f64 = f
-                .parse()
-                .ok()
-                .filter(|v: &f64| v.is_finite())
-                .ok_or_else(|| MatrixError(format!("{}:{line_no}: '{f}' is not a number", origin.display())))?;
+            // Quoted in errors: at most 40 characters of a field.
+            let quoted = || f.char_indices().nth(40).map_or(f, |(end, _)| &f[..end]);
+            let v: f64 = f.parse().ok().filter(|v: &f64| v.is_finite()).ok_or_else(|| {
+                MatrixError(format!("{}:{line_no}: '{}' is not a number", origin.display(), quoted()))
+            })?;
             if v < 0.0 {
-                return Err(MatrixError(format!("{}:{line_no}: negative value {f}", origin.display())));
+                return Err(MatrixError(format!("{}:{line_no}: negative value {}", origin.display(), quoted())));
             }
             row.push(v);
         }

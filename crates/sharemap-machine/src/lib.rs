@@ -16,6 +16,25 @@ pub use topology::{CacheKind, NumaNode, Obj, ObjType, Tree};
 use serde::Serialize;
 use std::path::Path;
 
+/// Most PUs a machine may have. Mappings keep a cost for each pair of PUs (128 MiB at this
+/// size), and traces hold at most as many threads.
+pub const MAX_PUS: usize = 4096;
+
+/// Largest machine file read (hwloc XML of a large server is a few MB).
+const MAX_FILE_BYTES: u64 = 64 << 20;
+/// Longest synthetic description (real ones are under 200 characters).
+const MAX_SYNTHETIC_CHARS: usize = 1000;
+
+fn synthetic_length(spec: &str) -> Result<&str, MachineError> {
+    if spec.len() > MAX_SYNTHETIC_CHARS {
+        return Err(MachineError(format!(
+            "synthetic topology of {} characters: too long (at most {MAX_SYNTHETIC_CHARS})",
+            spec.len()
+        )));
+    }
+    Ok(spec)
+}
+
 /// One line of explanation, ready to show the user.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MachineError(pub String);
@@ -101,11 +120,17 @@ impl Machine {
         }
         let path = Path::new(spec);
         if path.is_file() {
+            let len = std::fs::metadata(path).map_err(|e| MachineError(format!("{spec}: {e}")))?.len();
+            if len > MAX_FILE_BYTES {
+                return Err(MachineError(format!(
+                    "{spec}: {len} bytes is too large for a machine description (at most {MAX_FILE_BYTES})"
+                )));
+            }
             let text = std::fs::read_to_string(path).map_err(|e| MachineError(format!("{spec}: {e}")))?;
             if text.trim_start().starts_with('<') {
                 return Self::from_xml(&text, spec);
             }
-            let tree = synthetic::parse(text.trim())?;
+            let tree = synthetic::parse(synthetic_length(text.trim())?)?;
             return Self::from_tree(spec, "synthetic topology from file", tree, None);
         }
         if spec.ends_with(".xml") || spec.contains('/') {
@@ -118,7 +143,7 @@ impl Machine {
                 names.join(", ")
             )));
         }
-        let tree = synthetic::parse(spec)?;
+        let tree = synthetic::parse(synthetic_length(spec)?)?;
         Self::from_tree(spec, "synthetic topology", tree, None)
     }
 

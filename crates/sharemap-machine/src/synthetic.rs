@@ -17,7 +17,7 @@ use crate::MachineError;
 use crate::topology::{CacheKind, ObjType, Tree};
 
 const DEFAULT_NUMA_MEMORY: u64 = 1 << 30;
-const MAX_PUS: u64 = 1 << 20;
+use crate::MAX_PUS;
 
 #[derive(Clone, Debug, PartialEq)]
 struct NumaSpec {
@@ -276,7 +276,7 @@ fn parse_levels(spec: &str) -> Result<(Vec<NumaSpec>, Vec<LevelSpec>), MachineEr
     }
     levels
         .iter()
-        .try_fold(1u64, |acc, l| acc.checked_mul(l.count as u64).filter(|&x| x <= MAX_PUS))
+        .try_fold(1u64, |acc, l| acc.checked_mul(l.count as u64).filter(|&x| x <= MAX_PUS as u64))
         .ok_or_else(|| err(spec, 0, format!("more than {MAX_PUS} PUs")))?;
     if !numa_level_seen {
         root_numa.push(NumaSpec { memory: Some(DEFAULT_NUMA_MEMORY), indexes: None });

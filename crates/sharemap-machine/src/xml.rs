@@ -27,7 +27,10 @@ pub fn parse(text: &str, origin: &str) -> Result<XmlTopology, MachineError> {
         .find(|n| n.is_element() && n.tag_name().name() == "object")
         .ok_or_else(|| MachineError(format!("{origin}: no <object> in the topology")))?;
     let mut tree = Tree::default();
-    add_object(&mut tree, machine, None, origin)?;
+    add_object(&mut tree, machine, None, 0, origin)?;
+    if tree.objs.iter().filter(|o| o.ty == ObjType::Pu).count() > crate::MAX_PUS {
+        return Err(MachineError(format!("{origin}: more than {} PUs", crate::MAX_PUS)));
+    }
     if tree.objs.iter().all(|o| o.ty != ObjType::Pu) {
         return Err(MachineError(format!("{origin}: the topology has no PU")));
     }
@@ -78,7 +81,27 @@ fn obj_type(node: roxmltree::Node, origin: &str) -> Result<Option<ObjType>, Mach
     })
 }
 
-fn add_object(tree: &mut Tree, node: roxmltree::Node, parent: Option<usize>, origin: &str) -> Result<(), MachineError> {
+/// Most CPU objects read (PUs, cores, caches...): enough for MAX_PUS PUs with their cores
+/// and caches.
+const MAX_OBJECTS: usize = 16 * crate::MAX_PUS;
+
+/// Deepest nesting of objects read; hwloc trees of real machines are under 20 levels.
+const MAX_DEPTH: usize = 64;
+
+fn add_object(
+    tree: &mut Tree,
+    node: roxmltree::Node,
+    parent: Option<usize>,
+    depth: usize,
+    origin: &str,
+) -> Result<(), MachineError> {
+    if depth > MAX_DEPTH {
+        let pos = node.document().text_pos_at(node.range().start);
+        return Err(MachineError(format!("{origin}:{}: objects nested more than {MAX_DEPTH} levels deep", pos.row)));
+    }
+    if tree.objs.len() > MAX_OBJECTS {
+        return Err(MachineError(format!("{origin}: more than {MAX_OBJECTS} objects")));
+    }
     let ty = node.attribute("type").unwrap_or("");
     if ty == "NUMANode" {
         let holder = parent.ok_or_else(|| MachineError(format!("{origin}: a NUMANode cannot be the root")))?;
@@ -86,7 +109,7 @@ fn add_object(tree: &mut Tree, node: roxmltree::Node, parent: Option<usize>, ori
         tree.attach_numa(holder, os, attr_u64(node, "local_memory", origin)?);
         // hwloc 1.x nests normal objects under NUMA nodes: keep walking its children.
         for child in node.children().filter(|n| n.is_element() && n.tag_name().name() == "object") {
-            add_object(tree, child, Some(holder), origin)?;
+            add_object(tree, child, Some(holder), depth + 1, origin)?;
         }
         return Ok(());
     }
@@ -105,7 +128,7 @@ fn add_object(tree: &mut Tree, node: roxmltree::Node, parent: Option<usize>, ori
         id
     };
     for child in node.children().filter(|n| n.is_element() && n.tag_name().name() == "object") {
-        add_object(tree, child, Some(id), origin)?;
+        add_object(tree, child, Some(id), depth + 1, origin)?;
     }
     Ok(())
 }

@@ -3,8 +3,8 @@
 //! CSV carries accesses only: events are dropped on export (the writer counts them).
 
 use crate::batch::Chunk;
-use crate::error::{Result, TraceError};
-use crate::model::{Access, Kind, Metadata, Source};
+use crate::error::{Result, TraceError, excerpt};
+use crate::model::{Access, Kind, MAX_THREADS, Metadata, Source};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -39,22 +39,56 @@ impl CsvReader {
         };
         match r.next_line()? {
             Some(h) if normalise_header(&h) == HEADER => Ok(r),
-            Some(h) => {
-                Err(TraceError::malformed(path, r.line_no, format!("expected header '{HEADER}', found '{}'", h.trim())))
-            }
+            Some(h) => Err(TraceError::malformed(
+                path,
+                r.line_no,
+                format!("expected header '{HEADER}', found '{}'", excerpt(h.trim())),
+            )),
             None => Err(TraceError::malformed(path, 1, format!("empty file (expected header '{HEADER}')"))),
         }
     }
 
+    /// The next line that is not blank or a comment, trimmed. Lines are read up to
+    /// `MAX_LINE` bytes, so a file without line ends cannot fill memory.
     fn next_line(&mut self) -> Result<Option<String>> {
         loop {
             self.line.clear();
-            let n = self.lines.read_line(&mut self.line).map_err(|e| TraceError::io(&self.path, e))?;
+            let mut bytes = std::mem::take(&mut self.line).into_bytes();
+            let n = std::io::Read::take(&mut self.lines, MAX_LINE as u64 + 1)
+                .read_until(b'\n', &mut bytes)
+                .map_err(|e| TraceError::io(&self.path, e))?;
             if n == 0 {
                 return Ok(None);
             }
             self.line_no += 1;
-            let t = self.line.trim();
+            let text = match String::from_utf8(bytes) {
+                Ok(text) => text,
+                Err(e) => {
+                    let at = e.utf8_error().valid_up_to();
+                    return Err(TraceError::malformed(
+                        &self.path,
+                        self.line_no,
+                        format!("not UTF-8 text (byte {} of the line)", at + 1),
+                    ));
+                }
+            };
+            self.line = text;
+            let line = self.line.trim_end_matches(['\n', '\r']);
+            if line.contains('\r') {
+                return Err(TraceError::malformed(
+                    &self.path,
+                    self.line_no,
+                    "carriage return inside a line: lines must end in LF or CRLF (convert with: tr '\\r' '\\n')",
+                ));
+            }
+            if n > MAX_LINE && !self.line.ends_with('\n') {
+                return Err(TraceError::malformed(
+                    &self.path,
+                    self.line_no,
+                    format!("line longer than {MAX_LINE} bytes: '{}'", excerpt(line)),
+                ));
+            }
+            let t = line.trim();
             if t.is_empty() || t.starts_with('#') {
                 continue;
             }
@@ -62,6 +96,9 @@ impl CsvReader {
         }
     }
 }
+
+/// Longest line a CSV trace may have; an access line is under 60 bytes.
+const MAX_LINE: usize = 4096;
 
 fn normalise_header(h: &str) -> String {
     h.split(',').map(|f| f.trim().trim_matches('"').to_ascii_lowercase()).collect::<Vec<_>>().join(",")
@@ -98,15 +135,15 @@ fn parse_u64(s: &str) -> Option<u64> {
 pub fn parse_line(line: &str) -> std::result::Result<Access, LineError> {
     let mut f = line.split(',').map(|x| x.trim().trim_matches('"'));
     let (Some(t), Some(a), Some(s), Some(k), None) = (f.next(), f.next(), f.next(), f.next(), f.next()) else {
-        return Err(LineError::Fields(line.to_string()));
+        return Err(LineError::Fields(excerpt(line)));
     };
-    let thread = t.parse::<u32>().map_err(|_| LineError::Thread(t.to_string()))?;
-    let addr = parse_u64(a).ok_or_else(|| LineError::Address(a.to_string()))?;
-    let size = s.parse::<u32>().map_err(|_| LineError::Size(s.to_string()))?;
+    let thread = t.parse::<u32>().ok().filter(|&t| t < MAX_THREADS).ok_or_else(|| LineError::Thread(excerpt(t)))?;
+    let addr = parse_u64(a).ok_or_else(|| LineError::Address(excerpt(a)))?;
+    let size = s.parse::<u32>().map_err(|_| LineError::Size(excerpt(s)))?;
     let kind = match k {
         "R" | "r" => Kind::Read,
         "W" | "w" => Kind::Write,
-        _ => return Err(LineError::Kind(k.to_string())),
+        _ => return Err(LineError::Kind(excerpt(k))),
     };
     Ok(Access { thread, addr, size, kind })
 }
@@ -116,7 +153,7 @@ pub fn parse_line(line: &str) -> std::result::Result<Access, LineError> {
 pub enum LineError {
     #[error("expected 4 fields thread,addr,size,kind in '{0}'")]
     Fields(String),
-    #[error("bad thread '{0}' (a non-negative integer)")]
+    #[error("bad thread '{0}' (an integer below {max}: a trace holds at most {max} threads)", max = MAX_THREADS)]
     Thread(String),
     #[error("bad address '{0}' (0x-hex or decimal)")]
     Address(String),
@@ -177,8 +214,41 @@ mod tests {
             ("1,16,eight,R", "bad size"),
             ("1,16,8,X", "bad kind"),
             ("1,16,8,R,extra", "4 fields"),
+            ("4096,16,8,R", "at most 4096 threads"),
+            ("4294967295,16,8,R", "bad thread"),
         ] {
             assert!(parse_line(line).unwrap_err().to_string().contains(what), "{line}");
         }
+        assert_eq!(parse_line("4095,16,8,R").unwrap().thread, 4095);
+    }
+
+    fn first_error(text: &[u8]) -> String {
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(f.path(), text).unwrap();
+        let mut r = match CsvReader::open(f.path()) {
+            Ok(r) => r,
+            Err(e) => return e.to_string(),
+        };
+        let mut c = Chunk::default();
+        loop {
+            match crate::source::TraceSource::next_chunk(&mut r, &mut c) {
+                Err(e) => return e.to_string(),
+                Ok(false) => return String::new(),
+                Ok(true) => {}
+            }
+        }
+    }
+
+    #[test]
+    fn odd_files_get_one_short_located_line() {
+        let cr = first_error(b"thread,addr,size,kind\r1,0x10,8,R\r");
+        assert!(cr.contains(":1: carriage return inside a line"), "{cr}");
+        assert!(first_error(b"thread,addr,size,kind\r\n1,0x10,8,R\r\n").is_empty(), "CRLF is fine");
+        let utf8 = first_error(b"thread,addr,size,kind\n1,0x10,8,R\n\xff,0x10,8,R\n");
+        assert!(utf8.contains(":3: not UTF-8 text"), "{utf8}");
+        let mut long = b"thread,addr,size,kind\n".to_vec();
+        long.extend(std::iter::repeat_n(b'7', 10 << 20));
+        let e = first_error(&long);
+        assert!(e.contains(":2: line longer than 4096 bytes") && e.len() < 200, "{}", &e[..e.len().min(300)]);
     }
 }

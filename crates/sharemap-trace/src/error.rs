@@ -40,4 +40,32 @@ impl TraceError {
     }
 }
 
+/// `text` as an error message may quote it: control characters escaped (a CR-only file must
+/// not repaint the terminal) and cut to 60 characters (a 10 MB line must not fill it).
+pub fn excerpt(text: &str) -> String {
+    const MAX: usize = 60;
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == MAX {
+            out.push('…');
+            break;
+        }
+        out.extend(c.escape_debug());
+    }
+    out
+}
+
 pub type Result<T> = std::result::Result<T, TraceError>;
+
+#[cfg(test)]
+mod tests {
+    use super::excerpt;
+
+    #[test]
+    fn excerpts_are_short_and_escaped() {
+        assert_eq!(excerpt("1,0x10,8,R"), "1,0x10,8,R");
+        assert_eq!(excerpt("a\rb"), "a\\rb");
+        let long = "x".repeat(10_000);
+        assert_eq!(excerpt(&long).chars().count(), 61);
+    }
+}

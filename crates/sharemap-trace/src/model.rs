@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 pub const FORMAT_VERSION: u32 = 2;
 pub const DEFAULT_PAGE_SIZE: u64 = 4096;
 pub const DEFAULT_LINE_SIZE: u64 = 64;
+pub use sharemap_core::MAX_THREADS;
 
 /// Read or write. A read-modify-write instruction appears as a read followed by a write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -163,5 +164,24 @@ impl Default for Metadata {
 impl Metadata {
     pub fn with_source(source: Source) -> Self {
         Metadata { source, ..Metadata::default() }
+    }
+
+    /// What is impossible in metadata read from a file, so that no analysis divides by a page
+    /// size of 0 or sizes a table by a thread count no trace can hold.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        sharemap_core::PageSize::new(self.page_size).map_err(|e| e.to_string())?;
+        if !self.line_size.is_power_of_two() || self.line_size > self.page_size {
+            return Err(format!("line size {}: expected a power of two no larger than the page", self.line_size));
+        }
+        if self.threads > MAX_THREADS {
+            return Err(format!("{} threads: a trace holds at most {MAX_THREADS}", self.threads));
+        }
+        if self.sampling_period == 0 {
+            return Err("sampling period 0: expected 1 (every access) or more".into());
+        }
+        if self.os_tids.len() > MAX_THREADS as usize {
+            return Err(format!("{} OS thread ids: a trace holds at most {MAX_THREADS} threads", self.os_tids.len()));
+        }
+        Ok(())
     }
 }

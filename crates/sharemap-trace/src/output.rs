@@ -1,61 +1,318 @@
 //! Outputs are written to a temporary file beside the destination and renamed into place
-//! when complete, so a failed run never leaves a partial file.
+//! when complete, so a failed run never leaves a partial file. Every temporary path is also
+//! in a process-wide list, so that a program stopped by a signal can remove them
+//! ([`remove_temporaries`]) before it exits.
+//!
+//! A destination that exists and is not a regular file (a FIFO, a terminal, `/dev/null`) is
+//! written in place: replacing it would turn a device node into a file. A destination that is
+//! a symbolic link is written through the link, and a replaced file keeps its mode.
 
 use crate::error::{Result, TraceError};
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Temporary files and directories not yet renamed into place or removed.
+static TEMPORARIES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn register(path: &Path) {
+    TEMPORARIES.lock().unwrap_or_else(|e| e.into_inner()).push(path.to_path_buf());
+}
+
+fn unregister(path: &Path) {
+    TEMPORARIES.lock().unwrap_or_else(|e| e.into_inner()).retain(|p| p != path);
+}
+
+/// Removes every temporary file and directory still in progress. For a signal handler's
+/// thread, just before the process exits.
+pub fn remove_temporaries() {
+    let paths = std::mem::take(&mut *TEMPORARIES.lock().unwrap_or_else(|e| e.into_inner()));
+    for p in paths {
+        if p.is_dir() {
+            let _ = std::fs::remove_dir_all(&p);
+        } else {
+            let _ = std::fs::remove_file(&p);
+        }
+    }
+}
+
+/// The directory holding `dest` ("." for a bare file name).
+fn parent_of(dest: &Path) -> &Path {
+    match dest.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+enum Target {
+    /// A temporary file beside the destination, renamed over it on commit.
+    Temporary { temp: tempfile::TempPath, file: File, replace: PathBuf },
+    /// A special file (FIFO, device), written directly.
+    InPlace(File),
+    /// Committed.
+    Done,
+}
 
 pub struct AtomicOutput {
     dest: PathBuf,
-    temp: tempfile::NamedTempFile,
+    target: Target,
 }
 
 impl AtomicOutput {
     pub fn create(dest: &Path) -> Result<Self> {
-        let dir = match dest.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
+        let cannot = |e: std::io::Error| TraceError::invalid(dest, format!("cannot write: {e}"));
+        // Through a symbolic link to the file it names, so the link survives.
+        let real = match std::fs::symlink_metadata(dest) {
+            Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(dest) {
+                Ok(p) => p,
+                Err(_) => dest.to_path_buf(), // dangling: the rename replaces the link
+            },
+            _ => dest.to_path_buf(),
         };
-        if dest.is_dir() {
-            return Err(TraceError::invalid(dest, "is a directory"));
+        let existing = std::fs::metadata(&real).ok();
+        if let Some(m) = &existing {
+            if m.is_dir() {
+                return Err(TraceError::invalid(dest, "is a directory"));
+            }
+            let t = m.file_type();
+            if t.is_fifo() || t.is_char_device() || t.is_block_device() || t.is_socket() {
+                let file = OpenOptions::new().write(true).open(&real).map_err(cannot)?;
+                return Ok(AtomicOutput { dest: dest.to_path_buf(), target: Target::InPlace(file) });
+            }
         }
+        let dir = parent_of(&real);
         if !dir.is_dir() {
             return Err(TraceError::invalid(dest, format!("cannot write: directory {} does not exist", dir.display())));
         }
-        let name = dest.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-        // Mode 0666 before the umask, like any file the user creates (tempfile's default,
-        // 0600, would survive the rename).
-        use std::os::unix::fs::PermissionsExt;
+        let name = real.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        // A replaced file keeps its mode; a new one gets 0666 before the umask, like any file
+        // the user creates (tempfile's default, 0600, would survive the rename).
+        let mode = existing.as_ref().map_or(0o666, |m| m.mode() & 0o7777);
         let temp = tempfile::Builder::new()
             .prefix(&format!(".{name}."))
             .suffix(".partial")
-            .permissions(std::fs::Permissions::from_mode(0o666))
+            .permissions(std::fs::Permissions::from_mode(mode))
             .tempfile_in(dir)
-            .map_err(|e| TraceError::invalid(dest, format!("cannot write: {e}")))?;
-        Ok(AtomicOutput { dest: dest.to_path_buf(), temp })
+            .map_err(cannot)?;
+        if let Some(m) = &existing {
+            // umask applies at creation: set the mode again, and keep the owner where allowed.
+            let _ = temp.as_file().set_permissions(std::fs::Permissions::from_mode(mode));
+            let _ = std::os::unix::fs::fchown(temp.as_file(), Some(m.uid()), Some(m.gid()));
+        }
+        let (file, temp) = temp.into_parts();
+        register(&temp);
+        Ok(AtomicOutput { dest: dest.to_path_buf(), target: Target::Temporary { temp, file, replace: real } })
     }
 
     pub fn path(&self) -> &Path {
         &self.dest
     }
 
+    fn file(&self) -> &File {
+        match &self.target {
+            Target::Temporary { file, .. } => file,
+            Target::InPlace(file) => file,
+            Target::Done => unreachable!("no writing after commit"),
+        }
+    }
+
     /// A buffered writer on the temporary file.
     pub fn writer(&self) -> Result<BufWriter<File>> {
-        let f = self.temp.as_file().try_clone().map_err(|e| TraceError::io(&self.dest, e))?;
+        let f = self.file().try_clone().map_err(|e| TraceError::io(&self.dest, e))?;
         Ok(BufWriter::with_capacity(1 << 20, f))
     }
 
     /// Moves the finished file into place.
-    pub fn commit(self) -> Result<()> {
-        self.temp.as_file().sync_data().map_err(|e| TraceError::io(&self.dest, e))?;
-        let dest = self.dest.clone();
-        self.temp.persist(&dest).map_err(|e| TraceError::io(&dest, e.error))?;
-        Ok(())
+    pub fn commit(mut self) -> Result<()> {
+        match std::mem::replace(&mut self.target, Target::Done) {
+            Target::InPlace(_) | Target::Done => Ok(()),
+            Target::Temporary { temp, file, replace } => {
+                file.sync_data().map_err(|e| TraceError::io(&self.dest, e))?;
+                let path = temp.to_path_buf();
+                let result = temp.persist(&replace).map_err(|e| TraceError::io(&self.dest, e.error));
+                unregister(&path);
+                result
+            }
+        }
     }
+}
+
+impl Drop for AtomicOutput {
+    fn drop(&mut self) {
+        // Not committed: the TempPath removes the file itself.
+        if let Target::Temporary { temp, .. } = &self.target {
+            unregister(temp);
+        }
+    }
+}
+
+/// A directory of outputs built beside its destination and moved into place whole, so a
+/// failed or stopped run leaves neither an empty directory nor old and new files mixed.
+pub struct OutputDir {
+    dest: PathBuf,
+    staging: Option<tempfile::TempDir>,
+}
+
+impl OutputDir {
+    pub fn create(dest: &Path) -> Result<Self> {
+        if dest.exists() && !dest.is_dir() {
+            return Err(TraceError::invalid(dest, "exists and is not a directory"));
+        }
+        let parent = parent_of(dest);
+        if !parent.is_dir() {
+            return Err(TraceError::invalid(
+                dest,
+                format!("cannot create: directory {} does not exist", parent.display()),
+            ));
+        }
+        let name = dest.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        let staging = tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(".partial")
+            // 0777 before the umask, like a directory the user makes (not tempfile's 0700).
+            .permissions(std::fs::Permissions::from_mode(0o777))
+            .tempdir_in(parent)
+            .map_err(|e| TraceError::invalid(dest, format!("cannot create: {e}")))?;
+        register(staging.path());
+        Ok(OutputDir { dest: dest.to_path_buf(), staging: Some(staging) })
+    }
+
+    /// Where a file of the output is written until commit.
+    pub fn staging(&self) -> &Path {
+        self.staging.as_ref().expect("staging directory until commit").path()
+    }
+
+    /// Moves the outputs into the destination: the whole directory when it does not exist
+    /// yet, otherwise file by file (other files in it stay).
+    pub fn commit(mut self) -> Result<()> {
+        let staging = self.staging.take().expect("staging directory until commit");
+        let from = staging.path().to_path_buf();
+        let io = |e| TraceError::io(&self.dest, e);
+        if !self.dest.exists() {
+            let kept = staging.keep();
+            let result = std::fs::rename(&kept, &self.dest).map_err(io);
+            if result.is_err() {
+                let _ = std::fs::remove_dir_all(&kept);
+            }
+            unregister(&from);
+            return result;
+        }
+        let result = move_tree(&from, &self.dest).map_err(io);
+        unregister(&from);
+        result
+    }
+}
+
+impl Drop for OutputDir {
+    fn drop(&mut self) {
+        if let Some(s) = &self.staging {
+            unregister(s.path());
+        }
+    }
+}
+
+/// Renames every file under `from` to the same place under `to`, making directories.
+fn move_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            std::fs::create_dir_all(&target)?;
+            move_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::rename(entry.path(), &target)?;
+        }
+    }
+    Ok(())
 }
 
 /// Flushes a buffered writer, naming the file on failure.
 pub fn flush(w: &mut impl Write, path: &Path) -> Result<()> {
     w.flush().map_err(|e| TraceError::io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(out: AtomicOutput, text: &str) {
+        let mut w = out.writer().unwrap();
+        w.write_all(text.as_bytes()).unwrap();
+        flush(&mut w, Path::new("x")).unwrap();
+        drop(w);
+        out.commit().unwrap();
+    }
+
+    #[test]
+    fn a_replaced_file_keeps_its_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("out.csv");
+        std::fs::write(&dest, "old").unwrap();
+        std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o600)).unwrap();
+        write(AtomicOutput::create(&dest).unwrap(), "new");
+        assert_eq!(std::fs::read_to_string(&dest).unwrap(), "new");
+        assert_eq!(std::fs::metadata(&dest).unwrap().mode() & 0o777, 0o600);
+    }
+
+    #[test]
+    fn special_files_are_written_in_place_and_links_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        // /dev/null stays a device.
+        write(AtomicOutput::create(Path::new("/dev/null")).unwrap(), "gone");
+        assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+        // A link keeps pointing at its file, which gets the new content.
+        let file = dir.path().join("real.csv");
+        let link = dir.path().join("link.csv");
+        std::fs::write(&file, "old").unwrap();
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        write(AtomicOutput::create(&link).unwrap(), "new");
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
+    }
+
+    #[test]
+    fn unfinished_outputs_leave_nothing_and_are_listed_until_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("t.trace");
+        let out = AtomicOutput::create(&dest).unwrap();
+        let listed = || TEMPORARIES.lock().unwrap().iter().filter(|p| p.parent() == Some(dir.path())).count();
+        assert_eq!(listed(), 1);
+        drop(out);
+        assert_eq!(listed(), 0);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+
+        let staged = OutputDir::create(&dir.path().join("results")).unwrap();
+        assert_eq!(listed(), 1, "the staging directory is listed for signal clean-up");
+        drop(staged);
+        assert_eq!(listed(), 0);
+    }
+
+    #[test]
+    fn an_output_directory_appears_whole_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("results");
+        let failed = OutputDir::create(&dest).unwrap();
+        std::fs::write(failed.staging().join("a.csv"), "1").unwrap();
+        drop(failed);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+
+        let out = OutputDir::create(&dest).unwrap();
+        std::fs::create_dir(out.staging().join("windows")).unwrap();
+        std::fs::write(out.staging().join("windows/w0.csv"), "w").unwrap();
+        std::fs::write(out.staging().join("a.csv"), "1").unwrap();
+        out.commit().unwrap();
+        assert_eq!(std::fs::read_to_string(dest.join("windows/w0.csv")).unwrap(), "w");
+        assert_ne!(std::fs::metadata(&dest).unwrap().mode() & 0o055, 0, "made as mkdir would, not 0700");
+
+        // Into an existing directory: our files are replaced, the user's stay.
+        std::fs::write(dest.join("mine.txt"), "keep").unwrap();
+        let again = OutputDir::create(&dest).unwrap();
+        std::fs::write(again.staging().join("a.csv"), "2").unwrap();
+        again.commit().unwrap();
+        assert_eq!(std::fs::read_to_string(dest.join("a.csv")).unwrap(), "2");
+        assert_eq!(std::fs::read_to_string(dest.join("mine.txt")).unwrap(), "keep");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
 }

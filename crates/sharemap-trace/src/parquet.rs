@@ -5,8 +5,8 @@
 //! native -> Parquet -> native lossless.
 
 use crate::batch::Chunk;
-use crate::error::{Result, TraceError};
-use crate::model::{Access, Event, Kind, Metadata, Source};
+use crate::error::{Result, TraceError, excerpt};
+use crate::model::{Access, Event, Kind, MAX_THREADS, Metadata, Source};
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, UInt32Array, UInt64Array};
 use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::ArrowWriter;
@@ -21,6 +21,65 @@ use std::sync::Arc;
 
 pub const META_KEY: &str = "sharemap.metadata";
 pub const EVENTS_KEY: &str = "sharemap.events";
+/// CRC-32 (hex) of the rows as sharemap wrote them. The crate writes no page checksums, so
+/// this is what lets a reader notice a damaged file; files from other writers lack it.
+pub const ROWS_CRC_KEY: &str = "sharemap.rows-crc32";
+
+thread_local! {
+    /// Set while this thread runs the Parquet decoders under `contained`.
+    static DECODING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs Parquet decoding with its panics turned into errors. The crate asserts on some
+/// damaged inputs (a run-length header of more than 10 bytes, for one); a damaged file must
+/// give the user one line, not a panic. Panics of contained code are not printed.
+fn contained<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    static QUIET_HOOK: std::sync::Once = std::sync::Once::new();
+    QUIET_HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !DECODING.with(|d| d.get()) {
+                previous(info)
+            }
+        }));
+    });
+    DECODING.with(|d| d.set(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    DECODING.with(|d| d.set(false));
+    result.unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(TraceError::invalid(path, format!("damaged Parquet file (the decoder stopped: {})", excerpt(&why))))
+    })
+}
+
+/// CRC-32 over every row in order (thread, addr, size as little-endian integers, then 'R' or
+/// 'W'), whatever the batches the rows arrive in.
+#[derive(Default)]
+struct RowDigest {
+    hasher: crc32fast::Hasher,
+    buf: Vec<u8>,
+}
+
+impl RowDigest {
+    fn add(&mut self, a: &crate::batch::AccessBatch) {
+        self.buf.clear();
+        for i in 0..a.len() {
+            self.buf.extend_from_slice(&a.thread[i].to_le_bytes());
+            self.buf.extend_from_slice(&a.addr[i].to_le_bytes());
+            self.buf.extend_from_slice(&a.size(i).to_le_bytes());
+            self.buf.push(if a.op[i] & 0x80 != 0 { b'W' } else { b'R' });
+        }
+        self.hasher.update(&self.buf);
+    }
+
+    fn hex(self) -> String {
+        format!("{:08x}", self.hasher.finalize())
+    }
+}
 
 fn schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
@@ -35,6 +94,7 @@ pub struct ParquetWriter<W: Write + Send> {
     writer: ArrowWriter<W>,
     meta: Metadata,
     events: Vec<Event>,
+    digest: RowDigest,
 }
 
 impl<W: Write + Send> ParquetWriter<W> {
@@ -43,7 +103,12 @@ impl<W: Write + Send> ParquetWriter<W> {
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
             .set_max_row_group_row_count(Some(1 << 20))
             .build();
-        Ok(ParquetWriter { writer: ArrowWriter::try_new(out, schema(), Some(props))?, meta, events: Vec::new() })
+        Ok(ParquetWriter {
+            writer: ArrowWriter::try_new(out, schema(), Some(props))?,
+            meta,
+            events: Vec::new(),
+            digest: RowDigest::default(),
+        })
     }
 
     pub fn write_chunk(&mut self, chunk: &Chunk) -> std::result::Result<(), parquet::errors::ParquetError> {
@@ -55,6 +120,7 @@ impl<W: Write + Send> ParquetWriter<W> {
         for &t in &a.thread {
             self.meta.threads = self.meta.threads.max(t + 1);
         }
+        self.digest.add(a);
         let kinds: StringArray = a.op.iter().map(|&op| Some(if op & 0x80 != 0 { "W" } else { "R" })).collect();
         let sizes: Vec<u32> = (0..a.len()).map(|i| a.size(i)).collect();
         let columns: Vec<ArrayRef> = vec![
@@ -74,6 +140,8 @@ impl<W: Write + Send> ParquetWriter<W> {
             serde_json::to_string(&self.events).map_err(|e| parquet::errors::ParquetError::General(e.to_string()))?;
         self.writer.append_key_value_metadata(KeyValue::new(META_KEY.to_string(), meta));
         self.writer.append_key_value_metadata(KeyValue::new(EVENTS_KEY.to_string(), events));
+        let crc = std::mem::take(&mut self.digest).hex();
+        self.writer.append_key_value_metadata(KeyValue::new(ROWS_CRC_KEY.to_string(), crc));
         self.writer.into_inner()
     }
 }
@@ -86,10 +154,17 @@ pub struct ParquetReader {
     next_event: usize,
     next_index: u64,
     total: u64,
+    /// The CRC the writer stored, checked once the last row is read.
+    expected_crc: Option<String>,
+    digest: RowDigest,
 }
 
 impl ParquetReader {
     pub fn open(path: &Path) -> Result<Self> {
+        contained(path, || Self::open_inner(path))
+    }
+
+    fn open_inner(path: &Path) -> Result<Self> {
         let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
         let bad =
             |e: parquet::errors::ParquetError| TraceError::invalid(path, format!("not a readable Parquet file: {e}"));
@@ -110,7 +185,10 @@ impl ParquetReader {
         };
         let meta = match kv(META_KEY) {
             Some(json) => {
-                serde_json::from_str(&json).map_err(|e| TraceError::invalid(path, format!("bad {META_KEY}: {e}")))?
+                let meta: Metadata = serde_json::from_str(&json)
+                    .map_err(|e| TraceError::invalid(path, format!("bad {META_KEY}: {e}")))?;
+                meta.check().map_err(|what| TraceError::invalid(path, format!("bad {META_KEY}: {what}")))?;
+                meta
             }
             None => Metadata::with_source(Source {
                 kind: "import".into(),
@@ -124,14 +202,28 @@ impl ParquetReader {
             }
             None => Vec::new(),
         };
+        if events.iter().any(|e| e.thread >= MAX_THREADS) {
+            return Err(TraceError::invalid(path, format!("{EVENTS_KEY}: thread id beyond {MAX_THREADS}")));
+        }
         if events.windows(2).any(|w| w[0].at > w[1].at) || events.last().is_some_and(|e| e.at > total) {
             return Err(TraceError::invalid(
                 path,
                 format!("{EVENTS_KEY}: event positions out of order or past the end"),
             ));
         }
+        let expected_crc = kv(ROWS_CRC_KEY);
         let batches = builder.with_batch_size(crate::native::DEFAULT_CHUNK_ACCESSES).build().map_err(bad)?;
-        Ok(ParquetReader { path: path.to_path_buf(), batches, meta, events, next_event: 0, next_index: 0, total })
+        Ok(ParquetReader {
+            path: path.to_path_buf(),
+            batches,
+            meta,
+            events,
+            next_event: 0,
+            next_index: 0,
+            total,
+            expected_crc,
+            digest: RowDigest::default(),
+        })
     }
 }
 
@@ -171,6 +263,13 @@ impl crate::source::TraceSource for ParquetReader {
     }
 
     fn next_chunk(&mut self, out: &mut Chunk) -> Result<bool> {
+        let path = self.path.clone();
+        contained(&path, || self.next_chunk_inner(out))
+    }
+}
+
+impl ParquetReader {
+    fn next_chunk_inner(&mut self, out: &mut Chunk) -> Result<bool> {
         out.clear();
         out.first_access = self.next_index;
         let batch = match self.batches.next() {
@@ -178,6 +277,17 @@ impl crate::source::TraceSource for ParquetReader {
                 TraceError::invalid(&self.path, format!("reading Parquet rows near row {}: {e}", self.next_index))
             })?,
             None => {
+                if let Some(expected) = self.expected_crc.take() {
+                    let found = std::mem::take(&mut self.digest).hex();
+                    if found != expected {
+                        return Err(TraceError::invalid(
+                            &self.path,
+                            format!(
+                                "rows differ from what was written (checksum {found}, stored {expected}): the file is damaged"
+                            ),
+                        ));
+                    }
+                }
                 // Events after the last access.
                 out.events.extend(self.events.drain(self.next_event..));
                 self.next_event = 0;
@@ -192,11 +302,16 @@ impl crate::source::TraceSource for ParquetReader {
         let writes = kinds(&col("kind"), &self.path, row)?;
         for i in 0..batch.num_rows() {
             let bad = |what: String| TraceError::invalid(&self.path, format!("row {}: {what}", row + i as u64));
-            let thread = u32::try_from(threads[i]).map_err(|_| bad(format!("thread {} out of range", threads[i])))?;
+            let thread = u32::try_from(threads[i]).ok().filter(|&t| t < MAX_THREADS).ok_or_else(|| {
+                bad(format!("thread {} out of range (a trace holds at most {MAX_THREADS} threads)", threads[i]))
+            })?;
             let size = u32::try_from(sizes[i]).map_err(|_| bad(format!("size {} out of range", sizes[i])))?;
             let kind = if writes[i] { Kind::Write } else { Kind::Read };
             self.meta.threads = self.meta.threads.max(thread + 1);
             out.accesses.push(Access { thread, addr: addrs[i], size, kind });
+        }
+        if self.expected_crc.is_some() {
+            self.digest.add(&out.accesses);
         }
         self.next_index += batch.num_rows() as u64;
         let end = self.next_index;

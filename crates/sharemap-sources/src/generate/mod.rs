@@ -78,7 +78,7 @@ impl GenParams {
         if !(1..=MAX_THREADS).contains(&self.threads) {
             return Err(GenError::Threads(self.threads));
         }
-        if self.page_size < 64 || !self.page_size.is_power_of_two() {
+        if !(64..=1 << 30).contains(&self.page_size) || !self.page_size.is_power_of_two() {
             return Err(GenError::PageSize(self.page_size));
         }
         if self.line_size < WORD || !self.line_size.is_power_of_two() || self.line_size > self.page_size {
@@ -88,15 +88,15 @@ impl GenParams {
     }
 }
 
-/// Most threads a generator makes.
-pub const MAX_THREADS: u32 = 4096;
+/// Most threads a generator makes: as many as a trace may hold.
+pub use sharemap_trace::model::MAX_THREADS;
 
 /// Generator parameters out of range.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum GenError {
     #[error("{0} threads: expected 1 to 4096")]
     Threads(u32),
-    #[error("page size {0}: expected a power of two >= 64")]
+    #[error("page size {0}: expected a power of two from 64 bytes to 1 GiB")]
     PageSize(u64),
     #[error("line size {0}: expected a power of two between 8 and the page size")]
     LineSize(u64),

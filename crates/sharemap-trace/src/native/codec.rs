@@ -126,7 +126,14 @@ impl ChunkEncoder {
         let a = &chunk.accesses;
         let n = a.len();
         self.raw.clear();
-        let span = a.thread.iter().chain(chunk.events.iter().map(|e| &e.thread)).max().map_or(0, |&t| t + 1);
+        let span = a.thread.iter().chain(chunk.events.iter().map(|e| &e.thread)).max().map_or(0, |&t| t as u64 + 1);
+        if span > crate::model::MAX_THREADS as u64 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("thread id {}: a trace holds at most {} threads", span - 1, crate::model::MAX_THREADS),
+            ));
+        }
+        let span = span as u32;
 
         // THREADS
         self.section.clear();

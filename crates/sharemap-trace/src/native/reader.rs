@@ -5,7 +5,7 @@
 use super::*;
 use crate::batch::Chunk;
 use crate::error::{Result, TraceError};
-use crate::model::Metadata;
+use crate::model::{MAX_THREADS, Metadata};
 use crate::source::TraceSource;
 use rayon::prelude::*;
 use std::fs::File;
@@ -66,6 +66,11 @@ impl NativeReader {
                 ),
             ));
         };
+        // No flag is defined yet: a set bit is damage (or a newer writer this reader cannot follow).
+        let flags = u16::from_le_bytes([fixed[10], fixed[11]]);
+        if flags != 0 {
+            return Err(TraceError::corrupt(path, 10, format!("file header (unknown flags {flags:#06x})")));
+        }
         let json_len = u32::from_le_bytes(fixed[12..16].try_into().unwrap()) as u64;
         let json_crc = u32::from_le_bytes(fixed[16..20].try_into().unwrap());
         if FILE_HEADER_LEN as u64 + json_len > len {
@@ -78,6 +83,8 @@ impl NativeReader {
         }
         let mut meta: Metadata = serde_json::from_slice(&json)
             .map_err(|e| TraceError::corrupt(path, FILE_HEADER_LEN as u64, format!("metadata ({e})")))?;
+
+        meta.check().map_err(|what| TraceError::corrupt(path, FILE_HEADER_LEN as u64, format!("metadata ({what})")))?;
 
         let (chunks, end, footer) = scan(path, &file, FILE_HEADER_LEN as u64 + json_len, len)?;
         match &footer {
@@ -288,6 +295,16 @@ fn read_chunk(
     decoder.decode(h, payload, out).map_err(|what| TraceError::corrupt(path, info.offset, format!("chunk ({what})")))
 }
 
+/// Whether the file ends in an intact trailer naming `footer_start`.
+fn trailer_points_to(file: &File, len: u64, footer_start: u64) -> std::io::Result<bool> {
+    if len < footer_start + 12 + 16 {
+        return Ok(false);
+    }
+    let mut trailer = [0u8; 16];
+    file.read_exact_at(&mut trailer, len - 16)?;
+    Ok(&trailer[8..16] == TRAILER_MAGIC && u64::from_le_bytes(trailer[0..8].try_into().unwrap()) == footer_start)
+}
+
 /// Walks chunk headers from `start`. A file that stops inside a chunk or before the footer is
 /// truncated (readable up to there); anything malformed inside the complete part is corrupt.
 fn scan(path: &Path, file: &File, start: u64, len: u64) -> Result<(Vec<ChunkInfo>, DataEnd, Option<Footer>)> {
@@ -311,6 +328,7 @@ fn scan(path: &Path, file: &File, start: u64, len: u64) -> Result<(Vec<ChunkInfo
                 .ok_or_else(|| TraceError::corrupt(path, pos, "chunk header (checksum mismatch)"))?;
             if header.accesses > MAX_CHUNK_ACCESSES
                 || header.raw_len > MAX_CHUNK_RAW_BYTES
+                || header.thread_span > MAX_THREADS
                 || header.first_access != expected_first
             {
                 return Err(TraceError::corrupt(path, pos, "chunk header (impossible values)"));
@@ -331,8 +349,16 @@ fn scan(path: &Path, file: &File, start: u64, len: u64) -> Result<(Vec<ChunkInfo
             file.read_exact_at(&mut fh, pos).map_err(io)?;
             let crc = u32::from_le_bytes(fh[4..8].try_into().unwrap());
             let json_len = u32::from_le_bytes(fh[8..12].try_into().unwrap()) as u64;
-            if len - pos < 12 + json_len + 16 {
-                return Ok((chunks, DataEnd::Truncated { offset: footer_start }, None));
+            if len - pos != 12 + json_len + 16 {
+                // The footer is the file's last part. A length that disagrees with where the
+                // file ends is damage when the trailer is intact (it points back here), and a
+                // footer cut short otherwise.
+                if trailer_points_to(file, len, footer_start).map_err(io)? {
+                    return Err(TraceError::corrupt(path, pos + 8, "footer (length disagrees with the file's end)"));
+                }
+                if len - pos < 12 + json_len + 16 {
+                    return Ok((chunks, DataEnd::Truncated { offset: footer_start }, None));
+                }
             }
             let mut json = vec![0u8; json_len as usize];
             file.read_exact_at(&mut json, pos + 12).map_err(io)?;
@@ -341,13 +367,21 @@ fn scan(path: &Path, file: &File, start: u64, len: u64) -> Result<(Vec<ChunkInfo
             }
             let footer: Footer = serde_json::from_slice(&json)
                 .map_err(|e| TraceError::corrupt(path, footer_start, format!("footer ({e})")))?;
+            footer
+                .metadata
+                .check()
+                .map_err(|what| TraceError::corrupt(path, footer_start, format!("footer metadata ({what})")))?;
             let mut trailer = [0u8; 16];
             file.read_exact_at(&mut trailer, pos + 12 + json_len).map_err(io)?;
             if &trailer[8..16] != TRAILER_MAGIC || u64::from_le_bytes(trailer[0..8].try_into().unwrap()) != footer_start
             {
                 return Err(TraceError::corrupt(path, pos + 12 + json_len, "trailer"));
             }
-            if footer.accesses != expected_first || footer.chunks != chunks.len() as u64 {
+            let span = chunks.iter().map(|c: &ChunkInfo| c.header.thread_span).max().unwrap_or(0);
+            if footer.accesses != expected_first
+                || footer.chunks != chunks.len() as u64
+                || footer.metadata.threads < span
+            {
                 return Err(TraceError::corrupt(path, footer_start, "footer (totals disagree with chunks)"));
             }
             if pos + 12 + json_len + 16 != len {

@@ -214,6 +214,50 @@ fn garbage_in_a_version_1_file_never_panics() {
     }
 }
 
+/// Fields a hostile file could set are checked: header flags, the footer's length, a chunk's
+/// thread span (under a valid checksum), metadata values an analysis would divide by.
+#[test]
+fn fields_outside_the_checksums_are_checked() {
+    let bytes = write_trace(&sample(300), &[], 100);
+    let corrupt_at = |bad: &[u8]| match read_all(save(bad).path()) {
+        Err(TraceError::Corrupt { offset, what, .. }) => (offset, what),
+        other => panic!("expected corruption, got {:?}", other.map(|r| r.0.len())),
+    };
+    let mut flags = bytes.clone();
+    flags[10] = 1;
+    assert_eq!(corrupt_at(&flags).0, 10);
+
+    let footer = u64::from_le_bytes(bytes[bytes.len() - 16..bytes.len() - 8].try_into().unwrap()) as usize;
+    for delta in [1u32, 1000] {
+        let mut len = bytes.clone();
+        let v = u32::from_le_bytes(len[footer + 8..footer + 12].try_into().unwrap());
+        len[footer + 8..footer + 12].copy_from_slice(&(v + delta).to_le_bytes());
+        assert!(corrupt_at(&len).1.contains("footer (length"), "footer length +{delta}");
+    }
+
+    let r = NativeReader::open(save(&bytes).path()).unwrap();
+    let at = r.chunks()[1].offset as usize;
+    let mut span = bytes.clone();
+    span[at + 24..at + 28].copy_from_slice(&u32::MAX.to_le_bytes());
+    let crc = crc32fast::hash(&span[at + 8..at + 40]);
+    span[at + 4..at + 8].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(corrupt_at(&span), (at as u64, "chunk header (impossible values)".to_string()));
+
+    for (key, value) in [("page_size", (1u64 << 63) + 1), ("page_size", 0), ("threads", u32::MAX as u64)] {
+        let json_len = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+        let mut meta: serde_json::Value = serde_json::from_slice(&bytes[20..20 + json_len]).unwrap();
+        meta[key] = value.into();
+        let json = serde_json::to_vec(&meta).unwrap();
+        let mut bad = bytes[..20].to_vec();
+        bad[12..16].copy_from_slice(&(json.len() as u32).to_le_bytes());
+        bad[16..20].copy_from_slice(&crc32fast::hash(&json).to_le_bytes());
+        bad.extend_from_slice(&json);
+        bad.extend_from_slice(&bytes[20 + json_len..]);
+        let (offset, what) = corrupt_at(&bad);
+        assert!(offset == 20 && what.starts_with("metadata"), "{key}={value}: {what}");
+    }
+}
+
 #[test]
 fn an_unknown_format_version_is_refused_by_name() {
     let mut bytes = write_trace(&sample(10), &[], 100);
