@@ -87,16 +87,16 @@ enum Command {
     /// Record the memory accesses of a program: sharemap record -o OUT -- PROG ARGS...
     /// (programs built with `sharemap cc` are recorded by its runtime; others under Valgrind)
     Record {
-        /// sancov: the runtime of a program built with `sharemap cc`/`c++` (clang or gcc);
-        /// valgrind: any binary, far slower; faults: every page fault, through perf
-        /// (first-touch sampling); auto: sancov when the program was built with the
-        /// wrapper, else valgrind
-        #[arg(long, default_value = "auto", value_parser = ["auto", "sancov", "valgrind", "faults"])]
+        /// tracer: the runtime of a program built with `sharemap cc`/`c++` (ThreadSanitizer's
+        /// instrumentation, clang or gcc; `sancov` is its old name); valgrind: any binary, far
+        /// slower; faults: every page fault, through perf (first-touch sampling); auto: tracer
+        /// when the program was built with the wrapper, else valgrind
+        #[arg(long, default_value = "auto", value_parser = ["auto", "tracer", "sancov", "valgrind", "faults"])]
         backend: String,
-        /// Record one access in K of each thread (sancov)
+        /// Record one access in K of each thread (tracer)
         #[arg(long, default_value_t = 1)]
         sample: u64,
-        /// Leave out accesses to the threads' stacks (sancov)
+        /// Leave out accesses to the threads' stacks (tracer)
         #[arg(long)]
         exclude_stack: bool,
         /// The trace to write (.trace native, .csv, .parquet; see --to)

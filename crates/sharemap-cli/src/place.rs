@@ -163,6 +163,8 @@ pub fn policy_list(spec: &str, set: &[String]) -> Result<Vec<(String, Box<dyn Po
 pub struct Prepared {
     pub situation: Situation,
     pub prepared: sharemap::Prepared,
+    /// Threads of the trace (known once it is read).
+    pub threads: u32,
 }
 
 /// Reads the trace once into per-page streams.
@@ -173,7 +175,48 @@ pub fn prepare(args: &ModelArgs, policies: &[(String, Box<dyn Policy>)]) -> Resu
     let bar = progress::bar(reader.access_count_hint(), "reading pages");
     let prepared = sharemap::prepare(&mut reader, &situation, policies, &|n| bar.set_position(n))?;
     bar.finish_and_clear();
-    Ok(Prepared { situation, prepared })
+    let threads = reader.metadata().threads;
+    Ok(Prepared { situation, prepared, threads })
+}
+
+/// Where each thread runs: its PU and NUMA node.
+#[derive(Serialize)]
+struct ThreadOn {
+    thread: u32,
+    pu: usize,
+    node: usize,
+}
+
+fn threads_on(prep: &Prepared) -> Vec<ThreadOn> {
+    let p = &prep.situation.placement;
+    (0..prep.threads).map(|t| ThreadOn { thread: t, pu: p.pu(t), node: p.node(t) }).collect()
+}
+
+/// "node 0: threads 0-3, 8; node 1: threads 4-7": the thread placement in one line.
+fn nodes_line(threads: &[ThreadOn], nodes: usize) -> String {
+    let mut parts = Vec::new();
+    for node in 0..nodes {
+        let ids: Vec<u32> = threads.iter().filter(|t| t.node == node).map(|t| t.thread).collect();
+        if !ids.is_empty() {
+            parts.push(format!("node {node}: {}", ranges(&ids)));
+        }
+    }
+    parts.join("; ")
+}
+
+/// Sorted ids as "0-3, 8".
+fn ranges(ids: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let mut j = i;
+        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j { ids[i].to_string() } else { format!("{}-{}", ids[i], ids[j]) });
+        i = j + 1;
+    }
+    out.join(", ")
 }
 
 impl Prepared {
@@ -204,6 +247,8 @@ struct PlaceJson<'a> {
     accesses: u64,
     pages: usize,
     costs: &'a CostParams,
+    /// Each thread's PU (logical index) and NUMA node.
+    threads: Vec<ThreadOn>,
     policies: &'a [PolicyResult],
     #[serde(skip_serializing_if = "Option::is_none")]
     costliest_pages: Option<&'a [sharemap_placement::evaluate::PageCost]>,
@@ -241,6 +286,7 @@ pub fn run(args: &ModelArgs, policy: &str, json: bool, breakdown: bool, placemen
             accesses: prep.partition().refs,
             pages: prep.partition().pages(),
             costs: &prep.situation.costs,
+            threads: threads_on(&prep),
             policies: &eval.results,
             costliest_pages: breakdown.then_some(&eval.costliest[..]),
         };
@@ -263,8 +309,22 @@ fn print_table(args: &ModelArgs, prep: &Prepared, eval: &Evaluation, breakdown: 
         prep.situation.machine.name,
         prep.situation.machine.numa_count()
     );
-    if prep.situation.machine.numa_count() == 1 {
+    let nodes = prep.situation.machine.numa_count();
+    let threads = threads_on(prep);
+    if threads.len() <= 64 {
+        let pus: Vec<String> = threads.iter().map(|t| t.pu.to_string()).collect();
+        println!("threads on PUs {} ({})", pus.join(" "), nodes_line(&threads, nodes));
+    } else {
+        println!("threads by NUMA node: {} (PUs in --json)", nodes_line(&threads, nodes));
+    }
+    if nodes == 1 {
         println!("note: one NUMA node, so every reference is local; give a NUMA machine with --machine");
+    } else if threads.len() > 1 && threads.iter().all(|t| t.node == threads[0].node) {
+        println!(
+            "note: all {} threads run on NUMA node {}, so any policy that keeps pages there ties with the optimum; spread them with --thread-map (e.g. scatter or sharemap)",
+            threads.len(),
+            threads[0].node
+        );
     }
     let global = p.g.is_some();
     print!("{:<28} {:>14} {:>8} {:>7} {:>12}", "policy", "cost", "MCPR", "local%", "remote");
@@ -350,4 +410,13 @@ fn write_placement(out: AtomicOutput, eval: &Evaluation, page_size: u64) -> Resu
     drop(w);
     out.commit()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn thread_ranges_are_compact() {
+        assert_eq!(super::ranges(&[0, 1, 2, 3, 8, 10, 11]), "0-3, 8, 10-11");
+        assert_eq!(super::ranges(&[5]), "5");
+    }
 }

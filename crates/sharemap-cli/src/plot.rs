@@ -177,6 +177,23 @@ pub fn save(chart: &Chart, base: &Path) -> Result<()> {
 
 /// A grey-scale grid of `rows` x `cols` cells, darker for larger values (each cell scaled to
 /// the largest), under a title and a one-line note.
+/// Average advance of a sans-serif character, in font sizes (DejaVu Sans is about 0.55-0.6).
+const CHAR_WIDTH: f64 = 0.6;
+/// Smallest font a line is shrunk to before it is cut.
+const MIN_FONT: u32 = 9;
+
+/// A line of text and a font size (at most `size`) at which it fits `width` pixels: shrunk
+/// first, then cut with an ellipsis (long detector specs would run off the image).
+fn fit_text(text: &str, size: u32, width: u32) -> (String, u32) {
+    let chars = text.chars().count().max(1) as f64;
+    let fitting = (width as f64 / (CHAR_WIDTH * chars)).floor() as u32;
+    if fitting >= MIN_FONT {
+        return (text.to_string(), fitting.min(size));
+    }
+    let keep = (width as f64 / (CHAR_WIDTH * MIN_FONT as f64)) as usize - 1;
+    (text.chars().take(keep).chain(std::iter::once('…')).collect(), MIN_FONT)
+}
+
 pub fn heatmap_svg(
     title: &str,
     note: &str,
@@ -190,8 +207,10 @@ pub fn heatmap_svg(
         let root = SVGBackend::with_string(&mut out, (640, 640)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| anyhow!("plot: {e}"))?;
         let err = |e: DrawingAreaErrorKind<_>| anyhow!("plot: {e}");
-        root.draw(&Text::new(title.to_string(), (16, 8), ("sans-serif", 20))).map_err(err)?;
-        root.draw(&Text::new(note.to_string(), (16, 34), ("sans-serif", 13))).map_err(err)?;
+        let (title, title_size) = fit_text(title, 20, 608);
+        let (note, note_size) = fit_text(note, 13, 608);
+        root.draw(&Text::new(title, (16, 8), ("sans-serif", title_size))).map_err(err)?;
+        root.draw(&Text::new(note, (16, 34), ("sans-serif", note_size))).map_err(err)?;
         let area = root.margin(56, 16, 16, 16);
         let (w, h) = area.dim_in_pixel();
         let (cw, ch) = ((w as f64 / cols.max(1) as f64).max(1.0), (h as f64 / rows.max(1) as f64).max(1.0));
@@ -233,4 +252,22 @@ pub fn save_svg(svg: &str, base: &Path) -> Result<()> {
         out.commit()?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CHAR_WIDTH, fit_text};
+
+    #[test]
+    fn titles_fit_the_image() {
+        let short = "Sharing between threads (oracle)";
+        assert_eq!(fit_text(short, 20, 608), (short.to_string(), 20));
+        let spec = "Sharing between threads (sammu:l1=64,l1ways=4,l2=512,l2ways=4,ac=32,nc=4,nt=10,flush=1)";
+        let (text, size) = fit_text(spec, 20, 608);
+        assert_eq!(text, spec, "shrunk, not cut");
+        assert!(size < 20 && text.chars().count() as f64 * CHAR_WIDTH * size as f64 <= 608.0);
+        let huge = "x".repeat(500);
+        let (text, size) = fit_text(&huge, 20, 608);
+        assert!(text.ends_with('…') && text.chars().count() as f64 * CHAR_WIDTH * size as f64 <= 608.0);
+    }
 }

@@ -169,7 +169,15 @@ pub fn record(
     let resolved = which(program);
     let instrumented = resolved.as_deref().is_some_and(sharemap_sources::runtime::is_instrumented);
     let backend = match backend {
-        "auto" if instrumented => "sancov",
+        // `sancov`: the backend's name before it was named for what it is.
+        "auto" | "tracer" | "sancov" if instrumented => "tracer",
+        "tracer" | "sancov" if resolved.is_some() => {
+            // Checked before running: the program would otherwise run to its end unrecorded.
+            bail!(
+                "{name} was not built with `sharemap cc` (no tracer runtime in it): rebuild it with CC='sharemap cc', or use --backend valgrind"
+            );
+        }
+        "sancov" => "tracer",
         "auto" => {
             if resolved.is_some() {
                 eprintln!("sharemap: {name} was not built with `sharemap cc`: recording under valgrind (slow)");
@@ -181,12 +189,13 @@ pub fn record(
     if sample == 0 {
         bail!("--sample 0: expected a positive number (1 records every access)");
     }
-    if backend != "sancov" && (sample != 1 || exclude_stack) {
-        bail!("--sample and --exclude-stack work with the sancov backend (programs built with `sharemap cc`)");
+    if backend != "tracer" && (sample != 1 || exclude_stack) {
+        bail!("--sample and --exclude-stack work with the tracer backend (programs built with `sharemap cc`)");
     }
     let mut params = std::collections::BTreeMap::new();
-    if backend == "sancov" {
+    if backend == "tracer" {
         params.insert("exclude_stack".to_string(), exclude_stack.to_string());
+        params.insert("instrumentation".to_string(), "ThreadSanitizer's (sharemap cc)".to_string());
     }
     let source = Source {
         kind: backend.into(),
@@ -197,7 +206,7 @@ pub fn record(
     let mut meta = Metadata::with_source(source);
     meta.sampling_period = sample;
     let mut writer = TraceWriter::create(output, format_arg(to)?, meta)?;
-    let (status, threads) = if backend == "sancov" {
+    let (status, threads) = if backend == "tracer" {
         let opts = sharemap_sources::runtime::Options { sample, exclude_stack, ..Default::default() };
         let rec = sharemap_sources::runtime::record(command, &opts, &mut writer)?;
         if rec.lost > 0 {

@@ -256,3 +256,48 @@ fn demo_runs_and_shows_every_pattern_and_the_sammu_machine() {
         assert!(text.contains("recorded with 8 threads"), "{text}");
     }
 }
+
+/// A writer stopped by SIGTERM or SIGINT removes its temporary file; a failed `analyze`
+/// leaves no directory; an output keeps its mode; a device is written, never replaced;
+/// `convert` refuses to write over its input.
+#[test]
+fn stopped_or_failed_runs_leave_nothing_and_outputs_respect_what_they_replace() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let d = tempfile::tempdir().unwrap();
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        let out = p(&d, "big.trace");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sharemap"))
+            .args(["gen", "all-to-all", "--accesses", "2G", "-o", s(&out)])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let partial = || {
+            std::fs::read_dir(d.path()).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".partial"))
+        };
+        let start = std::time::Instant::now();
+        while !partial() && start.elapsed().as_secs() < 30 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(128 + sig), "exit status after signal {sig}");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "left files after signal {sig}");
+    }
+
+    let bad = p(&d, "bad.csv");
+    std::fs::write(&bad, "thread,addr,size,kind\n1,0x10,8,R\n5000,0x10,8,R\n").unwrap();
+    fails_with(&["analyze", s(&bad), "-o", s(&p(&d, "out"))], 1, "bad.csv:3: bad thread '5000'");
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1, "analyze left a directory or temporary");
+
+    let t = p(&d, "t.trace");
+    ok(&["gen", "migratory", "--accesses", "1k", "-o", s(&t)]);
+    std::fs::set_permissions(&t, std::fs::Permissions::from_mode(0o600)).unwrap();
+    ok(&["gen", "migratory", "--accesses", "2k", "-o", s(&t)]);
+    assert_eq!(std::fs::metadata(&t).unwrap().permissions().mode() & 0o777, 0o600);
+    fails_with(&["convert", s(&t), s(&t), "--to", "csv"], 1, "the output is the input file");
+    assert_eq!(read_all(&t).0.len(), 2000, "the input is untouched");
+
+    ok(&["convert", s(&t), "/dev/null", "--to", "csv"]);
+    assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+}

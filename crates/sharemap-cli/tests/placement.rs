@@ -563,3 +563,28 @@ fn sammu_placement_runs_on_tlb_events() {
         assert!(!out.status.success() && err.trim_end().lines().count() == 1 && err.contains(expect), "{set}: {err}");
     }
 }
+
+/// `place` says where the threads run, and warns when they all share one node (every
+/// policy keeping pages there then ties with the optimum).
+#[test]
+fn place_shows_each_threads_pu_and_warns_on_one_node() {
+    let d = tempfile::tempdir().unwrap();
+    let t = d.path().join("n.trace");
+    ok(&["gen", "neighbor", "--threads", "8", "--accesses", "20k", "-o", t.to_str().unwrap()]);
+    let out = ok(&["place", t.to_str().unwrap(), "--machine", "sammu", "--policy", "first-touch"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("threads on PUs 0 1 2 3 4 5 6 7 (node 0: 0-7)"), "{text}");
+    assert!(text.contains("note: all 8 threads run on NUMA node 0"), "{text}");
+    let out =
+        ok(&["place", t.to_str().unwrap(), "--machine", "sammu", "--policy", "first-touch", "--thread-map", "scatter"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("node 0: 0, 4; node 1: 1, 5; node 2: 2, 6; node 3: 3, 7") && !text.contains("note: all"),
+        "{text}"
+    );
+    let out = ok(&["place", t.to_str().unwrap(), "--machine", "sammu", "--policy", "first-touch", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["threads"].as_array().unwrap().len(), 8);
+    assert_eq!(doc["threads"][7]["pu"], 7);
+    assert_eq!(doc["threads"][7]["node"], 0);
+}

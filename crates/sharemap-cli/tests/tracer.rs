@@ -226,7 +226,7 @@ fn record_and_check(compiler: &str) {
     let rec = read(&trace, &out.stdout);
     check(&rec);
     assert_eq!(count(&rec.events, EventKind::ThreadExit), T as usize);
-    assert_eq!(rec.meta.source.kind, "sancov");
+    assert_eq!(rec.meta.source.kind, "tracer");
     // Thread ids are stable from run to run.
     let again = d.path().join("t2.trace");
     let out2 =
@@ -266,30 +266,34 @@ fn a_killed_program_keeps_its_accesses() {
     check(&read(&trace, &out.stdout));
 }
 
+/// A program not built with `sharemap cc` is refused before it runs (it would otherwise run
+/// to its end unrecorded): this one would leave a file behind.
 #[test]
-fn a_plain_binary_is_refused_by_the_sancov_backend() {
+fn a_plain_binary_is_refused_by_the_tracer_backend_before_it_runs() {
     let d = tempfile::tempdir().unwrap();
     let src = d.path().join("p.c");
-    std::fs::write(&src, "int main(void) { return 0; }\n").unwrap();
+    let ran = d.path().join("ran");
+    std::fs::write(
+        &src,
+        format!("#include <stdio.h>\nint main(void) {{ fopen(\"{}\", \"w\"); return 0; }}\n", ran.display()),
+    )
+    .unwrap();
     let bin = d.path().join("p");
     assert!(Command::new("gcc").arg("-o").arg(&bin).arg(&src).status().unwrap().success());
-    let out = sharemap(
-        &[
-            "record",
-            "--backend",
-            "sancov",
-            "-o",
-            d.path().join("p.trace").to_str().unwrap(),
-            "--",
-            bin.to_str().unwrap(),
-        ],
-        &[],
-    );
-    let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(
-        !out.status.success() && err.trim_end().lines().count() == 1 && err.contains("was not built with"),
-        "{err}"
-    );
+    for backend in ["tracer", "sancov"] {
+        let trace = d.path().join("p.trace");
+        let out = sharemap(
+            &["record", "--backend", backend, "-o", trace.to_str().unwrap(), "--", bin.to_str().unwrap()],
+            &[],
+        );
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(
+            !out.status.success() && err.trim_end().lines().count() == 1 && err.contains("was not built with"),
+            "{err}"
+        );
+        assert!(!ran.exists(), "the program ran before the refusal");
+        assert!(!trace.exists());
+    }
 }
 
 /// `--backend faults`: an unmodified program's page faults through perf. Two threads each
