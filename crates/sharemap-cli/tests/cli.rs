@@ -279,6 +279,7 @@ fn stopped_or_failed_runs_leave_nothing_and_outputs_respect_what_they_replace() 
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
+        // SAFETY: kill only sends a signal to the child started above.
         unsafe { libc::kill(child.id() as i32, sig) };
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(128 + sig), "exit status after signal {sig}");
