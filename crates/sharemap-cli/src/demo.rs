@@ -141,7 +141,9 @@ fn mapping_table(dir: &Path) -> Result<()> {
     );
     for name in ["neighbor", "all-to-all", "matmult", "producer-consumer", "migratory", "phase-change"] {
         let path = dir.join(format!("{name}.trace"));
-        let matrix = sharemap::oracle_matrix(&mut TraceReader::open(&path, None)?)?;
+        let one_pu = Machine::from_spec("pu:1").map_err(|e| anyhow!(e))?;
+        let found = sharemap::detect(&mut TraceReader::open(&path, None)?, "oracle", &one_pu)?;
+        let matrix = found.matrix;
         let n = matrix.threads();
         let note = format!("threads 0..{} (rows and columns); darker = more sharing", n.saturating_sub(1));
         let svg =
@@ -157,7 +159,7 @@ fn mapping_table(dir: &Path) -> Result<()> {
                 Ok(sharemap_mapping::mapping_cost(&matrix, &mp, &costs) / random.max(f64::MIN_POSITIVE))
             })
             .collect::<Result<_>>()?;
-        let gate = sharemap_mapping::potential::potential(&matrix, &m, &costs);
+        let gate = sharemap_mapping::potential::gate(&matrix, &m, &costs, found.seen);
         let rows = text_heatmap(&matrix);
         println!(
             "{:<18} {:<10} {:>9.3} {:>9.3} {:>9.3} {:>11.3} {:>9.3}",

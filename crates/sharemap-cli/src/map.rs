@@ -12,8 +12,9 @@ use sharemap_trace::TraceSource;
 use std::path::Path;
 use std::process::ExitCode;
 
-/// A matrix file (numalize CSV, TopoMatch .mat), or a trace whose oracle matrix is used.
-pub fn load_matrix(input: &Path, from: Option<&str>) -> Result<SharingMatrix> {
+/// A matrix file (numalize CSV, TopoMatch .mat), or a trace whose oracle matrix is used,
+/// with the trace's access count (a matrix file has none).
+pub fn load_matrix(input: &Path, from: Option<&str>) -> Result<(SharingMatrix, Option<u64>)> {
     let is_matrix = match input.extension().and_then(|e| e.to_str()) {
         Some("mat") => true,
         Some("csv") if from.is_none() => {
@@ -29,7 +30,7 @@ pub fn load_matrix(input: &Path, from: Option<&str>) -> Result<SharingMatrix> {
         _ => false,
     };
     if is_matrix {
-        return SharingMatrix::read(input).map_err(|e| anyhow!("{e}"));
+        return Ok((SharingMatrix::read(input).map_err(|e| anyhow!("{e}"))?, None));
     }
     let mut reader = TraceReader::open(input, format_arg(from)?)?;
     warn_if_truncated(&reader, input);
@@ -41,7 +42,8 @@ pub fn load_matrix(input: &Path, from: Option<&str>) -> Result<SharingMatrix> {
     let d = sharemap_detect::detector::build(&spec, &ctx)?;
     let found = sharemap_detect::run(&mut reader, vec![d], 0, &|n| bar.set_position(n))?;
     bar.finish_and_clear();
-    Ok(found.into_iter().next().expect("one detector").detection.matrix)
+    let detection = found.into_iter().next().expect("one detector").detection;
+    Ok((detection.matrix, Some(detection.seen)))
 }
 
 pub fn run(
@@ -62,7 +64,7 @@ pub fn run(
         }
     }
     let machine = Machine::from_spec(machine).map_err(|e| anyhow!("{e}"))?;
-    let m = load_matrix(input, from)?;
+    let (m, accesses) = load_matrix(input, from)?;
     if m.threads() == 0 {
         bail!("{}: no threads", input.display());
     }
@@ -112,14 +114,27 @@ sharing kept within each level (%, EagerMap's quality view; lower levels are bet
             r.sharing_by_level.iter().map(|l| format!("{:>10.1}", 100.0 * l.share)).collect::<String>()
         );
     }
-    let score = sharemap_mapping::potential::potential(&m, &machine, &costs);
-    println!(
-        "\nmapping potential {score:.3} (1 - grouped cost / expected random cost): {}",
-        if score >= sharemap_mapping::potential::DEFAULT_THRESHOLD {
-            "worth mapping"
-        } else {
-            "below 0.1: a mapping would gain little"
+    use sharemap_mapping::potential;
+    let structural = potential::potential(&m, &machine, &costs);
+    let (score, how) = match accesses {
+        Some(n) => {
+            let weight = potential::sharing_weight(m.total(), n);
+            (
+                structural * weight,
+                format!(
+                    "grouping gain {structural:.3} x sharing weight {weight:.3} ({:.4} % of {n} accesses share)",
+                    100.0 * m.total() / n.max(1) as f64
+                ),
+            )
         }
+        None => (
+            structural,
+            "1 - grouped cost / expected random cost; unweighted: a matrix file has no access count".into(),
+        ),
+    };
+    println!(
+        "\nmapping potential {score:.3} ({how}): {}",
+        if score >= potential::DEFAULT_THRESHOLD { "worth mapping" } else { "below 0.1: a mapping would gain little" }
     );
     let first = &results[0];
     let os: Vec<String> = first.mapping.iter().map(|&pu| machine.pu_os_index(pu).to_string()).collect();

@@ -32,6 +32,30 @@ pub fn potential(m: &SharingMatrix, machine: &Machine, costs: &PairCosts) -> f64
     (1.0 - grouped / expected).max(0.0)
 }
 
+/// Sharing per access at which `sharing_weight` is one half: one access in a thousand that
+/// communicates.
+pub const HALF_WEIGHT_SHARING: f64 = 0.001;
+
+/// How much of the program's memory traffic its sharing is, from 0 to 1: s / (s + h) for s
+/// units of sharing per access and h = `HALF_WEIGHT_SHARING`. A mapping can only speed up the
+/// accesses that communicate: a program whose sharing is 0.002 % of its accesses gains
+/// nothing worth a migration, however well its few shared blocks would group. (For the oracle
+/// a unit is one access to a block another thread used last; TLB and fault detectors count
+/// fewer, so their weight is lower.)
+pub fn sharing_weight(sharing: f64, accesses: u64) -> f64 {
+    if accesses == 0 {
+        return 0.0;
+    }
+    let s = sharing / accesses as f64;
+    s / (s + HALF_WEIGHT_SHARING)
+}
+
+/// The gate for a trace: the structural gain of `potential` weighted by how much of the
+/// `accesses` the sharing is (`sharing_weight`).
+pub fn gate(m: &SharingMatrix, machine: &Machine, costs: &PairCosts, accesses: u64) -> f64 {
+    potential(m, machine, costs) * sharing_weight(m.total(), accesses)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,5 +80,26 @@ mod tests {
         // Chains keep 12 of 15 links inside a package: 1 - 1464/2256 = 0.35.
         assert!((n - 0.351).abs() < 0.01, "neighbour {n}");
         assert_eq!(potential(&SharingMatrix::new(16), &machine, &c), 0.0);
+    }
+
+    /// The same neighbour structure, as a tiny or a large part of the accesses.
+    #[test]
+    fn the_gate_weighs_sharing_against_the_accesses() {
+        let machine = Machine::from_spec("pack:4 numa:1 core:4 pu:1").unwrap();
+        let c = PairCosts::new(&machine, CostModel::Latency);
+        let mut chain = SharingMatrix::new(16);
+        for i in 0..15 {
+            chain.add(i, i + 1, 100.0);
+        }
+        let structural = potential(&chain, &machine, &c);
+        // 1,500 units of sharing in 75 M accesses: 0.002 %.
+        let rare = gate(&chain, &machine, &c, 75_000_000);
+        assert!(rare < DEFAULT_THRESHOLD && rare > 0.0, "rare sharing {rare}");
+        assert!((rare - structural * 0.02 / 1.02).abs() < 1e-9);
+        // The same sharing in 100 k accesses (1.5 %): nearly the whole structural gain.
+        let common = gate(&chain, &machine, &c, 100_000);
+        assert!(common > 0.9 * structural && common >= DEFAULT_THRESHOLD, "common sharing {common}");
+        assert_eq!(sharing_weight(10.0, 0), 0.0);
+        assert_eq!(sharing_weight(1.0, 1000), 0.5);
     }
 }

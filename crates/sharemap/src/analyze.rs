@@ -92,7 +92,7 @@ pub fn analyze(
     let costs = PairCosts::new(machine, CostModel::Latency);
     Ok(Analysis {
         detector: name,
-        mapping_potential: sharemap_mapping::potential::potential(matrix, machine, &costs),
+        mapping_potential: sharemap_mapping::potential::gate(matrix, machine, &costs, found.detection.seen),
         phase_changes: phase_changes(&found.windows, 0.5),
         windows: found.windows,
         detection: found.detection,
