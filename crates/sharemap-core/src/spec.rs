@@ -104,6 +104,17 @@ impl Spec {
         }
     }
 
+    /// `key` as an on/off switch: off when absent; on when given bare or as 1, on or true;
+    /// off as 0, off or false.
+    pub fn switch(&self, kind: &'static str, key: &str) -> Result<bool, SpecError> {
+        match self.get(key) {
+            None => Ok(false),
+            Some(None | Some("1" | "on" | "true")) => Ok(true),
+            Some(Some("0" | "off" | "false")) => Ok(false),
+            Some(Some(_)) => Err(self.error(kind, format!("{key} is a switch: {key}, {key}=1 or {key}=0"))),
+        }
+    }
+
     /// `key`'s value as an integer (zero allowed), or `default` when absent or given bare.
     pub fn integer(&self, kind: &'static str, key: &str, default: u64) -> Result<u64, SpecError> {
         match self.get(key) {

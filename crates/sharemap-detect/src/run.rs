@@ -294,4 +294,29 @@ mod tests {
             assert_eq!(found.detection.report, alone.report, "{spec}");
         }
     }
+
+    /// SAMMU's end-of-trace flush is off unless asked for; the report says where the
+    /// statistics updates came from. Two threads on one core walk four pages once: nothing
+    /// leaves the 64 + 512-entry TLB, so only the flush would update anything.
+    #[test]
+    fn sammu_flushes_only_when_asked_and_counts_each_cause() {
+        let acc: Vec<Access> = (0..400u64).map(|i| Access::read((i % 2) as u32, (i % 4) * 4096, 8)).collect();
+        let report = |spec: &str| detect_on(&acc, spec).report.unwrap().json;
+        let off = report("sammu");
+        assert_eq!((off["updates"].as_u64(), off["flushed"].as_u64()), (Some(0), Some(0)));
+        let on = report("sammu:flush");
+        assert_eq!(on["flushed"].as_u64(), Some(4));
+        assert_eq!(on["updates_from_flush"].as_u64(), Some(4));
+        assert_eq!(on["updates_from_evictions"].as_u64(), Some(0));
+        assert_eq!(report("sammu:flush=0"), off);
+        // Eight pages through 2 + 2 entries: evictions update too, and the counts add up.
+        let wide: Vec<Access> = (0..400u64).map(|i| Access::read((i % 2) as u32, (i % 8) * 4096, 8)).collect();
+        let small = detect_on(&wide, "sammu:l1=2,l1ways=2,l2=2,l2ways=2,flush=1").report.unwrap().json;
+        let sum: u64 = ["updates_from_evictions", "updates_from_saturations", "updates_from_flush"]
+            .iter()
+            .map(|k| small[*k].as_u64().unwrap())
+            .sum();
+        assert_eq!(Some(sum), small["updates"].as_u64());
+        assert!(small["updates_from_evictions"].as_u64().unwrap() > 0);
+    }
 }

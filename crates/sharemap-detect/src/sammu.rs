@@ -29,6 +29,11 @@ pub(crate) const INFO: DetectorInfo = DetectorInfo {
         param("ac", "32", "bits of the access counter AC and threshold AT (1-32)"),
         param("nc", "4", "bits of each NUMA counter (at most 16)"),
         param("nt", "10", "NUMA threshold NT"),
+        param(
+            "flush",
+            "0",
+            "1: empty every TLB at the end of the trace, activating SAMMU for each entry (no equivalent in the paper)",
+        ),
     ],
     build: |spec, ctx| {
         let d = SammuParams::default();
@@ -41,6 +46,7 @@ pub(crate) const INFO: DetectorInfo = DetectorInfo {
             ac_bits: n("ac", d.ac_bits as u64)?.clamp(1, 32) as u32,
             nc_bits: n("nc", d.nc_bits as u64)?.min(16) as u32,
             nt: n("nt", d.nt as u64)?.min(u32::MAX as u64) as u32,
+            flush_at_end: spec.switch("detector", "flush")?,
         };
         Ok(Box::new(SammuDetector::new(p, ctx)))
     },
@@ -58,25 +64,44 @@ pub struct SammuParams {
     pub nc_bits: u32,
     /// NUMA threshold NT.
     pub nt: u32,
+    /// Empty every TLB at the end of the trace, activating SAMMU for each entry. The paper
+    /// has no such step (the program simply ends), so it is off by default; on short traces
+    /// it can be most of the statistics updates.
+    pub flush_at_end: bool,
 }
 
 impl Default for SammuParams {
     /// Seed 000's table 1: L1 64 entries 4-way, L2 512 entries 4-way, AC/AT 32 bits,
     /// NC 4 bits, NT = 10.
     fn default() -> Self {
-        SammuParams { l1_entries: 64, l1_ways: 4, l2_entries: 512, l2_ways: 4, ac_bits: 32, nc_bits: 4, nt: 10 }
+        SammuParams {
+            l1_entries: 64,
+            l1_ways: 4,
+            l2_entries: 512,
+            l2_ways: 4,
+            ac_bits: 32,
+            nc_bits: 4,
+            nt: 10,
+            flush_at_end: false,
+        }
     }
 }
 
 /// What SAMMU did and what it costs.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct SammuReport {
-    /// SAMMU activations: TLB evictions plus access-counter saturations (and the final flush).
+    /// SAMMU activations: TLB evictions plus access-counter saturations (plus the entries of
+    /// the end-of-trace flush, when asked for).
     pub triggers: u64,
     pub evictions: u64,
     pub saturations: u64,
-    /// Activations with AC >= AT, which update the statistics.
+    /// Entries activated by the end-of-trace flush (0 unless `flush`).
+    pub flushed: u64,
+    /// Activations with AC >= AT, which update the statistics, and what caused them.
     pub updates: u64,
+    pub updates_from_evictions: u64,
+    pub updates_from_saturations: u64,
+    pub updates_from_flush: u64,
     pub migration_notifications: u64,
     /// Extra memory accesses SAMMU makes: one read and one write of the page history entry
     /// per activation, one sharing-matrix update per sharer per statistics update.
@@ -84,6 +109,14 @@ pub struct SammuReport {
     /// Bytes: page history table (AT, sharers vector, NUMA counters per page), sharing
     /// matrix (4-byte elements), and the TLB access tables (AC and thread id per entry).
     pub storage_bytes: u64,
+}
+
+/// What activated SAMMU for an entry.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    Eviction,
+    Saturation,
+    Flush,
 }
 
 #[derive(Clone, Copy)]
@@ -238,36 +271,36 @@ impl Sammu {
             if e.ac >= max_ac {
                 let saturated = *e;
                 e.ac = 0;
-                self.trigger(saturated, node, true);
+                self.trigger(saturated, node, Cause::Saturation);
             }
             return;
         }
         let mut e = tlb.l2.take(page).unwrap_or(Entry { page, ac: 0, thread });
         e.ac += 1;
         e.thread = thread;
-        let mut events: [Option<(Entry, bool)>; 2] = [None, None];
+        let mut events: [Option<(Entry, Cause)>; 2] = [None, None];
         if e.ac >= max_ac {
-            events[0] = Some((e, true));
+            events[0] = Some((e, Cause::Saturation));
             e.ac = 0;
         }
         // Into L1; its victim goes to L2; L2's victim leaves the TLB.
         if let Some(victim) = tlb.l1.put(e)
             && let Some(out) = tlb.l2.put(victim)
         {
-            events[1] = Some((out, false));
+            events[1] = Some((out, Cause::Eviction));
         }
-        for (ev, saturated) in events.into_iter().flatten() {
-            self.trigger(ev, node, saturated);
+        for (ev, cause) in events.into_iter().flatten() {
+            self.trigger(ev, node, cause);
         }
     }
 
-    fn trigger(&mut self, e: Entry, node: usize, saturated: bool) {
+    fn trigger(&mut self, e: Entry, node: usize, cause: Cause) {
         let r = &mut self.report;
         r.triggers += 1;
-        if saturated {
-            r.saturations += 1
-        } else {
-            r.evictions += 1
+        match cause {
+            Cause::Eviction => r.evictions += 1,
+            Cause::Saturation => r.saturations += 1,
+            Cause::Flush => r.flushed += 1,
         }
         r.extra_memory_accesses += 2;
         let nodes = self.nodes;
@@ -283,6 +316,11 @@ impl Sammu {
         if ac >= h.at {
             h.at = (h.at + ac) / 2;
             r.updates += 1;
+            match cause {
+                Cause::Eviction => r.updates_from_evictions += 1,
+                Cause::Saturation => r.updates_from_saturations += 1,
+                Cause::Flush => r.updates_from_flush += 1,
+            }
             if let Some(log) = self.updates.as_mut() {
                 log.push((e.page, node));
             }
@@ -323,7 +361,7 @@ impl Sammu {
             }
         }
         for (e, c) in out {
-            self.trigger(e, node_of_core(c), false);
+            self.trigger(e, node_of_core(c), Cause::Flush);
         }
     }
 
@@ -369,8 +407,15 @@ impl Detector for SammuDetector {
     fn spec(&self) -> String {
         let p = &self.sammu.p;
         format!(
-            "sammu:l1={},l1ways={},l2={},l2ways={},ac={},nc={},nt={}",
-            p.l1_entries, p.l1_ways, p.l2_entries, p.l2_ways, p.ac_bits, p.nc_bits, p.nt
+            "sammu:l1={},l1ways={},l2={},l2ways={},ac={},nc={},nt={}{}",
+            p.l1_entries,
+            p.l1_ways,
+            p.l2_entries,
+            p.l2_ways,
+            p.ac_bits,
+            p.nc_bits,
+            p.nt,
+            if p.flush_at_end { ",flush=1" } else { "" }
         )
     }
 
@@ -391,15 +436,21 @@ impl Detector for SammuDetector {
 
     fn finish(self: Box<Self>) -> Detection {
         let SammuDetector { mut sammu, placement, usage, accesses, threads, .. } = *self;
-        sammu.flush(|c| placement.node_of_core(c));
+        if sammu.p.flush_at_end {
+            sammu.flush(|c| placement.node_of_core(c));
+        }
         sammu.report.storage_bytes = sammu.storage(threads);
         let r = &sammu.report;
+        let flushed = if sammu.p.flush_at_end { format!(", {} flushed at the end", r.flushed) } else { String::new() };
         let line = format!(
-            "SAMMU: {} activations ({} evictions, {} saturations), {} statistics updates, {} migration notifications; {} extra memory accesses ({:.3} per access), {} bytes of storage",
+            "SAMMU: {} activations ({} evictions, {} saturations{flushed}), {} statistics updates ({} from evictions, {} from saturations, {} from the flush), {} migration notifications; {} extra memory accesses ({:.3} per access), {} bytes of storage",
             r.triggers,
             r.evictions,
             r.saturations,
             r.updates,
+            r.updates_from_evictions,
+            r.updates_from_saturations,
+            r.updates_from_flush,
             r.migration_notifications,
             r.extra_memory_accesses,
             r.extra_memory_accesses as f64 / accesses.max(1) as f64,
@@ -448,7 +499,7 @@ mod tests {
     }
 
     fn small() -> SammuParams {
-        SammuParams { l1_entries: 2, l1_ways: 2, l2_entries: 2, l2_ways: 2, ac_bits: 32, nc_bits: 4, nt: 2 }
+        SammuParams { l1_entries: 2, l1_ways: 2, l2_entries: 2, l2_ways: 2, nt: 2, ..SammuParams::default() }
     }
 
     #[test]
