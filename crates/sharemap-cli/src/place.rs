@@ -249,6 +249,9 @@ struct PlaceJson<'a> {
     costs: &'a CostParams,
     /// Each thread's PU (logical index) and NUMA node.
     threads: Vec<ThreadOn>,
+    /// How the thread placement came about, when there is something to say.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    notes: &'a [String],
     policies: &'a [PolicyResult],
     #[serde(skip_serializing_if = "Option::is_none")]
     costliest_pages: Option<&'a [sharemap_placement::evaluate::PageCost]>,
@@ -287,6 +290,7 @@ pub fn run(args: &ModelArgs, policy: &str, json: bool, breakdown: bool, placemen
             pages: prep.partition().pages(),
             costs: &prep.situation.costs,
             threads: threads_on(&prep),
+            notes: &prep.situation.notes,
             policies: &eval.results,
             costliest_pages: breakdown.then_some(&eval.costliest[..]),
         };
@@ -317,11 +321,14 @@ fn print_table(args: &ModelArgs, prep: &Prepared, eval: &Evaluation, breakdown: 
     } else {
         println!("threads by NUMA node: {} (PUs in --json)", nodes_line(&threads, nodes));
     }
+    for note in &prep.situation.notes {
+        println!("note: {note}");
+    }
     if nodes == 1 {
         println!("note: one NUMA node, so every reference is local; give a NUMA machine with --machine");
     } else if threads.len() > 1 && threads.iter().all(|t| t.node == threads[0].node) {
         println!(
-            "note: all {} threads run on NUMA node {}, so any policy that keeps pages there ties with the optimum; spread them with --thread-map (e.g. scatter or sharemap)",
+            "note: all {} threads run on NUMA node {}, so any policy that keeps pages there ties with the optimum (to compare policies across nodes, spread them: --thread-map scatter)",
             threads.len(),
             threads[0].node
         );

@@ -591,3 +591,57 @@ fn place_shows_each_threads_pu_and_warns_on_one_node() {
     assert_eq!(doc["threads"][7]["pu"], 7);
     assert_eq!(doc["threads"][7]["node"], 0);
 }
+
+/// `--sharing stmap` follows STMap's online decision: enabled, the threads are mapped with
+/// the sharing known at the mapping interval (not the whole trace's); not enabled, they stay
+/// where the OS put them and the output says so.
+#[test]
+fn stmap_sharing_follows_its_decision_and_the_matrix_at_the_interval() {
+    let d = tempfile::tempdir().unwrap();
+    let t = d.path().join("two-phases.csv");
+    // Phase 1: 0-1 and 2-3 share (thread 1 makes 200 accesses); phase 2, ten times longer:
+    // 0-2 and 1-3 share.
+    let mut csv = String::from("thread,addr,size,kind\n");
+    for _ in 0..200 {
+        csv += "0,0x1000,8,W\n1,0x1000,8,R\n2,0x2000,8,W\n3,0x2000,8,R\n";
+    }
+    for _ in 0..2000 {
+        csv += "0,0x3000,8,W\n2,0x3000,8,R\n1,0x4000,8,W\n3,0x4000,8,R\n";
+    }
+    std::fs::write(&t, csv).unwrap();
+    let place = |sharing: &str| {
+        let out = ok(&[
+            "place",
+            t.to_str().unwrap(),
+            "--machine",
+            "pack:2 numa:1 core:2 pu:1",
+            "--policy",
+            "first-touch",
+            "--thread-map",
+            "sharemap",
+            "--sharing",
+            sharing,
+            "--json",
+        ]);
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let pus: Vec<u64> = doc["threads"].as_array().unwrap().iter().map(|t| t["pu"].as_u64().unwrap()).collect();
+        (pus, doc["notes"].clone())
+    };
+    let package = |pu: u64| pu / 2;
+    // The whole trace's sharing pairs 0 with 2.
+    let (whole, notes) = place("oracle");
+    assert_eq!(package(whole[0]), package(whole[2]), "{whole:?}");
+    assert!(notes.is_null());
+    // STMap decides after thread 1's 200th access, knowing phase 1 only: 0 goes with 1.
+    let (at_mi, notes) = place("stmap:si=0,mi=200,da=1000");
+    assert_eq!(package(at_mi[0]), package(at_mi[1]), "{at_mi:?}");
+    assert!(notes[0].as_str().unwrap().contains("mapping enabled"), "{notes}");
+    // Too many distinct addresses for Equation 1 and no transactions: no mapping.
+    let (stay, notes) = place("stmap:si=0,mi=200,da=1");
+    assert_eq!(stay, vec![0, 1, 2, 3]);
+    assert!(notes[0].as_str().unwrap().contains("stay where the OS put them"), "{notes}");
+    // The interval is never reached: no mapping either.
+    let (never, notes) = place("stmap:si=0,mi=100000,da=1000");
+    assert_eq!(never, vec![0, 1, 2, 3]);
+    assert!(notes[0].as_str().unwrap().contains("never reached"), "{notes}");
+}

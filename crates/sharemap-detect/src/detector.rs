@@ -47,6 +47,24 @@ pub struct Detection {
     pub seen: u64,
     pub accesses: u64,
     pub report: Option<Report>,
+    /// Set by a detector that decides online whether to map (STMap's Algorithm 2).
+    #[serde(skip)]
+    pub decision: Option<MappingDecision>,
+}
+
+/// An online mapping decision: whether the detector's system would remap its threads, and
+/// the sharing it knew when it decided (not the whole trace's). A disabled or missing
+/// decision leaves the threads where the OS put them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MappingDecision {
+    /// Remap the threads (with `matrix`) or leave them (the OS mapping).
+    pub map: bool,
+    /// Trace position of the decision (None if it was never taken).
+    pub at: Option<u64>,
+    /// The sharing matrix as it stood at the decision.
+    pub matrix: SharingMatrix,
+    /// Why, in words, for the user.
+    pub why: String,
 }
 
 /// A detector's own report beside its matrix (STMap's decision, SAMMU's activity): a JSON

@@ -12,7 +12,7 @@ pub mod sammu;
 pub mod sampled;
 pub mod stmap;
 
-pub use detector::{DETECTORS, Detection, Detector, DetectorContext, DetectorInfo, Report};
+pub use detector::{DETECTORS, Detection, Detector, DetectorContext, DetectorInfo, MappingDecision, Report};
 pub use oracle::{Granularity, Oracle};
 pub use phases::{PHASE_CONFIRM_WINDOWS, phase_changes};
 pub use run::{DetectError, Found, detect, run};

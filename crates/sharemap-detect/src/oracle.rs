@@ -254,6 +254,7 @@ impl Seen {
             seen: self.seen,
             accesses: self.accesses,
             report: None,
+            decision: None,
         }
     }
 }

@@ -458,7 +458,14 @@ impl Detector for SammuDetector {
         );
         let report =
             Report { key: "sammu", json: serde_json::to_value(r).expect("a report serialises"), lines: vec![line] };
-        Detection { seen: r.triggers, matrix: sammu.matrix, pages: usage, accesses, report: Some(report) }
+        Detection {
+            seen: r.triggers,
+            matrix: sammu.matrix,
+            pages: usage,
+            accesses,
+            report: Some(report),
+            decision: None,
+        }
     }
 }
 

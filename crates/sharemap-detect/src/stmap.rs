@@ -115,6 +115,8 @@ pub struct Stmap {
     aborts: u64,
     counted: u64,
     decision: StmapDecision,
+    /// The matrix when the decision was taken: what the STM maps with.
+    matrix_at_decision: Option<SharingMatrix>,
     seen: u64,
     accesses: u64,
     threads: usize,
@@ -134,6 +136,7 @@ impl Stmap {
             aborts: 0,
             counted: 0,
             decision: StmapDecision::default(),
+            matrix_at_decision: None,
             seen: 0,
             accesses: 0,
             threads,
@@ -233,6 +236,7 @@ impl Stmap {
         };
         self.decision =
             StmapDecision { at: Some(at), distinct_addresses: da, commit_ratio: cr, abort_ratio: ar, enable };
+        self.matrix_at_decision = Some(self.matrix.clone());
     }
 
     /// The matrix, the page usage and the decision.
@@ -253,15 +257,26 @@ impl Stmap {
             ),
             None => "STMap: the counting thread never reached the mapping interval".to_string(),
         };
-        let report =
-            Report { key: "stmap", json: serde_json::to_value(d).expect("a decision serialises"), lines: vec![line] };
+        let report = Report {
+            key: "stmap",
+            json: serde_json::to_value(d).expect("a decision serialises"),
+            lines: vec![line.clone()],
+        };
         let decision = self.decision.clone();
+        let why = line;
+        let mapping = crate::detector::MappingDecision {
+            map: d.enable == Some(true),
+            at: d.at,
+            matrix: self.matrix_at_decision.take().unwrap_or_else(|| SharingMatrix::new(self.matrix.threads())),
+            why,
+        };
         let detection = Detection {
             matrix: self.matrix,
             pages: self.usage,
             seen: self.seen,
             accesses: self.accesses,
             report: Some(report),
+            decision: Some(mapping),
         };
         (detection, decision)
     }

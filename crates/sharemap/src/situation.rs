@@ -89,6 +89,9 @@ pub struct Situation {
     #[serde(skip)]
     pub settings: Settings,
     pub memory_budget: usize,
+    /// What the user should know about how the situation was set up (an online mapping
+    /// decision that kept the OS mapping, for one).
+    pub notes: Vec<String>,
 }
 
 impl Situation {
@@ -119,18 +122,27 @@ impl Situation {
         for s in &setup.settings {
             settings.add(s).map_err(|e| Error::setting("policy setting", e.to_string()))?;
         }
+        let mut notes = Vec::new();
         let placement = match &setup.thread_map {
             ThreadMap::Identity => ThreadPlacement::identity(&machine),
             ThreadMap::Pus(pus) => ThreadPlacement::on_pus(&machine, pus.clone())?,
             ThreadMap::Algorithm(name) => {
                 let alg = sharemap_mapping::build(name, setup.seed)
                     .map_err(|e| Error::setting("thread placement", e.to_string()))?;
-                let matrix = thread_sharing(&setup.sharing, &machine, trace)?;
-                let costs = PairCosts::new(&machine, CostModel::Latency);
-                let pus = alg
-                    .map(&matrix, &machine, &costs)
-                    .map_err(|e| Error::setting("thread placement", format!("{name}: {e}")))?;
-                ThreadPlacement::on_pus(&machine, pus)?
+                match thread_sharing(&setup.sharing, &machine, trace)? {
+                    ThreadSharing::Stay(why) => {
+                        notes.push(format!("{why}: threads stay where the OS put them (identity)"));
+                        ThreadPlacement::identity(&machine)
+                    }
+                    ThreadSharing::Map(matrix, why) => {
+                        notes.extend(why.map(|w| format!("{w}: threads mapped with the sharing known then")));
+                        let costs = PairCosts::new(&machine, CostModel::Latency);
+                        let pus = alg
+                            .map(&matrix, &machine, &costs)
+                            .map_err(|e| Error::setting("thread placement", format!("{name}: {e}")))?;
+                        ThreadPlacement::on_pus(&machine, pus)?
+                    }
+                }
             }
         };
         Ok(Situation {
@@ -143,13 +155,23 @@ impl Situation {
             seed: setup.seed,
             settings,
             memory_budget: setup.memory_budget.max(16 << 20),
+            notes,
         })
     }
 }
 
+/// What a mapping algorithm gets to map.
+enum ThreadSharing {
+    /// This matrix (with the online decision that chose it, if any).
+    Map(SharingMatrix, Option<String>),
+    /// Nothing: the detector's online decision was not to map, for this reason.
+    Stay(String),
+}
+
 /// The sharing a mapping algorithm maps: a detector's on the trace, or a given matrix with
-/// one row per thread of the trace.
-fn thread_sharing(sharing: &Sharing, machine: &Machine, trace: &mut dyn TraceSource) -> Result<SharingMatrix> {
+/// one row per thread of the trace. A detector that decides online (STMap) gives the matrix
+/// it had when it decided, or no mapping at all when it decided against one.
+fn thread_sharing(sharing: &Sharing, machine: &Machine, trace: &mut dyn TraceSource) -> Result<ThreadSharing> {
     let threads = trace.metadata().threads as usize;
     match sharing {
         Sharing::Matrix(m) => {
@@ -159,7 +181,7 @@ fn thread_sharing(sharing: &Sharing, machine: &Machine, trace: &mut dyn TraceSou
                     format!("the matrix has {} threads, the trace has {threads}", m.threads()),
                 ));
             }
-            Ok(m.clone())
+            Ok(ThreadSharing::Map(m.clone(), None))
         }
         Sharing::Detector(spec) => {
             let spec = sharemap_detect::detector::parse(spec)?;
@@ -167,7 +189,12 @@ fn thread_sharing(sharing: &Sharing, machine: &Machine, trace: &mut dyn TraceSou
             let ctx = DetectorContext::new(trace.metadata(), &placement)?;
             let d = sharemap_detect::detector::build(&spec, &ctx)?;
             let found = sharemap_detect::run(trace, vec![d], 0, &|_| {})?;
-            Ok(found.into_iter().next().expect("one detector").detection.matrix)
+            let detection = found.into_iter().next().expect("one detector").detection;
+            Ok(match detection.decision {
+                None => ThreadSharing::Map(detection.matrix, None),
+                Some(d) if d.map => ThreadSharing::Map(d.matrix, Some(d.why)),
+                Some(d) => ThreadSharing::Stay(d.why),
+            })
         }
     }
 }
