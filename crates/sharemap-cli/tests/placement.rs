@@ -505,11 +505,12 @@ fn sammu_follows_the_oracle_on_neighbour_sharing() {
         // evict: TLBs smaller than the working set, as with the paper's benchmarks.
         "sammu:l1=8,l2=32",
         "--compare",
-        "oracle:page",
+        "oracle",
         "-o",
         s(&out),
     ]);
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(v["compared_with"], "oracle:page", "a bare oracle compares at the detector's granularity");
     assert!(v["correlation"].as_f64().unwrap() >= 0.9, "{v}");
     assert_eq!(v["sammu"]["updates_from_flush"], 0, "no flush unless asked for");
     let r = &v["sammu"];

@@ -20,6 +20,12 @@ pub trait Detector: Send {
     /// What it saw, at the end of the trace.
     fn finish(self: Box<Self>) -> Detection;
 
+    /// The blocks whose sharing it detects: cache lines (or finer) unless it works on pages.
+    /// `--compare oracle` compares with the oracle at this granularity.
+    fn granularity(&self) -> crate::Granularity {
+        crate::Granularity::Line
+    }
+
     /// A fresh detector for a later run of the trace, when this one can read runs of chunks
     /// at the same time and join them (`join`); None when it must see the trace in order.
     fn fork(&self) -> Option<Box<dyn Detector>> {

@@ -41,6 +41,10 @@ impl Detector for Faults {
         format!("faults:window={}", self.window)
     }
 
+    fn granularity(&self) -> crate::Granularity {
+        crate::Granularity::Page
+    }
+
     fn chunk(&mut self, chunk: &Chunk) {
         let (window, shift, faulted) = (self.window, self.page_shift, &mut self.faulted);
         self.seen.filter(chunk, |at, t, addr| {

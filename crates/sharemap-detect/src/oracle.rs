@@ -276,6 +276,10 @@ impl OracleDetector {
 }
 
 impl Detector for OracleDetector {
+    fn granularity(&self) -> crate::Granularity {
+        self.granularity
+    }
+
     fn spec(&self) -> String {
         match self.granularity {
             Granularity::Line => "oracle:line".into(),

@@ -419,6 +419,10 @@ impl Detector for SammuDetector {
         )
     }
 
+    fn granularity(&self) -> crate::Granularity {
+        crate::Granularity::Page
+    }
+
     fn chunk(&mut self, chunk: &Chunk) {
         let a = &chunk.accesses;
         for (&t, &addr) in a.thread.iter().zip(&a.addr) {

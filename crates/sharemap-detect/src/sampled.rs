@@ -72,6 +72,13 @@ impl Detector for Sampled {
         }
     }
 
+    fn granularity(&self) -> crate::Granularity {
+        match self.filter {
+            Filter::TlbMiss { .. } => crate::Granularity::Page,
+            _ => crate::Granularity::Line,
+        }
+    }
+
     fn chunk(&mut self, chunk: &Chunk) {
         let (filter, per_thread, cache) = (self.filter, &mut self.per_thread, &mut self.cache);
         self.seen.filter(chunk, |_, t, addr| match filter {

@@ -4,7 +4,7 @@
 use crate::{Error, Result};
 use serde::Serialize;
 use sharemap_core::{SharingMatrix, ThreadPlacement};
-use sharemap_detect::{Detection, DetectorContext, detector, phase_changes};
+use sharemap_detect::{Detection, DetectorContext, Granularity, detector, phase_changes};
 use sharemap_machine::Machine;
 use sharemap_mapping::{CostModel, PairCosts};
 use sharemap_trace::TraceSource;
@@ -75,8 +75,16 @@ pub fn analyze(
     let placement = ThreadPlacement::identity(machine);
     let ctx = DetectorContext::new(trace.metadata(), &placement)?;
     let mut detectors = vec![detector::build(&det, &ctx)?];
-    if let Some(r) = &reference {
-        detectors.push(detector::build(r, &ctx)?);
+    if let Some(mut r) = reference {
+        // A bare `oracle` compares at the detector's own granularity: a page-level detector
+        // against a line-level oracle would differ by construction.
+        if r.name == "oracle" && r.get("line").is_none() && r.get("page").is_none() {
+            r = detector::parse(match detectors[0].granularity() {
+                Granularity::Page => "oracle:page",
+                Granularity::Line => "oracle:line",
+            })?;
+        }
+        detectors.push(detector::build(&r, &ctx)?);
     }
     let name = detectors[0].spec();
     let reference_name = detectors.get(1).map(|d| d.spec());
