@@ -56,7 +56,7 @@ pub fn run(dir: Option<&Path>, accesses: u64) -> Result<ExitCode> {
     }
     println!("\n(shared% = accesses to pages touched by 2+ threads; B/acc = bytes per access in the native trace)");
     println!();
-    placement_table(dir)?;
+    placement_table(dir, accesses)?;
     println!();
     mapping_table(dir)?;
     println!();
@@ -90,7 +90,17 @@ fn demo_thread_map(m: &Machine) -> Vec<usize> {
 }
 
 /// MCPR of the optimum and every policy on each pattern (seed 004's cost model).
-fn placement_table(dir: &Path) -> Result<()> {
+/// Simulated run time each demo trace stands for: long enough for the time-driven policies
+/// (numa-balancing's first scan comes after 1 s, carrefour and platinum decide every second)
+/// to act several times.
+const DEMO_RUN_MS: u64 = 10_000;
+
+/// The time scale that makes `accesses` last `DEMO_RUN_MS`.
+fn refs_per_ms(accesses: u64) -> f64 {
+    (accesses as f64 / DEMO_RUN_MS as f64).max(1e-3)
+}
+
+fn placement_table(dir: &Path, accesses: u64) -> Result<()> {
     let m = Machine::from_spec(DEMO_MACHINE).map_err(|e| anyhow!(e))?;
     let pus = demo_thread_map(&m);
     let map = pus.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(",");
@@ -98,6 +108,7 @@ fn placement_table(dir: &Path) -> Result<()> {
         machine: DEMO_MACHINE.into(),
         thread_map: sharemap::ThreadMap::Pus(pus),
         memory_budget: 512 << 20,
+        refs_per_ms: refs_per_ms(accesses),
         ..sharemap::Setup::default()
     };
     let mut columns = Vec::new();
@@ -109,7 +120,12 @@ fn placement_table(dir: &Path) -> Result<()> {
         columns.push(sharemap::place(&mut trace, &situation, "all", &EvalOptions::default())?.evaluation.results);
     }
     println!("Data placement: mean cost per reference (MCPR, 1 = every reference local) on {DEMO_MACHINE},");
-    println!("threads on PUs {map} (two per NUMA node); seed 004 costs {label}");
+    println!("threads on PUs {map} (two per NUMA node); seed 004 costs {label};");
+    println!(
+        "time scale {} references per ms: each trace stands for {} s of run, so the time-driven policies (numa-balancing, kmaf, carrefour, platinum, replicate-time) act",
+        refs_per_ms(accesses),
+        DEMO_RUN_MS / 1000
+    );
     print!("{:<28}", "policy");
     for name in PLACEMENT_PATTERNS {
         print!(" {:>8}", short(name));
@@ -123,7 +139,11 @@ fn placement_table(dir: &Path) -> Result<()> {
         println!();
     }
     println!(
-        "(sharemap place TRACE --machine {DEMO_MACHINE} --thread-map {map} for one trace; sharemap policies lists them)"
+        "(sammu moves pages on TLB events: each thread's pages fit its TLBs here, so after the initialisation no entry leaves a TLB and it keeps the initial placement)"
+    );
+    println!(
+        "(sharemap place TRACE --machine {DEMO_MACHINE} --thread-map {map} --refs-per-ms {} for one trace; sharemap policies lists them)",
+        refs_per_ms(accesses)
     );
     Ok(())
 }

@@ -249,6 +249,18 @@ fn demo_runs_and_shows_every_pattern_and_the_sammu_machine() {
         assert!(text.contains(p), "demo lacks {p}");
     }
     assert!(text.contains("sammu-x7550") && text.contains("64 PUs, 32 cores, 4 packages, 4 NUMA nodes"));
+    // The placement table says its time scale, and on init-then-compute the time-driven
+    // policies act within the trace: they no longer tie with `bind`.
+    assert!(text.contains("time scale 10 references per ms: each trace stands for 10 s of run"), "{text}");
+    let header = text.lines().find(|l| l.starts_with("policy ") && l.contains("init-cmp")).unwrap();
+    let column = header.split_whitespace().position(|c| c == "init-cmp").unwrap();
+    let mcpr = |policy: &str| -> f64 {
+        let row = text.lines().find(|l| l.split_whitespace().next() == Some(policy)).unwrap();
+        row.split_whitespace().nth(column).unwrap().parse().unwrap()
+    };
+    for policy in ["numa-balancing", "carrefour"] {
+        assert!((mcpr(policy) - mcpr("bind")).abs() > 0.05, "{policy} ties with bind: {header}");
+    }
     // A real program built with `sharemap cc` and recorded (CI has clang; elsewhere it may be
     // skipped, with a word).
     assert!(text.contains("A real program"));
