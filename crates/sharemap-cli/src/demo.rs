@@ -108,7 +108,7 @@ fn placement_table(dir: &Path, accesses: u64) -> Result<()> {
         machine: DEMO_MACHINE.into(),
         thread_map: sharemap::ThreadMap::Pus(pus),
         memory_budget: 512 << 20,
-        refs_per_ms: refs_per_ms(accesses),
+        refs_per_ms: Some(refs_per_ms(accesses)),
         ..sharemap::Setup::default()
     };
     let mut columns = Vec::new();

@@ -47,9 +47,11 @@ pub struct ModelArgs {
     /// or TopoMatch .mat) with one row per thread of the trace
     #[arg(long, default_value = "oracle")]
     pub sharing: String,
-    /// References per millisecond of the traced run (turns the kernel's periods into positions)
-    #[arg(long, default_value_t = 1000.0)]
-    pub refs_per_ms: f64,
+    /// References per millisecond of the traced run (turns the kernel's periods into
+    /// positions); default: the recording's own rate (its accesses over its run time), or
+    /// 1000 for a trace without a clock (generated, CSV)
+    #[arg(long)]
+    pub refs_per_ms: Option<f64>,
     /// Seed of the random policy and of the trace filters
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -320,6 +322,14 @@ fn print_table(args: &ModelArgs, prep: &Prepared, eval: &Evaluation, breakdown: 
         println!("threads on PUs {} ({})", pus.join(" "), nodes_line(&threads, nodes));
     } else {
         println!("threads by NUMA node: {} (PUs in --json)", nodes_line(&threads, nodes));
+    }
+    let rate = prep.situation.refs_per_ms;
+    match prep.situation.time_scale {
+        sharemap::TimeScale::Recorded => println!("time scale {rate:.0} references per ms, the recorded run's own"),
+        sharemap::TimeScale::Given => println!("time scale {rate} references per ms (--refs-per-ms)"),
+        sharemap::TimeScale::Default => {
+            println!("time scale {rate} references per ms (assumed: the trace has no clock; set --refs-per-ms)")
+        }
     }
     for note in &prep.situation.notes {
         println!("note: {note}");

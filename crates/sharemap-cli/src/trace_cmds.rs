@@ -206,6 +206,8 @@ pub fn record(
     let mut meta = Metadata::with_source(source);
     meta.sampling_period = sample;
     let mut writer = TraceWriter::create(output, format_arg(to)?, meta)?;
+    // The trace's clock: the run's wall time, start to end, recording included.
+    let started = std::time::Instant::now();
     let (status, threads) = if backend == "tracer" {
         let opts = sharemap_sources::runtime::Options { sample, exclude_stack, ..Default::default() };
         let rec = sharemap_sources::runtime::record(command, &opts, &mut writer)?;
@@ -223,6 +225,7 @@ pub fn record(
         writer.set_threads(rec.threads, Vec::new());
         (rec.status, rec.threads)
     };
+    writer.set_run_ns(started.elapsed().as_nanos().min(u64::MAX as u128) as u64);
     let report = writer.finish()?;
     use std::os::unix::process::ExitStatusExt;
     if let Some(sig) = status.signal() {

@@ -227,6 +227,7 @@ fn record_and_check(compiler: &str) {
     check(&rec);
     assert_eq!(count(&rec.events, EventKind::ThreadExit), T as usize);
     assert_eq!(rec.meta.source.kind, "tracer");
+    assert!(rec.meta.run_ns.is_some_and(|ns| ns > 0), "the recording carries its clock");
     // Thread ids are stable from run to run.
     let again = d.path().join("t2.trace");
     let out2 =

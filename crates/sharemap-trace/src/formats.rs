@@ -291,6 +291,16 @@ impl TraceWriter {
         }
     }
 
+    /// The recorded run's wall-clock time (kept by native and Parquet traces).
+    pub fn set_run_ns(&mut self, ns: u64) {
+        match &mut self.inner {
+            Inner::Native(w) => w.set_run_ns(ns),
+            #[cfg(feature = "parquet")]
+            Inner::Parquet(w) => w.set_run_ns(ns),
+            _ => {}
+        }
+    }
+
     fn flush_pending(&mut self) -> Result<()> {
         let path = self.output.path().to_path_buf();
         self.pending.first_access = self.accesses - self.pending.accesses.len() as u64;

@@ -145,6 +145,11 @@ pub struct Metadata {
     /// OS thread ids by dense id, when the source knows them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub os_tids: Vec<u64>,
+    /// Wall-clock time of the recorded run in nanoseconds, from the program's start to its
+    /// end, when a recorder measured it: the trace's own clock. Time-driven placement
+    /// policies take the run's rate (accesses per ms) from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_ns: Option<u64>,
 }
 
 impl Default for Metadata {
@@ -157,6 +162,7 @@ impl Default for Metadata {
             source: Source::default(),
             sampling_period: 1,
             os_tids: Vec::new(),
+            run_ns: None,
         }
     }
 }
@@ -175,6 +181,9 @@ impl Metadata {
         }
         if self.threads > MAX_THREADS {
             return Err(format!("{} threads: a trace holds at most {MAX_THREADS}", self.threads));
+        }
+        if self.run_ns == Some(0) {
+            return Err("run time 0 ns".into());
         }
         if self.sampling_period == 0 {
             return Err("sampling period 0: expected 1 (every access) or more".into());

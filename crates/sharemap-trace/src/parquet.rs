@@ -111,6 +111,11 @@ impl<W: Write + Send> ParquetWriter<W> {
         })
     }
 
+    /// The recorded run's wall-clock time, for the file's metadata.
+    pub fn set_run_ns(&mut self, ns: u64) {
+        self.meta.run_ns = Some(ns.max(1));
+    }
+
     pub fn write_chunk(&mut self, chunk: &Chunk) -> std::result::Result<(), parquet::errors::ParquetError> {
         self.events.extend(chunk.events.iter().cloned());
         let a = &chunk.accesses;

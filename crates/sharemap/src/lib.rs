@@ -32,7 +32,7 @@ pub use analyze::{Analysis, AnalyzeRequest, analyze};
 pub use error::Error;
 pub use map::{Mapped, map};
 pub use place::{PlaceOptions, Placement, Prepared, check_bind, place, policies, prepare};
-pub use situation::{Setup, Sharing, Situation, ThreadMap, parse_cost};
+pub use situation::{DEFAULT_REFS_PER_MS, Setup, Sharing, Situation, ThreadMap, TimeScale, parse_cost};
 
 pub use sharemap_core as core;
 pub use sharemap_detect as detect;

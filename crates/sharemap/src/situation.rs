@@ -49,8 +49,9 @@ pub struct Setup {
     pub page_size: Option<u64>,
     pub thread_map: ThreadMap,
     pub sharing: Sharing,
-    /// References per millisecond of the traced run.
-    pub refs_per_ms: f64,
+    /// References per millisecond of the traced run; None: the trace's own rate (accesses
+    /// over its recorded run time), or `DEFAULT_REFS_PER_MS` for a trace without a clock.
+    pub refs_per_ms: Option<f64>,
     pub seed: u64,
     /// Policy parameters, `policy.key=value`.
     pub settings: Vec<String>,
@@ -66,7 +67,7 @@ impl Default for Setup {
             page_size: None,
             thread_map: ThreadMap::Identity,
             sharing: Sharing::default(),
-            refs_per_ms: 1000.0,
+            refs_per_ms: None,
             seed: 1,
             settings: Vec::new(),
             memory_budget: 256 << 20,
@@ -85,6 +86,8 @@ pub struct Situation {
     pub line_size: u64,
     pub placement: ThreadPlacement,
     pub refs_per_ms: f64,
+    /// Where `refs_per_ms` came from.
+    pub time_scale: TimeScale,
     pub seed: u64,
     #[serde(skip)]
     pub settings: Settings,
@@ -112,12 +115,16 @@ impl Situation {
         let costs =
             parse_cost(setup.cost.as_deref(), machine.cost_for(page_size.bytes(), line_size), page_size.bytes())?;
         costs.validate().map_err(|e| Error::setting("cost parameters", e.to_string()))?;
-        if !(setup.refs_per_ms > 0.0 && setup.refs_per_ms.is_finite()) {
-            return Err(Error::setting(
-                "references per ms",
-                format!("{}: expected a positive number", setup.refs_per_ms),
-            ));
-        }
+        let (refs_per_ms, time_scale) = match setup.refs_per_ms {
+            Some(r) if r > 0.0 && r.is_finite() => (r, TimeScale::Given),
+            Some(r) => {
+                return Err(Error::setting("references per ms", format!("{r}: expected a positive number")));
+            }
+            None => match (meta.run_ns, trace.access_count_hint()) {
+                (Some(ns), Some(n)) if n > 0 => ((n as f64 / (ns as f64 / 1e6)).max(1e-6), TimeScale::Recorded),
+                _ => (DEFAULT_REFS_PER_MS, TimeScale::Default),
+            },
+        };
         let mut settings = Settings::default();
         for s in &setup.settings {
             settings.add(s).map_err(|e| Error::setting("policy setting", e.to_string()))?;
@@ -151,13 +158,29 @@ impl Situation {
             page_size,
             line_size,
             placement,
-            refs_per_ms: setup.refs_per_ms,
+            refs_per_ms,
+            time_scale,
             seed: setup.seed,
             settings,
             memory_budget: setup.memory_budget.max(16 << 20),
             notes,
         })
     }
+}
+
+/// References per ms assumed for a trace without a clock (`--refs-per-ms`'s default then).
+pub const DEFAULT_REFS_PER_MS: f64 = 1000.0;
+
+/// Where the time scale of the time-driven policies came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TimeScale {
+    /// Given by the user.
+    Given,
+    /// The trace's accesses over its recorded run time.
+    Recorded,
+    /// `DEFAULT_REFS_PER_MS`: the trace has no clock.
+    Default,
 }
 
 /// What a mapping algorithm gets to map.
@@ -230,4 +253,30 @@ pub fn parse_cost(spec: Option<&str>, base: CostParams, page_size: u64) -> Resul
         }
     }
     Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sharemap_trace::{Access, MemoryTrace, Metadata};
+
+    /// A recorded trace sets the time scale by its own clock; a flag overrides it; a trace
+    /// without a clock gets the assumed default.
+    #[test]
+    fn the_time_scale_comes_from_the_recording_unless_given() {
+        let meta = Metadata { run_ns: Some(2_000_000), ..Metadata::default() }; // 2 ms
+        let mut recorded = MemoryTrace::new(meta);
+        (0..30_000u64).for_each(|i| recorded.access(Access::read(0, i * 8, 8)));
+        let setup = Setup { machine: "numa:2 pu:2".into(), ..Setup::default() };
+        let s = Situation::resolve(&setup, &mut recorded).unwrap();
+        assert_eq!((s.refs_per_ms, s.time_scale), (15_000.0, TimeScale::Recorded));
+        let given = Setup { refs_per_ms: Some(50.0), ..setup.clone() };
+        let s = Situation::resolve(&given, &mut recorded).unwrap();
+        assert_eq!((s.refs_per_ms, s.time_scale), (50.0, TimeScale::Given));
+        let mut generated = MemoryTrace::from_accesses((0..10u64).map(|i| Access::read(0, i * 8, 8)));
+        let s = Situation::resolve(&setup, &mut generated).unwrap();
+        assert_eq!((s.refs_per_ms, s.time_scale), (DEFAULT_REFS_PER_MS, TimeScale::Default));
+        let bad = Setup { refs_per_ms: Some(0.0), ..setup };
+        assert!(Situation::resolve(&bad, &mut generated).is_err());
+    }
 }

@@ -126,6 +126,11 @@ impl<W: Write> NativeWriter<W> {
         self.meta.os_tids = os_tids;
     }
 
+    /// The recorded run's wall-clock time, for the footer's metadata.
+    pub fn set_run_ns(&mut self, ns: u64) {
+        self.meta.run_ns = Some(ns.max(1));
+    }
+
     /// Appends a whole chunk whose events sit at absolute positions from
     /// `chunk.first_access`, taking its contents (it is left empty, for the caller to fill
     /// again). Encoded as it is when it starts at the writer's position and fits in one
