@@ -110,7 +110,7 @@ impl ModelArgs {
             refs_per_ms: self.refs_per_ms,
             seed: self.seed,
             settings: self.set.clone(),
-            memory_budget: self.memory_mb.max(16) << 20,
+            memory_budget: self.memory_mb.max(16).saturating_mul(1 << 20),
         })
     }
 
@@ -135,6 +135,7 @@ pub fn flag_context(e: sharemap::Error, args: &ModelArgs) -> anyhow::Error {
                 "thread placement" => "--thread-map",
                 "cost parameters" => "--cost",
                 "references per ms" => "--refs-per-ms",
+                "memory budget" => "--memory-mb",
                 "policy setting" | "policy" => "--policy/--set",
                 "sharing matrix" => return anyhow!("--sharing {}: {why} ({})", args.sharing, args.trace.display()),
                 "machine" => "--machine",

@@ -202,6 +202,12 @@ fn bad_input_gets_one_clear_line() {
     fails_with(&["machine", "nonsense"], 1, "unknown machine 'nonsense'");
     fails_with(&["machine", "/no/such.xml"], 1, "no such file");
     fails_with(&["convert", s(&csv), s(&out), "--to", "xml"], 1, "unknown format 'xml'");
+    // Sizes from flags are checked before anything is allocated.
+    let t = p(&d, "small.trace");
+    ok(&["gen", "neighbor", "--threads", "4", "--accesses", "1k", "-o", s(&t)]);
+    fails_with(&["place", s(&t), "--memory-mb", "100000000000"], 1, "--memory-mb: ");
+    fails_with(&["machine", "numa:1024 pu:1024"], 1, "more than 4096 PUs");
+    fails_with(&["gen", "neighbor", "--threads", "5000", "-o", s(&t)], 1, "--threads must be at most 4096");
 }
 
 #[test]

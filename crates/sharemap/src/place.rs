@@ -59,10 +59,13 @@ pub fn prepare(
     policies: &[(String, Box<dyn Policy>)],
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Prepared> {
+    // No more memory than the trace's references can fill (4 bytes each, twice over for
+    // partly filled blocks), when their number is known.
+    let justified = trace.access_count_hint().map_or(usize::MAX, |n| (n as usize).saturating_mul(8) + (1 << 20));
     let opts = PartitionOptions {
         page_size: situation.page_size,
         placement: situation.placement.clone(),
-        memory_budget: situation.memory_budget,
+        memory_budget: situation.memory_budget.min(justified),
         prepass: Prepass::of(policies, situation.line_size),
     };
     let partition = Partition::build(trace, &opts, progress)?;

@@ -125,6 +125,14 @@ impl Situation {
                 _ => (DEFAULT_REFS_PER_MS, TimeScale::Default),
             },
         };
+        if let Some(total) = physical_memory()
+            && setup.memory_budget as u64 > total
+        {
+            return Err(Error::setting(
+                "memory budget",
+                format!("{} MiB is more than this machine's memory ({} MiB)", setup.memory_budget >> 20, total >> 20),
+            ));
+        }
         let mut settings = Settings::default();
         for s in &setup.settings {
             settings.add(s).map_err(|e| Error::setting("policy setting", e.to_string()))?;
@@ -166,6 +174,14 @@ impl Situation {
             notes,
         })
     }
+}
+
+/// This machine's memory in bytes (MemTotal of /proc/meminfo), when it can be read.
+fn physical_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 =
+        info.lines().find_map(|l| l.strip_prefix("MemTotal:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kb * 1024)
 }
 
 /// References per ms assumed for a trace without a clock (`--refs-per-ms`'s default then).
