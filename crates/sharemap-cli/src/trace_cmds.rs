@@ -206,13 +206,23 @@ pub fn record(
     let mut meta = Metadata::with_source(source);
     meta.sampling_period = sample;
     let mut writer = TraceWriter::create(output, format_arg(to)?, meta)?;
+    writer.flush_each_chunk()?;
     // The trace's clock: the run's wall time, start to end, recording included.
     let started = std::time::Instant::now();
     let (status, threads) = if backend == "tracer" {
         let opts = sharemap_sources::runtime::Options { sample, exclude_stack, ..Default::default() };
         let rec = sharemap_sources::runtime::record(command, &opts, &mut writer)?;
         if rec.lost > 0 {
-            eprintln!("sharemap: warning: {} records were lost (the recorder fell behind)", rec.lost);
+            eprintln!(
+                "sharemap: warning: {} records were lost (no free block within 10 s: the recorder fell behind or more than 2,000 threads were alive at once; or threads beyond the 4096th)",
+                rec.lost
+            );
+        }
+        if rec.forks > 0 {
+            eprintln!(
+                "sharemap: note: the program forked {} times; the children's accesses are not recorded (a trace holds one address space)",
+                rec.forks
+            );
         }
         writer.set_threads(rec.threads, rec.os_tids);
         (rec.status, rec.threads)

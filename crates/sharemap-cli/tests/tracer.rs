@@ -534,3 +534,199 @@ int main(void) {
     // Element i is written by the i-th thread created (dense ids in creation order).
     assert!(writers.iter().all(|(&i, &t)| t as u64 == i + 1), "writers follow creation order");
 }
+
+/// Two threads writing until told to stop, for `argv[1]` seconds; then a marker file.
+const SPINNER: &str = r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+static volatile long data[2][4096];
+static volatile int stop;
+static void *work(void *arg) {
+    long id = (long)arg;
+    while (!stop)
+        for (int i = 0; i < 4096; i++) data[id][i] += i;
+    return 0;
+}
+int main(int argc, char **argv) {
+    pthread_t th[2];
+    for (long i = 0; i < 2; i++) pthread_create(&th[i], 0, work, (void *)i);
+    sleep(atoi(argv[1]));
+    stop = 1;
+    for (int i = 0; i < 2; i++) pthread_join(th[i], 0);
+    FILE *f = fopen(argv[2], "w");
+    fputs("done", f);
+    fclose(f);
+    return 0;
+}
+"#;
+
+fn spawn_record(trace: &Path, program: &[&str]) -> std::process::Child {
+    let mut args = vec!["record", "-o", trace.to_str().unwrap(), "--"];
+    args.extend_from_slice(program);
+    Command::new(env!("CARGO_BIN_EXE_sharemap"))
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_for(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(start.elapsed().as_secs() < secs, "{what}: not within {secs} s");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// A recorder killed with SIGKILL: the program goes on to its end unrecorded (it used to
+/// stall for ever once the region was full), and what was written is a readable truncated
+/// trace, header and every chunk flushed.
+#[test]
+fn a_killed_recorder_leaves_a_running_program_and_a_readable_trace() {
+    let d = tempfile::tempdir().unwrap();
+    let bin = build_source(d.path(), "spin", SPINNER);
+    let marker = d.path().join("done");
+    let trace = d.path().join("s.trace");
+    let mut rec = spawn_record(&trace, &[bin.to_str().unwrap(), "4", marker.to_str().unwrap()]);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    rec.kill().unwrap();
+    rec.wait().unwrap();
+    wait_for("the program's end after its recorder was killed", 60, || marker.exists());
+    let partial: Vec<PathBuf> = std::fs::read_dir(d.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".partial"))
+        .collect();
+    assert_eq!(partial.len(), 1, "{partial:?}");
+    let info = sharemap(&["info", partial[0].to_str().unwrap(), "--json"], &[]);
+    assert!(info.status.success(), "{}", String::from_utf8_lossy(&info.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert!(v["accesses"].as_u64().unwrap() > 0, "{v}");
+}
+
+/// SIGTERM (and SIGINT, SIGHUP) to the recorder goes to the program: it ends as signalled,
+/// and the recorder writes a complete trace of everything it handed over.
+#[test]
+fn a_terminated_recorder_stops_the_program_and_keeps_a_complete_trace() {
+    let d = tempfile::tempdir().unwrap();
+    let bin = build_source(d.path(), "spin", SPINNER);
+    let trace = d.path().join("s.trace");
+    let mut rec = spawn_record(&trace, &[bin.to_str().unwrap(), "1000", d.path().join("x").to_str().unwrap()]);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: kill only sends a signal to the recorder started above.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGTERM) };
+    let mut status = None;
+    wait_for("the recorder's end after SIGTERM", 60, || {
+        status = rec.try_wait().unwrap();
+        status.is_some()
+    });
+    assert_eq!(status.unwrap().code(), Some(128 + libc::SIGTERM), "the program's status passes through");
+    let info = sharemap(&["info", trace.to_str().unwrap(), "--json"], &[]);
+    assert!(info.status.success(), "{}", String::from_utf8_lossy(&info.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert_eq!(v["file"]["complete"], true, "{v}");
+    assert!(v["accesses"].as_u64().unwrap() > 0);
+}
+
+/// 600 threads alive at once, each holding a block: recorded whole (512 used to hang).
+#[test]
+fn six_hundred_live_threads_are_recorded() {
+    let d = tempfile::tempdir().unwrap();
+    let src = r#"
+#include <pthread.h>
+#include <stdio.h>
+#define N 600
+static volatile long data[N][8];
+static pthread_barrier_t all_started;
+static void *work(void *arg) {
+    long id = (long)arg;
+    for (int i = 0; i < 8; i++) data[id][i] = i;
+    pthread_barrier_wait(&all_started);
+    return 0;
+}
+int main(void) {
+    printf("data %p %p\n", (void *)data, (void *)(data + N));
+    fflush(stdout);
+    pthread_barrier_init(&all_started, 0, N);
+    pthread_t th[N];
+    for (long i = 0; i < N; i++) pthread_create(&th[i], 0, work, (void *)i);
+    for (int i = 0; i < N; i++) pthread_join(th[i], 0);
+    return 0;
+}
+"#;
+    let bin = build_source(d.path(), "many", src);
+    let trace = d.path().join("m.trace");
+    let start = std::time::Instant::now();
+    let out = sharemap(&["record", "-o", trace.to_str().unwrap(), "--", bin.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(start.elapsed().as_secs() < 60, "took {:?}", start.elapsed());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("lost"), "{}", String::from_utf8_lossy(&out.stderr));
+    let (lo, hi) = ranges(&out.stdout)["data"];
+    let mut writes = 0;
+    writes_within(&trace, lo..hi, |_, _, _| writes += 1);
+    assert_eq!(writes, 600 * 8);
+}
+
+/// A program that forks: its children (two threads each) are not recorded and do not touch
+/// the parent's records; every access of the parent is there, run after run, and the
+/// recorder says the children went unrecorded.
+#[test]
+fn forked_children_leave_the_parents_accesses_whole() {
+    let d = tempfile::tempdir().unwrap();
+    let src = r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#define K 5000
+static volatile long data[2][K];
+static volatile long busy[2][K];
+static void *work(void *arg) {
+    long id = (long)arg;
+    for (int i = 0; i < K; i++) data[id][i] = i;
+    return 0;
+}
+static void *churn(void *arg) {
+    long id = (long)arg;
+    for (int r = 0; r < 50; r++)
+        for (int i = 0; i < K; i++) busy[id][i] += i;
+    return 0;
+}
+static void pair(void *(*f)(void *)) {
+    pthread_t th[2];
+    for (long i = 0; i < 2; i++) pthread_create(&th[i], 0, f, (void *)i);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], 0);
+}
+int main(void) {
+    printf("data %p %p\n", (void *)data, (void *)(data + 2));
+    fflush(stdout);
+    pair(work);
+    for (int c = 0; c < 2; c++)
+        if (fork() == 0) {
+            pair(churn);
+            pair(work);
+            _exit(0);
+        }
+    pair(work);
+    while (wait(0) > 0) {}
+    pair(work);
+    return 0;
+}
+"#;
+    let bin = build_source(d.path(), "forks", src);
+    for run in 0..3 {
+        let trace = d.path().join(format!("f{run}.trace"));
+        let out = sharemap(&["record", "-o", trace.to_str().unwrap(), "--", bin.to_str().unwrap()], &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert!(err.contains("forked 2 times"), "{err}");
+        assert!(!err.contains("lost"), "{err}");
+        let (lo, hi) = ranges(&out.stdout)["data"];
+        let mut writes = 0;
+        writes_within(&trace, lo..hi, |_, _, _| writes += 1);
+        assert_eq!(writes, 3 * 2 * 5000, "run {run}");
+    }
+}

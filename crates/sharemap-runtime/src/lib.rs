@@ -59,6 +59,8 @@ pub(crate) struct ThreadState {
     busy: Cell<bool>,
     /// The thread's stack [low, high), when stack accesses are excluded.
     stack: Cell<(usize, usize)>,
+    /// It waited `WAIT_MS` for a block in vain: it does not wait again until it gets one.
+    starved: Cell<bool>,
 }
 
 const NO_ID: u32 = u32::MAX;
@@ -73,6 +75,7 @@ thread_local! {
             skip: Cell::new(0),
             busy: Cell::new(false),
             stack: Cell::new((0, 0)),
+            starved: Cell::new(false),
         }
     };
 }
@@ -151,9 +154,43 @@ fn attach() -> *mut u8 {
             libc::munmap(p, st.st_size as usize);
             return null_mut();
         }
-        h.attached.store(1, Ordering::Release);
+        // One process per recording: the first to attach. A program it execs later finds
+        // the region taken (its accesses would be of another address space).
+        let me = libc::getpid() as u32;
+        if let Err(other) = h.attached.compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire)
+            && other != me
+        {
+            libc::munmap(p, st.st_size as usize);
+            return null_mut();
+        }
+        // A forked child stops recording: it shares the region but not the parent's address
+        // space, and its copy of the forking thread's state points at the parent's block.
+        libc::pthread_atfork(Some(count_fork), None, Some(stop_in_child));
         p as *mut u8
     }
+}
+
+/// In the parent, before a fork: counted, so the recorder can say children went unrecorded.
+extern "C" fn count_fork() {
+    if STATE.load(Ordering::Acquire) == ACTIVE {
+        header().forks.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// In a forked child: record nothing more, and forget the block the forking thread was
+/// filling (it is the parent's).
+extern "C" fn stop_in_child() {
+    STATE.store(OFF, Ordering::Release);
+    THREAD.with(|t| t.block.set(null_mut()));
+}
+
+/// Whether the recorder process is gone (killed): then nobody frees blocks any more. The
+/// recorder started this program, so once it ends the program has another parent (even
+/// while the dead recorder is a zombie nobody has reaped yet).
+fn recorder_gone() -> bool {
+    let pid = header().recorder.load(Ordering::Relaxed);
+    // SAFETY: getppid has no preconditions.
+    pid != 0 && unsafe { libc::getppid() } as u32 != pid
 }
 
 #[inline]
@@ -222,12 +259,15 @@ extern "C" fn retire_block(_: *mut libc::c_void) {
     });
 }
 
-/// A free block for thread `id`; waits for the recorder to free one (10 s at most).
+/// A free block for thread `id`; waits for the recorder to free one (`WAIT_MS` at most,
+/// and not at all for a thread that already waited in vain, until it gets a block again).
+/// When the recorder is gone, recording stops and the program goes on.
 fn take_block(t: &ThreadState, id: u32) -> bool {
     let h = header();
     let blocks = h.blocks;
     let base = REGION.load(Ordering::Relaxed);
-    for attempt in 0..10_000u32 {
+    let waits = if t.starved.get() { 1 } else { sharemap_shm::WAIT_MS };
+    for attempt in 0..waits {
         let start = h.next_block.load(Ordering::Relaxed);
         for k in 0..blocks {
             let i = (start + k) % blocks;
@@ -245,14 +285,22 @@ fn take_block(t: &ThreadState, id: u32) -> bool {
                     base.add(sharemap_shm::block_offset(i as usize) + sharemap_shm::BLOCK_HEADER_BYTES)
                 } as *mut Record);
                 t.count.set(0);
+                t.starved.set(false);
                 return true;
             }
         }
-        // Every block is full: the recorder is behind. Wait a millisecond.
-        let _ = attempt;
-        // SAFETY: plain sleep.
-        unsafe { libc::usleep(1000) };
+        // Every block is taken: the recorder is behind, gone, or every block is held by a
+        // live thread. Wait a millisecond, unless the recorder is gone.
+        if attempt % 64 == 0 && recorder_gone() {
+            STATE.store(OFF, Ordering::Release);
+            return false;
+        }
+        if waits > 1 {
+            // SAFETY: plain sleep.
+            unsafe { libc::usleep(1000) };
+        }
     }
+    t.starved.set(true);
     false
 }
 
@@ -260,7 +308,7 @@ fn take_block(t: &ThreadState, id: u32) -> bool {
 #[inline]
 fn push(t: &ThreadState, make: impl FnOnce(u64) -> Record) {
     let id = thread_id(t);
-    if t.block.get().is_null() && !take_block(t, id) {
+    if id >= sharemap_shm::MAX_THREADS || (t.block.get().is_null() && !take_block(t, id)) {
         header().lost.fetch_add(1, Ordering::Relaxed);
         return;
     }

@@ -30,7 +30,15 @@ pub const ENV_SAMPLE: &str = "SHAREMAP_SAMPLE";
 pub const ENV_NO_STACK: &str = "SHAREMAP_NO_STACK";
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMAPRT1");
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
+
+/// Threads recorded at most, as many as a trace holds (`sharemap_core::MAX_THREADS`): the
+/// accesses of later threads are counted as lost.
+pub const MAX_THREADS: u32 = 4096;
+
+/// A producer waits this long for a free block before it counts its record as lost (and
+/// stops waiting for later ones until a block is free again).
+pub const WAIT_MS: u32 = 10_000;
 
 pub const HEADER_BYTES: usize = 4096;
 pub const STRING_BYTES: usize = 64 * 1024;
@@ -57,10 +65,17 @@ pub struct Header {
     pub strings_used: AtomicU32,
     /// Records lost because a thread could not get a block (should stay 0: producers wait).
     pub lost: AtomicU64,
-    /// Set by the runtime once it has attached (the program is instrumented).
+    /// The process id of the program the runtime attached in, set once (0: none yet). A
+    /// process exec'd by the program later finds it taken and does not attach: the trace
+    /// holds one address space.
     pub attached: AtomicU32,
     /// Index where producers start looking for a free block.
     pub next_block: AtomicU32,
+    /// The recorder's process id: a producer waiting for a block checks it is still alive,
+    /// and stops recording when it is gone (the program goes on unrecorded).
+    pub recorder: AtomicU32,
+    /// Times the program forked (its children are not recorded).
+    pub forks: AtomicU32,
 }
 
 pub const FREE: u32 = 0;

@@ -20,8 +20,47 @@ pub struct Recording {
     pub threads: u32,
     /// OS thread id of each dense thread id (0 where unknown).
     pub os_tids: Vec<u64>,
-    /// Records the program's threads could not hand over (the recorder fell behind).
+    /// Records the program's threads could not hand over (the recorder fell behind, or
+    /// threads beyond the 4096th).
     pub lost: u64,
+    /// Times the program forked: the children are not recorded.
+    pub forks: u32,
+}
+
+/// While alive, passes SIGINT, SIGTERM and SIGHUP sent to the recorder on to the recorded
+/// program: it ends (or not) as if it had been signalled, and the recorder, which keeps
+/// running, takes everything it handed over and writes a complete trace.
+pub struct SignalForwarder {
+    handle: Option<signal_hook::iterator::Handle>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SignalForwarder {
+    pub fn to(pid: u32) -> SignalForwarder {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+            return SignalForwarder { handle: None, thread: None };
+        };
+        let handle = signals.handle();
+        let thread = std::thread::spawn(move || {
+            for sig in signals.forever() {
+                // SAFETY: kill only sends a signal to the program this recorder started.
+                unsafe { libc::kill(pid as i32, sig) };
+            }
+        });
+        SignalForwarder { handle: Some(handle), thread: Some(thread) }
+    }
+}
+
+impl Drop for SignalForwarder {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            h.close();
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// Where a source puts what it produces: a trace writer, or a vector in tests.

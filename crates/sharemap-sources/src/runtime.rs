@@ -35,7 +35,9 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { blocks: 512, sample: 1, exclude_stack: false }
+        // Each live thread holds one block while it fills it: room for 2,000 threads alive
+        // at once (the region is sparse: 128 MiB at most, touched as blocks are used).
+        Options { blocks: 2048, sample: 1, exclude_stack: false }
     }
 }
 
@@ -95,6 +97,7 @@ impl Region {
         h.magic = shm::MAGIC;
         h.version = shm::VERSION;
         h.blocks = blocks as u32;
+        h.recorder.store(std::process::id(), Ordering::Relaxed);
         Ok(Region { fd, base, len })
     }
 
@@ -381,6 +384,7 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
     // The program's own name in its argv[0], as a shell would give it.
     cmd.arg0(&program[0]);
     let mut child = cmd.spawn().map_err(|e| RecordError::Spawn(name.clone(), e))?;
+    let _forward = crate::SignalForwarder::to(child.id());
     // One thread merges, this one encodes and writes: the two stages run side by side.
     let (out, chunks) = mpsc::sync_channel::<Chunk>(2);
     let (give_back, spare) = mpsc::channel::<Chunk>();
@@ -423,6 +427,8 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
     }
     let threads = h.threads.load(Ordering::Acquire);
     let lost = h.lost.load(Ordering::Relaxed);
+    let forks = h.forks.load(Ordering::Relaxed);
+    let threads = threads.min(shm::MAX_THREADS);
     os_tids.resize(threads as usize, 0);
-    Ok(Recording { status, accesses, threads, os_tids, lost })
+    Ok(Recording { status, accesses, threads, os_tids, lost, forks })
 }

@@ -195,6 +195,7 @@ pub fn record(program: &[OsString], sink: &mut dyn Sink) -> Result<Recording, Re
         });
     }
     let mut child = cmd.spawn().map_err(RecordError::Spawn)?;
+    let _forward = crate::SignalForwarder::to(child.id());
     drop(log_write);
     let mut parser = LogParser::default();
     let parsed = parser.run(sink, BufReader::with_capacity(1 << 20, log_read));

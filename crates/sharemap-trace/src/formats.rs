@@ -291,6 +291,16 @@ impl TraceWriter {
         }
     }
 
+    /// For a recording: native traces flush their header now and every chunk as it is
+    /// written, so a recorder killed with SIGKILL leaves a readable truncated trace.
+    pub fn flush_each_chunk(&mut self) -> Result<()> {
+        let path = self.output.path().to_path_buf();
+        match &mut self.inner {
+            Inner::Native(w) => w.flush_each_chunk().map_err(|e| TraceError::io(&path, e)),
+            _ => Ok(()),
+        }
+    }
+
     /// The recorded run's wall-clock time (kept by native and Parquet traces).
     pub fn set_run_ns(&mut self, ns: u64) {
         match &mut self.inner {

@@ -36,6 +36,9 @@ pub struct NativeWriter<W: Write> {
     done: BTreeMap<u64, Encoded>,
     results: (Sender<Encoded>, Receiver<Encoded>),
     failed: bool,
+    /// Flush the output after every chunk (a recording: what is written must be on disk if
+    /// the recorder is killed).
+    flush_chunks: bool,
     chunk_accesses: usize,
     accesses: u64,
     events: u64,
@@ -86,6 +89,7 @@ impl<W: Write> NativeWriter<W> {
             done: BTreeMap::new(),
             results: mpsc::channel(),
             failed: false,
+            flush_chunks: false,
             chunk_accesses: chunk_accesses.clamp(1, super::MAX_CHUNK_ACCESSES as usize),
             accesses: 0,
             events: 0,
@@ -124,6 +128,13 @@ impl<W: Write> NativeWriter<W> {
     pub fn set_threads(&mut self, threads: u32, os_tids: Vec<u64>) {
         self.meta.threads = threads;
         self.meta.os_tids = os_tids;
+    }
+
+    /// Flushes the header now and the output after every chunk from here on, so that a
+    /// writer killed at any moment leaves a readable (truncated) trace of every chunk it wrote.
+    pub fn flush_each_chunk(&mut self) -> io::Result<()> {
+        self.flush_chunks = true;
+        self.out.flush()
     }
 
     /// The recorded run's wall-clock time, for the footer's metadata.
@@ -225,6 +236,7 @@ impl<W: Write> NativeWriter<W> {
                 self.out.write_all(&e.payload)?;
                 Ok(header)
             });
+            let written = written.and_then(|h| if self.flush_chunks { self.out.flush().map(|_| h) } else { Ok(h) });
             let header = written.inspect_err(|_| self.failed = true)?;
             self.offset += (super::CHUNK_HEADER_LEN + e.payload.len()) as u64;
             self.thread_span = self.thread_span.max(header.thread_span);
