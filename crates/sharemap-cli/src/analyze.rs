@@ -96,17 +96,18 @@ fn save_page_usage(usage: &PageUsage, threads: usize, base: &Path) -> Result<()>
 pub fn run(
     trace: &Path,
     from: Option<&str>,
+    exclude: Option<&str>,
     machine: &str,
-    detector: &str,
-    compare: Option<&str>,
-    window: u64,
+    request: &AnalyzeRequest,
     dir: &Path,
 ) -> Result<ExitCode> {
     // Specs are checked before the output directory is made.
-    detector::parse(detector)?;
-    if let Some(c) = compare {
+    detector::parse(&request.detector)?;
+    if let Some(c) = &request.compare {
         detector::parse(c)?;
     }
+    let ranges = crate::trace_cmds::exclusion(exclude)?;
+    let window = request.window;
     let machine = Machine::from_spec(machine).map_err(|e| anyhow!("{e}"))?;
     let mut reader = TraceReader::open(trace, format_arg(from)?)?;
     warn_if_truncated(&reader, trace);
@@ -116,13 +117,13 @@ pub fn run(
     let dest = dir;
     let dir = out.staging();
     let bar = progress::bar(reader.access_count_hint(), "detecting sharing");
-    let request = AnalyzeRequest { detector: detector.into(), compare: compare.map(String::from), window };
-    let analysis =
-        sharemap::analyze(&mut reader, &machine, &request, &|n| bar.set_position(n)).map_err(|e| match e {
+    let analysis = crate::trace_cmds::excluding(&mut reader, ranges, |source| {
+        sharemap::analyze(source, &machine, request, &|n| bar.set_position(n)).map_err(|e| match e {
             sharemap::Error::Setting { what: "window", why } => anyhow!("--window {why}"),
             sharemap::Error::PageSize(p) => anyhow!("{}: {p}", trace.display()),
             e => anyhow::Error::new(e),
-        })?;
+        })
+    })?;
     bar.finish_and_clear();
     let (found, windows, det_name) = (&analysis.detection, &analysis.windows, &analysis.detector);
     let (matrix, usage) = (&found.matrix, &found.pages);

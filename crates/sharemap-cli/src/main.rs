@@ -83,6 +83,10 @@ enum Command {
         /// Output format, overriding the extension (native, csv, parquet, din)
         #[arg(long)]
         to: Option<String>,
+        /// Leave out the accesses that touch these address ranges: LO-HI (HI excluded) or
+        /// LO+SIZE, hex or decimal, comma-separated (e.g. a spin-wait flag: 0x601040+64)
+        #[arg(long)]
+        exclude: Option<String>,
     },
     /// Record the memory accesses of a program: sharemap record -o OUT -- PROG ARGS...
     /// (programs built with `sharemap cc` are recorded by its runtime; others under Valgrind)
@@ -99,6 +103,11 @@ enum Command {
         /// Leave out accesses to the threads' stacks (tracer)
         #[arg(long)]
         exclude_stack: bool,
+        /// Leave out the accesses that touch these address ranges (LO-HI or LO+SIZE, hex or
+        /// decimal) or global variables (by symbol name, from the program's symbol table),
+        /// comma-separated: e.g. a spin-wait flag
+        #[arg(long)]
+        exclude: Option<String>,
         /// The trace to write (.trace native, .csv, .parquet; see --to)
         #[arg(short, long)]
         output: PathBuf,
@@ -187,6 +196,10 @@ enum Command {
         /// report the windows where the sharing pattern changes
         #[arg(long, default_value_t = 0)]
         window: u64,
+        /// Leave out the accesses that touch these address ranges: LO-HI (HI excluded) or
+        /// LO+SIZE, hex or decimal, comma-separated (e.g. a spin-wait flag: 0x601040+64)
+        #[arg(long)]
+        exclude: Option<String>,
         /// Output directory
         #[arg(short, long)]
         output: PathBuf,
@@ -211,6 +224,10 @@ enum Command {
         /// Seed of the randomised algorithms (random, and the tie-breaks of the others)
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Leave out the accesses that touch these address ranges: LO-HI (HI excluded) or
+        /// LO+SIZE, hex or decimal, comma-separated (e.g. a spin-wait flag: 0x601040+64)
+        #[arg(long)]
+        exclude: Option<String>,
         /// Print JSON: an array of {algorithm, mapping, cost, elapsed_ms}
         #[arg(long)]
         json: bool,
@@ -358,11 +375,12 @@ fn main() -> ExitCode {
             }
         }
         Command::Info { trace, from, json } => info::run(&trace, from.as_deref(), json),
-        Command::Convert { input, output, from, to } => {
-            trace_cmds::convert(&input, &output, from.as_deref(), to.as_deref())
+        Command::Convert { input, output, from, to, exclude } => {
+            trace_cmds::convert(&input, &output, from.as_deref(), to.as_deref(), exclude.as_deref())
         }
-        Command::Record { backend, sample, exclude_stack, output, to, command } => {
-            trace_cmds::record(&output, to.as_deref(), &command, &backend, sample, exclude_stack)
+        Command::Record { backend, sample, exclude_stack, exclude, output, to, command } => {
+            let how = trace_cmds::RecordHow { backend: &backend, sample, exclude_stack, exclude: exclude.as_deref() };
+            trace_cmds::record(&output, to.as_deref(), &command, &how)
         }
         Command::Cc { args } => cc::wrap(&args, false),
         Command::Cxx { args } => cc::wrap(&args, true),
@@ -374,11 +392,13 @@ fn main() -> ExitCode {
         Command::Policies => place::list(),
         Command::Detectors => analyze::list(),
         Command::Algorithms => map::list(),
-        Command::Map { input, from, machine, algo, cost_model, seed, json } => {
-            map::run(&input, from.as_deref(), &machine, &algo, &cost_model, seed, json)
+        Command::Map { input, from, machine, algo, cost_model, seed, exclude, json } => {
+            let input = map::Input { path: &input, from: from.as_deref(), exclude: exclude.as_deref() };
+            map::run(&input, &machine, &algo, &cost_model, seed, json)
         }
-        Command::Analyze { trace, from, machine, detector, compare, window, output } => {
-            analyze::run(&trace, from.as_deref(), &machine, &detector, compare.as_deref(), window, &output)
+        Command::Analyze { trace, from, machine, detector, compare, window, exclude, output } => {
+            let request = sharemap::AnalyzeRequest { detector, compare, window };
+            analyze::run(&trace, from.as_deref(), exclude.as_deref(), &machine, &request, &output)
         }
         Command::Filter { model, reorder, gaps, output, to, sensitivity } => {
             let kinds: Vec<sharemap::filter::Filter> =

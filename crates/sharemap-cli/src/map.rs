@@ -12,9 +12,18 @@ use sharemap_trace::TraceSource;
 use std::path::Path;
 use std::process::ExitCode;
 
+/// What `map` reads: a matrix file or a trace, its format, and address ranges to leave out
+/// of a trace.
+pub struct Input<'a> {
+    pub path: &'a Path,
+    pub from: Option<&'a str>,
+    pub exclude: Option<&'a str>,
+}
+
 /// A matrix file (numalize CSV, TopoMatch .mat), or a trace whose oracle matrix is used,
 /// with the trace's access count (a matrix file has none).
-pub fn load_matrix(input: &Path, from: Option<&str>) -> Result<(SharingMatrix, Option<u64>)> {
+pub fn load_matrix(input: &Input) -> Result<(SharingMatrix, Option<u64>)> {
+    let Input { path: input, from, exclude } = *input;
     let is_matrix = match input.extension().and_then(|e| e.to_str()) {
         Some("mat") => true,
         Some("csv") if from.is_none() => {
@@ -30,8 +39,12 @@ pub fn load_matrix(input: &Path, from: Option<&str>) -> Result<(SharingMatrix, O
         _ => false,
     };
     if is_matrix {
+        if exclude.is_some() {
+            bail!("--exclude works on traces, not on a matrix file");
+        }
         return Ok((SharingMatrix::read(input).map_err(|e| anyhow!("{e}"))?, None));
     }
+    let ranges = crate::trace_cmds::exclusion(exclude)?;
     let mut reader = TraceReader::open(input, format_arg(from)?)?;
     warn_if_truncated(&reader, input);
     let bar = progress::bar(reader.access_count_hint(), "detecting sharing");
@@ -40,21 +53,15 @@ pub fn load_matrix(input: &Path, from: Option<&str>) -> Result<(SharingMatrix, O
     let spec = sharemap_detect::detector::parse("oracle")?;
     let ctx = sharemap_detect::DetectorContext::new(reader.metadata(), &placement)?;
     let d = sharemap_detect::detector::build(&spec, &ctx)?;
-    let found = sharemap_detect::run(&mut reader, vec![d], 0, &|n| bar.set_position(n))?;
+    let found = crate::trace_cmds::excluding(&mut reader, ranges, |source| {
+        Ok(sharemap_detect::run(source, vec![d], 0, &|n| bar.set_position(n))?)
+    })?;
     bar.finish_and_clear();
     let detection = found.into_iter().next().expect("one detector").detection;
     Ok((detection.matrix, Some(detection.seen)))
 }
 
-pub fn run(
-    input: &Path,
-    from: Option<&str>,
-    machine: &str,
-    algo: &str,
-    model: &str,
-    seed: u64,
-    json: bool,
-) -> Result<ExitCode> {
+pub fn run(input: &Input, machine: &str, algo: &str, model: &str, seed: u64, json: bool) -> Result<ExitCode> {
     let model =
         sharemap::map::cost_model(model).map_err(|_| anyhow!("--cost-model '{model}': expected latency or hops"))?;
     if algo.trim() != "all" {
@@ -64,7 +71,8 @@ pub fn run(
         }
     }
     let machine = Machine::from_spec(machine).map_err(|e| anyhow!("{e}"))?;
-    let (m, accesses) = load_matrix(input, from)?;
+    let (m, accesses) = load_matrix(input)?;
+    let input = input.path;
     if m.threads() == 0 {
         bail!("{}: no threads", input.display());
     }

@@ -3,7 +3,7 @@
 
 use crate::progress;
 use crate::registry::{self, Row};
-use crate::trace_cmds::{format_arg, warn_if_truncated};
+use crate::trace_cmds::{excluding, exclusion, format_arg, warn_if_truncated};
 use anyhow::{Context as _, Result, anyhow, bail};
 use clap::Args;
 use serde::Serialize;
@@ -27,6 +27,10 @@ pub struct ModelArgs {
     /// Input format, overriding detection
     #[arg(long)]
     pub from: Option<String>,
+    /// Leave out the accesses that touch these address ranges: LO-HI (HI excluded) or
+    /// LO+SIZE, hex or decimal, comma-separated (e.g. a spin-wait flag: 0x601040+64)
+    #[arg(long)]
+    pub exclude: Option<String>,
     /// Machine: hwloc synthetic string, hwloc XML file, preset or `live`
     #[arg(long, short = 'm', default_value = "sammu")]
     pub machine: String,
@@ -123,7 +127,8 @@ impl ModelArgs {
     pub fn situation(&self) -> Result<Situation> {
         let setup = self.setup()?;
         let mut reader = self.open()?;
-        Situation::resolve(&setup, &mut reader).map_err(|e| flag_context(e, self))
+        let ranges = exclusion(self.exclude.as_deref())?;
+        excluding(&mut reader, ranges, |source| Situation::resolve(&setup, source).map_err(|e| flag_context(e, self)))
     }
 }
 
@@ -176,7 +181,10 @@ pub fn prepare(args: &ModelArgs, policies: &[(String, Box<dyn Policy>)]) -> Resu
     let mut reader = args.open()?;
     warn_if_truncated(&reader, &args.trace);
     let bar = progress::bar(reader.access_count_hint(), "reading pages");
-    let prepared = sharemap::prepare(&mut reader, &situation, policies, &|n| bar.set_position(n))?;
+    let ranges = exclusion(args.exclude.as_deref())?;
+    let prepared = excluding(&mut reader, ranges, |source| {
+        Ok(sharemap::prepare(source, &situation, policies, &|n| bar.set_position(n))?)
+    })?;
     bar.finish_and_clear();
     let threads = reader.metadata().threads;
     Ok(Prepared { situation, prepared, threads })

@@ -2,8 +2,10 @@
 
 use crate::progress;
 use anyhow::{Context, Result, anyhow, bail};
+use sharemap_sources::ExcludingSink;
 use sharemap_sources::generate::{self, GenParams, PATTERNS};
 use sharemap_trace::TraceSource;
+use sharemap_trace::exclude::{Excluding, Ranges};
 use sharemap_trace::{Chunk, Format, Metadata, Source, TraceReader, TraceWriter};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -93,8 +95,15 @@ impl sharemap_sources::Sink for ProgressSink<'_> {
     }
 }
 
-pub fn convert(input: &Path, output: &Path, from: Option<&str>, to: Option<&str>) -> Result<ExitCode> {
+pub fn convert(
+    input: &Path,
+    output: &Path,
+    from: Option<&str>,
+    to: Option<&str>,
+    exclude: Option<&str>,
+) -> Result<ExitCode> {
     let (from, to) = (format_arg(from)?, format_arg(to)?);
+    let ranges = exclusion(exclude)?;
     refuse_same_file(input, output)?;
     let mut reader = TraceReader::open(input, from)?;
     warn_if_truncated(&reader, input);
@@ -102,13 +111,19 @@ pub fn convert(input: &Path, output: &Path, from: Option<&str>, to: Option<&str>
     if reader.format() != Format::Native && meta.source.kind.is_empty() {
         meta.source = Source { kind: "import".into(), name: input.display().to_string(), ..Source::default() };
     }
+    if let Some(text) = exclude.filter(|_| ranges.is_some()) {
+        meta.source.params.insert("excluded".into(), text.trim().to_string());
+    }
     let mut writer = TraceWriter::create(output, to, meta)?;
     let bar = progress::bar(reader.access_count_hint(), "convert");
-    let mut chunk = Chunk::default();
-    while reader.next_chunk(&mut chunk)? {
-        bar.inc(chunk.accesses.len() as u64);
-        writer.chunk(&mut chunk)?;
-    }
+    excluding(&mut reader, ranges, |source| {
+        let mut chunk = Chunk::default();
+        while source.next_chunk(&mut chunk)? {
+            bar.inc(chunk.accesses.len() as u64);
+            writer.chunk(&mut chunk)?;
+        }
+        Ok(())
+    })?;
     let threads = reader.metadata().threads;
     writer.set_threads(threads, reader.metadata().os_tids.clone());
     bar.finish_and_clear();
@@ -122,6 +137,25 @@ pub fn convert(input: &Path, output: &Path, from: Option<&str>, to: Option<&str>
     }
     eprintln!("sharemap: converted {} accesses to {} ({} bytes)", report.accesses, output.display(), report.bytes);
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--exclude RANGES`, parsed.
+pub fn exclusion(arg: Option<&str>) -> Result<Option<Ranges>> {
+    arg.map(|text| Ranges::parse(text).map_err(|e| anyhow!("--exclude {e}"))).transpose()
+}
+
+/// Runs `f` on `reader`, without the accesses in `ranges` when given, and says how many were
+/// left out.
+pub fn excluding<R>(
+    reader: &mut dyn TraceSource,
+    ranges: Option<Ranges>,
+    f: impl FnOnce(&mut dyn TraceSource) -> Result<R>,
+) -> Result<R> {
+    let Some(ranges) = ranges else { return f(reader) };
+    let mut ex = Excluding::new(reader, ranges);
+    let r = f(&mut ex)?;
+    say_excluded(Some(""), ex.excluded);
+    Ok(r)
 }
 
 /// Writing over the file being read would replace the recording with its conversion.
@@ -156,14 +190,79 @@ fn which(program: &OsString) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(p)).find(|c| c.is_file())
 }
 
-pub fn record(
-    output: &Path,
-    to: Option<&str>,
-    command: &[OsString],
-    backend: &str,
-    sample: u64,
-    exclude_stack: bool,
-) -> Result<ExitCode> {
+/// How `record` records.
+pub struct RecordHow<'a> {
+    pub backend: &'a str,
+    pub sample: u64,
+    pub exclude_stack: bool,
+    /// `--exclude`: address ranges and symbol names.
+    pub exclude: Option<&'a str>,
+}
+
+fn say_excluded(exclude: Option<&str>, excluded: u64) {
+    if exclude.is_some() {
+        eprintln!("sharemap: left out {excluded} accesses in the --exclude ranges");
+    }
+}
+
+/// `--exclude` for `record`: address ranges, and the program's symbols (by name) as ranges
+/// relative to its load address, from `nm -S` (static variables included, unless stripped).
+fn record_exclusion(text: &str, program: &Path) -> Result<(Ranges, Vec<(u64, u64)>)> {
+    let mut ranges = Ranges::default();
+    let mut symbols = Vec::new();
+    let mut table: Option<Vec<(String, u64, u64)>> = None;
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let looks_numeric = item.starts_with(|c: char| c.is_ascii_digit());
+        if looks_numeric {
+            for &(lo, hi) in Ranges::parse(item).map_err(|e| anyhow!("--exclude {e}"))?.ranges() {
+                ranges.add(lo, hi);
+            }
+            continue;
+        }
+        let table = match &mut table {
+            Some(t) => t,
+            None => table.insert(symbol_table(program)?),
+        };
+        let sized: Vec<&(String, u64, u64)> = table.iter().filter(|(n, _, size)| n == item && *size > 0).collect();
+        match sized.as_slice() {
+            [(_, value, size)] => symbols.push((*value, value + size)),
+            [] => bail!(
+                "--exclude {item}: no sized symbol of that name in {} (give an address range, or build without stripping symbols)",
+                program.display()
+            ),
+            _ => {
+                bail!("--exclude {item}: several symbols of that name in {}; give an address range", program.display())
+            }
+        }
+    }
+    Ok((ranges, symbols))
+}
+
+/// (name, value, size) of every defined symbol of `program`, from binutils' `nm`.
+fn symbol_table(program: &Path) -> Result<Vec<(String, u64, u64)>> {
+    let out = std::process::Command::new("nm")
+        .args(["-S", "--defined-only"])
+        .arg(program)
+        .output()
+        .map_err(|e| anyhow!("--exclude: running nm on {}: {e} (binutils has it)", program.display()))?;
+    if !out.status.success() {
+        bail!("--exclude: nm cannot read the symbols of {}", program.display());
+    }
+    let hex = |s: &str| u64::from_str_radix(s, 16).ok();
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            match f.as_slice() {
+                [value, size, _kind, name] => Some((name.to_string(), hex(value)?, hex(size)?)),
+                _ => None,
+            }
+        })
+        .collect())
+}
+
+pub fn record(output: &Path, to: Option<&str>, command: &[OsString], how: &RecordHow) -> Result<ExitCode> {
+    let RecordHow { backend, sample, exclude_stack, exclude } = *how;
     let program = command.first().ok_or_else(|| anyhow!("no program given after --"))?;
     let name = Path::new(program).file_name().unwrap_or(program).to_string_lossy().to_string();
     let resolved = which(program);
@@ -205,12 +304,31 @@ pub fn record(
     };
     let mut meta = Metadata::with_source(source);
     meta.sampling_period = sample;
+    let (ranges, in_executable) = match (exclude, resolved.as_deref()) {
+        (Some(text), Some(program)) => record_exclusion(text, program)?,
+        (Some(text), None) => (Ranges::parse(text).map_err(|e| anyhow!("--exclude {e}"))?, Vec::new()),
+        (None, _) => (Ranges::default(), Vec::new()),
+    };
+    if !in_executable.is_empty() && backend != "tracer" {
+        bail!(
+            "--exclude by symbol works with the tracer backend (programs built with `sharemap cc`); give address ranges"
+        );
+    }
+    if let Some(text) = exclude {
+        meta.source.params.insert("excluded".into(), text.trim().to_string());
+    }
     let mut writer = TraceWriter::create(output, format_arg(to)?, meta)?;
     writer.flush_each_chunk()?;
     // The trace's clock: the run's wall time, start to end, recording included.
     let started = std::time::Instant::now();
     let (status, threads) = if backend == "tracer" {
-        let opts = sharemap_sources::runtime::Options { sample, exclude_stack, ..Default::default() };
+        let opts = sharemap_sources::runtime::Options {
+            sample,
+            exclude_stack,
+            exclude: ranges.clone(),
+            exclude_in_executable: in_executable,
+            ..Default::default()
+        };
         let rec = sharemap_sources::runtime::record(command, &opts, &mut writer)?;
         if rec.lost > 0 {
             eprintln!(
@@ -218,6 +336,7 @@ pub fn record(
                 rec.lost
             );
         }
+        say_excluded(exclude, rec.excluded);
         if rec.forks > 0 {
             eprintln!(
                 "sharemap: note: the program forked {} times; the children's accesses are not recorded (a trace holds one address space)",
@@ -227,11 +346,15 @@ pub fn record(
         writer.set_threads(rec.threads, rec.os_tids);
         (rec.status, rec.threads)
     } else if backend == "faults" {
-        let rec = sharemap_sources::faults::record(command, &mut writer)?;
+        let mut sink = ExcludingSink::new(&mut writer, ranges);
+        let rec = sharemap_sources::faults::record(command, &mut sink)?;
+        say_excluded(exclude, sink.excluded);
         writer.set_threads(rec.threads, rec.os_tids);
         (rec.status, rec.threads)
     } else {
-        let rec = sharemap_sources::valgrind::record(command, &mut writer)?;
+        let mut sink = ExcludingSink::new(&mut writer, ranges);
+        let rec = sharemap_sources::valgrind::record(command, &mut sink)?;
+        say_excluded(exclude, sink.excluded);
         writer.set_threads(rec.threads, Vec::new());
         (rec.status, rec.threads)
     };

@@ -730,3 +730,71 @@ int main(void) {
         assert_eq!(writes, 3 * 2 * 5000, "run {run}");
     }
 }
+
+/// A spin-wait flag left out: by symbol at recording, by address range in the analyses.
+#[test]
+fn a_spin_flag_is_left_out_by_symbol_or_range() {
+    let d = tempfile::tempdir().unwrap();
+    let src = r#"
+#include <pthread.h>
+#include <stdio.h>
+volatile int spin_flag;
+static volatile long data[2][1000];
+static void *work(void *arg) {
+    long id = (long)arg;
+    while (!spin_flag) {}
+    for (int i = 0; i < 1000; i++) data[id][i] = i;
+    return 0;
+}
+int main(void) {
+    printf("data %p %p\nflag %p %p\n", (void *)data, (void *)(data + 2), (void *)&spin_flag, (void *)(&spin_flag + 1));
+    fflush(stdout);
+    pthread_t th[2];
+    for (long i = 0; i < 2; i++) pthread_create(&th[i], 0, work, (void *)i);
+    for (volatile int k = 0; k < 200000; k++) {}
+    spin_flag = 1;
+    for (int i = 0; i < 2; i++) pthread_join(th[i], 0);
+    return 0;
+}
+"#;
+    let bin = build_source(d.path(), "spin", src);
+    let count = |trace: &Path, range: (u64, u64)| {
+        let mut n = 0;
+        accesses_within(trace, range.0..range.1, |_, _, _, _| n += 1);
+        n
+    };
+    // Recorded whole, the flag is there.
+    let whole = d.path().join("whole.trace");
+    let out = sharemap(&["record", "-o", whole.to_str().unwrap(), "--", bin.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let flag = ranges(&out.stdout)["flag"];
+    assert!(count(&whole, flag) > 0);
+    // Left out by its symbol: not one access to it, every write to the data.
+    let without = d.path().join("without.trace");
+    let out = sharemap(
+        &["record", "--exclude", "spin_flag", "-o", without.to_str().unwrap(), "--", bin.to_str().unwrap()],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.contains("left out"), "{err}");
+    let r = ranges(&out.stdout);
+    assert_eq!(count(&without, r["flag"]), 0);
+    let mut writes = 0;
+    writes_within(&without, r["data"].0..r["data"].1, |_, _, _| writes += 1);
+    assert_eq!(writes, 2000);
+    let bad = sharemap(&["record", "--exclude", "no_such_symbol", "-o", "x.trace", "--", bin.to_str().unwrap()], &[]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no sized symbol"));
+    // The analyses leave a range out of a recorded trace (the whole one's flag address).
+    let converted = d.path().join("converted.trace");
+    let range = format!("{:#x}-{:#x}", flag.0, flag.1);
+    let out = sharemap(&["convert", whole.to_str().unwrap(), converted.to_str().unwrap(), "--exclude", &range], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(count(&converted, flag), 0);
+    let summary = d.path().join("a");
+    let out =
+        sharemap(&["analyze", whole.to_str().unwrap(), "--exclude", &range, "-o", summary.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(summary.join("summary.json")).unwrap()).unwrap();
+    let total = TraceReader::open(&whole, None).unwrap().access_count_hint().unwrap();
+    assert_eq!(v["accesses"].as_u64().unwrap(), total - count(&whole, flag) as u64);
+}

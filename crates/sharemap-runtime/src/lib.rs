@@ -166,8 +166,22 @@ fn attach() -> *mut u8 {
         // A forked child stops recording: it shares the region but not the parent's address
         // space, and its copy of the forking thread's state points at the parent's block.
         libc::pthread_atfork(Some(count_fork), None, Some(stop_in_child));
+        h.exe_base.store(executable_base(), Ordering::Release);
         p as *mut u8
     }
+}
+
+/// The main program's load bias: the first object `dl_iterate_phdr` reports.
+fn executable_base() -> u64 {
+    extern "C" fn first(info: *mut libc::dl_phdr_info, _: usize, out: *mut libc::c_void) -> i32 {
+        // SAFETY: the loader passes a valid info; `out` is the u64 below.
+        unsafe { *(out as *mut u64) = (*info).dlpi_addr };
+        1
+    }
+    let mut base = 0u64;
+    // SAFETY: the callback only reads the info it is given and writes `base`.
+    unsafe { libc::dl_iterate_phdr(Some(first), &mut base as *mut u64 as *mut libc::c_void) };
+    base
 }
 
 /// In the parent, before a fork: counted, so the recorder can say children went unrecorded.

@@ -76,6 +76,9 @@ pub struct Header {
     pub recorder: AtomicU32,
     /// Times the program forked (its children are not recorded).
     pub forks: AtomicU32,
+    /// The executable's load bias (0 unless position-independent), set at attach: the
+    /// recorder places the program's symbols with it (`record --exclude NAME`).
+    pub exe_base: AtomicU64,
 }
 
 pub const FREE: u32 = 0;

@@ -76,7 +76,7 @@ pub fn record(program: &[OsString], sink: &mut dyn Sink) -> Result<Recording, Re
         accesses += 1;
     }
     let _ = script.wait();
-    Ok(Recording { status, accesses, threads: ids.len() as u32, os_tids, lost: 0, forks: 0 })
+    Ok(Recording { status, accesses, threads: ids.len() as u32, os_tids, lost: 0, forks: 0, excluded: 0 })
 }
 
 #[cfg(test)]

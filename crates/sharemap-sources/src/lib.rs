@@ -25,6 +25,52 @@ pub struct Recording {
     pub lost: u64,
     /// Times the program forked: the children are not recorded.
     pub forks: u32,
+    /// Accesses left out (`--exclude`).
+    pub excluded: u64,
+}
+
+/// A sink that leaves out the accesses touching some address ranges (`record --exclude`),
+/// passing everything else on with events at their place among the accesses kept. The
+/// ranges may be set late (symbols are placed once the program has loaded).
+pub struct ExcludingSink<'a> {
+    inner: &'a mut dyn Sink,
+    pub ranges: sharemap_trace::exclude::Ranges,
+    kept: u64,
+    buf: Chunk,
+    /// Accesses left out so far.
+    pub excluded: u64,
+}
+
+impl<'a> ExcludingSink<'a> {
+    pub fn new(inner: &'a mut dyn Sink, ranges: sharemap_trace::exclude::Ranges) -> Self {
+        ExcludingSink { inner, ranges, kept: 0, buf: Chunk::default(), excluded: 0 }
+    }
+}
+
+impl Sink for ExcludingSink<'_> {
+    fn access(&mut self, a: Access) -> io::Result<()> {
+        if self.ranges.touches(a.addr, a.size) {
+            self.excluded += 1;
+            return Ok(());
+        }
+        self.kept += 1;
+        self.inner.access(a)
+    }
+
+    fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) -> io::Result<()> {
+        self.inner.event(thread, kind, arg, label)
+    }
+
+    fn chunk(&mut self, chunk: &mut Chunk) -> io::Result<()> {
+        if self.ranges.is_empty() {
+            self.kept += chunk.accesses.len() as u64;
+            return self.inner.chunk(chunk);
+        }
+        self.buf.clear();
+        self.buf.first_access = self.kept;
+        self.excluded += sharemap_trace::exclude::keep_outside(&self.ranges, chunk, &mut self.buf, &mut self.kept);
+        self.inner.chunk(&mut self.buf)
+    }
 }
 
 /// While alive, passes SIGINT, SIGTERM and SIGHUP sent to the recorder on to the recorded

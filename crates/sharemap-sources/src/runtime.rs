@@ -31,13 +31,23 @@ pub struct Options {
     pub sample: u64,
     /// Leave out accesses to the threads' stacks.
     pub exclude_stack: bool,
+    /// Leave out accesses to these address ranges.
+    pub exclude: sharemap_trace::exclude::Ranges,
+    /// ... and to these, given relative to the executable's load address (its symbols).
+    pub exclude_in_executable: Vec<(u64, u64)>,
 }
 
 impl Default for Options {
     fn default() -> Self {
         // Each live thread holds one block while it fills it: room for 2,000 threads alive
         // at once (the region is sparse: 128 MiB at most, touched as blocks are used).
-        Options { blocks: 2048, sample: 1, exclude_stack: false }
+        Options {
+            blocks: 2048,
+            sample: 1,
+            exclude_stack: false,
+            exclude: Default::default(),
+            exclude_in_executable: Vec::new(),
+        }
     }
 }
 
@@ -388,6 +398,7 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
     // One thread merges, this one encodes and writes: the two stages run side by side.
     let (out, chunks) = mpsc::sync_channel::<Chunk>(2);
     let (give_back, spare) = mpsc::channel::<Chunk>();
+    let mut excluded = 0;
     let (merged, written) = std::thread::scope(|scope| {
         let merging = scope.spawn(|| {
             let mut merger = Merger::new(&region, out, spare);
@@ -408,12 +419,23 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
             Ok::<_, io::Error>((status, merger.accesses, merger.os_tids))
         });
         let mut written = Ok(());
+        let mut out = crate::ExcludingSink::new(sink, opts.exclude.clone());
+        let mut placed = opts.exclude_in_executable.is_empty();
         for mut chunk in chunks {
+            // Records come only after the runtime attached, which set the load address.
+            if !placed {
+                let base = region.header().exe_base.load(Ordering::Acquire);
+                for &(lo, hi) in &opts.exclude_in_executable {
+                    out.ranges.add(lo.wrapping_add(base), hi.wrapping_add(base));
+                }
+                placed = true;
+            }
             if written.is_ok() {
-                written = sink.chunk(&mut chunk);
+                written = out.chunk(&mut chunk);
             }
             let _ = give_back.send(chunk);
         }
+        excluded = out.excluded;
         (merging.join(), written)
     });
     let (status, accesses, mut os_tids) = match merged {
@@ -430,5 +452,5 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
     let forks = h.forks.load(Ordering::Relaxed);
     let threads = threads.min(shm::MAX_THREADS);
     os_tids.resize(threads as usize, 0);
-    Ok(Recording { status, accesses, threads, os_tids, lost, forks })
+    Ok(Recording { status, accesses: accesses - excluded, threads, os_tids, lost, forks, excluded })
 }

@@ -5,6 +5,7 @@ pub mod batch;
 pub mod csv;
 pub mod din;
 pub mod error;
+pub mod exclude;
 pub mod formats;
 pub mod model;
 pub mod native;
