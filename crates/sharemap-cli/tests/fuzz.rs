@@ -213,12 +213,7 @@ fn mutate_native(base: &[u8], rng: &mut ChaCha8Rng) -> (String, Vec<u8>) {
                 ("sampling_period", 0),
             ][rng.gen_range(0..7)];
             meta[key] = v.into();
-            let json = serde_json::to_vec(&meta).unwrap();
-            let mut out = b[..20].to_vec();
-            out[12..16].copy_from_slice(&(json.len() as u32).to_le_bytes());
-            out[16..20].copy_from_slice(&crc32fast::hash(&json).to_le_bytes());
-            out.extend_from_slice(&json);
-            out.extend_from_slice(&b[20 + json_len..]);
+            let out = sharemap_trace::native::with_header_metadata(&b, &serde_json::to_vec(&meta).unwrap()).unwrap();
             (format!("meta-{key}-{v}"), out)
         }
         4 => {

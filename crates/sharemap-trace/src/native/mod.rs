@@ -85,5 +85,19 @@ pub struct Footer {
     pub chunks: u64,
 }
 
+/// A native file's bytes with its header metadata replaced by `json` (length and checksum
+/// set to match), everything after the header kept: for tools that craft or repair files, and
+/// the tests that check readers refuse impossible metadata. None if `file` is too short.
+pub fn with_header_metadata(file: &[u8], json: &[u8]) -> Option<Vec<u8>> {
+    let old_len = u32::from_le_bytes(file.get(12..16)?.try_into().ok()?) as usize;
+    let rest = file.get(FILE_HEADER_LEN + old_len..)?;
+    let mut out = file[..FILE_HEADER_LEN].to_vec();
+    out[12..16].copy_from_slice(&(json.len() as u32).to_le_bytes());
+    out[16..20].copy_from_slice(&crc32fast::hash(json).to_le_bytes());
+    out.extend_from_slice(json);
+    out.extend_from_slice(rest);
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests;

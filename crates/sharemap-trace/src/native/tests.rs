@@ -247,12 +247,7 @@ fn fields_outside_the_checksums_are_checked() {
         let json_len = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
         let mut meta: serde_json::Value = serde_json::from_slice(&bytes[20..20 + json_len]).unwrap();
         meta[key] = value.into();
-        let json = serde_json::to_vec(&meta).unwrap();
-        let mut bad = bytes[..20].to_vec();
-        bad[12..16].copy_from_slice(&(json.len() as u32).to_le_bytes());
-        bad[16..20].copy_from_slice(&crc32fast::hash(&json).to_le_bytes());
-        bad.extend_from_slice(&json);
-        bad.extend_from_slice(&bytes[20 + json_len..]);
+        let bad = with_header_metadata(&bytes, &serde_json::to_vec(&meta).unwrap()).unwrap();
         let (offset, what) = corrupt_at(&bad);
         assert!(offset == 20 && what.starts_with("metadata"), "{key}={value}: {what}");
     }
