@@ -40,6 +40,11 @@ pub const SLOTS: usize = 4;
 struct Streams {
     addr: [u64; SLOTS],
     width: [u8; SLOTS],
+    /// When each slot was used last (a per-thread count of accesses).
+    used: [u32; SLOTS],
+    /// Whether each slot's last access was a jump (a delta of 3 bytes or more).
+    jumpy: [bool; SLOTS],
+    clock: u32,
     last: u8,
     victim: u8,
 }
@@ -64,8 +69,30 @@ impl Streams {
                 best = (best + 1) % SLOTS as u8;
             }
             self.victim = (best + 1) % SLOTS as u8;
+        } else if least >> 2 >= 3 {
+            // A jump within reach of several streams (arrays of one heap lie within 4 bytes
+            // of each other) must not take over the slot of a sequential stream it happens
+            // to be nearest to: an irregular solver's x[col[j]] would break its val[j] and
+            // col[j] streams every time. It takes a slot not used yet in this chunk (a new
+            // stream, whatever its first delta costs), else the cheapest slot whose last
+            // access was a jump too, if it costs at most a byte more than the nearest
+            // (random accesses stay among themselves; the lowest such slot on ties, which
+            // keeps the slot column constant for zstd), else the least recently used slot
+            // on the same terms.
+            let fits = |s: usize| byte_len(d[s]) as u64 <= (least >> 2) + 1;
+            let lru = (0..SLOTS).min_by_key(|&s| self.used[s]).unwrap_or(0);
+            let jump = (0..SLOTS).filter(|&s| self.jumpy[s] && fits(s)).min_by_key(|&s| (byte_len(d[s]), s));
+            if self.used[lru] == 0 {
+                best = lru as u8;
+            } else if let Some(j) = jump {
+                best = j as u8;
+            } else if fits(lru) {
+                best = lru as u8;
+            }
         }
         let s = best as usize;
+        self.clock = self.clock.wrapping_add(1);
+        self.used[s] = self.clock;
         let delta = addr.wrapping_sub(self.addr[s]).wrapping_sub(size);
         self.addr[s] = addr;
         self.last = best;
@@ -76,6 +103,7 @@ impl Streams {
         // Recomputed rather than read from `d`: indexing that array by a computed slot
         // makes it a stack round trip, which had halved the encoder's speed.
         let need = byte_len(varint::zigzag(delta as i64));
+        self.jumpy[s] = need >= 3;
         let w = self.width[s];
         // (Selects, not branches: which case applies is data-dependent.)
         let keep = need > 0 && w.wrapping_sub(need) <= 1;
