@@ -312,3 +312,26 @@ fn writers_on_the_pool_itself_finish() {
         assert_eq!(read_all(f.path()).unwrap().0, accesses);
     }
 }
+
+/// An irregular solver's kernel: `val[j]` and `col[j]` read in order, `x[col[j]]` at random
+/// over 32 MB, all three arrays of one heap within 4 bytes of each other. The random gather
+/// keeps to a slot of its own, so the two sequential streams cost nothing: about 4 bytes per
+/// gather, under 1.6 per access (3.3 when the gather took over their slot). Read back exact.
+#[test]
+fn a_random_gather_does_not_break_sequential_streams() {
+    let (val, col, x) = (0x7f00_0000_0000u64, 0x7f00_0080_0000u64, 0x7f00_0100_0000u64);
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut accesses = Vec::new();
+    for j in 0..100_000u64 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        accesses.push(Access::read(0, val + 8 * j, 8));
+        accesses.push(Access::read(0, col + 4 * j, 4));
+        accesses.push(Access::read(0, x + 8 * (seed % (1 << 22)), 8));
+    }
+    let bytes = write_trace(&accesses, &[], DEFAULT_CHUNK_ACCESSES);
+    let per_access = bytes.len() as f64 / accesses.len() as f64;
+    assert!(per_access < 1.6, "{per_access:.2} bytes/access");
+    assert_eq!(read_all(save(&bytes).path()).unwrap().0, accesses);
+}
