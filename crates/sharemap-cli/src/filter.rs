@@ -23,7 +23,7 @@ pub fn run(
         let mut reader = args.open()?;
         warn_if_truncated(&reader, &args.trace);
         let mut writer = TraceWriter::create(out, format_arg(to)?, f.metadata(reader.metadata(), args.seed))?;
-        let ranges = crate::trace_cmds::exclusion(args.exclude.as_deref())?;
+        let ranges = crate::trace_cmds::exclusion(args.exclude.text())?;
         let n = crate::trace_cmds::excluding(&mut reader, ranges, |source| {
             Ok(filter::apply(source, *f, args.seed, &mut writer)?)
         })?;

@@ -83,10 +83,8 @@ enum Command {
         /// Output format, overriding the extension (native, csv, parquet, din)
         #[arg(long)]
         to: Option<String>,
-        /// Leave out the accesses that touch these address ranges: LO-HI (HI excluded) or
-        /// LO+SIZE, hex or decimal, comma-separated (e.g. a spin-wait flag: 0x601040+64)
-        #[arg(long)]
-        exclude: Option<String>,
+        #[command(flatten)]
+        exclude: trace_cmds::ExcludeArg,
     },
     /// Record the memory accesses of a program: sharemap record -o OUT -- PROG ARGS...
     /// (programs built with `sharemap cc` are recorded by its runtime; others under Valgrind)
@@ -196,10 +194,8 @@ enum Command {
         /// report the windows where the sharing pattern changes
         #[arg(long, default_value_t = 0)]
         window: u64,
-        /// Leave out the accesses that touch these address ranges: LO-HI (HI excluded) or
-        /// LO+SIZE, hex or decimal, comma-separated (e.g. a spin-wait flag: 0x601040+64)
-        #[arg(long)]
-        exclude: Option<String>,
+        #[command(flatten)]
+        exclude: trace_cmds::ExcludeArg,
         /// Output directory
         #[arg(short, long)]
         output: PathBuf,
@@ -224,10 +220,8 @@ enum Command {
         /// Seed of the randomised algorithms (random, and the tie-breaks of the others)
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        /// Leave out the accesses that touch these address ranges: LO-HI (HI excluded) or
-        /// LO+SIZE, hex or decimal, comma-separated (e.g. a spin-wait flag: 0x601040+64)
-        #[arg(long)]
-        exclude: Option<String>,
+        #[command(flatten)]
+        exclude: trace_cmds::ExcludeArg,
         /// Print JSON: an array of {algorithm, mapping, cost, elapsed_ms}
         #[arg(long)]
         json: bool,
@@ -376,7 +370,7 @@ fn main() -> ExitCode {
         }
         Command::Info { trace, from, json } => info::run(&trace, from.as_deref(), json),
         Command::Convert { input, output, from, to, exclude } => {
-            trace_cmds::convert(&input, &output, from.as_deref(), to.as_deref(), exclude.as_deref())
+            trace_cmds::convert(&input, &output, from.as_deref(), to.as_deref(), exclude.text())
         }
         Command::Record { backend, sample, exclude_stack, exclude, output, to, command } => {
             let how = trace_cmds::RecordHow { backend: &backend, sample, exclude_stack, exclude: exclude.as_deref() };
@@ -393,12 +387,12 @@ fn main() -> ExitCode {
         Command::Detectors => analyze::list(),
         Command::Algorithms => map::list(),
         Command::Map { input, from, machine, algo, cost_model, seed, exclude, json } => {
-            let input = map::Input { path: &input, from: from.as_deref(), exclude: exclude.as_deref() };
+            let input = map::Input { path: &input, from: from.as_deref(), exclude: exclude.text() };
             map::run(&input, &machine, &algo, &cost_model, seed, json)
         }
         Command::Analyze { trace, from, machine, detector, compare, window, exclude, output } => {
             let request = sharemap::AnalyzeRequest { detector, compare, window };
-            analyze::run(&trace, from.as_deref(), exclude.as_deref(), &machine, &request, &output)
+            analyze::run(&trace, from.as_deref(), exclude.text(), &machine, &request, &output)
         }
         Command::Filter { model, reorder, gaps, output, to, sensitivity } => {
             let kinds: Vec<sharemap::filter::Filter> =

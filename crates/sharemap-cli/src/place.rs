@@ -3,7 +3,7 @@
 
 use crate::progress;
 use crate::registry::{self, Row};
-use crate::trace_cmds::{excluding, exclusion, format_arg, warn_if_truncated};
+use crate::trace_cmds::{excluding, excluding_and_saying, exclusion, format_arg, warn_if_truncated};
 use anyhow::{Context as _, Result, anyhow, bail};
 use clap::Args;
 use serde::Serialize;
@@ -27,10 +27,8 @@ pub struct ModelArgs {
     /// Input format, overriding detection
     #[arg(long)]
     pub from: Option<String>,
-    /// Leave out the accesses that touch these address ranges: LO-HI (HI excluded) or
-    /// LO+SIZE, hex or decimal, comma-separated (e.g. a spin-wait flag: 0x601040+64)
-    #[arg(long)]
-    pub exclude: Option<String>,
+    #[command(flatten)]
+    pub exclude: crate::trace_cmds::ExcludeArg,
     /// Machine: hwloc synthetic string, hwloc XML file, preset or `live`
     #[arg(long, short = 'm', default_value = "sammu")]
     pub machine: String,
@@ -127,8 +125,11 @@ impl ModelArgs {
     pub fn situation(&self) -> Result<Situation> {
         let setup = self.setup()?;
         let mut reader = self.open()?;
-        let ranges = exclusion(self.exclude.as_deref())?;
-        excluding(&mut reader, ranges, |source| Situation::resolve(&setup, source).map_err(|e| flag_context(e, self)))
+        let ranges = exclusion(self.exclude.text())?;
+        // The placement pass that follows reads the trace again and says what was left out.
+        excluding_and_saying(&mut reader, ranges, false, |source| {
+            Situation::resolve(&setup, source).map_err(|e| flag_context(e, self))
+        })
     }
 }
 
@@ -181,7 +182,7 @@ pub fn prepare(args: &ModelArgs, policies: &[(String, Box<dyn Policy>)]) -> Resu
     let mut reader = args.open()?;
     warn_if_truncated(&reader, &args.trace);
     let bar = progress::bar(reader.access_count_hint(), "reading pages");
-    let ranges = exclusion(args.exclude.as_deref())?;
+    let ranges = exclusion(args.exclude.text())?;
     let prepared = excluding(&mut reader, ranges, |source| {
         Ok(sharemap::prepare(source, &situation, policies, &|n| bar.set_position(n))?)
     })?;

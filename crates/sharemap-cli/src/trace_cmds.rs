@@ -139,6 +139,21 @@ pub fn convert(
     Ok(ExitCode::SUCCESS)
 }
 
+/// `--exclude RANGES` of the commands that read traces.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ExcludeArg {
+    /// Leave out the accesses that touch these address ranges: LO-HI (HI excluded) or
+    /// LO+SIZE, hex or decimal, comma-separated (e.g. a spin-wait flag: 0x601040+64)
+    #[arg(long)]
+    exclude: Option<String>,
+}
+
+impl ExcludeArg {
+    pub fn text(&self) -> Option<&str> {
+        self.exclude.as_deref()
+    }
+}
+
 /// `--exclude RANGES`, parsed.
 pub fn exclusion(arg: Option<&str>) -> Result<Option<Ranges>> {
     arg.map(|text| Ranges::parse(text).map_err(|e| anyhow!("--exclude {e}"))).transpose()
@@ -151,10 +166,23 @@ pub fn excluding<R>(
     ranges: Option<Ranges>,
     f: impl FnOnce(&mut dyn TraceSource) -> Result<R>,
 ) -> Result<R> {
+    excluding_and_saying(reader, ranges, true, f)
+}
+
+/// As `excluding`, saying how many were left out only when `say` (a preliminary pass over a
+/// trace that is read again keeps quiet).
+pub fn excluding_and_saying<R>(
+    reader: &mut dyn TraceSource,
+    ranges: Option<Ranges>,
+    say: bool,
+    f: impl FnOnce(&mut dyn TraceSource) -> Result<R>,
+) -> Result<R> {
     let Some(ranges) = ranges else { return f(reader) };
     let mut ex = Excluding::new(reader, ranges);
     let r = f(&mut ex)?;
-    say_excluded(Some(""), ex.excluded);
+    if say {
+        say_excluded(ex.excluded);
+    }
     Ok(r)
 }
 
@@ -199,10 +227,8 @@ pub struct RecordHow<'a> {
     pub exclude: Option<&'a str>,
 }
 
-fn say_excluded(exclude: Option<&str>, excluded: u64) {
-    if exclude.is_some() {
-        eprintln!("sharemap: left out {excluded} accesses in the --exclude ranges");
-    }
+fn say_excluded(excluded: u64) {
+    eprintln!("sharemap: left out {excluded} accesses in the --exclude ranges");
 }
 
 /// `--exclude` for `record`: address ranges, and the program's symbols (by name) as ranges
@@ -214,7 +240,7 @@ fn record_exclusion(text: &str, program: &Path) -> Result<(Ranges, Vec<(u64, u64
     for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let looks_numeric = item.starts_with(|c: char| c.is_ascii_digit());
         if looks_numeric {
-            for &(lo, hi) in Ranges::parse(item).map_err(|e| anyhow!("--exclude {e}"))?.ranges() {
+            for &(lo, hi) in exclusion(Some(item))?.unwrap_or_default().ranges() {
                 ranges.add(lo, hi);
             }
             continue;
@@ -306,7 +332,7 @@ pub fn record(output: &Path, to: Option<&str>, command: &[OsString], how: &Recor
     meta.sampling_period = sample;
     let (ranges, in_executable) = match (exclude, resolved.as_deref()) {
         (Some(text), Some(program)) => record_exclusion(text, program)?,
-        (Some(text), None) => (Ranges::parse(text).map_err(|e| anyhow!("--exclude {e}"))?, Vec::new()),
+        (Some(text), None) => (exclusion(Some(text))?.unwrap_or_default(), Vec::new()),
         (None, _) => (Ranges::default(), Vec::new()),
     };
     if !in_executable.is_empty() && backend != "tracer" {
@@ -325,7 +351,7 @@ pub fn record(output: &Path, to: Option<&str>, command: &[OsString], how: &Recor
         let opts = sharemap_sources::runtime::Options {
             sample,
             exclude_stack,
-            exclude: ranges.clone(),
+            exclude: ranges,
             exclude_in_executable: in_executable,
             ..Default::default()
         };
@@ -336,7 +362,9 @@ pub fn record(output: &Path, to: Option<&str>, command: &[OsString], how: &Recor
                 rec.lost
             );
         }
-        say_excluded(exclude, rec.excluded);
+        if exclude.is_some() {
+            say_excluded(rec.excluded);
+        }
         if rec.forks > 0 {
             eprintln!(
                 "sharemap: note: the program forked {} times; the children's accesses are not recorded (a trace holds one address space)",
@@ -348,13 +376,17 @@ pub fn record(output: &Path, to: Option<&str>, command: &[OsString], how: &Recor
     } else if backend == "faults" {
         let mut sink = ExcludingSink::new(&mut writer, ranges);
         let rec = sharemap_sources::faults::record(command, &mut sink)?;
-        say_excluded(exclude, sink.excluded);
+        if exclude.is_some() {
+            say_excluded(sink.excluded);
+        }
         writer.set_threads(rec.threads, rec.os_tids);
         (rec.status, rec.threads)
     } else {
         let mut sink = ExcludingSink::new(&mut writer, ranges);
         let rec = sharemap_sources::valgrind::record(command, &mut sink)?;
-        say_excluded(exclude, sink.excluded);
+        if exclude.is_some() {
+            say_excluded(sink.excluded);
+        }
         writer.set_threads(rec.threads, Vec::new());
         (rec.status, rec.threads)
     };
