@@ -65,8 +65,6 @@ pub struct Detection {
 pub struct MappingDecision {
     /// Remap the threads (with `matrix`) or leave them (the OS mapping).
     pub map: bool,
-    /// Trace position of the decision (None if it was never taken).
-    pub at: Option<u64>,
     /// The sharing matrix as it stood at the decision.
     pub matrix: SharingMatrix,
     /// Why, in words, for the user.

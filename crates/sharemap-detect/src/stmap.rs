@@ -263,12 +263,10 @@ impl Stmap {
             lines: vec![line.clone()],
         };
         let decision = self.decision.clone();
-        let why = line;
         let mapping = crate::detector::MappingDecision {
             map: d.enable == Some(true),
-            at: d.at,
             matrix: self.matrix_at_decision.take().unwrap_or_else(|| SharingMatrix::new(self.matrix.threads())),
-            why,
+            why: line,
         };
         let detection = Detection {
             matrix: self.matrix,
