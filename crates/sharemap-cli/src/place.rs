@@ -60,8 +60,8 @@ pub struct ModelArgs {
     /// Policy parameter, as policy.key=value (repeatable; see `sharemap policies`)
     #[arg(long = "set", value_name = "POLICY.KEY=VALUE")]
     pub set: Vec<String>,
-    /// Memory for page references before spilling to temporary files, in MiB (each worker
-    /// reuses its share once full)
+    /// Memory for page references, in MiB, whatever their distribution over pages: past it
+    /// they go to temporary files (each worker reuses its share once full)
     #[arg(long, default_value_t = 256)]
     pub memory_mb: usize,
 }

@@ -183,14 +183,8 @@ impl ChainStore {
     /// When every record of `page` is a plain access from one node: that node and how many
     /// there are, without reading them.
     pub fn private(&self, page: usize) -> Option<(u16, u64)> {
-        let chain = &self.chains[page];
-        if chain.node >= MIXED {
-            return None;
-        }
-        let spilled: u64 =
-            self.spill.as_ref().map_or(0, |s| s.segments.get(page).map_or(0, |v| v.iter().map(|&(_, n)| n).sum()));
-        let in_memory: u64 = blocks(&self.blocks, &self.arena, chain).map(|b| b.len() as u64).sum();
-        Some((chain.node, spilled + in_memory))
+        let node = self.chains[page].node;
+        (node < MIXED).then(|| (node, self.records(page)))
     }
 
     pub fn spilled(&self) -> bool {
@@ -229,6 +223,14 @@ impl ChainStore {
         Ok(())
     }
 
+    /// How many records `page` has (accesses, TLB events and position skips): a bound on
+    /// what reading it yields, known without reading.
+    pub fn records(&self, page: usize) -> u64 {
+        let spilled: u64 =
+            self.spill.as_ref().map_or(0, |s| s.segments.get(page).map_or(0, |v| v.iter().map(|&(_, n)| n).sum()));
+        spilled + blocks(&self.blocks, &self.arena, &self.chains[page]).map(|b| b.len() as u64).sum::<u64>()
+    }
+
     /// Appends `page`'s records to `refs` (accesses) and `events` (TLB events), in order.
     /// `buf` is scratch for reading spilled segments.
     pub fn read(
@@ -238,23 +240,85 @@ impl ChainStore {
         refs: &mut Vec<Ref>,
         events: &mut Vec<Ref>,
     ) -> std::io::Result<()> {
-        let mut at = self.first_at[page];
-        if let Some(spill) = &self.spill {
-            for &(first, n) in spill.segments.get(page).map_or(&[][..], |s| &s[..]) {
-                buf.resize(n as usize * REC_BYTES, 0);
-                spill.file.read_exact_at(buf, first * REC_BYTES as u64)?;
-                for b in buf.chunks_exact(REC_BYTES) {
-                    unpack(&mut at, Rec::from_le_bytes(b.try_into().expect("4 bytes")), refs, events);
-                }
-            }
-        }
-        for block in blocks(&self.blocks, &self.arena, &self.chains[page]) {
-            for &r in block {
-                unpack(&mut at, r, refs, events);
-            }
-        }
+        let mut cursor = self.cursor(page);
+        let mut unlimited = usize::MAX;
+        while self.read_some(&mut cursor, &mut unlimited, buf, Some(refs), Some(events))? {}
         Ok(())
     }
+
+    /// A reading of `page`'s records from the start (see `read_some`).
+    pub fn cursor(&self, page: usize) -> Cursor {
+        Cursor { page, at: self.first_at[page], segment: 0, offset: 0, block: None }
+    }
+
+    /// Decodes at most `left` more records of the cursor's page (counting them off `left`),
+    /// appending its accesses to `refs` and its TLB events to `events` where given (the
+    /// others are skipped), so that a page of any length is read in bounded pieces. False
+    /// once the page is read to the end.
+    pub fn read_some(
+        &self,
+        cur: &mut Cursor,
+        left: &mut usize,
+        buf: &mut Vec<u8>,
+        mut refs: Option<&mut Vec<Ref>>,
+        mut events: Option<&mut Vec<Ref>>,
+    ) -> std::io::Result<bool> {
+        let mut out = |r: Rec, at: &mut u64| match unpack(at, r) {
+            Decoded::Skip => {}
+            Decoded::Ref(rf) => refs.as_mut().map_or((), |v| v.push(rf)),
+            Decoded::Event(rf) => events.as_mut().map_or((), |v| v.push(rf)),
+        };
+        // Spilled segments first, in pieces of at most 64K records.
+        let segments = self.spill.as_ref().and_then(|s| s.segments.get(cur.page).map(|v| (s, &v[..])));
+        if let Some((spill, segments)) = segments {
+            while *left > 0 && cur.segment < segments.len() {
+                let (first, n) = segments[cur.segment];
+                let take = (n - cur.offset).min(*left as u64).min(1 << 16);
+                buf.resize(take as usize * REC_BYTES, 0);
+                spill.file.read_exact_at(buf, (first + cur.offset) * REC_BYTES as u64)?;
+                for b in buf.chunks_exact(REC_BYTES) {
+                    out(Rec::from_le_bytes(b.try_into().expect("4 bytes")), &mut cur.at);
+                }
+                *left -= take as usize;
+                cur.offset += take;
+                if cur.offset == n {
+                    (cur.segment, cur.offset) = (cur.segment + 1, 0);
+                }
+            }
+            if cur.segment < segments.len() {
+                return Ok(true);
+            }
+        }
+        // Then the blocks in memory.
+        let chain = &self.chains[cur.page];
+        let (mut b, mut from) = cur.block.unwrap_or((chain.head, 0));
+        while *left > 0 {
+            let Some(block) = self.blocks.get(b as usize) else { break };
+            let len = if b == chain.tail { block.cap - chain.room } else { block.cap };
+            let to = len.min(from.saturating_add((*left).min(u32::MAX as usize) as u32));
+            for &r in &self.arena[block.start + from as usize..block.start + to as usize] {
+                out(r, &mut cur.at);
+            }
+            *left -= (to - from) as usize;
+            if to < len {
+                from = to;
+            } else {
+                (b, from) = (block.next, 0);
+            }
+        }
+        cur.block = Some((b, from));
+        Ok(self.blocks.get(b as usize).is_some())
+    }
+}
+
+/// Where a reading of one page's records is: the next spilled segment and record in it, then
+/// the next block in memory and record in it, and the position of the last record read.
+pub(crate) struct Cursor {
+    page: usize,
+    at: u64,
+    segment: usize,
+    offset: u64,
+    block: Option<(u32, u32)>,
 }
 
 /// A chain's records in memory, block by block.
@@ -274,17 +338,23 @@ fn pack(delta: u64, node: u16, flags: u32) -> Rec {
     delta as u32 | (node as u32) << DELTA_BITS | flags
 }
 
+enum Decoded {
+    Ref(Ref),
+    Event(Ref),
+    Skip,
+}
+
 #[inline]
-fn unpack(at: &mut u64, r: Rec, refs: &mut Vec<Ref>, events: &mut Vec<Ref>) {
+fn unpack(at: &mut u64, r: Rec) -> Decoded {
     let node = r >> DELTA_BITS & NODE_MASK;
     if node == SKIP_NODE {
         let units = (r as u64 & MAX_DELTA) | ((r >> 29) as u64) << DELTA_BITS;
         *at += units << DELTA_BITS;
-        return;
+        return Decoded::Skip;
     }
     *at += r as u64 & MAX_DELTA;
     let rf = Ref { at: *at, node: node as u16, write: r & WRITE != 0, sampled: r & SAMPLED != 0 };
-    if r & TLB_EVENT != 0 { events.push(rf) } else { refs.push(rf) }
+    if r & TLB_EVENT != 0 { Decoded::Event(rf) } else { Decoded::Ref(rf) }
 }
 
 #[cfg(test)]
@@ -314,6 +384,7 @@ mod tests {
             pushes in prop::collection::vec((0usize..5, prop_oneof![4 => 0u64..5_000_000, 1 => 0u64..1 << 50], prop_oneof![0u16..2, 0u16..127], prop_oneof![0u8..4, 0u8..8]), 0..3000),
             spill_every in prop::option::of(1usize..700),
             node_per_page in any::<bool>(),
+            piece in 1usize..40,
         ) {
             // A small arena (several blocks), so pushes also spill when it fills.
             let mut store = ChainStore::new(4096 * REC_BYTES);
@@ -340,6 +411,20 @@ mod tests {
                 store.read(page, &mut buf, &mut got_refs, &mut got_events).unwrap();
                 prop_assert_eq!(&got_refs, refs);
                 prop_assert_eq!(&got_events, events);
+                // Read a few records at a time, one kind per pass, the same comes back.
+                for want_events in [false, true] {
+                    let (mut cursor, mut got) = (store.cursor(page), Vec::new());
+                    loop {
+                        let mut left = piece;
+                        let (r, e) = if want_events { (None, Some(&mut got)) } else { (Some(&mut got), None) };
+                        let more = store.read_some(&mut cursor, &mut left, &mut buf, r, e).unwrap();
+                        prop_assert!(left == 0 || !more);
+                        if !more {
+                            break;
+                        }
+                    }
+                    prop_assert_eq!(&got, if want_events { events } else { refs });
+                }
                 // Counted without reading exactly when every record is a plain access from
                 // one node with no gap of 2^22 accesses or more.
                 let plain = !refs.is_empty()

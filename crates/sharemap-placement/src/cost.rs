@@ -196,19 +196,20 @@ impl Residence {
 
     /// Charges references while the page stays where it is: with a single copy no reference
     /// changes anything, so they are counted rather than replayed.
-    pub fn stay(&mut self, refs: &[crate::page::Ref]) {
+    pub fn stay(&mut self, refs: impl IntoIterator<Item = crate::page::Ref>) {
+        let refs = refs.into_iter();
         if self.set.count_ones() != 1 {
-            refs.iter().for_each(|r| if r.write { self.write(r.node) } else { self.read(r.node) });
+            refs.for_each(|r| if r.write { self.write(r.node) } else { self.read(r.node) });
             return;
         }
         if self.set == GLOBAL_BIT {
-            self.tally.global += refs.len() as u64;
+            self.tally.global += refs.count() as u64;
             return;
         }
         let node = self.set.trailing_zeros() as u16;
-        let local = refs.iter().filter(|r| r.node == node).count() as u64;
+        let (all, local) = refs.fold((0u64, 0u64), |(all, local), r| (all + 1, local + (r.node == node) as u64));
         self.tally.local += local;
-        self.tally.remote += refs.len() as u64 - local;
+        self.tally.remote += all - local;
     }
 
     /// Charges a read by `node`.

@@ -5,6 +5,7 @@ use crate::cost::{Costs, LocSet, Tally};
 use crate::optimal::{Optimal, Solution};
 use crate::partition::Partition;
 use crate::policies::{Context, Policy};
+use rayon::prelude::*;
 use serde::Serialize;
 
 /// One policy's totals over the trace.
@@ -73,6 +74,8 @@ struct Worker {
     tallies: Vec<Tally>,
     costliest: Vec<PageCost>,
     placement: Vec<(u64, u64, LocSet)>,
+    /// An I/O error of the optimum's temporary files.
+    error: Option<std::io::Error>,
 }
 
 pub fn evaluate(
@@ -84,13 +87,14 @@ pub fn evaluate(
 ) -> std::io::Result<Evaluation> {
     let c: Costs = ctx.costs;
     let init = || Worker {
-        optimal: Optimal::new(ctx.nodes, c),
+        optimal: Optimal::new(ctx.nodes, c).with_memory(part.page_memory() / 2),
         opt_cost: 0.0,
         opt: Tally::default(),
         costs: vec![0.0; policies.len()],
         tallies: vec![Tally::default(); policies.len()],
         costliest: Vec::new(),
         placement: Vec::new(),
+        error: None,
     };
     // The optimum alone needs nothing of a page one node references but how many references
     // it has: all local (`Optimal::solve` says the same), so those pages are not read.
@@ -100,12 +104,24 @@ pub fn evaluate(
         w.opt.local += refs;
     };
     let page = |w: &mut Worker, page: &crate::page::Page| {
-        let sol = if opts.skip_optimal { Solution::default() } else { w.optimal.solve(page.refs) };
+        let optimal = &mut w.optimal;
+        let mut solve =
+            || if opts.skip_optimal { Solution::default() } else { optimal.solve_page(page, opts.placement) };
+        let (sol, streamed) = if page.in_memory().is_some() {
+            (solve(), Vec::new())
+        } else {
+            // A page read window by window takes a pass per policy: the passes run on every
+            // core at once (the other workers may be done with their smaller pages).
+            rayon::join(solve, || policies.par_iter().map(|(_, p)| p.run(page, ctx)).collect())
+        };
+        if let Some(e) = w.optimal.take_error() {
+            w.error.get_or_insert(e);
+        }
         w.opt_cost += sol.cost;
         w.opt.add(&sol.tally);
         let mut page_costs = Vec::with_capacity(if opts.costliest > 0 { policies.len() } else { 0 });
         for (i, (_, p)) in policies.iter().enumerate() {
-            let t = p.run(page, ctx);
+            let t = streamed.get(i).copied().unwrap_or_else(|| p.run(page, ctx));
             let cost = t.cost(&c);
             w.costs[i] += cost;
             w.tallies[i].add(&t);
@@ -114,17 +130,24 @@ pub fn evaluate(
             }
         }
         if opts.placement {
-            w.placement.extend(sol.changes.iter().map(|&(i, set)| (page.number, page.refs[i].at, set)));
+            // Changes name references by index; one pass finds their positions.
+            let mut changes = sol.changes.iter().peekable();
+            for (i, r) in page.refs().enumerate() {
+                while let Some(&(_, set)) = changes.next_if(|c| c.0 == i) {
+                    w.placement.push((page.number, r.at, set));
+                }
+            }
         }
         if opts.costliest > 0 {
             let worst = w.costliest.iter().map(|p| p.optimal).fold(f64::INFINITY, f64::min);
             if w.costliest.len() < opts.costliest || sol.cost > worst {
-                let nodes = page.refs.iter().fold(0u128, |s, r| s | (1u128 << r.node)).count_ones();
+                let (nodes, writes) =
+                    page.refs().fold((0u128, 0u64), |(s, w), r| (s | (1u128 << r.node), w + r.write as u64));
                 w.costliest.push(PageCost {
                     address: format!("{:#x}", page.number * page_size),
-                    references: page.refs.len() as u64,
-                    writes: page.refs.iter().filter(|r| r.write).count() as u64,
-                    nodes,
+                    references: page.len(),
+                    writes,
+                    nodes: nodes.count_ones(),
                     optimal: sol.cost,
                     policies: page_costs,
                 });
@@ -142,6 +165,9 @@ pub fn evaluate(
     let mut costliest = Vec::new();
     let mut placement = Vec::new();
     for w in workers {
+        if let Some(e) = w.error {
+            return Err(e);
+        }
         opt_cost += w.opt_cost;
         opt.add(&w.opt);
         for i in 0..policies.len() {
@@ -219,6 +245,62 @@ mod tests {
             assert_eq!(fast.results[0].tally, full.results[0].tally, "budget {budget}");
             assert_eq!(fast.results[0].cost, full.results[0].cost);
             assert!(full.results[0].tally.remote + full.results[0].tally.node_moves > 0, "some pages are shared");
+        }
+    }
+
+    /// A trace with one hot page (most of the references, from every node, reads and
+    /// writes) evaluated with pages read whole and window by window, with the chains in
+    /// memory and spilled, with and without a prepass: every policy, the optimum, its
+    /// placement and the costliest pages come out the same.
+    #[test]
+    fn hot_pages_read_window_by_window_give_the_same_evaluation() {
+        let mut x = 5u64;
+        let mut accesses: Vec<Access> = (0..20_000u64)
+            .map(|i| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let t = (x >> 61) as u32;
+                let page = match x >> 56 & 15 {
+                    0..=10 => 7,
+                    11 => 100 + (x >> 40) % 8,
+                    _ => t as u64 * 10 + (x >> 40) % 10,
+                };
+                let addr = page * 4096 + (x >> 20) % 4096;
+                if i % 5 == 0 { Access::write(t, addr, 8) } else { Access::read(t, addr, 8) }
+            })
+            .collect();
+        accesses.extend((0..2_000u64).map(|i| Access::write((i % 8) as u32, 7 * 4096, 8)));
+        let machine = sharemap_machine::Machine::from_spec("numa:4 pu:2").unwrap();
+        let costs = Costs::new(&sharemap_machine::CostParams::butterfly(4096));
+        let settings = crate::policies::Settings::default();
+        let all: Vec<(String, Box<dyn Policy>)> =
+            crate::policies::POLICIES.iter().map(|p| (p.name.to_string(), p.build(&settings).unwrap())).collect();
+        let plain: Vec<(String, Box<dyn Policy>)> = ["first-touch", "next-touch", "carrefour", "ace"]
+            .iter()
+            .map(|&n| (n.to_string(), crate::policies::find(n).unwrap().build(&settings).unwrap()))
+            .collect();
+        for policies in [&all, &plain] {
+            let mut seen = None;
+            for (budget, page_memory) in
+                [(1 << 30, 1 << 30), (1 << 30, 2048), (8192, 2048), (8192, 200), (1 << 30, 200)]
+            {
+                let opts = PartitionOptions {
+                    page_size: PageSize::DEFAULT,
+                    placement: ThreadPlacement::identity(&machine),
+                    memory_budget: budget,
+                    prepass: crate::policies::Prepass::of(policies, 64),
+                };
+                let mut trace = MemoryTrace::from_accesses(accesses.clone()).with_chunk_accesses(1000);
+                let part = Partition::build(&mut trace, &opts, &|_| {}).unwrap().with_page_memory(page_memory);
+                let ctx = crate::testing::plain_context(4, costs, part.pages());
+                let eval_opts = EvalOptions { costliest: 3, placement: true, skip_optimal: false };
+                let e = evaluate(&part, &ctx, policies, 4096, &eval_opts).unwrap();
+                let got = format!("{e:?}");
+                assert!(e.results.iter().all(|r| r.tally.references() == accesses.len() as u64));
+                match &seen {
+                    None => seen = Some(got),
+                    Some(first) => assert_eq!(&got, first, "budget {budget}, page memory {page_memory}"),
+                }
+            }
         }
     }
 }

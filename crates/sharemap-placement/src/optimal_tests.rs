@@ -445,3 +445,32 @@ fn plain_recurrence_matches_exhaustive_search() {
         assert!(close(plain_recurrence(&refs, nodes, &c), set_search(&refs, nodes, &c)), "case {case}");
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+    /// A solver keeping only a few items of its writes and entries in memory (the rest in
+    /// temporary files) finds the same solution as one keeping everything, on pages with
+    /// many writes and merged stretches, page after page.
+    #[test]
+    fn a_solver_spilling_to_files_finds_the_same_solution(
+        nodes in 2usize..12,
+        c in prop_oneof![costs_strategy(), dear_moves()],
+        memory in 0usize..700,
+        pages in prop::collection::vec(prop::collection::vec((0u16..12, prop::bool::weighted(0.4), 1usize..4), 1..150), 1..4),
+    ) {
+        let mut small = Optimal::new(nodes, c).with_memory(memory);
+        for page in pages {
+            let mut refs = Vec::new();
+            for (n, w, repeat) in page {
+                for _ in 0..repeat {
+                    let at = refs.len() as u64;
+                    let node = n % nodes as u16;
+                    refs.push(if w { Ref::write(at, node) } else { Ref::read(at, node) });
+                }
+            }
+            let whole = Optimal::new(nodes, c).solve(&refs);
+            prop_assert_eq!(small.solve(&refs), whole);
+            prop_assert!(small.take_error().is_none());
+        }
+    }
+}

@@ -9,8 +9,8 @@
 //! memory. Policies that need state kept in trace order across pages (a profile sampler, a
 //! TLB model: `Policy::prepass`) get a single run.
 
-use crate::chains::{ChainStore, SAMPLED, TLB_EVENT, WRITE};
-use crate::page::{Page, Ref};
+use crate::chains::{ChainStore, Cursor, SAMPLED, TLB_EVENT, WRITE};
+use crate::page::{Page, Ref, Stream};
 use crate::policies::Prepass;
 use rayon::prelude::*;
 use sharemap_core::{DenseIndex, PageSize, RecentPerThread, ThreadPlacement};
@@ -65,7 +65,19 @@ pub struct Partition {
     runs: Vec<ChainStore>,
     /// Page id * runs + run: the page's index in that run's chains, or NO_PAGE.
     local: Vec<u32>,
+    /// Bytes a worker may use for one page's evaluation (see `page_memory`).
+    page_memory: usize,
 }
+
+/// The share of the memory budget kept for evaluating pages, the rest holding the chains.
+const EVALUATION_SHARE: usize = 4;
+/// Of a worker's memory for a page: the part its references may take when read whole (a
+/// page with more records is read window by window, `Page::streamed`), and the part one
+/// window takes (several passes may be under way at once).
+const WHOLE_PAGE_SHARE: usize = 2;
+const WINDOW_SHARE: usize = 32;
+/// The least memory a worker gets for a page, whatever the budget.
+const MIN_PAGE_MEMORY: usize = 1 << 20;
 
 impl Partition {
     /// Reads the whole trace. `progress` is told the number of accesses read so far.
@@ -74,12 +86,15 @@ impl Partition {
         opts: &PartitionOptions,
         progress: &(dyn Fn(u64) + Sync),
     ) -> Result<Partition, TraceError> {
+        let workers = rayon::current_num_threads().max(1);
+        let evaluation = opts.memory_budget / EVALUATION_SHARE;
+        let page_memory = (evaluation / workers).max(MIN_PAGE_MEMORY);
+        let chains = opts.memory_budget - evaluation;
         if opts.prepass.sampler.is_some() || opts.prepass.tlb.is_some() {
-            return Ok(Self::join(vec![build_in_order(reader, opts, progress)?]));
+            return Ok(Self::join(vec![build_in_order(reader, opts, chains, progress)?], page_memory));
         }
-        let runs = rayon::current_num_threads().clamp(1, MAX_RUNS);
-        let builders: Vec<Mutex<Builder>> =
-            (0..runs).map(|_| Mutex::new(Builder::new(opts, opts.memory_budget / runs))).collect();
+        let runs = workers.clamp(1, MAX_RUNS);
+        let builders: Vec<Mutex<Builder>> = (0..runs).map(|_| Mutex::new(Builder::new(opts, chains / runs))).collect();
         let read = AtomicU64::new(0);
         reader.for_each_chunk_in_parts(runs, &|run, chunk| {
             builders[run].lock().unwrap_or_else(|e| e.into_inner()).chunk(chunk, None)?;
@@ -89,12 +104,12 @@ impl Partition {
         })?;
         let builders: Vec<Builder> =
             builders.into_iter().map(|b| b.into_inner().unwrap_or_else(|e| e.into_inner())).collect();
-        Ok(Self::join(builders))
+        Ok(Self::join(builders, page_memory))
     }
 
     /// Pages get ids in first-touch order: the first run's in its order, then each later
     /// run's new ones.
-    fn join(builders: Vec<Builder>) -> Partition {
+    fn join(builders: Vec<Builder>, page_memory: usize) -> Partition {
         let n = builders.len();
         let mut ids = DenseIndex::default();
         let (mut page_numbers, mut local) = (Vec::new(), Vec::new());
@@ -123,7 +138,35 @@ impl Partition {
         for (rank, &id) in order.iter().enumerate() {
             address_rank[id as usize] = rank as u32;
         }
-        Partition { page_numbers, address_rank, refs, init_done, phase_changes, annotations, spilled, runs, local }
+        Partition {
+            page_numbers,
+            address_rank,
+            refs,
+            init_done,
+            phase_changes,
+            annotations,
+            spilled,
+            runs,
+            local,
+            page_memory,
+        }
+    }
+
+    /// Bytes one worker may use while it evaluates a page, whatever the page's length: a
+    /// window of its references, and what the optimum keeps in memory before spilling.
+    pub fn page_memory(&self) -> usize {
+        self.page_memory
+    }
+
+    /// The same partition with this much memory per worker for one page (the budget sets
+    /// it otherwise): a smaller figure reads more pages window by window.
+    pub fn with_page_memory(self, bytes: usize) -> Self {
+        Partition { page_memory: bytes, ..self }
+    }
+
+    /// Most records of a streamed page decoded at once in one pass.
+    fn window(&self) -> usize {
+        (self.page_memory / WINDOW_SHARE / size_of::<Ref>()).max(1)
     }
 
     pub fn pages(&self) -> usize {
@@ -158,10 +201,20 @@ impl Partition {
                     if handled(&mut state, id) {
                         continue;
                     }
-                    self.read(id, scratch)?;
                     let (number, rank) = (self.page_numbers[id], self.address_rank[id]);
-                    let page = Page::new(number, id as u32, rank, &scratch.refs, &scratch.events);
-                    f(&mut state, &page);
+                    if self.records(id) <= (self.page_memory / WHOLE_PAGE_SHARE / size_of::<Ref>()) as u64 {
+                        self.read(id, scratch)?;
+                        let page = Page::new(number, id as u32, rank, &scratch.refs, &scratch.events);
+                        f(&mut state, &page);
+                    } else {
+                        // A hot page: every pass reads it again, a window at a time.
+                        let stream = Stream { part: self, id, window: self.window(), error: Mutex::new(None) };
+                        let page = Page::streamed(number, id as u32, rank, &stream);
+                        f(&mut state, &page);
+                        if let Some(e) = stream.error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                            return Err(e);
+                        }
+                    }
                 }
                 Ok(state)
             })
@@ -197,6 +250,43 @@ impl Partition {
         Some(refs)
     }
 
+    /// How many records page `id` has in all runs (see `ChainStore::records`).
+    fn records(&self, id: usize) -> u64 {
+        let n = self.runs.len();
+        let locals = &self.local[id * n..(id + 1) * n];
+        self.runs.iter().zip(locals).filter(|&(_, &l)| l != NO_PAGE).map(|(run, &l)| run.records(l as usize)).sum()
+    }
+
+    /// Decodes at most `max` more records of page `id` where `reader` left off (see
+    /// `ChainStore::read_some`); false once the page is read to the end.
+    pub(crate) fn read_some(
+        &self,
+        id: usize,
+        reader: &mut PageReader,
+        max: usize,
+        buf: &mut Vec<u8>,
+        mut refs: Option<&mut Vec<Ref>>,
+        mut events: Option<&mut Vec<Ref>>,
+    ) -> std::io::Result<bool> {
+        let n = self.runs.len();
+        let mut left = max;
+        while left > 0 && reader.run < n {
+            let l = self.local[id * n + reader.run];
+            if l == NO_PAGE {
+                reader.run += 1;
+                continue;
+            }
+            let store = &self.runs[reader.run];
+            let cursor = reader.cursor.get_or_insert_with(|| store.cursor(l as usize));
+            if store.read_some(cursor, &mut left, buf, refs.as_deref_mut(), events.as_deref_mut())? {
+                return Ok(true);
+            }
+            reader.run += 1;
+            reader.cursor = None;
+        }
+        Ok(reader.run < n)
+    }
+
     /// Page `id`'s references and events, run after run.
     fn read(&self, id: usize, s: &mut Scratch) -> std::io::Result<()> {
         s.refs.clear();
@@ -209,6 +299,13 @@ impl Partition {
         }
         Ok(())
     }
+}
+
+/// Where a pass over one page has got to: the run, and the reading of its chain there.
+#[derive(Default)]
+pub(crate) struct PageReader {
+    run: usize,
+    cursor: Option<Cursor>,
 }
 
 /// A worker's buffers for one page at a time.
@@ -381,6 +478,7 @@ impl InOrder {
 fn build_in_order(
     reader: &mut dyn TraceSource,
     opts: &PartitionOptions,
+    budget: usize,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Builder, TraceError> {
     type Work = (Chunk, InOrderMarks);
@@ -389,7 +487,7 @@ fn build_in_order(
     let mut in_order = InOrder::new(opts);
     std::thread::scope(|s| {
         let chains = s.spawn(move || {
-            let mut builder = Builder::new(opts, opts.memory_budget);
+            let mut builder = Builder::new(opts, budget);
             for (chunk, marks) in work {
                 builder.chunk(&chunk, Some(&marks))?;
                 progress(builder.end);
@@ -455,7 +553,7 @@ mod tests {
 
     fn collect(p: &Partition) -> Vec<(u64, Vec<Ref>)> {
         let mut pages: Vec<(u64, Vec<Ref>)> = p
-            .par_pages(Vec::new, |v: &mut Vec<(u64, Vec<Ref>)>, page| v.push((page.number, page.refs.to_vec())))
+            .par_pages(Vec::new, |v: &mut Vec<(u64, Vec<Ref>)>, page| v.push((page.number, page.refs().collect())))
             .unwrap()
             .concat();
         pages.sort_by_key(|(n, _)| *n);
@@ -538,8 +636,8 @@ mod tests {
             Partition::build(&mut TraceReader::open(&dir.path().join("t.smt"), None).unwrap(), &opts, &|_| {}).unwrap();
         let mut seen: Vec<(u64, Vec<u64>, usize)> = p
             .par_pages(Vec::new, |v: &mut Vec<(u64, Vec<u64>, usize)>, page| {
-                assert!(page.events.iter().all(|e| e.node == 1));
-                v.push((page.number, page.events.iter().map(|e| e.at).collect(), page.refs.len()))
+                assert!(page.events().all(|e| e.node == 1));
+                v.push((page.number, page.events().map(|e| e.at).collect(), page.len() as usize))
             })
             .unwrap()
             .concat();

@@ -63,19 +63,60 @@ pub(super) fn scan(raw: &[f64]) -> Least {
     Least { v1, a1, ..Least::EMPTY }
 }
 
+/// The forward pass's reading of a page: the next reference, or the next one if it
+/// qualifies. A slice is read by index (the common case, and the fastest); a page read
+/// window by window through a peekable pass.
+pub(super) trait Cursor {
+    fn next(&mut self) -> Option<Ref>;
+    fn next_if(&mut self, f: impl FnOnce(&Ref) -> bool) -> Option<Ref>;
+}
+
+pub(super) struct SliceCursor<'a> {
+    pub refs: &'a [Ref],
+    pub pos: usize,
+}
+
+impl Cursor for SliceCursor<'_> {
+    #[inline(always)]
+    fn next(&mut self) -> Option<Ref> {
+        let r = self.refs.get(self.pos).copied();
+        self.pos += 1;
+        r
+    }
+
+    #[inline(always)]
+    fn next_if(&mut self, f: impl FnOnce(&Ref) -> bool) -> Option<Ref> {
+        let r = self.refs.get(self.pos).copied().filter(f);
+        self.pos += r.is_some() as usize;
+        r
+    }
+}
+
+impl<I: Iterator<Item = Ref>> Cursor for std::iter::Peekable<I> {
+    #[inline(always)]
+    fn next(&mut self) -> Option<Ref> {
+        Iterator::next(self)
+    }
+
+    #[inline(always)]
+    fn next_if(&mut self, f: impl FnOnce(&Ref) -> bool) -> Option<Ref> {
+        std::iter::Peekable::next_if(self, f)
+    }
+}
+
 impl Optimal {
     /// The dynamic program over the page's writes (`GLOBAL`: the machine has global memory).
     #[inline(never)]
-    pub(super) fn forward<const GLOBAL: bool>(&mut self, refs: &[Ref], first_write: usize) -> End {
+    pub(super) fn forward<const GLOBAL: bool>(&mut self, refs: impl Cursor, first_write: usize) -> End {
         let c = self.c;
         let big_g = if GLOBAL { c.big_g } else { 0.0 };
         let nodes = self.nodes;
         // The hot state lives in locals and split borrows, so the per-reference path keeps
         // it in registers.
         let t: &mut Nodes = &mut self.t;
-        let seen = &mut self.seen;
         let writes = &mut self.writes;
         let entries = &mut self.entries;
+        let stretches = &mut self.stretches;
         let padded = self.padded;
         let mut run = self.run;
         let mut touched_len = 0usize;
@@ -94,19 +135,26 @@ impl Optimal {
         let (mut k_all, mut cap_all) = (0.0f64, INF);
         let rest_raw = lead + c.r;
         let mut glob = lead + c.g;
-        let x0 = refs[first_write].node;
+        let mut refs = refs;
+        for _ in 0..first_write {
+            refs.next();
+        }
+        let x0 = refs.next().expect("the first write is there").node;
         t.raw[..nodes].fill(rest_raw);
         t.raw[ix(x0)] = lead + 1.0;
-        seen.push(x0);
-        entries.push(Entry { raw: lead + 1.0, write: 0, prev: NO_ENTRY, count: 0, node: x0, code: A_SELF });
-        t.head[ix(x0)] = 0;
+        entries.push(Entry { prev_raw: rest_raw, count: 0, node: x0, code: A_SELF });
         // The least raw values, remembered from write to write.
         let mut least = scan(&t.raw[..padded]);
-        writes.push(Write {
+        // The latest write, still growing by merged writes; the walk back gets it once the
+        // next write is recorded.
+        let mut cur = Write {
             index: first_write,
             last: first_write,
+            run_start: 0,
             max_reads: 0,
-            entries: 0,
+            merged: 0,
+            entries: 1,
+            node: x0,
             arg_u: NONE,
             arg_ug: NONE,
             arg_ug2: NONE,
@@ -117,14 +165,14 @@ impl Optimal {
             self_code: A_SELF,
             cap_code: A_SELF,
             glob_code: G_STAY,
-        });
+        };
         let mut last_writer = x0;
-        let mut w = 1u32;
+        let mut w = 1usize;
 
+        // The index of the next reference `refs` gives.
         let mut next = first_write + 1;
-        while next < refs.len() {
+        while let Some(rf) = refs.next() {
             let i = next;
-            let rf = &refs[i];
             next += 1;
             if !rf.write {
                 touch(t, &mut touched_len, run, rf.node);
@@ -141,11 +189,14 @@ impl Optimal {
             if only_x && last_writer == x {
                 // The same holds for each following write by that node while only it refers
                 // to the page, so the whole stretch is taken here, in registers.
-                let mut cx = t.count[xi] as f64;
+                let mut reads_before = t.count[xi];
                 let mut v = t.raw[xi];
                 let mut last = i;
                 let mut max_reads = t.count[xi];
                 let pending = loop {
+                    stretches.push(reads_before);
+                    cur.merged += 1;
+                    let cx = reads_before as f64;
                     let mine = min2(v + k_all, cap_all) + cx + 1.0;
                     let other = c.r + stretch_cost(&c, cx, false);
                     k_all += other;
@@ -155,12 +206,12 @@ impl Optimal {
                         glob += c.g + stretch_cost(&c, cx, true);
                     }
                     let mut reads = 0u32;
-                    while next < refs.len() && refs[next].node == x && !refs[next].write {
+                    while refs.next_if(|r| r.node == x && !r.write).is_some() {
                         reads += 1;
                         next += 1;
                     }
-                    if next < refs.len() && refs[next].node == x {
-                        cx = reads as f64;
+                    if refs.next_if(|r| r.node == x).is_some() {
+                        reads_before = reads;
                         max_reads = max_reads.max(reads);
                         last = next;
                         next += 1;
@@ -168,14 +219,11 @@ impl Optimal {
                         break reads;
                     }
                 };
-                // The writer's value went down (its stretch is cheaper than anyone else's);
-                // its entry of the previous write holds the value from the next write on.
+                // The writer's value went down (its stretch is cheaper than anyone else's).
                 t.raw[xi] = v;
-                entries[t.head[xi] as usize].raw = v;
                 least.lower(v, x);
-                let rec = writes.last_mut().expect("the first write is recorded");
-                rec.last = last;
-                rec.max_reads = rec.max_reads.max(max_reads);
+                cur.last = last;
+                cur.max_reads = cur.max_reads.max(max_reads);
                 // The writer's reads after the stretch's last write open the next run.
                 t.count[xi] = pending;
                 touched_len = 0;
@@ -214,6 +262,7 @@ impl Optimal {
                     tug.offer::<true>(v + cj - fg, node);
                 }
                 t.tv[ix(n)] = v;
+                t.prev[ix(n)] = t.raw[j];
                 t.raw[j] = INF;
             }
 
@@ -268,7 +317,6 @@ impl Optimal {
             cap_all = min2(cap_all + add, cap);
 
             // Touched states: the best of the cases in the module comment, explicitly.
-            let first_entry = entries.len() as u32;
             least = untouched;
             for n in 0..touched_len {
                 let node = t.touched[ix(n)];
@@ -299,21 +347,23 @@ impl Optimal {
                 // raw + K stands for them.
                 let v = best + node_cost - k_all;
                 t.raw[j] = v;
-                if t.head[j] == NO_ENTRY {
-                    seen.push(node);
-                }
-                entries.push(Entry { raw: v, write: w, prev: t.head[j], count: t.count[j], node, code });
-                t.head[j] = entries.len() as u32 - 1;
+                entries.push(Entry { prev_raw: t.prev[ix(n)], count: t.count[j], node, code });
                 t.count[j] = 0;
                 least.offer::<false>(v, node);
             }
+            let entries_here = touched_len as u32;
             touched_len = 0;
             next_run(&mut run, t);
-            writes.push(Write {
+            let run_start = cur.last + 1;
+            writes.push(cur);
+            cur = Write {
                 index: i,
                 last: i,
+                run_start,
                 max_reads: 0,
-                entries: first_entry,
+                merged: 0,
+                entries: entries_here,
+                node: x,
                 arg_u,
                 arg_ug,
                 arg_ug2,
@@ -324,10 +374,11 @@ impl Optimal {
                 self_code,
                 cap_code,
                 glob_code,
-            });
+            };
             last_writer = x;
             w += 1;
         }
+        writes.push(cur);
         // The walk back reads the trailing run's nodes; the next page goes on from `run`.
         self.touched_len = touched_len;
         self.run = run;
@@ -364,7 +415,7 @@ impl Optimal {
         if GLOBAL && glob + fg_sum < best.0 {
             best = (glob + fg_sum, GLOB, true);
         }
-        End { cost: best.0, state: best.1, glob: best.2, rest_raw }
+        End { cost: best.0, state: best.1, glob: best.2, writes: w }
     }
 }
 

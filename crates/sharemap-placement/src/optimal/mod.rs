@@ -16,10 +16,12 @@
 //! among the other nodes. That least value is remembered from write to write and only
 //! looked for again, by a scan of every node in lanes, when its holder is touched.
 //!
-//! Each write's touched nodes leave an entry (how they were reached, their reads in the
-//! run, their new raw value). One walk back from the final state follows the codes, reads
-//! an untouched node's value from its latest earlier entry, and charges the placement it
-//! finds from the entries, without replaying the trace.
+//! Each write's touched nodes leave an entry (how they were reached, their reads in the run,
+//! their raw value before it). One walk back from the final state takes the writes and
+//! entries newest first, follows the codes, knows an untouched node's value from the entries
+//! it has passed, and charges the placement it finds from the entries, without replaying
+//! the trace. What the walk back needs is kept as stacks that spill to temporary files
+//! (`stack`), and the page is read in passes, so a page of any length takes bounded memory.
 
 use crate::cost::{Costs, GLOBAL_BIT, LocSet, Tally, node_bit};
 use crate::page::Ref;
@@ -27,7 +29,6 @@ use crate::page::Ref;
 const NONE: u16 = u16::MAX;
 /// The state id of global memory.
 const GLOB: u16 = u16::MAX - 1;
-const NO_ENTRY: u32 = u32::MAX;
 /// The value arrays are padded with +inf to a multiple of this, so scans run in lanes.
 const LANES: usize = 8;
 const INF: f64 = f64::INFINITY;
@@ -53,16 +54,23 @@ pub struct Solution {
 }
 
 /// What the walk back needs to know about one write.
+#[derive(Clone, Copy)]
 struct Write {
     /// Index of the write in the page's references.
     index: usize,
     /// Index of the last write merged into this one (see `forward`): `index..=last` are
     /// consecutive writes by one node, and the page stays put.
     last: usize,
+    /// Where the read-run before this write starts (after the previous write's `last`).
+    run_start: usize,
     /// The most reads the writer made before one of those merged writes.
     max_reads: u32,
-    /// This write's first entry; its entries end where the next write's begin.
+    /// How many writes were merged into this one (each left its reads on `stretches`).
+    merged: u32,
+    /// How many entries this write left (the nodes touched in its run).
     entries: u32,
+    /// The writer.
+    node: u16,
     arg_u: u16,
     arg_ug: u16,
     arg_ug2: u16,
@@ -78,23 +86,79 @@ struct Write {
 }
 
 /// A node touched in a write's run: how it was reached at the write, its reads in the run,
-/// and its raw value from the next write on.
+/// and its raw value before the write (which the walk back needs once past the write, for
+/// the writes before it at which the node is untouched).
+#[derive(Clone, Copy)]
 struct Entry {
-    raw: f64,
-    write: u32,
-    /// The node's previous entry.
-    prev: u32,
+    prev_raw: f64,
     count: u32,
     node: u16,
     code: u8,
 }
 
+impl stack::Record for Write {
+    const BYTES: usize = 3 * 8 + 3 * 4 + 4 * 2 + 4 * 8 + 3;
+    fn put(&self, out: &mut Vec<u8>) {
+        for v in [self.index, self.last, self.run_start] {
+            out.extend_from_slice(&(v as u64).to_le_bytes());
+        }
+        for v in [self.max_reads, self.merged, self.entries] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        for v in [self.node, self.arg_u, self.arg_ug, self.arg_ug2] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        for v in [self.k_before, self.cap_before, self.add, self.cap] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&[self.self_code, self.cap_code, self.glob_code]);
+    }
+    fn get(bytes: &[u8]) -> Self {
+        let mut f = stack::Fields(bytes);
+        Write {
+            index: f.u64() as usize,
+            last: f.u64() as usize,
+            run_start: f.u64() as usize,
+            max_reads: f.u32(),
+            merged: f.u32(),
+            entries: f.u32(),
+            node: f.u16(),
+            arg_u: f.u16(),
+            arg_ug: f.u16(),
+            arg_ug2: f.u16(),
+            k_before: f.f64(),
+            cap_before: f.f64(),
+            add: f.f64(),
+            cap: f.f64(),
+            self_code: f.u8(),
+            cap_code: f.u8(),
+            glob_code: f.u8(),
+        }
+    }
+}
+
+impl stack::Record for Entry {
+    const BYTES: usize = 8 + 4 + 2 + 1;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.prev_raw.to_le_bytes());
+        out.extend_from_slice(&self.count.to_le_bytes());
+        out.extend_from_slice(&self.node.to_le_bytes());
+        out.push(self.code);
+    }
+    fn get(bytes: &[u8]) -> Self {
+        let mut f = stack::Fields(bytes);
+        Entry { prev_raw: f.f64(), count: f.u32(), node: f.u16(), code: f.u8() }
+    }
+}
+
 mod forward;
 pub mod reference;
+mod stack;
 mod thresholds;
 mod walk_back;
 
 pub use reference::replay;
+use stack::SpillStack;
 use thresholds::{fewest_reads_copied, most_reads_kept, stretch_cost};
 
 /// Per-node state. Indexed by `node & 127` (see `ix`): node ids are below 128, and a fixed
@@ -107,12 +171,10 @@ struct Nodes {
     count: [u32; 128],
     /// The run in which the node was last touched (`Optimal::run`).
     stamp: [u32; 128],
-    /// The node's latest entry, and the entry the walk back is at.
-    head: [u32; 128],
-    cursor: [u32; 128],
-    /// Nodes touched in the current run, in order, and per position: true value, savings
-    /// d and dg.
+    /// Nodes touched in the current run, in order, and per position: raw value before the
+    /// write, true value, savings d and dg.
     touched: [u16; 128],
+    prev: [f64; 128],
     tv: [f64; 128],
     d: [f64; 128],
     dg: [f64; 128],
@@ -160,19 +222,57 @@ pub struct Optimal {
     touched_len: usize,
     /// The current run's number: a node is touched in it when its stamp equals it.
     run: u32,
-    /// Nodes with entries (what a new page must reset besides the values).
-    seen: Vec<u16>,
-    writes: Vec<Write>,
-    entries: Vec<Entry>,
+    writes: SpillStack<Write>,
+    entries: SpillStack<Entry>,
+    /// The reads before each merged write, in order.
+    stretches: SpillStack<u32>,
+    /// The walk back's raw value of each node at the write it is at, and the entries of
+    /// that write.
+    raw_at: [f64; 128],
+    run_entries: Vec<Entry>,
 }
 
+/// What the walk back keeps in memory by default (see `Optimal::with_memory`).
+const DEFAULT_MEMORY: usize = 64 << 20;
+
 /// Where the forward pass ended: the optimum, the final state, whether the trailing run has
-/// a global copy, and the starting raw value (that of every node without entries).
+/// a global copy, and how many writes it recorded.
 struct End {
     cost: f64,
     state: u16,
     glob: bool,
-    rest_raw: f64,
+    writes: usize,
+}
+
+/// What a look at a page's start tells before it is solved.
+struct Survey {
+    len: usize,
+    first_write: Option<usize>,
+    /// Nodes reading before the first write (all of them when there is none).
+    leading: LocSet,
+    /// The node of every reference, when they all come from one.
+    only_node: Option<u16>,
+}
+
+impl Survey {
+    /// Reads up to the first write, then only as far as it takes to see a second node.
+    fn of(refs: impl Iterator<Item = Ref>, len: usize) -> Survey {
+        let mut refs = refs.enumerate();
+        let mut survey = Survey { len, first_write: None, leading: 0, only_node: None };
+        let mut first = None;
+        for (i, r) in refs.by_ref() {
+            let only = *first.get_or_insert(r.node);
+            if r.write {
+                survey.first_write = Some(i);
+                if survey.leading & !node_bit(only) == 0 && r.node == only && refs.all(|(_, r)| r.node == only) {
+                    survey.only_node = Some(only);
+                }
+                return survey;
+            }
+            survey.leading |= node_bit(r.node);
+        }
+        survey
+    }
 }
 
 impl Optimal {
@@ -190,33 +290,54 @@ impl Optimal {
                 raw: [INF; 128],
                 count: [0; 128],
                 stamp: [0; 128],
-                head: [NO_ENTRY; 128],
-                cursor: [NO_ENTRY; 128],
                 touched: [0; 128],
+                prev: [0.0; 128],
                 tv: [0.0; 128],
                 d: [0.0; 128],
                 dg: [0.0; 128],
             }),
             touched_len: 0,
             run: 1,
-            seen: Vec::with_capacity(nodes),
-            writes: Vec::new(),
-            entries: Vec::new(),
+            writes: SpillStack::new(DEFAULT_MEMORY / 2),
+            entries: SpillStack::new(DEFAULT_MEMORY * 3 / 8),
+            stretches: SpillStack::new(DEFAULT_MEMORY / 8),
+            raw_at: [INF; 128],
+            run_entries: Vec::new(),
         }
+    }
+
+    /// The same solver keeping at most about `bytes` of what the walk back needs in memory
+    /// (the rest goes to temporary files): a page's writes, whatever their number, then
+    /// take bounded memory.
+    pub fn with_memory(self, bytes: usize) -> Self {
+        Optimal {
+            writes: SpillStack::new(bytes / 2),
+            entries: SpillStack::new(bytes * 3 / 8),
+            stretches: SpillStack::new(bytes / 8),
+            ..self
+        }
+    }
+
+    /// An I/O error of the temporary files behind the last solve, if any (its solution
+    /// is then meaningless).
+    pub fn take_error(&mut self) -> Option<std::io::Error> {
+        [&mut self.writes.error, &mut self.entries.error]
+            .into_iter()
+            .find_map(Option::take)
+            .or(self.stretches.error.take())
+    }
+
+    fn failed(&self) -> bool {
+        self.writes.error.is_some() || self.entries.error.is_some() || self.stretches.error.is_some()
     }
 
     pub fn costs(&self) -> &Costs {
         &self.c
     }
 
-    /// Forgets the previous page: the nodes with entries, and the reads of its last run
-    /// (the values are set for every node at the page's first write).
+    /// Forgets the previous page: the reads of its last run (the values are set for every
+    /// node at the page's first write) and what it left for the walk back.
     fn reset(&mut self) {
-        for &n in &self.seen {
-            self.t.head[ix(n)] = NO_ENTRY;
-            self.t.cursor[ix(n)] = NO_ENTRY;
-        }
-        self.seen.clear();
         for n in 0..self.touched_len {
             let node = self.t.touched[ix(n)];
             self.t.count[ix(node)] = 0;
@@ -225,35 +346,54 @@ impl Optimal {
         next_run(&mut self.run, &mut self.t);
         self.writes.clear();
         self.entries.clear();
+        self.stretches.clear();
     }
 
     /// Solves one page: its references must be in trace order, from nodes below `nodes`.
     pub fn solve(&mut self, refs: &[Ref]) -> Solution {
-        debug_assert!(
-            refs.iter().all(|r| (r.node as usize) < self.nodes),
-            "a reference from a node beyond the machine's {}",
-            self.nodes
-        );
-        let Some(first_write) = refs.iter().position(|r| r.write) else {
+        let survey = Survey::of(refs.iter().copied(), refs.len());
+        self.solve_with(&survey, || forward::SliceCursor { refs, pos: 0 }, true)
+    }
+
+    /// Solves one page, reading its references in a few passes (see `Page::refs`), so
+    /// that a page of any length takes bounded memory. Without `changes` the solution
+    /// lists none (a page may change hundreds of millions of times).
+    pub fn solve_page(&mut self, page: &crate::page::Page, changes: bool) -> Solution {
+        match page.in_memory() {
+            Some(refs) => {
+                let survey = Survey::of(refs.iter().copied(), refs.len());
+                self.solve_with(&survey, || forward::SliceCursor { refs, pos: 0 }, changes)
+            }
+            None => {
+                let survey = Survey::of(page.refs(), page.len() as usize);
+                self.solve_with(&survey, || page.refs().peekable(), changes)
+            }
+        }
+    }
+
+    fn solve_with<C: forward::Cursor>(&mut self, survey: &Survey, refs: impl Fn() -> C, changes: bool) -> Solution {
+        let len = survey.len;
+        let Some(first_write) = survey.first_write else {
             // Never written: the free initial placement puts a copy at every reader.
-            let set = refs.iter().fold(0, |s, r| s | node_bit(r.node));
-            let tally = Tally { local: refs.len() as u64, ..Tally::default() };
-            let changes = if refs.is_empty() { vec![] } else { vec![(0, set)] };
-            return Solution { cost: refs.len() as f64, tally, changes };
+            let tally = Tally { local: len as u64, ..Tally::default() };
+            let changes = if len == 0 { vec![] } else { vec![(0, survey.leading)] };
+            return Solution { cost: len as f64, tally, changes };
         };
         // Used by one node only (private data, the common case): all local from the start.
-        let only = refs[0].node;
-        if refs.iter().all(|r| r.node == only) {
-            let tally = Tally { local: refs.len() as u64, ..Tally::default() };
-            return Solution { cost: refs.len() as f64, tally, changes: vec![(0, node_bit(only))] };
+        if let Some(only) = survey.only_node {
+            let tally = Tally { local: len as u64, ..Tally::default() };
+            return Solution { cost: len as f64, tally, changes: vec![(0, node_bit(only))] };
         }
         self.reset();
         let end = if self.c.has_global() {
-            self.forward::<true>(refs, first_write)
+            self.forward::<true>(refs(), first_write)
         } else {
-            self.forward::<false>(refs, first_write)
+            self.forward::<false>(refs(), first_write)
         };
-        let solution = self.reconstruct(refs, first_write, &end);
+        let solution = self.reconstruct(survey, &end, changes);
+        if self.failed() {
+            return Solution::default();
+        }
         debug_assert!(
             (solution.tally.cost(&self.c) - end.cost).abs() <= 1e-6 * end.cost.max(1.0),
             "replayed optimum {} differs from the dynamic program's {}",

@@ -1,60 +1,48 @@
 //! The walk back: from the forward pass's final state, follow each write's codes back to
-//! the first write and charge the placement found, without replaying the trace.
+//! the first write and charge the placement found, without the page's references.
 
 use super::thresholds::stays;
 use super::*;
 
 impl Optimal {
-    /// The code by which node state `b` was reached at write `i`. The node's cursor walks
-    /// its entries backwards as the caller visits earlier writes.
+    /// The code by which node state `b` was reached at write `wr`, whose entries are in
+    /// `run_entries`; `raw_at` holds each node's raw value as of that write.
     #[inline]
-    fn code_at(&mut self, i: usize, b: u16, rest_raw: f64) -> u8 {
-        let wr = &self.writes[i];
-        let mut e = self.t.cursor[ix(b)];
-        while e != NO_ENTRY && self.entries[e as usize].write as usize > i {
-            e = self.entries[e as usize].prev;
-        }
-        self.t.cursor[ix(b)] = e;
-        if e != NO_ENTRY && self.entries[e as usize].write as usize == i {
-            return self.entries[e as usize].code;
+    fn code_at(&self, wr: &Write, b: u16) -> u8 {
+        if let Some(e) = self.run_entries.iter().find(|e| e.node == b) {
+            return e.code;
         }
         // Untouched: the lazy rule, with the value the state had before this write.
-        let raw = if e == NO_ENTRY { rest_raw } else { self.entries[e as usize].raw };
-        let v = min2(raw + wr.k_before, wr.cap_before);
+        let v = min2(self.raw_at[ix(b)] + wr.k_before, wr.cap_before);
         if v + wr.add <= wr.cap { wr.self_code } else { wr.cap_code }
     }
 
-    /// The entries of write `i`: the nodes touched in the run before it.
-    fn entries_of(&self, i: usize) -> &[Entry] {
-        let start = self.writes[i].entries as usize;
-        let end = self.writes.get(i + 1).map_or(self.entries.len(), |w| w.entries as usize);
-        &self.entries[start..end]
-    }
-
-    /// Walks the back-pointers from the final state to the first write and, on the way,
-    /// charges what the placement does (a tally is a sum: the order does not matter) and
-    /// notes its changes, which are then put in trace order.
+    /// Walks the back-pointers from the final state to the first write, taking what the
+    /// forward pass left newest first, and on the way charges what the placement does (a
+    /// tally is a sum: the order does not matter) and notes its changes when asked, which
+    /// are then put in trace order.
     #[inline(never)]
-    pub(super) fn reconstruct(&mut self, refs: &[Ref], first_write: usize, end: &End) -> Solution {
-        let w = self.writes.len();
+    pub(super) fn reconstruct(&mut self, survey: &Survey, end: &End, keep: bool) -> Solution {
         let loc = |s: u16| if s == GLOB { GLOBAL_BIT } else { node_bit(s) };
-        for &n in &self.seen {
-            self.t.cursor[ix(n)] = self.t.head[ix(n)];
-        }
+        // Each node's raw value at the last write: its value from the forward pass's end.
+        self.raw_at = self.t.raw;
         let mut tally = Tally::default();
         // The placement's changes, latest first.
         let mut changes = Vec::new();
         let mut note = |tally: &mut Tally, old: LocSet, new: LocSet, at: usize| {
             if old != new {
                 tally.charge_move(old, new);
-                changes.push((at, new));
+                if keep {
+                    changes.push((at, new));
+                }
             }
         };
+        let Some(mut wr) = self.writes.pop() else { return Solution::default() };
 
         // The trailing run, from the final state.
         let mut state = end.state;
-        let start = self.writes[w - 1].last + 1;
-        if start < refs.len() {
+        let start = wr.last + 1;
+        if start < survey.len {
             let readers = (0..self.touched_len).map(|n| {
                 let x = self.t.touched[ix(n)];
                 (x, self.t.count[ix(x)])
@@ -63,12 +51,16 @@ impl Optimal {
             note(&mut tally, loc(state), set, start);
         }
         let mut here = loc(state);
-        for i in (0..w).rev() {
-            let (index, last, max_reads) = {
-                let wr = &self.writes[i];
-                (wr.index, wr.last, wr.max_reads)
-            };
-            let x = refs[index].node;
+        for i in (0..end.writes).rev() {
+            self.run_entries.clear();
+            for _ in 0..wr.entries {
+                let Some(e) = self.entries.pop() else { break };
+                self.run_entries.push(e);
+            }
+            if self.failed() {
+                return Solution::default();
+            }
+            let (index, last, max_reads, x) = (wr.index, wr.last, wr.max_reads, wr.node);
             // The writer's own references while the page is in `here`.
             let (at_x, in_global) = (state == x, state == GLOB);
             // The writes merged into write i: each stretch of the writer's reads gets the
@@ -78,37 +70,38 @@ impl Optimal {
                 // Not even the longest stretch is worth a copy (the choice is monotone in
                 // the reads): the page stays, and every reference costs the same.
                 count(&mut tally, at_x, in_global, (last - index) as u64);
+                for _ in 0..wr.merged {
+                    self.stretches.pop();
+                }
             } else {
                 let mut p = last;
-                while p > index {
-                    // refs[index] is a write: the walk back over the stretch stops there.
-                    let mut j = p;
-                    while !refs[j - 1].write {
-                        j -= 1;
-                    }
-                    let reads = p - j;
+                for _ in 0..wr.merged {
+                    // The stretch of reads before the merged write at p, back to the write before.
+                    let reads = self.stretches.pop().unwrap_or(0) as usize;
+                    let j = p.saturating_sub(reads);
                     let set = self.stretch_set(here, x, reads as f64);
                     note(&mut tally, set, here, p);
                     count(&mut tally, at_x, in_global, 1);
                     note(&mut tally, here, set, j);
                     tally.charge_refs(set, x, reads as u64);
-                    p = j - 1;
+                    p = j.saturating_sub(1);
                 }
             }
             if i == 0 {
                 // Leading reads: every reader and the first write's memory hold a copy from
                 // the start (free), and the write keeps the page in its memory.
-                let initial = refs[..first_write].iter().fold(here, |s, r| s | node_bit(r.node));
+                let initial = survey.leading | here;
                 note(&mut tally, initial, here, index);
                 count(&mut tally, at_x, in_global, 1);
-                tally.local += first_write as u64;
-                changes.push((0, initial));
+                tally.local += index as u64;
+                if keep {
+                    changes.push((0, initial));
+                }
                 break;
             }
             // The state at the previous write, and whether the run between had a global copy.
             let b = state;
-            let code = if b == GLOB { self.writes[i].glob_code } else { self.code_at(i, b, end.rest_raw) };
-            let wr = &self.writes[i];
+            let code = if b == GLOB { wr.glob_code } else { self.code_at(&wr, b) };
             let (prev, g) = match code {
                 A_SELF => (b, false),
                 A_MIN => (wr.arg_u, false),
@@ -121,9 +114,9 @@ impl Optimal {
             };
             let a = loc(prev);
             // The write (from the run's copy set, or from `a` after an empty run), then the run.
-            let start = self.writes[i - 1].last + 1;
+            let start = wr.run_start;
             if start < index {
-                let readers = self.entries_of(i).iter().map(|e| (e.node, e.count));
+                let readers = self.run_entries.iter().map(|e| (e.node, e.count));
                 let set = self.charge_run(&mut tally, readers, g, a, Some(here));
                 note(&mut tally, set, here, index);
                 count(&mut tally, at_x, in_global, 1);
@@ -132,8 +125,16 @@ impl Optimal {
                 note(&mut tally, a, here, index);
                 count(&mut tally, at_x, in_global, 1);
             }
+            // Past this write, its nodes' values are those from before it.
+            for e in &self.run_entries {
+                self.raw_at[ix(e.node)] = e.prev_raw;
+            }
             state = prev;
             here = a;
+            match self.writes.pop() {
+                Some(w) => wr = w,
+                None => return Solution::default(),
+            }
         }
         changes.reverse();
         Solution { cost: tally.cost(&self.c), tally, changes }

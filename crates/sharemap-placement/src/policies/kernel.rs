@@ -2,7 +2,7 @@
 
 use super::{Context, Policy, Prepass, charge, first_touch, private};
 use crate::cost::{MAX_NODES, Residence, Tally, node_bit};
-use crate::page::Page;
+use crate::page::{Page, Ref};
 use sharemap_detect::sammu::SammuParams;
 
 /// Linux automatic NUMA balancing. The scanner marks `size_mb` of address space per
@@ -41,7 +41,7 @@ impl Policy for NumaBalancing {
         let period = ctx.refs(self.period_ms);
         let (mut scan, mut mark_at) = self.next_mark(ctx, rank, 0);
         let mut last_fault: Option<u16> = None;
-        for r in page.refs {
+        page.refs().for_each(|r| {
             if r.at >= mark_at {
                 // Hinting fault.
                 if last_fault == Some(r.node) && !res.holds(r.node) {
@@ -53,7 +53,7 @@ impl Policy for NumaBalancing {
                 (scan, mark_at) = self.next_mark(ctx, rank, now_scan.max(scan + 1));
             }
             charge(&mut res, r);
-        }
+        });
         res.tally
     }
 }
@@ -119,11 +119,11 @@ impl Policy for Sammu {
             return t;
         }
         let mut res = first_touch(page);
-        let mut c = Counters { nc: [0; MAX_NODES], live: 0, home: page.refs[0].node };
+        let mut c = Counters { nc: [0; MAX_NODES], live: 0, home: page.first().node };
         if self.proxy {
             let mut last = [u64::MAX; MAX_NODES];
             let mut resident = [0u32; MAX_NODES];
-            for r in page.refs {
+            page.refs().for_each(|r| {
                 let n = r.node as usize;
                 let evicted = last[n] != u64::MAX && r.at - last[n] >= self.gap;
                 last[n] = r.at;
@@ -135,28 +135,45 @@ impl Policy for Sammu {
                     }
                 }
                 charge(&mut res, r);
-            }
+            });
         } else {
-            // An event at an access's own position (its counter saturating) acts after the
-            // access; an event at another position comes from a later access to another page.
-            let mut events = page.events.iter().peekable();
-            for r in page.refs {
-                while let Some(e) = events.next_if(|e| e.at < r.at) {
-                    if let Some(home) = c.event(e.node, self.max, self.threshold) {
-                        res.place(node_bit(home));
-                    }
-                }
-                charge(&mut res, r);
-                while let Some(e) = events.next_if(|e| e.at == r.at) {
-                    if let Some(home) = c.event(e.node, self.max, self.threshold) {
-                        res.place(node_bit(home));
-                    }
-                }
+            // Slices for a page in memory, so that the loop does not ask which kind of pass it is.
+            match page.in_memory_with_events() {
+                Some((refs, events)) => self.follow(refs.iter().copied(), events.iter().copied(), &mut res, &mut c),
+                None => self.follow(page.refs(), page.events(), &mut res, &mut c),
             }
             // Events after the page's last access (the TLBs are not flushed at the end of the
             // trace) would only move a page nobody uses again: not acted on.
         }
         res.tally
+    }
+}
+
+impl Sammu {
+    /// Charges the references and acts on the TLB events between them. An event at an
+    /// access's own position (its counter saturating) acts after the access; an event at
+    /// another position comes from a later access to another page.
+    fn follow(
+        &self,
+        refs: impl Iterator<Item = Ref>,
+        events: impl Iterator<Item = Ref>,
+        res: &mut Residence,
+        c: &mut Counters,
+    ) {
+        let mut events = events.peekable();
+        for r in refs {
+            while let Some(e) = events.next_if(|e| e.at < r.at) {
+                if let Some(home) = c.event(e.node, self.max, self.threshold) {
+                    res.place(node_bit(home));
+                }
+            }
+            charge(res, r);
+            while let Some(e) = events.next_if(|e| e.at == r.at) {
+                if let Some(home) = c.event(e.node, self.max, self.threshold) {
+                    res.place(node_bit(home));
+                }
+            }
+        }
     }
 }
 
@@ -179,7 +196,7 @@ impl Policy for Kmaf {
         // The window of the current reference, recomputed only past its end (a division
         // per reference costs more than the rest of the loop).
         let (mut w, mut w_end) = (0u64, 0u64);
-        for r in page.refs {
+        page.refs().for_each(|r| {
             if r.at >= w_end {
                 w = r.at / window;
                 w_end = (w + 1).saturating_mul(window);
@@ -203,7 +220,7 @@ impl Policy for Kmaf {
                 }
             }
             charge(&mut res, r);
-        }
+        });
         res.tally
     }
 }
@@ -227,9 +244,9 @@ impl Policy for Carrefour {
         let epoch = ctx.refs(self.epoch_ms);
         let mut counts = [0u32; MAX_NODES];
         let (mut total, mut writes) = (0u32, 0u32);
-        let mut current = page.refs[0].at / epoch;
+        let mut current = page.first().at / epoch;
         let mut end = (current + 1).saturating_mul(epoch);
-        for r in page.refs {
+        page.refs().for_each(|r| {
             if r.at >= end {
                 // A later epoch (a division only when one ends).
                 current = r.at / epoch;
@@ -244,7 +261,7 @@ impl Policy for Carrefour {
             total += 1;
             writes += r.write as u32;
             charge(&mut res, r);
-        }
+        });
         res.tally
     }
 }

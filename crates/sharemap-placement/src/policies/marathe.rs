@@ -48,7 +48,7 @@ impl Policy for Marathe {
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
         let mut samples = [0u32; MAX_NODES];
         let mut total = 0u64;
-        for r in page.refs {
+        page.refs().for_each(|r| {
             let seen = match self.source {
                 Source::Every => r.at % self.k == 0,
                 _ => r.sampled,
@@ -57,9 +57,9 @@ impl Policy for Marathe {
                 samples[r.node as usize] += 1;
                 total += 1;
             }
-        }
+        });
         let home = if total == 0 {
-            page.refs[0].node
+            page.first().node
         } else {
             samples[..ctx.nodes]
                 .iter()
@@ -69,7 +69,7 @@ impl Policy for Marathe {
         };
         // The placement is known before the run starts, so it is the free initial one.
         let mut res = Residence::new(node_bit(home));
-        res.stay(page.refs);
+        res.stay(page.refs());
         res.tally.profile_samples = total;
         res.tally
     }

@@ -396,7 +396,7 @@ impl PolicyInfo {
 
 /// Charges one reference.
 #[inline]
-pub(crate) fn charge(res: &mut Residence, r: &Ref) {
+pub(crate) fn charge(res: &mut Residence, r: Ref) {
     if r.write {
         res.write(r.node);
     } else {
@@ -407,12 +407,12 @@ pub(crate) fn charge(res: &mut Residence, r: &Ref) {
 /// What a policy that starts at the first touch and only moves a page to nodes referencing
 /// it does on a page only one node references: nothing, every reference local.
 pub(crate) fn private(page: &Page) -> Option<Tally> {
-    page.only_node().map(|_| Tally { local: page.refs.len() as u64, ..Tally::default() })
+    page.only_node().map(|_| Tally { local: page.len(), ..Tally::default() })
 }
 
 /// The page starting where its first reference comes from (free).
 pub(crate) fn first_touch(page: &Page) -> Residence {
-    Residence::new(node_bit(page.refs[0].node))
+    Residence::new(node_bit(page.first().node))
 }
 
 #[cfg(test)]

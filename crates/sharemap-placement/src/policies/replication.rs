@@ -26,14 +26,14 @@ impl Policy for Replicate {
             return t;
         }
         let mut res = first_touch(page);
-        let home = page.refs[0].node;
+        let home = page.first().node;
         let lifetime = if let Rule::Time(ms) = self.rule { ctx.refs(ms) } else { 0 };
         // Nodes currently mapping the page, as a bit set (writes visit only those).
         let mut mapped: u128 = 0;
         let mut since = [0u64; MAX_NODES];
         let mut fills = [0u32; MAX_NODES];
         let mut earned = [false; MAX_NODES];
-        for r in page.refs {
+        page.refs().for_each(|r| {
             let x = r.node as usize;
             if mapped & node_bit(r.node) == 0 {
                 mapped |= node_bit(r.node);
@@ -70,7 +70,7 @@ impl Policy for Replicate {
                 }
             }
             charge(&mut res, r);
-        }
+        });
         res.tally
     }
 }

@@ -29,10 +29,10 @@ impl Policy for Ace {
         // a bit per node with a count running, so writes reset only those.
         let mut left = [0u32; MAX_NODES];
         let mut counting: u128 = 0;
-        for r in page.refs {
+        page.refs().for_each(|r| {
             if frozen {
                 charge(&mut res, r);
-                continue;
+                return;
             }
             let x = r.node as usize;
             let sole_local = res.holds(r.node) && res.copies() == 1;
@@ -81,7 +81,7 @@ impl Policy for Ace {
                 }
             }
             charge(&mut res, r);
-        }
+        });
         res.tally
     }
 }
@@ -105,7 +105,7 @@ impl Policy for Platinum {
         let mut res = first_touch(page);
         let mut frozen_in: Option<u64> = None; // defrost period in which it froze
         let mut last_invalidation: Option<(u64, u16)> = None;
-        for r in page.refs {
+        page.refs().for_each(|r| {
             if frozen_in.is_some_and(|p| r.at / t2 > p) {
                 frozen_in = None;
                 last_invalidation = None;
@@ -131,7 +131,7 @@ impl Policy for Platinum {
                 }
             }
             charge(&mut res, r);
-        }
+        });
         res.tally
     }
 }

@@ -10,15 +10,15 @@ impl Policy for FirstTouch {
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
         let mut res = first_touch(page);
         // After init-done the first toucher becomes the home (seed 003's annotation).
-        let split = match ctx.init_done.filter(|&t| t > page.refs[0].at) {
-            Some(t) => page.refs.partition_point(|r| r.at < t),
-            None => page.refs.len(),
+        let Some(t) = ctx.init_done.filter(|&t| t > page.first().at) else {
+            res.stay(page.refs());
+            return res.tally;
         };
-        let (before, after) = page.refs.split_at(split);
-        res.stay(before);
-        if let Some(first) = after.first() {
+        let mut refs = page.refs().peekable();
+        res.stay(std::iter::from_fn(|| refs.next_if(|r| r.at < t)));
+        if let Some(first) = refs.peek() {
             res.place(node_bit(first.node));
-            res.stay(after);
+            res.stay(refs);
         }
         res.tally
     }
@@ -36,14 +36,15 @@ impl Policy for FirstNFills {
         let mut res = first_touch(page);
         let mut counts = [0u32; crate::cost::MAX_NODES];
         let start = ctx.init_done.unwrap_or(0);
-        for (i, r) in page.refs.iter().enumerate() {
+        let mut refs = page.refs();
+        while let Some(r) = refs.next() {
             if r.at >= start {
                 let c = &mut counts[r.node as usize];
                 *c += 1;
                 if *c >= self.n {
                     // Decided: the page stays there.
                     res.place(node_bit(r.node));
-                    res.stay(&page.refs[i..]);
+                    res.stay(std::iter::once(r).chain(refs));
                     return res.tally;
                 }
             }
@@ -81,7 +82,7 @@ impl Policy for Static {
             Spread::Bind(node) => (node as u64).min(n - 1),
         } as u16;
         let mut res = Residence::new(node_bit(node));
-        res.stay(page.refs);
+        res.stay(page.refs());
         res.tally
     }
 }
@@ -103,8 +104,7 @@ impl Policy for NextTouch {
         let init_marks = if self.phases_only { init } else { &[] };
         // Between marks the page stays put; the first reference at or after a mark (one
         // reached after the first reference) re-decides it.
-        let refs = page.refs;
-        let mut from = 0;
+        let mut refs = page.refs().peekable();
         let next = |after: u64| {
             let next_of = |m: &[u64]| m.get(m.partition_point(|&t| t <= after)).copied();
             match (next_of(marks), next_of(init_marks)) {
@@ -112,14 +112,14 @@ impl Policy for NextTouch {
                 (a, b) => a.or(b),
             }
         };
-        while let Some(mark) = next(refs[from].at) {
-            let to = from + refs[from..].partition_point(|r| r.at < mark);
-            res.stay(&refs[from..to]);
-            let Some(r) = refs.get(to) else { return res.tally };
+        while let Some(from) = refs.peek().map(|r| r.at)
+            && let Some(mark) = next(from)
+        {
+            res.stay(std::iter::from_fn(|| refs.next_if(|r| r.at < mark)));
+            let Some(r) = refs.peek() else { return res.tally };
             res.place(node_bit(r.node));
-            from = to;
         }
-        res.stay(&refs[from..]);
+        res.stay(refs);
         res.tally
     }
 }
