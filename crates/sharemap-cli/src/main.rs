@@ -11,6 +11,7 @@ mod place;
 mod plot;
 mod progress;
 mod registry;
+mod run;
 mod sweep;
 mod trace_cmds;
 
@@ -112,6 +113,44 @@ enum Command {
         /// Output format, overriding the extension
         #[arg(long)]
         to: Option<String>,
+        /// The program and its arguments, after --
+        #[arg(last = true, required = true)]
+        command: Vec<OsString>,
+    },
+    /// Run a program with its threads pinned and its pages placed, once (its output and exit
+    /// status pass through), or measure configurations against the OS's own mapping:
+    /// sharemap run [--thread-map SPEC]... [--repeat N] -- PROG ARGS...
+    Run {
+        /// Where the program's threads run (repeatable: each a configuration). Thread k is the
+        /// k-th the program creates, the main thread 0 (the tracer's numbering): os (no
+        /// pinning), identity, an algorithm (compact, scatter, round-robin, random, or one that
+        /// maps --sharing: sharemap, eagermap, treematch, ...), logical PUs (thread k on entry
+        /// k mod their number), or a file holding them (numbers, or `sharemap map --json`'s
+        /// output for `--machine live`)
+        #[arg(long = "thread-map", default_value = "os")]
+        thread_map: Vec<String>,
+        /// The sharing a --thread-map algorithm maps onto this host: a trace (its oracle
+        /// matrix) or a matrix file (numalize CSV, TopoMatch .mat)
+        #[arg(long)]
+        sharing: Option<PathBuf>,
+        /// Where pages go: first-touch (the kernel's default), interleave (all nodes) or
+        /// bind:NODE; anything but first-touch needs a NUMA host
+        #[arg(long, default_value = "first-touch")]
+        placement: String,
+        /// Runs per configuration, interleaved (A B A B ...); with more than one run or more than
+        /// one configuration, `os` comes first as the baseline and the program's output is
+        /// discarded
+        #[arg(long, default_value_t = 1)]
+        repeat: usize,
+        /// Seed of the random mapping (drawn afresh for each run from it)
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Print the measurement as JSON
+        #[arg(long)]
+        json: bool,
+        /// Write every run's time to this CSV file (configuration, run, seconds)
+        #[arg(long)]
+        csv: Option<PathBuf>,
         /// The program and its arguments, after --
         #[arg(last = true, required = true)]
         command: Vec<OsString>,
@@ -378,6 +417,9 @@ fn main() -> ExitCode {
         }
         Command::Cc { args } => cc::wrap(&args, false),
         Command::Cxx { args } => cc::wrap(&args, true),
+        Command::Run { thread_map, sharing, placement, repeat, seed, json, csv, command } => {
+            run::run(run::RunArgs { thread_maps: thread_map, sharing, placement, repeat, seed, json, csv, command })
+        }
         Command::Machine { spec, json, list } => machine::run(spec.as_deref(), json, list),
         Command::Demo { dir, accesses } => demo::run(dir.as_deref(), accesses),
         Command::Place { model, policy, json, breakdown, placement } => {

@@ -4,7 +4,7 @@
 use crate::progress;
 use crate::registry::{self, Row};
 use crate::trace_cmds::{excluding, excluding_and_saying, exclusion, format_arg, warn_if_truncated};
-use anyhow::{Context as _, Result, anyhow, bail};
+use anyhow::{Context as _, Result, anyhow};
 use clap::Args;
 use serde::Serialize;
 use sharemap::{Setup, Sharing, Situation, ThreadMap};
@@ -70,34 +70,7 @@ impl ModelArgs {
     /// The facade's description of the situation, from the flags: files named by
     /// --thread-map and --sharing are read here.
     pub fn setup(&self) -> Result<Setup> {
-        let thread_map = match self.thread_map.trim() {
-            "identity" => ThreadMap::Identity,
-            name if sharemap_mapping::is_algorithm(name) => ThreadMap::Algorithm(name.into()),
-            spec => {
-                let text = if Path::new(spec).is_file() {
-                    std::fs::read_to_string(spec)
-                        .map_err(|e| anyhow!("{spec}: {e}"))?
-                        .split_whitespace()
-                        .collect::<Vec<_>>()
-                        .join(",")
-                } else {
-                    spec.to_string()
-                };
-                let pus = text
-                    .split(',')
-                    .filter(|x| !x.trim().is_empty())
-                    .map(|x| {
-                        x.trim().parse::<usize>().map_err(|_| {
-                            anyhow!("--thread-map: '{}' is not a PU number, a mapping algorithm or a file (see `sharemap map --help`)", x.trim())
-                        })
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                if pus.is_empty() {
-                    bail!("--thread-map: empty");
-                }
-                ThreadMap::Pus(pus)
-            }
-        };
+        let thread_map = ThreadMap::parse(&self.thread_map).map_err(|e| flag_context(e, self))?;
         let sharing = if Path::new(&self.sharing).is_file() {
             Sharing::Matrix(SharingMatrix::read(Path::new(&self.sharing)).map_err(|e| anyhow!("{e}"))?)
         } else {

@@ -295,6 +295,10 @@ impl Machine {
     pub fn pu_os_index(&self, logical: usize) -> u32 {
         self.tree.objs[self.pus[logical]].os_index.unwrap_or(logical as u32)
     }
+    /// OS index of a logical NUMA node (what the kernel's memory policies name).
+    pub fn numa_os_index(&self, logical: usize) -> u32 {
+        self.tree.numa[logical].os_index
+    }
     /// Modelled latency in ns of an access from a PU of node `from` to memory of node `to`.
     pub fn latency_ns(&self, from: usize, to: usize) -> f64 {
         LOCAL_LATENCY_NS * self.distances[from][to] as f64 / DISTANCE_LOCAL as f64

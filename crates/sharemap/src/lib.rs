@@ -25,6 +25,7 @@ mod error;
 pub mod filter;
 pub mod map;
 mod place;
+pub mod run;
 mod situation;
 pub mod sweep;
 

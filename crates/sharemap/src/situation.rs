@@ -23,6 +23,65 @@ pub enum ThreadMap {
     Pus(Vec<usize>),
 }
 
+impl ThreadMap {
+    /// `identity`, a mapping algorithm's spec, a comma list of logical PUs (one per
+    /// thread), or a file holding one: numbers separated by commas or white space, or the
+    /// JSON `sharemap map --json` prints (its first mapping).
+    pub fn parse(spec: &str) -> Result<ThreadMap> {
+        let spec = spec.trim();
+        if spec == "identity" {
+            return Ok(ThreadMap::Identity);
+        }
+        if sharemap_mapping::is_algorithm(spec) {
+            return Ok(ThreadMap::Algorithm(spec.into()));
+        }
+        let path = std::path::Path::new(spec);
+        let text = if path.is_file() {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| Error::setting("thread placement", format!("{spec}: {e}")))?;
+            if text.trim_start().starts_with('[') {
+                return Self::from_map_json(spec, &text);
+            }
+            text
+        } else {
+            spec.to_string()
+        };
+        let pus = text
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|x| !x.is_empty())
+            .map(|x| {
+                x.parse::<usize>().map_err(|_| {
+                    Error::setting(
+                        "thread placement",
+                        format!("'{x}' is not a PU number, a mapping algorithm or a file (see `sharemap algorithms`)"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if pus.is_empty() {
+            return Err(Error::setting("thread placement", format!("'{spec}' names no PU")));
+        }
+        Ok(ThreadMap::Pus(pus))
+    }
+
+    /// The first mapping of `sharemap map --json`'s output.
+    fn from_map_json(path: &str, text: &str) -> Result<ThreadMap> {
+        let bad = |why: &str| Error::setting("thread placement", format!("{path}: {why}"));
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(&format!("not valid JSON ({e})")))?;
+        let mapping = v.get(0).and_then(|m| m.get("mapping")).and_then(|m| m.as_array()).ok_or_else(|| {
+            bad("expected the array `sharemap map --json` prints, with a `mapping` in its first entry")
+        })?;
+        let pus = mapping
+            .iter()
+            .map(|p| p.as_u64().map(|p| p as usize).ok_or_else(|| bad("a mapping entry is not a PU number")))
+            .collect::<Result<Vec<_>>>()?;
+        if pus.is_empty() {
+            return Err(bad("the mapping is empty"));
+        }
+        Ok(ThreadMap::Pus(pus))
+    }
+}
+
 /// The sharing a mapping algorithm maps.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Sharing {

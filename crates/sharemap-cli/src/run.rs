@@ -1,0 +1,192 @@
+//! `sharemap run`: a program run with its threads pinned (and its pages placed), once, or
+//! several configurations measured against each other.
+
+use anyhow::{Result, anyhow, bail};
+use sharemap::ThreadMap;
+use sharemap::run::{
+    Configuration, ConfigurationResult, FailedRun, Failure, MemoryPolicy, Pinning, RunOutcome, Runner,
+};
+use sharemap_machine::Machine;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+pub struct RunArgs {
+    pub thread_maps: Vec<String>,
+    pub sharing: Option<PathBuf>,
+    pub placement: String,
+    pub repeat: usize,
+    pub seed: u64,
+    pub json: bool,
+    pub csv: Option<PathBuf>,
+    pub command: Vec<OsString>,
+}
+
+/// A facade error as the flag it came from.
+fn flag(e: sharemap::Error) -> anyhow::Error {
+    match e {
+        sharemap::Error::Setting { what: "thread placement", why } => anyhow!("--thread-map: {why}"),
+        sharemap::Error::Setting { what: "data placement", why } => anyhow!("--placement: {why}"),
+        sharemap::Error::Setting { what: "program", why } => anyhow!(why),
+        e => anyhow!(e),
+    }
+}
+
+pub fn run(args: RunArgs) -> Result<ExitCode> {
+    let library = sharemap::run::library_beside(&std::env::current_exe()?);
+    if !library.is_file() {
+        bail!(
+            "the run actor {} is missing: run `cargo build --release` (`cargo test` alone does not build it)",
+            library.display()
+        );
+    }
+    let host = Machine::live().map_err(|e| anyhow!("cannot read this host's topology: {e}"))?;
+    let (program, program_args) = args.command.split_first().ok_or_else(|| anyhow!("no program given after --"))?;
+    let program = sharemap::run::resolve_program(Path::new(program)).map_err(flag)?;
+    let memory = MemoryPolicy::parse(&args.placement, &host).map_err(flag)?;
+    let sharing = match &args.sharing {
+        Some(path) => {
+            let input = crate::map::Input { path, from: None, exclude: None };
+            Some(crate::map::load_matrix(&input)?.0)
+        }
+        None => None,
+    };
+    let measuring = args.repeat > 1 || args.thread_maps.len() > 1;
+    let mut names: Vec<String> = args.thread_maps.iter().map(|s| s.trim().to_string()).collect();
+    if measuring && !names.iter().any(|n| n == "os") {
+        // Everything is normalised to the OS's own mapping.
+        names.insert(0, "os".into());
+    }
+    let mut configs = Vec::new();
+    for name in &names {
+        let pinning = if name == "os" {
+            Pinning::Os
+        } else {
+            let map = ThreadMap::parse(name).map_err(flag)?;
+            sharemap::run::pinning(&map, &host, sharing.as_ref(), args.seed).map_err(flag)?
+        };
+        configs.push(Configuration { name: name.clone(), pinning, memory: memory.clone() });
+    }
+    let pins = configs.iter().any(|c| c.pinning != Pinning::Os);
+    if (pins || memory != MemoryPolicy::FirstTouch) && sharemap::run::is_static(&program) {
+        bail!(
+            "{} is statically linked: the pinning library cannot be preloaded into it (link it dynamically)",
+            program.display()
+        );
+    }
+    let runner = Runner { program, args: program_args.to_vec(), library, host, show_output: !measuring };
+    if !measuring {
+        return single(&runner, &configs[0]);
+    }
+    let total = configs.len() * args.repeat;
+    let bar = crate::progress::bar(Some(total as u64), "running");
+    let mut done = 0u64;
+    let mut problems = Vec::new();
+    let results = sharemap::run::measure(&runner, &configs, args.repeat, &mut |config, _, outcome| {
+        done += 1;
+        bar.set_position(done);
+        if let Some(p) = problem(config, outcome) {
+            problems.push(p);
+        }
+    });
+    bar.finish_and_clear();
+    if let Some(p) = problems.first() {
+        bail!("{p}");
+    }
+    let results = match results {
+        Ok(r) => r,
+        Err(failed) => {
+            let FailedRun { configuration, round, failure } = *failed;
+            let (why, code) = match failure {
+                Failure::CannotStart(e) => (format!("{e}"), 1),
+                Failure::Exited(RunOutcome { signal: Some(sig), exit, .. }) => {
+                    (format!("{} was killed by signal {sig}", runner.program.display()), exit)
+                }
+                Failure::Exited(o) => (format!("{} exited with status {}", runner.program.display(), o.exit), o.exit),
+            };
+            eprintln!("sharemap: run {} of {configuration}: {why}", round + 1);
+            return Ok(ExitCode::from(code.clamp(1, 255) as u8));
+        }
+    };
+    if let Some(path) = &args.csv {
+        write_csv(path, &results)?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    } else {
+        print_table(&results, args.repeat);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One run, with the program's output and exit status passed through.
+fn single(runner: &Runner, config: &Configuration) -> Result<ExitCode> {
+    let outcome = runner.run(config, 0).map_err(flag)?;
+    if let Some(p) = problem(config, &outcome) {
+        bail!("{p}");
+    }
+    if let Pinning::Pus(pus) = &config.pinning {
+        let threads = outcome.pinned.len();
+        let wrapped = if threads > pus.len() {
+            format!(
+                "; threads {}-{} wrapped around to the PUs of threads 0-{}",
+                pus.len(),
+                threads - 1,
+                threads - 1 - pus.len()
+            )
+        } else {
+            String::new()
+        };
+        eprintln!(
+            "sharemap: {threads} thread{} pinned as {} ({:.3} s){wrapped}",
+            if threads == 1 { "" } else { "s" },
+            config.name,
+            outcome.seconds
+        );
+    }
+    if let Some(sig) = outcome.signal {
+        eprintln!("sharemap: {} was killed by signal {sig}", runner.program.display());
+    }
+    Ok(ExitCode::from(outcome.exit.clamp(0, 255) as u8))
+}
+
+/// What went wrong with pinning or placement in a run, as one line.
+fn problem(config: &Configuration, outcome: &RunOutcome) -> Option<String> {
+    if config.pinning != Pinning::Os && !outcome.loaded && outcome.signal.is_none() {
+        return Some(format!("{}: the program did not load the pinning library: nothing was pinned", config.name));
+    }
+    if let Some((k, cpu, why)) = outcome.refused.first() {
+        return Some(format!("{}: the kernel refused to pin thread {k} on CPU {cpu}: {why}", config.name));
+    }
+    outcome.mempolicy_error.as_ref().map(|why| format!("the kernel refused the memory policy: {why}"))
+}
+
+fn print_table(results: &[ConfigurationResult], repeat: usize) {
+    let base = &results[0].name;
+    println!(
+        "{repeat} runs each, interleaved; wall-clock seconds, mean with its 95% confidence interval (Student's t)"
+    );
+    println!("{:<24} {:>10} {:>10} {:>8}", "configuration", "mean s", "+/- 95%", format!("vs {base}"));
+    for r in results {
+        let ci = r.ci95.map_or("-".to_string(), |c| format!("{c:.4}"));
+        println!("{:<24} {:>10.4} {:>10} {:>8.3}", r.name, r.mean, ci, r.normalized);
+    }
+}
+
+/// Every run's time, a row each (pandas reads it as is).
+fn write_csv(path: &Path, results: &[ConfigurationResult]) -> Result<()> {
+    let out = sharemap_trace::output::AtomicOutput::create(path)?;
+    let mut w = out.writer()?;
+    let io = |e: std::io::Error| anyhow!("{}: {e}", path.display());
+    writeln!(w, "configuration,run,seconds").map_err(io)?;
+    for r in results {
+        for (i, s) in r.seconds.iter().enumerate() {
+            writeln!(w, "{},{},{s}", r.name, i + 1).map_err(io)?;
+        }
+    }
+    sharemap_trace::output::flush(&mut w, path)?;
+    drop(w);
+    out.commit()?;
+    Ok(())
+}

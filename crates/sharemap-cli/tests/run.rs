@@ -1,0 +1,226 @@
+//! `sharemap run` on programs built here with gcc: pinning read back from each thread's own
+//! affinity mask, exit statuses, measurement output and refusals.
+
+mod common;
+use common::{json, ok, p, s, sharemap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Each thread prints its number in creation order (main 0) and its CPUs.
+const THREADS: &str = r#"
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+static void show(long k) {
+    cpu_set_t s; CPU_ZERO(&s);
+    sched_getaffinity(0, sizeof s, &s);
+    printf("thread %ld cpus", k);
+    for (int c = 0; c < CPU_SETSIZE; c++) if (CPU_ISSET(c, &s)) printf(" %d", c);
+    printf("\n");
+    fflush(stdout);
+}
+static void *work(void *a) { show((long)a); return 0; }
+int main(int argc, char **argv) {
+    show(0);
+    for (long i = 1; i <= 3; i++) { pthread_t t; pthread_create(&t, 0, work, (void *)i); pthread_join(t, 0); }
+    if (argc > 1 && argv[1][0] == 'a') abort();
+    return argc > 1 ? atoi(argv[1]) : 0;
+}
+"#;
+
+const OPENMP: &str = r#"
+#define _GNU_SOURCE
+#include <omp.h>
+#include <sched.h>
+#include <stdio.h>
+int main(void) {
+    #pragma omp parallel num_threads(4)
+    {
+        cpu_set_t s; CPU_ZERO(&s); sched_getaffinity(0, sizeof s, &s);
+        #pragma omp critical
+        {
+            printf("thread %d cpus", omp_get_thread_num());
+            for (int c = 0; c < CPU_SETSIZE; c++) if (CPU_ISSET(c, &s)) printf(" %d", c);
+            printf("\n");
+        }
+    }
+    return 0;
+}
+"#;
+
+fn build(dir: &tempfile::TempDir, name: &str, source: &str, flags: &[&str]) -> PathBuf {
+    let src = p(dir, &format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let out = p(dir, name);
+    let st = Command::new("gcc").args(["-O1", "-pthread"]).args(flags).arg(&src).arg("-o").arg(&out).status().unwrap();
+    assert!(st.success(), "gcc {name}");
+    out
+}
+
+/// Thread number -> its CPUs, from the program's output.
+fn cpus_of(stdout: &[u8]) -> std::collections::BTreeMap<u32, Vec<u32>> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.first() == Some(&"thread"))
+                .then(|| (w[1].parse().unwrap(), w[3..].iter().map(|c| c.parse().unwrap()).collect()))
+        })
+        .collect()
+}
+
+/// How many PUs this host has (logical).
+fn host_pus() -> usize {
+    json(&ok(&["machine", "live", "--json"]))["pus"].as_u64().unwrap() as usize
+}
+
+/// With the mapping 1,0 threads 0 and 2 share one CPU and 1 and 3 another (four threads,
+/// two entries: they wrap around); each is pinned to exactly one. Without pinning they keep
+/// the whole set.
+fn check_pinning(program: &Path) {
+    if host_pus() < 2 {
+        eprintln!("skipped: this host has one PU");
+        return;
+    }
+    let out = ok(&["run", "--thread-map", "1,0", "--", s(program)]);
+    let cpus = cpus_of(&out.stdout);
+    assert_eq!(cpus.len(), 4, "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(cpus.values().all(|c| c.len() == 1), "{cpus:?}");
+    assert_eq!(cpus[&0], cpus[&2]);
+    assert_eq!(cpus[&1], cpus[&3]);
+    assert_ne!(cpus[&0], cpus[&1]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("4 threads pinned") && said.contains("wrapped around"), "{said}");
+    // Reversed, each thread moves to the other CPU.
+    let back = cpus_of(&ok(&["run", "--thread-map", "0,1", "--", s(program)]).stdout);
+    assert_eq!(back[&0], cpus[&1]);
+    let free = cpus_of(&ok(&["run", "--", s(program)]).stdout);
+    assert!(free.values().all(|c| c.len() >= 2), "{free:?}");
+}
+
+#[test]
+fn pins_pthreads_in_creation_order() {
+    let dir = tempfile::tempdir().unwrap();
+    check_pinning(&build(&dir, "threads", THREADS, &[]));
+}
+
+#[test]
+fn pins_openmp_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    check_pinning(&build(&dir, "omp", OPENMP, &["-fopenmp"]));
+}
+
+#[test]
+fn the_programs_exit_status_passes_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(&dir, "threads", THREADS, &[]);
+    assert_eq!(sharemap(&["run", "--", s(&prog), "7"]).status.code(), Some(7));
+    let out = sharemap(&["run", "--thread-map", "compact", "--", s(&prog), "abort"]);
+    assert_eq!(out.status.code(), Some(134));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("killed by signal 6"));
+    // In a measurement, the failing run is named and its status kept.
+    let out = sharemap(&["run", "--repeat", "2", "--", s(&prog), "3"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("run 1 of os"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn measures_configurations_interleaved_against_os() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(&dir, "threads", THREADS, &[]);
+    let csv = p(&dir, "runs.csv");
+    let out = ok(&[
+        "run",
+        "--thread-map",
+        "compact",
+        "--thread-map",
+        "scatter",
+        "--repeat",
+        "3",
+        "--json",
+        "--csv",
+        s(&csv),
+        "--",
+        s(&prog),
+    ]);
+    let v = json(&out);
+    let names: Vec<&str> = v.as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["os", "compact", "scatter"]);
+    assert_eq!(v[0]["normalized"], 1.0);
+    for c in v.as_array().unwrap() {
+        let secs: Vec<f64> = c["seconds"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        assert_eq!(secs.len(), 3);
+        let mean = secs.iter().sum::<f64>() / 3.0;
+        assert!((c["mean"].as_f64().unwrap() - mean).abs() < 1e-12);
+        assert!(c["ci95"].as_f64().unwrap() >= 0.0);
+    }
+    // The program's own output is not mixed into the measurement.
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("cpus"));
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(rows.lines().count(), 1 + 9);
+    assert!(rows.starts_with("configuration,run,seconds\nos,1,"));
+    let table = String::from_utf8_lossy(&ok(&["run", "--repeat", "2", "--", s(&prog)]).stdout).to_string();
+    assert!(table.contains("vs os") && table.contains("95%"), "{table}");
+}
+
+#[test]
+fn takes_the_mapping_sharemap_map_writes() {
+    if host_pus() < 2 {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(&dir, "threads", THREADS, &[]);
+    let trace = p(&dir, "n.trace");
+    ok(&["gen", "neighbor", "--threads", "2", "--accesses", "10k", "-o", s(&trace)]);
+    let mapped = ok(&["map", s(&trace), "--machine", "live", "--json"]);
+    let file = p(&dir, "map.json");
+    std::fs::write(&file, &mapped.stdout).unwrap();
+    let expect: Vec<u64> =
+        json(&mapped)[0]["mapping"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+    let cpus = cpus_of(&ok(&["run", "--thread-map", s(&file), "--", s(&prog)]).stdout);
+    let by_file =
+        cpus_of(&ok(&["run", "--thread-map", &format!("{},{}", expect[0], expect[1]), "--", s(&prog)]).stdout);
+    assert_eq!(cpus, by_file);
+    // And an algorithm mapping the trace's sharing on this host.
+    ok(&["run", "--thread-map", "eagermap", "--sharing", s(&trace), "--", s(&prog)]);
+}
+
+#[test]
+fn refusals_are_one_clear_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(&dir, "threads", THREADS, &[]);
+    let static_prog = build(&dir, "static", THREADS, &["-static"]);
+    let fails = |args: &[&str], says: &str| {
+        let out = sharemap(args);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with("sharemap: ") && err.contains(says), "{args:?}: {err}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("thread 0"), "the program must not run");
+    };
+    fails(&["run", "--thread-map", "4096", "--", s(&prog)], "PU 4096 does not exist");
+    fails(&["run", "--thread-map", "bogus", "--", s(&prog)], "--thread-map: 'bogus'");
+    fails(&["run", "--thread-map", "0", "--", s(&static_prog)], "statically linked");
+    fails(&["run", "--", s(&p(&dir, "missing"))], "cannot run");
+    fails(&["run", "--placement", "spread", "--", s(&prog)], "--placement: 'spread'");
+    let nodes = json(&ok(&["machine", "live", "--json"]))["numa_nodes"].as_u64().unwrap();
+    if nodes < 2 {
+        fails(&["run", "--placement", "interleave", "--", s(&prog)], "needs a NUMA host");
+    } else {
+        fails(&["run", "--placement", &format!("bind:{nodes}"), "--", s(&prog)], "the host has nodes");
+    }
+    // A PU outside the CPUs this process may use (taskset here; a cpuset alike) is refused
+    // before the program runs.
+    if host_pus() >= 2 {
+        let out = Command::new("taskset")
+            .args(["-c", "0", env!("CARGO_BIN_EXE_sharemap"), "run", "--thread-map", "1", "--", s(&prog)])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("outside the CPUs this process may use"), "{err}");
+        assert!(out.stdout.is_empty());
+    }
+}

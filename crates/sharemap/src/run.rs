@@ -1,0 +1,455 @@
+//! Real runs: a program started with a thread mapping and a memory policy, which the
+//! preloaded actor (`libsharemap_pin.so`, crates/sharemap-pin) applies from inside it, and
+//! configurations measured against each other as the papers measure: each one several
+//! times, interleaved, with a mean and a 95 % confidence interval. docs/run.md says how.
+
+use crate::{Error, Result, ThreadMap};
+use serde::Serialize;
+use sharemap_core::SharingMatrix;
+use sharemap_machine::Machine;
+use sharemap_mapping::{CostModel, PairCosts};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Where a program's pages go, as the kernel's memory policy sets it for the whole run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum MemoryPolicy {
+    /// The kernel's default: a page on the node of the thread that touches it first.
+    FirstTouch,
+    /// Pages spread over every node in turn (numactl --interleave=all).
+    Interleave,
+    /// Every page on one node (numactl --membind).
+    Bind(usize),
+}
+
+impl MemoryPolicy {
+    /// `first-touch`, `interleave` or `bind:N`, checked against the host: a policy other
+    /// than first touch needs a NUMA host, and N one of its nodes.
+    pub fn parse(text: &str, host: &Machine) -> Result<MemoryPolicy> {
+        let policy = match text.trim() {
+            "first-touch" => return Ok(MemoryPolicy::FirstTouch),
+            "interleave" => MemoryPolicy::Interleave,
+            other => match other.strip_prefix("bind:").map(str::parse::<usize>) {
+                Some(Ok(node)) => MemoryPolicy::Bind(node),
+                _ => {
+                    return Err(Error::setting(
+                        "data placement",
+                        format!("'{other}': expected first-touch, interleave or bind:NODE"),
+                    ));
+                }
+            },
+        };
+        let nodes = host.numa_count();
+        if nodes < 2 {
+            return Err(Error::setting(
+                "data placement",
+                format!(
+                    "{text} needs a NUMA host: this one has a single NUMA node, where every page is local \
+                     (thread pinning works here; a multi-node guest can check a placement)"
+                ),
+            ));
+        }
+        if let MemoryPolicy::Bind(node) = policy
+            && node >= nodes
+        {
+            return Err(Error::setting("data placement", format!("bind:{node}: the host has nodes 0-{}", nodes - 1)));
+        }
+        Ok(policy)
+    }
+
+    /// The value of `SHAREMAP_MEMPOLICY` for the actor.
+    fn env(&self, host: &Machine) -> Option<String> {
+        match self {
+            MemoryPolicy::FirstTouch => None,
+            MemoryPolicy::Interleave => {
+                let nodes: Vec<String> = (0..host.numa_count()).map(|n| host.numa_os_index(n).to_string()).collect();
+                Some(format!("interleave:{}", nodes.join(",")))
+            }
+            MemoryPolicy::Bind(n) => Some(format!("bind:{}", host.numa_os_index(*n))),
+        }
+    }
+}
+
+/// How threads are placed in one configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pinning {
+    /// Not at all: the OS scheduler decides (the `os` baseline).
+    Os,
+    /// Thread k (the tracer's numbering) on logical PU `pus[k mod len]`.
+    Pus(Vec<usize>),
+    /// A random permutation of the PUs, drawn afresh for each run from this seed.
+    Random(u64),
+}
+
+/// One configuration of a measurement.
+#[derive(Clone, Debug)]
+pub struct Configuration {
+    pub name: String,
+    pub pinning: Pinning,
+    pub memory: MemoryPolicy,
+}
+
+/// The PUs a thread map gives on the host: an algorithm maps `sharing` when given, and a
+/// matrix of as many silent threads as the host has PUs otherwise (the order-based
+/// algorithms: compact, scatter, round-robin, identity). `os` is not a thread map: see
+/// `Pinning::Os`.
+pub fn pinning(map: &ThreadMap, host: &Machine, sharing: Option<&SharingMatrix>, seed: u64) -> Result<Pinning> {
+    let pus = match map {
+        ThreadMap::Identity => (0..host.pu_count()).collect(),
+        ThreadMap::Pus(pus) => pus.clone(),
+        ThreadMap::Algorithm(name) if name.trim() == "random" && sharing.is_none() => return Ok(Pinning::Random(seed)),
+        ThreadMap::Algorithm(name) => {
+            let alg = sharemap_mapping::build(name, seed)?;
+            let silent = SharingMatrix::new(host.pu_count());
+            let matrix = sharing.unwrap_or(&silent);
+            if matrix.threads() > host.pu_count() {
+                return Err(Error::setting(
+                    "thread placement",
+                    format!("the sharing has {} threads, the host {} PUs", matrix.threads(), host.pu_count()),
+                ));
+            }
+            let costs = PairCosts::new(host, CostModel::Latency);
+            alg.map(matrix, host, &costs).map_err(|e| Error::setting("thread placement", format!("{name}: {e}")))?
+        }
+    };
+    if let Some(&bad) = pus.iter().find(|&&p| p >= host.pu_count()) {
+        return Err(Error::setting(
+            "thread placement",
+            format!("PU {bad} does not exist: the host has PUs 0-{} (logical indices)", host.pu_count() - 1),
+        ));
+    }
+    let allowed = allowed_cpus()?;
+    if let Some(&pu) = pus.iter().find(|&&p| !allowed.contains(&(host.pu_os_index(p) as usize))) {
+        return Err(Error::setting(
+            "thread placement",
+            format!(
+                "PU {pu} (CPU {}) is outside the CPUs this process may use (a cpuset or taskset limits it to {}): \
+                 the kernel would refuse it",
+                host.pu_os_index(pu),
+                list(&allowed)
+            ),
+        ));
+    }
+    Ok(Pinning::Pus(pus))
+}
+
+/// The CPUs the calling process may run on (its affinity mask).
+fn allowed_cpus() -> Result<Vec<usize>> {
+    // SAFETY: cpu_set_t is plain data, valid zeroed; sched_getaffinity fills at most its size.
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(Error::Io(std::io::Error::last_os_error()));
+        }
+        set
+    };
+    // SAFETY: CPU_ISSET reads within the set for every index below its size in bits.
+    Ok((0..8 * std::mem::size_of::<libc::cpu_set_t>()).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect())
+}
+
+fn list(v: &[usize]) -> String {
+    v.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
+}
+
+/// The program to run, and the actor library that pins it.
+#[derive(Clone, Debug)]
+pub struct Runner {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    /// `libsharemap_pin.so`.
+    pub library: PathBuf,
+    pub host: Machine,
+    /// Whether the program's output reaches the terminal (else it is discarded).
+    pub show_output: bool,
+}
+
+/// What one run did.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunOutcome {
+    pub seconds: f64,
+    /// The program's exit code, or 128 + the signal that ended it.
+    pub exit: i32,
+    pub signal: Option<i32>,
+    /// Threads the actor pinned (by their numbering), and those the kernel refused.
+    pub pinned: Vec<(u32, usize)>,
+    pub refused: Vec<(u32, usize, String)>,
+    /// Whether the actor was loaded at all (a static program does not load it).
+    pub loaded: bool,
+    /// The memory policy the kernel refused, if it did.
+    pub mempolicy_error: Option<String>,
+}
+
+impl Runner {
+    /// Runs the program once in a configuration (`run` numbers the runs: a random mapping
+    /// is drawn from the seed and that number).
+    pub fn run(&self, config: &Configuration, run: u64) -> Result<RunOutcome> {
+        let report = tempfile::NamedTempFile::new()?;
+        let mut cmd = std::process::Command::new(&self.program);
+        cmd.args(&self.args);
+        let preload = match std::env::var_os("LD_PRELOAD") {
+            Some(old) if !old.is_empty() => {
+                let mut v = self.library.clone().into_os_string();
+                v.push(":");
+                v.push(old);
+                v
+            }
+            _ => self.library.clone().into_os_string(),
+        };
+        cmd.env("LD_PRELOAD", preload).env("SHAREMAP_PIN_REPORT", report.path());
+        let pus = match &config.pinning {
+            Pinning::Os => None,
+            Pinning::Pus(pus) => Some(pus.clone()),
+            Pinning::Random(seed) => Some(random_permutation(self.host.pu_count(), seed ^ run.wrapping_mul(0x9e37))),
+        };
+        if let Some(pus) = &pus {
+            let cpus: Vec<usize> = pus.iter().map(|&p| self.host.pu_os_index(p) as usize).collect();
+            cmd.env("SHAREMAP_PIN_CPUS", list(&cpus));
+        }
+        if let Some(policy) = config.memory.env(&self.host) {
+            cmd.env("SHAREMAP_MEMPOLICY", policy);
+        }
+        if !self.show_output {
+            cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+        }
+        let start = Instant::now();
+        let status = cmd
+            .status()
+            .map_err(|e| Error::setting("program", format!("cannot run {}: {e}", self.program.display())))?;
+        let seconds = start.elapsed().as_secs_f64();
+        use std::os::unix::process::ExitStatusExt;
+        let signal = status.signal();
+        let exit = status.code().unwrap_or_else(|| 128 + signal.unwrap_or(0));
+        let text = std::fs::read_to_string(report.path()).unwrap_or_default();
+        let mut outcome = RunOutcome {
+            seconds,
+            exit,
+            signal,
+            pinned: Vec::new(),
+            refused: Vec::new(),
+            loaded: false,
+            mempolicy_error: None,
+        };
+        read_report(&text, &mut outcome);
+        Ok(outcome)
+    }
+}
+
+/// Reads the actor's report: the first process's lines only (a program the run's program
+/// starts loads the actor too, and numbers its own threads).
+fn read_report(text: &str, out: &mut RunOutcome) {
+    let first_pid = text.split_whitespace().nth(1).map(str::to_string);
+    for line in text.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        if w.get(1).map(|p| p.to_string()) != first_pid {
+            continue;
+        }
+        out.loaded = true;
+        match w[..] {
+            ["pid", _, "thread", k, "cpu", c, "ok"] => {
+                if let (Ok(k), Ok(c)) = (k.parse(), c.parse()) {
+                    out.pinned.push((k, c));
+                }
+            }
+            ["pid", _, "thread", k, "cpu", c, "error", e] => {
+                if let (Ok(k), Ok(c), Ok(e)) = (k.parse(), c.parse(), e.parse::<i32>()) {
+                    out.refused.push((k, c, std::io::Error::from_raw_os_error(e).to_string()));
+                }
+            }
+            ["pid", _, "mempolicy", "error", e] => {
+                out.mempolicy_error =
+                    Some(e.parse::<i32>().map_or(e.to_string(), |e| std::io::Error::from_raw_os_error(e).to_string()));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A seeded permutation of 0..n (splitmix64 drives a Fisher-Yates shuffle).
+fn random_permutation(n: usize, seed: u64) -> Vec<usize> {
+    let mut state = seed;
+    let mut next = || {
+        state = state.wrapping_add(0x9e3779b97f4a7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+        z ^ (z >> 31)
+    };
+    let mut v: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        v.swap(i, (next() % (i as u64 + 1)) as usize);
+    }
+    v
+}
+
+/// One configuration's runs and their statistics.
+#[derive(Clone, Debug, Serialize)]
+pub struct ConfigurationResult {
+    pub name: String,
+    /// Wall-clock seconds of each run, in the order they ran.
+    pub seconds: Vec<f64>,
+    pub mean: f64,
+    /// Half-width of the 95 % confidence interval of the mean (Student's t); None with
+    /// fewer than two runs.
+    pub ci95: Option<f64>,
+    /// Mean over the first configuration's mean (the `os` baseline when measured).
+    pub normalized: f64,
+}
+
+/// The mean of a sample and the half-width of its 95 % confidence interval (Student's t
+/// with n - 1 degrees of freedom; None for fewer than two values).
+pub fn mean_ci95(sample: &[f64]) -> (f64, Option<f64>) {
+    let n = sample.len() as f64;
+    let mean = sample.iter().sum::<f64>() / n.max(1.0);
+    if sample.len() < 2 {
+        return (mean, None);
+    }
+    let var = sample.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    let t = StudentsT::new(0.0, 1.0, n - 1.0).map(|d| d.inverse_cdf(0.975)).unwrap_or(f64::NAN);
+    (mean, Some(t * (var / n).sqrt()))
+}
+
+/// A run that stopped a measurement: the program could not start, or it failed.
+#[derive(Debug)]
+pub struct FailedRun {
+    pub configuration: String,
+    /// Which round (0 = the first run of each configuration).
+    pub round: usize,
+    pub failure: Failure,
+}
+
+#[derive(Debug)]
+pub enum Failure {
+    CannotStart(Error),
+    Exited(RunOutcome),
+}
+
+/// Runs every configuration `repeat` times, interleaved (A B C A B C ...), so that the
+/// machine's slow and fast spells hit all alike. `progress` hears of each run as it ends;
+/// a run whose program fails stops the measurement.
+pub fn measure(
+    runner: &Runner,
+    configs: &[Configuration],
+    repeat: usize,
+    progress: &mut dyn FnMut(&Configuration, usize, &RunOutcome),
+) -> std::result::Result<Vec<ConfigurationResult>, Box<FailedRun>> {
+    let mut seconds = vec![Vec::with_capacity(repeat); configs.len()];
+    for round in 0..repeat {
+        for (c, config) in configs.iter().enumerate() {
+            let failed = |failure| Box::new(FailedRun { configuration: config.name.clone(), round, failure });
+            let outcome = runner.run(config, round as u64).map_err(|e| failed(Failure::CannotStart(e)))?;
+            progress(config, round, &outcome);
+            if outcome.exit != 0 {
+                return Err(failed(Failure::Exited(outcome)));
+            }
+            seconds[c].push(outcome.seconds);
+        }
+    }
+    let base = seconds.first().map(|s| mean_ci95(s).0).unwrap_or(1.0);
+    Ok(configs
+        .iter()
+        .zip(seconds)
+        .map(|(config, seconds)| {
+            let (mean, ci95) = mean_ci95(&seconds);
+            ConfigurationResult { name: config.name.clone(), seconds, mean, ci95, normalized: mean / base }
+        })
+        .collect())
+}
+
+/// A program named without a slash is looked up in PATH, as a shell does.
+pub fn resolve_program(program: &Path) -> Result<PathBuf> {
+    if program.components().count() > 1 {
+        return if program.is_file() {
+            Ok(program.to_path_buf())
+        } else {
+            Err(Error::setting("program", format!("cannot run {}: no such file", program.display())))
+        };
+    }
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+        .ok_or_else(|| Error::setting("program", format!("cannot run {}: not found in PATH", program.display())))
+}
+
+/// Whether a file is an ELF executable without a program interpreter (statically linked).
+/// Scripts and anything unreadable count as dynamic: the run will tell.
+pub fn is_static(path: &Path) -> bool {
+    let Ok(bytes) = std::fs::read(path) else { return false };
+    let (Some(b"\x7fELF"), Some(2), Some(1)) = (bytes.get(..4), bytes.get(4), bytes.get(5)) else { return false };
+    let u16_at = |o: usize| bytes.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize);
+    let u64_at = |o: usize| bytes.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize);
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38)) else { return false };
+    const PT_INTERP: u32 = 3;
+    !(0..phnum).any(|i| {
+        let at = phoff + i * phentsize;
+        bytes.get(at..at + 4).is_some_and(|t| u32::from_le_bytes(t.try_into().expect("4 bytes")) == PT_INTERP)
+    })
+}
+
+/// Where `sharemap run`'s actor library is: beside the given binary.
+pub fn library_beside(exe: &Path) -> PathBuf {
+    exe.parent().unwrap_or(Path::new(".")).join("libsharemap_pin.so")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Against a textbook sample: 1..5 has mean 3, s = 1.5811, t(0.975, 4) = 2.7764, so the
+    /// half-width is 2.7764 x 1.5811 / sqrt(5) = 1.9632.
+    #[test]
+    fn confidence_interval_of_a_known_sample() {
+        let (mean, ci) = mean_ci95(&[1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(mean, 3.0);
+        assert!((ci.unwrap() - 1.9632).abs() < 1e-4, "{ci:?}");
+        // Two values: t(0.975, 1) = 12.706.
+        let (_, ci) = mean_ci95(&[10.0, 12.0]);
+        assert!((ci.unwrap() - 12.706 * 1.0).abs() < 1e-3, "{ci:?}");
+        assert_eq!(mean_ci95(&[7.0]), (7.0, None));
+    }
+
+    #[test]
+    fn random_permutations_are_permutations_and_differ_by_seed() {
+        let a = random_permutation(16, 1);
+        let mut sorted = a.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..16).collect::<Vec<_>>());
+        assert_ne!(a, random_permutation(16, 2));
+        assert_eq!(a, random_permutation(16, 1));
+    }
+
+    #[test]
+    fn the_report_of_the_first_process_is_read() {
+        let text = "pid 10 mempolicy error 1\npid 10 thread 0 cpu 1 ok\npid 10 thread 1 cpu 0 error 22\npid 11 thread 0 cpu 0 ok\n";
+        let mut out = RunOutcome {
+            seconds: 0.0,
+            exit: 0,
+            signal: None,
+            pinned: vec![],
+            refused: vec![],
+            loaded: false,
+            mempolicy_error: None,
+        };
+        read_report(text, &mut out);
+        assert!(out.loaded);
+        assert_eq!(out.pinned, vec![(0, 1)]);
+        assert_eq!(out.refused.len(), 1);
+        assert_eq!((out.refused[0].0, out.refused[0].1), (1, 0));
+        assert!(out.mempolicy_error.is_some());
+    }
+
+    #[test]
+    fn data_placement_needs_several_nodes() {
+        let one = Machine::from_spec("pack:1 core:2 pu:1").unwrap();
+        assert_eq!(MemoryPolicy::parse("first-touch", &one).unwrap(), MemoryPolicy::FirstTouch);
+        let e = MemoryPolicy::parse("interleave", &one).unwrap_err().to_string();
+        assert!(e.contains("needs a NUMA host"), "{e}");
+        let two = Machine::from_spec("pack:2 numa:1 core:2 pu:1").unwrap();
+        assert_eq!(MemoryPolicy::parse("bind:1", &two).unwrap(), MemoryPolicy::Bind(1));
+        assert!(MemoryPolicy::parse("bind:2", &two).unwrap_err().to_string().contains("nodes 0-1"));
+        assert!(MemoryPolicy::parse("spread", &two).is_err());
+    }
+}
