@@ -129,11 +129,10 @@ fn single(runner: &Runner, config: &Configuration) -> Result<ExitCode> {
     if let Pinning::Pus(pus) = &config.pinning {
         let threads = outcome.pinned.len();
         let wrapped = if threads > pus.len() {
+            let n = pus.len();
             format!(
-                "; threads {}-{} wrapped around to the PUs of threads 0-{}",
-                pus.len(),
-                threads - 1,
-                threads - 1 - pus.len()
+                "; the mapping names {n} PUs: threads {n}-{} wrapped around (thread k on thread k mod {n}'s PU)",
+                threads - 1
             )
         } else {
             String::new()

@@ -14,11 +14,8 @@
 //!   too, numbering its own threads: its lines carry its own pid).
 
 use core::ffi::c_void;
-use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-
-type StartRoutine = extern "C" fn(*mut c_void) -> *mut c_void;
-type CreateFn =
-    unsafe extern "C" fn(*mut libc::pthread_t, *const libc::pthread_attr_t, StartRoutine, *mut c_void) -> i32;
+use core::sync::atomic::{AtomicU32, Ordering};
+use sharemap_interpose::StartRoutine;
 
 /// The next thread's number (the main thread is 0).
 static NEXT_ID: AtomicU32 = AtomicU32::new(1);
@@ -96,30 +93,13 @@ fn report(line: &str) {
     }
 }
 
-struct Start {
-    routine: StartRoutine,
-    arg: *mut c_void,
-    id: u32,
-}
+/// The new thread's number.
+struct Pinned(u32);
 
-extern "C" fn trampoline(p: *mut c_void) -> *mut c_void {
-    // SAFETY: `p` is the Box made by pthread_create below, handed over to this thread.
-    let start = unsafe { Box::from_raw(p as *mut Start) };
-    pin(start.id);
-    (start.routine)(start.arg)
-}
-
-/// libc's pthread_create.
-fn real_create() -> Option<CreateFn> {
-    static REAL: AtomicUsize = AtomicUsize::new(0);
-    let mut f = REAL.load(Ordering::Relaxed);
-    if f == 0 {
-        // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds libc's definition.
-        f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"pthread_create".as_ptr()) } as usize;
-        REAL.store(f, Ordering::Relaxed);
+impl sharemap_interpose::Hooks for Pinned {
+    fn started(&self) {
+        pin(self.0);
     }
-    // SAFETY: a non-null result is libc's pthread_create, of this signature.
-    (f != 0).then(|| unsafe { core::mem::transmute::<usize, CreateFn>(f) })
 }
 
 /// # Safety
@@ -131,14 +111,7 @@ pub unsafe extern "C" fn pthread_create(
     routine: StartRoutine,
     arg: *mut c_void,
 ) -> i32 {
-    let Some(real) = real_create() else { return libc::EAGAIN };
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    let start = Box::into_raw(Box::new(Start { routine, arg, id }));
-    // SAFETY: forwarding the caller's arguments, with our trampoline and its Box.
-    let r = unsafe { real(thread, attr, trampoline, start as *mut c_void) };
-    if r != 0 {
-        // SAFETY: the thread was not created, the Box is still ours.
-        drop(unsafe { Box::from_raw(start) });
-    }
-    r
+    // SAFETY: forwarding the caller's arguments.
+    unsafe { sharemap_interpose::create(thread, attr, routine, arg, Pinned(id)) }
 }

@@ -4,49 +4,31 @@
 //! id) and its exit.
 
 use core::ffi::c_void;
-
-type StartRoutine = extern "C" fn(*mut c_void) -> *mut c_void;
-type CreateFn =
-    unsafe extern "C" fn(*mut libc::pthread_t, *const libc::pthread_attr_t, StartRoutine, *mut c_void) -> i32;
+use sharemap_interpose::StartRoutine;
 
 /// Event code of the trace format.
 const THREAD_EXIT: u8 = 2;
 
-struct Start {
-    routine: StartRoutine,
-    arg: *mut c_void,
-    id: Option<u32>,
-}
+/// The new thread's id (None when recording is off).
+struct Traced(Option<u32>);
 
-extern "C" fn trampoline(p: *mut c_void) -> *mut c_void {
-    // SAFETY: `p` is the Box made by pthread_create below, handed over to this thread.
-    let start = unsafe { Box::from_raw(p as *mut Start) };
-    if let Some(id) = start.id {
-        crate::set_thread_id(id);
-        crate::with_thread(started_on);
+impl sharemap_interpose::Hooks for Traced {
+    fn started(&self) {
+        if let Some(id) = self.0 {
+            crate::set_thread_id(id);
+            crate::with_thread(started_on);
+        }
     }
-    let r = (start.routine)(start.arg);
-    crate::event(THREAD_EXIT, b"", 0);
-    r
+
+    fn ended(&self) {
+        crate::event(THREAD_EXIT, b"", 0);
+    }
 }
 
 /// Records the thread's start, with its OS id.
 pub(crate) fn started_on(t: &crate::ThreadState) {
     // SAFETY: gettid has no preconditions.
     crate::thread_start_on(t, unsafe { libc::gettid() } as u64);
-}
-
-/// libc's pthread_create.
-fn real_create() -> Option<CreateFn> {
-    static REAL: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
-    let mut f = REAL.load(core::sync::atomic::Ordering::Relaxed);
-    if f == 0 {
-        // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds libc's definition.
-        f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"pthread_create".as_ptr()) } as usize;
-        REAL.store(f, core::sync::atomic::Ordering::Relaxed);
-    }
-    // SAFETY: a non-null result is libc's pthread_create, of this signature.
-    (f != 0).then(|| unsafe { core::mem::transmute::<usize, CreateFn>(f) })
 }
 
 /// # Safety
@@ -58,18 +40,11 @@ pub unsafe extern "C" fn pthread_create(
     routine: StartRoutine,
     arg: *mut c_void,
 ) -> i32 {
-    let Some(real) = real_create() else { return libc::EAGAIN };
     // The creating thread is numbered before its child (the main thread is 0).
     let _ = crate::current_id();
     let id = crate::next_id();
-    let start = Box::into_raw(Box::new(Start { routine, arg, id }));
-    // SAFETY: forwarding the caller's arguments, with our trampoline and its Box.
-    let r = unsafe { real(thread, attr, trampoline, start as *mut c_void) };
-    if r != 0 {
-        // SAFETY: the thread was not created, the Box is still ours.
-        drop(unsafe { Box::from_raw(start) });
-    }
-    r
+    // SAFETY: forwarding the caller's arguments.
+    unsafe { sharemap_interpose::create(thread, attr, routine, arg, Traced(id)) }
 }
 
 /// The calling thread's stack, [low, high).
