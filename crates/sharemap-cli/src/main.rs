@@ -102,6 +102,10 @@ enum Command {
         /// Leave out accesses to the threads' stacks (tracer)
         #[arg(long)]
         exclude_stack: bool,
+        /// Address-space randomisation off (personality ADDR_NO_RANDOMIZE): the program's
+        /// addresses are the same in a later `sharemap run --no-aslr`, so page plans apply
+        #[arg(long)]
+        no_aslr: bool,
         /// Leave out the accesses that touch these address ranges (LO-HI or LO+SIZE, hex or
         /// decimal) or global variables (by symbol name, from the program's symbol table),
         /// comma-separated: e.g. a spin-wait flag
@@ -151,6 +155,10 @@ enum Command {
         /// Write every run's time to this CSV file (configuration, run, seconds)
         #[arg(long)]
         csv: Option<PathBuf>,
+        /// Address-space randomisation off (as `record --no-aslr`): the program's addresses
+        /// are then those of a recording made the same way
+        #[arg(long)]
+        no_aslr: bool,
         /// The program and its arguments, after --
         #[arg(last = true, required = true)]
         command: Vec<OsString>,
@@ -411,14 +419,25 @@ fn main() -> ExitCode {
         Command::Convert { input, output, from, to, exclude } => {
             trace_cmds::convert(&input, &output, from.as_deref(), to.as_deref(), exclude.text())
         }
-        Command::Record { backend, sample, exclude_stack, exclude, output, to, command } => {
-            let how = trace_cmds::RecordHow { backend: &backend, sample, exclude_stack, exclude: exclude.as_deref() };
+        Command::Record { backend, sample, exclude_stack, no_aslr, exclude, output, to, command } => {
+            if no_aslr && let Err(e) = sharemap_sources::disable_aslr() {
+                eprintln!("sharemap: --no-aslr: the kernel refused to turn address randomisation off: {e}");
+                return ExitCode::from(1);
+            }
+            let how = trace_cmds::RecordHow {
+                backend: &backend,
+                sample,
+                exclude_stack,
+                no_aslr,
+                exclude: exclude.as_deref(),
+            };
             trace_cmds::record(&output, to.as_deref(), &command, &how)
         }
         Command::Cc { args } => cc::wrap(&args, false),
         Command::Cxx { args } => cc::wrap(&args, true),
-        Command::Run { thread_map, sharing, placement, repeat, seed, json, csv, command } => {
-            run::run(run::RunArgs { thread_maps: thread_map, sharing, placement, repeat, seed, json, csv, command })
+        Command::Run { thread_map, sharing, placement, repeat, seed, json, csv, no_aslr, command } => {
+            let thread_maps = thread_map;
+            run::run(run::RunArgs { thread_maps, sharing, placement, repeat, seed, json, csv, no_aslr, command })
         }
         Command::Machine { spec, json, list } => machine::run(spec.as_deref(), json, list),
         Command::Demo { dir, accesses } => demo::run(dir.as_deref(), accesses),

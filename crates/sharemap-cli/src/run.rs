@@ -20,6 +20,7 @@ pub struct RunArgs {
     pub seed: u64,
     pub json: bool,
     pub csv: Option<PathBuf>,
+    pub no_aslr: bool,
     pub command: Vec<OsString>,
 }
 
@@ -75,7 +76,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             program.display()
         );
     }
-    let runner = Runner { program, args: program_args.to_vec(), library, host, show_output: !measuring };
+    let runner =
+        Runner { program, args: program_args.to_vec(), library, host, show_output: !measuring, no_aslr: args.no_aslr };
     if !measuring {
         return single(&runner, &configs[0]);
     }

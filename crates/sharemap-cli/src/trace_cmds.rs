@@ -223,6 +223,8 @@ pub struct RecordHow<'a> {
     pub backend: &'a str,
     pub sample: u64,
     pub exclude_stack: bool,
+    /// Address-space randomisation was turned off for the program (noted in the trace).
+    pub no_aslr: bool,
     /// `--exclude`: address ranges and symbol names.
     pub exclude: Option<&'a str>,
 }
@@ -287,8 +289,20 @@ fn symbol_table(program: &Path) -> Result<Vec<(String, u64, u64)>> {
         .collect())
 }
 
+/// `sharemap run` preloads its actor: a recording meant for a later run preloads it too
+/// (pinning nothing), so that both address spaces map the same libraries at the same
+/// places, and the program's large allocations (mapped after them) land at the same
+/// addresses.
+fn same_libraries_as_run() -> Result<Vec<(OsString, OsString)>> {
+    let library = sharemap::run::library_beside(&std::env::current_exe()?);
+    if !library.is_file() {
+        bail!("--no-aslr: the run actor {} is missing: run `cargo build --release`", library.display());
+    }
+    Ok(vec![("LD_PRELOAD".into(), sharemap::run::preload_value(&library))])
+}
+
 pub fn record(output: &Path, to: Option<&str>, command: &[OsString], how: &RecordHow) -> Result<ExitCode> {
-    let RecordHow { backend, sample, exclude_stack, exclude } = *how;
+    let RecordHow { backend, sample, exclude_stack, no_aslr, exclude } = *how;
     let program = command.first().ok_or_else(|| anyhow!("no program given after --"))?;
     let name = Path::new(program).file_name().unwrap_or(program).to_string_lossy().to_string();
     let resolved = which(program);
@@ -318,6 +332,9 @@ pub fn record(output: &Path, to: Option<&str>, command: &[OsString], how: &Recor
         bail!("--sample and --exclude-stack work with the tracer backend (programs built with `sharemap cc`)");
     }
     let mut params = std::collections::BTreeMap::new();
+    if no_aslr {
+        params.insert("aslr".to_string(), "off".to_string());
+    }
     if backend == "tracer" {
         params.insert("exclude_stack".to_string(), exclude_stack.to_string());
         params.insert("instrumentation".to_string(), "ThreadSanitizer's (sharemap cc)".to_string());
@@ -353,6 +370,7 @@ pub fn record(output: &Path, to: Option<&str>, command: &[OsString], how: &Recor
             exclude_stack,
             exclude: ranges,
             exclude_in_executable: in_executable,
+            env: if no_aslr { same_libraries_as_run()? } else { Vec::new() },
             ..Default::default()
         };
         let rec = sharemap_sources::runtime::record(command, &opts, &mut writer)?;

@@ -224,3 +224,46 @@ fn refusals_are_one_clear_line() {
         assert!(out.stdout.is_empty());
     }
 }
+
+/// With randomisation off, a recording's addresses hold in later runs, pinned or not: the
+/// program's heap (small and large allocations) and its globals are where the trace saw
+/// them (the recorder's region and the run actor leave the program's own layout alone).
+#[test]
+fn addresses_recorded_without_randomisation_hold_in_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = p(&dir, "addr.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\n#include <stdlib.h>\nint g;\nint main(void) {\n\
+         volatile char *big = malloc(4 << 20), *small = malloc(64);\n\
+         big[0] = 1; small[0] = 2; g = 3;\n\
+         printf(\"%p %p %p\\n\", (void *)big, (void *)small, (void *)&g);\n return 0;\n}\n",
+    )
+    .unwrap();
+    let prog = p(&dir, "addr");
+    ok(&["cc", "-O1", s(&src), "-o", s(&prog)]);
+    let trace = p(&dir, "a.trace");
+    let recorded = ok(&["record", "--no-aslr", "-o", s(&trace), "--", s(&prog)]);
+    let csv = p(&dir, "a.csv");
+    ok(&["convert", s(&trace), s(&csv)]);
+    let written: Vec<u64> = std::fs::read_to_string(&csv)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter(|l| l.ends_with(",W"))
+        .map(|l| u64::from_str_radix(l.split(',').nth(1).unwrap().trim_start_matches("0x"), 16).unwrap())
+        .collect();
+    let printed = |out: &std::process::Output| -> Vec<u64> {
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).unwrap())
+            .collect()
+    };
+    let seen = printed(&recorded);
+    assert_eq!(seen.len(), 3);
+    for a in &seen {
+        assert!(written.contains(a), "{a:#x} not among the recorded writes {written:x?}");
+    }
+    assert_eq!(printed(&ok(&["run", "--no-aslr", "--", s(&prog)])), seen);
+    assert_eq!(printed(&ok(&["run", "--no-aslr", "--thread-map", "0", "--", s(&prog)])), seen);
+}

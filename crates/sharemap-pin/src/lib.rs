@@ -24,32 +24,54 @@ static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 #[unsafe(link_section = ".init_array")]
 static AT_LOAD: extern "C" fn() = at_load;
 
+// Nothing here allocates: the program's heap must be laid out as in a recording (no
+// allocation of ours shifts its own), so that addresses recorded with `--no-aslr` hold.
+
 extern "C" fn at_load() {
-    if let Some(policy) = std::env::var_os("SHAREMAP_MEMPOLICY") {
-        let line = match policy.to_str().map(set_mempolicy) {
-            Some(Ok(())) => "mempolicy ok\n".to_string(),
-            Some(Err(errno)) => format!("mempolicy error {errno}\n"),
-            None => format!("mempolicy error {}\n", libc::EINVAL),
-        };
-        report(&line);
+    if let Some(policy) = env(c"SHAREMAP_MEMPOLICY") {
+        match set_mempolicy(policy) {
+            Ok(()) => report(&[b"mempolicy ok"]),
+            Err(errno) => report(&[b"mempolicy error ", number(errno as u64).as_bytes()]),
+        }
     }
     pin(0);
 }
 
+/// An environment variable's value, read in place.
+fn env(name: &core::ffi::CStr) -> Option<&'static [u8]> {
+    // SAFETY: getenv with a NUL-terminated name; a non-null result is a C string that stays
+    // while the environment is not changed (the program has not started yet, or is
+    // starting a thread).
+    unsafe {
+        let v = libc::getenv(name.as_ptr());
+        (!v.is_null()).then(|| core::ffi::CStr::from_ptr(v).to_bytes())
+    }
+}
+
+/// The numbers of a comma-separated list (None for anything else in it).
+fn numbers(list: &[u8]) -> impl Iterator<Item = Option<usize>> + '_ {
+    list.split(|&b| b == b',').filter(|n| !n.is_empty()).map(|n| {
+        n.iter().try_fold(0usize, |v, &d| {
+            d.is_ascii_digit().then(|| v.checked_mul(10)?.checked_add((d - b'0') as usize)).flatten()
+        })
+    })
+}
+
 /// Applies a policy as `SHAREMAP_MEMPOLICY` gives it; the errno on failure.
-fn set_mempolicy(text: &str) -> Result<(), i32> {
-    let (mode, nodes) = match text.split_once(':') {
-        Some(("interleave", nodes)) => (libc::MPOL_INTERLEAVE, nodes),
-        Some(("bind", nodes)) => (libc::MPOL_BIND, nodes),
-        _ => return Err(libc::EINVAL),
+fn set_mempolicy(text: &[u8]) -> Result<(), i32> {
+    let (mode, nodes) = if let Some(nodes) = text.strip_prefix(b"interleave:") {
+        (libc::MPOL_INTERLEAVE, nodes)
+    } else if let Some(nodes) = text.strip_prefix(b"bind:") {
+        (libc::MPOL_BIND, nodes)
+    } else {
+        return Err(libc::EINVAL);
     };
     let mut mask = [0u64; 16];
-    for n in nodes.split(',') {
-        let n: usize = n.trim().parse().map_err(|_| libc::EINVAL)?;
-        if n >= mask.len() * 64 {
-            return Err(libc::EINVAL);
+    for n in numbers(nodes) {
+        match n {
+            Some(n) if n < mask.len() * 64 => mask[n / 64] |= 1 << (n % 64),
+            _ => return Err(libc::EINVAL),
         }
-        mask[n / 64] |= 1 << (n % 64);
     }
     // SAFETY: set_mempolicy reads `maxnode` bits from the mask, which holds that many.
     let r = unsafe { libc::syscall(libc::SYS_set_mempolicy, mode, mask.as_ptr(), mask.len() * 64) };
@@ -62,15 +84,15 @@ fn errno() -> i32 {
 
 /// Pins the calling thread, number `id`, as `SHAREMAP_PIN_CPUS` says, and reports it.
 fn pin(id: u32) {
-    let Some(cpus) = std::env::var_os("SHAREMAP_PIN_CPUS") else { return };
-    let cpus: Vec<usize> = cpus.to_str().unwrap_or("").split(',').filter_map(|c| c.trim().parse().ok()).collect();
-    let Some(&cpu) = cpus.get(id as usize % cpus.len().max(1)) else { return };
-    // SAFETY: cpu_set_t is plain data, valid when zeroed; CPU_SET stays within it (checked).
-    let result = unsafe {
-        let mut set: libc::cpu_set_t = core::mem::zeroed();
-        if cpu >= 8 * core::mem::size_of::<libc::cpu_set_t>() {
-            Err(libc::EINVAL)
-        } else {
+    let Some(list) = env(c"SHAREMAP_PIN_CPUS") else { return };
+    let count = numbers(list).count();
+    let Some(Some(cpu)) = numbers(list).nth(id as usize % count.max(1)) else { return };
+    let result = if cpu >= 8 * core::mem::size_of::<libc::cpu_set_t>() {
+        Err(libc::EINVAL)
+    } else {
+        // SAFETY: cpu_set_t is plain data, valid when zeroed; the CPU is within it.
+        unsafe {
+            let mut set: libc::cpu_set_t = core::mem::zeroed();
             libc::CPU_SET(cpu, &mut set);
             match libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set) {
                 0 => Ok(()),
@@ -78,18 +100,68 @@ fn pin(id: u32) {
             }
         }
     };
-    report(&match result {
-        Ok(()) => format!("thread {id} cpu {cpu} ok\n"),
-        Err(e) => format!("thread {id} cpu {cpu} error {e}\n"),
-    });
+    let (id, cpu) = (number(id as u64), number(cpu as u64));
+    match result {
+        Ok(()) => report(&[b"thread ", id.as_bytes(), b" cpu ", cpu.as_bytes(), b" ok"]),
+        Err(e) => {
+            report(&[b"thread ", id.as_bytes(), b" cpu ", cpu.as_bytes(), b" error ", number(e as u64).as_bytes()])
+        }
+    }
 }
 
-/// Appends a line to the report file, in one write (lines of concurrent threads do not mix).
-fn report(line: &str) {
-    let Some(path) = std::env::var_os("SHAREMAP_PIN_REPORT") else { return };
-    use std::io::Write;
-    if let Ok(mut f) = std::fs::OpenOptions::new().append(true).create(true).open(path) {
-        let _ = f.write_all(format!("pid {} {line}", std::process::id()).as_bytes());
+/// A number in decimal, on the stack.
+struct Number {
+    digits: [u8; 20],
+    start: usize,
+}
+
+impl Number {
+    fn as_bytes(&self) -> &[u8] {
+        &self.digits[self.start..]
+    }
+}
+
+fn number(mut n: u64) -> Number {
+    let mut out = Number { digits: [0; 20], start: 20 };
+    loop {
+        out.start -= 1;
+        out.digits[out.start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return out;
+        }
+    }
+}
+
+/// Appends `pid P <parts>` and a newline to the report file, in one write (lines of
+/// concurrent threads do not mix).
+fn report(parts: &[&[u8]]) {
+    let Some(path) = env(c"SHAREMAP_PIN_REPORT") else { return };
+    let mut line = [0u8; 256];
+    let mut len = 0;
+    // SAFETY: getpid has no preconditions.
+    let pid = number(unsafe { libc::getpid() } as u64);
+    for part in [&b"pid "[..], pid.as_bytes(), b" "].iter().chain(parts).chain([&b"\n"[..]].iter()) {
+        let take = part.len().min(line.len() - len);
+        line[len..len + take].copy_from_slice(&part[..take]);
+        len += take;
+    }
+    let mut name = [0u8; 4096];
+    if path.len() >= name.len() {
+        return;
+    }
+    name[..path.len()].copy_from_slice(path);
+    // SAFETY: a NUL-terminated path on the stack; the descriptor is closed after one write.
+    unsafe {
+        let fd = libc::open(
+            name.as_ptr() as *const libc::c_char,
+            libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_CLOEXEC,
+            0o600,
+        );
+        if fd >= 0 {
+            libc::write(fd, line.as_ptr() as *const libc::c_void, len);
+            libc::close(fd);
+        }
     }
 }
 

@@ -35,6 +35,10 @@ extern "C" fn attach_at_start() {
     let _ = active();
 }
 
+/// Where the recording region is asked to go (32 TiB: above the executable and its heap,
+/// below the libraries and mappings at the top of the address space).
+const REGION_HINT: usize = 0x2000_0000_0000;
+
 const UNINIT: u8 = 0;
 const STARTING: u8 = 1;
 const ACTIVE: u8 = 2;
@@ -135,8 +139,12 @@ fn attach() -> *mut u8 {
         if libc::fstat(fd as i32, &mut st) != 0 || (st.st_size as usize) < sharemap_shm::region_bytes(1) {
             return null_mut();
         }
+        // Far below where the kernel maps by default, so that the program's own mappings
+        // (large allocations, libraries loaded later) land where they do in a run without
+        // the recorder: with address randomisation off, a recording's addresses then hold
+        // for `sharemap run`. Only a hint: if it is taken, the kernel chooses.
         let p = libc::mmap(
-            null_mut(),
+            REGION_HINT as *mut libc::c_void,
             st.st_size as usize,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_SHARED,

@@ -7,6 +7,20 @@ pub mod generate;
 pub mod runtime;
 pub mod valgrind;
 
+/// Turns address-space randomisation off for the calling process's future programs: the
+/// personality flag ADDR_NO_RANDOMIZE, which fork and exec keep. A program then gets the
+/// same addresses from run to run, so that a plan made from one recording's pages applies
+/// to the next run. Only async-signal-safe system calls: it may run between fork and exec.
+pub fn disable_aslr() -> io::Result<()> {
+    // SAFETY: personality with 0xffffffff only reads the current persona.
+    let current = unsafe { libc::personality(0xffff_ffff) };
+    // SAFETY: setting a persona is a plain system call.
+    if current == -1 || unsafe { libc::personality((current | libc::ADDR_NO_RANDOMIZE) as libc::c_ulong) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 use sharemap_trace::batch::ChunkItem;
 use sharemap_trace::{Access, Chunk, EventKind};
 use std::io;

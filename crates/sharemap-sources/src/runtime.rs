@@ -35,6 +35,9 @@ pub struct Options {
     pub exclude: sharemap_trace::exclude::Ranges,
     /// ... and to these, given relative to the executable's load address (its symbols).
     pub exclude_in_executable: Vec<(u64, u64)>,
+    /// More environment for the program (`record --no-aslr` preloads the run actor, so that
+    /// the recorded address space holds the same libraries as a later `sharemap run`).
+    pub env: Vec<(OsString, OsString)>,
 }
 
 impl Default for Options {
@@ -47,6 +50,7 @@ impl Default for Options {
             exclude_stack: false,
             exclude: Default::default(),
             exclude_in_executable: Vec::new(),
+            env: Vec::new(),
         }
     }
 }
@@ -391,6 +395,7 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
         .env(shm::ENV_FD, region.fd.as_raw_fd().to_string())
         .env(shm::ENV_SAMPLE, opts.sample.max(1).to_string())
         .env(shm::ENV_NO_STACK, if opts.exclude_stack { "1" } else { "0" });
+    cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
     // The program's own name in its argv[0], as a shell would give it.
     cmd.arg0(&program[0]);
     let mut child = cmd.spawn().map_err(|e| RecordError::Spawn(name.clone(), e))?;

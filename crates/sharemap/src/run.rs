@@ -162,6 +162,8 @@ pub struct Runner {
     pub host: Machine,
     /// Whether the program's output reaches the terminal (else it is discarded).
     pub show_output: bool,
+    /// Address-space randomisation off (the addresses of a recording made the same way).
+    pub no_aslr: bool,
 }
 
 /// What one run did.
@@ -187,16 +189,7 @@ impl Runner {
         let report = tempfile::NamedTempFile::new()?;
         let mut cmd = std::process::Command::new(&self.program);
         cmd.args(&self.args);
-        let preload = match std::env::var_os("LD_PRELOAD") {
-            Some(old) if !old.is_empty() => {
-                let mut v = self.library.clone().into_os_string();
-                v.push(":");
-                v.push(old);
-                v
-            }
-            _ => self.library.clone().into_os_string(),
-        };
-        cmd.env("LD_PRELOAD", preload).env("SHAREMAP_PIN_REPORT", report.path());
+        cmd.env("LD_PRELOAD", preload_value(&self.library)).env("SHAREMAP_PIN_REPORT", report.path());
         let pus = match &config.pinning {
             Pinning::Os => None,
             Pinning::Pus(pus) => Some(pus.clone()),
@@ -208,6 +201,11 @@ impl Runner {
         }
         if let Some(policy) = config.memory.env(&self.host) {
             cmd.env("SHAREMAP_MEMPOLICY", policy);
+        }
+        if self.no_aslr {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: between fork and exec only the personality system calls run.
+            unsafe { cmd.pre_exec(sharemap_sources::disable_aslr) };
         }
         if !self.show_output {
             cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
@@ -387,6 +385,16 @@ pub fn is_static(path: &Path) -> bool {
         let at = phoff + i * phentsize;
         bytes.get(at..at + 4).is_some_and(|t| u32::from_le_bytes(t.try_into().expect("4 bytes")) == PT_INTERP)
     })
+}
+
+/// `LD_PRELOAD` with the actor first, before what the environment already preloads.
+pub fn preload_value(library: &Path) -> OsString {
+    let mut v = library.as_os_str().to_owned();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
+        v.push(":");
+        v.push(old);
+    }
+    v
 }
 
 /// Where `sharemap run`'s actor library is: beside the given binary.
