@@ -159,6 +159,10 @@ enum Command {
         /// are then those of a recording made the same way
         #[arg(long)]
         no_aslr: bool,
+        /// Draw the measurement as bars (time over os's, 95% error bars) to BASE.svg and
+        /// BASE.png
+        #[arg(long, value_name = "BASE")]
+        plot: Option<PathBuf>,
         /// The program and its arguments, after --
         #[arg(last = true, required = true)]
         command: Vec<OsString>,
@@ -435,9 +439,9 @@ fn main() -> ExitCode {
         }
         Command::Cc { args } => cc::wrap(&args, false),
         Command::Cxx { args } => cc::wrap(&args, true),
-        Command::Run { thread_map, sharing, placement, repeat, seed, json, csv, no_aslr, command } => {
+        Command::Run { thread_map, sharing, placement, repeat, seed, json, csv, no_aslr, plot, command } => {
             let thread_maps = thread_map;
-            run::run(run::RunArgs { thread_maps, sharing, placement, repeat, seed, json, csv, no_aslr, command })
+            run::run(run::RunArgs { thread_maps, sharing, placement, repeat, seed, json, csv, no_aslr, plot, command })
         }
         Command::Machine { spec, json, list } => machine::run(spec.as_deref(), json, list),
         Command::Demo { dir, accesses } => demo::run(dir.as_deref(), accesses),

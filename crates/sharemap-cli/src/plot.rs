@@ -1,4 +1,4 @@
-//! Line and stacked-area charts, written as SVG (plotters) and PNG (the SVG rendered by
+//! Line, stacked-area and bar charts and heatmaps, written as SVG (plotters) and PNG (the SVG rendered by
 //! resvg with the system's fonts), both atomically.
 
 use anyhow::{Result, anyhow};
@@ -170,13 +170,69 @@ pub fn png(svg: &str) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// A bar per name with its value and, where known, an error bar of that half-width, and a
+/// dashed line at 1 (values normalised to a baseline): seed 000's figure 3.
+pub fn bars_svg(title: &str, y_label: &str, bars: &[(String, f64, Option<f64>)]) -> Result<String> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (900, 560)).into_drawing_area();
+        let err = |e: DrawingAreaErrorKind<_>| anyhow!("plot: {e}");
+        root.fill(&WHITE).map_err(err)?;
+        let top = bars.iter().map(|(_, v, e)| v + e.unwrap_or(0.0)).fold(1.0f64, f64::max) * 1.1;
+        let names: Vec<&str> = bars.iter().map(|(n, _, _)| n.as_str()).collect();
+        let mut ctx = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(24)
+            .x_label_area_size(44)
+            .y_label_area_size(70)
+            .build_cartesian_2d((0..bars.len().saturating_sub(1)).into_segmented(), 0.0..top)
+            .map_err(err)?;
+        ctx.configure_mesh()
+            .y_desc(y_label)
+            .disable_x_mesh()
+            .light_line_style(WHITE.mix(0.0))
+            .x_labels(bars.len())
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => names.get(*i).map_or(String::new(), |n| n.to_string()),
+                _ => String::new(),
+            })
+            .draw()
+            .map_err(err)?;
+        let colors =
+            |i: usize| if i == 0 { RGBColor(127, 127, 127) } else { PALETTE[1 + (i - 1) % (PALETTE.len() - 1)] };
+        ctx.draw_series(bars.iter().enumerate().map(|(i, (_, v, _))| {
+            let mut bar = Rectangle::new(
+                [
+                    (SegmentValue::Exact(i), 0.0),
+                    (if i + 1 < bars.len() { SegmentValue::Exact(i + 1) } else { SegmentValue::Last }, *v),
+                ],
+                colors(i).mix(0.8).filled(),
+            );
+            bar.set_margin(0, 0, 18, 18);
+            bar
+        }))
+        .map_err(err)?;
+        ctx.draw_series(bars.iter().enumerate().filter_map(|(i, (_, v, e))| {
+            e.map(|e| ErrorBar::new_vertical(SegmentValue::CenterOf(i), v - e, *v, v + e, BLACK.stroke_width(2), 12))
+        }))
+        .map_err(err)?;
+        ctx.draw_series(DashedLineSeries::new(
+            [(SegmentValue::Exact(0), 1.0), (SegmentValue::Last, 1.0)],
+            6,
+            4,
+            BLACK.mix(0.6).stroke_width(1),
+        ))
+        .map_err(err)?;
+        root.present().map_err(|e| anyhow!("plot: {e}"))?;
+    }
+    Ok(out)
+}
+
 /// Writes `base.svg` and `base.png`.
 pub fn save(chart: &Chart, base: &Path) -> Result<()> {
     save_svg(&svg(chart)?, base)
 }
 
-/// A grey-scale grid of `rows` x `cols` cells, darker for larger values (each cell scaled to
-/// the largest), under a title and a one-line note.
 /// Average advance of a sans-serif character, in font sizes (DejaVu Sans is about 0.55-0.6).
 const CHAR_WIDTH: f64 = 0.6;
 /// Smallest font a line is shrunk to before it is cut.
@@ -194,6 +250,8 @@ fn fit_text(text: &str, size: u32, width: u32) -> (String, u32) {
     (text.chars().take(keep).chain(std::iter::once('…')).collect(), MIN_FONT)
 }
 
+/// A grey-scale grid of `rows` x `cols` cells, darker for larger values (each cell scaled to
+/// the largest), under a title and a one-line note.
 pub fn heatmap_svg(
     title: &str,
     note: &str,

@@ -21,6 +21,7 @@ pub struct RunArgs {
     pub json: bool,
     pub csv: Option<PathBuf>,
     pub no_aslr: bool,
+    pub plot: Option<PathBuf>,
     pub command: Vec<OsString>,
 }
 
@@ -114,6 +115,14 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     if let Some(path) = &args.csv {
         write_csv(path, &results)?;
     }
+    if let Some(base) = &args.plot {
+        let program = runner.program.file_name().unwrap_or_default().to_string_lossy();
+        let bars: Vec<(String, f64, Option<f64>)> =
+            results.iter().map(|r| (r.name.clone(), r.normalized, r.ci95.map(|c| c / results[0].mean))).collect();
+        let title =
+            format!("{program}: wall-clock time over {}'s ({} runs each, 95% CI)", results[0].name, args.repeat);
+        crate::plot::save_svg(&crate::plot::bars_svg(&title, "time / os time", &bars)?, base)?;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&results)?);
     } else {
@@ -132,10 +141,9 @@ fn single(runner: &Runner, config: &Configuration) -> Result<ExitCode> {
         let threads = outcome.pinned.len();
         let wrapped = if threads > pus.len() {
             let n = pus.len();
-            format!(
-                "; the mapping names {n} PUs: threads {n}-{} wrapped around (thread k on thread k mod {n}'s PU)",
-                threads - 1
-            )
+            let beyond = if threads - 1 == n { format!("thread {n}") } else { format!("threads {n}-{}", threads - 1) };
+            let named = if n == 1 { "1 PU".to_string() } else { format!("{n} PUs") };
+            format!("; the mapping names {named}: {beyond} wrapped around (thread k on thread k mod {n}'s PU)")
         } else {
             String::new()
         };
