@@ -36,6 +36,9 @@ fn flag(e: sharemap::Error) -> anyhow::Error {
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
+    if args.repeat == 0 {
+        bail!("--repeat 0: expected a positive number of runs");
+    }
     let library = sharemap::run::library_beside(&std::env::current_exe()?);
     if !library.is_file() {
         bail!(

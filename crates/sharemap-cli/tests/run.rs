@@ -210,6 +210,7 @@ fn refusals_are_one_clear_line() {
     fails(&["run", "--thread-map", "0", "--", s(&static_prog)], "statically linked");
     fails(&["run", "--", s(&p(&dir, "missing"))], "cannot run");
     fails(&["run", "--placement", "spread", "--", s(&prog)], "--placement: 'spread'");
+    fails(&["run", "--repeat", "0", "--", s(&prog)], "--repeat 0");
     let nodes = json(&ok(&["machine", "live", "--json"]))["numa_nodes"].as_u64().unwrap();
     if nodes < 2 {
         fails(&["run", "--placement", "interleave", "--", s(&prog)], "needs a NUMA host");
