@@ -148,8 +148,9 @@ impl<'a> Page<'a> {
         self.first.expect("a page has references")
     }
 
-    /// The same page with these TLB events.
-    pub fn with_events(self, events: &'a [Ref]) -> Self {
+    /// The same page with these TLB events (tests build pages in memory with their events).
+    #[cfg(test)]
+    pub(crate) fn with_events(self, events: &'a [Ref]) -> Self {
         match self.source {
             Source::Memory { refs, .. } => Page { source: Source::Memory { refs, events }, ..self },
             Source::Stream(_) => panic!("events are given to pages in memory only"),
