@@ -14,6 +14,7 @@ mod registry;
 mod run;
 mod sweep;
 mod trace_cmds;
+mod vm;
 
 use clap::{Parser, Subcommand};
 use sharemap_trace::TraceError;
@@ -137,8 +138,10 @@ enum Command {
         /// matrix) or a matrix file (numalize CSV, TopoMatch .mat)
         #[arg(long)]
         sharing: Option<PathBuf>,
-        /// Where pages go: first-touch (the kernel's default), interleave (all nodes) or
-        /// bind:NODE; anything but first-touch needs a NUMA host
+        /// Where pages go: first-touch (the kernel's default), interleave (all nodes),
+        /// bind:NODE, a plan file (`place --placement` output, or CSV page,node), or
+        /// optimal:TRACE (the optimum of a recording, a home node per page); anything but
+        /// first-touch needs a NUMA host, and a plan a recording made with --no-aslr
         #[arg(long, default_value = "first-touch")]
         placement: String,
         /// Runs per configuration, interleaved (A B A B ...); with more than one run or more than
@@ -163,8 +166,55 @@ enum Command {
         /// BASE.png
         #[arg(long, value_name = "BASE")]
         plot: Option<PathBuf>,
+        /// Print where each thread last ran and its allowed CPUs, and the resident pages per
+        /// NUMA node, as the kernel tells them when the program ends
+        #[arg(long = "where")]
+        show_where: bool,
         /// The program and its arguments, after --
         #[arg(last = true, required = true)]
+        command: Vec<OsString>,
+    },
+    /// Run a program inside a multi-node guest kernel under QEMU and print where its threads
+    /// ran and its pages lay, as the guest kernel tells (a check of a mapping without a NUMA
+    /// machine; timings inside it mean nothing): sharemap vm --nodes 2 --cpus 4 -- PROG ARGS
+    Vm {
+        /// NUMA nodes of the guest
+        #[arg(long, default_value_t = 2)]
+        nodes: usize,
+        /// Virtual CPUs, spread evenly over the nodes
+        #[arg(long, default_value_t = 4)]
+        cpus: usize,
+        /// Guest memory in MiB, split evenly over the nodes (default 256 per node, 512 at least)
+        #[arg(long)]
+        memory_mb: Option<usize>,
+        /// Distance between two different nodes (ACPI SLIT; a node to itself is 10)
+        #[arg(long, default_value_t = 20)]
+        distance: u32,
+        /// The guest kernel (an uncompressed vmlinux); default $SHAREMAP_VM_KERNEL, else the
+        /// one --fetch-kernel keeps in ~/.cache/sharemap
+        #[arg(long)]
+        kernel: Option<PathBuf>,
+        /// Download Debian's cloud kernel into the cache first (apt-get download, lz4)
+        #[arg(long)]
+        fetch_kernel: bool,
+        /// Leave the guest kernel's NUMA balancing on (off by default: it moves pages itself)
+        #[arg(long)]
+        numa_balancing: bool,
+        /// As `sharemap run --thread-map`, applied in the guest (logical PUs of the guest)
+        #[arg(long = "thread-map")]
+        thread_map: Option<String>,
+        /// As `sharemap run --placement`, applied in the guest
+        #[arg(long)]
+        placement: Option<String>,
+        /// Stop the guest after this many seconds
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+        /// Address-space randomisation off in the guest run (for a plan from a recording made
+        /// with `record --no-aslr`)
+        #[arg(long)]
+        no_aslr: bool,
+        /// The program and its arguments, after --
+        #[arg(last = true)]
         command: Vec<OsString>,
     },
     /// Describe a machine: hwloc synthetic string, hwloc XML file, preset name or `live`
@@ -439,10 +489,61 @@ fn main() -> ExitCode {
         }
         Command::Cc { args } => cc::wrap(&args, false),
         Command::Cxx { args } => cc::wrap(&args, true),
-        Command::Run { thread_map, sharing, placement, repeat, seed, json, csv, no_aslr, plot, command } => {
+        Command::Run {
+            thread_map,
+            sharing,
+            placement,
+            repeat,
+            seed,
+            json,
+            csv,
+            no_aslr,
+            plot,
+            show_where,
+            command,
+        } => {
             let thread_maps = thread_map;
-            run::run(run::RunArgs { thread_maps, sharing, placement, repeat, seed, json, csv, no_aslr, plot, command })
+            run::run(run::RunArgs {
+                thread_maps,
+                sharing,
+                placement,
+                repeat,
+                seed,
+                json,
+                csv,
+                no_aslr,
+                plot,
+                show_where,
+                command,
+            })
         }
+        Command::Vm {
+            nodes,
+            cpus,
+            memory_mb,
+            distance,
+            kernel,
+            fetch_kernel,
+            numa_balancing,
+            thread_map,
+            placement,
+            timeout,
+            no_aslr,
+            command,
+        } => vm::run(vm::VmArgs {
+            nodes,
+            cpus,
+            memory_mb,
+            distance,
+            kernel,
+            numa_balancing,
+            thread_map,
+            placement,
+            timeout,
+            no_aslr,
+            fetch_kernel,
+            command,
+        }),
         Command::Machine { spec, json, list } => machine::run(spec.as_deref(), json, list),
         Command::Demo { dir, accesses } => demo::run(dir.as_deref(), accesses),
         Command::Place { model, policy, json, breakdown, placement } => {

@@ -4,7 +4,8 @@
 use anyhow::{Result, anyhow, bail};
 use sharemap::ThreadMap;
 use sharemap::run::{
-    Configuration, ConfigurationResult, FailedRun, Failure, MemoryPolicy, Pinning, RunOutcome, Runner,
+    Configuration, ConfigurationResult, DataPlacement, FailedRun, Failure, MemoryPolicy, Observed, Pinning, RunOutcome,
+    Runner,
 };
 use sharemap_machine::Machine;
 use std::ffi::OsString;
@@ -22,6 +23,7 @@ pub struct RunArgs {
     pub csv: Option<PathBuf>,
     pub no_aslr: bool,
     pub plot: Option<PathBuf>,
+    pub show_where: bool,
     pub command: Vec<OsString>,
 }
 
@@ -49,7 +51,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let host = Machine::live().map_err(|e| anyhow!("cannot read this host's topology: {e}"))?;
     let (program, program_args) = args.command.split_first().ok_or_else(|| anyhow!("no program given after --"))?;
     let program = sharemap::run::resolve_program(Path::new(program)).map_err(flag)?;
-    let memory = MemoryPolicy::parse(&args.placement, &host).map_err(flag)?;
+    let placement = DataPlacement::parse(&args.placement, &host).map_err(flag)?;
     let sharing = match &args.sharing {
         Some(path) => {
             let input = crate::map::Input { path, from: None, exclude: None };
@@ -71,17 +73,39 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             let map = ThreadMap::parse(name).map_err(flag)?;
             sharemap::run::pinning(&map, &host, sharing.as_ref(), args.seed).map_err(flag)?
         };
-        configs.push(Configuration { name: name.clone(), pinning, memory: memory.clone() });
+        let (memory, plan) = match &placement {
+            DataPlacement::Policy(p) => (p.clone(), None),
+            DataPlacement::Plan(plan) => (MemoryPolicy::FirstTouch, Some(plan.clone())),
+            DataPlacement::Optimal(trace) => {
+                // The optimum depends on where threads run: this configuration's PUs.
+                let threads = match &pinning {
+                    Pinning::Pus(pus) => ThreadMap::Pus(pus.clone()),
+                    _ => ThreadMap::Identity,
+                };
+                let plan = sharemap::run::optimal_plan(trace, threads, sharemap::run::page_size(), &host)
+                    .map_err(|e| anyhow!("--placement optimal:{}: {e}", trace.display()))?;
+                (MemoryPolicy::FirstTouch, Some(std::sync::Arc::new(plan)))
+            }
+        };
+        configs.push(Configuration { name: name.clone(), pinning, memory, plan });
     }
-    let pins = configs.iter().any(|c| c.pinning != Pinning::Os);
-    if (pins || memory != MemoryPolicy::FirstTouch) && sharemap::run::is_static(&program) {
+    let pins = configs.iter().any(|c| c.pinning != Pinning::Os || c.memory != MemoryPolicy::FirstTouch);
+    if pins && sharemap::run::is_static(&program) {
         bail!(
             "{} is statically linked: the pinning library cannot be preloaded into it (link it dynamically)",
             program.display()
         );
     }
-    let runner =
-        Runner { program, args: program_args.to_vec(), library, host, show_output: !measuring, no_aslr: args.no_aslr };
+    let runner = Runner {
+        program,
+        args: program_args.to_vec(),
+        library,
+        host,
+        show_output: !measuring,
+        no_aslr: args.no_aslr,
+        observe: args.show_where,
+        plan_interval: std::time::Duration::from_millis(10),
+    };
     if !measuring {
         return single(&runner, &configs[0]);
     }
@@ -157,10 +181,45 @@ fn single(runner: &Runner, config: &Configuration) -> Result<ExitCode> {
             outcome.seconds
         );
     }
+    if let Some(observed) = &outcome.observed {
+        print_where(observed, runner.observe, &runner.host);
+    }
     if let Some(sig) = outcome.signal {
         eprintln!("sharemap: {} was killed by signal {sig}", runner.program.display());
     }
     Ok(ExitCode::from(outcome.exit.clamp(0, 255) as u8))
+}
+
+/// The kernel's answers: each thread's CPUs (with `--where`), pages per node, and the plan.
+fn print_where(observed: &Observed, threads: bool, host: &Machine) {
+    if threads {
+        for t in &observed.threads {
+            let last = t.last_cpu.map_or("?".to_string(), |c| c.to_string());
+            let pu = t.last_cpu.and_then(|c| (0..host.pu_count()).find(|&p| host.pu_os_index(p) as usize == c));
+            let pu = pu.map_or(String::new(), |p| format!(" (PU {p})"));
+            let allowed = sharemap::run::cpu_ranges(&t.allowed);
+            eprintln!(
+                "sharemap: thread {} (tid {}) last ran on CPU {last}{pu}, allowed CPUs {allowed}",
+                t.order, t.tid
+            );
+        }
+        let nodes = |pages: &[(usize, u64)]| {
+            let v: Vec<String> = pages.iter().map(|(n, p)| format!("node {n} {p}")).collect();
+            if v.is_empty() { "none".to_string() } else { v.join(", ") }
+        };
+        eprintln!(
+            "sharemap: resident pages at exit: {} (anonymous: {})",
+            nodes(&observed.pages_per_node),
+            nodes(&observed.anonymous_per_node)
+        );
+    }
+    if let Some(p) = &observed.plan {
+        let share = if p.touched > 0 { 100.0 * p.on_node as f64 / p.touched as f64 } else { 0.0 };
+        eprintln!(
+            "sharemap: plan: {} pages planned, {} touched, {} on their node ({share:.1} %); {} migrated, {} refused",
+            p.planned, p.touched, p.on_node, p.moved, p.refused
+        );
+    }
 }
 
 /// What went wrong with pinning or placement in a run, as one line.

@@ -28,6 +28,7 @@ mod place;
 pub mod run;
 mod situation;
 pub mod sweep;
+pub mod vm;
 
 pub use analyze::{Analysis, AnalyzeRequest, analyze};
 pub use error::Error;

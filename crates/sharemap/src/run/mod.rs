@@ -3,6 +3,12 @@
 //! configurations measured against each other as the papers measure: each one several
 //! times, interleaved, with a mean and a 95 % confidence interval. docs/run.md says how.
 
+mod observe;
+mod plan;
+
+pub use observe::{Observed, ThreadSeen, cpu_list, cpu_ranges};
+pub use plan::{Plan, PlanOutcome, optimal_plan};
+
 use crate::{Error, Result, ThreadMap};
 use serde::Serialize;
 use sharemap_core::SharingMatrix;
@@ -23,22 +29,40 @@ pub enum MemoryPolicy {
     Bind(usize),
 }
 
-impl MemoryPolicy {
-    /// `first-touch`, `interleave` or `bind:N`, checked against the host: a policy other
-    /// than first touch needs a NUMA host, and N one of its nodes.
-    pub fn parse(text: &str, host: &Machine) -> Result<MemoryPolicy> {
-        let policy = match text.trim() {
-            "first-touch" => return Ok(MemoryPolicy::FirstTouch),
-            "interleave" => MemoryPolicy::Interleave,
-            other => match other.strip_prefix("bind:").map(str::parse::<usize>) {
-                Some(Ok(node)) => MemoryPolicy::Bind(node),
-                _ => {
-                    return Err(Error::setting(
-                        "data placement",
-                        format!("'{other}': expected first-touch, interleave or bind:NODE"),
-                    ));
-                }
-            },
+/// What a run's data placement names: a memory policy for the whole program, a per-page
+/// plan, or the optimum computed from a recording (for each configuration's threads).
+#[derive(Clone, Debug)]
+pub enum DataPlacement {
+    Policy(MemoryPolicy),
+    Plan(std::sync::Arc<Plan>),
+    Optimal(PathBuf),
+}
+
+impl DataPlacement {
+    /// `first-touch`, `interleave`, `bind:N`, `optimal:TRACE`, or a plan file (see
+    /// `Plan::read`), checked against the host: anything but first touch needs a NUMA host,
+    /// and N one of its nodes.
+    pub fn parse(text: &str, host: &Machine) -> Result<DataPlacement> {
+        let text = text.trim();
+        if text == "first-touch" {
+            return Ok(DataPlacement::Policy(MemoryPolicy::FirstTouch));
+        }
+        let placement = if text == "interleave" {
+            DataPlacement::Policy(MemoryPolicy::Interleave)
+        } else if let Some(node) = text.strip_prefix("bind:") {
+            match node.parse::<usize>() {
+                Ok(node) => DataPlacement::Policy(MemoryPolicy::Bind(node)),
+                Err(_) => return Err(Error::setting("data placement", format!("'{text}': expected bind:NODE"))),
+            }
+        } else if let Some(trace) = text.strip_prefix("optimal:") {
+            DataPlacement::Optimal(PathBuf::from(trace))
+        } else if Path::new(text).is_file() {
+            DataPlacement::Plan(std::sync::Arc::new(Plan::read(Path::new(text), host, page_size())?))
+        } else {
+            return Err(Error::setting(
+                "data placement",
+                format!("'{text}': expected first-touch, interleave, bind:NODE, optimal:TRACE or a plan file"),
+            ));
         };
         let nodes = host.numa_count();
         if nodes < 2 {
@@ -46,18 +70,27 @@ impl MemoryPolicy {
                 "data placement",
                 format!(
                     "{text} needs a NUMA host: this one has a single NUMA node, where every page is local \
-                     (thread pinning works here; a multi-node guest can check a placement)"
+                     (thread pinning works here; `sharemap vm` checks a placement in a multi-node guest)"
                 ),
             ));
         }
-        if let MemoryPolicy::Bind(node) = policy
+        if let DataPlacement::Policy(MemoryPolicy::Bind(node)) = placement
             && node >= nodes
         {
             return Err(Error::setting("data placement", format!("bind:{node}: the host has nodes 0-{}", nodes - 1)));
         }
-        Ok(policy)
+        Ok(placement)
     }
+}
 
+/// The host's page size in bytes.
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if size > 0 { size as u64 } else { 4096 }
+}
+
+impl MemoryPolicy {
     /// The value of `SHAREMAP_MEMPOLICY` for the actor.
     fn env(&self, host: &Machine) -> Option<String> {
         match self {
@@ -88,6 +121,8 @@ pub struct Configuration {
     pub name: String,
     pub pinning: Pinning,
     pub memory: MemoryPolicy,
+    /// A home node per page, applied by migration as the program touches its pages.
+    pub plan: Option<std::sync::Arc<Plan>>,
 }
 
 /// The PUs a thread map gives on the host: an algorithm maps `sharing` when given, and a
@@ -164,6 +199,11 @@ pub struct Runner {
     pub show_output: bool,
     /// Address-space randomisation off (the addresses of a recording made the same way).
     pub no_aslr: bool,
+    /// Ask the kernel where each thread ran and where pages lay, as the program ends
+    /// (always done when a configuration has a plan).
+    pub observe: bool,
+    /// How often a plan's pages are checked and migrated.
+    pub plan_interval: std::time::Duration,
 }
 
 /// What one run did.
@@ -180,6 +220,8 @@ pub struct RunOutcome {
     pub loaded: bool,
     /// The memory policy the kernel refused, if it did.
     pub mempolicy_error: Option<String>,
+    /// The kernel's answers at the program's end, when observed.
+    pub observed: Option<Observed>,
 }
 
 impl Runner {
@@ -210,10 +252,19 @@ impl Runner {
         if !self.show_output {
             cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
         }
+        let cannot =
+            |e: std::io::Error| Error::setting("program", format!("cannot run {}: {e}", self.program.display()));
         let start = Instant::now();
-        let status = cmd
-            .status()
-            .map_err(|e| Error::setting("program", format!("cannot run {}: {e}", self.program.display())))?;
+        let (status, observed) = if self.observe || config.plan.is_some() {
+            let out =
+                observe::run_traced(&mut cmd, config.plan.as_deref(), self.plan_interval).map_err(|e| match e {
+                    Error::Io(e) => cannot(e),
+                    e => e,
+                })?;
+            (out.status, Some(out.observed))
+        } else {
+            (cmd.status().map_err(cannot)?, None)
+        };
         let seconds = start.elapsed().as_secs_f64();
         use std::os::unix::process::ExitStatusExt;
         let signal = status.signal();
@@ -227,6 +278,7 @@ impl Runner {
             refused: Vec::new(),
             loaded: false,
             mempolicy_error: None,
+            observed,
         };
         read_report(&text, &mut outcome);
         Ok(outcome)
@@ -440,6 +492,7 @@ mod tests {
             refused: vec![],
             loaded: false,
             mempolicy_error: None,
+            observed: None,
         };
         read_report(text, &mut out);
         assert!(out.loaded);
@@ -451,13 +504,20 @@ mod tests {
 
     #[test]
     fn data_placement_needs_several_nodes() {
+        let policy = |text: &str, host: &Machine| match DataPlacement::parse(text, host) {
+            Ok(DataPlacement::Policy(p)) => Ok(p),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e.to_string()),
+        };
         let one = Machine::from_spec("pack:1 core:2 pu:1").unwrap();
-        assert_eq!(MemoryPolicy::parse("first-touch", &one).unwrap(), MemoryPolicy::FirstTouch);
-        let e = MemoryPolicy::parse("interleave", &one).unwrap_err().to_string();
+        assert_eq!(policy("first-touch", &one).unwrap(), MemoryPolicy::FirstTouch);
+        let e = policy("interleave", &one).unwrap_err();
         assert!(e.contains("needs a NUMA host"), "{e}");
+        assert!(DataPlacement::parse("optimal:x.trace", &one).unwrap_err().to_string().contains("needs a NUMA host"));
         let two = Machine::from_spec("pack:2 numa:1 core:2 pu:1").unwrap();
-        assert_eq!(MemoryPolicy::parse("bind:1", &two).unwrap(), MemoryPolicy::Bind(1));
-        assert!(MemoryPolicy::parse("bind:2", &two).unwrap_err().to_string().contains("nodes 0-1"));
-        assert!(MemoryPolicy::parse("spread", &two).is_err());
+        assert_eq!(policy("bind:1", &two).unwrap(), MemoryPolicy::Bind(1));
+        assert!(policy("bind:2", &two).unwrap_err().contains("nodes 0-1"));
+        assert!(policy("spread", &two).unwrap_err().contains("expected first-touch"));
+        assert!(matches!(DataPlacement::parse("optimal:x.trace", &two), Ok(DataPlacement::Optimal(_))));
     }
 }

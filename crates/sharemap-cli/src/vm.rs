@@ -1,0 +1,88 @@
+//! `sharemap vm`: a program run inside a multi-node guest kernel under QEMU, reporting where
+//! its threads ran and its pages lay (a way to check a mapping without a NUMA machine).
+
+use anyhow::{Result, anyhow, bail};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+pub struct VmArgs {
+    pub nodes: usize,
+    pub cpus: usize,
+    pub memory_mb: Option<usize>,
+    pub distance: u32,
+    pub kernel: Option<PathBuf>,
+    pub numa_balancing: bool,
+    pub thread_map: Option<String>,
+    pub placement: Option<String>,
+    pub timeout: u64,
+    pub no_aslr: bool,
+    pub fetch_kernel: bool,
+    pub command: Vec<OsString>,
+}
+
+pub fn run(args: VmArgs) -> Result<ExitCode> {
+    if args.fetch_kernel {
+        eprintln!("sharemap: fetching Debian's cloud kernel (apt-get download; nothing is installed)");
+        let path = sharemap::vm::fetch_kernel().map_err(|e| anyhow!(e))?;
+        eprintln!("sharemap: guest kernel at {}", path.display());
+        if args.command.is_empty() {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    let (program, program_args) = args.command.split_first().ok_or_else(|| anyhow!("no program given after --"))?;
+    let program = sharemap::run::resolve_program(std::path::Path::new(program)).map_err(|e| anyhow!(e))?;
+    let kernel = sharemap::vm::find_kernel(args.kernel.as_deref()).map_err(|e| anyhow!(e))?;
+    let mut guest = sharemap::vm::Guest::new(kernel, args.nodes, args.cpus).map_err(|e| anyhow!(e))?;
+    if let Some(mb) = args.memory_mb {
+        if mb < 64 * args.nodes {
+            bail!("--memory-mb {mb}: give at least 64 MiB per node");
+        }
+        guest.memory_mb = mb;
+    }
+    if args.distance <= 10 || args.distance > 255 {
+        bail!("--distance {}: expected a remote distance between 11 and 255 (a node to itself is 10)", args.distance);
+    }
+    guest.distance = args.distance;
+    guest.numa_balancing = args.numa_balancing;
+    guest.timeout = std::time::Duration::from_secs(args.timeout);
+    let exe = std::env::current_exe()?;
+    let library = sharemap::run::library_beside(&exe);
+    if !library.is_file() {
+        bail!("the run actor {} is missing: run `cargo build --release`", library.display());
+    }
+    let mut run_args = Vec::new();
+    let mut files = Vec::new();
+    // A file a flag names is copied into the guest, and the flag names the copy.
+    let mut guest_file = |spec: &str, prefix: &str| -> String {
+        let path = std::path::Path::new(&spec[prefix.len()..]);
+        if !path.is_file() {
+            return spec.to_string();
+        }
+        let at =
+            format!("/opt/sharemap/files/{}-{}", files.len(), path.file_name().unwrap_or_default().to_string_lossy());
+        files.push((path.to_path_buf(), at.clone()));
+        format!("{prefix}{at}")
+    };
+    if let Some(map) = &args.thread_map {
+        let map = guest_file(map, "");
+        run_args.extend(["--thread-map".to_string(), map]);
+    }
+    if let Some(placement) = &args.placement {
+        let prefix = if placement.starts_with("optimal:") { "optimal:" } else { "" };
+        let placement = guest_file(placement, prefix);
+        run_args.extend(["--placement".to_string(), placement]);
+    }
+    if args.no_aslr {
+        run_args.push("--no-aslr".into());
+    }
+    let program_args: Vec<String> = program_args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    eprintln!(
+        "sharemap: booting a guest with {} NUMA nodes and {} CPUs under QEMU (emulated: timings inside it mean nothing)",
+        args.nodes, args.cpus
+    );
+    let out = sharemap::vm::run_program(&guest, &exe, &library, &program, &run_args, &program_args, &files)
+        .map_err(|e| anyhow!(e))?;
+    print!("{}", out.output);
+    Ok(ExitCode::from(out.status.clamp(0, 255) as u8))
+}

@@ -1,0 +1,294 @@
+//! Where a run's threads ran and its pages lay, by the kernel's own answers: the program is
+//! traced (ptrace) only to stop each thread as it exits, when `/proc` still describes it;
+//! the last thread's stop, before the address space goes, is when pages are counted
+//! (`/proc/PID/numa_maps`) and a plan's pages queried (`move_pages`). A plan is applied
+//! meanwhile from outside the program, by migrating each planned page the program has
+//! touched to its node (see `Placer`), so nothing is added to the program's address space.
+
+use super::plan::{Placer, Plan, PlanOutcome, query_nodes};
+use crate::{Error, Result};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::process::Command;
+
+/// One thread as the kernel saw it when it exited.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ThreadSeen {
+    /// Creation order: 0 for the main thread, then in the order the kernel created threads
+    /// (the order `pthread_create` numbers them, unless two threads create at once).
+    pub order: usize,
+    pub tid: i32,
+    /// The CPU it last ran on (`/proc/PID/task/TID/stat`, field 39).
+    pub last_cpu: Option<usize>,
+    /// The CPUs it was allowed (its affinity, `Cpus_allowed_list`).
+    pub allowed: Vec<usize>,
+}
+
+/// What the kernel said about one run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Observed {
+    pub threads: Vec<ThreadSeen>,
+    /// Resident pages per NUMA node (OS numbering), from numa_maps at the last exit: all,
+    /// and those of anonymous mappings (heap, stacks, anonymous mmap: the program's data,
+    /// where shared libraries' pages are wherever the page cache holds them).
+    pub pages_per_node: Vec<(usize, u64)>,
+    pub anonymous_per_node: Vec<(usize, u64)>,
+    pub plan: Option<PlanOutcome>,
+}
+
+/// A traced run's end: the wait status of the program and what was seen.
+pub struct TracedExit {
+    pub status: std::process::ExitStatus,
+    pub observed: Observed,
+}
+
+/// Starts `cmd` traced and waits for it, observing each thread's exit; with a plan, a
+/// placer migrates the plan's touched pages every `interval` until the program ends.
+pub fn run_traced(cmd: &mut Command, plan: Option<&Plan>, interval: std::time::Duration) -> Result<TracedExit> {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec only the ptrace system call runs.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+    let child = cmd.spawn()?;
+    let pid = child.id() as i32;
+    // The child stops with SIGTRAP once exec has succeeded.
+    let status = wait(pid)?;
+    if !libc::WIFSTOPPED(status) {
+        return Err(Error::setting("program", "it ended before it started"));
+    }
+    let options = libc::PTRACE_O_TRACECLONE | libc::PTRACE_O_TRACEEXIT | libc::PTRACE_O_EXITKILL;
+    // SAFETY: plain ptrace requests on our stopped tracee.
+    unsafe {
+        if libc::ptrace(libc::PTRACE_SETOPTIONS, pid, 0, options as libc::c_long) != 0 {
+            let e = std::io::Error::last_os_error();
+            libc::kill(pid, libc::SIGKILL);
+            return Err(Error::setting("program", format!("cannot observe it (ptrace: {e})")));
+        }
+        libc::ptrace(libc::PTRACE_CONT, pid, 0, 0);
+    }
+    let placer = plan.map(|p| Placer::start(pid, p.clone(), interval));
+    let mut tracer =
+        Tracer { pid, threads: HashMap::new(), seen: Vec::new(), exited: 0, observed: Observed::default() };
+    tracer.threads.insert(pid, Thread { order: 0, started: true, exited: false });
+    let mut placer = placer;
+    let status = loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes the status of any of our (traced) children.
+        let tid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
+        if tid < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(Error::Io(e));
+        }
+        if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+            if tid == pid {
+                break status;
+            }
+            continue;
+        }
+        let signal = libc::WSTOPSIG(status);
+        let event = status >> 16;
+        let mut inject = 0;
+        match event {
+            libc::PTRACE_EVENT_CLONE => {
+                let mut new: libc::c_ulong = 0;
+                // SAFETY: the message of a clone stop is the new thread's id.
+                unsafe { libc::ptrace(libc::PTRACE_GETEVENTMSG, tid, 0, &mut new as *mut libc::c_ulong) };
+                tracer.known(new as i32);
+            }
+            libc::PTRACE_EVENT_EXIT => {
+                let last = tracer.exiting(tid);
+                if last {
+                    if let Some(p) = placer.take() {
+                        tracer.observed.plan = Some(p.finish());
+                    }
+                    let maps = std::fs::read_to_string(format!("/proc/{pid}/numa_maps")).unwrap_or_default();
+                    tracer.observed.pages_per_node = numa_maps_totals(&maps);
+                    let anonymous: Vec<&str> = maps.lines().filter(|l| !l.contains(" file=")).collect();
+                    tracer.observed.anonymous_per_node = numa_maps_totals(&anonymous.join("\n"));
+                    if let (Some(plan), Some(outcome)) = (plan, tracer.observed.plan.as_mut()) {
+                        let nodes = query_nodes(pid, &plan.pages);
+                        outcome.count(plan, &nodes);
+                    }
+                }
+            }
+            0 => {
+                let fresh = !tracer.threads.get(&tid).is_some_and(|t| t.started);
+                if fresh && signal == libc::SIGSTOP {
+                    // A new thread's first stop, as it is attached.
+                    tracer.known(tid);
+                    tracer.threads.get_mut(&tid).expect("known").started = true;
+                } else if !is_group_stop(tid) {
+                    inject = signal;
+                }
+            }
+            _ => {}
+        }
+        // SAFETY: resumes a stopped tracee, delivering the signal it stopped for.
+        unsafe { libc::ptrace(libc::PTRACE_CONT, tid, 0, inject as libc::c_long) };
+    };
+    if let Some(p) = placer.take() {
+        tracer.observed.plan = Some(p.finish());
+    }
+    use std::os::unix::process::ExitStatusExt;
+    let mut observed = tracer.observed;
+    observed.threads = tracer.seen;
+    observed.threads.sort_by_key(|t| t.order);
+    drop(child);
+    Ok(TracedExit { status: std::process::ExitStatus::from_raw(status), observed })
+}
+
+struct Thread {
+    order: usize,
+    /// Its first (attach) stop has been seen.
+    started: bool,
+    exited: bool,
+}
+
+struct Tracer {
+    pid: i32,
+    threads: HashMap<i32, Thread>,
+    seen: Vec<ThreadSeen>,
+    exited: usize,
+    observed: Observed,
+}
+
+impl Tracer {
+    fn known(&mut self, tid: i32) {
+        let order = self.threads.len();
+        self.threads.entry(tid).or_insert(Thread { order, started: false, exited: false });
+    }
+
+    /// Records an exiting thread; whether it is the last one alive.
+    fn exiting(&mut self, tid: i32) -> bool {
+        self.known(tid);
+        let thread = self.threads.get_mut(&tid).expect("known");
+        if !thread.exited {
+            thread.exited = true;
+            self.exited += 1;
+            let (last_cpu, allowed) = thread_facts(self.pid, tid);
+            self.seen.push(ThreadSeen { order: thread.order, tid, last_cpu, allowed });
+        }
+        self.exited == self.threads.len()
+    }
+}
+
+fn wait(pid: i32) -> Result<i32> {
+    let mut status = 0;
+    loop {
+        // SAFETY: waits for our own child.
+        if unsafe { libc::waitpid(pid, &mut status, libc::__WALL) } == pid {
+            return Ok(status);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(Error::Io(e));
+        }
+    }
+}
+
+/// A stop that is the thread entering a group stop (the signal was already delivered)
+/// rather than a signal about to be delivered: then there is no signal information.
+fn is_group_stop(tid: i32) -> bool {
+    // SAFETY: siginfo_t is plain data; the kernel fills it or fails.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        libc::ptrace(libc::PTRACE_GETSIGINFO, tid, 0, &mut info as *mut libc::siginfo_t) != 0
+    }
+}
+
+/// A thread's last CPU and its allowed CPUs, from /proc.
+fn thread_facts(pid: i32, tid: i32) -> (Option<usize>, Vec<usize>) {
+    let dir = format!("/proc/{pid}/task/{tid}");
+    let last_cpu = std::fs::read_to_string(format!("{dir}/stat")).ok().and_then(|s| {
+        // Fields after the command name (which may hold spaces) start at field 3.
+        let rest = &s[s.rfind(')')? + 2..];
+        rest.split_whitespace().nth(39 - 3)?.parse().ok()
+    });
+    let allowed = std::fs::read_to_string(format!("{dir}/status"))
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:").map(|v| cpu_list(v.trim()))))
+        .unwrap_or_default();
+    (last_cpu, allowed)
+}
+
+/// `0-3,8,10-11` as numbers.
+pub fn cpu_list(text: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    for part in text.split(',').filter(|p| !p.is_empty()) {
+        let mut ends = part.splitn(2, '-').map(|n| n.trim().parse::<usize>());
+        match (ends.next(), ends.next()) {
+            (Some(Ok(a)), None) => out.push(a),
+            (Some(Ok(a)), Some(Ok(b))) if a <= b => out.extend(a..=b),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Numbers as `0-3,8,10-11`.
+pub fn cpu_ranges(cpus: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        out.push(if j > i { format!("{}-{}", cpus[i], cpus[j]) } else { cpus[i].to_string() });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+/// Resident pages per node of numa_maps lines (their `N<node>=<pages>` fields).
+pub(crate) fn numa_maps_totals(text: &str) -> Vec<(usize, u64)> {
+    let mut per_node: Vec<(usize, u64)> = Vec::new();
+    for field in text.split_whitespace() {
+        let Some((node, pages)) = field.strip_prefix('N').and_then(|f| f.split_once('=')) else { continue };
+        let (Ok(node), Ok(pages)) = (node.parse::<usize>(), pages.parse::<u64>()) else { continue };
+        match per_node.iter_mut().find(|(n, _)| *n == node) {
+            Some((_, p)) => *p += pages,
+            None => per_node.push((node, pages)),
+        }
+    }
+    per_node.sort();
+    per_node
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_and_numa_maps_are_read() {
+        assert_eq!(cpu_list("0-3,8,10-11"), vec![0, 1, 2, 3, 8, 10, 11]);
+        assert_eq!(cpu_list("1"), vec![1]);
+        assert_eq!(cpu_ranges(&cpu_list("0-3,8,10-11")), "0-3,8,10-11");
+        let maps = "7f00 default anon=3 dirty=3 N0=2 N1=1 kernelpagesize_kB=4\n\
+                    7f10 interleave:0-1 file=/lib/x.so mapped=5 N1=5 kernelpagesize_kB=4\n";
+        assert_eq!(numa_maps_totals(maps), vec![(0, 2), (1, 6)]);
+    }
+
+    /// The kernel's own answers for a program whose threads we know: `sh` running a
+    /// subshell pipeline has one thread (the main one), allowed every CPU we may use.
+    #[test]
+    fn a_traced_program_is_seen_to_exit() {
+        let out =
+            run_traced(Command::new("sh").args(["-c", "exit 3"]), None, std::time::Duration::from_millis(10)).unwrap();
+        assert_eq!(out.status.code(), Some(3));
+        assert_eq!(out.observed.threads.len(), 1);
+        assert_eq!(out.observed.threads[0].order, 0);
+        assert!(out.observed.threads[0].last_cpu.is_some());
+        assert_eq!(out.observed.threads[0].allowed, super::super::allowed_cpus().unwrap());
+        assert!(out.observed.pages_per_node.iter().map(|p| p.1).sum::<u64>() > 0);
+    }
+}

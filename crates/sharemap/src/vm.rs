@@ -1,0 +1,561 @@
+//! A multi-node guest: a real Linux kernel under QEMU with several NUMA nodes, booted from a
+//! RAM disk this module writes (busybox, sharemap, a program and the libraries they load),
+//! so that thread pinning and page placement can be checked by the kernel's own answers on
+//! a host that has one node. Timings inside it mean nothing (QEMU emulates the CPUs).
+//! docs/vm.md says how to get the kernel and what the guest holds.
+
+use crate::{Error, Result};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The guest's shape and where its parts come from.
+#[derive(Clone, Debug)]
+pub struct Guest {
+    /// An uncompressed kernel (vmlinux, PVH entry), as `fetch_kernel` extracts it.
+    pub kernel: PathBuf,
+    pub nodes: usize,
+    /// Virtual CPUs, spread evenly over the nodes (one socket per node).
+    pub cpus: usize,
+    /// Guest memory in MiB, split evenly over the nodes.
+    pub memory_mb: usize,
+    /// The distance between two different nodes (a node to itself is 10).
+    pub distance: u32,
+    /// Kernel NUMA balancing on in the guest (off by default: it migrates pages on its own,
+    /// and move_pages queries then miss pages it is scanning).
+    pub numa_balancing: bool,
+    /// The guest is stopped after this long.
+    pub timeout: Duration,
+}
+
+impl Guest {
+    pub fn new(kernel: PathBuf, nodes: usize, cpus: usize) -> Result<Guest> {
+        if nodes == 0 || cpus == 0 || !cpus.is_multiple_of(nodes) {
+            return Err(Error::setting(
+                "guest",
+                format!("{cpus} CPUs cannot be spread evenly over {nodes} nodes: give a multiple of the node count"),
+            ));
+        }
+        if nodes > 64 || cpus > 255 {
+            return Err(Error::setting("guest", "at most 64 nodes and 255 CPUs"));
+        }
+        Ok(Guest {
+            kernel,
+            nodes,
+            cpus,
+            memory_mb: 256 * nodes.max(2),
+            distance: 20,
+            numa_balancing: false,
+            timeout: Duration::from_secs(600),
+        })
+    }
+
+    /// QEMU's arguments for this guest booting `initrd`.
+    fn qemu_args(&self, initrd: &Path) -> Vec<String> {
+        let mut a: Vec<String> = Vec::new();
+        let mut push = |s: String| a.push(s);
+        // KVM is used only when asked: on a nested host it is far slower than TCG.
+        if std::env::var("SHAREMAP_VM_ACCEL").as_deref() == Ok("kvm") {
+            push("-accel".into());
+            push("kvm".into());
+            push("-cpu".into());
+            push("host".into());
+        } else {
+            push("-accel".into());
+            push("tcg,thread=multi".into());
+            push("-cpu".into());
+            push("max".into());
+        }
+        let per_node = self.memory_mb / self.nodes;
+        push("-m".into());
+        push(format!("{}M", per_node * self.nodes));
+        push("-smp".into());
+        push(format!("{},sockets={},cores={},threads=1", self.cpus, self.nodes, self.cpus / self.nodes));
+        for n in 0..self.nodes {
+            push("-object".into());
+            push(format!("memory-backend-ram,id=m{n},size={per_node}M"));
+            push("-numa".into());
+            push(format!("node,nodeid={n},memdev=m{n}"));
+        }
+        for n in 0..self.nodes {
+            push("-numa".into());
+            push(format!("cpu,node-id={n},socket-id={n}"));
+        }
+        for i in 0..self.nodes {
+            for j in i + 1..self.nodes {
+                push("-numa".into());
+                push(format!("dist,src={i},dst={j},val={}", self.distance));
+            }
+        }
+        for s in ["-bios", "/usr/share/qemu/qboot.rom", "-display", "none", "-serial", "stdio", "-monitor", "none"] {
+            push(s.into());
+        }
+        push("-no-reboot".into());
+        push("-kernel".into());
+        push(self.kernel.display().to_string());
+        push("-initrd".into());
+        push(initrd.display().to_string());
+        push("-append".into());
+        // lpj skips the delay-loop calibration, slow under emulation.
+        push("console=ttyS0 quiet loglevel=1 lpj=4000000 panic=-1 rdinit=/init".into());
+        a
+    }
+
+    /// Boots the guest with `image` as its RAM disk and returns what the guest's init
+    /// printed between its start and end markers, and the status its commands ended with.
+    pub fn boot(&self, image: Image) -> Result<GuestOutput> {
+        let qemu = which("qemu-system-x86_64").ok_or_else(|| {
+            Error::setting("guest", "qemu-system-x86_64 is not installed (Debian: apt-get install qemu-system-x86)")
+        })?;
+        if !Path::new("/usr/share/qemu/qboot.rom").is_file() {
+            return Err(Error::setting(
+                "guest",
+                "/usr/share/qemu/qboot.rom is missing (it comes with qemu-system-x86)",
+            ));
+        }
+        let dir = tempfile::tempdir()?;
+        let initrd = dir.path().join("initrd.cpio");
+        std::fs::write(&initrd, image.finish())?;
+        let mut child = Command::new(qemu)
+            .args(self.qemu_args(&initrd))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let mut stdout = child.stdout.take().expect("piped");
+        let mut stderr = child.stderr.take().expect("piped");
+        let reader = std::thread::spawn(move || {
+            let mut out = Vec::new();
+            let _ = stdout.read_to_end(&mut out);
+            out
+        });
+        let errors = std::thread::spawn(move || {
+            let mut out = String::new();
+            let _ = stderr.read_to_string(&mut out);
+            out
+        });
+        let start = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break Some(status);
+            }
+            if start.elapsed() > self.timeout {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let console = String::from_utf8_lossy(&reader.join().unwrap_or_default()).replace('\r', "");
+        let errors = errors.join().unwrap_or_default();
+        let Some(status) = status else {
+            return Err(Error::setting(
+                "guest",
+                format!(
+                    "it did not finish within {} s; its console ended with: {}",
+                    self.timeout.as_secs(),
+                    tail(&console)
+                ),
+            ));
+        };
+        if !status.success() {
+            let why = errors.lines().find(|l| !l.trim().is_empty()).unwrap_or("no message");
+            return Err(Error::setting("guest", format!("QEMU failed ({status}): {why}")));
+        }
+        GuestOutput::parse(&console)
+    }
+}
+
+fn tail(console: &str) -> String {
+    let lines: Vec<&str> = console.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(3)..].join(" | ")
+}
+
+const BEGIN: &str = "sharemap-guest: begin";
+const END: &str = "sharemap-guest: status ";
+
+/// What the guest's commands printed (stdout and stderr, in order) and how they ended.
+#[derive(Clone, Debug)]
+pub struct GuestOutput {
+    pub output: String,
+    pub status: i32,
+}
+
+impl GuestOutput {
+    fn parse(console: &str) -> Result<GuestOutput> {
+        let Some(begin) = console.find(BEGIN) else {
+            return Err(Error::setting("guest", format!("its init never started; console: {}", tail(console))));
+        };
+        let rest = &console[begin + BEGIN.len()..];
+        let rest = rest.strip_prefix('\n').unwrap_or(rest);
+        let Some(end) = rest.rfind(END) else {
+            return Err(Error::setting("guest", format!("it stopped before its commands ended: {}", tail(rest))));
+        };
+        let status = rest[end + END.len()..].split_whitespace().next().and_then(|s| s.parse().ok()).unwrap_or(-1);
+        Ok(GuestOutput { output: rest[..end].to_string(), status })
+    }
+}
+
+/// A RAM disk: an uncompressed cpio archive in the "newc" format the kernel unpacks, every
+/// file owned by root.
+pub struct Image {
+    bytes: Vec<u8>,
+    dirs: std::collections::BTreeSet<String>,
+    files: std::collections::BTreeSet<String>,
+    inode: u32,
+}
+
+impl Default for Image {
+    fn default() -> Self {
+        Image::new()
+    }
+}
+
+impl Image {
+    pub fn new() -> Image {
+        Image { bytes: Vec::new(), dirs: Default::default(), files: Default::default(), inode: 1 }
+    }
+
+    fn entry(&mut self, name: &str, mode: u32, data: &[u8]) {
+        let name = name.trim_start_matches('/');
+        let header = format!(
+            "070701{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}",
+            self.inode,
+            mode,
+            0,
+            0,
+            1,
+            0,
+            data.len(),
+            0,
+            0,
+            0,
+            0,
+            name.len() + 1,
+            0
+        );
+        self.inode += 1;
+        self.bytes.extend_from_slice(header.as_bytes());
+        self.bytes.extend_from_slice(name.as_bytes());
+        self.bytes.push(0);
+        self.pad();
+        self.bytes.extend_from_slice(data);
+        self.pad();
+    }
+
+    fn pad(&mut self) {
+        while !self.bytes.len().is_multiple_of(4) {
+            self.bytes.push(0);
+        }
+    }
+
+    /// Makes `path`'s parent directories.
+    fn parents(&mut self, path: &str) {
+        let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        for i in 1..parts.len() {
+            let dir = parts[..i].join("/");
+            if self.dirs.insert(dir.clone()) {
+                self.entry(&dir, 0o040755, &[]);
+            }
+        }
+    }
+
+    pub fn dir(&mut self, path: &str) {
+        self.parents(&format!("{}/x", path.trim_end_matches('/')));
+    }
+
+    /// A file (a path given twice keeps its first contents).
+    pub fn file(&mut self, path: &str, data: &[u8], executable: bool) {
+        if !self.files.insert(path.trim_start_matches('/').to_string()) {
+            return;
+        }
+        self.parents(path);
+        self.entry(path, if executable { 0o100755 } else { 0o100644 }, data);
+    }
+
+    pub fn symlink(&mut self, path: &str, target: &str) {
+        self.parents(path);
+        self.entry(path, 0o120777, target.as_bytes());
+    }
+
+    /// A host program at `at` in the guest, with the shared libraries it loads (as the
+    /// host's dynamic loader resolves them, at the same paths).
+    pub fn host_file(&mut self, path: &Path, at: &str) -> Result<()> {
+        let data = std::fs::read(path).map_err(|e| Error::setting("guest", format!("{}: {e}", path.display())))?;
+        self.file(at, &data, true);
+        for lib in libraries(path)? {
+            let name = lib.display().to_string();
+            if !self.files.contains(name.trim_start_matches('/')) {
+                let data =
+                    std::fs::read(&lib).map_err(|e| Error::setting("guest", format!("{}: {e}", lib.display())))?;
+                self.file(&name, &data, true);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        self.entry("TRAILER!!!", 0, &[]);
+        self.bytes
+    }
+}
+
+/// The shared libraries a program loads, by `ldd` (none for a static one).
+fn libraries(path: &Path) -> Result<Vec<PathBuf>> {
+    let out = Command::new("ldd").arg(path).output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut libs = Vec::new();
+    for line in text.lines() {
+        // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" or "/lib64/ld-linux-x86-64.so.2 (0x...)"
+        let target = line.split("=>").nth(1).unwrap_or(line).trim();
+        if let Some(p) = target.split_whitespace().next().filter(|p| p.starts_with('/')) {
+            libs.push(PathBuf::from(p));
+            // The loader is found by its path in the program's header, often through a link.
+            if let Ok(real) = std::fs::canonicalize(p)
+                && real != Path::new(p)
+            {
+                libs.push(real);
+            }
+        }
+    }
+    Ok(libs)
+}
+
+/// The init script around `commands`: mounts what the kernel's answers come from, sets NUMA
+/// balancing, prints the markers the host reads, and powers off.
+pub fn init_script(commands: &str, numa_balancing: bool) -> String {
+    format!(
+        "#!/bin/busybox sh\n\
+         /bin/busybox --install -s /bin\n\
+         export PATH=/bin:/usr/bin:/sbin\n\
+         mkdir -p /proc /sys /dev /tmp\n\
+         mount -t proc proc /proc\n\
+         mount -t sysfs sys /sys\n\
+         mount -t devtmpfs dev /dev 2>/dev/null\n\
+         mount -t tmpfs tmp /tmp\n\
+         echo {} > /proc/sys/kernel/numa_balancing 2>/dev/null\n\
+         cd /tmp\n\
+         echo '{BEGIN}'\n\
+         (\n{commands}\n) 2>&1\n\
+         echo \"{END}$?\"\n\
+         poweroff -f\n",
+        u8::from(numa_balancing)
+    )
+}
+
+/// An image with busybox as /init's shell, and the init script.
+pub fn base_image(commands: &str, numa_balancing: bool) -> Result<Image> {
+    let busybox =
+        ["/bin/busybox", "/usr/bin/busybox"].into_iter().map(Path::new).find(|p| p.is_file()).ok_or_else(|| {
+            Error::setting("guest", "busybox is not installed (Debian: apt-get install busybox-static)")
+        })?;
+    if !libraries(busybox)?.is_empty() {
+        return Err(Error::setting("guest", "busybox is linked dynamically: install busybox-static"));
+    }
+    let mut image = Image::new();
+    image.file("bin/busybox", &std::fs::read(busybox)?, true);
+    image.file("init", init_script(commands, numa_balancing).as_bytes(), true);
+    Ok(image)
+}
+
+/// Where sharemap and its run actor are put in the guest.
+pub const GUEST_SHAREMAP: &str = "/opt/sharemap/sharemap";
+
+/// Runs `sharemap run --where RUN_ARGS -- PROGRAM ARGS` in the guest (this sharemap binary
+/// and its actor `library` copied in, with the program and the libraries each loads) and
+/// returns what it printed: where each thread ran, the pages per node, the plan's outcome.
+/// `files` are copied in too (host path, guest path): a plan or a recording the run reads.
+pub fn run_program(
+    guest: &Guest,
+    sharemap: &Path,
+    library: &Path,
+    program: &Path,
+    run_args: &[String],
+    args: &[String],
+    files: &[(PathBuf, String)],
+) -> Result<GuestOutput> {
+    let program = std::fs::canonicalize(program)
+        .map_err(|e| Error::setting("program", format!("cannot run {}: {e}", program.display())))?;
+    // Programs go to /opt/sharemap/bin: the guest's /tmp is a fresh tmpfs.
+    let name = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "program".into());
+    let guest_program = format!("/opt/sharemap/bin/{name}");
+    let mut command = format!("{GUEST_SHAREMAP} run --where");
+    for a in run_args.iter().chain([&"--".to_string()]) {
+        command.push(' ');
+        command.push_str(&quote(a));
+    }
+    for a in std::iter::once(&guest_program).chain(args) {
+        command.push(' ');
+        command.push_str(&quote(a));
+    }
+    let mut image = base_image(&command, guest.numa_balancing)?;
+    image.file(GUEST_SHAREMAP, &std::fs::read(sharemap)?, true);
+    for lib in libraries(sharemap)? {
+        image.file(&lib.display().to_string(), &std::fs::read(&lib)?, true);
+    }
+    let actor = format!("{}/libsharemap_pin.so", GUEST_SHAREMAP.rsplit_once('/').expect("a path").0);
+    image.file(&actor, &std::fs::read(library)?, true);
+    image.host_file(&program, &guest_program)?;
+    for (from, at) in files {
+        let data = std::fs::read(from).map_err(|e| Error::setting("guest", format!("{}: {e}", from.display())))?;
+        image.file(at, &data, false);
+    }
+    guest.boot(image)
+}
+
+/// A word for the guest's shell, single-quoted.
+fn quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Where fetched kernels are kept: `$XDG_CACHE_HOME/sharemap`, else `~/.cache/sharemap`.
+pub fn cache_dir() -> PathBuf {
+    match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir).join("sharemap"),
+        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into())).join(".cache/sharemap"),
+    }
+}
+
+/// The guest kernel: the one given, else `$SHAREMAP_VM_KERNEL`, else the fetched one.
+pub fn find_kernel(given: Option<&Path>) -> Result<PathBuf> {
+    let chosen = given
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::var_os("SHAREMAP_VM_KERNEL").map(PathBuf::from))
+        .unwrap_or_else(|| cache_dir().join("vmlinux"));
+    if chosen.is_file() {
+        return Ok(chosen);
+    }
+    Err(Error::setting(
+        "guest",
+        format!(
+            "no guest kernel at {}: run `sharemap vm --fetch-kernel` (Debian's cloud kernel, about 27 MB) or give --kernel",
+            chosen.display()
+        ),
+    ))
+}
+
+/// Downloads Debian's cloud kernel package (`apt-get download`, nothing is installed),
+/// extracts its kernel and decompresses it to `cache_dir()/vmlinux`. Needs apt-get,
+/// dpkg-deb and lz4.
+pub fn fetch_kernel() -> Result<PathBuf> {
+    let fail = |why: String| Error::setting("guest kernel", why);
+    let depends = run_text(Command::new("apt-cache").args(["depends", "linux-image-cloud-amd64"]))
+        .map_err(|e| fail(format!("apt-cache: {e}")))?;
+    let package = depends
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Depends: ").filter(|p| p.starts_with("linux-image-")))
+        .ok_or_else(|| {
+            fail("apt does not know linux-image-cloud-amd64 (a Debian amd64 host, after apt-get update)".into())
+        })?
+        .to_string();
+    let work = tempfile::tempdir()?;
+    run_text(Command::new("apt-get").args(["download", "-q", &package]).current_dir(work.path()))
+        .map_err(|e| fail(format!("apt-get download {package}: {e}")))?;
+    let deb = std::fs::read_dir(work.path())?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "deb"))
+        .ok_or_else(|| fail(format!("apt-get download {package} left no package")))?;
+    // Files rather than pipes: tar and lz4 stop reading early, which must not end us.
+    let tar = work.path().join("data.tar");
+    let status =
+        Command::new("dpkg-deb").arg("--fsys-tarfile").arg(&deb).stdout(std::fs::File::create(&tar)?).status()?;
+    if !status.success() {
+        return Err(fail(format!("dpkg-deb cannot read {}", deb.display())));
+    }
+    let status = Command::new("tar")
+        .arg("-xf")
+        .arg(&tar)
+        .args(["--wildcards", "./boot/vmlinuz-*"])
+        .current_dir(work.path())
+        .status()?;
+    if !status.success() {
+        return Err(fail(format!("{} holds no ./boot/vmlinuz-*", deb.display())));
+    }
+    let vmlinuz = std::fs::read_dir(work.path().join("boot"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .next()
+        .ok_or_else(|| fail("no kernel in the package".into()))?;
+    let compressed = std::fs::read(&vmlinuz)?;
+    // The x86 bzImage carries the kernel as an LZ4 legacy frame: find its magic.
+    let magic = [0x02, 0x21, 0x4c, 0x18];
+    let at = compressed
+        .windows(4)
+        .position(|w| w == magic)
+        .ok_or_else(|| fail(format!("{} is not LZ4-compressed", vmlinuz.display())))?;
+    let payload = work.path().join("payload.lz4");
+    std::fs::write(&payload, &compressed[at..])?;
+    // lz4 complains of the bytes after the frame; the kernel before them is whole.
+    let out = Command::new("lz4")
+        .arg("-dc")
+        .arg(&payload)
+        .stderr(Stdio::null())
+        .output()
+        .map_err(|e| fail(format!("lz4: {e} (Debian: apt-get install lz4)")))?;
+    let vmlinux = out.stdout;
+    if !vmlinux.starts_with(b"\x7fELF") {
+        return Err(fail("the decompressed kernel is not an ELF file".into()));
+    }
+    let dir = cache_dir();
+    std::fs::create_dir_all(&dir)?;
+    let target = dir.join("vmlinux");
+    let partial = dir.join("vmlinux.partial");
+    std::fs::write(&partial, &vmlinux)?;
+    std::fs::rename(&partial, &target)?;
+    std::fs::write(dir.join("vmlinux.package"), format!("{package}\n"))?;
+    Ok(target)
+}
+
+fn run_text(cmd: &mut Command) -> std::result::Result<String, String> {
+    match cmd.output() {
+        Ok(out) if out.status.success() => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+        Ok(out) => Err(String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("failed").to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guests_spread_cpus_evenly() {
+        assert!(Guest::new("k".into(), 2, 3).unwrap_err().to_string().contains("evenly"));
+        let g = Guest::new("k".into(), 2, 4).unwrap();
+        let args = g.qemu_args(Path::new("i")).join(" ");
+        assert!(args.contains("-smp 4,sockets=2,cores=2,threads=1"), "{args}");
+        assert!(args.contains("cpu,node-id=1,socket-id=1") && args.contains("dist,src=0,dst=1,val=20"), "{args}");
+    }
+
+    /// The archive as the newc format lays it out: a 110-byte header, the name padded to 4,
+    /// the data padded to 4, and a trailer.
+    #[test]
+    fn images_are_newc_archives() {
+        let mut image = Image::new();
+        image.file("a/b", b"xyz", false);
+        let bytes = image.finish();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(text.starts_with("070701"));
+        // a (dir), a/b, TRAILER!!!
+        assert_eq!(text.matches("070701").count(), 3);
+        assert_eq!(&bytes[6 + 8..6 + 16], b"000041ED");
+        assert!(text.contains("a/b\0") && text.contains("xyz") && text.ends_with("TRAILER!!!\0\0\0\0"));
+        assert_eq!(bytes.len() % 4, 0);
+    }
+
+    #[test]
+    fn guest_output_is_read_between_markers() {
+        let console = "noise\nsharemap-guest: begin\nhello\nsharemap-guest: status 3\n[ 1.0] reboot\n";
+        let out = GuestOutput::parse(console).unwrap();
+        assert_eq!((out.output.as_str(), out.status), ("hello\n", 3));
+        assert!(GuestOutput::parse("panic").unwrap_err().to_string().contains("never started"));
+    }
+}
