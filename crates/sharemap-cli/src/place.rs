@@ -376,7 +376,8 @@ fn truncate(s: &str, n: usize) -> &str {
     &s[..s.len().min(n)]
 }
 
-/// The optimal placement, one row per change: CSV (page,at,locations) or JSON by extension.
+/// The optimal placement, one row per change: CSV (page,at,locations,page_size) or JSON by
+/// extension. The page size lets `run --placement` refuse a plan for other pages.
 fn write_placement(out: AtomicOutput, eval: &Evaluation, page_size: u64) -> Result<()> {
     let path = out.path().to_path_buf();
     let json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
@@ -388,6 +389,7 @@ fn write_placement(out: AtomicOutput, eval: &Evaluation, page_size: u64) -> Resu
             page: String,
             at: u64,
             locations: Vec<String>,
+            page_size: u64,
         }
         let rows: Vec<Row> = eval
             .placement
@@ -396,14 +398,15 @@ fn write_placement(out: AtomicOutput, eval: &Evaluation, page_size: u64) -> Resu
                 page: format!("{:#x}", page * page_size),
                 at,
                 locations: cost::set_label(set).split(';').map(str::to_string).collect(),
+                page_size,
             })
             .collect();
         serde_json::to_writer_pretty(&mut w, &rows)?;
         writeln!(w).map_err(io)?;
     } else {
-        writeln!(w, "page,at,locations").map_err(io)?;
+        writeln!(w, "page,at,locations,page_size").map_err(io)?;
         for &(page, at, set) in &eval.placement {
-            writeln!(w, "{:#x},{at},{}", page * page_size, cost::set_label(set)).map_err(io)?;
+            writeln!(w, "{:#x},{at},{},{page_size}", page * page_size, cost::set_label(set)).map_err(io)?;
         }
     }
     flush(&mut w, &path)?;

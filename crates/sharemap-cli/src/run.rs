@@ -4,8 +4,8 @@
 use anyhow::{Result, anyhow, bail};
 use sharemap::ThreadMap;
 use sharemap::run::{
-    Configuration, ConfigurationResult, DataPlacement, FailedRun, Failure, MemoryPolicy, Observed, Pinning, RunOutcome,
-    Runner,
+    Configuration, ConfigurationResult, DataPlacement, FailedRun, Failure, MemoryPolicy, Observed, Pinning,
+    PlanOutcome, RunOutcome, Runner,
 };
 use sharemap_machine::Machine;
 use std::ffi::OsString;
@@ -104,7 +104,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         show_output: !measuring,
         no_aslr: args.no_aslr,
         observe: args.show_where,
-        plan_interval: std::time::Duration::from_millis(10),
+        plan_interval: std::time::Duration::from_millis(1),
     };
     if !measuring {
         return single(&runner, &configs[0]);
@@ -154,6 +154,11 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&results)?);
     } else {
         print_table(&results, args.repeat);
+        for r in &results {
+            if let Some(p) = &r.plan {
+                println!("{}: plan (last run): {}", r.name, plan_summary(p));
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -214,12 +219,24 @@ fn print_where(observed: &Observed, threads: bool, host: &Machine) {
         );
     }
     if let Some(p) = &observed.plan {
-        let share = if p.touched > 0 { 100.0 * p.on_node as f64 / p.touched as f64 } else { 0.0 };
-        eprintln!(
-            "sharemap: plan: {} pages planned, {} touched, {} on their node ({share:.1} %); {} migrated, {} refused",
-            p.planned, p.touched, p.on_node, p.moved, p.refused
+        eprintln!("sharemap: plan: {}", plan_summary(p));
+    }
+}
+
+/// A plan's outcome in one line, with a warning when the run did not touch most of it.
+fn plan_summary(p: &PlanOutcome) -> String {
+    let share = if p.touched > 0 { 100.0 * p.on_node as f64 / p.touched as f64 } else { 0.0 };
+    let mut line = format!(
+        "{} pages planned, {} touched, {} on their node ({share:.1} %); {} migrated, {} refused",
+        p.planned, p.touched, p.on_node, p.moved, p.refused
+    );
+    if p.touched * 2 < p.planned {
+        line.push_str(
+            " (the run touched under half the planned pages: were the recording and the run both made with \
+             --no-aslr, with the same program and input?)",
         );
     }
+    line
 }
 
 /// What went wrong with pinning or placement in a run, as one line.

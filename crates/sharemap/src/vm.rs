@@ -44,7 +44,7 @@ impl Guest {
             kernel,
             nodes,
             cpus,
-            memory_mb: 256 * nodes.max(2),
+            memory_mb: 512 * nodes.max(2),
             distance: 20,
             numa_balancing: false,
             timeout: Duration::from_secs(600),
@@ -173,6 +173,8 @@ fn tail(console: &str) -> String {
 }
 
 const BEGIN: &str = "sharemap-guest: begin";
+const INCOMPLETE: &str = "sharemap-guest: incomplete";
+const COMPLETE: &str = "/opt/sharemap/.complete";
 const END: &str = "sharemap-guest: status ";
 
 /// What the guest's commands printed (stdout and stderr, in order) and how they ended.
@@ -184,6 +186,12 @@ pub struct GuestOutput {
 
 impl GuestOutput {
     fn parse(console: &str) -> Result<GuestOutput> {
+        if console.contains(INCOMPLETE) {
+            return Err(Error::setting(
+                "guest",
+                "its RAM disk did not fit in its memory (the kernel unpacked part of it): give it more memory",
+            ));
+        }
         let Some(begin) = console.find(BEGIN) else {
             return Err(Error::setting("guest", format!("its init never started; console: {}", tail(console))));
         };
@@ -279,10 +287,10 @@ impl Image {
         self.entry(path, 0o120777, target.as_bytes());
     }
 
-    /// A host program at `at` in the guest, with the shared libraries it loads (as the
-    /// host's dynamic loader resolves them, at the same paths).
-    pub fn host_file(&mut self, path: &Path, at: &str) -> Result<()> {
-        let data = std::fs::read(path).map_err(|e| Error::setting("guest", format!("{}: {e}", path.display())))?;
+    /// A host program at `at` in the guest (without its debugging sections), with the shared
+    /// libraries it loads (as the host's dynamic loader resolves them, at the same paths).
+    pub fn host_program(&mut self, path: &Path, at: &str) -> Result<()> {
+        let data = without_debug_info(path).map_err(|e| Error::setting("guest", format!("{}: {e}", path.display())))?;
         self.file(at, &data, true);
         for lib in libraries(path)? {
             let name = lib.display().to_string();
@@ -295,7 +303,16 @@ impl Image {
         Ok(())
     }
 
+    /// sharemap and its run actor, at `GUEST_SHAREMAP` and beside it.
+    pub fn sharemap(&mut self, sharemap: &Path, library: &Path) -> Result<()> {
+        self.host_program(sharemap, GUEST_SHAREMAP)?;
+        let actor = format!("{}/libsharemap_pin.so", GUEST_SHAREMAP.rsplit_once('/').expect("a path").0);
+        self.host_program(library, &actor)
+    }
+
     fn finish(mut self) -> Vec<u8> {
+        // Last: the init script checks it, as the kernel unpacks what fits in memory only.
+        self.file(COMPLETE, b"", false);
         self.entry("TRAILER!!!", 0, &[]);
         self.bytes
     }
@@ -336,6 +353,7 @@ pub fn init_script(commands: &str, numa_balancing: bool) -> String {
          mount -t tmpfs tmp /tmp\n\
          echo {} > /proc/sys/kernel/numa_balancing 2>/dev/null\n\
          cd /tmp\n\
+         [ -e {COMPLETE} ] || {{ echo '{INCOMPLETE}'; poweroff -f; }}\n\
          echo '{BEGIN}'\n\
          (\n{commands}\n) 2>&1\n\
          echo \"{END}$?\"\n\
@@ -390,18 +408,29 @@ pub fn run_program(
         command.push_str(&quote(a));
     }
     let mut image = base_image(&command, guest.numa_balancing)?;
-    image.file(GUEST_SHAREMAP, &std::fs::read(sharemap)?, true);
-    for lib in libraries(sharemap)? {
-        image.file(&lib.display().to_string(), &std::fs::read(&lib)?, true);
-    }
-    let actor = format!("{}/libsharemap_pin.so", GUEST_SHAREMAP.rsplit_once('/').expect("a path").0);
-    image.file(&actor, &std::fs::read(library)?, true);
-    image.host_file(&program, &guest_program)?;
+    image.sharemap(sharemap, library)?;
+    image.host_program(&program, &guest_program)?;
     for (from, at) in files {
         let data = std::fs::read(from).map_err(|e| Error::setting("guest", format!("{}: {e}", from.display())))?;
         image.file(at, &data, false);
     }
     guest.boot(image)
+}
+
+/// A binary's bytes without its debugging sections (a fraction of its size, and the RAM
+/// disk lives in the guest's memory), by binutils' strip; as it is where strip is missing.
+fn without_debug_info(path: &Path) -> Result<Vec<u8>> {
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("stripped");
+    let stripped = Command::new("strip")
+        .arg("--strip-debug")
+        .arg("-o")
+        .arg(&out)
+        .arg(path)
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    Ok(std::fs::read(if stripped { &out } else { path })?)
 }
 
 /// A word for the guest's shell, single-quoted.

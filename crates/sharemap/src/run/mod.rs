@@ -344,6 +344,9 @@ pub struct ConfigurationResult {
     pub ci95: Option<f64>,
     /// Mean over the first configuration's mean (the `os` baseline when measured).
     pub normalized: f64,
+    /// How its plan fared in its last run, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanOutcome>,
 }
 
 /// The mean of a sample and the half-width of its 95 % confidence interval (Student's t
@@ -385,6 +388,7 @@ pub fn measure(
     progress: &mut dyn FnMut(&Configuration, usize, &RunOutcome),
 ) -> std::result::Result<Vec<ConfigurationResult>, Box<FailedRun>> {
     let mut seconds = vec![Vec::with_capacity(repeat); configs.len()];
+    let mut plans = vec![None; configs.len()];
     for round in 0..repeat {
         for (c, config) in configs.iter().enumerate() {
             let failed = |failure| Box::new(FailedRun { configuration: config.name.clone(), round, failure });
@@ -394,15 +398,17 @@ pub fn measure(
                 return Err(failed(Failure::Exited(outcome)));
             }
             seconds[c].push(outcome.seconds);
+            plans[c] = outcome.observed.and_then(|o| o.plan);
         }
     }
     let base = seconds.first().map(|s| mean_ci95(s).0).unwrap_or(1.0);
     Ok(configs
         .iter()
         .zip(seconds)
-        .map(|(config, seconds)| {
+        .zip(plans)
+        .map(|((config, seconds), plan)| {
             let (mean, ci95) = mean_ci95(&seconds);
-            ConfigurationResult { name: config.name.clone(), seconds, mean, ci95, normalized: mean / base }
+            ConfigurationResult { name: config.name.clone(), seconds, mean, ci95, normalized: mean / base, plan }
         })
         .collect())
 }

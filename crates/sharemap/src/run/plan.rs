@@ -278,12 +278,14 @@ impl Placer {
                 }
                 pages.truncate(keep);
                 nodes.truncate(keep);
-                if !go.is_empty() {
+                if go.is_empty() {
+                    std::thread::sleep(interval);
+                } else {
+                    // Pages are being touched: look again at once.
                     let (mv, rf) = move_to(pid, &go, &to);
                     m.fetch_add(mv, Ordering::Relaxed);
                     r.fetch_add(rf, Ordering::Relaxed);
                 }
-                std::thread::sleep(interval);
             }
         });
         Placer { stop, moved, refused, thread }

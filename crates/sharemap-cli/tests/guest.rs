@@ -1,0 +1,372 @@
+//! `sharemap run` checked in a multi-node guest kernel under QEMU (this host has one NUMA
+//! node): each thread's CPUs and each page's node are read back from the kernel, by the
+//! program itself (its affinity, move_pages) and by `run --where` (/proc at each exit).
+//! Needs qemu-system-x86, busybox-static and the guest kernel (`sharemap vm
+//! --fetch-kernel`, done here when missing); without them the tests say so and pass, except
+//! when SHAREMAP_REQUIRE_GUEST is set (scripts/test sets it: CI must not skip them).
+
+mod common;
+use common::{ok, p, s};
+use sharemap::vm::{GUEST_SHAREMAP, Guest};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Four workers (threads 1-4) each write a quarter of a buffer at a fixed address, then the
+/// main thread asks the kernel where each quarter's pages lie.
+const QUARTERS: &str = r#"
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define PAGES 256
+static char *buf;
+static int only_cpu(void) {
+    cpu_set_t s; CPU_ZERO(&s); sched_getaffinity(0, sizeof s, &s);
+    int n = 0, c1 = -1; for (int c = 0; c < CPU_SETSIZE; c++) if (CPU_ISSET(c, &s)) { n++; c1 = c; }
+    return n == 1 ? c1 : -1;
+}
+static void *work(void *a) {
+    long k = (long)a;
+    for (long p = k * PAGES / 4; p < (k + 1) * PAGES / 4; p++) buf[p * 4096] = 1;
+    printf("thread %ld allowed %d\n", k + 1, only_cpu());
+    return 0;
+}
+int main(void) {
+    buf = mmap((void *)0x600000000000, PAGES * 4096, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (buf == MAP_FAILED) return 2;
+    pthread_t t[4];
+    for (long k = 0; k < 4; k++) { pthread_create(&t[k], 0, work, (void *)k); pthread_join(t[k], 0); }
+    void *pages[PAGES]; int status[PAGES];
+    for (int p = 0; p < PAGES; p++) pages[p] = buf + p * 4096;
+    if (syscall(SYS_move_pages, 0, PAGES, pages, NULL, status, 0) != 0) return 3;
+    for (int q = 0; q < 4; q++) {
+        int on[2] = {0, 0}, odd = 0, even_on = 0;
+        for (int p = q * PAGES / 4; p < (q + 1) * PAGES / 4; p++) {
+            if (status[p] == 0 || status[p] == 1) on[status[p]]++;
+            if (status[p] == p % 2) even_on++;
+            odd += p % 2;
+        }
+        printf("quarter %d node0 %d node1 %d alternate %d\n", q, on[0], on[1], even_on);
+    }
+    return 0;
+}
+"#;
+
+/// The same with OpenMP: thread t of the team (t = 0 the main thread) writes quarter t.
+const OPENMP_QUARTERS: &str = r#"
+#define _GNU_SOURCE
+#include <omp.h>
+#include <sched.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define PAGES 256
+int main(void) {
+    char *buf = mmap((void *)0x600000000000, PAGES * 4096, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (buf == MAP_FAILED) return 2;
+    #pragma omp parallel num_threads(4)
+    {
+        int t = omp_get_thread_num();
+        for (long p = t * PAGES / 4; p < (t + 1) * PAGES / 4; p++) buf[p * 4096] = 1;
+        cpu_set_t s; CPU_ZERO(&s); sched_getaffinity(0, sizeof s, &s);
+        int n = 0, c1 = -1; for (int c = 0; c < CPU_SETSIZE; c++) if (CPU_ISSET(c, &s)) { n++; c1 = c; }
+        #pragma omp critical
+        printf("thread %d allowed %d\n", t, n == 1 ? c1 : -1);
+    }
+    void *pages[PAGES]; int status[PAGES];
+    for (int p = 0; p < PAGES; p++) pages[p] = buf + p * 4096;
+    if (syscall(SYS_move_pages, 0, PAGES, pages, NULL, status, 0) != 0) return 3;
+    for (int q = 0; q < 4; q++) {
+        int on[2] = {0, 0};
+        for (int p = q * PAGES / 4; p < (q + 1) * PAGES / 4; p++) if (status[p] == 0 || status[p] == 1) on[status[p]]++;
+        printf("quarter %d node0 %d node1 %d alternate 0\n", q, on[0], on[1]);
+    }
+    return 0;
+}
+"#;
+
+/// The guest kernel, fetched when missing; None (after saying why) when the guest cannot
+/// run here and the tests may skip.
+fn kernel() -> Option<PathBuf> {
+    let required = std::env::var_os("SHAREMAP_REQUIRE_GUEST").is_some();
+    let skip = |why: String| -> Option<PathBuf> {
+        assert!(!required, "the guest tests cannot run: {why}");
+        eprintln!("skipping the multi-node guest tests: {why} (scripts/setup installs what they need)");
+        None
+    };
+    let found = |name: &str| {
+        std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+    };
+    if !found("qemu-system-x86_64") {
+        return skip("qemu-system-x86_64 is not installed".into());
+    }
+    if !Path::new("/bin/busybox").is_file() && !Path::new("/usr/bin/busybox").is_file() {
+        return skip("busybox is not installed".into());
+    }
+    if let Ok(k) = sharemap::vm::find_kernel(None) {
+        return Some(k);
+    }
+    // Tests run in parallel: one fetches, the others wait for it.
+    static FETCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = FETCH.lock().unwrap_or_else(|e| e.into_inner());
+    if let Ok(k) = sharemap::vm::find_kernel(None) {
+        return Some(k);
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_sharemap")).args(["vm", "--fetch-kernel"]).output().unwrap();
+    if !out.status.success() {
+        return skip(format!("fetching the kernel failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    sharemap::vm::find_kernel(None).ok()
+}
+
+fn build(dir: &tempfile::TempDir, name: &str, source: &str, flags: &[&str]) -> PathBuf {
+    let src = p(dir, &format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let out = p(dir, name);
+    let st = Command::new("gcc").args(["-O1", "-pthread"]).args(flags).arg(&src).arg("-o").arg(&out).status().unwrap();
+    assert!(st.success(), "gcc {name}");
+    out
+}
+
+/// Boots a 2-node, 4-CPU guest (CPUs 0-1 on node 0, 2-3 on node 1) with sharemap, the
+/// programs (in /opt/sharemap/bin) and files, runs the commands, and returns each section's
+/// output (sections start with a line `== NAME`).
+fn boot(kernel: PathBuf, programs: &[&Path], files: &[(&Path, &str)], commands: &str) -> Vec<(String, String)> {
+    let guest = Guest::new(kernel, 2, 4).unwrap();
+    let mut image = sharemap::vm::base_image(commands, false).unwrap();
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_sharemap"));
+    image.sharemap(&exe, &sharemap::run::library_beside(&exe)).unwrap();
+    for prog in programs {
+        let at = format!("/opt/sharemap/bin/{}", prog.file_name().unwrap().to_string_lossy());
+        image.host_program(prog, &at).unwrap();
+    }
+    for (from, at) in files {
+        image.file(at, &std::fs::read(from).unwrap(), false);
+    }
+    let out = guest.boot(image).unwrap_or_else(|e| panic!("the guest failed: {e}"));
+    assert_eq!(out.status, 0, "the guest's commands failed:\n{}", out.output);
+    let mut sections: Vec<(String, String)> = Vec::new();
+    for line in out.output.lines() {
+        match line.strip_prefix("== ") {
+            Some(name) => sections.push((name.to_string(), String::new())),
+            None if !sections.is_empty() => {
+                let last = sections.last_mut().unwrap();
+                last.1.push_str(line);
+                last.1.push('\n');
+            }
+            None => {}
+        }
+    }
+    sections
+}
+
+fn section<'a>(sections: &'a [(String, String)], name: &str) -> &'a str {
+    &sections.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("no section {name} in {sections:?}")).1
+}
+
+/// `thread K allowed C` lines of the program: thread number to its only allowed CPU.
+fn allowed(text: &str) -> std::collections::BTreeMap<u32, i32> {
+    text.lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w[..] {
+                ["thread", k, "allowed", c] => Some((k.parse().ok()?, c.parse().ok()?)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// `run --where` lines: thread number to its allowed CPUs as the kernel listed them.
+fn seen_allowed(text: &str) -> std::collections::BTreeMap<u32, String> {
+    text.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("sharemap: thread ")?;
+            let k = rest.split_whitespace().next()?.parse().ok()?;
+            Some((k, rest.rsplit_once("allowed CPUs ")?.1.trim().to_string()))
+        })
+        .collect()
+}
+
+/// Quarter q: pages on node 0, on node 1, and on the node of their page number's parity.
+fn quarters(text: &str) -> Vec<[u32; 3]> {
+    text.lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w[..] {
+                ["quarter", _, "node0", a, "node1", b, "alternate", c] => {
+                    Some([a.parse().ok()?, b.parse().ok()?, c.parse().ok()?])
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// `plan: N pages planned, T touched, K on their node`: (N, T, K).
+fn plan_line(text: &str) -> (u64, u64, u64) {
+    let line =
+        text.lines().find(|l| l.starts_with("sharemap: plan: ")).unwrap_or_else(|| panic!("no plan line in {text}"));
+    let n: Vec<u64> = line.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
+    (n[0], n[1], n[2])
+}
+
+const AT_LEAST: f64 = 0.95;
+
+#[test]
+fn pthreads_are_pinned_and_their_pages_placed_in_a_two_node_guest() {
+    let Some(kernel) = kernel() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(&dir, "quarters", QUARTERS, &[]);
+    // Page i of the buffer on node i mod 2: not where any thread would first touch it.
+    let plan = p(&dir, "plan.csv");
+    let rows: Vec<String> = (0..256u64).map(|i| format!("{:#x},{}", 0x6000_0000_0000u64 + i * 4096, i % 2)).collect();
+    std::fs::write(&plan, format!("page,node\n{}\n", rows.join("\n"))).unwrap();
+    let run = format!("{GUEST_SHAREMAP} run --where --thread-map 0,3,2,1,0");
+    let commands = format!(
+        "echo; echo '== first-touch'; {run} -- /opt/sharemap/bin/quarters || exit 1\n\
+         echo; echo '== interleave'; {run} --placement interleave -- /opt/sharemap/bin/quarters || exit 1\n\
+         echo; echo '== bind'; {run} --placement bind:1 -- /opt/sharemap/bin/quarters || exit 1\n\
+         echo; echo '== plan'; {run} --placement /opt/sharemap/plan.csv -- /opt/sharemap/bin/quarters || exit 1\n"
+    );
+    let sections = boot(kernel, &[&prog], &[(&plan, "/opt/sharemap/plan.csv")], &commands);
+    // Workers 1-4 on PUs 3, 2, 1, 0: the first two on node 1, the others on node 0.
+    let cpus = [(1, 3), (2, 2), (3, 1), (4, 0)];
+    for (name, text) in &sections {
+        let mine = allowed(text);
+        let kernel_says = seen_allowed(text);
+        for (thread, cpu) in cpus {
+            assert_eq!(mine.get(&thread), Some(&cpu), "{name}: thread {thread}'s own affinity\n{text}");
+            assert_eq!(kernel_says.get(&thread), Some(&cpu.to_string()), "{name}: /proc for thread {thread}\n{text}");
+        }
+        assert_eq!(kernel_says.get(&0).map(String::as_str), Some("0"), "{name}: the main thread\n{text}");
+    }
+    let share = |n: u32| n as f64 / 64.0;
+    let q = quarters(section(&sections, "first-touch"));
+    assert_eq!(q.len(), 4);
+    for (i, node) in [1, 1, 0, 0].into_iter().enumerate() {
+        assert!(share(q[i][node]) >= AT_LEAST, "first touch: quarter {i} {:?}", q[i]);
+    }
+    for q in quarters(section(&sections, "interleave")) {
+        assert!(q[0] >= 24 && q[1] >= 24, "interleave: {q:?}");
+    }
+    for q in quarters(section(&sections, "bind")) {
+        assert_eq!(q[1], 64, "bind:1: {q:?}");
+    }
+    let text = section(&sections, "plan");
+    for q in quarters(text) {
+        assert!(share(q[2]) >= AT_LEAST, "plan: {q:?}");
+    }
+    let (planned, touched, on_node) = plan_line(text);
+    assert_eq!((planned, touched), (256, 256), "{text}");
+    assert!(on_node as f64 >= AT_LEAST * touched as f64, "{text}");
+}
+
+#[test]
+fn openmp_threads_are_pinned_and_their_pages_placed_in_a_two_node_guest() {
+    let Some(kernel) = kernel() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(&dir, "omp_quarters", OPENMP_QUARTERS, &["-fopenmp"]);
+    let run = format!("{GUEST_SHAREMAP} run --where --thread-map 1,2,3,0");
+    let commands = format!(
+        "echo; echo '== first-touch'; {run} -- /opt/sharemap/bin/omp_quarters || exit 1\n\
+         echo; echo '== interleave'; {run} --placement interleave -- /opt/sharemap/bin/omp_quarters || exit 1\n"
+    );
+    let sections = boot(kernel, &[&prog], &[], &commands);
+    for (name, text) in &sections {
+        // Team thread t is thread t in creation order: on PUs 1, 2, 3, 0.
+        let mine = allowed(text);
+        assert_eq!(mine.into_iter().collect::<Vec<_>>(), vec![(0, 1), (1, 2), (2, 3), (3, 0)], "{name}\n{text}");
+        let kernel_says = seen_allowed(text);
+        for (t, cpu) in [(0, "1"), (1, "2"), (2, "3"), (3, "0")] {
+            assert_eq!(kernel_says.get(&t).map(String::as_str), Some(cpu), "{name}: /proc for thread {t}\n{text}");
+        }
+    }
+    let q = quarters(section(&sections, "first-touch"));
+    for (i, node) in [0, 1, 1, 0].into_iter().enumerate() {
+        assert!(q[i][node] as f64 / 64.0 >= AT_LEAST, "first touch: quarter {i} {:?}", q[i]);
+    }
+    for q in quarters(section(&sections, "interleave")) {
+        assert!(q[0] >= 24 && q[1] >= 24, "interleave: {q:?}");
+    }
+}
+
+/// The whole path inside the guest: record a program built with `sharemap cc` without
+/// address randomisation, compute the optimum's plan for threads on PUs 0-3, then run it
+/// with threads the other way round (first touch alone would put every region on the wrong
+/// node) and the plan, from the file `place` wrote and computed by `run` itself. The
+/// program initialises its data, then computes (a pause stands for the computing the
+/// emulated guest is too slow for): a plan is applied by migration after the first touch.
+#[test]
+fn a_plan_from_a_recording_is_applied_in_a_two_node_guest() {
+    let Some(kernel) = kernel() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let src = p(&dir, "regions.c");
+    std::fs::write(
+        &src,
+        "#include <pthread.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\n#define PAGES 64\n\
+         static char *region[4];\n\
+         static void *work(void *a) { long k = (long)a;\n\
+           for (int r = 0; r < 10; r++) {\n\
+             for (long i = 0; i < PAGES * 4096; i += 64) region[k][i] += 1;\n\
+             if (r == 0) usleep(200000); }\n\
+           return 0; }\n\
+         int main(void) { for (int k = 0; k < 4; k++) region[k] = malloc(PAGES * 4096);\n\
+           pthread_t t[3]; for (long k = 1; k < 4; k++) pthread_create(&t[k - 1], 0, work, (void *)k);\n\
+           work(0); for (int k = 0; k < 3; k++) pthread_join(t[k], 0); return 0; }\n",
+    )
+    .unwrap();
+    let prog = p(&dir, "regions");
+    ok(&["cc", "-O1", s(&src), "-o", s(&prog)]);
+    let sm = GUEST_SHAREMAP;
+    let bin = "/opt/sharemap/bin/regions";
+    let commands = format!(
+        "{sm} record --no-aslr -o /tmp/r.trace -- {bin} || exit 1\n\
+         {sm} place /tmp/r.trace --machine live --policy first-touch --placement /tmp/plan.csv >/dev/null || exit 1\n\
+         echo; echo '== file'; {sm} run --where --no-aslr --thread-map 3,2,1,0 --placement /tmp/plan.csv -- {bin} || exit 1\n\
+         echo; echo '== optimal'; {sm} run --where --no-aslr --thread-map 3,2,1,0 --placement optimal:/tmp/r.trace -- {bin} || exit 1\n\
+         echo; echo '== none'; {sm} run --where --no-aslr --thread-map 3,2,1,0 -- {bin} || exit 1\n"
+    );
+    let sections = boot(kernel, &[&prog], &[], &commands);
+    for name in ["file", "optimal"] {
+        let text = section(&sections, name);
+        let (planned, touched, on_node) = plan_line(text);
+        // 4 regions of 64 pages (the recording's addresses hold in the run).
+        assert!(planned >= 256 && touched >= 256, "{name}: {text}");
+        assert!(on_node as f64 >= AT_LEAST * touched as f64, "{name}: {text}");
+        assert!(text.contains(" migrated"), "{text}");
+    }
+    // The optimum for threads 0-3 on PUs 0-3 wants regions 0-1 on node 0 and 2-3 on node 1;
+    // the run's threads sit the other way round: the plan migrated about half the pages.
+    let migrated = |text: &str| -> u64 {
+        let tail = text.split("; ").last().unwrap();
+        tail.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    assert!(migrated(section(&sections, "file")) >= 200, "{}", section(&sections, "file"));
+    assert!(!section(&sections, "none").contains("plan:"));
+}
+
+/// `sharemap vm` as a user runs it: a static program (no actor can be preloaded into it)
+/// is observed, its exit status passes through, and a bad guest shape is refused.
+#[test]
+fn sharemap_vm_runs_a_program_in_a_guest() {
+    let Some(_) = kernel() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(&dir, "static_exit", "int main(void) { return 7; }", &["-static"]);
+    let out = common::sharemap(&["vm", "--nodes", "2", "--cpus", "2", "--", s(&prog)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{err}\n{}", String::from_utf8_lossy(&out.stdout));
+    assert!(err.contains("timings inside it mean nothing"), "{err}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("sharemap: thread 0 ") && text.contains("resident pages at exit: node"), "{text}");
+    let bad = common::sharemap(&["vm", "--nodes", "2", "--cpus", "3", "--", s(&prog)]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(err.contains("evenly") && err.lines().count() == 1, "{err}");
+}
