@@ -93,10 +93,16 @@ enum Command {
     Record {
         /// tracer: the runtime of a program built with `sharemap cc`/`c++` (ThreadSanitizer's
         /// instrumentation, clang or gcc; `sancov` is its old name); valgrind: any binary, far
-        /// slower; faults: every page fault, through perf (first-touch sampling); auto: tracer
-        /// when the program was built with the wrapper, else valgrind
-        #[arg(long, default_value = "auto", value_parser = ["auto", "tracer", "sancov", "valgrind", "faults"])]
+        /// slower; perf: samples of an event with data addresses (--event), no rebuild; faults:
+        /// perf with page-faults; auto: tracer when the program was built with the wrapper,
+        /// else valgrind
+        #[arg(long, default_value = "auto", value_parser = ["auto", "tracer", "sancov", "valgrind", "perf", "faults"])]
         backend: String,
+        /// The perf backend's event: page-faults (every fault: first touches; any host),
+        /// mem-loads[:ldlat=CYCLES] (sampled loads at least that slow, default 30; Intel PEBS or
+        /// AMD IBS) or mem-stores (sampled stores; same)
+        #[arg(long, default_value = "page-faults")]
+        event: String,
         /// Record one access in K of each thread (tracer)
         #[arg(long, default_value_t = 1)]
         sample: u64,
@@ -473,13 +479,14 @@ fn main() -> ExitCode {
         Command::Convert { input, output, from, to, exclude } => {
             trace_cmds::convert(&input, &output, from.as_deref(), to.as_deref(), exclude.text())
         }
-        Command::Record { backend, sample, exclude_stack, no_aslr, exclude, output, to, command } => {
+        Command::Record { backend, event, sample, exclude_stack, no_aslr, exclude, output, to, command } => {
             if no_aslr && let Err(e) = sharemap_sources::disable_aslr() {
                 eprintln!("sharemap: --no-aslr: the kernel refused to turn address randomisation off: {e}");
                 return ExitCode::from(1);
             }
             let how = trace_cmds::RecordHow {
                 backend: &backend,
+                event: &event,
                 sample,
                 exclude_stack,
                 no_aslr,

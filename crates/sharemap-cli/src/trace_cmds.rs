@@ -221,6 +221,8 @@ fn which(program: &OsString) -> Option<PathBuf> {
 /// How `record` records.
 pub struct RecordHow<'a> {
     pub backend: &'a str,
+    /// The perf backend's event.
+    pub event: &'a str,
     pub sample: u64,
     pub exclude_stack: bool,
     /// Address-space randomisation was turned off for the program (noted in the trace).
@@ -302,7 +304,7 @@ fn same_libraries_as_run() -> Result<Vec<(OsString, OsString)>> {
 }
 
 pub fn record(output: &Path, to: Option<&str>, command: &[OsString], how: &RecordHow) -> Result<ExitCode> {
-    let RecordHow { backend, sample, exclude_stack, no_aslr, exclude } = *how;
+    let RecordHow { backend, event, sample, exclude_stack, no_aslr, exclude } = *how;
     let program = command.first().ok_or_else(|| anyhow!("no program given after --"))?;
     let name = Path::new(program).file_name().unwrap_or(program).to_string_lossy().to_string();
     let resolved = which(program);
@@ -317,6 +319,7 @@ pub fn record(output: &Path, to: Option<&str>, command: &[OsString], how: &Recor
             );
         }
         "sancov" => "tracer",
+        "faults" => "perf",
         "auto" => {
             if resolved.is_some() {
                 eprintln!("sharemap: {name} was not built with `sharemap cc`: recording under valgrind (slow)");
@@ -335,6 +338,23 @@ pub fn record(output: &Path, to: Option<&str>, command: &[OsString], how: &Recor
     if no_aslr {
         params.insert("aslr".to_string(), "off".to_string());
     }
+    let perf_event = if backend == "faults" || backend == "perf" || how.backend == "faults" {
+        let e = sharemap_sources::perf::PerfEvent::parse(event).ok_or_else(|| {
+            anyhow!("--event {event}: expected page-faults, mem-loads, mem-loads:ldlat=CYCLES or mem-stores")
+        })?;
+        if how.backend == "faults" && e != sharemap_sources::perf::PerfEvent::PageFaults {
+            bail!("--backend faults records page faults: use --backend perf --event {event}");
+        }
+        params.insert("event".to_string(), e.name());
+        // Before anything runs or is written: a missing PMU feature is said at once.
+        sharemap_sources::perf::check(e)?;
+        Some(e)
+    } else {
+        if event != "page-faults" {
+            bail!("--event works with the perf backend (--backend perf)");
+        }
+        None
+    };
     if backend == "tracer" {
         params.insert("exclude_stack".to_string(), exclude_stack.to_string());
         params.insert("instrumentation".to_string(), "ThreadSanitizer's (sharemap cc)".to_string());
@@ -391,9 +411,9 @@ pub fn record(output: &Path, to: Option<&str>, command: &[OsString], how: &Recor
         }
         writer.set_threads(rec.threads, rec.os_tids);
         (rec.status, rec.threads)
-    } else if backend == "faults" {
+    } else if let Some(event) = perf_event {
         let mut sink = ExcludingSink::new(&mut writer, ranges);
-        let rec = sharemap_sources::faults::record(command, &mut sink)?;
+        let rec = sharemap_sources::perf::record(command, event, &mut sink)?;
         if exclude.is_some() {
             say_excluded(sink.excluded);
         }

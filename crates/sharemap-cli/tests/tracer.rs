@@ -351,7 +351,53 @@ int main(void) {
     // Two threads (ids 1 and 2: the main thread faults first), 256 distinct pages each.
     let counts: Vec<usize> = per_thread.values().map(|s| s.len()).collect();
     assert_eq!(counts, vec![256, 256], "{per_thread:?}");
-    assert_eq!(TraceReader::open(&trace, None).unwrap().metadata().source.kind, "faults");
+    let meta = TraceReader::open(&trace, None).unwrap().metadata().clone();
+    assert_eq!((meta.source.kind.as_str(), meta.source.params["event"].as_str()), ("perf", "page-faults"));
+}
+
+/// The perf backend's memory-access events need a PMU that samples loads and stores: where
+/// it is missing (this machine kind), one line names the missing feature, before the
+/// program runs and before any trace is written.
+#[test]
+fn memory_events_name_the_missing_pmu_feature() {
+    if !have("perf") {
+        assert!(std::env::var_os("CI").is_none(), "CI has perf on this machine kind");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("m.trace");
+    let marker = d.path().join("ran");
+    for event in ["mem-loads:ldlat=50", "mem-stores"] {
+        let out = sharemap(
+            &[
+                "record",
+                "--backend",
+                "perf",
+                "--event",
+                event,
+                "-o",
+                trace.to_str().unwrap(),
+                "--",
+                "touch",
+                marker.to_str().unwrap(),
+            ],
+            &[],
+        );
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        if out.status.success() {
+            // A host with PEBS or IBS: the samples are the program's.
+            assert!(trace.exists());
+            continue;
+        }
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("Intel PEBS") && err.contains("AMD IBS") && err.contains(event), "{err}");
+        assert!(!trace.exists() && !marker.exists(), "nothing ran, nothing written");
+    }
+    let out = sharemap(
+        &["record", "--backend", "perf", "--event", "cycles", "-o", trace.to_str().unwrap(), "--", "true"],
+        &[],
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected page-faults"));
 }
 
 /// Both compilers' builds turn C11 atomics into `__tsan_atomic*` calls: the runtime performs

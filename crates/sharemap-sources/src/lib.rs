@@ -1,9 +1,9 @@
 //! sharemap-sources: where traces come from. Workload generators modelling the seed
 //! programs' sharing patterns, and recorders of real programs (Valgrind).
 
-pub mod faults;
 pub mod filters;
 pub mod generate;
+pub mod perf;
 pub mod runtime;
 pub mod valgrind;
 
