@@ -113,9 +113,11 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let bar = crate::progress::bar(Some(total as u64), "running");
     let mut done = 0u64;
     let mut problems = Vec::new();
+    let mut no_counters = None;
     let results = sharemap::run::measure(&runner, &configs, args.repeat, &mut |config, _, outcome| {
         done += 1;
         bar.set_position(done);
+        no_counters = no_counters.take().or_else(|| sharemap::run::counters_unavailable(outcome));
         if let Some(p) = problem(config, outcome) {
             problems.push(p);
         }
@@ -154,6 +156,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&results)?);
     } else {
         print_table(&results, args.repeat);
+        if let Some(why) = &no_counters {
+            println!("hardware counters: not available here ({why}): no LLC misses or remote accesses to report");
+        }
         for r in &results {
             if let Some(p) = &r.plan {
                 println!("{}: plan (last run): {}", r.name, plan_summary(p));
@@ -217,6 +222,21 @@ fn print_where(observed: &Observed, threads: bool, host: &Machine) {
             nodes(&observed.pages_per_node),
             nodes(&observed.anonymous_per_node)
         );
+        match (&observed.counts, &observed.counters_refused) {
+            (Some(c), _) if c.get("instructions").is_some() => {
+                let ratio = |v: Option<f64>| v.map_or("not counted".to_string(), |v| format!("{v:.3}"));
+                eprintln!(
+                    "sharemap: counters: {} instructions; LLC misses per 1000 instructions {}; remote loads per 1000 instructions {}",
+                    c.get("instructions").unwrap_or(0),
+                    ratio(c.llc_mpki()),
+                    ratio(c.remote_pki())
+                );
+            }
+            (_, why) => eprintln!(
+                "sharemap: hardware counters: not available here ({})",
+                why.as_deref().unwrap_or("no counts read")
+            ),
+        }
     }
     if let Some(p) = &observed.plan {
         eprintln!("sharemap: plan: {}", plan_summary(p));
@@ -255,10 +275,15 @@ fn print_table(results: &[ConfigurationResult], repeat: usize) {
     println!(
         "{repeat} runs each, interleaved; wall-clock seconds, mean with its 95% confidence interval (Student's t)"
     );
-    println!("{:<24} {:>10} {:>10} {:>8}", "configuration", "mean s", "+/- 95%", format!("vs {base}"));
+    let counted = results.iter().any(|r| r.llc_mpki.is_some());
+    let extra = if counted { format!(" {:>9} {:>10}", "LLC MPKI", "remote PKI") } else { String::new() };
+    println!("{:<24} {:>10} {:>10} {:>8}{extra}", "configuration", "mean s", "+/- 95%", format!("vs {base}"));
     for r in results {
         let ci = r.ci95.map_or("-".to_string(), |c| format!("{c:.4}"));
-        println!("{:<24} {:>10.4} {:>10} {:>8.3}", r.name, r.mean, ci, r.normalized);
+        let ratio = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
+        let extra =
+            if counted { format!(" {:>9} {:>10}", ratio(r.llc_mpki), ratio(r.remote_pki)) } else { String::new() };
+        println!("{:<24} {:>10.4} {:>10} {:>8.3}{extra}", r.name, r.mean, ci, r.normalized);
     }
 }
 

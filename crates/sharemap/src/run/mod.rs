@@ -3,6 +3,7 @@
 //! configurations measured against each other as the papers measure: each one several
 //! times, interleaved, with a mean and a 95 % confidence interval. docs/run.md says how.
 
+pub mod counters;
 mod observe;
 mod plan;
 
@@ -199,8 +200,8 @@ pub struct Runner {
     pub show_output: bool,
     /// Address-space randomisation off (the addresses of a recording made the same way).
     pub no_aslr: bool,
-    /// Ask the kernel where each thread ran and where pages lay, as the program ends
-    /// (always done when a configuration has a plan).
+    /// Print where each thread ran and where pages lay (the kernel's answers are always
+    /// collected: `RunOutcome::observed`).
     pub observe: bool,
     /// How often a plan's pages are checked and migrated.
     pub plan_interval: std::time::Duration,
@@ -255,16 +256,17 @@ impl Runner {
         let cannot =
             |e: std::io::Error| Error::setting("program", format!("cannot run {}: {e}", self.program.display()));
         let start = Instant::now();
-        let (status, observed) = if self.observe || config.plan.is_some() {
-            let out =
-                observe::run_traced(&mut cmd, config.plan.as_deref(), self.plan_interval).map_err(|e| match e {
+        // Every run is traced alike (the tracer stops threads only as they start and end),
+        // so that configurations differ only in their mapping.
+        let counters = &counters::HARDWARE_COUNTERS;
+        let out =
+            observe::run_traced(&mut cmd, config.plan.as_deref(), self.plan_interval, counters).map_err(
+                |e| match e {
                     Error::Io(e) => cannot(e),
                     e => e,
-                })?;
-            (out.status, Some(out.observed))
-        } else {
-            (cmd.status().map_err(cannot)?, None)
-        };
+                },
+            )?;
+        let (status, observed) = (out.status, Some(out.observed));
         let seconds = start.elapsed().as_secs_f64();
         use std::os::unix::process::ExitStatusExt;
         let signal = status.signal();
@@ -347,6 +349,19 @@ pub struct ConfigurationResult {
     /// How its plan fared in its last run, when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanOutcome>,
+    /// Mean LLC load misses and remote loads per 1000 instructions over its runs, where the
+    /// host's PMU counts them.
+    pub llc_mpki: Option<f64>,
+    pub remote_pki: Option<f64>,
+}
+
+/// Why hardware counters were not counted in these outcomes (None when they were).
+pub fn counters_unavailable(outcome: &RunOutcome) -> Option<String> {
+    let observed = outcome.observed.as_ref()?;
+    match &observed.counts {
+        Some(c) if c.get(counters::INSTRUCTIONS.name).is_some() => None,
+        _ => Some(observed.counters_refused.clone().unwrap_or_else(|| "no counts read".into())),
+    }
 }
 
 /// The mean of a sample and the half-width of its 95 % confidence interval (Student's t
@@ -389,6 +404,7 @@ pub fn measure(
 ) -> std::result::Result<Vec<ConfigurationResult>, Box<FailedRun>> {
     let mut seconds = vec![Vec::with_capacity(repeat); configs.len()];
     let mut plans = vec![None; configs.len()];
+    let mut counts: Vec<Vec<counters::Counts>> = vec![Vec::new(); configs.len()];
     for round in 0..repeat {
         for (c, config) in configs.iter().enumerate() {
             let failed = |failure| Box::new(FailedRun { configuration: config.name.clone(), round, failure });
@@ -398,7 +414,10 @@ pub fn measure(
                 return Err(failed(Failure::Exited(outcome)));
             }
             seconds[c].push(outcome.seconds);
-            plans[c] = outcome.observed.and_then(|o| o.plan);
+            if let Some(observed) = outcome.observed {
+                plans[c] = observed.plan;
+                counts[c].extend(observed.counts);
+            }
         }
     }
     let base = seconds.first().map(|s| mean_ci95(s).0).unwrap_or(1.0);
@@ -406,9 +425,24 @@ pub fn measure(
         .iter()
         .zip(seconds)
         .zip(plans)
-        .map(|((config, seconds), plan)| {
+        .zip(counts)
+        .map(|(((config, seconds), plan), counts)| {
             let (mean, ci95) = mean_ci95(&seconds);
-            ConfigurationResult { name: config.name.clone(), seconds, mean, ci95, normalized: mean / base, plan }
+            // A ratio is reported only when every run has it.
+            let mean_of = |f: fn(&counters::Counts) -> Option<f64>| {
+                let v: Option<Vec<f64>> = counts.iter().map(f).collect();
+                v.filter(|v| v.len() == seconds.len()).map(|v| v.iter().sum::<f64>() / v.len() as f64)
+            };
+            ConfigurationResult {
+                name: config.name.clone(),
+                llc_mpki: mean_of(counters::Counts::llc_mpki),
+                remote_pki: mean_of(counters::Counts::remote_pki),
+                seconds,
+                mean,
+                ci95,
+                normalized: mean / base,
+                plan,
+            }
         })
         .collect())
 }

@@ -5,6 +5,7 @@
 //! meanwhile from outside the program, by migrating each planned page the program has
 //! touched to its node (see `Placer`), so nothing is added to the program's address space.
 
+use super::counters::{Counter, Counts, Open};
 use super::plan::{Placer, Plan, PlanOutcome, query_nodes};
 use crate::{Error, Result};
 use serde::Serialize;
@@ -34,6 +35,10 @@ pub struct Observed {
     pub pages_per_node: Vec<(usize, u64)>,
     pub anonymous_per_node: Vec<(usize, u64)>,
     pub plan: Option<PlanOutcome>,
+    /// The counters asked for, read at the last exit (None: none could be opened).
+    pub counts: Option<Counts>,
+    /// Why a counter could not be opened (the first refusal).
+    pub counters_refused: Option<String>,
 }
 
 /// A traced run's end: the wait status of the program and what was seen.
@@ -42,9 +47,15 @@ pub struct TracedExit {
     pub observed: Observed,
 }
 
-/// Starts `cmd` traced and waits for it, observing each thread's exit; with a plan, a
-/// placer migrates the plan's touched pages every `interval` until the program ends.
-pub fn run_traced(cmd: &mut Command, plan: Option<&Plan>, interval: std::time::Duration) -> Result<TracedExit> {
+/// Starts `cmd` traced and waits for it, observing each thread's exit and counting
+/// `counters` over all its threads; with a plan, a placer migrates the plan's touched pages
+/// every `interval` until the program ends.
+pub fn run_traced(
+    cmd: &mut Command,
+    plan: Option<&Plan>,
+    interval: std::time::Duration,
+    counters: &[Counter],
+) -> Result<TracedExit> {
     use std::os::unix::process::CommandExt;
     // SAFETY: between fork and exec only the ptrace system call runs.
     unsafe {
@@ -62,6 +73,8 @@ pub fn run_traced(cmd: &mut Command, plan: Option<&Plan>, interval: std::time::D
     if !libc::WIFSTOPPED(status) {
         return Err(Error::setting("program", "it ended before it started"));
     }
+    // Opened at the exec stop: the counts start with the program's first instruction.
+    let (open, refused) = Open::on(pid, counters);
     let options = libc::PTRACE_O_TRACECLONE | libc::PTRACE_O_TRACEEXIT | libc::PTRACE_O_EXITKILL;
     // SAFETY: plain ptrace requests on our stopped tracee.
     unsafe {
@@ -76,6 +89,7 @@ pub fn run_traced(cmd: &mut Command, plan: Option<&Plan>, interval: std::time::D
     let mut tracer =
         Tracer { pid, threads: HashMap::new(), seen: Vec::new(), exited: 0, observed: Observed::default() };
     tracer.threads.insert(pid, Thread { order: 0, started: true, exited: false });
+    tracer.observed.counters_refused = refused;
     let mut placer = placer;
     let status = loop {
         let mut status = 0;
@@ -107,6 +121,10 @@ pub fn run_traced(cmd: &mut Command, plan: Option<&Plan>, interval: std::time::D
             libc::PTRACE_EVENT_EXIT => {
                 let last = tracer.exiting(tid);
                 if last {
+                    let counts = open.read();
+                    if counts.values.iter().any(|v| v.1.is_some()) {
+                        tracer.observed.counts = Some(counts);
+                    }
                     if let Some(p) = placer.take() {
                         tracer.observed.plan = Some(p.finish());
                     }
@@ -283,12 +301,50 @@ mod tests {
     #[test]
     fn a_traced_program_is_seen_to_exit() {
         let out =
-            run_traced(Command::new("sh").args(["-c", "exit 3"]), None, std::time::Duration::from_millis(10)).unwrap();
+            run_traced(Command::new("sh").args(["-c", "exit 3"]), None, std::time::Duration::from_millis(10), &[])
+                .unwrap();
         assert_eq!(out.status.code(), Some(3));
         assert_eq!(out.observed.threads.len(), 1);
         assert_eq!(out.observed.threads[0].order, 0);
         assert!(out.observed.threads[0].last_cpu.is_some());
         assert_eq!(out.observed.threads[0].allowed, super::super::allowed_cpus().unwrap());
         assert!(out.observed.pages_per_node.iter().map(|p| p.1).sum::<u64>() > 0);
+    }
+
+    /// Counters cover every thread: two threads each first-touch 500 pages (huge pages
+    /// off), so the program takes about 1000 page faults more than the same program touching
+    /// nothing (start-up's own faults vary by a few between runs).
+    #[test]
+    fn counters_count_every_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("touch.c");
+        std::fs::write(
+            &src,
+            "#include <pthread.h>\n#include <stdlib.h>\n#include <sys/mman.h>\n\
+             static char *buf; static long pages;\n\
+             static void *touch(void *a) { long h = (long)a; for (long p = h * pages / 2; p < (h + 1) * pages / 2; p++) buf[p * 4096] = 1; return 0; }\n\
+             int main(int argc, char **argv) { pages = atol(argv[1]);\n\
+               buf = mmap(0, 1000 * 4096L, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);\n\
+               madvise(buf, 1000 * 4096L, MADV_NOHUGEPAGE);\n\
+               pthread_t t[2]; for (long i = 0; i < 2; i++) pthread_create(&t[i], 0, touch, (void *)i);\n\
+               for (int i = 0; i < 2; i++) pthread_join(t[i], 0); return 0; }\n",
+        )
+        .unwrap();
+        let bin = dir.path().join("touch");
+        let built = Command::new("gcc").args(["-O1", "-pthread", "-o"]).arg(&bin).arg(&src).status();
+        assert!(built.is_ok_and(|s| s.success()), "gcc");
+        let faults = |pages: &str| {
+            let out = run_traced(
+                Command::new(&bin).arg(pages),
+                None,
+                std::time::Duration::from_millis(10),
+                &[super::super::counters::PAGE_FAULTS],
+            )
+            .unwrap();
+            assert!(out.status.success());
+            out.observed.counts.expect("page faults are a software event").get("page-faults").unwrap()
+        };
+        let (base, full) = (faults("0"), faults("1000"));
+        assert!(full >= base + 990 && full <= base + 1100, "{base} alone, {full} with 1000 pages touched");
     }
 }
