@@ -176,6 +176,15 @@ enum Command {
         /// NUMA node, as the kernel tells them when the program ends
         #[arg(long = "where")]
         show_where: bool,
+        /// Mechanisms to measure against os (comma-separated or repeated; `all` for those that
+        /// apply here): os, random, compact, scatter, round-robin, oracle, marathe[:every=K |
+        /// :prefix=SHARE], autopin, numa-balancing; oracle, marathe and autopin need --recording
+        #[arg(long = "mechanism")]
+        mechanisms: Vec<String>,
+        /// A recording of the program (`sharemap record --no-aslr`) for the mechanisms that
+        /// need one
+        #[arg(long)]
+        recording: Option<PathBuf>,
         /// The program and its arguments, after --
         #[arg(last = true, required = true)]
         command: Vec<OsString>,
@@ -507,6 +516,8 @@ fn main() -> ExitCode {
             no_aslr,
             plot,
             show_where,
+            mechanisms,
+            recording,
             command,
         } => {
             let thread_maps = thread_map;
@@ -521,6 +532,8 @@ fn main() -> ExitCode {
                 no_aslr,
                 plot,
                 show_where,
+                mechanisms,
+                recording,
                 command,
             })
         }

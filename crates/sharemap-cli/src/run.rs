@@ -24,7 +24,65 @@ pub struct RunArgs {
     pub no_aslr: bool,
     pub plot: Option<PathBuf>,
     pub show_where: bool,
+    pub mechanisms: Vec<String>,
+    pub recording: Option<PathBuf>,
     pub command: Vec<OsString>,
+}
+
+/// The mechanisms' configurations, after the thread maps' (`all`: those that apply on this
+/// host with what was given, the others named in a note).
+fn add_mechanisms(args: &RunArgs, host: &Machine, configs: &mut Vec<Configuration>, measuring: bool) -> Result<()> {
+    use sharemap::run::mechanism::{MECHANISMS, MechanismContext, configuration};
+    let ctx = MechanismContext { host, recording: args.recording.as_deref(), seed: args.seed };
+    let mut specs: Vec<String> = Vec::new();
+    for list in &args.mechanisms {
+        for spec in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            if spec == "all" {
+                let mut left_out = Vec::new();
+                for m in MECHANISMS {
+                    let numa_ok = !m.needs_numa || host.numa_count() > 1;
+                    let rec_ok = !m.needs_recording || args.recording.is_some();
+                    let root_ok = m.name != "numa-balancing" || configuration(m.name, &ctx).is_ok();
+                    if numa_ok && rec_ok && root_ok {
+                        specs.push(m.name.to_string());
+                    } else {
+                        left_out.push(m.name);
+                    }
+                }
+                if !left_out.is_empty() {
+                    eprintln!(
+                        "sharemap: note: all: {} left out (they need {})",
+                        left_out.join(", "),
+                        if args.recording.is_none() {
+                            "--recording, a NUMA host or root"
+                        } else {
+                            "a NUMA host or root"
+                        }
+                    );
+                }
+            } else {
+                specs.push(spec.to_string());
+            }
+        }
+    }
+    for spec in specs {
+        if configs.iter().any(|c| c.name == spec) {
+            continue;
+        }
+        let config = configuration(&spec, &ctx).map_err(|e| match e {
+            sharemap::Error::Setting { why, .. } => anyhow!("--mechanism: {why}"),
+            e => anyhow!("--mechanism {spec}: {e}"),
+        })?;
+        configs.push(config);
+    }
+    if measuring && !configs.iter().any(|c| c.name == "os") {
+        configs.insert(0, Configuration::fixed("os", Pinning::Os, MemoryPolicy::FirstTouch));
+    } else if let Some(i) = configs.iter().position(|c| c.name == "os") {
+        // The baseline first: every configuration is normalised to it.
+        let os = configs.remove(i);
+        configs.insert(0, os);
+    }
+    Ok(())
 }
 
 /// A facade error as the flag it came from.
@@ -59,8 +117,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         }
         None => None,
     };
-    let measuring = args.repeat > 1 || args.thread_maps.len() > 1;
+    let measuring = args.repeat > 1 || args.thread_maps.len() > 1 || !args.mechanisms.is_empty();
     let mut names: Vec<String> = args.thread_maps.iter().map(|s| s.trim().to_string()).collect();
+    if !args.mechanisms.is_empty() && args.thread_maps == ["os"] {
+        // The default thread map stands aside for the mechanisms (`os` among them or first).
+        names.clear();
+    }
     if measuring && !names.iter().any(|n| n == "os") {
         // Everything is normalised to the OS's own mapping.
         names.insert(0, "os".into());
@@ -87,8 +149,11 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
                 (MemoryPolicy::FirstTouch, Some(std::sync::Arc::new(plan)))
             }
         };
-        configs.push(Configuration { name: name.clone(), pinning, memory, plan });
+        let mut config = Configuration::fixed(name, pinning, memory);
+        config.plan = plan;
+        configs.push(config);
     }
+    add_mechanisms(&args, &host, &mut configs, measuring)?;
     let pins = configs.iter().any(|c| c.pinning != Pinning::Os || c.memory != MemoryPolicy::FirstTouch);
     if pins && sharemap::run::is_static(&program) {
         bail!(
@@ -110,7 +175,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         return single(&runner, &configs[0]);
     }
     let total = configs.len() * args.repeat;
-    let bar = crate::progress::bar(Some(total as u64), "running");
+    let bar = crate::progress::bar_of(Some(total as u64), "running", "runs");
     let mut done = 0u64;
     let mut problems = Vec::new();
     let mut no_counters = None;
@@ -159,9 +224,31 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         if let Some(why) = &no_counters {
             println!("hardware counters: not available here ({why}): no LLC misses or remote accesses to report");
         }
-        for r in &results {
+        for (r, config) in results.iter().zip(&configs) {
             if let Some(p) = &r.plan {
                 println!("{}: plan (last run): {}", r.name, plan_summary(p));
+            }
+            if let Some(a) = &r.autopin {
+                let picks: Vec<String> = a.picks.iter().map(|(n, k)| format!("{n} {k}")).collect();
+                println!(
+                    "{}: fastest in probation: {} (the oracle's mapping in {} of {} rounds); probation runs took {:.3} s",
+                    r.name,
+                    picks.join(", "),
+                    a.oracle,
+                    args.repeat,
+                    a.probation_seconds
+                );
+            }
+            if let Some(p) = &config.profile {
+                let cost = match p.recording_seconds {
+                    Some(s) => format!(
+                        "recorded (1 in {}) in {s:.3} s, {:+.1}% over os's mean",
+                        p.recording_period,
+                        100.0 * (s / results[0].mean - 1.0)
+                    ),
+                    None => "the recording's run time is unknown".into(),
+                };
+                println!("{}: profile of {} samples ({}); {cost}", r.name, p.samples, p.sampling);
             }
         }
     }

@@ -331,7 +331,8 @@ fn a_plan_from_a_recording_is_applied_in_a_two_node_guest() {
          {sm} place /tmp/r.trace --machine live --policy first-touch --placement /tmp/plan.csv >/dev/null || exit 1\n\
          echo; echo '== file'; {sm} run --where --no-aslr --thread-map 3,2,1,0 --placement /tmp/plan.csv -- {bin} || exit 1\n\
          echo; echo '== optimal'; {sm} run --where --no-aslr --thread-map 3,2,1,0 --placement optimal:/tmp/r.trace -- {bin} || exit 1\n\
-         echo; echo '== none'; {sm} run --where --no-aslr --thread-map 3,2,1,0 -- {bin} || exit 1\n"
+         echo; echo '== none'; {sm} run --where --no-aslr --thread-map 3,2,1,0 -- {bin} || exit 1\n\
+         echo; echo '== mechanisms'; {sm} run --mechanism all --recording /tmp/r.trace --repeat 2 --no-aslr -- {bin} || exit 1\n"
     );
     let sections = boot(kernel, &[&prog], &[], &commands);
     for name in ["file", "optimal"] {
@@ -350,6 +351,16 @@ fn a_plan_from_a_recording_is_applied_in_a_two_node_guest() {
     };
     assert!(migrated(section(&sections, "file")) >= 200, "{}", section(&sections, "file"));
     assert!(!section(&sections, "none").contains("plan:"));
+    // Every mechanism runs on a NUMA host where root may switch NUMA balancing.
+    let table = section(&sections, "mechanisms");
+    eprintln!("{table}");
+    for name in ["os", "random", "compact", "scatter", "round-robin", "oracle", "marathe", "autopin", "numa-balancing"]
+    {
+        assert!(table.lines().any(|l| l.split_whitespace().next() == Some(name)), "{name}\n{table}");
+    }
+    assert!(table.contains("marathe: profile of ") && table.contains("(1 in 100 accesses)"), "{table}");
+    assert!(table.contains("autopin: fastest in probation: ") && table.contains(" of 2 rounds"), "{table}");
+    assert!(table.contains("oracle: plan (last run): ") && table.contains("marathe: plan (last run): "), "{table}");
 }
 
 /// `sharemap vm` as a user runs it: a static program (no actor can be preloaded into it)

@@ -4,6 +4,7 @@
 //! times, interleaved, with a mean and a 95 % confidence interval. docs/run.md says how.
 
 pub mod counters;
+pub mod mechanism;
 mod observe;
 mod plan;
 
@@ -124,6 +125,24 @@ pub struct Configuration {
     pub memory: MemoryPolicy,
     /// A home node per page, applied by migration as the program touches its pages.
     pub plan: Option<std::sync::Arc<Plan>>,
+    /// What runs it beyond pinning and placement (autopin, the kernel's NUMA balancing).
+    pub procedure: mechanism::Procedure,
+    /// The sampled profile its plan came from (marathe).
+    pub profile: Option<mechanism::Profile>,
+}
+
+impl Configuration {
+    /// A thread mapping and a memory policy, nothing more.
+    pub fn fixed(name: &str, pinning: Pinning, memory: MemoryPolicy) -> Configuration {
+        Configuration {
+            name: name.into(),
+            pinning,
+            memory,
+            plan: None,
+            procedure: mechanism::Procedure::Fixed,
+            profile: None,
+        }
+    }
 }
 
 /// The PUs a thread map gives on the host: an algorithm maps `sharing` when given, and a
@@ -131,30 +150,8 @@ pub struct Configuration {
 /// algorithms: compact, scatter, round-robin, identity). `os` is not a thread map: see
 /// `Pinning::Os`.
 pub fn pinning(map: &ThreadMap, host: &Machine, sharing: Option<&SharingMatrix>, seed: u64) -> Result<Pinning> {
-    let pus = match map {
-        ThreadMap::Identity => (0..host.pu_count()).collect(),
-        ThreadMap::Pus(pus) => pus.clone(),
-        ThreadMap::Algorithm(name) if name.trim() == "random" && sharing.is_none() => return Ok(Pinning::Random(seed)),
-        ThreadMap::Algorithm(name) => {
-            let alg = sharemap_mapping::build(name, seed)?;
-            let silent = SharingMatrix::new(host.pu_count());
-            let matrix = sharing.unwrap_or(&silent);
-            if matrix.threads() > host.pu_count() {
-                return Err(Error::setting(
-                    "thread placement",
-                    format!("the sharing has {} threads, the host {} PUs", matrix.threads(), host.pu_count()),
-                ));
-            }
-            let costs = PairCosts::new(host, CostModel::Latency);
-            alg.map(matrix, host, &costs).map_err(|e| Error::setting("thread placement", format!("{name}: {e}")))?
-        }
-    };
-    if let Some(&bad) = pus.iter().find(|&&p| p >= host.pu_count()) {
-        return Err(Error::setting(
-            "thread placement",
-            format!("PU {bad} does not exist: the host has PUs 0-{} (logical indices)", host.pu_count() - 1),
-        ));
-    }
+    let pinning = map_threads(map, host, sharing, seed)?;
+    let Pinning::Pus(pus) = &pinning else { return Ok(pinning) };
     let allowed = allowed_cpus()?;
     if let Some(&pu) = pus.iter().find(|&&p| !allowed.contains(&(host.pu_os_index(p) as usize))) {
         return Err(Error::setting(
@@ -167,7 +164,51 @@ pub fn pinning(map: &ThreadMap, host: &Machine, sharing: Option<&SharingMatrix>,
             ),
         ));
     }
+    Ok(pinning)
+}
+
+/// The PUs of a thread map on a host, unchecked against this process's CPUs.
+fn map_threads(map: &ThreadMap, host: &Machine, sharing: Option<&SharingMatrix>, seed: u64) -> Result<Pinning> {
+    let pus = match map {
+        ThreadMap::Identity => (0..host.pu_count()).collect(),
+        ThreadMap::Pus(pus) => pus.clone(),
+        ThreadMap::Algorithm(name) if name.trim() == "random" && sharing.is_none() => return Ok(Pinning::Random(seed)),
+        ThreadMap::Algorithm(name) => {
+            let alg = sharemap_mapping::build(name, seed)?;
+            let silent = SharingMatrix::new(host.pu_count());
+            let matrix = sharing.unwrap_or(&silent);
+            // More threads than PUs: each PU takes `per` threads, as if it had that many
+            // hardware threads, so that threads sharing most share a PU.
+            let per = matrix.threads().div_ceil(host.pu_count()).max(1);
+            let slots = if per > 1 { oversubscribed(host, per)? } else { host.clone() };
+            let costs = PairCosts::new(&slots, CostModel::Latency);
+            let on_slots = alg
+                .map(matrix, &slots, &costs)
+                .map_err(|e| Error::setting("thread placement", format!("{name}: {e}")))?;
+            on_slots.into_iter().map(|slot| slot / per).collect()
+        }
+    };
+    if let Some(&bad) = pus.iter().find(|&&p| p >= host.pu_count()) {
+        return Err(Error::setting(
+            "thread placement",
+            format!("PU {bad} does not exist: the host has PUs 0-{} (logical indices)", host.pu_count() - 1),
+        ));
+    }
     Ok(Pinning::Pus(pus))
+}
+
+/// The host with `per` PUs in place of each of its PUs (logical PU p of the host is PUs
+/// p*per .. p*per+per-1 of the result: PUs are numbered core by core).
+fn oversubscribed(host: &Machine, per: usize) -> Result<Machine> {
+    let synthetic = host.synthetic().ok_or_else(|| {
+        Error::setting("thread placement", "more threads than PUs on an asymmetric host: give a mapping of PUs")
+    })?;
+    let (levels, last) = synthetic.rsplit_once(' ').unwrap_or(("", synthetic.as_str()));
+    let pus: usize = last
+        .strip_prefix("PU:")
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| Error::setting("thread placement", format!("unexpected synthetic topology '{synthetic}'")))?;
+    Ok(Machine::from_spec(&format!("{levels} PU:{}", pus * per))?)
 }
 
 /// The CPUs the calling process may run on (its affinity mask).
@@ -229,6 +270,18 @@ impl Runner {
     /// Runs the program once in a configuration (`run` numbers the runs: a random mapping
     /// is drawn from the seed and that number).
     pub fn run(&self, config: &Configuration, run: u64) -> Result<RunOutcome> {
+        if let mechanism::Procedure::NumaBalancing = config.procedure {
+            let was = mechanism::set_numa_balancing(true).map_err(|e| {
+                Error::setting("mechanism", format!("numa-balancing: cannot switch the kernel's NUMA balancing: {e}"))
+            })?;
+            let outcome = self.run_once(config, run);
+            mechanism::restore_numa_balancing(&was);
+            return outcome;
+        }
+        self.run_once(config, run)
+    }
+
+    fn run_once(&self, config: &Configuration, run: u64) -> Result<RunOutcome> {
         let report = tempfile::NamedTempFile::new()?;
         let mut cmd = std::process::Command::new(&self.program);
         cmd.args(&self.args);
@@ -353,6 +406,20 @@ pub struct ConfigurationResult {
     /// host's PMU counts them.
     pub llc_mpki: Option<f64>,
     pub remote_pki: Option<f64>,
+    /// Autopin's choices: how often each candidate was the fastest of its probation runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autopin: Option<AutopinChoices>,
+}
+
+/// What autopin chose over the rounds.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct AutopinChoices {
+    /// Each candidate and the rounds it won.
+    pub picks: Vec<(String, usize)>,
+    /// Rounds won by the oracle's mapping.
+    pub oracle: usize,
+    /// Seconds spent in probation runs (each candidate once per round).
+    pub probation_seconds: f64,
 }
 
 /// Why hardware counters were not counted in these outcomes (None when they were).
@@ -405,10 +472,43 @@ pub fn measure(
     let mut seconds = vec![Vec::with_capacity(repeat); configs.len()];
     let mut plans = vec![None; configs.len()];
     let mut counts: Vec<Vec<counters::Counts>> = vec![Vec::new(); configs.len()];
+    let mut autopin: Vec<Option<AutopinChoices>> = vec![None; configs.len()];
     for round in 0..repeat {
         for (c, config) in configs.iter().enumerate() {
             let failed = |failure| Box::new(FailedRun { configuration: config.name.clone(), round, failure });
-            let outcome = runner.run(config, round as u64).map_err(|e| failed(Failure::CannotStart(e)))?;
+            let mut chosen = config;
+            let winner;
+            if let mechanism::Procedure::Autopin { candidates, oracle } = &config.procedure {
+                // Probation: each candidate once; the fastest runs for the round.
+                let mut best = (f64::INFINITY, 0);
+                let choices = autopin[c].get_or_insert_with(|| AutopinChoices {
+                    picks: candidates.iter().map(|(n, _)| (n.clone(), 0)).collect(),
+                    oracle: 0,
+                    probation_seconds: 0.0,
+                });
+                for (i, (name, pinning)) in candidates.iter().enumerate() {
+                    let probe = Configuration::fixed(
+                        &format!("{} ({name})", config.name),
+                        pinning.clone(),
+                        config.memory.clone(),
+                    );
+                    let outcome = runner.run(&probe, round as u64).map_err(|e| failed(Failure::CannotStart(e)))?;
+                    if outcome.exit != 0 {
+                        return Err(failed(Failure::Exited(outcome)));
+                    }
+                    choices.probation_seconds += outcome.seconds;
+                    if outcome.seconds < best.0 {
+                        best = (outcome.seconds, i);
+                    }
+                }
+                choices.picks[best.1].1 += 1;
+                if best.1 == *oracle {
+                    choices.oracle += 1;
+                }
+                winner = Configuration::fixed(&config.name, candidates[best.1].1.clone(), config.memory.clone());
+                chosen = &winner;
+            }
+            let outcome = runner.run(chosen, round as u64).map_err(|e| failed(Failure::CannotStart(e)))?;
             progress(config, round, &outcome);
             if outcome.exit != 0 {
                 return Err(failed(Failure::Exited(outcome)));
@@ -426,7 +526,8 @@ pub fn measure(
         .zip(seconds)
         .zip(plans)
         .zip(counts)
-        .map(|(((config, seconds), plan), counts)| {
+        .zip(autopin)
+        .map(|((((config, seconds), plan), counts), autopin)| {
             let (mean, ci95) = mean_ci95(&seconds);
             // A ratio is reported only when every run has it.
             let mean_of = |f: fn(&counters::Counts) -> Option<f64>| {
@@ -442,6 +543,7 @@ pub fn measure(
                 ci95,
                 normalized: mean / base,
                 plan,
+                autopin,
             }
         })
         .collect())
@@ -540,6 +642,29 @@ mod tests {
         assert_eq!(out.refused.len(), 1);
         assert_eq!((out.refused[0].0, out.refused[0].1), (1, 0));
         assert!(out.mempolicy_error.is_some());
+    }
+
+    /// Eight threads in four pairs that share, on a host of four PUs in two packages: each
+    /// pair gets a PU of its own, so the mapping holds what the sharing says.
+    #[test]
+    fn more_threads_than_pus_share_pus_by_sharing() {
+        let host = Machine::from_spec("pack:2 core:2 pu:1").unwrap();
+        let mut m = SharingMatrix::new(8);
+        for (a, b) in [(0, 5), (1, 6), (2, 7), (3, 4)] {
+            m.add(a, b, 100.0);
+        }
+        let Pinning::Pus(pus) = map_threads(&ThreadMap::Algorithm("sharemap".into()), &host, Some(&m), 1).unwrap()
+        else {
+            panic!("PUs")
+        };
+        assert_eq!(pus.len(), 8);
+        for (a, b) in [(0, 5), (1, 6), (2, 7), (3, 4)] {
+            assert_eq!(pus[a], pus[b], "{pus:?}");
+        }
+        let mut used = pus.clone();
+        used.sort();
+        used.dedup();
+        assert_eq!(used, vec![0, 1, 2, 3]);
     }
 
     #[test]

@@ -1,0 +1,364 @@
+//! The mechanisms seeds 000 and 002 compare in real runs, each turned into configurations
+//! of a measurement: a thread mapping, a data placement, or a procedure (autopin tries
+//! candidates; numa-balancing switches the kernel's own mechanism on for its runs).
+
+use super::plan::{Plan, optimal_plan};
+use super::{Configuration, MemoryPolicy, Pinning, pinning};
+use crate::{Error, Result, ThreadMap};
+use sharemap_machine::Machine;
+use std::path::Path;
+use std::sync::Arc;
+
+/// One mechanism: its name, what it does, and whether it needs a recording.
+pub struct MechanismInfo {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub needs_recording: bool,
+    pub needs_numa: bool,
+}
+
+pub static MECHANISMS: &[MechanismInfo] = &[
+    MechanismInfo {
+        name: "os",
+        about: "the kernel's scheduler and first touch (the baseline)",
+        needs_recording: false,
+        needs_numa: false,
+    },
+    MechanismInfo {
+        name: "random",
+        about: "threads on a random permutation of the PUs drawn for each run; pages interleaved over the nodes on a NUMA host",
+        needs_recording: false,
+        needs_numa: false,
+    },
+    MechanismInfo {
+        name: "compact",
+        about: "hwloc's compact order (neighbours share every cache)",
+        needs_recording: false,
+        needs_numa: false,
+    },
+    MechanismInfo { name: "scatter", about: "spread over packages first", needs_recording: false, needs_numa: false },
+    MechanismInfo {
+        name: "round-robin",
+        about: "one thread per core sharing the last-level cache",
+        needs_recording: false,
+        needs_numa: false,
+    },
+    MechanismInfo {
+        name: "oracle",
+        about: "the sharing-aware mapping of the recording's whole sharing, and on a NUMA host the optimum's home node per page for it",
+        needs_recording: true,
+        needs_numa: false,
+    },
+    MechanismInfo {
+        name: "marathe",
+        about: "threads in recorded order (thread k on PU k), each page on the node whose threads took most of its sampled accesses (1 in `every`, default 100, or the first `prefix` share of the recording)",
+        needs_recording: true,
+        needs_numa: true,
+    },
+    MechanismInfo {
+        name: "autopin",
+        about: "each round tries compact, scatter, round-robin and the oracle's mapping once, then runs the fastest",
+        needs_recording: true,
+        needs_numa: false,
+    },
+    MechanismInfo {
+        name: "numa-balancing",
+        about: "the kernel's NUMA balancing switched on for its runs (needs root and a NUMA host)",
+        needs_recording: false,
+        needs_numa: true,
+    },
+];
+
+/// What a mechanism needs to become configurations.
+pub struct MechanismContext<'a> {
+    pub host: &'a Machine,
+    /// The recording (made with `--no-aslr` for its plans to hold).
+    pub recording: Option<&'a Path>,
+    pub seed: u64,
+}
+
+/// What a configuration does beyond pinning and a policy.
+#[derive(Clone, Debug, Default)]
+pub enum Procedure {
+    #[default]
+    Fixed,
+    /// Autopin: each round tries the candidates once (probation), then runs the fastest.
+    Autopin { candidates: Vec<(String, Pinning)>, oracle: usize },
+    /// The kernel's NUMA balancing on for the run, restored after.
+    NumaBalancing,
+}
+
+/// A sampled profile, and what recording it cost (Marathe & Mueller report the profiling
+/// run's time over the program's own).
+#[derive(Clone, Debug, serde::Serialize, PartialEq)]
+pub struct Profile {
+    pub samples: u64,
+    /// How it was sampled: "1 in 100 accesses" or "the first 10% of accesses".
+    pub sampling: String,
+    /// The recording's own sampling period (its `--sample`), and its run's wall time.
+    pub recording_period: u64,
+    pub recording_seconds: Option<f64>,
+}
+
+/// The configuration a mechanism spec (`marathe:every=10`) stands for on this host.
+pub fn configuration(spec: &str, ctx: &MechanismContext) -> Result<Configuration> {
+    let spec = sharemap_core::Spec::parse(spec).map_err(|e| Error::setting("mechanism", e.to_string()))?;
+    let name = spec.name.as_str();
+    let info = MECHANISMS.iter().find(|m| m.name == name).ok_or_else(|| {
+        let known: Vec<&str> = MECHANISMS.iter().map(|m| m.name).collect();
+        Error::setting("mechanism", format!("unknown mechanism '{name}' (mechanisms: {})", known.join(", ")))
+    })?;
+    let option = |key: &str| spec.options.iter().find(|(k, _)| k == key).and_then(|(_, v)| v.clone());
+    if let Some((key, _)) = spec.options.iter().find(|(k, _)| !(name == "marathe" && (k == "every" || k == "prefix"))) {
+        return Err(Error::setting("mechanism", format!("{name} takes no option '{key}'")));
+    }
+    let recording = match (info.needs_recording, ctx.recording) {
+        (true, None) => {
+            return Err(Error::setting("mechanism", format!("{name} needs a recording of the program (--trace)")));
+        }
+        (_, r) => r,
+    };
+    let numa = ctx.host.numa_count() > 1;
+    if info.needs_numa && !numa {
+        return Err(Error::setting(
+            "mechanism",
+            format!("{name} needs a NUMA host: this one has a single node (`sharemap vm` runs a multi-node guest)"),
+        ));
+    }
+    let fixed = |pinning, memory, plan: Option<Plan>| Configuration {
+        name: spec.to_string(),
+        pinning,
+        memory,
+        plan: plan.map(Arc::new),
+        procedure: Procedure::Fixed,
+        profile: None,
+    };
+    let order = |name: &str| pinning(&ThreadMap::Algorithm(name.into()), ctx.host, None, ctx.seed);
+    Ok(match name {
+        "os" => fixed(Pinning::Os, MemoryPolicy::FirstTouch, None),
+        "random" => {
+            let memory = if numa { MemoryPolicy::Interleave } else { MemoryPolicy::FirstTouch };
+            fixed(Pinning::Random(ctx.seed), memory, None)
+        }
+        "compact" | "scatter" | "round-robin" => fixed(order(name)?, MemoryPolicy::FirstTouch, None),
+        "oracle" => {
+            let trace = recording.expect("checked");
+            let pus = oracle_pus(trace, ctx)?;
+            let plan = if numa {
+                Some(optimal_plan(trace, ThreadMap::Pus(pus.clone()), super::page_size(), ctx.host)?)
+            } else {
+                None
+            };
+            fixed(Pinning::Pus(pus), MemoryPolicy::FirstTouch, plan)
+        }
+        "marathe" => {
+            let trace = recording.expect("checked");
+            let every = match option("every") {
+                Some(v) => v.parse::<u64>().ok().filter(|&v| v > 0).ok_or_else(|| {
+                    Error::setting("mechanism", format!("marathe:every={v}: expected a positive number"))
+                })?,
+                None => 100,
+            };
+            let prefix = match option("prefix") {
+                Some(v) => Some(v.parse::<f64>().ok().filter(|&v| v > 0.0 && v <= 1.0).ok_or_else(|| {
+                    Error::setting("mechanism", format!("marathe:prefix={v}: expected a share in (0, 1]"))
+                })?),
+                None => None,
+            };
+            let pus: Vec<usize> = (0..ctx.host.pu_count()).collect();
+            let (plan, samples) = profile_plan(trace, &pus, ctx.host, every, prefix)?;
+            let meta = sharemap_trace::TraceSource::metadata(&crate::open(trace, None)?).clone();
+            let sampling = match prefix {
+                Some(share) => format!("the first {:.0}% of accesses", share * 100.0),
+                None => format!("1 in {every} accesses"),
+            };
+            let mut config = fixed(Pinning::Pus(pus), MemoryPolicy::FirstTouch, Some(plan));
+            config.profile = Some(Profile {
+                samples,
+                sampling,
+                recording_period: meta.sampling_period.max(1),
+                recording_seconds: meta.run_ns.map(|ns| ns as f64 / 1e9),
+            });
+            config
+        }
+        "autopin" => {
+            let trace = recording.expect("checked");
+            let mut candidates = Vec::new();
+            for order_name in ["compact", "scatter", "round-robin"] {
+                candidates.push((order_name.to_string(), order(order_name)?));
+            }
+            candidates.push(("oracle".to_string(), Pinning::Pus(oracle_pus(trace, ctx)?)));
+            let oracle = candidates.len() - 1;
+            Configuration {
+                name: "autopin".into(),
+                pinning: Pinning::Os,
+                memory: MemoryPolicy::FirstTouch,
+                plan: None,
+                procedure: Procedure::Autopin { candidates, oracle },
+                profile: None,
+            }
+        }
+        "numa-balancing" => {
+            check_numa_balancing()?;
+            Configuration {
+                name: "numa-balancing".into(),
+                pinning: Pinning::Os,
+                memory: MemoryPolicy::FirstTouch,
+                plan: None,
+                procedure: Procedure::NumaBalancing,
+                profile: None,
+            }
+        }
+        _ => unreachable!("every mechanism is handled"),
+    })
+}
+
+/// The default algorithm's mapping of the recording's whole sharing onto the host.
+fn oracle_pus(trace: &Path, ctx: &MechanismContext) -> Result<Vec<usize>> {
+    let mut source = crate::open(trace, None)?;
+    let matrix = crate::oracle_matrix(&mut source)?;
+    match pinning(&ThreadMap::Algorithm("sharemap".into()), ctx.host, Some(&matrix), ctx.seed)? {
+        Pinning::Pus(pus) => Ok(pus),
+        other => unreachable!("an algorithm gives PUs: {other:?}"),
+    }
+}
+
+/// Marathe & Mueller's placement from a sampled profile: the recording read 1 access in
+/// `every` (or its first `prefix` share), threads on `pus` (thread k on `pus[k mod n]`),
+/// each sampled page homed on the node whose threads sampled it most (ties: the lower
+/// node). Returns the plan and the number of samples.
+pub fn profile_plan(
+    trace: &Path,
+    pus: &[usize],
+    host: &Machine,
+    every: u64,
+    prefix: Option<f64>,
+) -> Result<(Plan, u64)> {
+    let mut source = crate::open(trace, None)?;
+    let total = source.access_count_hint();
+    let limit = match (prefix, total) {
+        (Some(share), Some(total)) => (share * total as f64).ceil() as u64,
+        (Some(_), None) => {
+            return Err(Error::setting("mechanism", "marathe:prefix needs a trace whose length is known"));
+        }
+        (None, _) => u64::MAX,
+    };
+    let placement = sharemap_core::ThreadPlacement::on_pus(host, pus.to_vec())?;
+    let page_size = super::page_size();
+    let nodes = host.numa_count();
+    let mut counts: std::collections::HashMap<u64, Vec<u64>> = std::collections::HashMap::new();
+    let mut chunk = sharemap_trace::batch::Chunk::default();
+    let (mut seen, mut samples) = (0u64, 0u64);
+    use sharemap_trace::TraceSource;
+    'read: while source.next_chunk(&mut chunk)? {
+        for a in chunk.accesses.iter() {
+            if seen >= limit {
+                break 'read;
+            }
+            // With a prefix the profile is every access of the run's start.
+            if prefix.is_some() || seen.is_multiple_of(every) {
+                let node = placement.node(a.thread % pus.len() as u32);
+                counts.entry(a.addr / page_size).or_insert_with(|| vec![0; nodes])[node] += 1;
+                samples += 1;
+            }
+            seen += 1;
+        }
+    }
+    let mut pages: Vec<(u64, Vec<u64>)> = counts.into_iter().collect();
+    pages.sort_by_key(|p| p.0);
+    let mut plan = Plan { pages: Vec::with_capacity(pages.len()), nodes: Vec::with_capacity(pages.len()) };
+    for (page, by_node) in pages {
+        let best = (0..nodes).max_by_key(|&n| (by_node[n], std::cmp::Reverse(n))).expect("a node");
+        plan.pages.push(page * page_size);
+        plan.nodes.push(host.numa_os_index(best) as i32);
+    }
+    if plan.pages.is_empty() {
+        return Err(Error::setting("mechanism", format!("{}: the profile holds no access", trace.display())));
+    }
+    Ok((plan, samples))
+}
+
+const NUMA_BALANCING: &str = "/proc/sys/kernel/numa_balancing";
+
+/// Whether the kernel's NUMA balancing can be switched here: the file exists and is writable.
+fn check_numa_balancing() -> Result<()> {
+    let now = std::fs::read_to_string(NUMA_BALANCING).map_err(|e| {
+        Error::setting("mechanism", format!("numa-balancing: {NUMA_BALANCING}: {e} (a kernel without NUMA balancing)"))
+    })?;
+    std::fs::write(NUMA_BALANCING, now.trim()).map_err(|e| {
+        Error::setting(
+            "mechanism",
+            format!(
+                "numa-balancing: cannot switch {NUMA_BALANCING} ({e}): it needs root (or run the guest: `sharemap vm`)"
+            ),
+        )
+    })
+}
+
+/// Sets the kernel's NUMA balancing; what it was.
+pub(crate) fn set_numa_balancing(on: bool) -> Result<String> {
+    let was = std::fs::read_to_string(NUMA_BALANCING)?;
+    std::fs::write(NUMA_BALANCING, if on { "1" } else { "0" })?;
+    Ok(was.trim().to_string())
+}
+
+pub(crate) fn restore_numa_balancing(was: &str) {
+    let _ = std::fs::write(NUMA_BALANCING, was);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sharemap_trace::{Access, TraceWriter};
+
+    fn write_trace(dir: &tempfile::TempDir, accesses: &[Access]) -> std::path::PathBuf {
+        let path = dir.path().join("t.trace");
+        let mut w =
+            TraceWriter::create(&path, None, sharemap_trace::Metadata::with_source(Default::default())).unwrap();
+        for a in accesses {
+            w.access(*a).unwrap();
+        }
+        w.finish().unwrap();
+        path
+    }
+
+    /// Exact counts from accesses we know: page 1 is sampled twice by thread 0 (node 0) and
+    /// three times by thread 2 (node 1): node 1; page 2 once each: the lower node.
+    #[test]
+    fn the_profile_homes_each_page_where_it_was_sampled_most() {
+        let dir = tempfile::tempdir().unwrap();
+        let page = super::super::page_size();
+        let mut accesses = Vec::new();
+        for t in [0, 0, 2, 2, 2] {
+            accesses.push(Access::read(t, page + 8, 8));
+        }
+        accesses.push(Access::write(1, 2 * page, 8));
+        accesses.push(Access::write(3, 2 * page + 64, 8));
+        let trace = write_trace(&dir, &accesses);
+        let host = Machine::from_spec("pack:2 numa:1 core:2 pu:1").unwrap();
+        let (plan, samples) = profile_plan(&trace, &[0, 1, 2, 3], &host, 1, None).unwrap();
+        assert_eq!(samples, 7);
+        assert_eq!(plan, Plan { pages: vec![page, 2 * page], nodes: vec![1, 0] });
+        // One in two: accesses 0, 2, 4, 6 (threads 0, 2, 2, 3): page 1 to node 1, page 2 to node 1.
+        let (plan, samples) = profile_plan(&trace, &[0, 1, 2, 3], &host, 2, None).unwrap();
+        assert_eq!((samples, plan.nodes), (4, vec![1, 1]));
+        // The first 2 of 7 accesses: thread 0 only.
+        let (plan, samples) = profile_plan(&trace, &[0, 1, 2, 3], &host, 1, Some(2.0 / 7.0)).unwrap();
+        assert_eq!((samples, plan.pages, plan.nodes), (2, vec![page], vec![0]));
+    }
+
+    #[test]
+    fn mechanisms_say_what_they_need() {
+        let one = Machine::from_spec("pack:1 core:2 pu:1").unwrap();
+        let ctx = MechanismContext { host: &one, recording: None, seed: 1 };
+        let e = |spec: &str| configuration(spec, &ctx).unwrap_err().to_string();
+        assert!(e("oracle").contains("needs a recording"));
+        assert!(e("fastest").contains("unknown mechanism"));
+        assert!(e("compact:x=1").contains("takes no option"));
+        let ctx = MechanismContext { host: &one, recording: Some(Path::new("x.trace")), seed: 1 };
+        assert!(configuration("marathe", &ctx).unwrap_err().to_string().contains("needs a NUMA host"));
+        assert!(configuration("numa-balancing", &ctx).unwrap_err().to_string().contains("needs a NUMA host"));
+        assert!(matches!(configuration("os", &ctx).unwrap().pinning, Pinning::Os));
+        assert!(matches!(configuration("random", &ctx).unwrap().memory, MemoryPolicy::FirstTouch));
+    }
+}
