@@ -70,6 +70,9 @@ fn add_mechanisms(args: &RunArgs, host: &Machine, configs: &mut Vec<Configuratio
             continue;
         }
         let config = configuration(&spec, &ctx).map_err(|e| match e {
+            sharemap::Error::Setting { why, .. } if why.ends_with("needs a recording of the program") => {
+                anyhow!("--mechanism: {why} (--recording)")
+            }
             sharemap::Error::Setting { why, .. } => anyhow!("--mechanism: {why}"),
             e => anyhow!("--mechanism {spec}: {e}"),
         })?;

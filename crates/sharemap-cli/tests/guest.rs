@@ -233,9 +233,18 @@ fn pthreads_are_pinned_and_their_pages_placed_in_a_two_node_guest() {
         "echo; echo '== first-touch'; {run} -- /opt/sharemap/bin/quarters || exit 1\n\
          echo; echo '== interleave'; {run} --placement interleave -- /opt/sharemap/bin/quarters || exit 1\n\
          echo; echo '== bind'; {run} --placement bind:1 -- /opt/sharemap/bin/quarters || exit 1\n\
-         echo; echo '== plan'; {run} --placement /opt/sharemap/plan.csv -- /opt/sharemap/bin/quarters || exit 1\n"
+         echo; echo '== plan'; {run} --placement /opt/sharemap/plan.csv -- /opt/sharemap/bin/quarters || exit 1\n\
+         echo; echo '== wrong-size'; {run} --placement /opt/sharemap/huge.csv -- /opt/sharemap/bin/quarters; echo \"exit $?\"\n"
     );
-    let sections = boot(kernel, &[&prog], &[(&plan, "/opt/sharemap/plan.csv")], &commands);
+    // A plan made for 2 MiB pages, refused on a host of 4 KiB pages before the program runs.
+    let huge = p(&dir, "huge.csv");
+    std::fs::write(&huge, "page,at,locations,page_size\n0x600000000000,0,1,2097152\n").unwrap();
+    let files = [(plan.as_path(), "/opt/sharemap/plan.csv"), (huge.as_path(), "/opt/sharemap/huge.csv")];
+    let sections = boot(kernel, &[&prog], &files, &commands);
+    let refused = section(&sections, "wrong-size");
+    assert!(refused.contains("the plan is for 2097152-byte pages") && refused.contains("exit 1"), "{refused}");
+    assert!(!refused.contains("quarter"), "the program must not run: {refused}");
+    let sections: Vec<(String, String)> = sections.into_iter().filter(|(n, _)| n != "wrong-size").collect();
     // Workers 1-4 on PUs 3, 2, 1, 0: the first two on node 1, the others on node 0.
     let cpus = [(1, 3), (2, 2), (3, 1), (4, 0)];
     for (name, text) in &sections {
@@ -353,7 +362,6 @@ fn a_plan_from_a_recording_is_applied_in_a_two_node_guest() {
     assert!(!section(&sections, "none").contains("plan:"));
     // Every mechanism runs on a NUMA host where root may switch NUMA balancing.
     let table = section(&sections, "mechanisms");
-    eprintln!("{table}");
     for name in ["os", "random", "compact", "scatter", "round-robin", "oracle", "marathe", "autopin", "numa-balancing"]
     {
         assert!(table.lines().any(|l| l.split_whitespace().next() == Some(name)), "{name}\n{table}");

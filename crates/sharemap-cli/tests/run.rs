@@ -216,9 +216,17 @@ fn refusals_are_one_clear_line() {
     fails(&["run", "--", s(&p(&dir, "missing"))], "cannot run");
     fails(&["run", "--placement", "spread", "--", s(&prog)], "--placement: 'spread'");
     fails(&["run", "--repeat", "0", "--", s(&prog)], "--repeat 0");
+    fails(&["run", "--mechanism", "oracle", "--", s(&prog)], "oracle needs a recording of the program (--recording)");
+    fails(&["run", "--mechanism", "fastest", "--", s(&prog)], "unknown mechanism 'fastest'");
+    fails(&["run", "--placement", "optimal:", "--", s(&prog)], "--placement");
+    let plan = p(&dir, "plan.csv");
+    std::fs::write(&plan, "page,at,locations,page_size\n0x200000,0,1,2097152\n").unwrap();
+    fails(&["run", "--placement", s(&plan), "--", s(&prog)], "--placement");
     let nodes = json(&ok(&["machine", "live", "--json"]))["numa_nodes"].as_u64().unwrap();
     if nodes < 2 {
         fails(&["run", "--placement", "interleave", "--", s(&prog)], "needs a NUMA host");
+        fails(&["run", "--placement", s(&plan), "--", s(&prog)], "needs a NUMA host");
+        fails(&["run", "--mechanism", "numa-balancing", "--", s(&prog)], "numa-balancing needs a NUMA host");
     } else {
         fails(&["run", "--placement", &format!("bind:{nodes}"), "--", s(&prog)], "the host has nodes");
     }
@@ -234,6 +242,45 @@ fn refusals_are_one_clear_line() {
         assert!(err.contains("outside the CPUs this process may use"), "{err}");
         assert!(out.stdout.is_empty());
     }
+}
+
+/// Every mechanism that applies on this host, measured against os from a recording: the
+/// table names each, autopin says what it picked, and those that need a NUMA host are named
+/// as left out on a one-node host.
+#[test]
+fn mechanisms_are_measured_from_a_recording() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(&dir, "threads", THREADS, &[]);
+    let trace = p(&dir, "n.trace");
+    ok(&["gen", "neighbor", "--threads", "4", "--accesses", "20k", "-o", s(&trace)]);
+    let out = ok(&["run", "--mechanism", "all", "--recording", s(&trace), "--repeat", "2", "--", s(&prog)]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    let first_words: Vec<&str> = table.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    for name in ["os", "random", "compact", "scatter", "round-robin", "oracle", "autopin"] {
+        assert!(first_words.contains(&name), "{name}: {table}");
+    }
+    assert!(table.contains("autopin: fastest in probation: compact "), "{table}");
+    assert!(table.contains("(the oracle's mapping in "), "{table}");
+    let nodes = json(&ok(&["machine", "live", "--json"]))["numa_nodes"].as_u64().unwrap();
+    if nodes < 2 {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("marathe, numa-balancing left out"), "{err}");
+    }
+    // JSON: autopin's picks add up to the rounds.
+    let v = json(&ok(&[
+        "run",
+        "--mechanism",
+        "os,autopin",
+        "--recording",
+        s(&trace),
+        "--repeat",
+        "3",
+        "--json",
+        "--",
+        s(&prog),
+    ]));
+    let picks: u64 = v[1]["autopin"]["picks"].as_array().unwrap().iter().map(|p| p[1].as_u64().unwrap()).sum();
+    assert_eq!(picks, 3);
 }
 
 /// With randomisation off, a recording's addresses hold in later runs, pinned or not: the

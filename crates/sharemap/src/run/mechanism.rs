@@ -114,7 +114,7 @@ pub fn configuration(spec: &str, ctx: &MechanismContext) -> Result<Configuration
     }
     let recording = match (info.needs_recording, ctx.recording) {
         (true, None) => {
-            return Err(Error::setting("mechanism", format!("{name} needs a recording of the program (--trace)")));
+            return Err(Error::setting("mechanism", format!("{name} needs a recording of the program")));
         }
         (_, r) => r,
     };

@@ -59,7 +59,8 @@ impl DataPlacement {
         } else if let Some(trace) = text.strip_prefix("optimal:") {
             DataPlacement::Optimal(PathBuf::from(trace))
         } else if Path::new(text).is_file() {
-            DataPlacement::Plan(std::sync::Arc::new(Plan::read(Path::new(text), host, page_size())?))
+            // Read once the host is known to have nodes to place on (below).
+            DataPlacement::Plan(std::sync::Arc::new(Plan { pages: Vec::new(), nodes: Vec::new() }))
         } else {
             return Err(Error::setting(
                 "data placement",
@@ -80,6 +81,9 @@ impl DataPlacement {
             && node >= nodes
         {
             return Err(Error::setting("data placement", format!("bind:{node}: the host has nodes 0-{}", nodes - 1)));
+        }
+        if let DataPlacement::Plan(_) = placement {
+            return Ok(DataPlacement::Plan(std::sync::Arc::new(Plan::read(Path::new(text), host, page_size())?)));
         }
         Ok(placement)
     }
