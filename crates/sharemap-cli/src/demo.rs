@@ -61,6 +61,8 @@ pub fn run(dir: Option<&Path>, accesses: u64) -> Result<ExitCode> {
     mapping_table(dir)?;
     println!();
     recorded_program(dir);
+    println!();
+    real_runs(dir);
     if keep {
         println!("traces kept in {}", dir.display());
     }
@@ -256,6 +258,78 @@ fn try_recorded_program(dir: &Path) -> Result<()> {
         println!("  {row}");
     }
     println!("(CC='sharemap cc' make; sharemap record -o prog.trace -- ./prog; see docs/source-tracer.md)");
+    Ok(())
+}
+
+/// The stencil recorded with 4 threads, then run on this host with the OS's mapping and the
+/// sharing-aware one (5 runs each, interleaved), and in a 2-node guest with the mapping, to
+/// show where its threads ran and its pages lay.
+fn real_runs(dir: &Path) {
+    if let Err(e) = try_real_runs(dir) {
+        println!("Real runs: skipped ({e:#}); scripts/setup installs what they need");
+    }
+}
+
+fn try_real_runs(dir: &Path) -> Result<()> {
+    let me = std::env::current_exe()?;
+    let bin = dir.join("stencil3d");
+    if !bin.is_file() {
+        bail!("the stencil was not built");
+    }
+    let trace = dir.join("stencil3d-4.trace");
+    let run = |args: &[&std::ffi::OsStr]| -> Result<std::process::Output> {
+        let out = std::process::Command::new(&me).args(args).env("OMP_NUM_THREADS", "4").output()?;
+        if !out.status.success() {
+            bail!("{}", String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("failed"));
+        }
+        Ok(out)
+    };
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    run(&[os("record"), os("--no-aslr"), os("-o"), trace.as_os_str(), os("--"), bin.as_os_str(), os("32")])?;
+    println!(
+        "Real runs: the stencil recorded with 4 threads (grid 32), then run on this host (grid 96), os against its sharing-aware mapping:"
+    );
+    let out = run(&[
+        os("run"),
+        os("--thread-map"),
+        os("sharemap"),
+        os("--sharing"),
+        trace.as_os_str(),
+        os("--repeat"),
+        os("5"),
+        os("--"),
+        bin.as_os_str(),
+        os("96"),
+    ])?;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        println!("  {line}");
+    }
+    println!("(sharemap run --thread-map sharemap --sharing prog.trace --repeat 5 -- ./prog; docs/run.md)");
+    println!();
+    if sharemap::vm::find_kernel(None).is_err() {
+        eprintln!("sharemap: demo: fetching the guest kernel once (Debian's cloud kernel, into ~/.cache/sharemap)");
+        if let Err(e) = sharemap::vm::fetch_kernel() {
+            println!("In a 2-node guest: skipped (no guest kernel, and fetching one failed: {e})");
+            return Ok(());
+        }
+    }
+    println!(
+        "In a 2-node guest (QEMU; CPUs 0-1 on node 0, 2-3 on node 1), the same mapping, where its threads ran and its pages lay:"
+    );
+    let out = run(&[
+        os("vm"),
+        os("--thread-map"),
+        os("sharemap"),
+        os("--sharing"),
+        trace.as_os_str(),
+        os("--"),
+        bin.as_os_str(),
+        os("32"),
+    ])?;
+    for line in String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.starts_with("sharemap: ")) {
+        println!("  {}", line.trim_start_matches("sharemap: "));
+    }
+    println!("(sharemap vm --thread-map MAP --placement PLAN -- ./prog; docs/vm.md)");
     Ok(())
 }
 

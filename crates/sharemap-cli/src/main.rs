@@ -218,6 +218,9 @@ enum Command {
         /// As `sharemap run --thread-map`, applied in the guest (logical PUs of the guest)
         #[arg(long = "thread-map")]
         thread_map: Option<String>,
+        /// As `sharemap run --sharing`: the sharing a --thread-map algorithm maps onto the guest
+        #[arg(long)]
+        sharing: Option<PathBuf>,
         /// As `sharemap run --placement`, applied in the guest
         #[arg(long)]
         placement: Option<String>,
@@ -546,6 +549,7 @@ fn main() -> ExitCode {
             fetch_kernel,
             numa_balancing,
             thread_map,
+            sharing,
             placement,
             timeout,
             no_aslr,
@@ -558,6 +562,7 @@ fn main() -> ExitCode {
             kernel,
             numa_balancing,
             thread_map,
+            sharing,
             placement,
             timeout,
             no_aslr,

@@ -14,6 +14,7 @@ pub struct VmArgs {
     pub kernel: Option<PathBuf>,
     pub numa_balancing: bool,
     pub thread_map: Option<String>,
+    pub sharing: Option<PathBuf>,
     pub placement: Option<String>,
     pub timeout: u64,
     pub no_aslr: bool,
@@ -67,6 +68,10 @@ pub fn run(args: VmArgs) -> Result<ExitCode> {
     if let Some(map) = &args.thread_map {
         let map = guest_file(map, "");
         run_args.extend(["--thread-map".to_string(), map]);
+    }
+    if let Some(sharing) = &args.sharing {
+        let sharing = guest_file(&sharing.display().to_string(), "");
+        run_args.extend(["--sharing".to_string(), sharing]);
     }
     if let Some(placement) = &args.placement {
         let prefix = if placement.starts_with("optimal:") { "optimal:" } else { "" };

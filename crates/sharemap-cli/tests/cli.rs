@@ -273,6 +273,14 @@ fn demo_runs_and_shows_every_pattern_and_the_sammu_machine() {
     if std::env::var_os("CI").is_some() {
         assert!(text.contains("recorded with 8 threads"), "{text}");
     }
+    // Real runs: os against the sharing-aware mapping on this host, then the program in a
+    // 2-node guest (scripts/test requires the guest).
+    assert!(text.contains("Real runs"), "{text}");
+    if std::env::var_os("SHAREMAP_REQUIRE_GUEST").is_some() {
+        assert!(text.contains("os against its sharing-aware mapping") && text.contains("vs os"), "{text}");
+        assert!(text.contains("In a 2-node guest") && text.contains("allowed CPUs"), "{text}");
+        assert!(text.contains("resident pages at exit: node 0"), "{text}");
+    }
 }
 
 /// A writer stopped by SIGTERM or SIGINT removes its temporary file; a failed `analyze`

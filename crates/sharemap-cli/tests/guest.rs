@@ -277,17 +277,30 @@ fn pthreads_are_pinned_and_their_pages_placed_in_a_two_node_guest() {
     assert!(on_node as f64 >= AT_LEAST * touched as f64, "{text}");
 }
 
+/// OpenMP with GCC's runtime (libgomp) and LLVM's (libomp, which binds its workers itself
+/// unless told not to): each team thread on its PU, each quarter on its node.
 #[test]
 fn openmp_threads_are_pinned_and_their_pages_placed_in_a_two_node_guest() {
     let Some(kernel) = kernel() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let prog = build(&dir, "omp_quarters", OPENMP_QUARTERS, &["-fopenmp"]);
+    let gomp = build(&dir, "omp_gcc", OPENMP_QUARTERS, &["-fopenmp"]);
+    let src = p(&dir, "omp_llvm.c");
+    std::fs::write(&src, OPENMP_QUARTERS).unwrap();
+    let llvm = p(&dir, "omp_llvm");
+    let clang = ["clang", "clang-14"].into_iter().find(|c| Command::new(c).arg("--version").output().is_ok());
+    let clang = clang.expect("clang (scripts/setup installs it with libomp)");
+    let st = Command::new(clang).args(["-O1", "-fopenmp", "-o"]).arg(&llvm).arg(&src).status().unwrap();
+    assert!(st.success(), "clang -fopenmp");
     let run = format!("{GUEST_SHAREMAP} run --where --thread-map 1,2,3,0");
-    let commands = format!(
-        "echo; echo '== first-touch'; {run} -- /opt/sharemap/bin/omp_quarters || exit 1\n\
-         echo; echo '== interleave'; {run} --placement interleave -- /opt/sharemap/bin/omp_quarters || exit 1\n"
-    );
-    let sections = boot(kernel, &[&prog], &[], &commands);
+    let mut commands = String::new();
+    for prog in ["omp_gcc", "omp_llvm"] {
+        commands.push_str(&format!(
+            "echo; echo '== {prog} first-touch'; {run} -- /opt/sharemap/bin/{prog} || exit 1\n\
+             echo; echo '== {prog} interleave'; {run} --placement interleave -- /opt/sharemap/bin/{prog} || exit 1\n"
+        ));
+    }
+    let sections = boot(kernel, &[&gomp, &llvm], &[], &commands);
+    assert_eq!(sections.len(), 4);
     for (name, text) in &sections {
         // Team thread t is thread t in creation order: on PUs 1, 2, 3, 0.
         let mine = allowed(text);
@@ -296,13 +309,17 @@ fn openmp_threads_are_pinned_and_their_pages_placed_in_a_two_node_guest() {
         for (t, cpu) in [(0, "1"), (1, "2"), (2, "3"), (3, "0")] {
             assert_eq!(kernel_says.get(&t).map(String::as_str), Some(cpu), "{name}: /proc for thread {t}\n{text}");
         }
-    }
-    let q = quarters(section(&sections, "first-touch"));
-    for (i, node) in [0, 1, 1, 0].into_iter().enumerate() {
-        assert!(q[i][node] as f64 / 64.0 >= AT_LEAST, "first touch: quarter {i} {:?}", q[i]);
-    }
-    for q in quarters(section(&sections, "interleave")) {
-        assert!(q[0] >= 24 && q[1] >= 24, "interleave: {q:?}");
+        let q = quarters(text);
+        assert_eq!(q.len(), 4, "{name}\n{text}");
+        if name.ends_with("first-touch") {
+            for (i, node) in [0, 1, 1, 0].into_iter().enumerate() {
+                assert!(q[i][node] as f64 / 64.0 >= AT_LEAST, "{name}: quarter {i} {:?}", q[i]);
+            }
+        } else {
+            for q in q {
+                assert!(q[0] >= 24 && q[1] >= 24, "{name}: {q:?}");
+            }
+        }
     }
 }
 

@@ -351,11 +351,13 @@ pub fn init_script(commands: &str, numa_balancing: bool) -> String {
          mount -t sysfs sys /sys\n\
          mount -t devtmpfs dev /dev 2>/dev/null\n\
          mount -t tmpfs tmp /tmp\n\
+         mkdir -p /dev/shm && mount -t tmpfs shm /dev/shm\n\
          echo {} > /proc/sys/kernel/numa_balancing 2>/dev/null\n\
          cd /tmp\n\
          [ -e {COMPLETE} ] || {{ echo '{INCOMPLETE}'; poweroff -f; }}\n\
          echo '{BEGIN}'\n\
-         (\n{commands}\n) 2>&1\n\
+         set -o pipefail\n\
+         (\n{commands}\n) 2>&1 | cat\n\
          echo \"{END}$?\"\n\
          poweroff -f\n",
         u8::from(numa_balancing)

@@ -298,6 +298,14 @@ impl Runner {
         if let Some(pus) = &pus {
             let cpus: Vec<usize> = pus.iter().map(|&p| self.host.pu_os_index(p) as usize).collect();
             cmd.env("SHAREMAP_PIN_CPUS", list(&cpus));
+            // An OpenMP runtime sizes its team by the CPUs the process may use, which the
+            // main thread's pinning at load shrinks to one: keep the count it would have seen.
+            if std::env::var_os("OMP_NUM_THREADS").is_none() {
+                cmd.env("OMP_NUM_THREADS", allowed_cpus()?.len().to_string());
+            }
+            // libomp binds each worker to the mask it found at start (the main thread's,
+            // pinned), after the actor pinned it: its own affinity is turned off.
+            cmd.env("KMP_AFFINITY", "disabled");
         }
         if let Some(policy) = config.memory.env(&self.host) {
             cmd.env("SHAREMAP_MEMPOLICY", policy);
