@@ -351,6 +351,8 @@ enum Command {
     Detectors,
     /// List the thread-mapping algorithms, their sources and options (`--algo`, `--thread-map`)
     Algorithms,
+    /// List the mechanisms `sharemap run --mechanism` measures, their sources and options
+    Mechanisms,
     /// Vary one model parameter (G, R, g, r or page-size): the optimum and the policies at
     /// each value, as CSV plus plots (MCPR, optimal moves per page, optimal cost breakdown)
     Sweep {
@@ -577,6 +579,7 @@ fn main() -> ExitCode {
         Command::Policies => place::list(),
         Command::Detectors => analyze::list(),
         Command::Algorithms => map::list(),
+        Command::Mechanisms => run::list(),
         Command::Map { input, from, machine, algo, cost_model, seed, exclude, json } => {
             let input = map::Input { path: &input, from: from.as_deref(), exclude: exclude.text() };
             map::run(&input, &machine, &algo, &cost_model, seed, json)

@@ -393,3 +393,30 @@ fn write_csv(path: &Path, results: &[ConfigurationResult]) -> Result<()> {
     out.commit()?;
     Ok(())
 }
+
+/// `sharemap mechanisms`: the registry, listed as the other kinds are.
+pub fn list() -> Result<ExitCode> {
+    use sharemap::run::mechanism::MECHANISMS;
+    let needs: Vec<String> = MECHANISMS
+        .iter()
+        .map(|m| {
+            let mut n = Vec::new();
+            if m.needs_recording {
+                n.push("--recording");
+            }
+            if m.needs_numa {
+                n.push("a NUMA host");
+            }
+            if n.is_empty() { m.about.to_string() } else { format!("{} (needs {})", m.about, n.join(" and ")) }
+        })
+        .collect();
+    let rows = MECHANISMS.iter().zip(&needs).map(|(m, about)| crate::registry::Row {
+        name: m.name,
+        source: m.source,
+        summary: about,
+        params: m.params,
+    });
+    crate::registry::header("mechanism");
+    crate::registry::rows(rows, |name, p| format!("{name}:{}={}", p.key, p.default));
+    Ok(ExitCode::SUCCESS)
+}

@@ -9,63 +9,104 @@ use sharemap_machine::Machine;
 use std::path::Path;
 use std::sync::Arc;
 
-/// One mechanism: its name, what it does, and whether it needs a recording.
+/// One mechanism: its name, what it does, what it needs, and how it becomes a
+/// configuration. A new mechanism is a build function and a row of `MECHANISMS`.
 pub struct MechanismInfo {
     pub name: &'static str,
+    /// Where it comes from.
+    pub source: &'static str,
     pub about: &'static str,
     pub needs_recording: bool,
     pub needs_numa: bool,
+    /// Options its spec may carry (`marathe:every=10`).
+    pub params: &'static [sharemap_core::Param],
+    pub build: fn(&Request) -> Result<Configuration>,
 }
 
 pub static MECHANISMS: &[MechanismInfo] = &[
     MechanismInfo {
         name: "os",
+        source: "seed 000 §4.3, seed 002 (the Linux scheduler)",
         about: "the kernel's scheduler and first touch (the baseline)",
         needs_recording: false,
         needs_numa: false,
+        params: &[],
+        build: os,
     },
     MechanismInfo {
         name: "random",
+        source: "seed 000 §4.3",
         about: "threads on a random permutation of the PUs drawn for each run; pages interleaved over the nodes on a NUMA host",
         needs_recording: false,
         needs_numa: false,
+        params: &[],
+        build: random,
     },
     MechanismInfo {
         name: "compact",
+        source: "seed 002 (hwloc)",
         about: "hwloc's compact order (neighbours share every cache)",
         needs_recording: false,
         needs_numa: false,
+        params: &[],
+        build: hwloc_order,
     },
-    MechanismInfo { name: "scatter", about: "spread over packages first", needs_recording: false, needs_numa: false },
+    MechanismInfo {
+        name: "scatter",
+        source: "seed 002 (hwloc)",
+        about: "spread over packages first",
+        needs_recording: false,
+        needs_numa: false,
+        params: &[],
+        build: hwloc_order,
+    },
     MechanismInfo {
         name: "round-robin",
+        source: "seed 002 (hwloc)",
         about: "one thread per core sharing the last-level cache",
         needs_recording: false,
         needs_numa: false,
+        params: &[],
+        build: hwloc_order,
     },
     MechanismInfo {
         name: "oracle",
+        source: "seed 000 §4.3 (full trace), seed 004 (the optimum)",
         about: "the sharing-aware mapping of the recording's whole sharing, and on a NUMA host the optimum's home node per page for it",
         needs_recording: true,
         needs_numa: false,
+        params: &[],
+        build: oracle,
     },
     MechanismInfo {
         name: "marathe",
-        about: "threads in recorded order (thread k on PU k), each page on the node whose threads took most of its sampled accesses (1 in `every`, default 100, or the first `prefix` share of the recording)",
+        source: "seed 001 (Marathe & Mueller)",
+        about: "threads in recorded order (thread k on PU k), each page on the node whose threads took most of its sampled accesses",
         needs_recording: true,
         needs_numa: true,
+        params: &[
+            sharemap_core::spec::param("every", "100", "profile 1 access in this many"),
+            sharemap_core::spec::param("prefix", "-", "profile instead the first share (0-1] of the accesses"),
+        ],
+        build: marathe,
     },
     MechanismInfo {
         name: "autopin",
+        source: "seed 000 §4.3 (Autopin)",
         about: "each round tries compact, scatter, round-robin and the oracle's mapping once, then runs the fastest",
         needs_recording: true,
         needs_numa: false,
+        params: &[],
+        build: autopin,
     },
     MechanismInfo {
         name: "numa-balancing",
-        about: "the kernel's NUMA balancing switched on for its runs (needs root and a NUMA host)",
+        source: "seed 000 §4.3 (Linux NUMA balancing)",
+        about: "the kernel's NUMA balancing switched on for its runs, restored after (root may switch it)",
         needs_recording: false,
         needs_numa: true,
+        params: &[],
+        build: numa_balancing,
     },
 ];
 
@@ -100,6 +141,39 @@ pub struct Profile {
     pub recording_seconds: Option<f64>,
 }
 
+/// A mechanism's spec, checked, with what it may use to build its configuration.
+pub struct Request<'a> {
+    pub name: String,
+    options: Vec<(String, Option<String>)>,
+    /// The recording (present when the mechanism needs one).
+    pub recording: Option<&'a Path>,
+    pub ctx: &'a MechanismContext<'a>,
+    /// The host has several NUMA nodes.
+    pub numa: bool,
+}
+
+impl Request<'_> {
+    fn option(&self, key: &str) -> Option<&str> {
+        self.options.iter().find(|(k, _)| k == key).and_then(|(_, v)| v.as_deref())
+    }
+
+    fn recording(&self) -> &Path {
+        self.recording.expect("checked: the mechanism needs a recording")
+    }
+
+    /// A configuration of a thread mapping, a policy and perhaps a plan, named as asked.
+    fn fixed(&self, pinning: Pinning, memory: MemoryPolicy, plan: Option<Plan>) -> Configuration {
+        let mut config = Configuration::fixed(&self.name, pinning, memory);
+        config.plan = plan.map(Arc::new);
+        config
+    }
+
+    /// One of hwloc's orders (compact, scatter, round-robin) on the host.
+    fn order(&self, name: &str) -> Result<Pinning> {
+        pinning(&ThreadMap::Algorithm(name.into()), self.ctx.host, None, self.ctx.seed)
+    }
+}
+
 /// The configuration a mechanism spec (`marathe:every=10`) stands for on this host.
 pub fn configuration(spec: &str, ctx: &MechanismContext) -> Result<Configuration> {
     let spec = sharemap_core::Spec::parse(spec).map_err(|e| Error::setting("mechanism", e.to_string()))?;
@@ -108,16 +182,12 @@ pub fn configuration(spec: &str, ctx: &MechanismContext) -> Result<Configuration
         let known: Vec<&str> = MECHANISMS.iter().map(|m| m.name).collect();
         Error::setting("mechanism", format!("unknown mechanism '{name}' (mechanisms: {})", known.join(", ")))
     })?;
-    let option = |key: &str| spec.options.iter().find(|(k, _)| k == key).and_then(|(_, v)| v.clone());
-    if let Some((key, _)) = spec.options.iter().find(|(k, _)| !(name == "marathe" && (k == "every" || k == "prefix"))) {
+    if let Some((key, _)) = spec.options.iter().find(|(k, _)| !info.params.iter().any(|p| p.key == k)) {
         return Err(Error::setting("mechanism", format!("{name} takes no option '{key}'")));
     }
-    let recording = match (info.needs_recording, ctx.recording) {
-        (true, None) => {
-            return Err(Error::setting("mechanism", format!("{name} needs a recording of the program")));
-        }
-        (_, r) => r,
-    };
+    if info.needs_recording && ctx.recording.is_none() {
+        return Err(Error::setting("mechanism", format!("{name} needs a recording of the program")));
+    }
     let numa = ctx.host.numa_count() > 1;
     if info.needs_numa && !numa {
         return Err(Error::setting(
@@ -125,92 +195,86 @@ pub fn configuration(spec: &str, ctx: &MechanismContext) -> Result<Configuration
             format!("{name} needs a NUMA host: this one has a single node (`sharemap vm` runs a multi-node guest)"),
         ));
     }
-    let fixed = |pinning, memory, plan: Option<Plan>| Configuration {
-        name: spec.to_string(),
-        pinning,
-        memory,
-        plan: plan.map(Arc::new),
-        procedure: Procedure::Fixed,
-        profile: None,
+    let request =
+        Request { name: spec.to_string(), options: spec.options.clone(), recording: ctx.recording, ctx, numa };
+    (info.build)(&request)
+}
+
+fn os(r: &Request) -> Result<Configuration> {
+    Ok(r.fixed(Pinning::Os, MemoryPolicy::FirstTouch, None))
+}
+
+fn random(r: &Request) -> Result<Configuration> {
+    let memory = if r.numa { MemoryPolicy::Interleave } else { MemoryPolicy::FirstTouch };
+    Ok(r.fixed(Pinning::Random(r.ctx.seed), memory, None))
+}
+
+fn hwloc_order(r: &Request) -> Result<Configuration> {
+    Ok(r.fixed(r.order(&r.name)?, MemoryPolicy::FirstTouch, None))
+}
+
+fn oracle(r: &Request) -> Result<Configuration> {
+    let trace = r.recording();
+    let pus = oracle_pus(trace, r.ctx)?;
+    let plan = if r.numa {
+        Some(optimal_plan(trace, ThreadMap::Pus(pus.clone()), super::page_size(), r.ctx.host)?)
+    } else {
+        None
     };
-    let order = |name: &str| pinning(&ThreadMap::Algorithm(name.into()), ctx.host, None, ctx.seed);
-    Ok(match name {
-        "os" => fixed(Pinning::Os, MemoryPolicy::FirstTouch, None),
-        "random" => {
-            let memory = if numa { MemoryPolicy::Interleave } else { MemoryPolicy::FirstTouch };
-            fixed(Pinning::Random(ctx.seed), memory, None)
-        }
-        "compact" | "scatter" | "round-robin" => fixed(order(name)?, MemoryPolicy::FirstTouch, None),
-        "oracle" => {
-            let trace = recording.expect("checked");
-            let pus = oracle_pus(trace, ctx)?;
-            let plan = if numa {
-                Some(optimal_plan(trace, ThreadMap::Pus(pus.clone()), super::page_size(), ctx.host)?)
-            } else {
-                None
-            };
-            fixed(Pinning::Pus(pus), MemoryPolicy::FirstTouch, plan)
-        }
-        "marathe" => {
-            let trace = recording.expect("checked");
-            let every = match option("every") {
-                Some(v) => v.parse::<u64>().ok().filter(|&v| v > 0).ok_or_else(|| {
-                    Error::setting("mechanism", format!("marathe:every={v}: expected a positive number"))
-                })?,
-                None => 100,
-            };
-            let prefix = match option("prefix") {
-                Some(v) => Some(v.parse::<f64>().ok().filter(|&v| v > 0.0 && v <= 1.0).ok_or_else(|| {
-                    Error::setting("mechanism", format!("marathe:prefix={v}: expected a share in (0, 1]"))
-                })?),
-                None => None,
-            };
-            let pus: Vec<usize> = (0..ctx.host.pu_count()).collect();
-            let (plan, samples) = profile_plan(trace, &pus, ctx.host, every, prefix)?;
-            let meta = sharemap_trace::TraceSource::metadata(&crate::open(trace, None)?).clone();
-            let sampling = match prefix {
-                Some(share) => format!("the first {:.0}% of accesses", share * 100.0),
-                None => format!("1 in {every} accesses"),
-            };
-            let mut config = fixed(Pinning::Pus(pus), MemoryPolicy::FirstTouch, Some(plan));
-            config.profile = Some(Profile {
-                samples,
-                sampling,
-                recording_period: meta.sampling_period.max(1),
-                recording_seconds: meta.run_ns.map(|ns| ns as f64 / 1e9),
-            });
-            config
-        }
-        "autopin" => {
-            let trace = recording.expect("checked");
-            let mut candidates = Vec::new();
-            for order_name in ["compact", "scatter", "round-robin"] {
-                candidates.push((order_name.to_string(), order(order_name)?));
-            }
-            candidates.push(("oracle".to_string(), Pinning::Pus(oracle_pus(trace, ctx)?)));
-            let oracle = candidates.len() - 1;
-            Configuration {
-                name: "autopin".into(),
-                pinning: Pinning::Os,
-                memory: MemoryPolicy::FirstTouch,
-                plan: None,
-                procedure: Procedure::Autopin { candidates, oracle },
-                profile: None,
-            }
-        }
-        "numa-balancing" => {
-            check_numa_balancing()?;
-            Configuration {
-                name: "numa-balancing".into(),
-                pinning: Pinning::Os,
-                memory: MemoryPolicy::FirstTouch,
-                plan: None,
-                procedure: Procedure::NumaBalancing,
-                profile: None,
-            }
-        }
-        _ => unreachable!("every mechanism is handled"),
-    })
+    Ok(r.fixed(Pinning::Pus(pus), MemoryPolicy::FirstTouch, plan))
+}
+
+fn marathe(r: &Request) -> Result<Configuration> {
+    let trace = r.recording();
+    let every = match r.option("every") {
+        Some(v) => v
+            .parse::<u64>()
+            .ok()
+            .filter(|&v| v > 0)
+            .ok_or_else(|| Error::setting("mechanism", format!("marathe:every={v}: expected a positive number")))?,
+        None => 100,
+    };
+    let prefix =
+        match r.option("prefix") {
+            Some(v) => Some(v.parse::<f64>().ok().filter(|&v| v > 0.0 && v <= 1.0).ok_or_else(|| {
+                Error::setting("mechanism", format!("marathe:prefix={v}: expected a share in (0, 1]"))
+            })?),
+            None => None,
+        };
+    let pus: Vec<usize> = (0..r.ctx.host.pu_count()).collect();
+    let (plan, samples) = profile_plan(trace, &pus, r.ctx.host, every, prefix)?;
+    let meta = sharemap_trace::TraceSource::metadata(&crate::open(trace, None)?).clone();
+    let sampling = match prefix {
+        Some(share) => format!("the first {:.0}% of accesses", share * 100.0),
+        None => format!("1 in {every} accesses"),
+    };
+    let mut config = r.fixed(Pinning::Pus(pus), MemoryPolicy::FirstTouch, Some(plan));
+    config.profile = Some(Profile {
+        samples,
+        sampling,
+        recording_period: meta.sampling_period.max(1),
+        recording_seconds: meta.run_ns.map(|ns| ns as f64 / 1e9),
+    });
+    Ok(config)
+}
+
+fn autopin(r: &Request) -> Result<Configuration> {
+    let mut candidates = Vec::new();
+    for order in ["compact", "scatter", "round-robin"] {
+        candidates.push((order.to_string(), r.order(order)?));
+    }
+    candidates.push(("oracle".to_string(), Pinning::Pus(oracle_pus(r.recording(), r.ctx)?)));
+    let oracle = candidates.len() - 1;
+    let mut config = r.fixed(Pinning::Os, MemoryPolicy::FirstTouch, None);
+    config.procedure = Procedure::Autopin { candidates, oracle };
+    Ok(config)
+}
+
+fn numa_balancing(r: &Request) -> Result<Configuration> {
+    check_numa_balancing()?;
+    let mut config = r.fixed(Pinning::Os, MemoryPolicy::FirstTouch, None);
+    config.procedure = Procedure::NumaBalancing;
+    Ok(config)
 }
 
 /// The default algorithm's mapping of the recording's whole sharing onto the host.
