@@ -6,7 +6,7 @@
 //! when SHAREMAP_REQUIRE_GUEST is set (scripts/test sets it: CI must not skip them).
 
 mod common;
-use common::{ok, p, s};
+use common::{build_c, ok, p, s};
 use sharemap::vm::{GUEST_SHAREMAP, Guest};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -125,15 +125,6 @@ fn kernel() -> Option<PathBuf> {
     sharemap::vm::find_kernel(None).ok()
 }
 
-fn build(dir: &tempfile::TempDir, name: &str, source: &str, flags: &[&str]) -> PathBuf {
-    let src = p(dir, &format!("{name}.c"));
-    std::fs::write(&src, source).unwrap();
-    let out = p(dir, name);
-    let st = Command::new("gcc").args(["-O1", "-pthread"]).args(flags).arg(&src).arg("-o").arg(&out).status().unwrap();
-    assert!(st.success(), "gcc {name}");
-    out
-}
-
 /// Boots a 2-node, 4-CPU guest (CPUs 0-1 on node 0, 2-3 on node 1) with sharemap, the
 /// programs (in /opt/sharemap/bin) and files, runs the commands, and returns each section's
 /// output (sections start with a line `== NAME`).
@@ -223,7 +214,7 @@ const AT_LEAST: f64 = 0.95;
 fn pthreads_are_pinned_and_their_pages_placed_in_a_two_node_guest() {
     let Some(kernel) = kernel() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let prog = build(&dir, "quarters", QUARTERS, &[]);
+    let prog = build_c(&dir, "quarters", QUARTERS, &[]);
     // Page i of the buffer on node i mod 2: not where any thread would first touch it.
     let plan = p(&dir, "plan.csv");
     let rows: Vec<String> = (0..256u64).map(|i| format!("{:#x},{}", 0x6000_0000_0000u64 + i * 4096, i % 2)).collect();
@@ -283,7 +274,7 @@ fn pthreads_are_pinned_and_their_pages_placed_in_a_two_node_guest() {
 fn openmp_threads_are_pinned_and_their_pages_placed_in_a_two_node_guest() {
     let Some(kernel) = kernel() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let gomp = build(&dir, "omp_gcc", OPENMP_QUARTERS, &["-fopenmp"]);
+    let gomp = build_c(&dir, "omp_gcc", OPENMP_QUARTERS, &["-fopenmp"]);
     let src = p(&dir, "omp_llvm.c");
     std::fs::write(&src, OPENMP_QUARTERS).unwrap();
     let llvm = p(&dir, "omp_llvm");
@@ -394,7 +385,7 @@ fn a_plan_from_a_recording_is_applied_in_a_two_node_guest() {
 fn sharemap_vm_runs_a_program_in_a_guest() {
     let Some(_) = kernel() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let prog = build(&dir, "static_exit", "int main(void) { return 7; }", &["-static"]);
+    let prog = build_c(&dir, "static_exit", "int main(void) { return 7; }", &["-static"]);
     let out = common::sharemap(&["vm", "--nodes", "2", "--cpus", "2", "--", s(&prog)]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(7), "{err}\n{}", String::from_utf8_lossy(&out.stdout));

@@ -2,8 +2,8 @@
 //! affinity mask, exit statuses, measurement output and refusals.
 
 mod common;
-use common::{json, ok, p, s, sharemap};
-use std::path::{Path, PathBuf};
+use common::{build_c, json, ok, p, s, sharemap};
+use std::path::Path;
 use std::process::Command;
 
 /// Each thread prints its number in creation order (main 0) and its CPUs.
@@ -50,15 +50,6 @@ int main(void) {
 }
 "#;
 
-fn build(dir: &tempfile::TempDir, name: &str, source: &str, flags: &[&str]) -> PathBuf {
-    let src = p(dir, &format!("{name}.c"));
-    std::fs::write(&src, source).unwrap();
-    let out = p(dir, name);
-    let st = Command::new("gcc").args(["-O1", "-pthread"]).args(flags).arg(&src).arg("-o").arg(&out).status().unwrap();
-    assert!(st.success(), "gcc {name}");
-    out
-}
-
 /// Thread number -> its CPUs, from the program's output.
 fn cpus_of(stdout: &[u8]) -> std::collections::BTreeMap<u32, Vec<u32>> {
     String::from_utf8_lossy(stdout)
@@ -103,19 +94,19 @@ fn check_pinning(program: &Path) {
 #[test]
 fn pins_pthreads_in_creation_order() {
     let dir = tempfile::tempdir().unwrap();
-    check_pinning(&build(&dir, "threads", THREADS, &[]));
+    check_pinning(&build_c(&dir, "threads", THREADS, &[]));
 }
 
 #[test]
 fn pins_openmp_threads() {
     let dir = tempfile::tempdir().unwrap();
-    check_pinning(&build(&dir, "omp", OPENMP, &["-fopenmp"]));
+    check_pinning(&build_c(&dir, "omp", OPENMP, &["-fopenmp"]));
 }
 
 #[test]
 fn the_programs_exit_status_passes_through() {
     let dir = tempfile::tempdir().unwrap();
-    let prog = build(&dir, "threads", THREADS, &[]);
+    let prog = build_c(&dir, "threads", THREADS, &[]);
     assert_eq!(sharemap(&["run", "--", s(&prog), "7"]).status.code(), Some(7));
     let out = sharemap(&["run", "--thread-map", "compact", "--", s(&prog), "abort"]);
     assert_eq!(out.status.code(), Some(134));
@@ -129,7 +120,7 @@ fn the_programs_exit_status_passes_through() {
 #[test]
 fn measures_configurations_interleaved_against_os() {
     let dir = tempfile::tempdir().unwrap();
-    let prog = build(&dir, "threads", THREADS, &[]);
+    let prog = build_c(&dir, "threads", THREADS, &[]);
     let csv = p(&dir, "runs.csv");
     let out = ok(&[
         "run",
@@ -181,7 +172,7 @@ fn takes_the_mapping_sharemap_map_writes() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let prog = build(&dir, "threads", THREADS, &[]);
+    let prog = build_c(&dir, "threads", THREADS, &[]);
     let trace = p(&dir, "n.trace");
     ok(&["gen", "neighbor", "--threads", "2", "--accesses", "10k", "-o", s(&trace)]);
     let mapped = ok(&["map", s(&trace), "--machine", "live", "--json"]);
@@ -200,8 +191,8 @@ fn takes_the_mapping_sharemap_map_writes() {
 #[test]
 fn refusals_are_one_clear_line() {
     let dir = tempfile::tempdir().unwrap();
-    let prog = build(&dir, "threads", THREADS, &[]);
-    let static_prog = build(&dir, "static", THREADS, &["-static"]);
+    let prog = build_c(&dir, "threads", THREADS, &[]);
+    let static_prog = build_c(&dir, "static", THREADS, &["-static"]);
     let fails = |args: &[&str], says: &str| {
         let out = sharemap(args);
         let err = String::from_utf8_lossy(&out.stderr).to_string();
@@ -250,7 +241,7 @@ fn refusals_are_one_clear_line() {
 #[test]
 fn mechanisms_are_measured_from_a_recording() {
     let dir = tempfile::tempdir().unwrap();
-    let prog = build(&dir, "threads", THREADS, &[]);
+    let prog = build_c(&dir, "threads", THREADS, &[]);
     let trace = p(&dir, "n.trace");
     ok(&["gen", "neighbor", "--threads", "4", "--accesses", "20k", "-o", s(&trace)]);
     let out = ok(&["run", "--mechanism", "all", "--recording", s(&trace), "--repeat", "2", "--", s(&prog)]);

@@ -575,8 +575,9 @@ mod tests {
         let bytes = image.finish();
         let text = String::from_utf8_lossy(&bytes);
         assert!(text.starts_with("070701"));
-        // a (dir), a/b, TRAILER!!!
-        assert_eq!(text.matches("070701").count(), 3);
+        // a (dir), a/b, the completion marker and its two directories, TRAILER!!!
+        assert_eq!(text.matches("070701").count(), 6);
+        assert!(text.contains("opt/sharemap/.complete\0"));
         assert_eq!(&bytes[6 + 8..6 + 16], b"000041ED");
         assert!(text.contains("a/b\0") && text.contains("xyz") && text.ends_with("TRAILER!!!\0\0\0\0"));
         assert_eq!(bytes.len() % 4, 0);

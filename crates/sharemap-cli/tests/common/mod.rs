@@ -25,3 +25,13 @@ pub fn p(dir: &tempfile::TempDir, name: &str) -> PathBuf {
 pub fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
+
+/// A C program built with gcc (-O1 -pthread and `flags`) in `dir`.
+pub fn build_c(dir: &tempfile::TempDir, name: &str, source: &str, flags: &[&str]) -> PathBuf {
+    let src = p(dir, &format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let out = p(dir, name);
+    let st = Command::new("gcc").args(["-O1", "-pthread"]).args(flags).arg(&src).arg("-o").arg(&out).status().unwrap();
+    assert!(st.success(), "gcc {name}");
+    out
+}

@@ -184,27 +184,28 @@ const MPOL_MF_MOVE: libc::c_int = 1 << 1;
 /// How many pages one move_pages call handles.
 const BATCH: usize = 4096;
 
+/// One move_pages call over at most `BATCH` pages: with `nodes`, moves them there; without,
+/// only reports where they lie. Each page's status (its node, or a negative errno) goes to
+/// `status`; the call's own errno when it fails as a whole.
+fn move_pages(pid: i32, pages: &[u64], nodes: Option<&[i32]>, status: &mut [i32]) -> std::result::Result<(), i32> {
+    let ptrs: Vec<*const libc::c_void> = pages.iter().map(|&p| p as *const libc::c_void).collect();
+    let (nodes, flags) = match nodes {
+        Some(n) => (n.as_ptr(), MPOL_MF_MOVE),
+        None => (std::ptr::null::<i32>(), 0),
+    };
+    // SAFETY: one pointer, one status slot (and one node when moving) per page.
+    let r = unsafe {
+        libc::syscall(libc::SYS_move_pages, pid, ptrs.len(), ptrs.as_ptr(), nodes, status.as_mut_ptr(), flags)
+    };
+    if r < 0 { Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL)) } else { Ok(()) }
+}
+
 /// The node each page lies on in process `pid`, or a negative errno (-ENOENT: not
-/// present, never touched; -EFAULT: not mapped).
+/// present, never touched; -EFAULT: not mapped; -ESRCH: the process is gone).
 pub fn query_nodes(pid: i32, pages: &[u64]) -> Vec<i32> {
     let mut status = vec![-libc::EFAULT; pages.len()];
     for (chunk, out) in pages.chunks(BATCH).zip(status.chunks_mut(BATCH)) {
-        let ptrs: Vec<*const libc::c_void> = chunk.iter().map(|&p| p as *const libc::c_void).collect();
-        // SAFETY: move_pages with null nodes only reports each page's node into `out`,
-        // which holds one int per page.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_move_pages,
-                pid,
-                ptrs.len(),
-                ptrs.as_ptr(),
-                std::ptr::null::<i32>(),
-                out.as_mut_ptr(),
-                0,
-            )
-        };
-        if r < 0 {
-            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL);
+        if let Err(errno) = move_pages(pid, chunk, None, out) {
             out.fill(-errno);
         }
     }
@@ -216,21 +217,8 @@ fn move_to(pid: i32, pages: &[u64], nodes: &[i32]) -> (u64, u64) {
     let (mut moved, mut refused) = (0, 0);
     let mut status = vec![0i32; pages.len().min(BATCH)];
     for (chunk, want) in pages.chunks(BATCH).zip(nodes.chunks(BATCH)) {
-        let ptrs: Vec<*const libc::c_void> = chunk.iter().map(|&p| p as *const libc::c_void).collect();
         let status = &mut status[..chunk.len()];
-        // SAFETY: one target node and one status slot per page.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_move_pages,
-                pid,
-                ptrs.len(),
-                ptrs.as_ptr(),
-                want.as_ptr(),
-                status.as_mut_ptr(),
-                MPOL_MF_MOVE,
-            )
-        };
-        if r < 0 {
+        if move_pages(pid, chunk, Some(want), status).is_err() {
             refused += chunk.len() as u64;
             continue;
         }
