@@ -136,8 +136,9 @@ enum Command {
         /// k-th the program creates, the main thread 0 (the tracer's numbering): os (no
         /// pinning), identity, an algorithm (compact, scatter, round-robin, random, or one that
         /// maps --sharing: sharemap, eagermap, treematch, ...), logical PUs (thread k on entry
-        /// k mod their number), or a file holding them (numbers, or `sharemap map --json`'s
-        /// output for `--machine live`)
+        /// k mod their number), a file holding them (numbers, or `sharemap map --json`'s
+        /// output for `--machine live`), or trace:FILE / matrix:FILE (the default algorithm
+        /// on that sharing, for this host)
         #[arg(long = "thread-map", default_value = "os")]
         thread_map: Vec<String>,
         /// The sharing a --thread-map algorithm maps onto this host: a trace (its oracle

@@ -134,6 +134,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     for name in &names {
         let pinning = if name == "os" {
             Pinning::Os
+        } else if let Some(path) = name.strip_prefix("trace:").or_else(|| name.strip_prefix("matrix:")) {
+            // The default algorithm on a recording's (or a matrix file's) sharing, for this host.
+            let input = crate::map::Input { path: Path::new(path), from: None, exclude: None };
+            let matrix = crate::map::load_matrix(&input).map_err(|e| anyhow!("--thread-map {name}: {e}"))?.0;
+            let map = ThreadMap::Algorithm("sharemap".into());
+            sharemap::run::pinning(&map, &host, Some(&matrix), args.seed).map_err(flag)?
         } else {
             let map = ThreadMap::parse(name).map_err(flag)?;
             sharemap::run::pinning(&map, &host, sharing.as_ref(), args.seed).map_err(flag)?

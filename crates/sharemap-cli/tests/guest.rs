@@ -12,12 +12,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Four workers (threads 1-4) each write a quarter of a buffer at a fixed address, then the
-/// main thread asks the kernel where each quarter's pages lie.
+/// main thread asks the kernel where each quarter's pages lie. With an argument it first
+/// computes (sleeps, standing in for the work an emulated guest is too slow for) until the
+/// pages alternate between the nodes, for at most that many milliseconds: a plan is applied
+/// by migration while the program runs.
 const QUARTERS: &str = r#"
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -34,7 +38,12 @@ static void *work(void *a) {
     printf("thread %ld allowed %d\n", k + 1, only_cpu());
     return 0;
 }
-int main(void) {
+static int alternating(int *status) {
+    int n = 0;
+    for (int p = 0; p < PAGES; p++) n += status[p] == p % 2;
+    return n;
+}
+int main(int argc, char **argv) {
     buf = mmap((void *)0x600000000000, PAGES * 4096, PROT_READ | PROT_WRITE,
                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     if (buf == MAP_FAILED) return 2;
@@ -43,6 +52,10 @@ int main(void) {
     void *pages[PAGES]; int status[PAGES];
     for (int p = 0; p < PAGES; p++) pages[p] = buf + p * 4096;
     if (syscall(SYS_move_pages, 0, PAGES, pages, NULL, status, 0) != 0) return 3;
+    for (int waited = 0; argc > 1 && waited < atoi(argv[1]) && alternating(status) < PAGES; waited += 10) {
+        usleep(10000);
+        if (syscall(SYS_move_pages, 0, PAGES, pages, NULL, status, 0) != 0) return 3;
+    }
     for (int q = 0; q < 4; q++) {
         int on[2] = {0, 0}, odd = 0, even_on = 0;
         for (int p = q * PAGES / 4; p < (q + 1) * PAGES / 4; p++) {
@@ -129,6 +142,9 @@ fn kernel() -> Option<PathBuf> {
 /// programs (in /opt/sharemap/bin) and files, runs the commands, and returns each section's
 /// output (sections start with a line `== NAME`).
 fn boot(kernel: PathBuf, programs: &[&Path], files: &[(&Path, &str)], commands: &str) -> Vec<(String, String)> {
+    // One guest at a time: each emulates 4 CPUs, and the plans race the programs they place.
+    static ONE_GUEST: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _alone = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
     let guest = Guest::new(kernel, 2, 4).unwrap();
     let mut image = sharemap::vm::base_image(commands, false).unwrap();
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_sharemap"));
@@ -224,7 +240,7 @@ fn pthreads_are_pinned_and_their_pages_placed_in_a_two_node_guest() {
         "echo; echo '== first-touch'; {run} -- /opt/sharemap/bin/quarters || exit 1\n\
          echo; echo '== interleave'; {run} --placement interleave -- /opt/sharemap/bin/quarters || exit 1\n\
          echo; echo '== bind'; {run} --placement bind:1 -- /opt/sharemap/bin/quarters || exit 1\n\
-         echo; echo '== plan'; {run} --placement /opt/sharemap/plan.csv -- /opt/sharemap/bin/quarters || exit 1\n\
+         echo; echo '== plan'; {run} --placement /opt/sharemap/plan.csv -- /opt/sharemap/bin/quarters 5000 || exit 1\n\
          echo; echo '== wrong-size'; {run} --placement /opt/sharemap/huge.csv -- /opt/sharemap/bin/quarters; echo \"exit $?\"\n"
     );
     // A plan made for 2 MiB pages, refused on a host of 4 KiB pages before the program runs.

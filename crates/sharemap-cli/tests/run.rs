@@ -251,6 +251,12 @@ fn mechanisms_are_measured_from_a_recording() {
         assert!(first_words.contains(&name), "{name}: {table}");
     }
     assert!(table.contains("autopin: fastest in probation: compact "), "{table}");
+    // trace:FILE is the default algorithm on the recording's sharing, as --sharing gives it.
+    let spec = format!("trace:{}", s(&trace));
+    let by_spec = cpus_of(&ok(&["run", "--thread-map", &spec, "--", s(&prog)]).stdout);
+    let by_flag = cpus_of(&ok(&["run", "--thread-map", "sharemap", "--sharing", s(&trace), "--", s(&prog)]).stdout);
+    assert_eq!(by_spec, by_flag);
+    assert_eq!(by_spec.len(), 4, "{by_spec:?}");
     assert!(table.contains("(the oracle's mapping in "), "{table}");
     let nodes = json(&ok(&["machine", "live", "--json"]))["numa_nodes"].as_u64().unwrap();
     if nodes < 2 {
