@@ -146,8 +146,9 @@ enum Command {
         #[arg(long)]
         sharing: Option<PathBuf>,
         /// Where pages go: first-touch (the kernel's default), interleave (all nodes),
-        /// bind:NODE, a plan file (`place --placement` output, or CSV page,node), or
-        /// optimal:TRACE (the optimum of a recording, a home node per page); anything but
+        /// bind:NODE, a plan file (`place --placement` output, or CSV page,node),
+        /// optimal:TRACE (the optimum of a recording, a home node per page) or marathe:TRACE
+        /// (each page where a 1-in-100 profile of the recording saw it most); anything but
         /// first-touch needs a NUMA host, and a plan a recording made with --no-aslr
         #[arg(long, default_value = "first-touch")]
         placement: String,

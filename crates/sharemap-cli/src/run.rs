@@ -144,20 +144,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             let map = ThreadMap::parse(name).map_err(flag)?;
             sharemap::run::pinning(&map, &host, sharing.as_ref(), args.seed).map_err(flag)?
         };
-        let (memory, plan) = match &placement {
-            DataPlacement::Policy(p) => (p.clone(), None),
-            DataPlacement::Plan(plan) => (MemoryPolicy::FirstTouch, Some(plan.clone())),
-            DataPlacement::Optimal(trace) => {
-                // The optimum depends on where threads run: this configuration's PUs.
-                let threads = match &pinning {
-                    Pinning::Pus(pus) => ThreadMap::Pus(pus.clone()),
-                    _ => ThreadMap::Identity,
-                };
-                let plan = sharemap::run::optimal_plan(trace, threads, sharemap::run::page_size(), &host)
-                    .map_err(|e| anyhow!("--placement optimal:{}: {e}", trace.display()))?;
-                (MemoryPolicy::FirstTouch, Some(std::sync::Arc::new(plan)))
-            }
-        };
+        // A plan from a recording depends on where threads run: this configuration's PUs.
+        let (memory, plan) =
+            placement.resolve(&pinning, &host).map_err(|e| anyhow!("--placement {}: {e}", args.placement))?;
         let mut config = Configuration::fixed(name, pinning, memory);
         config.plan = plan;
         configs.push(config);

@@ -74,7 +74,7 @@ pub fn run(args: VmArgs) -> Result<ExitCode> {
         run_args.extend(["--sharing".to_string(), sharing]);
     }
     if let Some(placement) = &args.placement {
-        let prefix = if placement.starts_with("optimal:") { "optimal:" } else { "" };
+        let prefix = ["optimal:", "marathe:"].into_iter().find(|p| placement.starts_with(p)).unwrap_or("");
         let placement = guest_file(placement, prefix);
         run_args.extend(["--placement".to_string(), placement]);
     }

@@ -364,11 +364,12 @@ fn a_plan_from_a_recording_is_applied_in_a_two_node_guest() {
          {sm} place /tmp/r.trace --machine live --policy first-touch --placement /tmp/plan.csv >/dev/null || exit 1\n\
          echo; echo '== file'; {sm} run --where --no-aslr --thread-map 3,2,1,0 --placement /tmp/plan.csv -- {bin} || exit 1\n\
          echo; echo '== optimal'; {sm} run --where --no-aslr --thread-map 3,2,1,0 --placement optimal:/tmp/r.trace -- {bin} || exit 1\n\
+         echo; echo '== marathe'; {sm} run --where --no-aslr --thread-map 3,2,1,0 --placement marathe:/tmp/r.trace -- {bin} || exit 1\n\
          echo; echo '== none'; {sm} run --where --no-aslr --thread-map 3,2,1,0 -- {bin} || exit 1\n\
          echo; echo '== mechanisms'; {sm} run --mechanism all --recording /tmp/r.trace --repeat 2 --no-aslr -- {bin} || exit 1\n"
     );
     let sections = boot(kernel, &[&prog], &[], &commands);
-    for name in ["file", "optimal"] {
+    for name in ["file", "optimal", "marathe"] {
         let text = section(&sections, name);
         let (planned, touched, on_node) = plan_line(text);
         // 4 regions of 64 pages (the recording's addresses hold in the run).

@@ -32,18 +32,36 @@ pub enum MemoryPolicy {
 }
 
 /// What a run's data placement names: a memory policy for the whole program, a per-page
-/// plan, or the optimum computed from a recording (for each configuration's threads).
+/// plan, or a plan computed from a recording for each configuration's threads (the
+/// optimum's, or Marathe & Mueller's from a profile of 1 in 100 accesses).
 #[derive(Clone, Debug)]
 pub enum DataPlacement {
     Policy(MemoryPolicy),
     Plan(std::sync::Arc<Plan>),
     Optimal(PathBuf),
+    Marathe(PathBuf),
 }
 
 impl DataPlacement {
-    /// `first-touch`, `interleave`, `bind:N`, `optimal:TRACE`, or a plan file (see
-    /// `Plan::read`), checked against the host: anything but first touch needs a NUMA host,
-    /// and N one of its nodes.
+    /// The memory policy and plan for a configuration whose threads go as `pinning` says
+    /// (unpinned threads are taken as thread k on PU k).
+    pub fn resolve(&self, pinning: &Pinning, host: &Machine) -> Result<(MemoryPolicy, Option<std::sync::Arc<Plan>>)> {
+        let pus = match pinning {
+            Pinning::Pus(pus) => pus.clone(),
+            _ => (0..host.pu_count()).collect(),
+        };
+        let plan = match self {
+            DataPlacement::Policy(p) => return Ok((p.clone(), None)),
+            DataPlacement::Plan(plan) => return Ok((MemoryPolicy::FirstTouch, Some(plan.clone()))),
+            DataPlacement::Optimal(trace) => optimal_plan(trace, ThreadMap::Pus(pus), page_size(), host)?,
+            DataPlacement::Marathe(trace) => mechanism::profile_plan(trace, &pus, host, 100, None)?.0,
+        };
+        Ok((MemoryPolicy::FirstTouch, Some(std::sync::Arc::new(plan))))
+    }
+
+    /// `first-touch`, `interleave`, `bind:N`, `optimal:TRACE`, `marathe:TRACE`, or a plan
+    /// file (see `Plan::read`), checked against the host: anything but first touch needs a
+    /// NUMA host, and N one of its nodes.
     pub fn parse(text: &str, host: &Machine) -> Result<DataPlacement> {
         let text = text.trim();
         if text == "first-touch" {
@@ -58,13 +76,17 @@ impl DataPlacement {
             }
         } else if let Some(trace) = text.strip_prefix("optimal:") {
             DataPlacement::Optimal(PathBuf::from(trace))
+        } else if let Some(trace) = text.strip_prefix("marathe:") {
+            DataPlacement::Marathe(PathBuf::from(trace))
         } else if Path::new(text).is_file() {
             // Read once the host is known to have nodes to place on (below).
             DataPlacement::Plan(std::sync::Arc::new(Plan { pages: Vec::new(), nodes: Vec::new() }))
         } else {
             return Err(Error::setting(
                 "data placement",
-                format!("'{text}': expected first-touch, interleave, bind:NODE, optimal:TRACE or a plan file"),
+                format!(
+                    "'{text}': expected first-touch, interleave, bind:NODE, optimal:TRACE, marathe:TRACE or a plan file"
+                ),
             ));
         };
         let nodes = host.numa_count();
