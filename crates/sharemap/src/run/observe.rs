@@ -75,7 +75,9 @@ pub fn run_traced(
     }
     // Opened at the exec stop: the counts start with the program's first instruction.
     let (open, refused) = Open::on(pid, counters);
-    let options = libc::PTRACE_O_TRACECLONE | libc::PTRACE_O_TRACEEXIT | libc::PTRACE_O_EXITKILL;
+    // Exec reported as an event (else the kernel sends the tracee a SIGTRAP for each).
+    let options =
+        libc::PTRACE_O_TRACECLONE | libc::PTRACE_O_TRACEEXIT | libc::PTRACE_O_TRACEEXEC | libc::PTRACE_O_EXITKILL;
     // SAFETY: plain ptrace requests on our stopped tracee.
     unsafe {
         if libc::ptrace(libc::PTRACE_SETOPTIONS, pid, 0, options as libc::c_long) != 0 {
@@ -309,6 +311,15 @@ mod tests {
         assert!(out.observed.threads[0].last_cpu.is_some());
         assert_eq!(out.observed.threads[0].allowed, super::super::allowed_cpus().unwrap());
         assert!(out.observed.pages_per_node.iter().map(|p| p.1).sum::<u64>() > 0);
+        // A program that replaces itself (exec) runs on, its status passed through.
+        let out = run_traced(
+            Command::new("sh").args(["-c", "exec sh -c 'exit 4'"]),
+            None,
+            std::time::Duration::from_millis(10),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(out.status.code(), Some(4));
     }
 
     /// Counters cover every thread: two threads each first-touch 500 pages (huge pages
