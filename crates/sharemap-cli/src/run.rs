@@ -167,6 +167,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         show_output: !measuring,
         no_aslr: args.no_aslr,
         observe: args.show_where,
+        traced: sharemap::run::needs_tracing(args.show_where, &configs),
         plan_interval: std::time::Duration::from_millis(1),
     };
     if !measuring {

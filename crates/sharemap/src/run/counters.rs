@@ -146,6 +146,18 @@ impl Drop for Open {
     }
 }
 
+/// Why this process cannot count instructions (None: it can), tried on itself.
+pub fn why_unavailable() -> Option<String> {
+    let (open, refused) = Open::on(0, &[INSTRUCTIONS]);
+    drop(open);
+    refused
+}
+
+/// Whether the host's PMU counts instructions for this user.
+pub fn available() -> bool {
+    why_unavailable().is_none()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -267,9 +267,11 @@ pub struct Runner {
     pub show_output: bool,
     /// Address-space randomisation off (the addresses of a recording made the same way).
     pub no_aslr: bool,
-    /// Print where each thread ran and where pages lay (the kernel's answers are always
-    /// collected: `RunOutcome::observed`).
+    /// Print where each thread ran and where pages lay.
     pub observe: bool,
+    /// Trace every run for the kernel's answers at its threads' exits (`RunOutcome::observed`):
+    /// where threads ran, pages per node, counters. See `needs_tracing`.
+    pub traced: bool,
     /// How often a plan's pages are checked and migrated.
     pub plan_interval: std::time::Duration,
 }
@@ -343,17 +345,21 @@ impl Runner {
         let cannot =
             |e: std::io::Error| Error::setting("program", format!("cannot run {}: {e}", self.program.display()));
         let start = Instant::now();
-        // Every run is traced alike (the tracer stops threads only as they start and end),
-        // so that configurations differ only in their mapping.
-        let counters = &counters::HARDWARE_COUNTERS;
-        let out =
-            observe::run_traced(&mut cmd, config.plan.as_deref(), self.plan_interval, counters).map_err(
+        // Traced when anything needs the kernel's answers at the threads' exits; then every
+        // configuration of a measurement is (`traced` is the runner's), so they differ only
+        // in their mapping. Tracing stops each thread as it starts and ends.
+        let (status, observed) = if self.traced || config.plan.is_some() {
+            let counters = &counters::HARDWARE_COUNTERS;
+            let out = observe::run_traced(&mut cmd, config.plan.as_deref(), self.plan_interval, counters).map_err(
                 |e| match e {
                     Error::Io(e) => cannot(e),
                     e => e,
                 },
             )?;
-        let (status, observed) = (out.status, Some(out.observed));
+            (out.status, Some(out.observed))
+        } else {
+            (cmd.status().map_err(cannot)?, None)
+        };
         let seconds = start.elapsed().as_secs_f64();
         use std::os::unix::process::ExitStatusExt;
         let signal = status.signal();
@@ -456,9 +462,17 @@ pub struct AutopinChoices {
     pub probation_seconds: f64,
 }
 
+/// Whether runs must be traced: to print where things were, to apply a plan, or to count
+/// with the PMU where the host has one (a VM without a virtual PMU has none).
+pub fn needs_tracing(observe: bool, configs: &[Configuration]) -> bool {
+    observe || configs.iter().any(|c| c.plan.is_some()) || counters::available()
+}
+
 /// Why hardware counters were not counted in these outcomes (None when they were).
 pub fn counters_unavailable(outcome: &RunOutcome) -> Option<String> {
-    let observed = outcome.observed.as_ref()?;
+    let Some(observed) = outcome.observed.as_ref() else {
+        return Some(counters::why_unavailable().unwrap_or_else(|| "not counted".into()));
+    };
     match &observed.counts {
         Some(c) if c.get(counters::INSTRUCTIONS.name).is_some() => None,
         _ => Some(observed.counters_refused.clone().unwrap_or_else(|| "no counts read".into())),
