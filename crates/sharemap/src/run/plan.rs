@@ -329,6 +329,26 @@ mod tests {
         assert!(e("page,node\n").contains("places no page"));
     }
 
+    proptest::proptest! {
+        /// A plan written as `page,node` reads back as it was (page-aligned, nodes of the
+        /// host), and any text at all gives a plan or an error, never a panic.
+        #[test]
+        fn plans_round_trip_and_any_text_is_answered(
+            pages in proptest::collection::btree_map(0u64..1 << 36, 0usize..2, 1..50),
+            junk in "[ -~\n]{0,300}",
+            header in proptest::sample::select(vec!["page,node", "page,at,locations", "page,at,locations,page_size"]),
+        ) {
+            let host = Machine::from_spec("pack:2 numa:1 core:2 pu:1").unwrap();
+            let rows: Vec<String> = pages.iter().map(|(p, n)| format!("{:#x},{n}", p * 4096)).collect();
+            let f = write(&format!("page,node\n{}\n", rows.join("\n")));
+            let plan = Plan::read(f.path(), &host, 4096).unwrap();
+            proptest::prop_assert_eq!(plan.pages, pages.keys().map(|p| p * 4096).collect::<Vec<_>>());
+            proptest::prop_assert_eq!(plan.nodes, pages.values().map(|&n| n as i32).collect::<Vec<_>>());
+            let f = write(&format!("{header}\n{junk}"));
+            let _ = Plan::read(f.path(), &host, 4096);
+        }
+    }
+
     /// Our own pages: a touched page is found on a node, an untouched one is not present.
     #[test]
     fn pages_of_a_process_are_queried() {
