@@ -131,112 +131,11 @@ enum Command {
     /// Run a program with its threads pinned and its pages placed, once (its output and exit
     /// status pass through), or measure configurations against the OS's own mapping:
     /// sharemap run [--thread-map SPEC]... [--repeat N] -- PROG ARGS...
-    Run {
-        /// Where the program's threads run (repeatable: each a configuration). Thread k is the
-        /// k-th the program creates, the main thread 0 (the tracer's numbering): os (no
-        /// pinning), identity, an algorithm (compact, scatter, round-robin, random, or one that
-        /// maps --sharing: sharemap, eagermap, treematch, ...), logical PUs (thread k on entry
-        /// k mod their number), a file holding them (numbers, or `sharemap map --json`'s
-        /// output for `--machine live`), or trace:FILE / matrix:FILE (the default algorithm
-        /// on that sharing, for this host)
-        #[arg(long = "thread-map", default_value = "os")]
-        thread_map: Vec<String>,
-        /// The sharing a --thread-map algorithm maps onto this host: a trace (its oracle
-        /// matrix) or a matrix file (numalize CSV, TopoMatch .mat)
-        #[arg(long)]
-        sharing: Option<PathBuf>,
-        /// Where pages go: first-touch (the kernel's default), interleave (all nodes),
-        /// bind:NODE, a plan file (`place --placement` output, or CSV page,node),
-        /// optimal:TRACE (the optimum of a recording, a home node per page) or marathe:TRACE
-        /// (each page where a 1-in-100 profile of the recording saw it most); anything but
-        /// first-touch needs a NUMA host, and a plan a recording made with --no-aslr
-        #[arg(long, default_value = "first-touch")]
-        placement: String,
-        /// Runs per configuration, interleaved (A B A B ...); with more than one run or more than
-        /// one configuration, `os` comes first as the baseline and the program's output is
-        /// discarded
-        #[arg(long, default_value_t = 1)]
-        repeat: usize,
-        /// Seed of the random mapping (drawn afresh for each run from it)
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Print the measurement as JSON
-        #[arg(long)]
-        json: bool,
-        /// Write every run's time to this CSV file (configuration, run, seconds)
-        #[arg(long)]
-        csv: Option<PathBuf>,
-        /// Address-space randomisation off (as `record --no-aslr`): the program's addresses
-        /// are then those of a recording made the same way
-        #[arg(long)]
-        no_aslr: bool,
-        /// Draw the measurement as bars (time over os's, 95% error bars) to BASE.svg and
-        /// BASE.png
-        #[arg(long, value_name = "BASE")]
-        plot: Option<PathBuf>,
-        /// Print where each thread last ran and its allowed CPUs, and the resident pages per
-        /// NUMA node, as the kernel tells them when the program ends
-        #[arg(long = "where")]
-        show_where: bool,
-        /// Mechanisms to measure against os (comma-separated or repeated; `all` for those that
-        /// apply here): os, random, compact, scatter, round-robin, oracle, marathe[:every=K |
-        /// :prefix=SHARE], autopin, numa-balancing; oracle, marathe and autopin need --recording
-        #[arg(long = "mechanism")]
-        mechanisms: Vec<String>,
-        /// A recording of the program (`sharemap record --no-aslr`) for the mechanisms that
-        /// need one
-        #[arg(long)]
-        recording: Option<PathBuf>,
-        /// The program and its arguments, after --
-        #[arg(last = true, required = true)]
-        command: Vec<OsString>,
-    },
+    Run(run::RunArgs),
     /// Run a program inside a multi-node guest kernel under QEMU and print where its threads
     /// ran and its pages lay, as the guest kernel tells (a check of a mapping without a NUMA
     /// machine; timings inside it mean nothing): sharemap vm --nodes 2 --cpus 4 -- PROG ARGS
-    Vm {
-        /// NUMA nodes of the guest
-        #[arg(long, default_value_t = 2)]
-        nodes: usize,
-        /// Virtual CPUs, spread evenly over the nodes
-        #[arg(long, default_value_t = 4)]
-        cpus: usize,
-        /// Guest memory in MiB, split evenly over the nodes (default 256 per node, 512 at least)
-        #[arg(long)]
-        memory_mb: Option<usize>,
-        /// Distance between two different nodes (ACPI SLIT; a node to itself is 10)
-        #[arg(long, default_value_t = 20)]
-        distance: u32,
-        /// The guest kernel (an uncompressed vmlinux); default $SHAREMAP_VM_KERNEL, else the
-        /// one --fetch-kernel keeps in ~/.cache/sharemap
-        #[arg(long)]
-        kernel: Option<PathBuf>,
-        /// Download Debian's cloud kernel into the cache first (apt-get download, lz4)
-        #[arg(long)]
-        fetch_kernel: bool,
-        /// Leave the guest kernel's NUMA balancing on (off by default: it moves pages itself)
-        #[arg(long)]
-        numa_balancing: bool,
-        /// As `sharemap run --thread-map`, applied in the guest (logical PUs of the guest)
-        #[arg(long = "thread-map")]
-        thread_map: Option<String>,
-        /// As `sharemap run --sharing`: the sharing a --thread-map algorithm maps onto the guest
-        #[arg(long)]
-        sharing: Option<PathBuf>,
-        /// As `sharemap run --placement`, applied in the guest
-        #[arg(long)]
-        placement: Option<String>,
-        /// Stop the guest after this many seconds
-        #[arg(long, default_value_t = 600)]
-        timeout: u64,
-        /// Address-space randomisation off in the guest run (for a plan from a recording made
-        /// with `record --no-aslr`)
-        #[arg(long)]
-        no_aslr: bool,
-        /// The program and its arguments, after --
-        #[arg(last = true)]
-        command: Vec<OsString>,
-    },
+    Vm(vm::VmArgs),
     /// Describe a machine: hwloc synthetic string, hwloc XML file, preset name or `live`
     Machine {
         /// A preset name, `live` (this host), an hwloc synthetic string (e.g. "pack:2 numa:2
@@ -512,67 +411,8 @@ fn main() -> ExitCode {
         }
         Command::Cc { args } => cc::wrap(&args, false),
         Command::Cxx { args } => cc::wrap(&args, true),
-        Command::Run {
-            thread_map,
-            sharing,
-            placement,
-            repeat,
-            seed,
-            json,
-            csv,
-            no_aslr,
-            plot,
-            show_where,
-            mechanisms,
-            recording,
-            command,
-        } => {
-            let thread_maps = thread_map;
-            run::run(run::RunArgs {
-                thread_maps,
-                sharing,
-                placement,
-                repeat,
-                seed,
-                json,
-                csv,
-                no_aslr,
-                plot,
-                show_where,
-                mechanisms,
-                recording,
-                command,
-            })
-        }
-        Command::Vm {
-            nodes,
-            cpus,
-            memory_mb,
-            distance,
-            kernel,
-            fetch_kernel,
-            numa_balancing,
-            thread_map,
-            sharing,
-            placement,
-            timeout,
-            no_aslr,
-            command,
-        } => vm::run(vm::VmArgs {
-            nodes,
-            cpus,
-            memory_mb,
-            distance,
-            kernel,
-            numa_balancing,
-            thread_map,
-            sharing,
-            placement,
-            timeout,
-            no_aslr,
-            fetch_kernel,
-            command,
-        }),
+        Command::Run(args) => run::run(args),
+        Command::Vm(args) => vm::run(args),
         Command::Machine { spec, json, list } => machine::run(spec.as_deref(), json, list),
         Command::Demo { dir, accesses } => demo::run(dir.as_deref(), accesses),
         Command::Place { model, policy, json, breakdown, placement } => {

@@ -13,19 +13,66 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// `sharemap run`'s flags.
+#[derive(clap::Args)]
 pub struct RunArgs {
-    pub thread_maps: Vec<String>,
+    /// Where the program's threads run (repeatable: each a configuration). Thread k is the
+    /// k-th the program creates, the main thread 0 (the tracer's numbering): os (no
+    /// pinning), identity, an algorithm (compact, scatter, round-robin, random, or one that
+    /// maps --sharing: sharemap, eagermap, treematch, ...), logical PUs (thread k on entry
+    /// k mod their number), a file holding them (numbers, or `sharemap map --json`'s
+    /// output for `--machine live`), or trace:FILE / matrix:FILE (the default algorithm
+    /// on that sharing, for this host)
+    #[arg(long = "thread-map", default_value = "os")]
+    pub thread_map: Vec<String>,
+    /// The sharing a --thread-map algorithm maps onto this host: a trace (its oracle
+    /// matrix) or a matrix file (numalize CSV, TopoMatch .mat)
+    #[arg(long)]
     pub sharing: Option<PathBuf>,
+    /// Where pages go: first-touch (the kernel's default), interleave (all nodes),
+    /// bind:NODE, a plan file (`place --placement` output, or CSV page,node),
+    /// optimal:TRACE (the optimum of a recording, a home node per page) or marathe:TRACE
+    /// (each page where a 1-in-100 profile of the recording saw it most); anything but
+    /// first-touch needs a NUMA host, and a plan a recording made with --no-aslr
+    #[arg(long, default_value = "first-touch")]
     pub placement: String,
+    /// Runs per configuration, interleaved (A B A B ...); with more than one run or more than
+    /// one configuration, `os` comes first as the baseline and the program's output is
+    /// discarded
+    #[arg(long, default_value_t = 1)]
     pub repeat: usize,
+    /// Seed of the random mapping (drawn afresh for each run from it)
+    #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Print the measurement as JSON
+    #[arg(long)]
     pub json: bool,
+    /// Write every run's time to this CSV file (configuration, run, seconds)
+    #[arg(long)]
     pub csv: Option<PathBuf>,
+    /// Address-space randomisation off (as `record --no-aslr`): the program's addresses
+    /// are then those of a recording made the same way
+    #[arg(long)]
     pub no_aslr: bool,
+    /// Draw the measurement as bars (time over os's, 95% error bars) to BASE.svg and
+    /// BASE.png
+    #[arg(long, value_name = "BASE")]
     pub plot: Option<PathBuf>,
+    /// Print where each thread last ran and its allowed CPUs, and the resident pages per
+    /// NUMA node, as the kernel tells them when the program ends
+    #[arg(long = "where")]
     pub show_where: bool,
+    /// Mechanisms to measure against os (comma-separated or repeated; `all` for those that
+    /// apply here): os, random, compact, scatter, round-robin, oracle, marathe[:every=K |
+    /// :prefix=SHARE], autopin, numa-balancing; oracle, marathe and autopin need --recording
+    #[arg(long = "mechanism")]
     pub mechanisms: Vec<String>,
+    /// A recording of the program (`sharemap record --no-aslr`) for the mechanisms that
+    /// need one
+    #[arg(long)]
     pub recording: Option<PathBuf>,
+    /// The program and its arguments, after --
+    #[arg(last = true, required = true)]
     pub command: Vec<OsString>,
 }
 
@@ -120,9 +167,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         }
         None => None,
     };
-    let measuring = args.repeat > 1 || args.thread_maps.len() > 1 || !args.mechanisms.is_empty();
-    let mut names: Vec<String> = args.thread_maps.iter().map(|s| s.trim().to_string()).collect();
-    if !args.mechanisms.is_empty() && args.thread_maps == ["os"] {
+    let measuring = args.repeat > 1 || args.thread_map.len() > 1 || !args.mechanisms.is_empty();
+    let mut names: Vec<String> = args.thread_map.iter().map(|s| s.trim().to_string()).collect();
+    if !args.mechanisms.is_empty() && args.thread_map == ["os"] {
         // The default thread map stands aside for the mechanisms (`os` among them or first).
         names.clear();
     }

@@ -6,19 +6,49 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// `sharemap vm`'s flags.
+#[derive(clap::Args)]
 pub struct VmArgs {
+    /// NUMA nodes of the guest
+    #[arg(long, default_value_t = 2)]
     pub nodes: usize,
+    /// Virtual CPUs, spread evenly over the nodes
+    #[arg(long, default_value_t = 4)]
     pub cpus: usize,
+    /// Guest memory in MiB, split evenly over the nodes (default 512 per node, 1024 at least)
+    #[arg(long)]
     pub memory_mb: Option<usize>,
+    /// Distance between two different nodes (ACPI SLIT; a node to itself is 10)
+    #[arg(long, default_value_t = 20)]
     pub distance: u32,
+    /// The guest kernel (an uncompressed vmlinux); default $SHAREMAP_VM_KERNEL, else the
+    /// one --fetch-kernel keeps in ~/.cache/sharemap
+    #[arg(long)]
     pub kernel: Option<PathBuf>,
-    pub numa_balancing: bool,
-    pub thread_map: Option<String>,
-    pub sharing: Option<PathBuf>,
-    pub placement: Option<String>,
-    pub timeout: u64,
-    pub no_aslr: bool,
+    /// Download Debian's cloud kernel into the cache first (apt-get download, lz4)
+    #[arg(long)]
     pub fetch_kernel: bool,
+    /// Leave the guest kernel's NUMA balancing on (off by default: it moves pages itself)
+    #[arg(long)]
+    pub numa_balancing: bool,
+    /// As `sharemap run --thread-map`, applied in the guest (logical PUs of the guest)
+    #[arg(long = "thread-map")]
+    pub thread_map: Option<String>,
+    /// As `sharemap run --sharing`: the sharing a --thread-map algorithm maps onto the guest
+    #[arg(long)]
+    pub sharing: Option<PathBuf>,
+    /// As `sharemap run --placement`, applied in the guest
+    #[arg(long)]
+    pub placement: Option<String>,
+    /// Stop the guest after this many seconds
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+    /// Address-space randomisation off in the guest run (for a plan from a recording made
+    /// with `record --no-aslr`)
+    #[arg(long)]
+    pub no_aslr: bool,
+    /// The program and its arguments, after --
+    #[arg(last = true)]
     pub command: Vec<OsString>,
 }
 
