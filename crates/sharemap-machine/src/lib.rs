@@ -165,6 +165,12 @@ impl Machine {
         }
     }
 
+    /// This host from Linux sysfs alone (no lstopo process): for libraries running inside a
+    /// program, such as the STM's online mapper.
+    pub fn live_sysfs() -> Result<Machine, MachineError> {
+        Self::from_tree("live", "this host (from /sys)", live::from_sysfs()?, None)
+    }
+
     fn from_tree(
         name: &str,
         description: &str,

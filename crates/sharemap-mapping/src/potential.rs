@@ -12,22 +12,28 @@ pub const DEFAULT_THRESHOLD: f64 = 0.1;
 
 /// 1 − (cost of the EagerMap-like grouping) / (expected cost of a random mapping): 0 when
 /// the grouping gains nothing, towards 1 when it removes nearly all the cost. The expected
-/// random cost needs no sampling: each thread pair lands on a uniformly random pair of
-/// distinct PUs, so it is the total sharing times the mean cost over PU pairs.
+/// random cost needs no sampling: with n threads spread evenly over p PUs at random, a
+/// thread pair shares a PU with probability (n/p − 1)/(n − 1) (none when n ≤ p), and
+/// otherwise lands on a uniformly random pair of distinct PUs.
 pub fn potential(m: &SharingMatrix, machine: &Machine, costs: &PairCosts) -> f64 {
     let p = costs.pus;
     if p < 2 || m.total() == 0.0 {
         return 0.0;
     }
     let mut sum = 0.0;
+    let mut same = 0.0;
     for a in 0..p {
+        same += costs.get(a, a);
         for b in 0..p {
             if a != b {
                 sum += costs.get(a, b);
             }
         }
     }
-    let expected = m.total() * sum / (p * (p - 1)) as f64;
+    let n = m.threads() as f64;
+    let together = if n > p as f64 { (n / p as f64 - 1.0) / (n - 1.0) } else { 0.0 };
+    let pair_cost = together * same / p as f64 + (1.0 - together) * sum / (p * (p - 1)) as f64;
+    let expected = m.total() * pair_cost;
     let grouped = mapping_cost(m, &crate::eager::eager(m, machine), costs);
     (1.0 - grouped / expected).max(0.0)
 }
@@ -80,6 +86,26 @@ mod tests {
         // Chains keep 12 of 15 links inside a package: 1 - 1464/2256 = 0.35.
         assert!((n - 0.351).abs() < 0.01, "neighbour {n}");
         assert_eq!(potential(&SharingMatrix::new(16), &machine, &c), 0.0);
+    }
+
+    /// More threads than PUs: uniform sharing still scores low (a random spread puts some
+    /// pairs on one PU too), pairs that share score high.
+    #[test]
+    fn oversubscribed_uniform_sharing_scores_low() {
+        let machine = Machine::from_spec("pack:1 core:2 pu:1").unwrap();
+        let c = PairCosts::new(&machine, CostModel::Latency);
+        let mut uniform = SharingMatrix::new(4);
+        let mut pairs = SharingMatrix::new(4);
+        for i in 0..4 {
+            for j in i + 1..4 {
+                uniform.add(i, j, 10.0);
+            }
+        }
+        pairs.add(0, 1, 100.0);
+        pairs.add(2, 3, 100.0);
+        let (u, q) = (potential(&uniform, &machine, &c), potential(&pairs, &machine, &c));
+        assert!(u < 0.01, "uniform {u}");
+        assert!(q > 0.5, "pairs {q}");
     }
 
     /// The same neighbour structure, as a tiny or a large part of the accesses.

@@ -1,92 +1,226 @@
-//! The transactional core: the clock, the lock array, and one transaction's read and write
-//! sets. Memory is accessed as machine words (`Word`) through atomics, so that a
+//! The transactional core: the global clock, the lock array, and one transaction's read and
+//! write sets. Memory is accessed as machine words (`Word`) through atomics, so that a
 //! transaction racing a committer reads a whole word, checked afterwards against its lock.
+//!
+//! A lock word is either a version (`version << 1`, bit 0 clear: the clock value of the last
+//! commit that wrote under it) or, while a writer holds it, bit 0 set, the owner's id in bits
+//! 1..=16 and the index of the owner's `Owned` entry above: the owner finds its buffered
+//! writes under that lock in O(1), others only need to see that it is taken.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// A machine word, the unit the STM reads and writes.
 pub type Word = usize;
 
-/// Why a transaction must roll back and retry (TinySTM's implicit abort reasons).
+/// log2 of the number of locks (TinySTM's default: 2^20).
+pub const LOCK_BITS: u32 = 20;
+/// log2 of the bytes one lock covers: 4 words, so the fields of a small node share a lock
+/// (fewer locks to take and validate; TinySTM's default too).
+pub const LOCK_GRANULE_BITS: u32 = 5;
+/// The largest owner id (16 bits of the lock word); 0 is the owner of unit stores.
+pub const MAX_OWNER: usize = (1 << 16) - 1;
+
+const OWNED: usize = 1;
+const OWNER_SHIFT: u32 = 1;
+const INDEX_SHIFT: u32 = 17;
+const NIL: u32 = u32::MAX;
+
+#[repr(align(128))]
+struct Padded<T>(T);
+
+static CLOCK: Padded<AtomicU64> = Padded(AtomicU64::new(0));
+static LOCKS: [AtomicUsize; 1 << LOCK_BITS] = [const { AtomicUsize::new(0) }; 1 << LOCK_BITS];
+/// The owner id of the irrevocable transaction, if one runs (0: none).
+static IRREVOCABLE: Padded<AtomicUsize> = Padded(AtomicUsize::new(0));
+
+/// The current clock value.
+#[inline]
+pub fn clock() -> u64 {
+    CLOCK.0.load(Ordering::Acquire)
+}
+
+#[inline]
+fn lock_index(addr: usize) -> usize {
+    (addr >> LOCK_GRANULE_BITS) & ((1 << LOCK_BITS) - 1)
+}
+
+#[inline]
+fn version(lock: usize) -> u64 {
+    (lock >> 1) as u64
+}
+
+#[inline]
+fn owner(lock: usize) -> usize {
+    (lock >> OWNER_SHIFT) & MAX_OWNER
+}
+
+/// The word at `addr`, as an atomic.
+///
+/// # Safety
+/// `addr` is a valid, aligned word.
+#[inline]
+unsafe fn word<'a>(addr: usize) -> &'a AtomicUsize {
+    // SAFETY: as the caller promises; AtomicUsize has the layout of usize.
+    unsafe { &*(addr as *const AtomicUsize) }
+}
+
+/// Why a transaction must roll back (TinySTM's implicit abort reasons).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Abort {
-    /// A location it reads is locked by another writer.
-    ReadWrite,
-    /// A location it writes is locked by another writer.
-    WriteWrite,
-    /// A value it read changed, so its snapshot could not be extended.
+    /// A location it reads is locked by another writer (TinySTM's WR conflict).
+    ReadLocked,
+    /// A location it writes is locked by another writer (WW conflict).
+    WriteLocked,
+    /// A location it read changed, so its snapshot could not be extended on a read.
     ValidateRead,
-    /// At commit, a value it read has changed.
+    /// ... or on a write.
+    ValidateWrite,
+    /// At commit, a location it read has changed.
     Validate,
+    /// An irrevocable transaction runs: a writer gives way at commit.
+    Irrevocable,
 }
 
-/// Lock word: bit 0 set when owned (the rest is the owner's id), else the version << 1.
-const OWNED: usize = 1;
-
-/// An STM instance: its clock and lock array (a program has one, shared by all threads).
-pub struct Stm {
-    clock: AtomicU64,
-    locks: Box<[AtomicUsize]>,
-    /// log2 of the number of locks.
-    bits: u32,
-    next_id: AtomicUsize,
-}
-
-impl Stm {
-    /// An STM with 2^`bits` locks (TinySTM's default is 2^20).
-    pub fn new(bits: u32) -> Stm {
-        let locks = (0..1usize << bits).map(|_| AtomicUsize::new(0)).collect();
-        Stm { clock: AtomicU64::new(0), locks, bits, next_id: AtomicUsize::new(1) }
-    }
-
-    /// The current clock value.
-    pub fn clock(&self) -> u64 {
-        self.clock.load(Ordering::Acquire)
-    }
-
-    /// The lock covering an address (words of 8 bytes share none).
-    fn lock_of(&self, addr: usize) -> usize {
-        let word = addr >> 3;
-        // Fibonacci hashing spreads neighbouring words over the array.
-        (word.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - self.bits)) & ((1 << self.bits) - 1)
-    }
-
-    /// A new transaction context for one thread (reused across its transactions).
-    pub fn thread(&self) -> Tx<'_> {
-        // Ids are even (shifted left), so that the owned bit of a lock word stays free.
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed) << 1;
-        Tx { stm: self, id, start: 0, end: 0, reads: Vec::new(), writes: Vec::new(), owned: Vec::new() }
+impl Abort {
+    /// TinySTM's detailed reason code: `(1 << 6) | (k << 8)`.
+    pub fn code(self) -> i32 {
+        let k = match self {
+            Abort::ReadLocked => 3,
+            Abort::WriteLocked => 4,
+            Abort::ValidateRead => 5,
+            Abort::ValidateWrite => 6,
+            Abort::Validate => 7,
+            Abort::Irrevocable => 9,
+        };
+        (1 << 6) | (k << 8)
     }
 }
 
-/// One thread's transaction state.
-pub struct Tx<'a> {
-    stm: &'a Stm,
-    /// This context's owner id (even; the owned bit is added in lock words).
+#[derive(Clone, Copy)]
+struct Read {
+    lock: u32,
+    /// The lock word seen (a version).
+    seen: usize,
+}
+
+#[derive(Clone, Copy)]
+struct Write {
+    addr: usize,
+    value: Word,
+    /// The bits of the word this transaction writes.
+    mask: Word,
+    /// The next write under the same lock.
+    next: u32,
+}
+
+#[derive(Clone, Copy)]
+struct Owned {
+    lock: u32,
+    /// The lock word before we took it (a version): restored on rollback, and what a read of
+    /// ours under this lock must have seen.
+    before: usize,
+    /// The first of our writes under this lock.
+    first: u32,
+}
+
+/// One thread's transaction state, reused across its transactions.
+pub struct Tx {
     id: usize,
     /// The snapshot: every value read is valid at all times in start..=end.
     start: u64,
     end: u64,
-    /// Locks read and the version seen.
-    reads: Vec<(usize, usize)>,
-    /// Buffered writes: address and value, in order (a later write to an address wins).
-    writes: Vec<(usize, Word)>,
-    /// Locks taken and the lock word each held before.
-    owned: Vec<(usize, usize)>,
+    reads: Vec<Read>,
+    writes: Vec<Write>,
+    owned: Vec<Owned>,
+    irrevocable: bool,
+    /// Whether the snapshot may be extended (TinySTM's `no_extend` attribute clears it).
+    pub can_extend: bool,
 }
 
-impl Tx<'_> {
+impl Tx {
+    /// A context with owner id `id` (1..=MAX_OWNER, unique among live contexts).
+    pub fn new(id: usize) -> Tx {
+        assert!((1..=MAX_OWNER).contains(&id), "owner id {id} out of range");
+        Tx {
+            id,
+            start: 0,
+            end: 0,
+            reads: Vec::with_capacity(1024),
+            writes: Vec::with_capacity(256),
+            owned: Vec::with_capacity(256),
+            irrevocable: false,
+            can_extend: true,
+        }
+    }
+
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
     /// Starts a transaction: its snapshot is the clock now.
+    #[inline]
     pub fn begin(&mut self) {
         self.reads.clear();
         self.writes.clear();
         self.owned.clear();
-        self.start = self.stm.clock();
+        self.can_extend = true;
+        self.start = clock();
         self.end = self.start;
     }
 
-    fn owner_word(&self) -> usize {
-        self.id | OWNED
+    /// The snapshot's start (the clock when the transaction began).
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// The snapshot's end.
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// Lowers the snapshot's upper bound (`stm_set_extension` with a timestamp).
+    pub fn bound_end(&mut self, end: u64) {
+        self.end = self.end.min(end);
+    }
+
+    /// Read-set and write-set sizes: (reads, writes, locks held).
+    pub fn set_sizes(&self) -> (usize, usize, usize) {
+        (self.reads.len(), self.writes.len(), self.owned.len())
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.owned.is_empty()
+    }
+
+    pub fn is_irrevocable(&self) -> bool {
+        self.irrevocable
+    }
+
+    #[inline]
+    fn owner_bits(&self) -> usize {
+        OWNED | (self.id << OWNER_SHIFT)
+    }
+
+    /// Our buffered value of `addr` under the lock we own with `index`, merged with memory
+    /// for the bits we do not write.
+    #[inline]
+    fn own_value(&self, index: usize, addr: usize) -> Word {
+        let mut w = self.owned[index].first;
+        while w != NIL {
+            let e = &self.writes[w as usize];
+            if e.addr == addr {
+                if e.mask == Word::MAX {
+                    return e.value;
+                }
+                // SAFETY: `store` was given a valid word; we hold its lock, so no
+                // transactional writer changes it.
+                let mem = unsafe { word(addr) }.load(Ordering::Acquire);
+                return (mem & !e.mask) | (e.value & e.mask);
+            }
+            w = e.next;
+        }
+        // SAFETY: as the caller of `load` promises.
+        unsafe { word(addr) }.load(Ordering::Acquire)
     }
 
     /// Reads a word.
@@ -94,139 +228,290 @@ impl Tx<'_> {
     /// # Safety
     /// `addr` is a valid, aligned word that every thread accesses through the STM (or
     /// atomically) while transactions may touch it.
-    pub unsafe fn load(&mut self, addr: *const Word) -> Result<Word, Abort> {
-        let a = addr as usize;
-        let lock = &self.stm.locks[self.stm.lock_of(a)];
+    #[inline]
+    pub unsafe fn load(&mut self, addr: usize) -> Result<Word, Abort> {
+        let index = lock_index(addr);
+        let lock = &LOCKS[index];
         loop {
-            let before = lock.load(Ordering::Acquire);
-            if before == self.owner_word() {
-                // Ours: the latest buffered value, else memory (unchanged while we hold it).
-                if let Some(&(_, v)) = self.writes.iter().rev().find(|(w, _)| *w == a) {
-                    return Ok(v);
+            let l = lock.load(Ordering::Acquire);
+            if l & OWNED != 0 {
+                if owner(l) == self.id {
+                    return Ok(self.own_value(l >> INDEX_SHIFT, addr));
                 }
-                // SAFETY: as the caller promises; read atomically as a word.
-                return Ok(unsafe { (*(addr as *const AtomicUsize)).load(Ordering::Acquire) });
+                if self.irrevocable {
+                    // An irrevocable transaction waits: the owner commits or aborts soon.
+                    backoff_once();
+                    continue;
+                }
+                return Err(Abort::ReadLocked);
             }
-            if before & OWNED != 0 {
-                return Err(Abort::ReadWrite);
-            }
-            // SAFETY: as the caller promises; read atomically as a word.
-            let value = unsafe { (*(addr as *const AtomicUsize)).load(Ordering::Acquire) };
-            if lock.load(Ordering::Acquire) != before {
+            // SAFETY: as the caller promises.
+            let value = unsafe { word(addr) }.load(Ordering::Acquire);
+            if lock.load(Ordering::Acquire) != l {
                 continue; // a commit went through meanwhile: read again
             }
-            let version = (before >> 1) as u64;
-            if version > self.end {
-                // Newer than the snapshot: extend it if all reads still hold, then retry.
-                self.extend()?;
+            if version(l) > self.end {
+                // Newer than the snapshot: extend it if every read still holds.
+                self.extend().map_err(|_| Abort::ValidateRead)?;
                 continue;
             }
-            self.reads.push((self.stm.lock_of(a), before));
+            self.reads.push(Read { lock: index as u32, seen: l });
             return Ok(value);
         }
     }
 
-    /// Writes a word (buffered until commit; its lock is taken now).
+    /// Writes the bits `mask` of a word (buffered until commit; its lock is taken now).
     ///
     /// # Safety
     /// As `load`.
-    pub unsafe fn store(&mut self, addr: *mut Word, value: Word) -> Result<(), Abort> {
-        let a = addr as usize;
-        let index = self.stm.lock_of(a);
-        let lock = &self.stm.locks[index];
-        let mine = self.owner_word();
+    #[inline]
+    pub unsafe fn store(&mut self, addr: usize, value: Word, mask: Word) -> Result<(), Abort> {
+        let index = lock_index(addr);
+        let lock = &LOCKS[index];
         loop {
-            let current = lock.load(Ordering::Acquire);
-            if current == mine {
-                break;
+            let l = lock.load(Ordering::Acquire);
+            if l & OWNED != 0 {
+                if owner(l) != self.id {
+                    if self.irrevocable {
+                        backoff_once();
+                        continue;
+                    }
+                    return Err(Abort::WriteLocked);
+                }
+                let o = l >> INDEX_SHIFT;
+                let mut w = self.owned[o].first;
+                while w != NIL {
+                    let e = &mut self.writes[w as usize];
+                    if e.addr == addr {
+                        e.value = (e.value & !mask) | (value & mask);
+                        e.mask |= mask;
+                        return Ok(());
+                    }
+                    w = e.next;
+                }
+                let next = self.owned[o].first;
+                self.owned[o].first = self.writes.len() as u32;
+                self.writes.push(Write { addr, value: value & mask, mask, next });
+                return Ok(());
             }
-            if current & OWNED != 0 {
-                return Err(Abort::WriteWrite);
-            }
-            if (current >> 1) as u64 > self.end {
-                self.extend()?;
+            if version(l) > self.end {
+                // Memory under this lock is newer than our snapshot: what we read (and will
+                // read through our own lock) must still hold at the lock's version.
+                self.extend().map_err(|_| Abort::ValidateWrite)?;
                 continue;
             }
-            if lock.compare_exchange(current, mine, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-                self.owned.push((index, current));
-                break;
+            let mine = self.owner_bits() | (self.owned.len() << INDEX_SHIFT);
+            if lock.compare_exchange(l, mine, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                self.owned.push(Owned { lock: index as u32, before: l, first: self.writes.len() as u32 });
+                self.writes.push(Write { addr, value: value & mask, mask, next: NIL });
+                return Ok(());
             }
         }
-        self.writes.push((a, value));
-        Ok(())
     }
 
-    /// Whether every read still holds: its lock unchanged, or now ours with the version
-    /// we read before taking it.
+    /// Whether every read still holds: its lock unchanged, or now ours, taken at the
+    /// version we read.
     fn valid(&self) -> bool {
-        self.reads.iter().all(|&(index, seen)| {
-            let now = self.stm.locks[index].load(Ordering::Acquire);
-            now == seen
-                || (now == self.owner_word() && self.owned.iter().any(|&(i, before)| i == index && before == seen))
+        self.reads.iter().all(|r| {
+            let now = LOCKS[r.lock as usize].load(Ordering::Acquire);
+            now == r.seen
+                || (now & OWNED != 0 && owner(now) == self.id && self.owned[now >> INDEX_SHIFT].before == r.seen)
         })
     }
 
     /// Moves the snapshot's end to the clock now, if every read still holds.
-    fn extend(&mut self) -> Result<(), Abort> {
-        let now = self.stm.clock();
+    fn extend(&mut self) -> Result<(), ()> {
+        if !self.can_extend {
+            return Err(());
+        }
+        let now = clock();
         if self.valid() {
             self.end = now;
             Ok(())
         } else {
-            self.rollback();
-            Err(Abort::ValidateRead)
+            Err(())
         }
     }
 
     /// Commits: a read-only transaction is done; a writer takes a new clock value, checks
     /// its reads (unless no other writer committed since its snapshot), writes back and
-    /// releases its locks with the new version.
-    pub fn commit(&mut self) -> Result<(), Abort> {
+    /// releases its locks with the new version: that version (0 for a read-only one). On an
+    /// error nothing was written: roll back.
+    pub fn commit(&mut self) -> Result<u64, Abort> {
         if self.owned.is_empty() {
-            return Ok(());
+            self.reads.clear();
+            self.leave_irrevocable();
+            return Ok(0);
         }
-        let version = self.stm.clock.fetch_add(1, Ordering::AcqRel) + 1;
-        if version > self.end + 1 && !self.valid() {
-            self.rollback();
+        let t = CLOCK.0.fetch_add(1, Ordering::AcqRel) + 1;
+        if !self.irrevocable && IRREVOCABLE.0.load(Ordering::Acquire) != 0 {
+            return Err(Abort::Irrevocable);
+        }
+        if t > self.end + 1 && !self.valid() {
             return Err(Abort::Validate);
         }
-        for &(addr, value) in &self.writes {
+        for w in &self.writes {
             // SAFETY: `store` was given a valid word; we hold its lock.
-            unsafe { (*(addr as *const AtomicUsize)).store(value, Ordering::Release) };
+            let cell = unsafe { word(w.addr) };
+            match w.mask {
+                Word::MAX => cell.store(w.value, Ordering::Release),
+                0 => {}
+                m => {
+                    let old = cell.load(Ordering::Relaxed);
+                    cell.store((old & !m) | (w.value & m), Ordering::Release);
+                }
+            }
         }
-        let released = (version as usize) << 1;
-        for &(index, _) in &self.owned {
-            self.stm.locks[index].store(released, Ordering::Release);
-        }
-        self.owned.clear();
-        self.writes.clear();
-        Ok(())
-    }
-
-    /// Drops the buffered writes and gives back the locks as they were.
-    pub fn rollback(&mut self) {
-        for &(index, before) in &self.owned {
-            self.stm.locks[index].store(before, Ordering::Release);
+        let released = (t as usize) << 1;
+        for o in &self.owned {
+            LOCKS[o.lock as usize].store(released, Ordering::Release);
         }
         self.owned.clear();
         self.writes.clear();
         self.reads.clear();
+        self.leave_irrevocable();
+        Ok(t)
     }
 
-    /// Runs `body` as a transaction until it commits; its result.
+    /// Drops the buffered writes and gives back the locks as they were.
+    pub fn rollback(&mut self) {
+        for o in &self.owned {
+            LOCKS[o.lock as usize].store(o.before, Ordering::Release);
+        }
+        self.owned.clear();
+        self.writes.clear();
+        self.reads.clear();
+        self.leave_irrevocable();
+    }
+
+    /// Makes the transaction irrevocable: it never aborts from now on. Writers that would
+    /// commit while it runs abort and wait (`wait_irrevocable`); read-only transactions go
+    /// on. Only valid before the transaction has read or written anything.
+    pub fn become_irrevocable(&mut self) {
+        debug_assert!(self.reads.is_empty() && self.owned.is_empty());
+        while IRREVOCABLE.0.compare_exchange(0, self.id, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            backoff_once();
+        }
+        // A writer whose commit takes a later clock value sees the flag; one that took an
+        // earlier one wrote versions inside our snapshot, and holds its locks until then.
+        let t = CLOCK.0.fetch_add(1, Ordering::AcqRel) + 1;
+        self.start = t;
+        self.end = t;
+        self.irrevocable = true;
+    }
+
+    fn leave_irrevocable(&mut self) {
+        if self.irrevocable {
+            self.irrevocable = false;
+            IRREVOCABLE.0.store(0, Ordering::Release);
+        }
+    }
+
+    /// Runs `body` as a transaction until it commits; its result (the Rust interface; the C
+    /// API retries through sigsetjmp instead).
     pub fn atomically<T>(&mut self, mut body: impl FnMut(&mut Self) -> Result<T, Abort>) -> T {
+        let mut attempt = 0u32;
         loop {
+            wait_irrevocable();
             self.begin();
-            match body(self) {
-                Ok(v) => {
-                    if self.commit().is_ok() {
-                        return v;
-                    }
-                }
+            match body(self).and_then(|v| self.commit().map(|_| v)) {
+                Ok(v) => return v,
                 Err(_) => self.rollback(),
             }
+            attempt += 1;
+            backoff(attempt);
+        }
+    }
+}
+
+/// Whether an irrevocable transaction runs.
+#[inline]
+pub fn irrevocable_running() -> bool {
+    IRREVOCABLE.0.load(Ordering::Relaxed) != 0
+}
+
+/// Waits while an irrevocable transaction runs (writers would only abort at commit).
+#[inline]
+pub fn wait_irrevocable() {
+    while irrevocable_running() {
+        backoff_once();
+    }
+}
+
+/// A pause before the next attempt: spins first, then yields the CPU (a conflicting writer
+/// may be descheduled: more threads than cores).
+pub fn backoff(attempt: u32) {
+    if attempt < 4 {
+        for _ in 0..(16u32 << attempt) {
             std::hint::spin_loop();
         }
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+fn backoff_once() {
+    std::hint::spin_loop();
+    std::thread::yield_now();
+}
+
+/// A load outside any transaction that behaves as a one-read transaction that never aborts
+/// (`stm_unit_load`): waits while the location is locked. Returns the value and its version.
+///
+/// # Safety
+/// As `Tx::load`.
+pub unsafe fn unit_load(addr: usize) -> (Word, u64) {
+    let lock = &LOCKS[lock_index(addr)];
+    loop {
+        let l = lock.load(Ordering::Acquire);
+        if l & OWNED != 0 {
+            backoff_once();
+            continue;
+        }
+        // SAFETY: as the caller promises.
+        let value = unsafe { word(addr) }.load(Ordering::Acquire);
+        if lock.load(Ordering::Acquire) == l {
+            return (value, version(l));
+        }
+    }
+}
+
+/// A store outside any transaction (`stm_unit_store2`): takes the lock (waiting while
+/// another holds it); with `newer_than` given, writes only if the location's version is not
+/// above it. Returns whether it wrote, and the location's version after.
+///
+/// # Safety
+/// As `Tx::load`.
+pub unsafe fn unit_store(addr: usize, value: Word, mask: Word, newer_than: Option<u64>) -> (bool, u64) {
+    let lock = &LOCKS[lock_index(addr)];
+    loop {
+        let l = lock.load(Ordering::Acquire);
+        if l & OWNED != 0 {
+            backoff_once();
+            continue;
+        }
+        if let Some(ts) = newer_than
+            && version(l) > ts
+        {
+            return (false, version(l));
+        }
+        // Owner id 0 with bit 0 set: a unit store holds it.
+        if lock.compare_exchange(l, OWNED, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            continue;
+        }
+        let t = CLOCK.0.fetch_add(1, Ordering::AcqRel) + 1;
+        if irrevocable_running() {
+            // Its snapshot must hold: give the lock back untouched and wait, as writers do.
+            lock.store(l, Ordering::Release);
+            wait_irrevocable();
+            continue;
+        }
+        // SAFETY: as the caller promises; we hold the lock.
+        let cell = unsafe { word(addr) };
+        let old = cell.load(Ordering::Relaxed);
+        cell.store((old & !mask) | (value & mask), Ordering::Release);
+        lock.store((t as usize) << 1, Ordering::Release);
+        return (true, t);
     }
 }
 
@@ -234,43 +519,146 @@ impl Tx<'_> {
 mod tests {
     use super::*;
 
+    /// A word with a lock of its own (cells in different lock granules).
+    #[repr(align(64))]
+    struct Cell(AtomicUsize);
+
+    impl Cell {
+        fn new(v: usize) -> Cell {
+            Cell(AtomicUsize::new(v))
+        }
+        fn load(&self, o: Ordering) -> usize {
+            self.0.load(o)
+        }
+        fn as_ptr(&self) -> *mut usize {
+            self.0.as_ptr()
+        }
+    }
+
+    /// Owner ids for the tests, unique across the tests of this binary (they share the
+    /// lock array).
+    fn tx() -> Tx {
+        static NEXT: AtomicUsize = AtomicUsize::new(1000);
+        Tx::new(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+
+    fn at(c: &Cell) -> usize {
+        c.as_ptr() as usize
+    }
+
     #[test]
     fn a_transaction_sees_its_own_writes_and_commits_them() {
-        let stm = Stm::new(10);
-        let mut cell: Word = 5;
-        let p = &mut cell as *mut Word;
-        let mut tx = stm.thread();
-        let seen = tx.atomically(|tx| {
-            // SAFETY: a word on this stack, only this thread touches it.
+        let cell = Cell::new(5);
+        let before = clock();
+        let seen = tx().atomically(|tx| {
+            // SAFETY: a word on this stack, only reached through the STM.
             unsafe {
-                tx.store(p, 7)?;
-                let a = tx.load(p)?;
-                tx.store(p, a + 1)?;
-                tx.load(p)
+                tx.store(at(&cell), 7, !0)?;
+                let a = tx.load(at(&cell))?;
+                tx.store(at(&cell), a + 1, !0)?;
+                tx.load(at(&cell))
             }
         });
         assert_eq!(seen, 8);
-        assert_eq!(cell, 8);
-        assert_eq!(stm.clock(), 1);
+        assert_eq!(cell.load(Ordering::Relaxed), 8);
+        assert!(clock() > before);
+    }
+
+    #[test]
+    fn masked_stores_change_only_their_bits() {
+        let cell = Cell::new(0x1111_2222_3333_4444);
+        let seen = tx().atomically(|tx| {
+            // SAFETY: as above.
+            unsafe {
+                tx.store(at(&cell), 0xAA00, 0xFF00)?;
+                let mid = tx.load(at(&cell))?;
+                tx.store(at(&cell), 0xBB_0000_0000, 0xFF_0000_0000)?;
+                Ok(mid)
+            }
+        });
+        assert_eq!(seen, 0x1111_2222_3333_AA44);
+        assert_eq!(cell.load(Ordering::Relaxed), 0x1111_22BB_3333_AA44);
     }
 
     #[test]
     fn an_aborted_transaction_leaves_memory_and_locks_as_they_were() {
-        let stm = Stm::new(10);
-        let mut cell: Word = 5;
-        let p = &mut cell as *mut Word;
-        let (mut a, mut b) = (stm.thread(), stm.thread());
+        let cell = Cell::new(5);
+        let (mut a, mut b) = (tx(), tx());
         a.begin();
         b.begin();
         // SAFETY: a word on this stack; both contexts run on this thread.
         unsafe {
-            a.store(p, 9).unwrap();
-            assert_eq!(b.load(p), Err(Abort::ReadWrite));
-            assert_eq!(b.store(p, 1), Err(Abort::WriteWrite));
+            a.store(at(&cell), 9, !0).unwrap();
+            assert_eq!(b.load(at(&cell)), Err(Abort::ReadLocked));
+            assert_eq!(b.store(at(&cell), 1, !0), Err(Abort::WriteLocked));
             a.rollback();
-            assert_eq!(b.load(p), Ok(5));
+            assert_eq!(b.load(at(&cell)), Ok(5));
         }
-        assert_eq!(cell, 5);
+        assert_eq!(cell.load(Ordering::Relaxed), 5);
+    }
+
+    #[test]
+    fn a_stale_read_fails_validation_at_commit() {
+        let (x, y) = (Cell::new(1), Cell::new(1));
+        let (mut a, mut b) = (tx(), tx());
+        a.begin();
+        // SAFETY: words on this stack.
+        unsafe {
+            assert_eq!(a.load(at(&x)), Ok(1));
+            b.begin();
+            b.store(at(&x), 2, !0).unwrap();
+            b.commit().unwrap();
+            a.store(at(&y), 5, !0).unwrap();
+        }
+        assert_eq!(a.commit(), Err(Abort::Validate));
+        a.rollback();
+        assert_eq!(y.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_read_newer_than_the_snapshot_extends_it_or_aborts() {
+        let (x, y) = (Cell::new(1), Cell::new(1));
+        let (mut a, mut b) = (tx(), tx());
+        // SAFETY: words on this stack.
+        unsafe {
+            a.begin();
+            assert_eq!(a.load(at(&x)), Ok(1));
+            b.begin();
+            b.store(at(&y), 2, !0).unwrap();
+            b.commit().unwrap();
+            // y is newer, x unchanged: the snapshot extends.
+            assert_eq!(a.load(at(&y)), Ok(2));
+            b.begin();
+            b.store(at(&x), 3, !0).unwrap();
+            b.store(at(&y), 3, !0).unwrap();
+            b.commit().unwrap();
+            // Now x changed too: reading y again cannot extend.
+            assert_eq!(a.load(at(&y)), Err(Abort::ValidateRead));
+            a.rollback();
+            a.begin();
+            a.can_extend = false;
+            b.begin();
+            b.store(at(&y), 4, !0).unwrap();
+            b.commit().unwrap();
+            assert_eq!(a.load(at(&y)), Err(Abort::ValidateRead), "no extension allowed");
+            a.rollback();
+        }
+    }
+
+    #[test]
+    fn unit_operations_respect_versions() {
+        let cell = Cell::new(3);
+        // SAFETY: a word on this stack.
+        unsafe {
+            let (v, ts) = unit_load(at(&cell));
+            assert_eq!(v, 3);
+            let (wrote, t) = unit_store(at(&cell), 4, !0, Some(ts));
+            assert!(wrote && t > ts);
+            let (wrote, t2) = unit_store(at(&cell), 5, !0, Some(ts));
+            assert!(!wrote, "the location is newer than the given timestamp");
+            assert_eq!(t2, t);
+        }
+        assert_eq!(cell.load(Ordering::Relaxed), 4);
     }
 
     /// Opacity and atomicity together: threads move money between accounts at random; every
@@ -280,15 +668,12 @@ mod tests {
     fn concurrent_transfers_never_show_an_inconsistent_snapshot() {
         const ACCOUNTS: usize = 64;
         const TOTAL: Word = ACCOUNTS * 100;
-        let stm = Stm::new(8); // few locks: many share one, more conflicts
-        let accounts: Vec<AtomicUsize> = (0..ACCOUNTS).map(|_| AtomicUsize::new(100)).collect();
-        let addr = |i: usize| accounts[i].as_ptr() as *mut Word;
+        let accounts: Vec<Cell> = (0..ACCOUNTS).map(|_| Cell::new(100)).collect();
         std::thread::scope(|s| {
             for t in 0..4u64 {
-                let stm = &stm;
-                let addr = &addr;
+                let accounts = &accounts;
                 s.spawn(move || {
-                    let mut tx = stm.thread();
+                    let mut tx = tx();
                     let mut seed = t.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
                     let mut next = move || {
                         seed ^= seed << 13;
@@ -300,19 +685,19 @@ mod tests {
                         let (from, to, amount) = (next() % ACCOUNTS, next() % ACCOUNTS, next() % 10);
                         tx.atomically(|tx| {
                             let mut sum = 0;
-                            for i in 0..ACCOUNTS {
+                            for a in accounts {
                                 // SAFETY: the accounts outlive the scope; all access is transactional.
-                                sum += unsafe { tx.load(addr(i))? };
+                                sum += unsafe { tx.load(at(a))? };
                             }
                             assert_eq!(sum, TOTAL, "an inconsistent snapshot");
                             if round % 4 != 0 && from != to {
                                 // SAFETY: as above.
                                 unsafe {
-                                    let f = tx.load(addr(from))?;
+                                    let f = tx.load(at(&accounts[from]))?;
                                     if f >= amount {
-                                        tx.store(addr(from), f - amount)?;
-                                        let g = tx.load(addr(to))?;
-                                        tx.store(addr(to), g + amount)?;
+                                        tx.store(at(&accounts[from]), f - amount, !0)?;
+                                        let g = tx.load(at(&accounts[to]))?;
+                                        tx.store(at(&accounts[to]), g + amount, !0)?;
                                     }
                                 }
                             }
@@ -323,5 +708,43 @@ mod tests {
             }
         });
         assert_eq!(accounts.iter().map(|a| a.load(Ordering::Relaxed)).sum::<Word>(), TOTAL);
+    }
+
+    /// An irrevocable transaction never aborts while writers run beside it, and its effects
+    /// and theirs all land.
+    #[test]
+    fn an_irrevocable_transaction_runs_to_completion_beside_writers() {
+        let counter = Cell::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    let mut tx = tx();
+                    for _ in 0..2000 {
+                        tx.atomically(|tx| {
+                            // SAFETY: a word that outlives the scope, reached through the STM.
+                            unsafe {
+                                let v = tx.load(at(&counter))?;
+                                tx.store(at(&counter), v + 1, !0)
+                            }
+                        });
+                    }
+                });
+            }
+            s.spawn(|| {
+                let mut tx = tx();
+                for _ in 0..200 {
+                    wait_irrevocable();
+                    tx.begin();
+                    tx.become_irrevocable();
+                    // SAFETY: as above.
+                    unsafe {
+                        let v = tx.load(at(&counter)).expect("irrevocable reads never abort");
+                        tx.store(at(&counter), v + 1, !0).expect("irrevocable writes never abort");
+                    }
+                    tx.commit().expect("irrevocable commits never abort");
+                }
+            });
+        });
+        assert_eq!(counter.load(Ordering::Relaxed), 3 * 2000 + 200);
     }
 }

@@ -1,5 +1,7 @@
-//! sharemap's software transactional memory, the core of `libsharemap_stm` (issue 17; the
-//! TinySTM-compatible C API and STMap's mapping come on top of it).
+//! sharemap's software transactional memory, `libsharemap_stm`: a word-based STM with the C
+//! API of TinySTM 1.0.5 (headers in `include/stm`, TL2's macro layer in `include/stm-tl2`),
+//! and STMap (seed 002) built in: sharing detection on the load/store path, online thread
+//! mapping, and data mapping (docs/stm.md).
 //!
 //! Design, as the best word-based STMs (TinySTM's write-back, encounter-time locking; LSA's
 //! snapshot extension):
@@ -12,6 +14,13 @@
 //!   snapshot extends it when every read so far is still valid, else the transaction aborts.
 //!   Every value a transaction sees belongs to one consistent snapshot (opacity).
 
-mod core;
+pub mod capi;
+pub mod core;
+pub mod hooks;
+pub mod mem;
+pub mod stats;
+pub mod stmap;
+pub mod thread;
+pub mod wrappers;
 
-pub use crate::core::{Abort, Stm, Tx, Word};
+pub use crate::core::{Abort, Tx, Word};

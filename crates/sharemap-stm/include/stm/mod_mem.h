@@ -1,0 +1,25 @@
+/* sharemap's STM: transactional allocation (TinySTM's mod_mem.h). Memory allocated in a
+ * transaction that aborts is freed; memory freed in a transaction is released only if it
+ * commits, and only once no running transaction can still reach it. */
+#ifndef SHAREMAP_STM_MOD_MEM_H
+#define SHAREMAP_STM_MOD_MEM_H
+
+#include <stddef.h>
+#include "stm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+void *stm_malloc(size_t size);
+void *stm_calloc(size_t nm, size_t size);
+/* With size > 0 the block's words are also locked, so that concurrent readers conflict. */
+void stm_free(void *addr, size_t size);
+/* Call once after stm_init; the argument is accepted for compatibility. */
+void mod_mem_init(int gc);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

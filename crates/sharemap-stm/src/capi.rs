@@ -1,0 +1,546 @@
+//! The C API of TinySTM 1.0.5 (`stm.h`): programs written for it build and run against
+//! `libsharemap_stm` unchanged.
+//!
+//! A transaction starts with `stm_start`, which returns the environment the client saves
+//! with `sigsetjmp`; on abort the library rolls back, begins the next attempt itself and
+//! jumps back there with `siglongjmp(env, reason | STM_PATH_INSTRUMENTED)` (with `no_retry`
+//! it returns instead and the call reports failure). Nesting is flat. The functions that
+//! may jump keep no value with a destructor alive across the jump.
+
+use crate::core::{self, Abort, Word};
+use crate::thread::{self, SigJmpBuf, Status, Thread, bump};
+use crate::{hooks, mem, stats, stmap};
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, Once, OnceLock};
+
+pub const PATH_INSTRUMENTED: c_int = 0x01;
+pub const ABORT_EXPLICIT: c_int = 1 << 5;
+pub const ABORT_NO_RETRY: c_int = (1 << 5) | (1 << 8);
+pub const ABORT_IRREVOCABLE: c_int = (1 << 6) | (9 << 8);
+pub const ABORT_OTHER: c_int = (1 << 6) | (0xF << 8);
+
+/// Bits of `stm_tx_attr_t` (id:16, read_only, visible_reads, no_retry, no_extend).
+const ATTR_NO_RETRY: i32 = 1 << 18;
+const ATTR_NO_EXTEND: i32 = 1 << 19;
+
+unsafe extern "C" {
+    fn siglongjmp(env: *mut SigJmpBuf, val: c_int) -> !;
+}
+
+static INIT: Once = Once::new();
+/// A serial irrevocable transaction runs: others wait before they start.
+static SERIAL: AtomicBool = AtomicBool::new(false);
+
+/// Reads the configuration and sets STMap up, once (`stm_init`, or the first thread).
+pub fn ensure_init() {
+    INIT.call_once(stmap::init);
+}
+
+// ---------------------------------------------------------------------------------------
+// Callbacks (stm_register): up to 16 sets, registered before the threads that use them.
+
+type Callback = Option<extern "C" fn(*mut c_void)>;
+
+#[derive(Clone, Copy)]
+struct Callbacks {
+    init: Callback,
+    exit: Callback,
+    start: Callback,
+    precommit: Callback,
+    commit: Callback,
+    abort: Callback,
+    arg: *mut c_void,
+}
+
+// SAFETY: the argument is the client's, handed back to its callbacks on any thread, as
+// TinySTM does.
+unsafe impl Send for Callbacks {}
+// SAFETY: as above; the set is never changed once registered.
+unsafe impl Sync for Callbacks {}
+
+const MAX_CALLBACKS: usize = 16;
+static CALLBACKS: [OnceLock<Callbacks>; MAX_CALLBACKS] = [const { OnceLock::new() }; MAX_CALLBACKS];
+/// How many are registered: the hot path reads this alone.
+static NB_CALLBACKS: AtomicUsize = AtomicUsize::new(0);
+static REGISTERING: Mutex<()> = Mutex::new(());
+
+#[inline]
+fn each_callback(pick: impl Fn(&Callbacks) -> Callback) {
+    let n = NB_CALLBACKS.load(Ordering::Acquire);
+    for c in CALLBACKS[..n].iter().filter_map(OnceLock::get) {
+        if let Some(f) = pick(c) {
+            f(c.arg);
+        }
+    }
+}
+
+pub fn on_thread_init() {
+    each_callback(|c| c.init);
+}
+
+pub fn on_thread_exit() {
+    each_callback(|c| c.exit);
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_register(
+    init: Callback,
+    exit: Callback,
+    start: Callback,
+    precommit: Callback,
+    commit: Callback,
+    abort: Callback,
+    arg: *mut c_void,
+) -> c_int {
+    let Ok(_guard) = REGISTERING.lock() else { return 0 };
+    let n = NB_CALLBACKS.load(Ordering::Relaxed);
+    if n >= MAX_CALLBACKS || CALLBACKS[n].set(Callbacks { init, exit, start, precommit, commit, abort, arg }).is_err() {
+        return 0;
+    }
+    NB_CALLBACKS.store(n + 1, Ordering::Release);
+    // A thread already registered gets its init callback now, as it would have.
+    if let Some(f) = init
+        && !thread::current().is_null()
+    {
+        f(arg);
+    }
+    1
+}
+
+// ---------------------------------------------------------------------------------------
+// Threads.
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_init() {
+    ensure_init();
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_exit() {
+    stmap::finish();
+    mem::reclaim_all_global();
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_init_thread() -> *mut Thread {
+    thread::init_thread()
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_exit_thread() {
+    thread::exit_thread();
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_current_tx() -> *mut Thread {
+    thread::current()
+}
+
+/// The calling thread, registered if it was not.
+#[inline]
+fn me() -> &'static mut Thread {
+    let mut p = thread::current();
+    if p.is_null() {
+        p = thread::init_thread();
+    }
+    // SAFETY: the pointer is the calling thread's own, live until it exits the STM; no
+    // other reference to it is held across calls.
+    unsafe { &mut *p }
+}
+
+// ---------------------------------------------------------------------------------------
+// Transactions.
+
+/// Begins an attempt of the outermost transaction.
+fn begin_attempt(th: &mut Thread) {
+    if SERIAL.load(Ordering::Relaxed) {
+        core::wait_irrevocable();
+    }
+    th.tx.begin();
+    th.tx.can_extend = th.attr & ATTR_NO_EXTEND == 0;
+    if th.irrevocable_next != 0 {
+        let serial = th.irrevocable_next == 2;
+        th.irrevocable_next = 0;
+        th.tx.become_irrevocable();
+        SERIAL.store(serial, Ordering::Relaxed);
+    }
+    th.nesting = 1;
+    th.status = Status::Active;
+    mem::publish_start(th);
+    stmap::on_start(th);
+    stats::on_start(th);
+    hooks::event(hooks::TX_BEGIN, (th.attr & 0xFFFF) as u16);
+    each_callback(|c| c.start);
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_start(attr: i32) -> *mut SigJmpBuf {
+    let th = me();
+    if th.nesting > 0 {
+        th.nesting += 1;
+        return null_mut();
+    }
+    th.attr = attr;
+    th.retries = 0;
+    begin_attempt(th);
+    &mut th.env
+}
+
+/// Rolls the transaction back for `reason`; unless it may not retry, begins the next
+/// attempt and jumps back to the client's sigsetjmp. Returns only without retry.
+fn abort_with(th: &mut Thread, reason: c_int) {
+    if th.tx.is_irrevocable() {
+        SERIAL.store(false, Ordering::Relaxed);
+    }
+    th.tx.rollback();
+    th.mem.on_abort();
+    mem::publish_end(th);
+    let slot = th.slot();
+    bump(&slot.aborts);
+    bump(&slot.aborts_by[((reason >> 8) & 0xF) as usize]);
+    th.retries += 1;
+    hooks::event(hooks::TX_ABORT, (th.attr & 0xFFFF) as u16);
+    th.status = Status::Aborted;
+    each_callback(|c| c.abort);
+    if th.attr & ATTR_NO_RETRY != 0 || reason & ABORT_NO_RETRY == ABORT_NO_RETRY {
+        th.nesting = 0;
+        return;
+    }
+    if th.irrevocable_next == 0 {
+        // A writer gave way to an irrevocable transaction: wait for it rather than abort
+        // again at the next commit.
+        core::wait_irrevocable();
+    }
+    core::backoff(th.retries.min(32) as u32);
+    begin_attempt(th);
+    let env: *mut SigJmpBuf = &mut th.env;
+    // SAFETY: env was filled by the client's sigsetjmp after stm_start, in a frame that is
+    // still live (the transaction runs inside it); no destructor is pending here.
+    unsafe { siglongjmp(env, reason | PATH_INSTRUMENTED) }
+}
+
+fn abort_reason(a: Abort) -> c_int {
+    a.code()
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_commit() -> c_int {
+    let th = me();
+    if th.nesting > 1 {
+        th.nesting -= 1;
+        return 1;
+    }
+    if th.nesting == 0 {
+        return 0;
+    }
+    each_callback(|c| c.precommit);
+    let irrevocable = th.tx.is_irrevocable();
+    match th.tx.commit() {
+        Ok(version) => {
+            if irrevocable {
+                SERIAL.store(false, Ordering::Relaxed);
+            }
+            th.mem.on_commit(version);
+            mem::publish_end(th);
+            let slot = th.slot();
+            bump(&slot.commits);
+            if th.retries > slot.max_retries.load(Ordering::Relaxed) {
+                slot.max_retries.store(th.retries, Ordering::Relaxed);
+            }
+            stats::on_commit(th);
+            hooks::event(hooks::TX_COMMIT, (th.attr & 0xFFFF) as u16);
+            th.nesting = 0;
+            th.status = Status::Committed;
+            each_callback(|c| c.commit);
+            1
+        }
+        Err(a) => {
+            abort_with(th, abort_reason(a));
+            0
+        }
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_abort(reason: c_int) {
+    let th = me();
+    if th.nesting == 0 {
+        return;
+    }
+    abort_with(th, reason | ABORT_EXPLICIT);
+}
+
+/// The transactional load behind `stm_load` and the wrappers.
+#[inline]
+pub fn load_word(th: &mut Thread, addr: usize) -> Word {
+    if th.nesting == 0 {
+        // Outside a transaction: a unit load (consistent, never aborts).
+        // SAFETY: the client passes a valid aligned word, as stm_load requires.
+        return unsafe { core::unit_load(addr) }.0;
+    }
+    stmap::on_access(th, addr);
+    hooks::access(false, addr);
+    // SAFETY: as above.
+    match unsafe { th.tx.load(addr) } {
+        Ok(v) => v,
+        Err(a) => {
+            abort_with(th, abort_reason(a));
+            0
+        }
+    }
+}
+
+/// The transactional store behind `stm_store`, `stm_store2` and the wrappers.
+#[inline]
+pub fn store_word(th: &mut Thread, addr: usize, value: Word, mask: Word) {
+    if th.nesting == 0 {
+        // SAFETY: the client passes a valid aligned word, as stm_store requires.
+        unsafe { core::unit_store(addr, value, mask, None) };
+        return;
+    }
+    stmap::on_access(th, addr);
+    hooks::access(true, addr);
+    // SAFETY: as above.
+    if let Err(a) = unsafe { th.tx.store(addr, value, mask) } {
+        abort_with(th, abort_reason(a));
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_load(addr: *const Word) -> Word {
+    load_word(me(), addr as usize)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_store(addr: *mut Word, value: Word) {
+    store_word(me(), addr as usize, value, Word::MAX);
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_store2(addr: *mut Word, value: Word, mask: Word) {
+    store_word(me(), addr as usize, value, mask);
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_active() -> c_int {
+    let p = thread::current();
+    // SAFETY: the calling thread's own state.
+    (!p.is_null() && unsafe { (*p).status } == Status::Active) as c_int
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_aborted() -> c_int {
+    let p = thread::current();
+    // SAFETY: as above.
+    (!p.is_null() && unsafe { (*p).status } == Status::Aborted) as c_int
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_irrevocable() -> c_int {
+    let p = thread::current();
+    // SAFETY: as above.
+    (!p.is_null() && unsafe { (*p).nesting > 0 && (*p).tx.is_irrevocable() }) as c_int
+}
+
+/// Transactions are never killed by others here (the contention manager is suicide).
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_killed() -> c_int {
+    0
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_get_env() -> *mut SigJmpBuf {
+    let th = me();
+    if th.nesting > 0 { null_mut() } else { &mut th.env }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_get_attributes() -> i32 {
+    me().attr
+}
+
+/// Enters irrevocable mode: at once when the transaction has touched nothing yet, else by
+/// aborting and starting again irrevocable. Outside a transaction, the thread's next one
+/// starts irrevocable. Serial mode also holds back transactions that have not started.
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_set_irrevocable(serial: c_int) -> c_int {
+    let th = me();
+    let mode = if serial != 0 { 2 } else { 1 };
+    if th.nesting == 0 {
+        th.irrevocable_next = mode;
+        return 1;
+    }
+    if th.tx.is_irrevocable() {
+        return 1;
+    }
+    if th.tx.set_sizes() == (0, 0, 0) {
+        th.tx.become_irrevocable();
+        SERIAL.store(mode == 2, Ordering::Relaxed);
+        return 1;
+    }
+    th.irrevocable_next = mode;
+    abort_with(th, ABORT_IRREVOCABLE);
+    0
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_get_clock() -> Word {
+    core::clock() as Word
+}
+
+/// # Safety
+/// `addr` is a valid aligned word; `timestamp` is null or valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_unit_load(addr: *const Word, timestamp: *mut Word) -> Word {
+    // SAFETY: as the caller promises.
+    let (v, ts) = unsafe { core::unit_load(addr as usize) };
+    if !timestamp.is_null() {
+        // SAFETY: as the caller promises.
+        unsafe { *timestamp = ts as Word };
+    }
+    v
+}
+
+/// # Safety
+/// As `stm_unit_load`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_unit_store(addr: *mut Word, value: Word, timestamp: *mut Word) -> c_int {
+    // SAFETY: as the caller promises.
+    unsafe { stm_unit_store2(addr, value, Word::MAX, timestamp) }
+}
+
+/// # Safety
+/// As `stm_unit_load`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_unit_store2(addr: *mut Word, value: Word, mask: Word, timestamp: *mut Word) -> c_int {
+    // SAFETY: as the caller promises.
+    let bound = (!timestamp.is_null()).then(|| unsafe { *timestamp } as u64);
+    // SAFETY: as the caller promises.
+    let (wrote, ts) = unsafe { core::unit_store(addr as usize, value, mask, bound) };
+    if !timestamp.is_null() {
+        // SAFETY: as the caller promises.
+        unsafe { *timestamp = ts as Word };
+    }
+    wrote as c_int
+}
+
+/// # Safety
+/// `timestamp` is null or valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_set_extension(enable: c_int, timestamp: *mut Word) {
+    let th = me();
+    th.tx.can_extend = enable != 0;
+    if !timestamp.is_null() {
+        // SAFETY: as the caller promises.
+        th.tx.bound_end(unsafe { *timestamp } as u64);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Thread-specific data.
+
+static NB_SPECIFIC: AtomicUsize = AtomicUsize::new(0);
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_create_specific() -> c_int {
+    let k = NB_SPECIFIC.fetch_add(1, Ordering::Relaxed);
+    if k >= thread::MAX_SPECIFIC {
+        NB_SPECIFIC.fetch_sub(1, Ordering::Relaxed);
+        return -1;
+    }
+    k as c_int
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_get_specific(key: c_int) -> *mut c_void {
+    usize::try_from(key).ok().and_then(|k| me().specific.get(k).copied()).unwrap_or(null_mut())
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_set_specific(key: c_int, data: *mut c_void) {
+    if let Some(s) = usize::try_from(key).ok().and_then(|k| me().specific.get_mut(k)) {
+        *s = data;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Parameters and statistics.
+
+const COMPILE_FLAGS: &CStr = c"sharemap-stm: DESIGN=WRITE_BACK_ETL CM=CM_SUICIDE(+backoff) LOCK_ARRAY_LOG_SIZE=20 LOCK_SHIFT_EXTRA=2 IRREVOCABLE_ENABLED EPOCH_GC STMAP";
+
+/// # Safety
+/// `name` is a NUL-terminated string; `val` points to storage of the parameter's type.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_get_parameter(name: *const c_char, val: *mut c_void) -> c_int {
+    if name.is_null() || val.is_null() {
+        return 0;
+    }
+    // SAFETY: as the caller promises.
+    let name = unsafe { CStr::from_ptr(name) }.to_bytes();
+    let text: Option<&'static CStr> = match name {
+        b"compile_flags" => Some(COMPILE_FLAGS),
+        b"design" => Some(c"WRITE-BACK (ETL)"),
+        b"contention_manager" => Some(c"SUICIDE"),
+        _ => None,
+    };
+    if let Some(t) = text {
+        // SAFETY: as the caller promises: a `const char *` to fill.
+        unsafe { *(val as *mut *const c_char) = t.as_ptr() };
+        return 1;
+    }
+    let number: Option<c_int> = match name {
+        b"initial_rw_set_size" => Some(1024),
+        b"stmap_si" => Some(stmap::config().si as c_int),
+        b"stmap_mi" => Some(stmap::config().mi.min(c_int::MAX as u64) as c_int),
+        _ => None,
+    };
+    match number {
+        Some(n) => {
+            // SAFETY: as the caller promises: an int to fill.
+            unsafe { *(val as *mut c_int) = n };
+            1
+        }
+        None => 0,
+    }
+}
+
+/// No parameter can be changed while running (TinySTM's contention-manager callbacks do
+/// not apply to this design): always 0.
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_set_parameter(_name: *const c_char, _val: *mut c_void) -> c_int {
+    0
+}
+
+/// # Safety
+/// `name` is a NUL-terminated string; `val` points to storage of the statistic's type
+/// (unsigned int for set sizes, int for read_only and the STMap flags, unsigned long for
+/// counters).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_get_stats(name: *const c_char, val: *mut c_void) -> c_int {
+    if name.is_null() || val.is_null() {
+        return 0;
+    }
+    // SAFETY: as the caller promises.
+    let name = unsafe { CStr::from_ptr(name) }.to_bytes();
+    let th = me();
+    match stats::thread_stat(th, name) {
+        Some(stats::Value::UInt(v)) => {
+            // SAFETY: as the caller promises.
+            unsafe { *(val as *mut u32) = v };
+            1
+        }
+        Some(stats::Value::Int(v)) => {
+            // SAFETY: as the caller promises.
+            unsafe { *(val as *mut c_int) = v };
+            1
+        }
+        Some(stats::Value::ULong(v)) => {
+            // SAFETY: as the caller promises.
+            unsafe { *(val as *mut u64) = v };
+            1
+        }
+        None => 0,
+    }
+}

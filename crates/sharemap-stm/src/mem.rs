@@ -1,0 +1,170 @@
+//! Transactional allocation (TinySTM's `mod_mem.h`): `stm_malloc` inside a transaction is
+//! undone if it aborts; `stm_free` takes effect only if it commits, and the memory goes back
+//! to the allocator only once no transaction that could still reach it runs (epoch-based:
+//! every running transaction started after the free committed).
+//!
+//! `stm_free(addr, size)` with a size also writes the block's words (mask 0, values kept),
+//! so transactions reading it concurrently conflict, as in TinySTM.
+
+use crate::capi;
+use crate::thread::{SLOTS, Thread};
+use std::ffi::{c_int, c_void};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set by `mod_mem_init` (or the first transactional free): threads then publish the start
+/// of each transaction with a full fence, so reclamation never misses a reader.
+static GC: AtomicBool = AtomicBool::new(false);
+/// Blocks of threads that exited before their frees were safe: (commit version, block).
+static ORPHANS: Mutex<Vec<(u64, usize)>> = Mutex::new(Vec::new());
+
+/// Blocks a thread keeps before it tries to give them back.
+const RECLAIM_BATCH: usize = 64;
+
+#[derive(Default)]
+pub struct ThreadMem {
+    /// Allocated by the running transaction.
+    allocs: Vec<usize>,
+    /// Freed by the running transaction.
+    frees: Vec<usize>,
+    /// Freed by committed transactions, with their commit version.
+    limbo: Vec<(u64, usize)>,
+}
+
+fn free(p: usize) {
+    // SAFETY: p came from malloc (through stm_malloc or the program) and is freed once.
+    unsafe { libc::free(p as *mut c_void) }
+}
+
+impl ThreadMem {
+    pub fn on_abort(&mut self) {
+        for p in self.allocs.drain(..) {
+            free(p);
+        }
+        self.frees.clear();
+    }
+
+    pub fn on_commit(&mut self, version: u64) {
+        self.allocs.clear();
+        if self.frees.is_empty() {
+            return;
+        }
+        // A read-only transaction's frees: tag them with the clock now.
+        let v = if version == 0 { crate::core::clock() } else { version };
+        self.limbo.extend(self.frees.drain(..).map(|p| (v, p)));
+        if self.limbo.len() >= RECLAIM_BATCH {
+            reclaim(&mut self.limbo);
+        }
+    }
+
+    /// The thread leaves: what is not yet safe to free waits in a global list.
+    pub fn exit(&mut self) {
+        reclaim(&mut self.limbo);
+        if !self.limbo.is_empty()
+            && let Ok(mut o) = ORPHANS.lock()
+        {
+            o.append(&mut self.limbo);
+        }
+    }
+}
+
+/// The oldest start among running transactions.
+fn oldest_running() -> u64 {
+    SLOTS.iter().map(|s| s.active_since.load(Ordering::SeqCst)).min().unwrap_or(u64::MAX)
+}
+
+/// Frees the blocks no running transaction can reach: freed at or before the oldest start.
+fn reclaim(list: &mut Vec<(u64, usize)>) {
+    let oldest = oldest_running();
+    list.retain(|&(v, p)| {
+        if v <= oldest {
+            free(p);
+            false
+        } else {
+            true
+        }
+    });
+}
+
+/// At `stm_exit`, when every transactional thread has finished: frees what waited.
+pub fn reclaim_all_global() {
+    if let Ok(mut o) = ORPHANS.lock() {
+        reclaim(&mut o);
+    }
+}
+
+/// Publishes the start of the calling thread's transaction for reclamation.
+#[inline]
+pub fn publish_start(th: &Thread) {
+    let slot = th.slot();
+    if GC.load(Ordering::Relaxed) {
+        slot.active_since.swap(th.tx.start(), Ordering::SeqCst);
+    } else {
+        slot.active_since.store(th.tx.start(), Ordering::Relaxed);
+    }
+}
+
+#[inline]
+pub fn publish_end(th: &Thread) {
+    th.slot().active_since.store(u64::MAX, Ordering::Release);
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn mod_mem_init(_gc: c_int) {
+    GC.store(true, Ordering::SeqCst);
+}
+
+fn in_tx() -> Option<&'static mut Thread> {
+    let p = crate::thread::current();
+    // SAFETY: the calling thread's own state.
+    (!p.is_null()).then(|| unsafe { &mut *p }).filter(|th| th.nesting > 0)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_malloc(size: usize) -> *mut c_void {
+    // SAFETY: malloc has no preconditions.
+    let p = unsafe { libc::malloc(size) };
+    if !p.is_null()
+        && let Some(th) = in_tx()
+    {
+        th.mem.allocs.push(p as usize);
+    }
+    p
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_calloc(nm: usize, size: usize) -> *mut c_void {
+    // SAFETY: calloc has no preconditions.
+    let p = unsafe { libc::calloc(nm, size) };
+    if !p.is_null()
+        && let Some(th) = in_tx()
+    {
+        th.mem.allocs.push(p as usize);
+    }
+    p
+}
+
+/// # Safety
+/// `addr` came from `malloc`/`stm_malloc` and is freed once; `size` bytes of it are valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_free(addr: *mut c_void, size: usize) {
+    if addr.is_null() {
+        return;
+    }
+    let Some(th) = in_tx() else {
+        free(addr as usize);
+        return;
+    };
+    if !GC.load(Ordering::Relaxed) {
+        GC.store(true, Ordering::SeqCst);
+    }
+    // Take the block's locks (mask 0 writes nothing): readers of it now conflict.
+    let start = addr as usize & !7;
+    let end = addr as usize + size;
+    let mut w = start;
+    while w < end {
+        capi::store_word(th, w, 0, 0);
+        w += 8;
+    }
+    th.mem.frees.push(addr as usize);
+}

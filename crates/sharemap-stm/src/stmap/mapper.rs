@@ -1,0 +1,390 @@
+//! STMap's decisions, taken every mapping interval by the thread whose sample crosses it:
+//!
+//! 1. Equation 1: mapping is enabled when fewer than `da` distinct addresses were seen, else
+//!    when the commit ratio (over all threads, since the last decision) is below the abort
+//!    ratio.
+//! 2. The sharing since the last decision, added to half of what was seen before (older
+//!    sharing fades, so a phase change shows within a few intervals).
+//! 3. The mapping-potential gate (sharemap-mapping): below its threshold a migration cannot
+//!    pay, and threads stay where they are.
+//! 4. sharemap's default algorithm maps the threads on the live topology; the threads move
+//!    only if the current mapping costs more than the new one by the hysteresis margin, at
+//!    two decisions in a row (the first mapping, and threads new since, at once).
+//!    Each decision that keeps the mapping doubles the interval (up to 64 MI); a remap
+//!    resets it.
+//! 5. Data mapping: pages one thread dominates (at least half of their samples) move to the
+//!    node of that thread's CPU (move_pages), on hosts with several NUMA nodes.
+
+use super::{Config, Stmap, table};
+use crate::thread::{self, SLOTS};
+use sharemap_core::SharingMatrix;
+use sharemap_machine::Machine;
+use sharemap_mapping::{CostModel, PairCosts, mapping_cost, potential};
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Samples a page needs before its dominant thread counts.
+const PAGE_MIN_SAMPLES: u32 = 4;
+/// The share of a page's samples its thread must have made (a lower bound).
+const PAGE_SHARE: f64 = 0.5;
+/// The longest interval, in mapping intervals.
+const MAX_INTERVAL_FACTOR: u64 = 64;
+
+static DECISIONS: AtomicU64 = AtomicU64::new(0);
+static REMAPS: AtomicU64 = AtomicU64::new(0);
+static MIGRATIONS: AtomicU64 = AtomicU64::new(0);
+static PAGES_MOVED: AtomicU64 = AtomicU64::new(0);
+
+pub struct Counters {
+    pub decisions: u64,
+    pub remaps: u64,
+    pub migrations: u64,
+    pub pages_moved: u64,
+}
+
+pub fn counters() -> Counters {
+    Counters {
+        decisions: DECISIONS.load(Ordering::Relaxed),
+        remaps: REMAPS.load(Ordering::Relaxed),
+        migrations: MIGRATIONS.load(Ordering::Relaxed),
+        pages_moved: PAGES_MOVED.load(Ordering::Relaxed),
+    }
+}
+
+/// The host's NUMA nodes (from sysfs; 1 when it has none listed).
+fn numa_nodes() -> usize {
+    std::fs::read_dir("/sys/devices/system/node")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    let n = e.file_name();
+                    let n = n.to_string_lossy();
+                    n.strip_prefix("node").is_some_and(|k| k.parse::<u32>().is_ok())
+                })
+                .count()
+        })
+        .unwrap_or(1)
+        .max(1)
+}
+
+pub fn data_mapping_wanted(config: &Config) -> bool {
+    config.pin && config.data.unwrap_or_else(|| numa_nodes() > 1)
+}
+
+struct Topology {
+    machine: Machine,
+    costs: PairCosts,
+    /// The default algorithm computes its starting points in parallel with rayon: one pool
+    /// thread of our own, so the program does not get a worker per CPU.
+    pool: rayon::ThreadPool,
+}
+
+struct State {
+    topology: Option<Topology>,
+    /// Why there is no topology (said once).
+    topology_error: Option<String>,
+    /// Matrix counts at the last decision.
+    previous: Vec<u64>,
+    previous_n: usize,
+    recent: SharingMatrix,
+    /// Each thread's logical PU, since the last remap.
+    current: Option<Vec<usize>>,
+    /// A better mapping seen at the last decision, not yet confirmed.
+    pending: Option<Vec<usize>>,
+    interval: u64,
+    commits: u64,
+    aborts: u64,
+    samples: u64,
+}
+
+static MAPPER: Mutex<Option<State>> = Mutex::new(None);
+
+fn log(config: &Config, line: &str) {
+    if config.verbose {
+        eprintln!("sharemap-stm: {line}");
+    }
+}
+
+/// Pins the calling thread to OS CPU `cpu` (nothing for -1).
+pub fn pin_self(cpu: i32) {
+    let Ok(cpu) = usize::try_from(cpu) else { return };
+    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET stays within it for cpu < CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+            return;
+        }
+        libc::CPU_SET(cpu, &mut set);
+        libc::pthread_setaffinity_np(libc::pthread_self(), std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// Takes a decision if it is due and no other thread is taking one.
+pub fn decide(s: &Stmap, total: u64) {
+    let Ok(mut guard) = MAPPER.try_lock() else { return };
+    if total < s.next_decision.load(Ordering::Relaxed) {
+        return;
+    }
+    let st = guard.get_or_insert_with(|| State {
+        topology: None,
+        topology_error: None,
+        previous: Vec::new(),
+        previous_n: 0,
+        recent: SharingMatrix::new(0),
+        current: None,
+        pending: None,
+        interval: s.config.mi,
+        commits: 0,
+        aborts: 0,
+        samples: 0,
+    });
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| st.decide(s, total)));
+    if outcome.is_err() {
+        eprintln!("sharemap-stm: STMap's mapper failed: no further decisions");
+        s.next_decision.store(u64::MAX, Ordering::Relaxed);
+        return;
+    }
+    s.next_decision.store(total.saturating_add(st.interval), Ordering::Relaxed);
+}
+
+impl State {
+    fn topology(&mut self, config: &Config) -> Option<&Topology> {
+        if self.topology.is_none() && self.topology_error.is_none() {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(1).thread_name(|_| "sharemap-stmap".into()).build();
+            match (Machine::live_sysfs(), pool) {
+                (Ok(machine), Ok(pool)) => {
+                    let costs = PairCosts::new(&machine, CostModel::Latency);
+                    self.topology = Some(Topology { machine, costs, pool });
+                }
+                (Err(e), _) => {
+                    let why = format!("cannot read this host's topology ({}): threads stay where they are", e.0);
+                    log(config, &why);
+                    self.topology_error = Some(why);
+                }
+                (_, Err(e)) => {
+                    let why = format!("cannot start the mapping thread ({e}): threads stay where they are");
+                    log(config, &why);
+                    self.topology_error = Some(why);
+                }
+            }
+        }
+        self.topology.as_ref()
+    }
+
+    fn grow_interval(&mut self, mi: u64) {
+        self.interval = (self.interval.saturating_mul(2)).min(mi.saturating_mul(MAX_INTERVAL_FACTOR));
+    }
+
+    /// The matrix since the last decision, added to half of the previous one.
+    fn update_recent(&mut self, s: &Stmap, n: usize) {
+        let counts = s.sharing.counts(n);
+        let old = std::mem::replace(&mut self.recent, SharingMatrix::new(n));
+        for i in 0..n {
+            for j in 0..i {
+                let before = if i < self.previous_n { self.previous[i * self.previous_n + j] } else { 0 };
+                let faded = if i < old.threads() { old.get(i, j) / 2.0 } else { 0.0 };
+                self.recent.add(i, j, faded + (counts[i * n + j] - before) as f64);
+            }
+        }
+        self.previous = counts;
+        self.previous_n = n;
+    }
+
+    fn decide(&mut self, s: &Stmap, total: u64) {
+        let config = &s.config;
+        let number = DECISIONS.fetch_add(1, Ordering::Relaxed) + 1;
+        let n = thread::slots_in_use().min(table::MAX_THREADS);
+        self.update_recent(s, n);
+        let commits: u64 = SLOTS.iter().map(|x| x.commits.load(Ordering::Relaxed)).sum();
+        let aborts: u64 = SLOTS.iter().map(|x| x.aborts.load(Ordering::Relaxed)).sum();
+        let samples = s.samples.load(Ordering::Relaxed);
+        let (dc, da_, ds) = (commits - self.commits, aborts - self.aborts, samples - self.samples);
+        (self.commits, self.aborts, self.samples) = (commits, aborts, samples);
+        let distinct = s.sharing.distinct();
+        let attempts = (dc + da_).max(1) as f64;
+        let (cr, ar) = (dc as f64 / attempts, da_ as f64 / attempts);
+        let mut line = format!(
+            "decision {number} at {total} accesses: {n} threads, {distinct} distinct addresses, commit ratio {cr:.3}, abort ratio {ar:.3}"
+        );
+        // Equation 1.
+        let enable = distinct < config.da_threshold || cr < ar;
+        if !enable {
+            let _ = write!(line, " -> mapping disabled (Equation 1)");
+            log(config, &line);
+            self.grow_interval(config.mi);
+            return;
+        }
+        if !config.pin {
+            let _ = write!(line, " -> mapping enabled (Equation 1); detection only (SHAREMAP_STMAP=detect)");
+            log(config, &line);
+            self.grow_interval(config.mi);
+            return;
+        }
+        let recent = self.recent.clone();
+        let current = self.current.clone();
+        if self.topology(config).is_none() {
+            return;
+        }
+        let topo = self.topology.as_ref().expect("just built");
+        if n < 2 || topo.machine.pu_count() < 2 {
+            let _ = write!(line, " -> nothing to map");
+            log(config, &line);
+            self.grow_interval(config.mi);
+            return;
+        }
+        let gate = potential::gate(&recent, &topo.machine, &topo.costs, ds.max(1));
+        let algorithm = sharemap_mapping::build("sharemap", 0).expect("the default algorithm is registered");
+        let Ok(candidate) = topo.pool.install(|| algorithm.map(&recent, &topo.machine, &topo.costs)) else {
+            log(config, &format!("{line} -> the default algorithm could not map"));
+            return;
+        };
+        let new_cost = mapping_cost(&recent, &candidate, &topo.costs);
+        let current_cost = current.as_ref().filter(|c| c.len() == n).map(|c| mapping_cost(&recent, c, &topo.costs));
+        let _ = write!(line, "; potential {gate:.3}");
+        let pending = self.pending.take();
+        let (remap, candidate) = match current_cost {
+            _ if gate < config.gate => {
+                let _ = write!(line, " below {:.3}: threads stay", config.gate);
+                (false, candidate)
+            }
+            None => (true, candidate),
+            Some(c) if c <= new_cost * (1.0 + config.hysteresis) => {
+                let _ = write!(
+                    line,
+                    "; cost {c:.0} now, {new_cost:.0} remapped -> kept (within the {:.0} % hysteresis)",
+                    config.hysteresis * 100.0
+                );
+                (false, candidate)
+            }
+            Some(c) => {
+                let _ = write!(line, "; cost {c:.0} now, {new_cost:.0} remapped");
+                // A better mapping must win twice in a row: one interval's sharing may be
+                // only the threads that happened to run together.
+                match pending.filter(|p| c > mapping_cost(&recent, p, &topo.costs) * (1.0 + config.hysteresis)) {
+                    Some(confirmed) => (true, confirmed),
+                    None => {
+                        let _ = write!(line, " -> better: remaps if it wins again");
+                        self.pending = Some(candidate.clone());
+                        (false, candidate)
+                    }
+                }
+            }
+        };
+        if !remap {
+            log(config, &line);
+            self.grow_interval(config.mi);
+            self.map_data(s);
+            return;
+        }
+        let mut moved = 0;
+        let mut placed = String::new();
+        for (t, &pu) in candidate.iter().enumerate() {
+            let cpu = topo.machine.pu_os_index(pu) as i32;
+            let slot = &SLOTS[t];
+            if slot.cpu.swap(cpu, Ordering::AcqRel) != cpu {
+                moved += 1;
+            }
+            slot.cpu_epoch.fetch_add(1, Ordering::AcqRel);
+            let _ = write!(placed, " T{t}->CPU{cpu}");
+        }
+        REMAPS.fetch_add(1, Ordering::Relaxed);
+        MIGRATIONS.fetch_add(moved, Ordering::Relaxed);
+        let _ = write!(line, " -> remap ({moved} threads move):{placed}");
+        log(config, &line);
+        self.current = Some(candidate);
+        self.interval = config.mi;
+        self.map_data(s);
+    }
+
+    /// Moves pages a thread dominates to its node.
+    fn map_data(&mut self, s: &Stmap) {
+        let (Some(pages), Some(current)) = (&s.pages, self.current.clone()) else { return };
+        let Some(topo) = self.topology.as_ref() else { return };
+        let mut targets: Vec<(usize, i32)> = Vec::new();
+        for (page, t) in pages.dominated(PAGE_MIN_SAMPLES, PAGE_SHARE) {
+            pages.reset(page);
+            if let Some(&pu) = current.get(t as usize) {
+                let node = topo.machine.pu_numa[pu];
+                targets.push((page, topo.machine.numa_os_index(node) as i32));
+            }
+        }
+        if targets.is_empty() {
+            return;
+        }
+        let where_now = move_pages(&targets.iter().map(|&(p, _)| p).collect::<Vec<_>>(), None);
+        let to_move: Vec<(usize, i32)> = targets
+            .iter()
+            .zip(&where_now)
+            .filter(|&(&(_, node), &now)| now >= 0 && now != node)
+            .map(|(&t, _)| t)
+            .collect();
+        if to_move.is_empty() {
+            return;
+        }
+        let pages_: Vec<usize> = to_move.iter().map(|&(p, _)| p).collect();
+        let nodes: Vec<i32> = to_move.iter().map(|&(_, n)| n).collect();
+        let after = move_pages(&pages_, Some(&nodes));
+        let moved = after.iter().zip(&nodes).filter(|(a, n)| a == n).count() as u64;
+        PAGES_MOVED.fetch_add(moved, Ordering::Relaxed);
+        log(&s.config, &format!("data mapping: {moved} of {} pages moved to their thread's node", to_move.len()));
+    }
+}
+
+/// move_pages(2) on this process: with `nodes`, moves each page there; without, asks where
+/// each is. Each page's node afterwards (negative: an error for that page).
+fn move_pages(pages: &[usize], nodes: Option<&[i32]>) -> Vec<i32> {
+    let mut status = vec![-1i32; pages.len()];
+    let ptrs: Vec<*mut libc::c_void> = pages.iter().map(|&p| p as *mut libc::c_void).collect();
+    const MPOL_MF_MOVE: libc::c_int = 1 << 1;
+    // SAFETY: the arrays hold pages.len() entries each; pid 0 is this process.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_move_pages,
+            0,
+            ptrs.len() as libc::c_ulong,
+            ptrs.as_ptr(),
+            nodes.map_or(std::ptr::null(), |n| n.as_ptr()),
+            status.as_mut_ptr(),
+            if nodes.is_some() { MPOL_MF_MOVE } else { 0 },
+        )
+    };
+    if r < 0 {
+        status.fill(-1);
+    }
+    status
+}
+
+/// The matrix file and the summary, at `stm_exit`.
+pub fn finish(s: &Stmap) {
+    let n = thread::slots_in_use().min(table::MAX_THREADS);
+    if let Some(path) = &s.config.matrix {
+        let counts = s.sharing.counts(n);
+        let mut m = SharingMatrix::new(n);
+        for i in 0..n {
+            for j in 0..i {
+                m.add(i, j, counts[i * n + j] as f64);
+            }
+        }
+        let tmp = format!("{path}.tmp.{}", std::process::id());
+        let written = std::fs::write(&tmp, m.to_numalize_csv()).and_then(|_| std::fs::rename(&tmp, path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            eprintln!("sharemap-stm: SHAREMAP_STMAP_MATRIX={path}: {e}");
+        }
+    }
+    let c = counters();
+    log(
+        &s.config,
+        &format!(
+            "STMap: {} samples of {} transactional accesses, {} distinct addresses; {} decisions, {} remaps, {} thread moves, {} pages moved",
+            s.samples.load(Ordering::Relaxed),
+            s.accesses.load(Ordering::Relaxed),
+            s.sharing.distinct(),
+            c.decisions,
+            c.remaps,
+            c.migrations,
+            c.pages_moved
+        ),
+    );
+}

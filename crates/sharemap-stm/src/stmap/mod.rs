@@ -1,0 +1,224 @@
+//! STMap (seed 002) inside the STM: sharing detection on the load/store path and online
+//! thread mapping, with data mapping beyond the paper.
+//!
+//! Algorithm 2: each thread samples one transactional access in SI+1 (its own counter) and
+//! runs Algorithm 1 on it (the last two threads per address, `table.rs`). Every MI
+//! transactional accesses, counted over all threads (not thread 1's, which may not exist
+//! or may stop early), the mapper decides (`mapper.rs`). Threads pin themselves at the
+//! start of their next transaction to the CPU the mapper chose.
+
+mod mapper;
+pub mod table;
+
+use crate::hooks;
+use crate::thread::Thread;
+use std::ffi::c_int;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What STMap does, from the environment (docs/stm.md).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Detection on (SHAREMAP_STMAP=on, the default, or detect).
+    pub detect: bool,
+    /// Threads pinned (SHAREMAP_STMAP=on).
+    pub pin: bool,
+    pub si: u32,
+    pub mi: u64,
+    pub da_threshold: u64,
+    /// Pages moved to their dominant thread's node: None = where the host has several
+    /// NUMA nodes (SHAREMAP_STMAP_DATA=auto).
+    pub data: Option<bool>,
+    pub verbose: bool,
+    pub gate: f64,
+    pub hysteresis: f64,
+    /// Where to write the sharing matrix at `stm_exit` (numalize CSV).
+    pub matrix: Option<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            detect: true,
+            pin: true,
+            si: 100,
+            mi: 100_000,
+            da_threshold: 10_000,
+            data: None,
+            verbose: false,
+            gate: sharemap_mapping::potential::DEFAULT_THRESHOLD,
+            hysteresis: 0.1,
+            matrix: None,
+        }
+    }
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn parse<T: std::str::FromStr>(name: &str, default: T, ok: impl Fn(&T) -> bool) -> T {
+    match env(name) {
+        None => default,
+        Some(v) => match v.parse::<T>() {
+            Ok(x) if ok(&x) => x,
+            _ => {
+                eprintln!("sharemap-stm: {name}={v} is not a valid value: using the default");
+                default
+            }
+        },
+    }
+}
+
+impl Config {
+    pub fn from_env() -> Config {
+        let d = Config::default();
+        let (detect, pin) = match env("SHAREMAP_STMAP").as_deref() {
+            None | Some("on" | "1") => (true, true),
+            Some("detect") => (true, false),
+            Some("off" | "0") => (false, false),
+            Some(other) => {
+                eprintln!("sharemap-stm: SHAREMAP_STMAP={other}: expected on, detect or off; using on");
+                (true, true)
+            }
+        };
+        let data = match env("SHAREMAP_STMAP_DATA").as_deref() {
+            None | Some("auto") => None,
+            Some("on" | "1") => Some(true),
+            Some("off" | "0") => Some(false),
+            Some(other) => {
+                eprintln!("sharemap-stm: SHAREMAP_STMAP_DATA={other}: expected auto, on or off; using auto");
+                None
+            }
+        };
+        Config {
+            detect,
+            pin,
+            si: parse("SHAREMAP_STMAP_SI", d.si, |&v| v < u32::MAX),
+            mi: parse("SHAREMAP_STMAP_MI", d.mi, |&v| v > 0),
+            da_threshold: parse("SHAREMAP_STMAP_DA", d.da_threshold, |_| true),
+            data,
+            verbose: matches!(env("SHAREMAP_STMAP_VERBOSE").as_deref(), Some("1" | "on" | "yes")),
+            gate: parse("SHAREMAP_STMAP_GATE", d.gate, |v: &f64| (0.0..=1.0).contains(v)),
+            hysteresis: parse("SHAREMAP_STMAP_HYSTERESIS", d.hysteresis, |v: &f64| *v >= 0.0),
+            matrix: env("SHAREMAP_STMAP_MATRIX"),
+        }
+    }
+}
+
+/// The live state, built by `init`.
+struct Stmap {
+    config: Config,
+    sharing: table::Sharing,
+    /// Per-page dominant threads, when data mapping is on.
+    pages: Option<table::Pages>,
+    /// Transactional accesses counted (sampled ones times SI+1).
+    accesses: AtomicU64,
+    samples: AtomicU64,
+    /// Where the next decision is due.
+    next_decision: AtomicU64,
+}
+
+static STMAP: OnceLock<Stmap> = OnceLock::new();
+static CONFIG: OnceLock<Config> = OnceLock::new();
+
+pub fn config() -> &'static Config {
+    CONFIG.get_or_init(Config::from_env)
+}
+
+fn state() -> Option<&'static Stmap> {
+    STMAP.get()
+}
+
+/// Reads the configuration; builds the tables when detection is on.
+pub fn init() {
+    let config = config().clone();
+    if !config.detect {
+        return;
+    }
+    let data = mapper::data_mapping_wanted(&config);
+    let page_size = {
+        // SAFETY: sysconf has no preconditions.
+        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if p > 0 { p as usize } else { 4096 }
+    };
+    let _ = STMAP.set(Stmap {
+        sharing: table::Sharing::new(17),
+        pages: data.then(|| table::Pages::new(16, page_size)),
+        accesses: AtomicU64::new(0),
+        samples: AtomicU64::new(0),
+        next_decision: AtomicU64::new(config.mi),
+        config,
+    });
+}
+
+/// The sampling interval a new thread uses (u32::MAX: never samples).
+pub fn sample_interval() -> u32 {
+    match state() {
+        Some(s) => s.config.si,
+        None => u32::MAX,
+    }
+}
+
+/// Algorithm 2's per-access step (the rest is out of line).
+#[inline]
+pub fn on_access(th: &mut Thread, addr: usize) {
+    th.since_sample += 1;
+    if th.since_sample > th.sample_interval {
+        sample(th, addr);
+    }
+}
+
+#[cold]
+fn sample(th: &mut Thread, addr: usize) {
+    th.since_sample = 0;
+    let Some(s) = state() else { return };
+    if th.slot < table::MAX_THREADS {
+        let tid = th.slot as u16;
+        s.sharing.record(addr, tid);
+        if let Some(p) = &s.pages {
+            p.record(addr, tid);
+        }
+    }
+    s.samples.fetch_add(1, Ordering::Relaxed);
+    let total = s.accesses.fetch_add(s.config.si as u64 + 1, Ordering::Relaxed) + s.config.si as u64 + 1;
+    if total >= s.next_decision.load(Ordering::Relaxed) {
+        hooks::quietly(|| mapper::decide(s, total));
+    }
+}
+
+/// At each transaction start: a thread the mapper moved pins itself.
+#[inline]
+pub fn on_start(th: &mut Thread) {
+    let epoch = th.slot().cpu_epoch.load(Ordering::Acquire);
+    if epoch != th.cpu_epoch_seen {
+        th.cpu_epoch_seen = epoch;
+        mapper::pin_self(th.slot().cpu.load(Ordering::Acquire));
+    }
+}
+
+/// STMap's statistics by name (`stm_get_stats`).
+pub fn stat(name: &[u8]) -> Option<crate::stats::Value> {
+    use crate::stats::Value::{Int, ULong};
+    let s = state();
+    let load = |f: fn(&Stmap) -> u64| s.map_or(0, f);
+    let m = mapper::counters();
+    Some(match name {
+        b"stmap_enabled" => Int(s.is_some() as c_int),
+        b"stmap_samples" => ULong(load(|s| s.samples.load(Ordering::Relaxed))),
+        b"stmap_accesses" => ULong(load(|s| s.accesses.load(Ordering::Relaxed))),
+        b"stmap_distinct_addresses" => ULong(load(|s| s.sharing.distinct())),
+        b"stmap_decisions" => ULong(m.decisions),
+        b"stmap_remaps" => ULong(m.remaps),
+        b"stmap_migrations" => ULong(m.migrations),
+        b"stmap_pages_moved" => ULong(m.pages_moved),
+        b"stmap_data_mapping" => Int(load(|s| s.pages.is_some() as u64) as c_int),
+        _ => return None,
+    })
+}
+
+/// At `stm_exit`: the matrix file, and a summary when verbose.
+pub fn finish() {
+    let Some(s) = state() else { return };
+    hooks::quietly(|| mapper::finish(s));
+}

@@ -1,0 +1,212 @@
+//! Transactional threads: each has a `Thread` (its transaction context, the environment to
+//! jump back to, statistics, its STMap and allocation state), reached through one
+//! thread-local pointer, and a `Slot` in a global table that others may read (statistics,
+//! the CPU STMap wants it on, the start of its running transaction for memory reclamation).
+//!
+//! A slot is the thread's STMap id and, plus one, its owner id in lock words. A pthread that
+//! exits the STM and initialises again gets its old slot back, so its statistics and its row
+//! of the sharing matrix continue.
+
+use crate::core::Tx;
+use crate::{mem, stmap};
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+
+/// Threads that may be registered at once.
+pub const MAX_THREADS: usize = 4096;
+/// Keys of `stm_create_specific`.
+pub const MAX_SPECIFIC: usize = 16;
+/// Abort counters by TinySTM's detailed reason (bits 8..12 of the code).
+pub const REASONS: usize = 16;
+
+/// glibc's `sigjmp_buf` is 200 bytes on x86-64; this holds it with room to spare.
+#[repr(C, align(16))]
+pub struct SigJmpBuf(pub [u64; 40]);
+
+/// What other threads may read of a thread.
+#[repr(align(128))]
+pub struct Slot {
+    pub used: AtomicBool,
+    /// The OS thread id of the last thread that held it (0: never used).
+    pub os_tid: AtomicI32,
+    pub commits: AtomicU64,
+    pub aborts: AtomicU64,
+    pub aborts_by: [AtomicU64; REASONS],
+    pub max_retries: AtomicU64,
+    /// The clock when its running transaction began, u64::MAX outside transactions.
+    pub active_since: AtomicU64,
+    /// The OS CPU STMap wants it on (-1: none), and a counter bumped at each new wish.
+    pub cpu: AtomicI32,
+    pub cpu_epoch: AtomicU32,
+}
+
+impl Slot {
+    const fn new() -> Slot {
+        Slot {
+            used: AtomicBool::new(false),
+            os_tid: AtomicI32::new(0),
+            commits: AtomicU64::new(0),
+            aborts: AtomicU64::new(0),
+            aborts_by: [const { AtomicU64::new(0) }; REASONS],
+            max_retries: AtomicU64::new(0),
+            active_since: AtomicU64::new(u64::MAX),
+            cpu: AtomicI32::new(-1),
+            cpu_epoch: AtomicU32::new(0),
+        }
+    }
+}
+
+pub static SLOTS: [Slot; MAX_THREADS] = [const { Slot::new() }; MAX_THREADS];
+
+/// Adds one to a counter only its owner writes (no atomic read-modify-write needed).
+#[inline]
+pub fn bump(c: &AtomicU64) {
+    c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Status {
+    Idle,
+    Active,
+    Committed,
+    Aborted,
+}
+
+/// One transactional thread (TinySTM's `struct stm_tx`; opaque to C).
+pub struct Thread {
+    pub env: SigJmpBuf,
+    pub tx: Tx,
+    pub slot: usize,
+    pub nesting: u32,
+    pub status: Status,
+    /// The attributes of the running transaction (`stm_tx_attr_t` as an int).
+    pub attr: i32,
+    /// Aborts of the running transaction so far.
+    pub retries: u64,
+    /// Set by `stm_set_irrevocable`: the next attempt starts irrevocable (serial if 2).
+    pub irrevocable_next: u8,
+    pub specific: [*mut c_void; MAX_SPECIFIC],
+    /// STMap: accesses since the last sampled one, and the sampling interval (u32::MAX off).
+    pub since_sample: u32,
+    pub sample_interval: u32,
+    /// The `cpu_epoch` of its slot this thread last acted on.
+    pub cpu_epoch_seen: u32,
+    pub mem: mem::ThreadMem,
+    /// mod_ab: when the running transaction first started (ns), if sampled.
+    pub ab_start: Option<u64>,
+    pub ab_count: u32,
+}
+
+impl Thread {
+    #[inline]
+    pub fn slot(&self) -> &'static Slot {
+        &SLOTS[self.slot]
+    }
+}
+
+thread_local! {
+    static CURRENT: Cell<*mut Thread> = const { Cell::new(null_mut()) };
+    /// Ends the thread's registration when it exits without `stm_exit_thread`.
+    static EXIT_GUARD: ExitGuard = const { ExitGuard };
+}
+
+struct ExitGuard;
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        exit_thread();
+    }
+}
+
+/// The calling thread's `Thread`, or null before `stm_init_thread`.
+#[inline]
+pub fn current() -> *mut Thread {
+    CURRENT.with(|c| c.get())
+}
+
+fn gettid() -> i32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() }
+}
+
+/// A slot for the calling thread: its own from before, else a fresh one, else any free one.
+fn claim_slot() -> usize {
+    let tid = gettid();
+    let claim = |i: usize| SLOTS[i].used.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok();
+    for pass in 0..3 {
+        for (i, s) in SLOTS.iter().enumerate() {
+            let owner = s.os_tid.load(Ordering::Relaxed);
+            let fits = match pass {
+                0 => owner == tid,
+                1 => owner == 0,
+                _ => true,
+            };
+            if fits && !s.used.load(Ordering::Relaxed) && claim(i) {
+                s.os_tid.store(tid, Ordering::Relaxed);
+                return i;
+            }
+        }
+    }
+    eprintln!("sharemap-stm: more than {MAX_THREADS} threads at once: cannot register another");
+    std::process::abort();
+}
+
+/// Registers the calling thread (idempotent): its `Thread`.
+pub fn init_thread() -> *mut Thread {
+    let now = current();
+    if !now.is_null() {
+        return now;
+    }
+    crate::capi::ensure_init();
+    let slot = claim_slot();
+    let th = Box::new(Thread {
+        env: SigJmpBuf([0; 40]),
+        tx: Tx::new(slot + 1),
+        slot,
+        nesting: 0,
+        status: Status::Idle,
+        attr: 0,
+        retries: 0,
+        irrevocable_next: 0,
+        specific: [null_mut(); MAX_SPECIFIC],
+        since_sample: 0,
+        sample_interval: stmap::sample_interval(),
+        cpu_epoch_seen: 0,
+        mem: mem::ThreadMem::default(),
+        ab_start: None,
+        ab_count: 0,
+    });
+    let ptr = Box::into_raw(th);
+    CURRENT.with(|c| c.set(ptr));
+    // Touching the guard registers its destructor for this thread.
+    EXIT_GUARD.with(|_| {});
+    crate::capi::on_thread_init();
+    ptr
+}
+
+/// Unregisters the calling thread, if registered.
+pub fn exit_thread() {
+    let ptr = current();
+    if ptr.is_null() {
+        return;
+    }
+    crate::capi::on_thread_exit();
+    // SAFETY: the pointer came from Box::into_raw in init_thread and is cleared below, so
+    // it is freed once.
+    let mut th = unsafe { Box::from_raw(ptr) };
+    if th.nesting > 0 {
+        th.tx.rollback();
+    }
+    th.mem.exit();
+    let slot = th.slot();
+    slot.active_since.store(u64::MAX, Ordering::Release);
+    CURRENT.with(|c| c.set(null_mut()));
+    slot.used.store(false, Ordering::Release);
+}
+
+/// One past the highest slot ever used: the threads STMap knows of.
+pub fn slots_in_use() -> usize {
+    SLOTS.iter().rposition(|s| s.os_tid.load(Ordering::Relaxed) != 0).map_or(0, |i| i + 1)
+}
