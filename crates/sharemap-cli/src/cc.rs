@@ -16,14 +16,55 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-const HEADER: &str = include_str!("../../sharemap-runtime/include/sharemap.h");
+/// Headers written under the include directory beside the binary: (path, text).
+const HEADERS: [(&str, &str); 7] = [
+    ("sharemap.h", include_str!("../../sharemap-runtime/include/sharemap.h")),
+    ("stm/stm.h", include_str!("../../sharemap-stm/include/stm/stm.h")),
+    ("stm/wrappers.h", include_str!("../../sharemap-stm/include/stm/wrappers.h")),
+    ("stm/mod_mem.h", include_str!("../../sharemap-stm/include/stm/mod_mem.h")),
+    ("stm/mod_stats.h", include_str!("../../sharemap-stm/include/stm/mod_stats.h")),
+    ("stm/mod_ab.h", include_str!("../../sharemap-stm/include/stm/mod_ab.h")),
+    ("stm-tl2/stm.h", include_str!("../../sharemap-stm/include/stm-tl2/stm.h")),
+];
 const RUNTIME: &str = "libsharemap_rt.a";
+/// The STM with the tracer runtime in it (`--stm`), and alone (`--stm --no-trace`).
+const STM_TRACED: &str = "libsharemap_stm_traced.a";
+const STM_PLAIN: &str = "libsharemap_stm.a";
 /// What the runtime needs from the system (rustc's native-static-libs, less the driver's).
 const RUNTIME_LIBS: [&str; 5] = ["-lpthread", "-ldl", "-lm", "-lrt", "-lutil"];
 const WRAPPED: &str = "-Wl,--wrap=memcpy,--wrap=memmove,--wrap=memset";
 /// Keeps the runtime in a program that makes no traced access (the recorder finds it by
 /// this symbol's marker, and the runtime attaches from a constructor next to it).
 const KEEP_RUNTIME: &str = "-Wl,--undefined=SHAREMAP_RUNTIME_MARKER";
+/// Keeps the constructor that hands the tracer to the STM.
+const KEEP_STM_TRACER: &str = "-Wl,--undefined=sharemap_stm_traced_register";
+
+/// sharemap's own options, taken out of the compiler's arguments.
+#[derive(Clone, Copy, Default)]
+struct Options {
+    /// Link sharemap's STM (TinySTM's API); `tl2`: TL2's STM_* macros first on the path.
+    stm: bool,
+    tl2: bool,
+    /// No tracer: a plain build (with the STM).
+    no_trace: bool,
+}
+
+fn take_options(args: &[OsString]) -> Result<(Options, Vec<OsString>)> {
+    let mut o = Options::default();
+    let mut rest = Vec::new();
+    for a in args {
+        match a.to_str() {
+            Some("--stm") => o.stm = true,
+            Some("--stm-tl2") => (o.stm, o.tl2) = (true, true),
+            Some("--no-trace") => o.no_trace = true,
+            _ => rest.push(a.clone()),
+        }
+    }
+    if o.no_trace && !o.stm {
+        bail!("--no-trace builds a plain program with sharemap's STM: give --stm or --stm-tl2 with it");
+    }
+    Ok((o, rest))
+}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Family {
@@ -37,26 +78,31 @@ fn tool_dir() -> Result<PathBuf> {
     Ok(exe.parent().map(Path::to_path_buf).unwrap_or_default())
 }
 
-/// The runtime library, and an include directory holding sharemap.h.
-fn runtime_paths() -> Result<(PathBuf, PathBuf)> {
-    let dir = tool_dir()?;
-    let lib = dir.join(RUNTIME);
+/// A library built beside the binary.
+fn library(name: &str) -> Result<PathBuf> {
+    let lib = tool_dir()?.join(name);
     if !lib.is_file() {
-        bail!(
-            "the tracer runtime {} is missing: run `cargo build --release` (`cargo test` alone does not build it)",
-            lib.display()
-        );
+        bail!("{} is missing: run `cargo build --release` (`cargo test` alone does not build it)", lib.display());
     }
-    let include = dir.join("include");
-    let header = include.join("sharemap.h");
-    if std::fs::read_to_string(&header).ok().as_deref() != Some(HEADER) {
-        std::fs::create_dir_all(&include).map_err(|e| anyhow!("{}: {e}", include.display()))?;
+    Ok(lib)
+}
+
+/// The include directory beside the binary, with sharemap.h and the STM's headers in it.
+fn include_dir() -> Result<PathBuf> {
+    let include = tool_dir()?.join("include");
+    for (name, text) in HEADERS {
+        let header = include.join(name);
+        if std::fs::read_to_string(&header).ok().as_deref() == Some(text) {
+            continue;
+        }
+        let dir = header.parent().unwrap_or(&include);
+        std::fs::create_dir_all(dir).map_err(|e| anyhow!("{}: {e}", dir.display()))?;
         // Another build may write it at the same time: write a temporary file, then rename.
-        let tmp = include.join(format!(".sharemap.h.{}", std::process::id()));
-        std::fs::write(&tmp, HEADER).map_err(|e| anyhow!("{}: {e}", tmp.display()))?;
+        let tmp = dir.join(format!(".header.{}", std::process::id()));
+        std::fs::write(&tmp, text).map_err(|e| anyhow!("{}: {e}", tmp.display()))?;
         std::fs::rename(&tmp, &header).map_err(|e| anyhow!("{}: {e}", header.display()))?;
     }
-    Ok((lib, include))
+    Ok(include)
 }
 
 /// The compiler to run: SHAREMAP_COMPILER=gcc|clang (default clang), or a path.
@@ -132,8 +178,30 @@ fn run(cmd: &OsStr, args: &[OsString]) -> Result<i32> {
 }
 
 pub fn wrap(args: &[OsString], cxx: bool) -> Result<ExitCode> {
+    let (options, args) = take_options(args)?;
+    let args = &args[..];
     let (cc, family) = compiler(cxx)?;
-    let (lib, include) = runtime_paths()?;
+    let include = include_dir()?;
+    let mut includes: Vec<OsString> = vec![format!("-I{}", include.display()).into()];
+    if options.tl2 {
+        includes.push(format!("-I{}", include.join("stm-tl2").display()).into());
+    }
+    if options.stm {
+        includes.push(format!("-I{}", include.join("stm").display()).into());
+    }
+    if options.no_trace {
+        // A plain build against the STM: the compiler as it is, the library at link time.
+        let link: Vec<OsString> = if compile_only(args) {
+            Vec::new()
+        } else {
+            std::iter::once(library(STM_PLAIN)?.into_os_string())
+                .chain(["-lpthread", "-ldl", "-lm"].map(OsString::from))
+                .collect()
+        };
+        let all: Vec<OsString> = includes.into_iter().chain(args.iter().cloned()).chain(link).collect();
+        return Ok(ExitCode::from(run(&cc, &all)? as u8));
+    }
+    let lib = library(if options.stm { STM_TRACED } else { RUNTIME })?;
     for a in args {
         let s = a.to_string_lossy();
         if s.starts_with("-mavx") || s == "-march=native" {
@@ -143,9 +211,11 @@ pub fn wrap(args: &[OsString], cxx: bool) -> Result<ExitCode> {
         }
     }
     let mut compile: Vec<OsString> = instrument_flags(family);
-    compile.push(format!("-I{}", include.display()).into());
+    compile.extend(includes);
+    let keep_stm = options.stm.then(|| OsString::from(KEEP_STM_TRACER));
     let link: Vec<OsString> = [lib.into_os_string(), WRAPPED.into(), KEEP_RUNTIME.into()]
         .into_iter()
+        .chain(keep_stm)
         .chain(RUNTIME_LIBS.iter().map(OsString::from))
         .collect();
     if compile_only(args) {

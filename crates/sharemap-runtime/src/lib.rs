@@ -15,6 +15,24 @@ mod entry;
 mod memfns;
 mod threads;
 
+/// What the STM built with the tracer records through (crates/sharemap-stm-traced).
+pub mod stm {
+    /// Records a transactional access.
+    pub fn access(write: bool, addr: usize, size: usize) {
+        crate::access(write, addr, size);
+    }
+
+    /// Records a transaction event (the trace format's code) with its argument.
+    pub fn event(kind: u8, arg: u16) {
+        crate::event(kind, b"", arg);
+    }
+
+    /// Stops (true) or resumes (false) recording the calling thread; the previous setting.
+    pub fn quiet(on: bool) -> bool {
+        crate::THREAD.with(|t| t.busy.replace(on))
+    }
+}
+
 use core::cell::Cell;
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, Ordering};

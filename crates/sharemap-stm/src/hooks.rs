@@ -62,3 +62,10 @@ pub fn quietly<R>(f: impl FnOnce() -> R) -> R {
         None => f(),
     }
 }
+
+/// Leaves the calling thread unrecorded for good (the STM's own mapping thread).
+pub fn quiet_thread() {
+    if let Some(t) = tracer() {
+        (t.quiet)(true);
+    }
+}

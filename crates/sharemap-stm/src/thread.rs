@@ -74,7 +74,9 @@ pub enum Status {
     Aborted,
 }
 
-/// One transactional thread (TinySTM's `struct stm_tx`; opaque to C).
+/// One transactional thread (TinySTM's `struct stm_tx`; opaque to C). Aligned so that no
+/// two threads' states share a cache line.
+#[repr(align(128))]
 pub struct Thread {
     pub env: SigJmpBuf,
     pub tx: Tx,
@@ -91,6 +93,10 @@ pub struct Thread {
     /// STMap: accesses since the last sampled one, and the sampling interval (u32::MAX off).
     pub since_sample: u32,
     pub sample_interval: u32,
+    /// Samples of the running attempt, applied when it ends.
+    pub pending_samples: Vec<usize>,
+    /// Samples not yet added to STMap's global counts.
+    pub unpublished_samples: u32,
     /// The `cpu_epoch` of its slot this thread last acted on.
     pub cpu_epoch_seen: u32,
     pub mem: mem::ThreadMem,
@@ -173,6 +179,8 @@ pub fn init_thread() -> *mut Thread {
         specific: [null_mut(); MAX_SPECIFIC],
         since_sample: 0,
         sample_interval: stmap::sample_interval(),
+        pending_samples: Vec::with_capacity(16),
+        unpublished_samples: 0,
         cpu_epoch_seen: 0,
         mem: mem::ThreadMem::default(),
         ab_start: None,
@@ -196,6 +204,8 @@ pub fn exit_thread() {
     // SAFETY: the pointer came from Box::into_raw in init_thread and is cleared below, so
     // it is freed once.
     let mut th = unsafe { Box::from_raw(ptr) };
+    stmap::apply_samples(&mut th);
+    stmap::publish(&mut th);
     if th.nesting > 0 {
         th.tx.rollback();
     }

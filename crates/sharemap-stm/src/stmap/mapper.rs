@@ -88,14 +88,22 @@ struct State {
     previous: Vec<u64>,
     previous_n: usize,
     recent: SharingMatrix,
-    /// Each thread's logical PU, since the last remap.
-    current: Option<Vec<usize>>,
+    /// The threads mapped at the last remap, and each one's logical PU.
+    current: Option<Mapping>,
     /// A better mapping seen at the last decision, not yet confirmed.
     pending: Option<Vec<usize>>,
+    /// Each slot's transactions (commits and aborts) at the last decision.
+    attempts: Vec<u64>,
     interval: u64,
     commits: u64,
     aborts: u64,
     samples: u64,
+}
+
+#[derive(Clone)]
+struct Mapping {
+    threads: Vec<usize>,
+    pus: Vec<usize>,
 }
 
 static MAPPER: Mutex<Option<State>> = Mutex::new(None);
@@ -106,18 +114,54 @@ fn log(config: &Config, line: &str) {
     }
 }
 
-/// Pins the calling thread to OS CPU `cpu` (nothing for -1).
-pub fn pin_self(cpu: i32) {
-    let Ok(cpu) = usize::try_from(cpu) else { return };
-    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET stays within it for cpu < CPU_SETSIZE.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
-            return;
-        }
-        libc::CPU_SET(cpu, &mut set);
-        libc::pthread_setaffinity_np(libc::pthread_self(), std::mem::size_of::<libc::cpu_set_t>(), &set);
+/// The CPUs the process may use, as at `stm_init`: where an unpinned thread goes back to.
+static ALLOWED: Mutex<Option<libc::cpu_set_t>> = Mutex::new(None);
+
+/// Notes the CPUs the calling thread may use (at `stm_init`).
+pub fn remember_allowed_cpus() {
+    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity fills it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: set is valid for writing its size.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } == 0
+        && let Ok(mut a) = ALLOWED.lock()
+    {
+        *a = Some(set);
     }
+}
+
+/// Pins the calling thread to OS CPU `cpu`, or for -1 gives it back every CPU it was
+/// allowed at the start.
+pub fn pin_self(cpu: i32) {
+    let set = match usize::try_from(cpu) {
+        Ok(cpu) if cpu < 8 * std::mem::size_of::<libc::cpu_set_t>() => {
+            // SAFETY: a zeroed cpu_set_t is empty; CPU_SET stays within it (checked above).
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu, &mut set);
+                set
+            }
+        }
+        Ok(_) => return,
+        Err(_) => match ALLOWED.lock().ok().and_then(|a| *a) {
+            Some(set) => set,
+            None => return,
+        },
+    };
+    // SAFETY: set is a valid cpu_set_t of the size given.
+    unsafe { libc::pthread_setaffinity_np(libc::pthread_self(), std::mem::size_of::<libc::cpu_set_t>(), &set) };
+}
+
+/// Unpins the given threads where STMap had pinned them; how many.
+fn unpin(threads: &[usize]) -> u64 {
+    let mut n = 0;
+    for &t in threads {
+        let slot = &SLOTS[t];
+        if slot.cpu.swap(-1, Ordering::AcqRel) != -1 {
+            slot.cpu_epoch.fetch_add(1, Ordering::AcqRel);
+            n += 1;
+        }
+    }
+    n
 }
 
 /// Takes a decision if it is due and no other thread is taking one.
@@ -134,6 +178,7 @@ pub fn decide(s: &Stmap, total: u64) {
         recent: SharingMatrix::new(0),
         current: None,
         pending: None,
+        attempts: Vec::new(),
         interval: s.config.mi,
         commits: 0,
         aborts: 0,
@@ -151,7 +196,11 @@ pub fn decide(s: &Stmap, total: u64) {
 impl State {
     fn topology(&mut self, config: &Config) -> Option<&Topology> {
         if self.topology.is_none() && self.topology_error.is_none() {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(1).thread_name(|_| "sharemap-stmap".into()).build();
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .thread_name(|_| "sharemap-stmap".into())
+                .start_handler(|_| crate::hooks::quiet_thread())
+                .build();
             match (Machine::live_sysfs(), pool) {
                 (Ok(machine), Ok(pool)) => {
                     let costs = PairCosts::new(&machine, CostModel::Latency);
@@ -191,11 +240,25 @@ impl State {
         self.previous_n = n;
     }
 
+    /// The threads that ran transactions since the last decision, at least 1 % as many as
+    /// the busiest: an idle thread, such as a main thread that filled a structure and now
+    /// waits for its workers, is not mapped (it would take a CPU from them).
+    fn active_threads(&mut self, n: usize) -> Vec<usize> {
+        let now: Vec<u64> =
+            SLOTS[..n].iter().map(|x| x.commits.load(Ordering::Relaxed) + x.aborts.load(Ordering::Relaxed)).collect();
+        let ran: Vec<u64> = (0..n).map(|t| now[t] - self.attempts.get(t).copied().unwrap_or(0).min(now[t])).collect();
+        let busiest = ran.iter().copied().max().unwrap_or(0);
+        let active = (0..n).filter(|&t| ran[t] > 0 && ran[t] * 100 >= busiest).collect();
+        self.attempts = now;
+        active
+    }
+
     fn decide(&mut self, s: &Stmap, total: u64) {
         let config = &s.config;
         let number = DECISIONS.fetch_add(1, Ordering::Relaxed) + 1;
         let n = thread::slots_in_use().min(table::MAX_THREADS);
         self.update_recent(s, n);
+        let active = self.active_threads(n);
         let commits: u64 = SLOTS.iter().map(|x| x.commits.load(Ordering::Relaxed)).sum();
         let aborts: u64 = SLOTS.iter().map(|x| x.aborts.load(Ordering::Relaxed)).sum();
         let samples = s.samples.load(Ordering::Relaxed);
@@ -205,7 +268,8 @@ impl State {
         let attempts = (dc + da_).max(1) as f64;
         let (cr, ar) = (dc as f64 / attempts, da_ as f64 / attempts);
         let mut line = format!(
-            "decision {number} at {total} accesses: {n} threads, {distinct} distinct addresses, commit ratio {cr:.3}, abort ratio {ar:.3}"
+            "decision {number} at {total} accesses: {} active threads, {distinct} distinct addresses, commit ratio {cr:.3}, abort ratio {ar:.3}",
+            active.len()
         );
         // Equation 1.
         let enable = distinct < config.da_threshold || cr < ar;
@@ -221,13 +285,20 @@ impl State {
             self.grow_interval(config.mi);
             return;
         }
-        let recent = self.recent.clone();
-        let current = self.current.clone();
+        // The active threads' sharing.
+        let k = active.len();
+        let mut recent = SharingMatrix::new(k);
+        for a in 0..k {
+            for b in 0..a {
+                recent.add(a, b, self.recent.get(active[a], active[b]));
+            }
+        }
+        let current = self.current.clone().filter(|c| c.threads == active).map(|c| c.pus);
         if self.topology(config).is_none() {
             return;
         }
         let topo = self.topology.as_ref().expect("just built");
-        if n < 2 || topo.machine.pu_count() < 2 {
+        if k < 2 || topo.machine.pu_count() < 2 {
             let _ = write!(line, " -> nothing to map");
             log(config, &line);
             self.grow_interval(config.mi);
@@ -240,12 +311,20 @@ impl State {
             return;
         };
         let new_cost = mapping_cost(&recent, &candidate, &topo.costs);
-        let current_cost = current.as_ref().filter(|c| c.len() == n).map(|c| mapping_cost(&recent, c, &topo.costs));
+        let current_cost = current.as_ref().map(|c| mapping_cost(&recent, c, &topo.costs));
         let _ = write!(line, "; potential {gate:.3}");
-        let pending = self.pending.take();
+        let pending = self.pending.take().filter(|p| p.len() == k);
         let (remap, candidate) = match current_cost {
             _ if gate < config.gate => {
                 let _ = write!(line, " below {:.3}: threads stay", config.gate);
+                if current.is_none() {
+                    // Pins from a mapping of other threads no longer fit: the OS places them.
+                    let unpinned = unpin(&active);
+                    if unpinned > 0 {
+                        let _ = write!(line, "; {unpinned} pinned for other threads, now unpinned");
+                        self.current = None;
+                    }
+                }
                 (false, candidate)
             }
             None => (true, candidate),
@@ -279,7 +358,7 @@ impl State {
         }
         let mut moved = 0;
         let mut placed = String::new();
-        for (t, &pu) in candidate.iter().enumerate() {
+        for (&t, &pu) in active.iter().zip(&candidate) {
             let cpu = topo.machine.pu_os_index(pu) as i32;
             let slot = &SLOTS[t];
             if slot.cpu.swap(cpu, Ordering::AcqRel) != cpu {
@@ -292,7 +371,7 @@ impl State {
         MIGRATIONS.fetch_add(moved, Ordering::Relaxed);
         let _ = write!(line, " -> remap ({moved} threads move):{placed}");
         log(config, &line);
-        self.current = Some(candidate);
+        self.current = Some(Mapping { threads: active, pus: candidate });
         self.interval = config.mi;
         self.map_data(s);
     }
@@ -304,7 +383,7 @@ impl State {
         let mut targets: Vec<(usize, i32)> = Vec::new();
         for (page, t) in pages.dominated(PAGE_MIN_SAMPLES, PAGE_SHARE) {
             pages.reset(page);
-            if let Some(&pu) = current.get(t as usize) {
+            if let Some(pu) = current.threads.iter().position(|&x| x == t as usize).map(|i| current.pus[i]) {
                 let node = topo.machine.pu_numa[pu];
                 targets.push((page, topo.machine.numa_os_index(node) as i32));
             }

@@ -106,17 +106,27 @@ impl Config {
     }
 }
 
-/// The live state, built by `init`.
+/// The live state, built by `init`. The shared counters sit on cache lines of their own.
 struct Stmap {
     config: Config,
     sharing: table::Sharing,
     /// Per-page dominant threads, when data mapping is on.
     pages: Option<table::Pages>,
     /// Transactional accesses counted (sampled ones times SI+1).
-    accesses: AtomicU64,
-    samples: AtomicU64,
+    accesses: Padded<AtomicU64>,
+    samples: Padded<AtomicU64>,
     /// Where the next decision is due.
-    next_decision: AtomicU64,
+    next_decision: Padded<AtomicU64>,
+}
+
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
 static STMAP: OnceLock<Stmap> = OnceLock::new();
@@ -136,6 +146,7 @@ pub fn init() {
     if !config.detect {
         return;
     }
+    mapper::remember_allowed_cpus();
     let data = mapper::data_mapping_wanted(&config);
     let page_size = {
         // SAFETY: sysconf has no preconditions.
@@ -143,11 +154,12 @@ pub fn init() {
         if p > 0 { p as usize } else { 4096 }
     };
     let _ = STMAP.set(Stmap {
-        sharing: table::Sharing::new(17),
+        // 32 Ki addresses (256 KiB): room for Equation 1's threshold with a cache-sized table.
+        sharing: table::Sharing::new(15),
         pages: data.then(|| table::Pages::new(16, page_size)),
-        accesses: AtomicU64::new(0),
-        samples: AtomicU64::new(0),
-        next_decision: AtomicU64::new(config.mi),
+        accesses: Padded(AtomicU64::new(0)),
+        samples: Padded(AtomicU64::new(0)),
+        next_decision: Padded(AtomicU64::new(config.mi)),
         config,
     });
 }
@@ -169,19 +181,57 @@ pub fn on_access(th: &mut Thread, addr: usize) {
     }
 }
 
+/// Samples a thread takes before it adds them to the global counts (one atomic addition
+/// per batch instead of one per sample: the counters are shared by every thread).
+const PUBLISH_BATCH: u32 = 64;
+
 #[cold]
 fn sample(th: &mut Thread, addr: usize) {
     th.since_sample = 0;
     let Some(s) = state() else { return };
-    if th.slot < table::MAX_THREADS {
-        let tid = th.slot as u16;
+    if th.slot >= table::MAX_THREADS {
+        return;
+    }
+    // The table's entry is likely not in this core's cache (other threads update it): ask
+    // for it now and apply Algorithm 1 when the attempt ends, the miss hidden meanwhile.
+    s.sharing.prefetch(addr);
+    if th.pending_samples.len() == th.pending_samples.capacity() {
+        apply_samples(th);
+    }
+    th.pending_samples.push(addr);
+}
+
+/// Applies the samples the thread took during its attempt (at commit, abort or exit).
+#[inline]
+pub fn apply_samples(th: &mut Thread) {
+    if th.pending_samples.is_empty() {
+        return;
+    }
+    let Some(s) = state() else { return };
+    let tid = th.slot as u16;
+    for &addr in &th.pending_samples {
         s.sharing.record(addr, tid);
         if let Some(p) = &s.pages {
             p.record(addr, tid);
         }
     }
-    s.samples.fetch_add(1, Ordering::Relaxed);
-    let total = s.accesses.fetch_add(s.config.si as u64 + 1, Ordering::Relaxed) + s.config.si as u64 + 1;
+    th.unpublished_samples += th.pending_samples.len() as u32;
+    th.pending_samples.clear();
+    if th.unpublished_samples >= PUBLISH_BATCH {
+        publish(th);
+    }
+}
+
+/// Adds the thread's samples to the global counts; takes the decision if it is due.
+pub fn publish(th: &mut Thread) {
+    let Some(s) = state() else { return };
+    let n = std::mem::take(&mut th.unpublished_samples) as u64;
+    if n == 0 {
+        return;
+    }
+    s.samples.fetch_add(n, Ordering::Relaxed);
+    let step = n * (s.config.si as u64 + 1);
+    let total = s.accesses.fetch_add(step, Ordering::Relaxed) + step;
     if total >= s.next_decision.load(Ordering::Relaxed) {
         hooks::quietly(|| mapper::decide(s, total));
     }

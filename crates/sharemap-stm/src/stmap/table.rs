@@ -2,11 +2,13 @@
 //! torn updates: per address the last two threads (Algorithm 1), the sharing matrix, and
 //! per page its dominant thread.
 //!
-//! Each table is open-addressed with linear probing over keys that are never removed; a
-//! key is claimed with a compare-and-swap and its state word changed with compare-and-swap
-//! loops, so each access is applied exactly once, as if in some order.
+//! The address table is open-addressed with linear probing; each entry is one word holding
+//! the address and its last two threads, so a sample costs one cache line and one
+//! compare-and-swap, and each access is applied exactly once, as if in some order. The
+//! matrix has a row per thread that only that thread writes: no two threads ever update one
+//! cell, and no increment needs an atomic read-modify-write.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Threads STMap follows (slots beyond are not sampled).
 pub const MAX_THREADS: usize = 256;
@@ -17,30 +19,10 @@ fn zeroed64(n: usize) -> Box<[AtomicU64]> {
     (0..n).map(|_| AtomicU64::new(0)).collect()
 }
 
+/// The slot of a key (Fibonacci hashing): neighbouring words land far apart, so threads
+/// sampling neighbouring data do not contend for one cache line of the table.
 fn hash(key: u64, bits: u32) -> usize {
     (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - bits)) as usize
-}
-
-/// Open-addressed keys (0 is empty): the index of `key`, inserting it; `new` says whether
-/// it was inserted now. None when its probe run is full.
-fn find_or_insert(keys: &[AtomicU64], bits: u32, key: u64) -> Option<(usize, bool)> {
-    let mask = keys.len() - 1;
-    let mut i = hash(key, bits);
-    for _ in 0..PROBES {
-        let k = keys[i].load(Ordering::Acquire);
-        if k == key {
-            return Some((i, false));
-        }
-        if k == 0 {
-            match keys[i].compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return Some((i, true)),
-                Err(now) if now == key => return Some((i, false)),
-                Err(_) => {}
-            }
-        }
-        i = (i + 1) & mask;
-    }
-    None
 }
 
 /// No thread in a slot of the last-two pair.
@@ -64,55 +46,97 @@ pub fn last_two_step(state: u32, tid: u16) -> (u32, [u16; 2]) {
     }
 }
 
+/// An address-table entry: the word address (44 bits: user space is below 2^47 bytes) and
+/// the last two threads, each stored plus one in 10 bits (0: none). 0 is an empty entry
+/// (an occupied one always has a last thread).
+const KEY_BITS: u32 = 44;
+const KEY_MASK: u64 = (1 << KEY_BITS) - 1;
+
+fn entry_threads(e: u64) -> u32 {
+    let t = |v: u64| if v == 0 { NONE } else { (v - 1) as u16 };
+    t((e >> KEY_BITS) & 0x3FF) as u32 | (t(e >> (KEY_BITS + 10)) as u32) << 16
+}
+
+fn entry(key: u64, state: u32) -> u64 {
+    let t = |v: u16| if v == NONE { 0 } else { v as u64 + 1 };
+    key | t(state as u16) << KEY_BITS | t((state >> 16) as u16) << (KEY_BITS + 10)
+}
+
 /// Per address (word), the last two threads; the sharing matrix they feed.
 pub struct Sharing {
     bits: u32,
-    keys: Box<[AtomicU64]>,
-    pairs: Box<[AtomicU32]>,
-    /// Lower triangle: cell (i, j), i > j, at i * MAX_THREADS + j.
-    matrix: Box<[AtomicU64]>,
+    entries: Box<[AtomicU64]>,
+    /// Row t: thread t's sharing with each other thread, written by thread t alone.
+    rows: Box<[AtomicU64]>,
     distinct: AtomicU64,
 }
 
 impl Sharing {
     /// A table of 2^`bits` addresses.
     pub fn new(bits: u32) -> Sharing {
-        let n = 1usize << bits;
         Sharing {
             bits,
-            keys: zeroed64(n),
-            pairs: (0..n).map(|_| AtomicU32::new(u32::MAX)).collect(),
-            matrix: zeroed64(MAX_THREADS * MAX_THREADS),
+            entries: zeroed64(1 << bits),
+            rows: zeroed64(MAX_THREADS * MAX_THREADS),
             distinct: AtomicU64::new(0),
         }
     }
 
+    /// Starts bringing the entry of `addr` into this core's cache, for writing.
+    #[inline]
+    pub fn prefetch(&self, addr: usize) {
+        let key = (addr as u64 >> 3) & KEY_MASK;
+        let p = self.entries[hash(key, self.bits)].as_ptr();
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch only hints the cache; p points into the table.
+        unsafe {
+            std::arch::asm!("prefetchw [{}]", in(reg) p, options(nostack, preserves_flags, readonly));
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = p;
+    }
+
     /// Algorithm 1 for thread `tid` (below MAX_THREADS) accessing `addr`.
     pub fn record(&self, addr: usize, tid: u16) {
-        let key = (addr as u64 >> 3) + 1;
-        let Some((i, new)) = find_or_insert(&self.keys, self.bits, key) else {
-            // A full probe run: an address the table cannot hold still counts as distinct.
-            self.distinct.fetch_add(1, Ordering::Relaxed);
-            return;
-        };
-        if new {
-            self.distinct.fetch_add(1, Ordering::Relaxed);
+        let key = (addr as u64 >> 3) & KEY_MASK;
+        let mask = self.entries.len() - 1;
+        let mut i = hash(key, self.bits);
+        for _ in 0..PROBES {
+            let cell = &self.entries[i];
+            let mut e = cell.load(Ordering::Acquire);
+            loop {
+                if e != 0 && e & KEY_MASK != key {
+                    break; // another address: probe on
+                }
+                let state = if e == 0 { u32::MAX } else { entry_threads(e) };
+                let (next, partners) = last_two_step(state, tid);
+                if e != 0 && next == state {
+                    self.count(tid, partners);
+                    return;
+                }
+                match cell.compare_exchange_weak(e, entry(key, next), Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => {
+                        if e == 0 {
+                            self.distinct.fetch_add(1, Ordering::Relaxed);
+                        }
+                        self.count(tid, partners);
+                        return;
+                    }
+                    Err(now) => e = now,
+                }
+            }
+            i = (i + 1) & mask;
         }
-        let cell = &self.pairs[i];
-        let mut state = cell.load(Ordering::Acquire);
-        let partners = loop {
-            let (next, partners) = last_two_step(state, tid);
-            if next == state {
-                break partners;
-            }
-            match cell.compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => break partners,
-                Err(now) => state = now,
-            }
-        };
+        // A full probe run: an address the table cannot hold still counts as distinct.
+        self.distinct.fetch_add(1, Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn count(&self, tid: u16, partners: [u16; 2]) {
         for p in partners.into_iter().filter(|&p| p != NONE && p != tid) {
-            let (a, b) = if tid > p { (tid, p) } else { (p, tid) };
-            self.matrix[a as usize * MAX_THREADS + b as usize].fetch_add(1, Ordering::Relaxed);
+            let cell = &self.rows[tid as usize * MAX_THREADS + p as usize];
+            // Only thread `tid` writes its row.
+            cell.store(cell.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         }
     }
 
@@ -124,10 +148,11 @@ impl Sharing {
     /// The matrix among the first `n` threads, as counts (row-major, symmetric).
     pub fn counts(&self, n: usize) -> Vec<u64> {
         let n = n.min(MAX_THREADS);
+        let cell = |i: usize, j: usize| self.rows[i * MAX_THREADS + j].load(Ordering::Relaxed);
         let mut out = vec![0; n * n];
         for i in 0..n {
             for j in 0..i {
-                let v = self.matrix[i * MAX_THREADS + j].load(Ordering::Relaxed);
+                let v = cell(i, j) + cell(j, i);
                 out[i * n + j] = v;
                 out[j * n + i] = v;
             }
@@ -165,24 +190,42 @@ pub fn unpack_page(state: u64) -> (u16, u32, u32) {
     (state as u16, (state >> 16) as u32 & 0xFF_FFFF, (state >> 40) as u32 & 0xFF_FFFF)
 }
 
-/// Per page, which thread samples it most.
+/// Per page, which thread samples it most: entries of two words (key + 1, state) side by
+/// side, so a sample touches one cache line.
 pub struct Pages {
     bits: u32,
     page_shift: u32,
-    keys: Box<[AtomicU64]>,
-    states: Box<[AtomicU64]>,
+    slots: Box<[AtomicU64]>,
 }
 
 impl Pages {
     pub fn new(bits: u32, page_size: usize) -> Pages {
-        let n = 1usize << bits;
-        Pages { bits, page_shift: page_size.trailing_zeros(), keys: zeroed64(n), states: zeroed64(n) }
+        Pages { bits, page_shift: page_size.trailing_zeros(), slots: zeroed64(2 << bits) }
+    }
+
+    /// The entry of `key` (inserted if new), or None when its probe run is full.
+    fn find(&self, key: u64) -> Option<usize> {
+        let mask = (1usize << self.bits) - 1;
+        let mut i = hash(key, self.bits);
+        for _ in 0..PROBES {
+            let k = &self.slots[2 * i];
+            match k.load(Ordering::Acquire) {
+                x if x == key => return Some(i),
+                0 => match k.compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => return Some(i),
+                    Err(now) if now == key => return Some(i),
+                    Err(_) => {}
+                },
+                _ => {}
+            }
+            i = (i + 1) & mask;
+        }
+        None
     }
 
     pub fn record(&self, addr: usize, tid: u16) {
-        let key = (addr as u64 >> self.page_shift) + 1;
-        let Some((i, _)) = find_or_insert(&self.keys, self.bits, key) else { return };
-        let cell = &self.states[i];
+        let Some(i) = self.find((addr as u64 >> self.page_shift) + 1) else { return };
+        let cell = &self.slots[2 * i + 1];
         let mut state = cell.load(Ordering::Acquire);
         while let Err(now) =
             cell.compare_exchange_weak(state, page_step(state, tid), Ordering::AcqRel, Ordering::Acquire)
@@ -195,12 +238,12 @@ impl Pages {
     /// fraction `share` (by the candidate's count, a lower bound): (page address, thread).
     pub fn dominated(&self, min_samples: u32, share: f64) -> Vec<(usize, u16)> {
         let mut out = Vec::new();
-        for (k, s) in self.keys.iter().zip(self.states.iter()) {
-            let key = k.load(Ordering::Acquire);
+        for pair in self.slots.chunks_exact(2) {
+            let key = pair[0].load(Ordering::Acquire);
             if key == 0 {
                 continue;
             }
-            let (cand, count, total) = unpack_page(s.load(Ordering::Acquire));
+            let (cand, count, total) = unpack_page(pair[1].load(Ordering::Acquire));
             if total >= min_samples && count as f64 >= share * total as f64 {
                 out.push((((key - 1) << self.page_shift) as usize, cand));
             }
@@ -210,9 +253,8 @@ impl Pages {
 
     /// Forgets a page's samples (after it moved).
     pub fn reset(&self, page: usize) {
-        let key = (page as u64 >> self.page_shift) + 1;
-        if let Some((i, _)) = find_or_insert(&self.keys, self.bits, key) {
-            self.states[i].store(0, Ordering::Release);
+        if let Some(i) = self.find((page as u64 >> self.page_shift) + 1) {
+            self.slots[2 * i + 1].store(0, Ordering::Release);
         }
     }
 }
