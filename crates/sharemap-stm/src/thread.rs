@@ -35,6 +35,8 @@ pub struct Slot {
     pub aborts: AtomicU64,
     pub aborts_by: [AtomicU64; REASONS],
     pub max_retries: AtomicU64,
+    /// STMap's samples of this thread's accesses (its share of the work).
+    pub samples: AtomicU64,
     /// The clock when its running transaction began, u64::MAX outside transactions.
     pub active_since: AtomicU64,
     /// The OS CPU STMap wants it on (-1: none), and a counter bumped at each new wish.
@@ -51,6 +53,7 @@ impl Slot {
             aborts: AtomicU64::new(0),
             aborts_by: [const { AtomicU64::new(0) }; REASONS],
             max_retries: AtomicU64::new(0),
+            samples: AtomicU64::new(0),
             active_since: AtomicU64::new(u64::MAX),
             cpu: AtomicI32::new(-1),
             cpu_epoch: AtomicU32::new(0),
@@ -93,8 +96,13 @@ pub struct Thread {
     /// STMap: accesses since the last sampled one, and the sampling interval (u32::MAX off).
     pub since_sample: u32,
     pub sample_interval: u32,
-    /// Samples of the running attempt, applied when it ends.
-    pub pending_samples: Vec<usize>,
+    /// Samples of the running attempt, applied when it ends (one more place: the next
+    /// access is written there before it is known whether it is kept).
+    pub pending_samples: [usize; stmap::PENDING + 1],
+    pub pending_count: usize,
+    /// The samples of the attempt before, applied at the end of this one.
+    pub ready_samples: [usize; stmap::PENDING],
+    pub ready_count: usize,
     /// Samples not yet added to STMap's global counts.
     pub unpublished_samples: u32,
     /// The `cpu_epoch` of its slot this thread last acted on.
@@ -179,7 +187,10 @@ pub fn init_thread() -> *mut Thread {
         specific: [null_mut(); MAX_SPECIFIC],
         since_sample: 0,
         sample_interval: stmap::sample_interval(),
-        pending_samples: Vec::with_capacity(16),
+        pending_samples: [0; stmap::PENDING + 1],
+        pending_count: 0,
+        ready_samples: [0; stmap::PENDING],
+        ready_count: 0,
         unpublished_samples: 0,
         cpu_epoch_seen: 0,
         mem: mem::ThreadMem::default(),
@@ -204,7 +215,7 @@ pub fn exit_thread() {
     // SAFETY: the pointer came from Box::into_raw in init_thread and is cleared below, so
     // it is freed once.
     let mut th = unsafe { Box::from_raw(ptr) };
-    stmap::apply_samples(&mut th);
+    stmap::flush_samples(&mut th);
     stmap::publish(&mut th);
     if th.nesting > 0 {
         th.tx.rollback();

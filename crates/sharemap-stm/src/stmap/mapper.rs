@@ -21,8 +21,8 @@ use sharemap_core::SharingMatrix;
 use sharemap_machine::Machine;
 use sharemap_mapping::{CostModel, PairCosts, mapping_cost, potential};
 use std::fmt::Write as _;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 /// Samples a page needs before its dominant thread counts.
 const PAGE_MIN_SAMPLES: u32 = 4;
@@ -75,9 +75,6 @@ pub fn data_mapping_wanted(config: &Config) -> bool {
 struct Topology {
     machine: Machine,
     costs: PairCosts,
-    /// The default algorithm computes its starting points in parallel with rayon: one pool
-    /// thread of our own, so the program does not get a worker per CPU.
-    pool: rayon::ThreadPool,
 }
 
 struct State {
@@ -92,8 +89,8 @@ struct State {
     current: Option<Mapping>,
     /// A better mapping seen at the last decision, not yet confirmed.
     pending: Option<Vec<usize>>,
-    /// Each slot's transactions (commits and aborts) at the last decision.
-    attempts: Vec<u64>,
+    /// Each slot's samples at the last decision.
+    work: Vec<u64>,
     interval: u64,
     commits: u64,
     aborts: u64,
@@ -164,12 +161,38 @@ fn unpin(threads: &[usize]) -> u64 {
     n
 }
 
-/// Takes a decision if it is due and no other thread is taking one.
-pub fn decide(s: &Stmap, total: u64) {
-    let Ok(mut guard) = MAPPER.try_lock() else { return };
-    if total < s.next_decision.load(Ordering::Relaxed) {
+/// The mapper's own thread (a one-thread rayon pool: the default algorithm computes its
+/// starting points with rayon, which then runs them here, one after the other). Decisions
+/// run there, off the transactions' path.
+static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+
+fn pool() -> Option<&'static rayon::ThreadPool> {
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .thread_name(|_| "sharemap-stmap".into())
+            .start_handler(|_| crate::hooks::quiet_thread())
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
+
+/// Called when `total` accesses have been counted: if a decision is due, the mapper
+/// thread takes it (the caller goes on at once).
+pub fn request_decision(s: &'static Stmap, total: u64) {
+    let due = s.next_decision.load(Ordering::Relaxed);
+    if total < due || s.next_decision.compare_exchange(due, u64::MAX, Ordering::AcqRel, Ordering::Relaxed).is_err() {
         return;
     }
+    match pool() {
+        Some(p) => p.spawn(move || decide(s, total)),
+        None => decide(s, total),
+    }
+}
+
+fn decide(s: &Stmap, total: u64) {
+    let Ok(mut guard) = MAPPER.lock() else { return };
     let st = guard.get_or_insert_with(|| State {
         topology: None,
         topology_error: None,
@@ -178,7 +201,7 @@ pub fn decide(s: &Stmap, total: u64) {
         recent: SharingMatrix::new(0),
         current: None,
         pending: None,
-        attempts: Vec::new(),
+        work: Vec::new(),
         interval: s.config.mi,
         commits: 0,
         aborts: 0,
@@ -187,32 +210,23 @@ pub fn decide(s: &Stmap, total: u64) {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| st.decide(s, total)));
     if outcome.is_err() {
         eprintln!("sharemap-stm: STMap's mapper failed: no further decisions");
-        s.next_decision.store(u64::MAX, Ordering::Relaxed);
-        return;
+        return; // next_decision stays at u64::MAX
     }
-    s.next_decision.store(total.saturating_add(st.interval), Ordering::Relaxed);
+    // Due after the interval, counted from what the threads have counted by now.
+    let now = s.accesses.load(Ordering::Relaxed);
+    s.next_decision.store(now.max(total).saturating_add(st.interval), Ordering::Relaxed);
 }
 
 impl State {
     fn topology(&mut self, config: &Config) -> Option<&Topology> {
         if self.topology.is_none() && self.topology_error.is_none() {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(1)
-                .thread_name(|_| "sharemap-stmap".into())
-                .start_handler(|_| crate::hooks::quiet_thread())
-                .build();
-            match (Machine::live_sysfs(), pool) {
-                (Ok(machine), Ok(pool)) => {
+            match Machine::live_sysfs() {
+                Ok(machine) => {
                     let costs = PairCosts::new(&machine, CostModel::Latency);
-                    self.topology = Some(Topology { machine, costs, pool });
+                    self.topology = Some(Topology { machine, costs });
                 }
-                (Err(e), _) => {
+                Err(e) => {
                     let why = format!("cannot read this host's topology ({}): threads stay where they are", e.0);
-                    log(config, &why);
-                    self.topology_error = Some(why);
-                }
-                (_, Err(e)) => {
-                    let why = format!("cannot start the mapping thread ({e}): threads stay where they are");
                     log(config, &why);
                     self.topology_error = Some(why);
                 }
@@ -240,16 +254,16 @@ impl State {
         self.previous_n = n;
     }
 
-    /// The threads that ran transactions since the last decision, at least 1 % as many as
-    /// the busiest: an idle thread, such as a main thread that filled a structure and now
-    /// waits for its workers, is not mapped (it would take a CPU from them).
+    /// The threads that did at least a tenth of the busiest one's transactional work since
+    /// the last decision (by their samples): an idle thread, such as a main thread that
+    /// filled a structure and now waits for its workers, is not mapped (it would take a CPU
+    /// from them).
     fn active_threads(&mut self, n: usize) -> Vec<usize> {
-        let now: Vec<u64> =
-            SLOTS[..n].iter().map(|x| x.commits.load(Ordering::Relaxed) + x.aborts.load(Ordering::Relaxed)).collect();
-        let ran: Vec<u64> = (0..n).map(|t| now[t] - self.attempts.get(t).copied().unwrap_or(0).min(now[t])).collect();
-        let busiest = ran.iter().copied().max().unwrap_or(0);
-        let active = (0..n).filter(|&t| ran[t] > 0 && ran[t] * 100 >= busiest).collect();
-        self.attempts = now;
+        let now: Vec<u64> = SLOTS[..n].iter().map(|x| x.samples.load(Ordering::Relaxed)).collect();
+        let did: Vec<u64> = (0..n).map(|t| now[t] - self.work.get(t).copied().unwrap_or(0).min(now[t])).collect();
+        let busiest = did.iter().copied().max().unwrap_or(0);
+        let active = (0..n).filter(|&t| did[t] > 0 && did[t] * 10 >= busiest).collect();
+        self.work = now;
         active
     }
 
@@ -305,28 +319,31 @@ impl State {
             return;
         }
         let gate = potential::gate(&recent, &topo.machine, &topo.costs, ds.max(1));
+        let _ = write!(line, "; potential {gate:.3}");
+        if gate < config.gate {
+            let _ = write!(line, " below {:.3}: threads stay", config.gate);
+            if current.is_none() {
+                // Pins from a mapping of other threads no longer fit: the OS places them.
+                let unpinned = unpin(&active);
+                if unpinned > 0 {
+                    let _ = write!(line, "; {unpinned} pinned for other threads, now unpinned");
+                    self.current = None;
+                }
+            }
+            log(config, &line);
+            self.grow_interval(config.mi);
+            self.map_data(s);
+            return;
+        }
         let algorithm = sharemap_mapping::build("sharemap", 0).expect("the default algorithm is registered");
-        let Ok(candidate) = topo.pool.install(|| algorithm.map(&recent, &topo.machine, &topo.costs)) else {
+        let Ok(candidate) = algorithm.map(&recent, &topo.machine, &topo.costs) else {
             log(config, &format!("{line} -> the default algorithm could not map"));
             return;
         };
         let new_cost = mapping_cost(&recent, &candidate, &topo.costs);
         let current_cost = current.as_ref().map(|c| mapping_cost(&recent, c, &topo.costs));
-        let _ = write!(line, "; potential {gate:.3}");
         let pending = self.pending.take().filter(|p| p.len() == k);
         let (remap, candidate) = match current_cost {
-            _ if gate < config.gate => {
-                let _ = write!(line, " below {:.3}: threads stay", config.gate);
-                if current.is_none() {
-                    // Pins from a mapping of other threads no longer fit: the OS places them.
-                    let unpinned = unpin(&active);
-                    if unpinned > 0 {
-                        let _ = write!(line, "; {unpinned} pinned for other threads, now unpinned");
-                        self.current = None;
-                    }
-                }
-                (false, candidate)
-            }
             None => (true, candidate),
             Some(c) if c <= new_cost * (1.0 + config.hysteresis) => {
                 let _ = write!(

@@ -172,51 +172,80 @@ pub fn sample_interval() -> u32 {
     }
 }
 
-/// Algorithm 2's per-access step (the rest is out of line).
-#[inline]
-pub fn on_access(th: &mut Thread, addr: usize) {
-    th.since_sample += 1;
-    if th.since_sample > th.sample_interval {
-        sample(th, addr);
-    }
-}
+/// Samples an attempt keeps before applying them.
+pub const PENDING: usize = 16;
 
 /// Samples a thread takes before it adds them to the global counts (one atomic addition
 /// per batch instead of one per sample: the counters are shared by every thread).
 const PUBLISH_BATCH: u32 = 64;
 
-#[cold]
-fn sample(th: &mut Thread, addr: usize) {
-    th.since_sample = 0;
-    let Some(s) = state() else { return };
-    if th.slot >= table::MAX_THREADS {
-        return;
+/// Algorithm 2's per-access step: one access in SI+1 is kept, and Algorithm 1 applied to
+/// it when the attempt ends. Branch-free: a branch taken once in SI+1 times would be
+/// mispredicted each time it is, a cost the size of everything else here. The address is
+/// written to the next free place every time and kept by counting it.
+#[inline(always)]
+pub fn on_access(th: &mut Thread, addr: usize) {
+    let hit = th.since_sample >= th.sample_interval;
+    th.pending_samples[th.pending_count] = addr;
+    th.pending_count += hit as usize;
+    th.since_sample = if hit { 0 } else { th.since_sample + 1 };
+    if th.pending_count == PENDING {
+        rotate_samples(th);
     }
-    // The table's entry is likely not in this core's cache (other threads update it): ask
-    // for it now and apply Algorithm 1 when the attempt ends, the miss hidden meanwhile.
-    s.sharing.prefetch(addr);
-    if th.pending_samples.len() == th.pending_samples.capacity() {
-        apply_samples(th);
-    }
-    th.pending_samples.push(addr);
 }
 
-/// Applies the samples the thread took during its attempt (at commit, abort or exit).
+/// At the end of an attempt (commit or abort): Algorithm 1 on the samples of the attempt
+/// before, whose table entries were asked for then, so their cache misses (other threads
+/// update those entries) were hidden behind this attempt; this attempt's samples are asked
+/// for in turn.
 #[inline]
-pub fn apply_samples(th: &mut Thread) {
-    if th.pending_samples.is_empty() {
+pub fn end_of_attempt(th: &mut Thread) {
+    if th.pending_count | th.ready_count != 0 {
+        rotate_samples(th);
+    }
+}
+
+#[inline(never)]
+fn rotate_samples(th: &mut Thread) {
+    let Some(s) = state() else {
+        (th.pending_count, th.ready_count) = (0, 0);
+        return;
+    };
+    let ready = std::mem::take(&mut th.ready_count);
+    apply(th, s, ready, false);
+    let n = std::mem::take(&mut th.pending_count);
+    th.ready_samples[..n].copy_from_slice(&th.pending_samples[..n]);
+    th.ready_count = n;
+    for &addr in &th.ready_samples[..n] {
+        s.sharing.prefetch(addr);
+    }
+}
+
+/// Every sample not yet applied (the thread leaves).
+pub fn flush_samples(th: &mut Thread) {
+    let Some(s) = state() else { return };
+    let ready = std::mem::take(&mut th.ready_count);
+    apply(th, s, ready, false);
+    let pending = std::mem::take(&mut th.pending_count);
+    apply(th, s, pending, true);
+}
+
+/// Algorithm 1 on the first `n` ready (or pending) samples.
+fn apply(th: &mut Thread, s: &Stmap, n: usize, pending: bool) {
+    if n == 0 || th.slot >= table::MAX_THREADS {
         return;
     }
-    let Some(s) = state() else { return };
     let tid = th.slot as u16;
-    for &addr in &th.pending_samples {
+    let samples = if pending { &th.pending_samples[..n] } else { &th.ready_samples[..n] };
+    for &addr in samples {
         s.sharing.record(addr, tid);
         if let Some(p) = &s.pages {
             p.record(addr, tid);
         }
     }
-    th.unpublished_samples += th.pending_samples.len() as u32;
-    th.pending_samples.clear();
+    th.unpublished_samples += n as u32;
+    let mine = &th.slot().samples;
+    mine.store(mine.load(Ordering::Relaxed) + n as u64, Ordering::Relaxed);
     if th.unpublished_samples >= PUBLISH_BATCH {
         publish(th);
     }
@@ -233,7 +262,7 @@ pub fn publish(th: &mut Thread) {
     let step = n * (s.config.si as u64 + 1);
     let total = s.accesses.fetch_add(step, Ordering::Relaxed) + step;
     if total >= s.next_decision.load(Ordering::Relaxed) {
-        hooks::quietly(|| mapper::decide(s, total));
+        hooks::quietly(|| mapper::request_decision(s, total));
     }
 }
 

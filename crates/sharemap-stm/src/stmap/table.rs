@@ -82,7 +82,8 @@ impl Sharing {
         }
     }
 
-    /// Starts bringing the entry of `addr` into this core's cache, for writing.
+    /// Starts bringing the entry of `addr` into this core's cache, for writing (measured:
+    /// a shared prefetch cost more, the compare-and-swap then asking for the line again).
     #[inline]
     pub fn prefetch(&self, addr: usize) {
         let key = (addr as u64 >> 3) & KEY_MASK;
