@@ -163,6 +163,15 @@ impl Tx {
         self.reads.clear();
         self.writes.clear();
         self.owned.clear();
+        // A huge transaction once does not keep its sets' memory for good.
+        const KEEP: usize = 1 << 16;
+        if self.reads.capacity() > KEEP {
+            self.reads.shrink_to(KEEP);
+        }
+        if self.writes.capacity() > KEEP {
+            self.writes.shrink_to(KEEP);
+            self.owned.shrink_to(KEEP);
+        }
         self.can_extend = true;
         self.start = clock();
         self.end = self.start;

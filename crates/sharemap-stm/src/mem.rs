@@ -3,8 +3,8 @@
 //! to the allocator only once no transaction that could still reach it runs (epoch-based:
 //! every running transaction started after the free committed).
 //!
-//! `stm_free(addr, size)` with a size also writes the block's words (mask 0, values kept),
-//! so transactions reading it concurrently conflict, as in TinySTM.
+//! `stm_free(addr, size)` with a size (up to 4 KiB) also takes the block's locks (writes of
+//! mask 0, values kept), so transactions reading it concurrently conflict, as in TinySTM.
 
 use crate::capi;
 use crate::thread::{SLOTS, Thread};
@@ -17,6 +17,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 static GC: AtomicBool = AtomicBool::new(false);
 /// Blocks of threads that exited before their frees were safe: (commit version, block).
 static ORPHANS: Mutex<Vec<(u64, usize)>> = Mutex::new(Vec::new());
+
+/// The largest block `stm_free` locks.
+const LOCK_FREED_UP_TO: usize = 4096;
 
 /// Blocks a thread keeps before it tries to give them back.
 const RECLAIM_BATCH: usize = 64;
@@ -158,13 +161,17 @@ pub unsafe extern "C" fn stm_free(addr: *mut c_void, size: usize) {
     if !GC.load(Ordering::Relaxed) {
         GC.store(true, Ordering::SeqCst);
     }
-    // Take the block's locks (mask 0 writes nothing): readers of it now conflict.
-    let start = addr as usize & !7;
-    let end = addr as usize + size;
-    let mut w = start;
-    while w < end {
-        capi::store_word(th, w, 0, 0);
-        w += 8;
+    // Take the block's locks, one write of nothing (mask 0) per lock: transactions reading
+    // it now conflict, as TinySTM's do. A large block is left to the epochs alone (no
+    // transaction can see its memory reused anyway): thousands of locks would only bloat
+    // the write set.
+    if size <= LOCK_FREED_UP_TO {
+        let granule = 1usize << crate::core::LOCK_GRANULE_BITS;
+        let mut w = addr as usize & !(granule - 1);
+        while w < addr as usize + size {
+            capi::store_word(th, w, 0, 0);
+            w += granule;
+        }
     }
     th.mem.frees.push(addr as usize);
 }

@@ -42,6 +42,8 @@ pub struct Slot {
     /// The OS CPU STMap wants it on (-1: none), and a counter bumped at each new wish.
     pub cpu: AtomicI32,
     pub cpu_epoch: AtomicU32,
+    /// The OS NUMA node of that CPU (-1: none): the node its samples count for.
+    pub node: AtomicI32,
 }
 
 impl Slot {
@@ -57,6 +59,7 @@ impl Slot {
             active_since: AtomicU64::new(u64::MAX),
             cpu: AtomicI32::new(-1),
             cpu_epoch: AtomicU32::new(0),
+            node: AtomicI32::new(-1),
         }
     }
 }

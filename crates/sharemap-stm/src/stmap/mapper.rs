@@ -12,8 +12,10 @@
 //!    two decisions in a row (the first mapping, and threads new since, at once).
 //!    Each decision that keeps the mapping doubles the interval (up to 64 MI); a remap
 //!    resets it.
-//! 5. Data mapping: pages one thread dominates (at least half of their samples) move to the
-//!    node of that thread's CPU (move_pages), on hosts with several NUMA nodes.
+//! 5. Data mapping: pages that the threads pinned on one node dominate (at least half of
+//!    their samples, by Boyer-Moore's majority count) move to that node (move_pages), on
+//!    hosts with several NUMA nodes. A page one thread dominates goes to its node; a page a
+//!    group of threads mapped together shares goes to theirs.
 
 use super::{Config, Stmap, table};
 use crate::thread::{self, SLOTS};
@@ -28,6 +30,9 @@ use std::sync::{Mutex, OnceLock};
 const PAGE_MIN_SAMPLES: u32 = 4;
 /// The share of a page's samples its thread must have made (a lower bound).
 const PAGE_SHARE: f64 = 0.5;
+/// How far back a thread's work counts towards its being active (the Linux scheduler gives
+/// every runnable thread a turn within about 24 ms).
+const ACTIVITY_WINDOW: std::time::Duration = std::time::Duration::from_millis(100);
 /// The longest interval, in mapping intervals.
 const MAX_INTERVAL_FACTOR: u64 = 64;
 
@@ -89,8 +94,8 @@ struct State {
     current: Option<Mapping>,
     /// A better mapping seen at the last decision, not yet confirmed.
     pending: Option<Vec<usize>>,
-    /// Each slot's samples at the last decision.
-    work: Vec<u64>,
+    /// Each slot's samples at past decisions, over the activity window.
+    history: std::collections::VecDeque<(std::time::Instant, Vec<u64>)>,
     interval: u64,
     commits: u64,
     aborts: u64,
@@ -145,7 +150,8 @@ pub fn pin_self(cpu: i32) {
         },
     };
     // SAFETY: set is a valid cpu_set_t of the size given.
-    unsafe { libc::pthread_setaffinity_np(libc::pthread_self(), std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    let r = unsafe { libc::pthread_setaffinity_np(libc::pthread_self(), std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    let _ = r;
 }
 
 /// Unpins the given threads where STMap had pinned them; how many.
@@ -153,6 +159,7 @@ fn unpin(threads: &[usize]) -> u64 {
     let mut n = 0;
     for &t in threads {
         let slot = &SLOTS[t];
+        slot.node.store(-1, Ordering::Release);
         if slot.cpu.swap(-1, Ordering::AcqRel) != -1 {
             slot.cpu_epoch.fetch_add(1, Ordering::AcqRel);
             n += 1;
@@ -201,7 +208,7 @@ fn decide(s: &Stmap, total: u64) {
         recent: SharingMatrix::new(0),
         current: None,
         pending: None,
-        work: Vec::new(),
+        history: Default::default(),
         interval: s.config.mi,
         commits: 0,
         aborts: 0,
@@ -254,17 +261,25 @@ impl State {
         self.previous_n = n;
     }
 
-    /// The threads that did at least a tenth of the busiest one's transactional work since
-    /// the last decision (by their samples): an idle thread, such as a main thread that
-    /// filled a structure and now waits for its workers, is not mapped (it would take a CPU
-    /// from them).
+    /// The threads that did at least a tenth of the busiest one's transactional work (by
+    /// their samples) over the last `ACTIVITY_WINDOW` (at least since the last decision).
+    /// An idle thread, such as a main thread that filled a structure and now waits for its
+    /// workers, is not mapped: it would take a CPU from them. The window is longer than the
+    /// scheduler's period, so that with more threads than CPUs a thread that merely waited
+    /// for its turn still counts.
     fn active_threads(&mut self, n: usize) -> Vec<usize> {
-        let now: Vec<u64> = SLOTS[..n].iter().map(|x| x.samples.load(Ordering::Relaxed)).collect();
-        let did: Vec<u64> = (0..n).map(|t| now[t] - self.work.get(t).copied().unwrap_or(0).min(now[t])).collect();
+        let now = std::time::Instant::now();
+        let counts: Vec<u64> = SLOTS[..n].iter().map(|x| x.samples.load(Ordering::Relaxed)).collect();
+        while self.history.len() >= 2 && now.duration_since(self.history[1].0) >= ACTIVITY_WINDOW {
+            self.history.pop_front();
+        }
+        let did: Vec<u64> = match self.history.front() {
+            Some((_, then)) => (0..n).map(|t| counts[t] - then.get(t).copied().unwrap_or(0).min(counts[t])).collect(),
+            None => counts.clone(),
+        };
+        self.history.push_back((now, counts));
         let busiest = did.iter().copied().max().unwrap_or(0);
-        let active = (0..n).filter(|&t| did[t] > 0 && did[t] * 10 >= busiest).collect();
-        self.work = now;
-        active
+        (0..n).filter(|&t| did[t] > 0 && did[t] * 10 >= busiest).collect()
     }
 
     fn decide(&mut self, s: &Stmap, total: u64) {
@@ -378,6 +393,7 @@ impl State {
         for (&t, &pu) in active.iter().zip(&candidate) {
             let cpu = topo.machine.pu_os_index(pu) as i32;
             let slot = &SLOTS[t];
+            slot.node.store(topo.machine.numa_os_index(topo.machine.pu_numa[pu]) as i32, Ordering::Release);
             if slot.cpu.swap(cpu, Ordering::AcqRel) != cpu {
                 moved += 1;
             }
@@ -395,15 +411,11 @@ impl State {
 
     /// Moves pages a thread dominates to its node.
     fn map_data(&mut self, s: &Stmap) {
-        let (Some(pages), Some(current)) = (&s.pages, self.current.clone()) else { return };
-        let Some(topo) = self.topology.as_ref() else { return };
+        let Some(pages) = &s.pages else { return };
         let mut targets: Vec<(usize, i32)> = Vec::new();
-        for (page, t) in pages.dominated(PAGE_MIN_SAMPLES, PAGE_SHARE) {
+        for (page, node) in pages.dominated(PAGE_MIN_SAMPLES, PAGE_SHARE) {
             pages.reset(page);
-            if let Some(pu) = current.threads.iter().position(|&x| x == t as usize).map(|i| current.pus[i]) {
-                let node = topo.machine.pu_numa[pu];
-                targets.push((page, topo.machine.numa_os_index(node) as i32));
-            }
+            targets.push((page, node as i32));
         }
         if targets.is_empty() {
             return;
@@ -423,7 +435,7 @@ impl State {
         let after = move_pages(&pages_, Some(&nodes));
         let moved = after.iter().zip(&nodes).filter(|(a, n)| a == n).count() as u64;
         PAGES_MOVED.fetch_add(moved, Ordering::Relaxed);
-        log(&s.config, &format!("data mapping: {moved} of {} pages moved to their thread's node", to_move.len()));
+        log(&s.config, &format!("data mapping: {moved} of {} pages moved to the node that uses them", to_move.len()));
     }
 }
 

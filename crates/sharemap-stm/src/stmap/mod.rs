@@ -239,8 +239,12 @@ fn apply(th: &mut Thread, s: &Stmap, n: usize, pending: bool) {
     let samples = if pending { &th.pending_samples[..n] } else { &th.ready_samples[..n] };
     for &addr in samples {
         s.sharing.record(addr, tid);
-        if let Some(p) = &s.pages {
-            p.record(addr, tid);
+    }
+    // Pages count the samples of pinned threads for their node.
+    let node = th.slot().node.load(Ordering::Relaxed);
+    if let (Some(p), Ok(node)) = (&s.pages, u16::try_from(node)) {
+        for &addr in samples {
+            p.record(addr, node);
         }
     }
     th.unpublished_samples += n as u32;

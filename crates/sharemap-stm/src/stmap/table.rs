@@ -191,8 +191,9 @@ pub fn unpack_page(state: u64) -> (u16, u32, u32) {
     (state as u16, (state >> 16) as u32 & 0xFF_FFFF, (state >> 40) as u32 & 0xFF_FFFF)
 }
 
-/// Per page, which thread samples it most: entries of two words (key + 1, state) side by
-/// side, so a sample touches one cache line.
+/// Per page, which node's threads sample it most (any small id works: the STM records
+/// nodes): entries of two words (key + 1, state) side by side, so a sample touches one
+/// cache line.
 pub struct Pages {
     bits: u32,
     page_shift: u32,
@@ -224,19 +225,19 @@ impl Pages {
         None
     }
 
-    pub fn record(&self, addr: usize, tid: u16) {
+    pub fn record(&self, addr: usize, who: u16) {
         let Some(i) = self.find((addr as u64 >> self.page_shift) + 1) else { return };
         let cell = &self.slots[2 * i + 1];
         let mut state = cell.load(Ordering::Acquire);
         while let Err(now) =
-            cell.compare_exchange_weak(state, page_step(state, tid), Ordering::AcqRel, Ordering::Acquire)
+            cell.compare_exchange_weak(state, page_step(state, who), Ordering::AcqRel, Ordering::Acquire)
         {
             state = now;
         }
     }
 
-    /// Pages with at least `min_samples` samples of which one thread made at least the
-    /// fraction `share` (by the candidate's count, a lower bound): (page address, thread).
+    /// Pages with at least `min_samples` samples of which one id made at least the fraction
+    /// `share` (by the candidate's count, a lower bound): (page address, id).
     pub fn dominated(&self, min_samples: u32, share: f64) -> Vec<(usize, u16)> {
         let mut out = Vec::new();
         for pair in self.slots.chunks_exact(2) {

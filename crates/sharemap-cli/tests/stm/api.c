@@ -1,0 +1,440 @@
+/* sharemap's STM against TinySTM 1.0.5's API: each check prints "ok NAME" or "FAIL NAME:
+ * why"; the exit status is the number of failures. Built with `sharemap cc --stm
+ * --no-trace` by crates/sharemap-cli/tests/stm.rs. */
+#define _GNU_SOURCE
+#include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <stm.h>
+#include <wrappers.h>
+#include <mod_mem.h>
+#include <mod_stats.h>
+#include <mod_ab.h>
+
+static int failures;
+#define CHECK(name, cond, ...)                     \
+  do {                                             \
+    if (cond) {                                    \
+      printf("ok %s\n", name);                     \
+    } else {                                       \
+      printf("FAIL %s: ", name);                   \
+      printf(__VA_ARGS__);                         \
+      printf("\n");                                \
+      failures++;                                  \
+    }                                              \
+  } while (0)
+
+/* Locals changed inside a transaction and read after it restarts are volatile: longjmp
+ * restores registers. */
+#define BEGIN(attr)                                \
+  do {                                             \
+    sigjmp_buf *env_ = stm_start(attr);            \
+    if (env_ != NULL) reason = sigsetjmp(*env_, 0); \
+  } while (0)
+
+/* Words with a lock each (locks cover 32 bytes). */
+typedef struct { _Alignas(64) volatile stm_word_t w; } cell_t;
+
+/* ---- every width, unaligned and straddling, with the neighbouring bytes untouched ---- */
+static void widths(void) {
+  static _Alignas(64) volatile uint8_t buf[32];
+  static _Alignas(64) volatile uint8_t seen[32];
+  memset((void *)buf, 0xEE, sizeof buf);
+  volatile int reason = 0;
+  BEGIN((stm_tx_attr_t)0);
+  (void)reason;
+  stm_store_u8(&buf[0], 0x11);
+  stm_store_u16((volatile uint16_t *)&buf[1], 0x2233);     /* unaligned, inside a word */
+  stm_store_u32((volatile uint32_t *)&buf[6], 0x44556677); /* straddles words 0 and 1 */
+  stm_store_u64((volatile uint64_t *)&buf[16], 0x8899AABBCCDDEEFFULL);
+  /* In the transaction: its own writes, merged with memory for the bytes it did not write. */
+  for (int i = 0; i < 32; i++) seen[i] = stm_load_u8(&buf[i]);
+  int plain_before_commit = buf[0];
+  stm_commit();
+  uint8_t want[32];
+  memset(want, 0xEE, sizeof want);
+  want[0] = 0x11;
+  want[1] = 0x33; want[2] = 0x22;
+  want[6] = 0x77; want[7] = 0x66; want[8] = 0x55; want[9] = 0x44;
+  for (int i = 0; i < 8; i++) want[16 + i] = (uint8_t)(0x8899AABBCCDDEEFFULL >> (8 * i));
+  CHECK("widths-own-writes", memcmp((void *)seen, want, 32) == 0, "a load in the transaction saw other bytes");
+  CHECK("widths-memory", memcmp((void *)buf, want, 32) == 0, "memory after commit differs");
+  CHECK("write-back", plain_before_commit == 0xEE, "memory changed before commit (%#x)", plain_before_commit);
+  uint16_t u16; uint32_t u32; uint64_t u64;
+  BEGIN((stm_tx_attr_t)0);
+  u16 = stm_load_u16((volatile uint16_t *)&buf[1]);
+  u32 = stm_load_u32((volatile uint32_t *)&buf[6]);
+  u64 = stm_load_u64((volatile uint64_t *)&buf[16]);
+  stm_commit();
+  CHECK("widths-loads", u16 == 0x2233 && u32 == 0x44556677 && u64 == 0x8899AABBCCDDEEFFULL, "%x %x %llx", u16, u32,
+        (unsigned long long)u64);
+}
+
+/* ---- every C type of wrappers.h, and the byte functions ---- */
+static void types(void) {
+  static struct {
+    char c; unsigned char uc; short s; unsigned short us; int i; unsigned int ui; long l; unsigned long ul;
+    float f; double d; void *p;
+  } v, got;
+  static _Alignas(64) volatile uint8_t bytes[40];
+  static uint8_t out[40];
+  int reason = 0;
+  memset((void *)&v, 0, sizeof v);
+  BEGIN((stm_tx_attr_t)0);
+  (void)reason;
+  stm_store_char(&v.c, -5); stm_store_uchar(&v.uc, 250); stm_store_short(&v.s, -12345);
+  stm_store_ushort(&v.us, 54321); stm_store_int(&v.i, -123456789); stm_store_uint(&v.ui, 4000000000U);
+  stm_store_long(&v.l, -1234567890123L); stm_store_ulong(&v.ul, 12345678901234UL);
+  stm_store_float(&v.f, 1.5f); stm_store_double(&v.d, -2.25); stm_store_ptr((volatile void **)&v.p, &got);
+  stm_commit();
+  BEGIN((stm_tx_attr_t)0);
+  got.c = stm_load_char(&v.c); got.uc = stm_load_uchar(&v.uc); got.s = stm_load_short(&v.s);
+  got.us = stm_load_ushort(&v.us); got.i = stm_load_int(&v.i); got.ui = stm_load_uint(&v.ui);
+  got.l = stm_load_long(&v.l); got.ul = stm_load_ulong(&v.ul); got.f = stm_load_float(&v.f);
+  got.d = stm_load_double(&v.d); got.p = stm_load_ptr((volatile void **)&v.p);
+  stm_commit();
+  CHECK("types", got.c == -5 && got.uc == 250 && got.s == -12345 && got.us == 54321 && got.i == -123456789 &&
+        got.ui == 4000000000U && got.l == -1234567890123L && got.ul == 12345678901234UL && got.f == 1.5f &&
+        got.d == -2.25 && got.p == &got && v.c == -5 && v.d == -2.25,
+        "a typed load or store lost its value");
+  memset((void *)bytes, 0x5A, sizeof bytes);
+  uint8_t msg[13] = "hello, bytes";
+  BEGIN((stm_tx_attr_t)0);
+  stm_store_bytes(&bytes[3], msg, 13);
+  stm_set_bytes(&bytes[20], 0x77, 9);
+  stm_load_bytes(&bytes[0], out, 40);
+  stm_commit();
+  int ok = bytes[2] == 0x5A && memcmp((void *)&bytes[3], msg, 13) == 0 && bytes[16] == 0x5A && bytes[19] == 0x5A &&
+           bytes[20] == 0x77 && bytes[28] == 0x77 && bytes[29] == 0x5A && memcmp(out, (void *)bytes, 40) == 0;
+  CHECK("bytes", ok, "store_bytes/set_bytes/load_bytes");
+}
+
+/* ---- stm_store2's mask ---- */
+static void masks(void) {
+  static cell_t x = {0x1111222233334444UL};
+  stm_word_t inside;
+  int reason = 0;
+  BEGIN((stm_tx_attr_t)0);
+  (void)reason;
+  stm_store2(&x.w, 0xAB00, 0xFF00);
+  stm_store2(&x.w, 0xCD00000000UL, 0xFF00000000UL);
+  inside = stm_load(&x.w);
+  stm_commit();
+  CHECK("mask", inside == 0x111122CD3333AB44UL && x.w == 0x111122CD3333AB44UL, "%lx %lx", inside, x.w);
+}
+
+/* ---- abort reasons ---- */
+static cell_t X, Y, Z;
+static atomic_int phase;
+
+static void wait_phase(int p) {
+  while (atomic_load(&phase) < p) sched_yield();
+}
+
+/* Holds a write lock on X until told, then commits. */
+static void *holder(void *arg) {
+  (void)arg;
+  stm_init_thread();
+  int reason = 0;
+  BEGIN((stm_tx_attr_t)0);
+  (void)reason;
+  stm_store(&X.w, stm_load(&X.w) + 1);
+  atomic_store(&phase, 1);
+  wait_phase(2);
+  stm_commit();
+  stm_exit_thread();
+  return NULL;
+}
+
+static void reasons(void) {
+  volatile int reason;
+  /* Explicit. */
+  volatile int attempts = 0;
+  reason = 0;
+  BEGIN((stm_tx_attr_t)0);
+  if (++attempts == 1) stm_abort(0);
+  stm_commit();
+  CHECK("abort-explicit", attempts == 2 && reason == (STM_ABORT_EXPLICIT | STM_PATH_INSTRUMENTED), "reason %#x", reason);
+
+  /* Reading a location another transaction has written: WR; writing it: WW. */
+  for (int kind = 0; kind < 2; kind++) {
+    pthread_t t;
+    atomic_store(&phase, 0);
+    pthread_create(&t, NULL, holder, NULL);
+    wait_phase(1);
+    attempts = 0;
+    volatile int first = 0;
+    reason = 0;
+    BEGIN((stm_tx_attr_t)0);
+    if (++attempts == 2) {
+      first = reason;
+      atomic_store(&phase, 2); /* the holder may commit now */
+    }
+    if (attempts > 1) {
+      pthread_join(t, NULL);
+    }
+    if (kind == 0) (void)stm_load(&X.w); else stm_store(&X.w, 7);
+    stm_commit();
+    int want = kind == 0 ? STM_ABORT_WR_CONFLICT : STM_ABORT_WW_CONFLICT;
+    CHECK(kind == 0 ? "abort-wr-conflict" : "abort-ww-conflict", first == (want | STM_PATH_INSTRUMENTED),
+          "first abort %#x", first);
+  }
+
+  /* A read newer than the snapshot when an earlier read changed: VAL_READ. */
+  attempts = 0;
+  volatile int first = 0;
+  reason = 0;
+  BEGIN((stm_tx_attr_t)0);
+  if (++attempts == 2) first = reason;
+  (void)stm_load(&X.w);
+  if (attempts == 1) {
+    /* Another thread commits X and Y (as a unit store each, from this thread). */
+    stm_unit_store(&X.w, 100, NULL);
+    stm_unit_store(&Y.w, 200, NULL);
+  }
+  (void)stm_load(&Y.w);
+  stm_commit();
+  CHECK("abort-val-read", first == (STM_ABORT_VAL_READ | STM_PATH_INSTRUMENTED), "first abort %#x", first);
+
+  /* A read that changed before commit: VALIDATE. */
+  attempts = 0;
+  first = 0;
+  reason = 0;
+  BEGIN((stm_tx_attr_t)0);
+  if (++attempts == 2) first = reason;
+  (void)stm_load(&X.w);
+  stm_store(&Z.w, 1);
+  if (attempts == 1) stm_unit_store(&X.w, 300, NULL);
+  stm_commit();
+  CHECK("abort-validate", first == (STM_ABORT_VALIDATE | STM_PATH_INSTRUMENTED), "first abort %#x", first);
+
+  /* no_retry: the failing call returns, the transaction is over. */
+  stm_tx_attr_t once = {{.no_retry = 1}};
+  reason = 0;
+  volatile int ran = 0, committed = -1;
+  BEGIN(once);
+  if (++ran == 1) {
+    stm_abort(0);
+    committed = stm_commit();
+  }
+  CHECK("no-retry", ran == 1 && stm_aborted() && committed == 0 && !stm_active(), "ran %d committed %d", ran, committed);
+
+  unsigned long n = 0, wr = 0, ww = 0, vr = 0, vc = 0;
+  stm_get_stats("nb_aborts", &n);
+  stm_get_stats("nb_aborts_locked_read", &wr);
+  stm_get_stats("nb_aborts_locked_write", &ww);
+  stm_get_stats("nb_aborts_validate_read", &vr);
+  stm_get_stats("nb_aborts_validate_commit", &vc);
+  CHECK("abort-stats", n == 6 && wr == 1 && ww == 1 && vr == 1 && vc == 1, "aborts %lu wr %lu ww %lu vr %lu vc %lu", n,
+        wr, ww, vr, vc);
+}
+
+/* ---- flat nesting ---- */
+static void nesting(void) {
+  static cell_t c = {0};
+  volatile int reason = 0, outer_attempts = 0, inner_null = 0;
+  volatile stm_word_t plain_after_inner = 99;
+  BEGIN((stm_tx_attr_t)0);
+  outer_attempts++;
+  stm_store(&c.w, stm_load(&c.w) + 1);
+  {
+    sigjmp_buf *inner = stm_start((stm_tx_attr_t)0);
+    inner_null = inner == NULL;
+    stm_store(&c.w, stm_load(&c.w) + 10);
+    if (outer_attempts == 1) stm_abort(0); /* restarts the outermost transaction */
+    stm_commit();
+  }
+  plain_after_inner = c.w;
+  stm_commit();
+  CHECK("nesting", inner_null && outer_attempts == 2 && plain_after_inner == 0 && c.w == 11 && reason != 0,
+        "inner env null %d, outer attempts %d, memory after inner commit %lu, final %lu", inner_null, outer_attempts,
+        plain_after_inner, c.w);
+}
+
+/* ---- irrevocability beside writers ---- */
+static cell_t counter;
+static atomic_int stop_writers;
+
+static void *writer(void *arg) {
+  (void)arg;
+  stm_init_thread();
+  int reason = 0;
+  while (!atomic_load(&stop_writers)) {
+    BEGIN((stm_tx_attr_t)0);
+    (void)reason;
+    stm_store(&counter.w, stm_load(&counter.w) + 1);
+    stm_commit();
+  }
+  stm_exit_thread();
+  return NULL;
+}
+
+static void irrevocable(void) {
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, writer, NULL);
+  volatile int reason = 0, bad = 0;
+  for (int round = 0; round < 200; round++) {
+    volatile int attempts = 0, irr = 0;
+    BEGIN((stm_tx_attr_t)0);
+    attempts++;
+    if (round % 2 == 0) {
+      irr = stm_set_irrevocable(1); /* before any access: at once */
+    } else {
+      (void)stm_load(&Z.w);
+      irr = stm_set_irrevocable(0); /* after a read: restarts irrevocable */
+    }
+    stm_word_t v = stm_load(&counter.w);
+    for (volatile int spin = 0; spin < 2000; spin++) {}
+    stm_store(&counter.w, v + 1000000);
+    if (!stm_irrevocable()) bad++;
+    stm_commit();
+    int want = round % 2 == 0 ? 1 : 2;
+    if (irr != 1 || attempts != want) bad++;
+  }
+  atomic_store(&stop_writers, 1);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  unsigned long commits = 0;
+  stm_get_global_stats("global_nb_commits", &commits);
+  CHECK("irrevocable", bad == 0 && counter.w / 1000000 == 200, "%d irrevocable transactions misbehaved, counter %lu",
+        bad, counter.w);
+  (void)reason;
+}
+
+/* ---- threads exit and register again, many times ---- */
+static cell_t total;
+
+static void *reinit(void *arg) {
+  long *id_changes = arg;
+  int first_id = -1;
+  for (int k = 0; k < 100; k++) {
+    struct stm_tx *a = stm_init_thread();
+    struct stm_tx *b = stm_init_thread();
+    if (a != b) *id_changes += 1000;
+    int id;
+    stm_get_stats("stmap_thread", &id);
+    if (first_id < 0) first_id = id;
+    if (id != first_id) (*id_changes)++;
+    int reason = 0;
+    BEGIN((stm_tx_attr_t)0);
+    (void)reason;
+    stm_store(&total.w, stm_load(&total.w) + 1);
+    stm_commit();
+    stm_exit_thread();
+  }
+  return NULL;
+}
+
+static void exit_and_reinit(void) {
+  pthread_t t[4];
+  long changes[4] = {0};
+  for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, reinit, &changes[i]);
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  CHECK("exit-reinit", total.w == 400 && changes[0] + changes[1] + changes[2] + changes[3] == 0,
+        "total %lu, id changes %ld %ld %ld %ld", total.w, changes[0], changes[1], changes[2], changes[3]);
+}
+
+/* ---- transactional allocation: undone on abort, frees only after commit ---- */
+static size_t mapped(void) {
+  return mallinfo2().hblkhd; /* bytes in blocks malloc took with mmap */
+}
+
+static void allocation(void) {
+  const size_t big = 64 << 20; /* always mmapped by glibc */
+  static cell_t slot = {0};
+  volatile int reason = 0, attempts = 0;
+  size_t before = mapped();
+  BEGIN((stm_tx_attr_t)0);
+  (void)reason;
+  attempts++;
+  void *p = stm_malloc(big);
+  memset(p, 1, 4096);
+  if (attempts == 1) stm_abort(0); /* the first attempt's block goes back */
+  stm_store(&slot.w, (stm_word_t)p);
+  stm_commit();
+  size_t after_commit = mapped();
+  CHECK("malloc-abort-commit", attempts == 2 && (after_commit - before) / big == 1,
+        "mmapped %zu -> %zu after %d attempts", before, after_commit, attempts);
+  /* A free in an aborted attempt does nothing; in the committed one it happens, once no
+   * transaction can reach the block (here: when the thread leaves the STM). */
+  attempts = 0;
+  volatile size_t mid = 0;
+  BEGIN((stm_tx_attr_t)0);
+  attempts++;
+  void *q = (void *)stm_load(&slot.w);
+  stm_free(q, big);
+  if (attempts == 1) {
+    mid = mapped();
+    stm_abort(0);
+  }
+  stm_store(&slot.w, 0);
+  stm_commit();
+  size_t after_free_commit = mapped();
+  stm_exit_thread();
+  size_t after_exit = mapped();
+  stm_init_thread();
+  CHECK("free-after-commit", mid == after_commit && after_free_commit <= after_commit && after_exit == before,
+        "mmapped: in aborted attempt %zu (had %zu), after commit %zu, after the thread left %zu (before all %zu)", mid,
+        after_commit, after_free_commit, after_exit, before);
+}
+
+/* ---- the rest of the API ---- */
+static volatile int starts, commits, aborts_seen;
+static void on_start(void *a) { (void)a; starts++; }
+static void on_commit(void *a) { (void)a; commits++; }
+static void on_abort(void *a) { (void)a; aborts_seen++; }
+
+static void misc(void) {
+  const char *flags = NULL;
+  CHECK("compile-flags", stm_get_parameter("compile_flags", &flags) == 1 && flags && strstr(flags, "sharemap"),
+        "no compile_flags string");
+  int key = stm_create_specific();
+  stm_set_specific(key, &key);
+  CHECK("specific", key >= 0 && stm_get_specific(key) == &key, "key %d", key);
+  stm_register(NULL, NULL, on_start, NULL, on_commit, on_abort, NULL);
+  stm_word_t clock0 = stm_get_clock();
+  volatile int reason = 0, attempts = 0;
+  BEGIN((stm_tx_attr_t)0);
+  if (++attempts == 1) stm_abort(0);
+  stm_store(&Y.w, 5);
+  stm_commit();
+  CHECK("callbacks", starts == 2 && commits == 1 && aborts_seen == 1, "starts %d commits %d aborts %d", starts, commits,
+        aborts_seen);
+  CHECK("clock", stm_get_clock() > clock0, "the clock did not advance");
+  stm_word_t ts = 0;
+  stm_word_t v = stm_unit_load(&Y.w, &ts);
+  int stale = stm_unit_store(&Y.w, 9, &(stm_word_t){ts - 1});
+  int fresh = stm_unit_store(&Y.w, 9, &ts);
+  CHECK("unit", v == 5 && ts > 0 && !stale && fresh && Y.w == 9, "v %lu ts %lu stale %d fresh %d", v, ts, stale, fresh);
+  stm_ab_stats_t ab;
+  CHECK("mod-ab", stm_get_ab_stats(0, &ab) == 1 && ab.samples > 0 && ab.min <= ab.max, "no atomic-block statistics");
+  unsigned long gc = 0, ga = 0;
+  stm_get_global_stats("global_nb_commits", &gc);
+  stm_get_global_stats("global_nb_aborts", &ga);
+  CHECK("global-stats", gc > 400 && ga > 0, "commits %lu aborts %lu", gc, ga);
+  (void)reason;
+}
+
+int main(void) {
+  stm_init();
+  mod_mem_init(0);
+  mod_stats_init();
+  mod_ab_init(1, NULL);
+  stm_init_thread();
+  widths();
+  types();
+  masks();
+  reasons();
+  nesting();
+  irrevocable();
+  exit_and_reinit();
+  allocation();
+  misc();
+  stm_exit_thread();
+  stm_exit();
+  printf("%d failures\n", failures);
+  return failures;
+}

@@ -1,0 +1,128 @@
+/* Pairs of threads that share disjoint data: workers 2k and 2k+1 update random words of
+ * array k, transactionally, and nothing else. STMap's matrix must name exactly those pairs;
+ * its mapping keeps each pair together; with data mapping (a multi-node host) each array's
+ * pages move to its pair's node.
+ *
+ *   pairs WORKERS TRANSACTIONS_PER_WORKER PAGES_PER_ARRAY [interleave]
+ *
+ * With "interleave" the arrays are first touched with their pages spread over the nodes.
+ * Prints, per worker, its STMap id and the one CPU it may run on halfway (-1: several); per array,
+ * how many of its pages each node holds; then STMap's counters. Built by
+ * crates/sharemap-cli/tests/stm.rs. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <stm.h>
+
+#define PAGE 4096
+#define MPOL_DEFAULT 0
+#define MPOL_INTERLEAVE 3
+
+static long workers, transactions, pages;
+static volatile stm_word_t **arrays;
+static pthread_barrier_t start;
+
+struct result {
+  int stmap_thread, cpu;
+};
+static struct result *results;
+
+static int only_cpu(void) {
+  cpu_set_t s;
+  CPU_ZERO(&s);
+  sched_getaffinity(0, sizeof s, &s);
+  int n = 0, one = -1;
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &s)) {
+      n++;
+      one = c;
+    }
+  return n == 1 ? one : -1;
+}
+
+static void *work(void *arg) {
+  long w = (long)arg;
+  volatile stm_word_t *a = arrays[w / 2];
+  long words = pages * PAGE / sizeof(stm_word_t);
+  unsigned long seed = 0x9E3779B97F4A7C15UL * (w + 1);
+  stm_init_thread();
+  pthread_barrier_wait(&start);
+  for (long k = 0; k < transactions; k++) {
+    seed = seed * 6364136223846793005UL + 1442695040888963407UL;
+    long i = (long)((seed >> 20) % words), j = (long)((seed >> 40) % words);
+    sigjmp_buf *env = stm_start((stm_tx_attr_t)0);
+    if (env != NULL) sigsetjmp(*env, 0);
+    stm_word_t x = stm_load(&a[i]), y = stm_load(&a[j]);
+    stm_store(&a[i], x + 1);
+    stm_store(&a[j], y + 1);
+    stm_commit();
+    if (k == transactions / 2) results[w].cpu = only_cpu();
+  }
+  /* One more transaction: a pin the last decision asked for is applied at a start. */
+  sigjmp_buf *env = stm_start((stm_tx_attr_t)0);
+  if (env != NULL) sigsetjmp(*env, 0);
+  (void)stm_load(&a[0]);
+  stm_commit();
+  stm_get_stats("stmap_thread", &results[w].stmap_thread);
+  stm_exit_thread();
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 4) {
+    fprintf(stderr, "usage: pairs WORKERS TRANSACTIONS PAGES [interleave]\n");
+    return 2;
+  }
+  workers = atol(argv[1]);
+  transactions = atol(argv[2]);
+  pages = atol(argv[3]);
+  int interleave = argc > 4 && strcmp(argv[4], "interleave") == 0;
+  stm_init();
+  arrays = calloc(workers / 2, sizeof *arrays);
+  results = calloc(workers, sizeof *results);
+  if (interleave) {
+    unsigned long all = ~0UL;
+    syscall(SYS_set_mempolicy, MPOL_INTERLEAVE, &all, 64);
+  }
+  for (long p = 0; p < workers / 2; p++) {
+    void *m;
+    if (posix_memalign(&m, PAGE, pages * PAGE) != 0) return 2;
+    memset(m, 0, pages * PAGE);
+    arrays[p] = m;
+  }
+  if (interleave) syscall(SYS_set_mempolicy, MPOL_DEFAULT, NULL, 0);
+  pthread_barrier_init(&start, NULL, workers);
+  pthread_t *t = calloc(workers, sizeof *t);
+  for (long w = 0; w < workers; w++) pthread_create(&t[w], NULL, work, (void *)w);
+  for (long w = 0; w < workers; w++) pthread_join(t[w], NULL);
+  for (long w = 0; w < workers; w++)
+    printf("worker %ld stmap_thread %d cpu %d\n", w, results[w].stmap_thread, results[w].cpu);
+  for (long p = 0; p < workers / 2; p++) {
+    void **addr = calloc(pages, sizeof *addr);
+    int *status = calloc(pages, sizeof *status);
+    for (long i = 0; i < pages; i++) addr[i] = (char *)arrays[p] + i * PAGE;
+    int on[2] = {0, 0};
+    if (syscall(SYS_move_pages, 0, pages, addr, NULL, status, 0) == 0)
+      for (long i = 0; i < pages; i++)
+        if (status[i] == 0 || status[i] == 1) on[status[i]]++;
+    printf("array %ld node0 %d node1 %d\n", p, on[0], on[1]);
+  }
+  unsigned long samples = 0, remaps = 0, moved = 0;
+  int enabled = 0;
+  stm_init_thread();
+  stm_get_stats("stmap_enabled", &enabled);
+  stm_get_stats("stmap_samples", &samples);
+  stm_get_stats("stmap_remaps", &remaps);
+  stm_get_stats("stmap_pages_moved", &moved);
+  printf("stmap enabled %d samples %lu remaps %lu pages_moved %lu\n", enabled, samples, remaps, moved);
+  stm_exit_thread();
+  stm_exit();
+  return 0;
+}
