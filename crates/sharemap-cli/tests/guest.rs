@@ -414,3 +414,55 @@ fn sharemap_vm_runs_a_program_in_a_guest() {
     assert_eq!(bad.status.code(), Some(1));
     assert!(err.contains("evenly") && err.lines().count() == 1, "{err}");
 }
+
+/// STMap's data mapping inside the STM: in a 2-node guest, four workers in two pairs each
+/// update their pair's array (first touched interleaved over the nodes); STMap pins each
+/// pair on one node, and the pages of each array move to its pair's node (move_pages from
+/// inside the program, as the kernel then reports).
+#[test]
+fn stmap_moves_each_pairs_pages_to_its_node_in_a_two_node_guest() {
+    let Some(kernel) = kernel() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/stm/pairs.c");
+    let prog = p(&dir, "pairs");
+    let built = Command::new(env!("CARGO_BIN_EXE_sharemap"))
+        .env("SHAREMAP_COMPILER", "gcc")
+        .args(["cc", "--stm", "--no-trace", "-O2", s(&src), "-o", s(&prog), "-pthread"])
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let commands = "echo; echo '== stmap'; SHAREMAP_STMAP_MI=20000 SHAREMAP_STMAP_VERBOSE=1 \
+                    /opt/sharemap/bin/pairs 4 100000 8 interleave 2>&1 || exit 1\n";
+    let sections = boot(kernel, &[&prog], &[], commands);
+    let text = section(&sections, "stmap");
+    let node_of = |cpu: i32| if cpu < 2 { 0 } else { 1 };
+    let cpus: Vec<i32> = text
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("worker ").and_then(|r| r.rsplit_once("cpu ")).and_then(|(_, c)| c.trim().parse().ok())
+        })
+        .collect();
+    assert_eq!(cpus.len(), 4, "{text}");
+    assert!(cpus.iter().all(|&c| c >= 0), "every worker pinned: {cpus:?}\n{text}");
+    let pair_nodes = [node_of(cpus[0]), node_of(cpus[2])];
+    assert_eq!(node_of(cpus[1]), pair_nodes[0], "pair 0 on one node\n{text}");
+    assert_eq!(node_of(cpus[3]), pair_nodes[1], "pair 1 on one node\n{text}");
+    for (array, line) in text.lines().filter(|l| l.starts_with("array ")).enumerate() {
+        let n: Vec<u32> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+        let on = [n[1], n[2]];
+        assert_eq!(
+            on[pair_nodes[array]], 8,
+            "array {array}'s pages on its pair's node {}: {line}\n{text}",
+            pair_nodes[array]
+        );
+    }
+    let moved: u64 = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("stmap enabled 1 ")
+                .and_then(|r| r.rsplit_once("pages_moved "))
+                .and_then(|(_, m)| m.trim().parse().ok())
+        })
+        .unwrap_or_else(|| panic!("no STMap line\n{text}"));
+    assert!(moved >= 4, "half the pages start on the other node: {moved} moved\n{text}");
+}

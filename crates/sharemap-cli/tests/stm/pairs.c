@@ -6,7 +6,7 @@
  *   pairs WORKERS TRANSACTIONS_PER_WORKER PAGES_PER_ARRAY [interleave]
  *
  * With "interleave" the arrays are first touched with their pages spread over the nodes.
- * Prints, per worker, its STMap id and the one CPU it may run on halfway (-1: several); per array,
+ * Prints, per worker, its STMap id and the one CPU it may run on at the end (-1: several); per array,
  * how many of its pages each node holds; then STMap's counters. Built by
  * crates/sharemap-cli/tests/stm.rs. */
 #define _GNU_SOURCE
@@ -63,13 +63,13 @@ static void *work(void *arg) {
     stm_store(&a[i], x + 1);
     stm_store(&a[j], y + 1);
     stm_commit();
-    if (k == transactions / 2) results[w].cpu = only_cpu();
   }
   /* One more transaction: a pin the last decision asked for is applied at a start. */
   sigjmp_buf *env = stm_start((stm_tx_attr_t)0);
   if (env != NULL) sigsetjmp(*env, 0);
   (void)stm_load(&a[0]);
   stm_commit();
+  results[w].cpu = only_cpu();
   stm_get_stats("stmap_thread", &results[w].stmap_thread);
   stm_exit_thread();
   return NULL;
@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
   arrays = calloc(workers / 2, sizeof *arrays);
   results = calloc(workers, sizeof *results);
   if (interleave) {
-    unsigned long all = ~0UL;
+    unsigned long all = 3; /* nodes 0 and 1 */
     syscall(SYS_set_mempolicy, MPOL_INTERLEAVE, &all, 64);
   }
   for (long p = 0; p < workers / 2; p++) {

@@ -132,8 +132,8 @@ pub fn remember_allowed_cpus() {
 }
 
 /// Pins the calling thread to OS CPU `cpu`, or for -1 gives it back every CPU it was
-/// allowed at the start.
-pub fn pin_self(cpu: i32) {
+/// allowed at the start; says so in the verbose log.
+pub fn pin_self(config: &Config, slot: usize, cpu: i32) {
     let set = match usize::try_from(cpu) {
         Ok(cpu) if cpu < 8 * std::mem::size_of::<libc::cpu_set_t>() => {
             // SAFETY: a zeroed cpu_set_t is empty; CPU_SET stays within it (checked above).
@@ -151,7 +151,13 @@ pub fn pin_self(cpu: i32) {
     };
     // SAFETY: set is a valid cpu_set_t of the size given.
     let r = unsafe { libc::pthread_setaffinity_np(libc::pthread_self(), std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    let _ = r;
+    if config.verbose {
+        let what = if cpu < 0 { "unpinned".to_string() } else { format!("pinned to CPU {cpu}") };
+        match r {
+            0 => log(config, &format!("T{slot} {what}")),
+            e => log(config, &format!("T{slot} not {what}: {}", std::io::Error::from_raw_os_error(e))),
+        }
+    }
 }
 
 /// Unpins the given threads where STMap had pinned them; how many.

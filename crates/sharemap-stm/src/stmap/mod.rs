@@ -276,7 +276,7 @@ pub fn on_start(th: &mut Thread) {
     let epoch = th.slot().cpu_epoch.load(Ordering::Acquire);
     if epoch != th.cpu_epoch_seen {
         th.cpu_epoch_seen = epoch;
-        mapper::pin_self(th.slot().cpu.load(Ordering::Acquire));
+        mapper::pin_self(config(), th.slot, th.slot().cpu.load(Ordering::Acquire));
     }
 }
 

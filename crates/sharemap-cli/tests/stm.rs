@@ -1,0 +1,359 @@
+//! sharemap's STM (libsharemap_stm) from the command line, as its users build against it:
+//! TinySTM's API checked by a C program, the TL2 macro layer and C++, the programs of
+//! workloads/stm under load, STMap's matrix and pinning on a program whose sharing is known,
+//! and transactional traces. The data mapping is checked in the multi-node guest
+//! (tests/guest.rs).
+
+mod common;
+use common::{ok, p, s};
+use sharemap_core::SharingMatrix;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn source(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/stm").join(name)
+}
+
+fn workloads() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../workloads/stm")
+}
+
+/// `sharemap cc FLAGS SOURCE -o NAME -pthread` in `dir`, with the given compiler.
+fn build(dir: &tempfile::TempDir, name: &str, flags: &[&str], compiler: &str) -> PathBuf {
+    let out = p(dir, name);
+    let o = Command::new(env!("CARGO_BIN_EXE_sharemap"))
+        .env("SHAREMAP_COMPILER", compiler)
+        .args(flags)
+        .args(["-o", s(&out), "-pthread"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "sharemap {flags:?} failed: {}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+fn run(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(prog);
+    c.args(args).env_remove("SHAREMAP_STMAP");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+const API_CHECKS: [&str; 27] = [
+    "widths-own-writes",
+    "widths-memory",
+    "write-back",
+    "widths-loads",
+    "types",
+    "bytes",
+    "mask",
+    "abort-explicit",
+    "abort-wr-conflict",
+    "abort-ww-conflict",
+    "abort-val-read",
+    "abort-validate",
+    "no-retry",
+    "abort-stats",
+    "nesting",
+    "irrevocable",
+    "exit-reinit",
+    "malloc-abort-commit",
+    "free-after-commit",
+    "compile-flags",
+    "specific",
+    "callbacks",
+    "clock",
+    "unit",
+    "mod-ab",
+    "global-stats",
+    "0 failures",
+];
+
+/// Every check of api.c passes, built with gcc and with clang, with STMap off and on.
+#[test]
+fn tinystm_api_behaves_as_documented() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = source("api.c");
+    for compiler in ["gcc", "clang"] {
+        let prog =
+            build(&dir, &format!("api-{compiler}"), &["cc", "--stm", "--no-trace", "-O2", "-Wall", s(&src)], compiler);
+        for stmap in ["off", "on"] {
+            let out = run(&prog, &[], &[("SHAREMAP_STMAP", stmap)]);
+            let t = text(&out);
+            assert!(out.status.success(), "{compiler}, STMap {stmap}:\n{t}");
+            for check in API_CHECKS {
+                let line = if check.ends_with("failures") { check.to_string() } else { format!("ok {check}") };
+                assert!(t.lines().any(|l| l == line), "{compiler}, STMap {stmap}: no '{line}' in\n{t}");
+            }
+        }
+    }
+}
+
+/// A program written against TL2's STM_* macros (as STAMP's are) builds with --stm-tl2 and
+/// runs; C++ builds against stm.h with C linkage.
+#[test]
+fn tl2_macros_and_cxx_build_and_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let tl2 = p(&dir, "tl2.c");
+    std::fs::write(
+        &tl2,
+        r#"
+#include <pthread.h>
+#include "stm.h"
+static long counter;
+static float total;
+static void *node;
+static void *work(void *arg) {
+    STM_THREAD_T *STM_SELF = STM_NEW_THREAD();
+    STM_INIT_THREAD(STM_SELF, (long)arg);
+    for (int i = 0; i < 10000; i++) {
+        STM_BEGIN_WR();
+        long c = (long)STM_READ(counter);
+        STM_WRITE(counter, c + 1);
+        STM_WRITE_F(total, STM_READ_F(total) + 0.5f);
+        void *n = STM_READ_P(node);
+        if (n == NULL) { n = STM_MALLOC(16); STM_WRITE_P(node, n); }
+        STM_END();
+    }
+    STM_BEGIN_RD();
+    long seen = (long)STM_READ(counter);
+    STM_END();
+    (void)seen;
+    STM_FREE_THREAD(STM_SELF);
+    return 0;
+}
+int main(void) {
+    STM_STARTUP();
+    pthread_t t[4];
+    for (long i = 0; i < 4; i++) pthread_create(&t[i], 0, work, (void *)i);
+    for (int i = 0; i < 4; i++) pthread_join(t[i], 0);
+    printf("counter %ld total %.1f node %d\n", counter, total, node != NULL);
+    STM_SHUTDOWN();
+    return counter == 40000 && total == 20000.0f ? 0 : 1;
+}
+"#,
+    )
+    .unwrap();
+    let prog = build(&dir, "tl2", &["cc", "--stm-tl2", "--no-trace", "-O2", s(&tl2)], "gcc");
+    let out = run(&prog, &[], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("counter 40000 total 20000.0 node 1"), "{}", text(&out));
+
+    let cxx = p(&dir, "prog.cc");
+    std::fs::write(
+        &cxx,
+        r#"
+#include <stm.h>
+#include <wrappers.h>
+#include <atomic>
+#include <thread>
+#include <vector>
+static int shared_value;
+int main() {
+    stm_init();
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 3; t++)
+        ts.emplace_back([] {
+            stm_init_thread();
+            stm_tx_attr_t attr;
+            attr.attrs = 0;
+            for (int i = 0; i < 5000; i++) {
+                sigjmp_buf *env = stm_start(attr);
+                if (env != nullptr) sigsetjmp(*env, 0);
+                stm_store_int(&shared_value, stm_load_int(&shared_value) + 1);
+                stm_commit();
+            }
+            stm_exit_thread();
+        });
+    for (auto &t : ts) t.join();
+    printf("value %d\n", shared_value);
+    stm_exit();
+    return shared_value == 15000 ? 0 : 1;
+}
+"#,
+    )
+    .unwrap();
+    let prog = build(&dir, "cxx", &["c++", "--stm", "--no-trace", "-O2", "-std=c++17", s(&cxx)], "gcc");
+    let out = run(&prog, &[], &[]);
+    assert!(out.status.success() && text(&out).contains("value 15000"), "{}", text(&out));
+}
+
+/// The program of workloads/stm named `name`, built plain (against libsharemap_stm).
+fn workload(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+    let w = workloads();
+    let (src, define) = match name {
+        "bank" => ("bank.c", None),
+        "linkedlist" => ("intset.c", Some("-DSET_LIST")),
+        "rbtree" => ("intset.c", Some("-DSET_RBTREE")),
+        "hashset" => ("intset.c", Some("-DSET_HASH")),
+        "skiplist" => ("intset.c", Some("-DSET_SKIP")),
+        other => panic!("no workload {other}"),
+    };
+    let src = w.join(src);
+    let mut flags = vec!["cc", "--stm", "--no-trace", "-O2", s(&src)];
+    flags.extend(define);
+    build(dir, name, &flags, "gcc")
+}
+
+/// `key=value` of the result line.
+fn field(out: &str, key: &str) -> u64 {
+    out.split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{key}=")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in {out}"))
+}
+
+/// Opacity under load: every audit transaction of bank checks the total of all accounts
+/// inside the transaction, with 2 to 16 threads on this machine's cores, two minutes in all;
+/// no audit and no final check may see a wrong total.
+#[test]
+fn bank_never_sees_a_wrong_total() {
+    let dir = tempfile::tempdir().unwrap();
+    let bank = workload(&dir, "bank");
+    for (threads, seconds, accounts) in [(2, 20, 1024), (3, 20, 64), (4, 20, 1024), (8, 30, 16), (16, 30, 1024)] {
+        let out = run(
+            &bank,
+            &["-t", &threads.to_string(), "-d", &(seconds * 1000).to_string(), "-a", &accounts.to_string(), "-r", "30"],
+            &[],
+        );
+        let t = text(&out);
+        assert!(out.status.success() && t.contains("check=ok"), "bank with {threads} threads:\n{t}");
+        assert!(!t.contains("an audit saw"), "{t}");
+        assert!(field(&t, "commits") > 1000, "{t}");
+    }
+}
+
+/// Each integer set keeps its invariants and its size under 1 to 8 threads, at the
+/// benchmark's mix and with every transaction an update on a small range (many conflicts).
+#[test]
+fn the_sets_keep_their_invariants() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["linkedlist", "rbtree", "hashset", "skiplist"] {
+        let prog = workload(&dir, name);
+        for (threads, update, size, range) in
+            [(1, 20, 256, 512), (2, 20, 256, 512), (4, 100, 32, 64), (8, 50, 1000, 2000)]
+        {
+            let args = [
+                "-t",
+                &threads.to_string(),
+                "-d",
+                "1500",
+                "-u",
+                &update.to_string(),
+                "-i",
+                &size.to_string(),
+                "-r",
+                &range.to_string(),
+            ];
+            let out = run(&prog, &args, &[]);
+            let t = text(&out);
+            assert!(out.status.success() && t.contains("check=ok"), "{name} {args:?}:\n{t}");
+            assert!(field(&t, "txs") > 1000, "{t}");
+        }
+    }
+}
+
+/// `worker W stmap_thread T cpu C` lines of pairs.c: per worker, (T, C).
+fn workers(out: &str) -> Vec<(usize, i32)> {
+    out.lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w[..] {
+                ["worker", _, "stmap_thread", t, "cpu", c] => Some((t.parse().ok()?, c.parse().ok()?)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+fn online_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Workers 2k and 2k+1 share array k and nothing else: STMap's matrix (written at
+/// stm_exit) is non-zero for exactly those pairs, and the mapping keeps each pair on one CPU
+/// and the pairs apart (this host: 2 CPUs, 4 workers), as sched_getaffinity shows at the
+/// end of each worker's run.
+#[test]
+fn stmap_names_exactly_the_sharing_pairs_and_pins_them_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(&dir, "pairs", &["cc", "--stm", "--no-trace", "-O2", s(&source("pairs.c"))], "gcc");
+    let matrix = p(&dir, "comm.csv");
+    let out = run(&prog, &["4", "1000000", "2"], &[("SHAREMAP_STMAP_MATRIX", s(&matrix))]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    let w = workers(&t);
+    assert_eq!(w.len(), 4, "{t}");
+    let m = SharingMatrix::read(&matrix).unwrap();
+    for a in 0..4 {
+        for b in 0..4 {
+            let (ta, tb) = (w[a].0, w[b].0);
+            let v = m.get(ta, tb);
+            if a != b && a / 2 == b / 2 {
+                assert!(v > 1000.0, "workers {a} and {b} share: {v}\n{}", m.to_numalize_csv());
+            } else {
+                assert_eq!(v, 0.0, "workers {a} and {b} share nothing\n{}", m.to_numalize_csv());
+            }
+        }
+    }
+    assert!(t.contains("stmap enabled 1"), "{t}");
+    if online_cpus() >= 2 {
+        let cpus: Vec<i32> = w.iter().map(|x| x.1).collect();
+        assert!(cpus.iter().all(|&c| c >= 0), "every worker pinned to one CPU: {cpus:?}\n{t}");
+        assert_eq!(cpus[0], cpus[1], "pair 0 together: {cpus:?}");
+        assert_eq!(cpus[2], cpus[3], "pair 1 together: {cpus:?}");
+        assert_ne!(cpus[0], cpus[2], "the pairs apart: {cpus:?}");
+    }
+    // Detection alone: the same matrix, no thread pinned; off: nothing at all.
+    let detect =
+        run(&prog, &["4", "200000", "2"], &[("SHAREMAP_STMAP", "detect"), ("SHAREMAP_STMAP_MATRIX", s(&matrix))]);
+    let t = text(&detect);
+    assert!(workers(&t).iter().all(|x| x.1 == -1 || online_cpus() == 1), "{t}");
+    assert!(t.contains("stmap enabled 1") && t.contains("remaps 0"), "{t}");
+    let off = run(&prog, &["4", "1000", "2"], &[("SHAREMAP_STMAP", "off")]);
+    assert!(text(&off).contains("stmap enabled 0 samples 0"), "{}", text(&off));
+    // A verbose log says what each decision saw and did.
+    let verbose = run(&prog, &["4", "200000", "2"], &[("SHAREMAP_STMAP_VERBOSE", "1")]);
+    let t = text(&verbose);
+    assert!(t.contains("sharemap-stm: decision 1 at ") && t.contains("sharemap-stm: STMap: "), "{t}");
+    // A bad setting is named, and the default used.
+    let bad = run(&prog, &["2", "1000", "1"], &[("SHAREMAP_STMAP_SI", "often")]);
+    assert!(
+        bad.status.success() && text(&bad).contains("SHAREMAP_STMAP_SI=often is not a valid value"),
+        "{}",
+        text(&bad)
+    );
+}
+
+/// Built with `sharemap cc --stm` and recorded, a transactional program's trace carries
+/// its transactional accesses and one begin per attempt, one commit per committed
+/// transaction; the offline STMap detector then finds the pairs (trace threads 1-4 are the
+/// workers, in creation order).
+#[test]
+fn transactional_traces_carry_accesses_and_transaction_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(&dir, "pairs-traced", &["cc", "--stm", "-O1", s(&source("pairs.c"))], "gcc");
+    let trace = p(&dir, "pairs.trace");
+    let out = ok(&["record", "-o", s(&trace), "--", s(&prog), "4", "20000", "1"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("stmap enabled 1"));
+    let info = common::json(&ok(&["info", s(&trace), "--json"]));
+    let events = &info["events"];
+    // 4 workers x (20000 + 1) transactions, and the main thread's none.
+    assert_eq!(events["tx-commit"], 4 * 20001, "{info}");
+    let begins = events["tx-begin"].as_u64().unwrap();
+    let aborts = events["tx-abort"].as_u64().unwrap();
+    assert_eq!(begins, 4 * 20001 + aborts, "{info}");
+    // Each transaction reads two words and writes them: 4 accesses.
+    assert!(info["accesses"].as_u64().unwrap() >= 4 * 20000 * 4, "{info}");
+    let analysis = p(&dir, "sharing");
+    let out = ok(&["analyze", s(&trace), "--detector", "stmap:si=10", "-o", s(&analysis)]);
+    let m = SharingMatrix::read(&analysis.join("comm.csv")).unwrap();
+    let pairs = m.get(1, 2) + m.get(3, 4);
+    let across = m.get(1, 3) + m.get(1, 4) + m.get(2, 3) + m.get(2, 4);
+    assert!(pairs > 100.0 && across == 0.0, "pairs {pairs}, across {across}\n{}", String::from_utf8_lossy(&out.stdout));
+}
