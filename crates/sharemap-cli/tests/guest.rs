@@ -432,7 +432,7 @@ fn stmap_moves_each_pairs_pages_to_its_node_in_a_two_node_guest() {
         .unwrap();
     assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
     let commands = "echo; echo '== stmap'; SHAREMAP_STMAP_MI=20000 SHAREMAP_STMAP_VERBOSE=1 \
-                    /opt/sharemap/bin/pairs 4 100000 8 interleave 2>&1 || exit 1\n";
+                    /opt/sharemap/bin/pairs 4 400000 8 interleave 2>&1 || exit 1\n";
     let sections = boot(kernel, &[&prog], &[], commands);
     let text = section(&sections, "stmap");
     let node_of = |cpu: i32| if cpu < 2 { 0 } else { 1 };

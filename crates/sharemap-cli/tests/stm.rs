@@ -277,8 +277,8 @@ fn online_cpus() -> usize {
 
 /// Workers 2k and 2k+1 share array k and nothing else: STMap's matrix (written at
 /// stm_exit) is non-zero for exactly those pairs, and the mapping keeps each pair on one CPU
-/// and the pairs apart (this host: 2 CPUs, 4 workers), as sched_getaffinity shows at the
-/// end of each worker's run.
+/// and the pairs apart (this host: 2 CPUs, 4 workers), as sched_getaffinity shows while
+/// all still run.
 #[test]
 fn stmap_names_exactly_the_sharing_pairs_and_pins_them_together() {
     let dir = tempfile::tempdir().unwrap();
@@ -340,14 +340,17 @@ fn transactional_traces_carry_accesses_and_transaction_events() {
     let prog = build(&dir, "pairs-traced", &["cc", "--stm", "-O1", s(&source("pairs.c"))], "gcc");
     let trace = p(&dir, "pairs.trace");
     let out = ok(&["record", "-o", s(&trace), "--", s(&prog), "4", "20000", "1"]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("stmap enabled 1"));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(printed.contains("stmap enabled 1"), "{printed}");
+    let commits: u64 = printed.lines().find_map(|l| l.strip_prefix("commits ")?.parse().ok()).unwrap();
     let info = common::json(&ok(&["info", s(&trace), "--json"]));
     let events = &info["events"];
-    // 4 workers x (20000 + 1) transactions, and the main thread's none.
-    assert_eq!(events["tx-commit"], 4 * 20001, "{info}");
+    // The workers' transactions, each committed once (the main thread runs none).
+    assert!(commits >= 4 * 20000, "{printed}");
+    assert_eq!(events["tx-commit"], commits, "{info}");
     let begins = events["tx-begin"].as_u64().unwrap();
     let aborts = events["tx-abort"].as_u64().unwrap();
-    assert_eq!(begins, 4 * 20001 + aborts, "{info}");
+    assert_eq!(begins, commits + aborts, "{info}");
     // Each transaction reads two words and writes them: 4 accesses.
     assert!(info["accesses"].as_u64().unwrap() >= 4 * 20000 * 4, "{info}");
     let analysis = p(&dir, "sharing");

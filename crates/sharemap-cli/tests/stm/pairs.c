@@ -6,12 +6,15 @@
  *   pairs WORKERS TRANSACTIONS_PER_WORKER PAGES_PER_ARRAY [interleave]
  *
  * With "interleave" the arrays are first touched with their pages spread over the nodes.
- * Prints, per worker, its STMap id and the one CPU it may run on at the end (-1: several); per array,
- * how many of its pages each node holds; then STMap's counters. Built by
- * crates/sharemap-cli/tests/stm.rs. */
+ * Once every worker has run its transactions, and while all still run, the main thread
+ * reads each worker's affinity (the one CPU it may run on, -1: several) and where each
+ * array's pages lie, from the kernel; then it stops them. Prints, per worker, its STMap id
+ * and that CPU; per array, how many of its pages each node holds; then STMap's counters.
+ * Built by crates/sharemap-cli/tests/stm.rs. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,13 +34,18 @@ static pthread_barrier_t start;
 
 struct result {
   int stmap_thread, cpu;
+  atomic_int tid;
+  atomic_long done;
+  unsigned long commits;
 };
 static struct result *results;
+static atomic_int stop;
 
-static int only_cpu(void) {
+/* The one CPU thread `tid` may run on, or -1. */
+static int only_cpu(int tid) {
   cpu_set_t s;
   CPU_ZERO(&s);
-  sched_getaffinity(0, sizeof s, &s);
+  sched_getaffinity(tid, sizeof s, &s);
   int n = 0, one = -1;
   for (int c = 0; c < CPU_SETSIZE; c++)
     if (CPU_ISSET(c, &s)) {
@@ -53,8 +61,10 @@ static void *work(void *arg) {
   long words = pages * PAGE / sizeof(stm_word_t);
   unsigned long seed = 0x9E3779B97F4A7C15UL * (w + 1);
   stm_init_thread();
+  stm_get_stats("stmap_thread", &results[w].stmap_thread);
+  atomic_store(&results[w].tid, (int)syscall(SYS_gettid));
   pthread_barrier_wait(&start);
-  for (long k = 0; k < transactions; k++) {
+  for (long k = 0; !atomic_load_explicit(&stop, memory_order_relaxed); k++) {
     seed = seed * 6364136223846793005UL + 1442695040888963407UL;
     long i = (long)((seed >> 20) % words), j = (long)((seed >> 40) % words);
     sigjmp_buf *env = stm_start((stm_tx_attr_t)0);
@@ -63,14 +73,9 @@ static void *work(void *arg) {
     stm_store(&a[i], x + 1);
     stm_store(&a[j], y + 1);
     stm_commit();
+    atomic_store_explicit(&results[w].done, k + 1, memory_order_relaxed);
   }
-  /* One more transaction: a pin the last decision asked for is applied at a start. */
-  sigjmp_buf *env = stm_start((stm_tx_attr_t)0);
-  if (env != NULL) sigsetjmp(*env, 0);
-  (void)stm_load(&a[0]);
-  stm_commit();
-  results[w].cpu = only_cpu();
-  stm_get_stats("stmap_thread", &results[w].stmap_thread);
+  stm_get_stats("nb_commits", &results[w].commits);
   stm_exit_thread();
   return NULL;
 }
@@ -101,7 +106,9 @@ int main(int argc, char **argv) {
   pthread_barrier_init(&start, NULL, workers);
   pthread_t *t = calloc(workers, sizeof *t);
   for (long w = 0; w < workers; w++) pthread_create(&t[w], NULL, work, (void *)w);
-  for (long w = 0; w < workers; w++) pthread_join(t[w], NULL);
+  for (long w = 0; w < workers; w++)
+    while (atomic_load(&results[w].done) < transactions) usleep(1000);
+  for (long w = 0; w < workers; w++) results[w].cpu = only_cpu(atomic_load(&results[w].tid));
   for (long w = 0; w < workers; w++)
     printf("worker %ld stmap_thread %d cpu %d\n", w, results[w].stmap_thread, results[w].cpu);
   for (long p = 0; p < workers / 2; p++) {
@@ -114,6 +121,13 @@ int main(int argc, char **argv) {
         if (status[i] == 0 || status[i] == 1) on[status[i]]++;
     printf("array %ld node0 %d node1 %d\n", p, on[0], on[1]);
   }
+  atomic_store(&stop, 1);
+  unsigned long commits = 0;
+  for (long w = 0; w < workers; w++) {
+    pthread_join(t[w], NULL);
+    commits += results[w].commits;
+  }
+  printf("commits %lu\n", commits);
   unsigned long samples = 0, remaps = 0, moved = 0;
   int enabled = 0;
   stm_init_thread();
