@@ -11,7 +11,7 @@ use sharemap_sources::generate::{GenParams, PATTERNS};
 use sharemap_trace::TraceReader;
 use sharemap_trace::TraceSource;
 use sharemap_trace::summary::summarize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 pub const DEMO_MACHINE: &str = "sammu-x7550";
@@ -63,6 +63,8 @@ pub fn run(dir: Option<&Path>, accesses: u64) -> Result<ExitCode> {
     recorded_program(dir);
     println!();
     real_runs(dir);
+    println!();
+    stm_runs(dir);
     if keep {
         println!("traces kept in {}", dir.display());
     }
@@ -330,6 +332,106 @@ fn try_real_runs(dir: &Path) -> Result<()> {
         println!("  {}", line.trim_start_matches("sharemap: "));
     }
     println!("(sharemap vm --thread-map MAP --placement PLAN -- ./prog; docs/vm.md)");
+    Ok(())
+}
+
+const STM_PAIRS: &str = include_str!("../../../workloads/stm/pairs.c");
+const STM_BANK: &str = include_str!("../../../workloads/stm/bank.c");
+const STM_BENCH: &str = include_str!("../../../workloads/stm/bench.h");
+
+/// sharemap's STM: a program whose threads share in pairs run with STMap's log (its
+/// decisions, the pins, its matrix), bank with STMap off and on, and a transactional
+/// recording. Skipped, with a word, where no compiler is installed.
+fn stm_runs(dir: &Path) {
+    if let Err(e) = try_stm_runs(dir) {
+        println!("The STM: skipped ({e:#}); scripts/setup installs the compilers `sharemap cc` drives");
+    }
+}
+
+fn try_stm_runs(dir: &Path) -> Result<()> {
+    use std::process::Command;
+    let me = std::env::current_exe()?;
+    let stm = dir.join("stm");
+    std::fs::create_dir_all(&stm)?;
+    for (name, text) in [("pairs.c", STM_PAIRS), ("bank.c", STM_BANK), ("bench.h", STM_BENCH)] {
+        std::fs::write(stm.join(name), text)?;
+    }
+    let output = |cmd: &mut Command| -> Result<std::process::Output> {
+        let out = cmd.env_remove("SHAREMAP_STMAP").output()?;
+        if !out.status.success() {
+            bail!("{}", String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("failed"));
+        }
+        Ok(out)
+    };
+    let build = |src: &str, bin: &str, traced: bool| -> Result<PathBuf> {
+        let out = stm.join(bin);
+        let mut cmd = Command::new(&me);
+        cmd.args(["cc", "--stm"]);
+        if !traced {
+            cmd.arg("--no-trace");
+        }
+        output(cmd.arg("-O2").arg(stm.join(src)).arg("-o").arg(&out).arg("-pthread"))?;
+        Ok(out)
+    };
+    let pairs = build("pairs.c", "pairs", false)?;
+    let bank = build("bank.c", "bank", false)?;
+    let traced = build("pairs.c", "pairs-traced", true)?;
+    println!(
+        "The STM (libsharemap_stm: TinySTM's API, STMap inside): workloads/stm/pairs, 4 threads that share in pairs (0-1, 2-3), built with `sharemap cc --stm --no-trace`, run with SHAREMAP_STMAP_VERBOSE=1:"
+    );
+    let matrix = stm.join("comm.csv");
+    let out = output(
+        Command::new(&pairs)
+            .args(["4", "1000000", "2"])
+            .env("SHAREMAP_STMAP_VERBOSE", "1")
+            .env("SHAREMAP_STMAP_MATRIX", &matrix),
+    )?;
+    let log = String::from_utf8_lossy(&out.stderr);
+    for line in log.lines().filter(|l| l.contains("remap") || l.contains("pinned") || l.contains("STMap:")).take(8) {
+        println!("  {}", line.trim_start_matches("sharemap-stm: "));
+    }
+    for line in String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.starts_with("worker")) {
+        println!("  {line}");
+    }
+    let m = sharemap_core::SharingMatrix::read(&matrix).map_err(|e| anyhow!(e))?;
+    println!("  its matrix (SHAREMAP_STMAP_MATRIX, rows by STMap id):");
+    for row in text_heatmap(&m) {
+        println!("    {row}");
+    }
+    // bank at 2 threads, STMap off and on, interleaved.
+    let rate = |mode: &str| -> Result<f64> {
+        let out = output(Command::new(&bank).args(["-t", "2", "-d", "700"]).env("SHAREMAP_STMAP", mode))?;
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix("txs_per_s=")?.parse().ok())
+            .ok_or_else(|| anyhow!("bank printed no rate: {text}"))
+    };
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        off.push(rate("off")?);
+        on.push(rate("on")?);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!(
+        "  bank, 2 threads (1024 accounts, 20 % audits), median of 3: {:.2} M transactions/s with STMap off, {:.2} M on",
+        median(&mut off) / 1e6,
+        median(&mut on) / 1e6
+    );
+    let trace = stm.join("pairs.trace");
+    output(Command::new(&me).args(["record", "-o"]).arg(&trace).arg("--").arg(&traced).args(["4", "20000", "1"]))?;
+    let s = summarize(&mut TraceReader::open(&trace, None)?, |_| {})?;
+    let count = |k: &str| s.events.get(k).copied().unwrap_or(0);
+    println!(
+        "  traced (`sharemap cc --stm`) and recorded: {} transactional accesses, tx-begin {}, tx-commit {}, tx-abort {}",
+        s.accesses,
+        count("tx-begin"),
+        count("tx-commit"),
+        count("tx-abort")
+    );
+    println!("(docs/stm.md; scripts/bench-stm measures the STM's programs)");
     Ok(())
 }
 

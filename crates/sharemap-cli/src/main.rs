@@ -353,6 +353,13 @@ memcpy/memmove/memset wrapped (recorded as ranges), and an include directory hol
 <sharemap.h> (phase and region-of-interest annotations). A command that only compiles (-c,
 -S, -E) gets the instrumentation; one that links gets the runtime.
 
+sharemap's own options, taken out wherever they appear:
+  --stm        link sharemap's STM (TinySTM 1.0.5's API: <stm.h>, <wrappers.h>, <mod_mem.h>,
+               ...; STMap inside, docs/stm.md); traced, its transactional loads and stores
+               and tx-begin/commit/abort events are recorded
+  --stm-tl2    the same with TL2's STM_* macros first on the include path (<stm.h>)
+  --no-trace   with --stm or --stm-tl2: a plain build (no instrumentation) against the STM
+
 Environment:
   SHAREMAP_COMPILER   clang (default: clang or clang-14), gcc, or a compiler's path
                       (a name containing \"clang\" is driven as clang, anything else as gcc)

@@ -423,7 +423,7 @@ fn sharemap_vm_runs_a_program_in_a_guest() {
 fn stmap_moves_each_pairs_pages_to_its_node_in_a_two_node_guest() {
     let Some(kernel) = kernel() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/stm/pairs.c");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../workloads/stm/pairs.c");
     let prog = p(&dir, "pairs");
     let built = Command::new(env!("CARGO_BIN_EXE_sharemap"))
         .env("SHAREMAP_COMPILER", "gcc")

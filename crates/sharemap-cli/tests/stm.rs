@@ -282,7 +282,7 @@ fn online_cpus() -> usize {
 #[test]
 fn stmap_names_exactly_the_sharing_pairs_and_pins_them_together() {
     let dir = tempfile::tempdir().unwrap();
-    let prog = build(&dir, "pairs", &["cc", "--stm", "--no-trace", "-O2", s(&source("pairs.c"))], "gcc");
+    let prog = build(&dir, "pairs", &["cc", "--stm", "--no-trace", "-O2", s(&workloads().join("pairs.c"))], "gcc");
     let matrix = p(&dir, "comm.csv");
     let out = run(&prog, &["4", "1000000", "2"], &[("SHAREMAP_STMAP_MATRIX", s(&matrix))]);
     let t = text(&out);
@@ -337,7 +337,7 @@ fn stmap_names_exactly_the_sharing_pairs_and_pins_them_together() {
 #[test]
 fn transactional_traces_carry_accesses_and_transaction_events() {
     let dir = tempfile::tempdir().unwrap();
-    let prog = build(&dir, "pairs-traced", &["cc", "--stm", "-O1", s(&source("pairs.c"))], "gcc");
+    let prog = build(&dir, "pairs-traced", &["cc", "--stm", "-O1", s(&workloads().join("pairs.c"))], "gcc");
     let trace = p(&dir, "pairs.trace");
     let out = ok(&["record", "-o", s(&trace), "--", s(&prog), "4", "20000", "1"]);
     let printed = String::from_utf8_lossy(&out.stdout);

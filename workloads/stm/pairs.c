@@ -10,7 +10,7 @@
  * reads each worker's affinity (the one CPU it may run on, -1: several) and where each
  * array's pages lie, from the kernel; then it stops them. Prints, per worker, its STMap id
  * and that CPU; per array, how many of its pages each node holds; then STMap's counters.
- * Built by crates/sharemap-cli/tests/stm.rs. */
+ * The STM's tests and `sharemap demo` run it. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
