@@ -7,7 +7,7 @@
 //! mask 0, values kept), so transactions reading it concurrently conflict, as in TinySTM.
 
 use crate::capi;
-use crate::thread::{SLOTS, Thread};
+use crate::thread::Thread;
 use std::ffi::{c_int, c_void};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -73,7 +73,7 @@ impl ThreadMem {
 
 /// The oldest start among running transactions.
 fn oldest_running() -> u64 {
-    SLOTS.iter().map(|s| s.active_since.load(Ordering::SeqCst)).min().unwrap_or(u64::MAX)
+    crate::thread::used_slots().iter().map(|s| s.active_since.load(Ordering::SeqCst)).min().unwrap_or(u64::MAX)
 }
 
 /// Frees the blocks no running transaction can reach: freed at or before the oldest start.

@@ -2,7 +2,7 @@
 //! modules `mod_stats` (totals over every thread) and `mod_ab` (time per atomic block).
 
 use crate::stmap;
-use crate::thread::{self, SLOTS, Thread};
+use crate::thread::{self, Thread};
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::Mutex;
@@ -70,11 +70,12 @@ pub unsafe extern "C" fn stm_get_global_stats(name: *const c_char, val: *mut c_v
     }
     // SAFETY: as the caller promises.
     let name = unsafe { CStr::from_ptr(name) }.to_bytes();
-    let sum = |f: &dyn Fn(&thread::Slot) -> u64| SLOTS.iter().map(f).sum::<u64>();
+    let slots = thread::used_slots();
+    let sum = |f: &dyn Fn(&thread::Slot) -> u64| slots.iter().map(f).sum::<u64>();
     let v = match name {
         b"global_nb_commits" => sum(&|s| s.commits.load(Ordering::Relaxed)),
         b"global_nb_aborts" => sum(&|s| s.aborts.load(Ordering::Relaxed)),
-        b"global_max_retries" => SLOTS.iter().map(|s| s.max_retries.load(Ordering::Relaxed)).max().unwrap_or(0),
+        b"global_max_retries" => slots.iter().map(|s| s.max_retries.load(Ordering::Relaxed)).max().unwrap_or(0),
         _ => return 0,
     };
     // SAFETY: as the caller promises.

@@ -12,7 +12,7 @@ use crate::{mem, stmap};
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Threads that may be registered at once.
 pub const MAX_THREADS: usize = 4096;
@@ -65,6 +65,8 @@ impl Slot {
 }
 
 pub static SLOTS: [Slot; MAX_THREADS] = [const { Slot::new() }; MAX_THREADS];
+/// One past the highest slot ever claimed: scans stop there.
+static SLOTS_USED: AtomicUsize = AtomicUsize::new(0);
 
 /// Adds one to a counter only its owner writes (no atomic read-modify-write needed).
 #[inline]
@@ -162,6 +164,7 @@ fn claim_slot() -> usize {
             };
             if fits && !s.used.load(Ordering::Relaxed) && claim(i) {
                 s.os_tid.store(tid, Ordering::Relaxed);
+                SLOTS_USED.fetch_max(i + 1, Ordering::AcqRel);
                 return i;
             }
         }
@@ -232,5 +235,10 @@ pub fn exit_thread() {
 
 /// One past the highest slot ever used: the threads STMap knows of.
 pub fn slots_in_use() -> usize {
-    SLOTS.iter().rposition(|s| s.os_tid.load(Ordering::Relaxed) != 0).map_or(0, |i| i + 1)
+    SLOTS_USED.load(Ordering::Acquire)
+}
+
+/// The slots ever used.
+pub fn used_slots() -> &'static [Slot] {
+    &SLOTS[..slots_in_use()]
 }

@@ -294,8 +294,8 @@ impl State {
         let n = thread::slots_in_use().min(table::MAX_THREADS);
         self.update_recent(s, n);
         let active = self.active_threads(n);
-        let commits: u64 = SLOTS.iter().map(|x| x.commits.load(Ordering::Relaxed)).sum();
-        let aborts: u64 = SLOTS.iter().map(|x| x.aborts.load(Ordering::Relaxed)).sum();
+        let commits: u64 = thread::used_slots().iter().map(|x| x.commits.load(Ordering::Relaxed)).sum();
+        let aborts: u64 = thread::used_slots().iter().map(|x| x.aborts.load(Ordering::Relaxed)).sum();
         let samples = s.samples.load(Ordering::Relaxed);
         let (dc, da_, ds) = (commits - self.commits, aborts - self.aborts, samples - self.samples);
         (self.commits, self.aborts, self.samples) = (commits, aborts, samples);
