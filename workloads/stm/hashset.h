@@ -37,15 +37,23 @@ static int set_contains(set_t *s, long val) {
   return found;
 }
 
-static int set_add(set_t *s, long val) {
-  int added;
-  TX_BEGIN(0);
+/* In a transaction: the link to the first node of val's bucket at or above val, and it. */
+static node_t **locate(set_t *s, long val, node_t **node_out) {
   node_t **link = bucket(s, val);
   node_t *n = (node_t *)TX_LOAD(link);
   while (n != NULL && VAL(n) < val) {
     link = &n->next;
     n = NEXT(n);
   }
+  *node_out = n;
+  return link;
+}
+
+static int set_add(set_t *s, long val) {
+  int added;
+  TX_BEGIN(0);
+  node_t *n;
+  node_t **link = locate(s, val, &n);
   added = n == NULL || VAL(n) != val;
   if (added) {
     node_t *fresh = stm_malloc(sizeof *fresh);
@@ -60,12 +68,8 @@ static int set_add(set_t *s, long val) {
 static int set_remove(set_t *s, long val) {
   int removed;
   TX_BEGIN(0);
-  node_t **link = bucket(s, val);
-  node_t *n = (node_t *)TX_LOAD(link);
-  while (n != NULL && VAL(n) < val) {
-    link = &n->next;
-    n = NEXT(n);
-  }
+  node_t *n;
+  node_t **link = locate(s, val, &n);
   removed = n != NULL && VAL(n) == val;
   if (removed) {
     TX_STORE(link, NEXT(n));

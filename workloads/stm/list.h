@@ -38,16 +38,23 @@ static int set_contains(set_t *s, long val) {
   return found;
 }
 
-static int set_add(set_t *s, long val) {
-  int added;
-  TX_BEGIN(0);
+/* In a transaction: the last node below val, and the one after it (val or above). */
+static node_t *locate(set_t *s, long val, node_t **next_out) {
   node_t *prev = s->head, *next = NEXT(prev);
-  long v;
-  while ((v = VAL(next)) < val) {
+  while (VAL(next) < val) {
     prev = next;
     next = NEXT(next);
   }
-  added = v != val;
+  *next_out = next;
+  return prev;
+}
+
+static int set_add(set_t *s, long val) {
+  int added;
+  TX_BEGIN(0);
+  node_t *next;
+  node_t *prev = locate(s, val, &next);
+  added = VAL(next) != val;
   if (added) TX_STORE(&prev->next, new_node(val, next));
   TX_END();
   return added;
@@ -56,13 +63,9 @@ static int set_add(set_t *s, long val) {
 static int set_remove(set_t *s, long val) {
   int removed;
   TX_BEGIN(0);
-  node_t *prev = s->head, *next = NEXT(prev);
-  long v;
-  while ((v = VAL(next)) < val) {
-    prev = next;
-    next = NEXT(next);
-  }
-  removed = v == val;
+  node_t *next;
+  node_t *prev = locate(s, val, &next);
+  removed = VAL(next) == val;
   if (removed) {
     TX_STORE(&prev->next, NEXT(next));
     stm_free(next, sizeof *next);

@@ -55,16 +55,22 @@ static int set_contains(set_t *s, long val) {
   return found;
 }
 
-static int set_add(set_t *s, long val) {
-  int added;
-  int level = random_level(s->max_level);
-  TX_BEGIN(0);
-  node_t *preds[MAX_LEVEL];
+/* In a transaction: at each level the last node below val; the node after it at level 0. */
+static node_t *locate(set_t *s, long val, node_t **preds) {
   node_t *x = s->head, *n = NULL;
   for (int i = s->max_level - 1; i >= 0; i--) {
     while ((n = NEXT(x, i)) != NULL && VAL(n) < val) x = n;
     preds[i] = x;
   }
+  return n;
+}
+
+static int set_add(set_t *s, long val) {
+  int added;
+  int level = random_level(s->max_level);
+  TX_BEGIN(0);
+  node_t *preds[MAX_LEVEL];
+  node_t *n = locate(s, val, preds);
   added = n == NULL || VAL(n) != val;
   if (added) {
     node_t *fresh = alloc_node(val, level);
@@ -79,11 +85,7 @@ static int set_remove(set_t *s, long val) {
   int removed;
   TX_BEGIN(0);
   node_t *preds[MAX_LEVEL];
-  node_t *x = s->head, *n = NULL;
-  for (int i = s->max_level - 1; i >= 0; i--) {
-    while ((n = NEXT(x, i)) != NULL && VAL(n) < val) x = n;
-    preds[i] = x;
-  }
+  node_t *n = locate(s, val, preds);
   removed = n != NULL && VAL(n) == val;
   if (removed) {
     int level = (int)TX_LOAD(&n->level);
