@@ -464,6 +464,17 @@ fn backoff_once() {
     std::thread::yield_now();
 }
 
+/// The lock's word once no writer holds it (unit operations wait rather than abort).
+fn unlocked(lock: &AtomicUsize) -> usize {
+    loop {
+        let l = lock.load(Ordering::Acquire);
+        if l & OWNED == 0 {
+            return l;
+        }
+        backoff_once();
+    }
+}
+
 /// A load outside any transaction that behaves as a one-read transaction that never aborts
 /// (`stm_unit_load`): waits while the location is locked. Returns the value and its version.
 ///
@@ -472,11 +483,7 @@ fn backoff_once() {
 pub unsafe fn unit_load(addr: usize) -> (Word, u64) {
     let lock = &LOCKS[lock_index(addr)];
     loop {
-        let l = lock.load(Ordering::Acquire);
-        if l & OWNED != 0 {
-            backoff_once();
-            continue;
-        }
+        let l = unlocked(lock);
         // SAFETY: as the caller promises.
         let value = unsafe { word(addr) }.load(Ordering::Acquire);
         if lock.load(Ordering::Acquire) == l {
@@ -494,11 +501,7 @@ pub unsafe fn unit_load(addr: usize) -> (Word, u64) {
 pub unsafe fn unit_store(addr: usize, value: Word, mask: Word, newer_than: Option<u64>) -> (bool, u64) {
     let lock = &LOCKS[lock_index(addr)];
     loop {
-        let l = lock.load(Ordering::Acquire);
-        if l & OWNED != 0 {
-            backoff_once();
-            continue;
-        }
+        let l = unlocked(lock);
         if let Some(ts) = newer_than
             && version(l) > ts
         {
