@@ -70,6 +70,10 @@ pub struct Obj {
     pub children: Vec<usize>,
     pub os_index: Option<u32>,
     pub cache_size: Option<u64>,
+    /// Ways of a cache (0: fully associative), when the description gives them (hwloc XML).
+    pub cache_ways: Option<u32>,
+    /// Line size of a cache in bytes, when given (hwloc XML).
+    pub cache_line: Option<u32>,
     /// Indexes into `Machine::numa_nodes` of the NUMA nodes attached here (hwloc memory children).
     pub memory: Vec<usize>,
 }
@@ -97,7 +101,16 @@ pub struct Tree {
 impl Tree {
     pub fn add(&mut self, ty: ObjType, parent: Option<usize>) -> usize {
         let id = self.objs.len();
-        self.objs.push(Obj { ty, parent, children: Vec::new(), os_index: None, cache_size: None, memory: Vec::new() });
+        self.objs.push(Obj {
+            ty,
+            parent,
+            children: Vec::new(),
+            os_index: None,
+            cache_size: None,
+            cache_ways: None,
+            cache_line: None,
+            memory: Vec::new(),
+        });
         if let Some(p) = parent {
             self.objs[p].children.push(id);
         }

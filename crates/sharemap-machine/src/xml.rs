@@ -124,6 +124,14 @@ fn add_object(
         tree.objs[id].os_index = attr_u64(node, "os_index", origin)?.map(|x| x as u32);
         if t.is_cache() {
             tree.objs[id].cache_size = attr_u64(node, "cache_size", origin)?;
+            tree.objs[id].cache_line = attr_u64(node, "cache_linesize", origin)?.filter(|&l| l > 0).map(|l| l as u32);
+            // hwloc: -1 fully associative, 0 unknown.
+            tree.objs[id].cache_ways = match node.attribute("cache_associativity").map(str::trim) {
+                Some("-1") => Some(0),
+                _ => attr_u64(node, "cache_associativity", origin)?
+                    .filter(|&w| w > 0)
+                    .map(|w| w.min(u32::MAX as u64) as u32),
+            };
         }
         id
     };

@@ -191,7 +191,6 @@ pub extern "C" fn stm_start(attr: i32) -> *mut SigJmpBuf {
 /// Rolls the transaction back for `reason`; unless it may not retry, begins the next
 /// attempt and jumps back to the client's sigsetjmp. Returns only without retry.
 fn abort_with(th: &mut Thread, reason: c_int) {
-    stmap::end_of_attempt(th);
     if th.tx.is_irrevocable() {
         SERIAL.store(false, Ordering::Relaxed);
     }
@@ -237,7 +236,6 @@ pub extern "C" fn stm_commit() -> c_int {
         return 0;
     }
     each_callback(|c| c.precommit);
-    stmap::end_of_attempt(th);
     let irrevocable = th.tx.is_irrevocable();
     match th.tx.commit() {
         Ok(version) => {

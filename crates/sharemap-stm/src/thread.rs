@@ -101,11 +101,11 @@ pub struct Thread {
     /// STMap: accesses since the last sampled one, and the sampling interval (u32::MAX off).
     pub since_sample: u32,
     pub sample_interval: u32,
-    /// Samples of the running attempt, applied when it ends (one more place: the next
-    /// access is written there before it is known whether it is kept).
+    /// Samples of the batch being gathered (one more place: the next access is written
+    /// there before it is known whether it is kept).
     pub pending_samples: [usize; stmap::PENDING + 1],
     pub pending_count: usize,
-    /// The samples of the attempt before, applied at the end of this one.
+    /// The batch before, applied when this one is full.
     pub ready_samples: [usize; stmap::PENDING],
     pub ready_count: usize,
     /// Samples not yet added to STMap's global counts.

@@ -172,7 +172,7 @@ pub fn sample_interval() -> u32 {
     }
 }
 
-/// Samples an attempt keeps before applying them.
+/// Samples a thread gathers before it applies a batch.
 pub const PENDING: usize = 16;
 
 /// Samples a thread takes before it adds them to the global counts (one atomic addition
@@ -180,9 +180,9 @@ pub const PENDING: usize = 16;
 const PUBLISH_BATCH: u32 = 64;
 
 /// Algorithm 2's per-access step: one access in SI+1 is kept, and Algorithm 1 applied to
-/// it when the attempt ends. Branch-free: a branch taken once in SI+1 times would be
-/// mispredicted each time it is, a cost the size of everything else here. The address is
-/// written to the next free place every time and kept by counting it.
+/// it a batch later. Branch-free: a branch taken once in SI+1 times would be mispredicted
+/// each time it is, a cost the size of everything else here. The address is written to the
+/// next free place every time and kept by counting it.
 #[inline(always)]
 pub fn on_access(th: &mut Thread, addr: usize) {
     let hit = th.since_sample >= th.sample_interval;
@@ -194,17 +194,10 @@ pub fn on_access(th: &mut Thread, addr: usize) {
     }
 }
 
-/// At the end of an attempt (commit or abort): Algorithm 1 on the samples of the attempt
-/// before, whose table entries were asked for then, so their cache misses (other threads
-/// update those entries) were hidden behind this attempt; this attempt's samples are asked
-/// for in turn.
-#[inline]
-pub fn end_of_attempt(th: &mut Thread) {
-    if th.pending_count | th.ready_count != 0 {
-        rotate_samples(th);
-    }
-}
-
+/// A full batch: Algorithm 1 on the batch before, whose table entries were asked for when
+/// it filled, so their cache misses (other threads update those entries) were hidden behind
+/// the accesses since; this batch's entries are asked for in turn. Batches rather than
+/// attempts: measured, a call at the end of every attempt cost more than the samples.
 #[inline(never)]
 fn rotate_samples(th: &mut Thread) {
     let Some(s) = state() else {

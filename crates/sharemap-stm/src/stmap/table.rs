@@ -28,38 +28,21 @@ fn hash(key: u64, bits: u32) -> usize {
 /// No thread in a slot of the last-two pair.
 pub const NONE: u16 = u16::MAX;
 
-/// Algorithm 1 on one address's state (t1 the last accessor, t2 the one before, packed as
-/// t1 | t2 << 16): the new state and the threads `tid` communicates with.
-pub fn last_two_step(state: u32, tid: u16) -> (u32, [u16; 2]) {
-    let (t1, t2) = (state as u16, (state >> 16) as u16);
-    let pack = |a: u16, b: u16| a as u32 | (b as u32) << 16;
-    if t1 == NONE {
-        (pack(tid, NONE), [NONE; 2])
-    } else if t2 == NONE {
-        if t1 == tid { (state, [NONE; 2]) } else { (pack(tid, t1), [t1, NONE]) }
-    } else if t1 != tid && t2 != tid {
-        (pack(tid, t1), [t1, t2])
-    } else if t1 == tid {
-        (state, [t2, NONE])
-    } else {
-        (pack(tid, t1), [t1, NONE])
-    }
-}
-
 /// An address-table entry: the word address (44 bits: user space is below 2^47 bytes) and
 /// the last two threads, each stored plus one in 10 bits (0: none). 0 is an empty entry
 /// (an occupied one always has a last thread).
 const KEY_BITS: u32 = 44;
 const KEY_MASK: u64 = (1 << KEY_BITS) - 1;
 
-fn entry_threads(e: u64) -> u32 {
-    let t = |v: u64| if v == 0 { NONE } else { (v - 1) as u16 };
-    t((e >> KEY_BITS) & 0x3FF) as u32 | (t(e >> (KEY_BITS + 10)) as u32) << 16
+const THREAD_MASK: u64 = 0x3FF;
+
+/// The last thread (t1) and the one before (t2) of an entry, each plus one (0: none).
+fn entry_threads(e: u64) -> (u64, u64) {
+    ((e >> KEY_BITS) & THREAD_MASK, e >> (KEY_BITS + 10))
 }
 
-fn entry(key: u64, state: u32) -> u64 {
-    let t = |v: u16| if v == NONE { 0 } else { v as u64 + 1 };
-    key | t(state as u16) << KEY_BITS | t((state >> 16) as u16) << (KEY_BITS + 10)
+fn entry(key: u64, t1: u64, t2: u64) -> u64 {
+    key | t1 << KEY_BITS | t2 << (KEY_BITS + 10)
 }
 
 /// Per address (word), the last two threads; the sharing matrix they feed.
@@ -97,30 +80,45 @@ impl Sharing {
         let _ = p;
     }
 
-    /// Algorithm 1 for thread `tid` (below MAX_THREADS) accessing `addr`.
+    /// Algorithm 1 for thread `tid` (below MAX_THREADS) accessing `addr`. Its three cases
+    /// fold into one: unless `tid` is already the last thread, the entry becomes (tid, t1),
+    /// and `tid` communicates with t1 and with t2 when t2 is another thread.
     pub fn record(&self, addr: usize, tid: u16) {
         let key = (addr as u64 >> 3) & KEY_MASK;
+        let me = tid as u64 + 1;
         let mask = self.entries.len() - 1;
         let mut i = hash(key, self.bits);
         for _ in 0..PROBES {
             let cell = &self.entries[i];
             let mut e = cell.load(Ordering::Acquire);
             loop {
-                if e != 0 && e & KEY_MASK != key {
+                if e == 0 {
+                    // First access: only remember the thread.
+                    match cell.compare_exchange_weak(0, entry(key, me, 0), Ordering::AcqRel, Ordering::Acquire) {
+                        Ok(_) => {
+                            self.distinct.fetch_add(1, Ordering::Relaxed);
+                            return;
+                        }
+                        Err(now) => {
+                            e = now;
+                            continue;
+                        }
+                    }
+                }
+                if e & KEY_MASK != key {
                     break; // another address: probe on
                 }
-                let state = if e == 0 { u32::MAX } else { entry_threads(e) };
-                let (next, partners) = last_two_step(state, tid);
-                if e != 0 && next == state {
-                    self.count(tid, partners);
+                let (t1, t2) = entry_threads(e);
+                if t1 == me {
+                    self.count(tid, t2);
                     return;
                 }
-                match cell.compare_exchange_weak(e, entry(key, next), Ordering::AcqRel, Ordering::Acquire) {
+                match cell.compare_exchange_weak(e, entry(key, me, t1), Ordering::AcqRel, Ordering::Acquire) {
                     Ok(_) => {
-                        if e == 0 {
-                            self.distinct.fetch_add(1, Ordering::Relaxed);
+                        self.count(tid, t1);
+                        if t2 != me {
+                            self.count(tid, t2);
                         }
-                        self.count(tid, partners);
                         return;
                     }
                     Err(now) => e = now,
@@ -132,15 +130,15 @@ impl Sharing {
         self.distinct.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// One communication event of `tid` with `partner` (plus one; 0: none).
     #[inline]
-    fn count(&self, tid: u16, partners: [u16; 2]) {
-        for p in partners.into_iter().filter(|&p| p != NONE && p != tid) {
-            let cell = &self.rows[tid as usize * MAX_THREADS + p as usize];
+    fn count(&self, tid: u16, partner: u64) {
+        if partner != 0 {
+            let cell = &self.rows[tid as usize * MAX_THREADS + partner as usize - 1];
             // Only thread `tid` writes its row.
             cell.store(cell.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         }
     }
-
     /// Distinct addresses seen (Equation 1's da).
     pub fn distinct(&self) -> u64 {
         self.distinct.load(Ordering::Relaxed)
@@ -279,22 +277,30 @@ mod tests {
     }
 
     proptest! {
-        /// The packed step agrees with the paper's three cases on any access sequence.
+        /// The table agrees with the paper's three cases on any sequence of accesses to a
+        /// few addresses: the same events, and the same last two threads per address.
         #[test]
-        fn last_two_step_is_algorithm_1(seq in proptest::collection::vec(0u16..5, 1..60)) {
-            let (mut acc, mut t1, mut t2) = (0u8, NONE, NONE);
-            let mut state = u32::MAX;
-            for &tid in &seq {
-                let (a, n1, n2, want) = paper(acc, t1, t2, tid);
-                let (next, got) = last_two_step(state, tid);
-                let got: Vec<u16> = got.into_iter().filter(|&p| p != NONE).collect();
-                prop_assert_eq!(got, want);
-                (acc, t1, t2, state) = (a, n1, n2, next);
-                prop_assert_eq!(state as u16, t1);
-                if acc == 2 {
-                    prop_assert_eq!((state >> 16) as u16, t2);
+        fn record_is_algorithm_1(seq in proptest::collection::vec((0u16..5, 0usize..3), 1..80)) {
+            let table = Sharing::new(6);
+            let mut state = [(0u8, NONE, NONE); 3];
+            let mut want = [[0u64; 5]; 5];
+            for &(tid, a) in &seq {
+                let (acc, t1, t2) = state[a];
+                let (acc, n1, n2, partners) = paper(acc, t1, t2, tid);
+                state[a] = (acc, n1, n2);
+                for p in partners {
+                    want[tid as usize][p as usize] += 1;
+                    want[p as usize][tid as usize] += 1;
+                }
+                table.record(0x1000 + 8 * a, tid);
+            }
+            let got = table.counts(5);
+            for i in 0..5 {
+                for j in 0..5 {
+                    prop_assert_eq!(got[i * 5 + j], want[i][j], "cell ({}, {})", i, j);
                 }
             }
+            prop_assert_eq!(table.distinct(), state.iter().filter(|s| s.0 > 0).count() as u64);
         }
 
         /// The candidate is the majority thread whenever there is one, and the bound holds.
