@@ -12,6 +12,7 @@ mod plot;
 mod progress;
 mod registry;
 mod run;
+mod simulate;
 mod sweep;
 mod trace_cmds;
 mod vm;
@@ -254,6 +255,9 @@ enum Command {
     Algorithms,
     /// List the mechanisms `sharemap run --mechanism` measures, their sources and options
     Mechanisms,
+    /// Simulate a trace on a NUMA machine (caches, coherence, TLBs, DRAM, per-thread clocks)
+    /// under thread and data mapping mechanisms: time, misses, traffic, each against `os`
+    Simulate(simulate::SimulateArgs),
     /// Vary one model parameter (G, R, g, r or page-size): the optimum and the policies at
     /// each value, as CSV plus plots (MCPR, optimal moves per page, optimal cost breakdown)
     Sweep {
@@ -446,6 +450,7 @@ fn main() -> ExitCode {
                     .collect();
             filter::run(&model, &kinds, output.as_deref(), to.as_deref(), sensitivity)
         }
+        Command::Simulate(args) => simulate::run(&args),
         Command::Sweep { model, vary, values, policy, output } => sharemap::sweep::Vary::parse(&vary)
             .map_err(|e| place::flag_context(e, &model))
             .and_then(|v| sweep::run(&model, v, &sweep::parse_values(&values)?, &policy, &output)),

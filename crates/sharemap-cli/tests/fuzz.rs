@@ -130,6 +130,7 @@ fn trace_commands(case: &str, trace: &Path, dir: &Path) {
         (vec!["analyze", t, "--machine", "numa:2 pu:4", "--detector", "sammu", "-o", s(&out_dir)], vec![&out_dir]),
         (vec!["map", t, "--machine", "numa:2 pu:4"], vec![]),
         (vec!["place", t, "--machine", "numa:2 pu:2", "--placement", s(&placement)], vec![&placement]),
+        (vec!["simulate", t, "--machine", "pack:2 numa:1 l2:1(size=4KiB) core:2 pu:1"], vec![]),
         (vec!["convert", t, s(&converted)], vec![&converted]),
     ];
     for (args, outputs) in runs {
@@ -445,6 +446,7 @@ fn hostile_machines_and_matrices() {
             vec!["machine", spec.as_str()],
             vec!["map", s(&trace), "--machine", spec.as_str()],
             vec!["place", s(&trace), "--machine", spec.as_str(), "--policy", "first-touch"],
+            vec!["simulate", s(&trace), "--machine", spec.as_str(), "--mechanism", "os,random"],
         ] {
             run(&case, &spec_file, &args, d.path());
         }
@@ -453,7 +455,11 @@ fn hostile_machines_and_matrices() {
         let x = p(&d, "topo.xml");
         std::fs::write(&x, xml).unwrap();
         let case = format!("xml-{k}-{name}");
-        for args in [vec!["machine", s(&x)], vec!["map", s(&trace), "--machine", s(&x)]] {
+        for args in [
+            vec!["machine", s(&x)],
+            vec!["map", s(&trace), "--machine", s(&x)],
+            vec!["simulate", s(&trace), "--machine", s(&x), "--mechanism", "os"],
+        ] {
             run(&case, &x, &args, d.path());
         }
 

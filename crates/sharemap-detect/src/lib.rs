@@ -15,5 +15,5 @@ pub mod stmap;
 pub use detector::{DETECTORS, Detection, Detector, DetectorContext, DetectorInfo, MappingDecision, Report};
 pub use oracle::{Granularity, Oracle};
 pub use phases::{PHASE_CONFIRM_WINDOWS, phase_changes};
-pub use run::{DetectError, Found, detect, run};
+pub use run::{DetectError, Found, detect, detect_with_page_size, run};
 pub use sharemap_core::{PageUsage, SharingMatrix};

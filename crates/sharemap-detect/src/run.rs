@@ -30,6 +30,20 @@ pub fn detect(source: &mut dyn TraceSource, spec: &str, placement: &ThreadPlacem
     Ok(run(source, vec![d], 0, &|_| {})?.pop().expect("one detector").detection)
 }
 
+/// `detect` with pages of `page_size` bytes instead of the trace's.
+pub fn detect_with_page_size(
+    source: &mut dyn TraceSource,
+    spec: &str,
+    placement: &ThreadPlacement,
+    page_size: u64,
+) -> Result<Detection, DetectError> {
+    let spec = detector::parse(spec)?;
+    let mut ctx = DetectorContext::new(source.metadata(), placement)?;
+    ctx.page_size = sharemap_core::PageSize::new(page_size)?;
+    let d = detector::build(&spec, &ctx)?;
+    Ok(run(source, vec![d], 0, &|_| {})?.pop().expect("one detector").detection)
+}
+
 /// Runs the detectors over the rest of the trace. With `window` > 0 each detector's sharing
 /// is also cut into windows of that many accesses (the last one may be shorter). Matrices
 /// come out sized to the trace's threads. `progress` is told the accesses read so far.

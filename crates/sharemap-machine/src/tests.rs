@@ -96,3 +96,28 @@ fn xml_round_trip_of_a_small_topology() {
     assert_eq!(m.distance_origin, "hwloc");
     assert_eq!(m.synthetic().unwrap(), "Package:2 [NUMANode(memory=1000)] L2Cache:1(size=4194304) Core:2 PU:1");
 }
+
+#[test]
+fn xml_caches_carry_ways_and_line_size() {
+    let xml = r#"<?xml version="1.0" encoding="UTF-8"?>
+<topology version="2.0">
+  <object type="Machine" os_index="0">
+    <object type="NUMANode" os_index="0" local_memory="1000"/>
+    <object type="L3Cache" cache_size="18874368" depth="3" cache_linesize="64" cache_associativity="24" cache_type="0">
+      <object type="L1Cache" cache_size="32768" depth="1" cache_linesize="64" cache_associativity="-1" cache_type="1">
+        <object type="Core" os_index="0"><object type="PU" os_index="0"/></object>
+      </object>
+      <object type="L1Cache" cache_size="32768" depth="1" cache_linesize="0" cache_associativity="0" cache_type="1">
+        <object type="Core" os_index="1"><object type="PU" os_index="1"/></object>
+      </object>
+    </object>
+  </object>
+</topology>"#;
+    let m = Machine::from_xml(xml, "test.xml").unwrap();
+    let caches: Vec<_> = m.tree.objs.iter().filter(|o| o.ty.is_cache()).map(|o| (o.cache_ways, o.cache_line)).collect();
+    // -1 is fully associative (0 ways here); 0 is unknown, as hwloc writes them.
+    assert_eq!(caches, vec![(Some(24), Some(64)), (Some(0), Some(64)), (None, None)]);
+    let bad = xml.replace(r#"cache_associativity="24""#, r#"cache_associativity="many""#);
+    let e = Machine::from_xml(&bad, "test.xml").unwrap_err();
+    assert!(e.0.contains("test.xml:5") && e.0.contains("cache_associativity"), "{e}");
+}

@@ -26,6 +26,7 @@ pub mod filter;
 pub mod map;
 mod place;
 pub mod run;
+pub mod simulate;
 mod situation;
 pub mod sweep;
 pub mod vm;
@@ -41,6 +42,7 @@ pub use sharemap_detect as detect;
 pub use sharemap_machine as machine;
 pub use sharemap_mapping as mapping;
 pub use sharemap_placement as placement;
+pub use sharemap_sim as sim;
 pub use sharemap_trace as trace;
 
 pub type Result<T> = std::result::Result<T, Error>;

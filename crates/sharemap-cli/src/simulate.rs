@@ -1,0 +1,134 @@
+//! `sharemap simulate`: a trace under each mechanism on a simulated NUMA machine
+//! (docs/simulator.md).
+
+use crate::progress;
+use crate::trace_cmds::{format_arg, warn_if_truncated};
+use anyhow::{Result, anyhow};
+use clap::Args;
+use sharemap::simulate::{SimulateRequest, Simulation};
+use sharemap_trace::{TraceReader, TraceSource};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Args, Clone, Debug)]
+pub struct SimulateArgs {
+    /// Trace file (native, CSV or Parquet)
+    #[arg(required_unless_present = "list")]
+    pub trace: Option<PathBuf>,
+    /// Input format, overriding detection
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Machine: preset, hwloc synthetic string, hwloc XML file or `live`
+    #[arg(long, short = 'm', default_value = "sammu")]
+    pub machine: String,
+    /// Mechanisms to simulate: a comma list, or all (see --list)
+    #[arg(long, default_value = "all")]
+    pub mechanism: String,
+    /// Page size in bytes (default: the trace's)
+    #[arg(long)]
+    pub page_size: Option<u64>,
+    /// Seed of the random mechanism and of the mapping algorithms
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print the results as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// List the mechanisms and what they do
+    #[arg(long)]
+    pub list: bool,
+}
+
+pub fn run(args: &SimulateArgs) -> Result<ExitCode> {
+    if args.list {
+        return list();
+    }
+    let path = args.trace.clone().expect("clap requires it");
+    let format = format_arg(args.from.as_deref())?;
+    let request = SimulateRequest {
+        machine: args.machine.clone(),
+        mechanisms: args.mechanism.clone(),
+        page_size: args.page_size,
+        seed: args.seed,
+        params: Default::default(),
+    };
+    let first = TraceReader::open(&path, format)?;
+    warn_if_truncated(&first, &path);
+    let bar = progress::bar(first.access_count_hint(), "simulating");
+    let mut spare = Some(first);
+    let mut open = || -> sharemap::Result<Box<dyn TraceSource>> {
+        Ok(match spare.take() {
+            Some(r) => Box::new(r),
+            None => Box::new(TraceReader::open(&path, format)?),
+        })
+    };
+    // Errors name their file (the trace's) or their setting already.
+    let sim = sharemap::simulate::simulate(&mut open, &request, &|n| bar.set_position(n)).map_err(|e| anyhow!(e))?;
+    bar.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&sim)?);
+    } else {
+        print_table(&path, &sim);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_table(path: &std::path::Path, s: &Simulation) {
+    println!(
+        "{}: {} threads on {} ({} cores, {} NUMA nodes, caches L{}), pages of {} bytes",
+        path.display(),
+        s.threads,
+        s.machine,
+        s.cores,
+        s.numa_nodes,
+        s.cache_levels.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("/L"),
+        s.page_size
+    );
+    let accesses = s.mechanisms.first().map_or(0, |m| m.accesses);
+    println!("{accesses} accesses; misses per 1000 accesses (MPKA); ratios to os (time, last-level misses, traffic)\n");
+    let levels: String = s.cache_levels.iter().map(|l| format!("{:>8}", format!("L{l} MPKA"))).collect();
+    println!(
+        "{:<10} {:>12} {levels} {:>8} {:>7} {:>12} {:>10} {:>8} {:>8} {:>20}",
+        "mechanism",
+        "time (ms)",
+        "TLB MPKA",
+        "local",
+        "traffic (B)",
+        "invalid.",
+        "thr.mig",
+        "pg.mig",
+        "vs os: time/LLC/traffic"
+    );
+    for m in &s.mechanisms {
+        let levels: String = m.mpka.iter().map(|l| format!("{:>8.2}", l.mpka)).collect();
+        let rel = m
+            .vs_os
+            .as_ref()
+            .map_or("-".to_string(), |r| format!("{:.3}/{:.3}/{:.3}", r.time, r.llc_misses, r.interconnect_bytes));
+        println!(
+            "{:<10} {:>12.3} {levels} {:>8.2} {:>6.1}% {:>12} {:>10} {:>8} {:>8} {:>20}",
+            m.mechanism,
+            m.time_ns / 1e6,
+            m.tlb_mpka,
+            100.0 * m.local_dram_share,
+            m.interconnect_bytes,
+            m.invalidations,
+            m.thread_migrations,
+            m.page_migrations,
+            rel
+        );
+    }
+    println!("\ntime: the slowest thread's simulated clock; local: DRAM accesses served by the thread's own node");
+}
+
+/// `sharemap simulate --list`: every mechanism, its source and what it does.
+pub fn list() -> Result<ExitCode> {
+    let rows = sharemap_sim::MECHANISMS.iter().map(|m| crate::registry::Row {
+        name: m.name,
+        source: m.source,
+        summary: m.summary,
+        params: &[],
+    });
+    crate::registry::header("mechanism");
+    crate::registry::rows(rows, |name, p| format!("{name}:{}={}", p.key, p.default));
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,90 @@
+//! `simulate` as a user runs it: exact counts on a trace worked out by hand, the JSON every
+//! mechanism reports, and bad input.
+
+mod common;
+use common::{json, ok, p, s, sharemap};
+
+fn mechanism<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    v["mechanisms"].as_array().unwrap().iter().find(|m| m["mechanism"] == name).unwrap_or_else(|| panic!("no {name}"))
+}
+
+/// Two packages with one node each; a CSV trace whose misses and transfers are known.
+#[test]
+fn simulate_counts_a_known_trace_exactly() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "t.csv");
+    // Thread 0 (package 0) writes line 0x1000, thread 1 (package 1 under os) reads it, then
+    // thread 0 reads it again and thread 1 writes it.
+    std::fs::write(&t, "thread,addr,size,kind\n0,0x1000,8,W\n1,0x1000,8,R\n0,0x1000,8,R\n1,0x1000,8,W\n").unwrap();
+    let machine = "pack:2 numa:1 l3:1(size=1MiB) l2:1(size=256KiB) l1d:1(size=32KiB) core:1 pu:1";
+    let v = json(&ok(&["simulate", s(&t), "--machine", machine, "--mechanism", "os", "--json"]));
+    assert_eq!((v["cores"].as_u64(), v["numa_nodes"].as_u64(), v["threads"].as_u64()), (Some(2), Some(2), Some(2)));
+    let os = mechanism(&v, "os");
+    assert_eq!(os["accesses"], 4);
+    // 1: DRAM (local, first touch). 2: from core 0 across packages (modified: written back
+    // to node 0, which is local to core 0). 3: L1 hit. 4: upgrade, invalidating core 0.
+    assert_eq!((os["dram_local"].as_u64(), os["dram_remote"].as_u64()), (Some(1), Some(0)));
+    assert_eq!(os["transfers_remote"], 1);
+    assert_eq!(os["writebacks"], 1);
+    // One core per package: every cache is private to its core, so only core 0 holds a copy.
+    assert_eq!(os["invalidations_remote"], 1);
+    // L1 misses: accesses 1 and 2; the third hits; the fourth is an upgrade of a present line.
+    assert_eq!(os["mpka"][0]["level"], 1);
+    assert_eq!(os["mpka"][0]["mpka"], 500.0);
+    // Traffic: one line transferred, one invalidation across the interconnect.
+    assert_eq!(os["interconnect_bytes"], 64 + 16);
+    assert_eq!(os["vs_os"]["time"], 1.0);
+}
+
+#[test]
+fn every_mechanism_runs_on_a_generated_trace() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "n.trace");
+    ok(&["gen", "neighbor", "--threads", "16", "--accesses", "200k", "-o", s(&t)]);
+    let v = json(&ok(&["simulate", s(&t), "--machine", "sammu", "--json"]));
+    let names: Vec<&str> =
+        v["mechanisms"].as_array().unwrap().iter().map(|m| m["mechanism"].as_str().unwrap()).collect();
+    assert_eq!(names, ["os", "random", "oracle"]);
+    for m in v["mechanisms"].as_array().unwrap() {
+        assert_eq!(m["accesses"], 200_000);
+        assert!(m["time_ns"].as_f64().unwrap() > 0.0);
+        assert_eq!(m["mpka"].as_array().unwrap().len(), 3, "L1, L2, L3");
+    }
+    // Random pages on 4 nodes: about a quarter of DRAM accesses local; first touch keeps
+    // this pattern's (mostly private) data local.
+    let random = mechanism(&v, "random")["local_dram_share"].as_f64().unwrap();
+    let os = mechanism(&v, "os")["local_dram_share"].as_f64().unwrap();
+    assert!((0.15..0.4).contains(&random), "random: {random}");
+    assert!(os > 0.9, "os: {os}");
+    // The table names every mechanism.
+    let table =
+        String::from_utf8(ok(&["simulate", s(&t), "--machine", "sammu", "--mechanism", "os,random"]).stdout).unwrap();
+    assert!(table.contains("os") && table.contains("random") && table.contains("L3 MPKA"), "{table}");
+    let list = String::from_utf8(ok(&["simulate", "--list"]).stdout).unwrap();
+    assert!(list.contains("oracle") && list.contains("seed 000"), "{list}");
+}
+
+#[test]
+fn bad_input_gets_one_line_and_a_failure() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "t.csv");
+    std::fs::write(&t, "thread,addr,size,kind\n0,0x1000,8,W\n").unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (&["simulate", s(&t), "--mechanism", "nope"], "unknown mechanism 'nope'"),
+        (&["simulate", s(&t), "--machine", "pack:x"], "bad synthetic topology \"pack:x\""),
+        (&["simulate", s(&t), "--page-size", "3000"], "power of two"),
+        (&["simulate", "/nonexistent.trace"], "/nonexistent.trace"),
+    ];
+    for (args, want) in cases {
+        let out = sharemap(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+    let bad = p(&d, "bad.csv");
+    std::fs::write(&bad, "thread,addr,size,kind\n0,0x1000,8,W\nzero,0x1000,8,R\n").unwrap();
+    let out = sharemap(&["simulate", s(&bad)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("bad.csv:3:"), "{err}");
+}

@@ -1,0 +1,210 @@
+//! One set-associative cache with LRU replacement: per way a line and its coherence state.
+//! Each set keeps its lines from most to least recently used, so that a use moves the line
+//! to the front and the victim is the last: one array, a set in one or two of the host's
+//! cache lines. TLBs are the same structure with pages for lines.
+
+/// Line states (MESI). Shared caches use `SHARED` for clean and `MODIFIED` for dirty.
+pub const INVALID: u8 = 0;
+pub const SHARED: u8 = 1;
+pub const EXCLUSIVE: u8 = 2;
+pub const MODIFIED: u8 = 3;
+
+#[derive(Clone, Debug)]
+pub struct Cache {
+    ways: usize,
+    sets: u64,
+    /// `sets - 1` when the number of sets is a power of two (a mask instead of a division).
+    mask: Option<u64>,
+    /// Per way, set after set, most recently used first: `line << 2 | state`, 0 when empty.
+    slots: Vec<u64>,
+}
+
+impl Cache {
+    /// A cache of `lines` lines in sets of `ways` (0: fully associative). `ways` is capped at
+    /// `lines`, and `lines` rounded down to whole sets.
+    pub fn new(lines: u64, ways: u32) -> Cache {
+        let lines = lines.max(1);
+        let ways = if ways == 0 { lines } else { (ways as u64).min(lines) } as usize;
+        let sets = (lines / ways as u64).max(1);
+        Cache { ways, sets, mask: sets.is_power_of_two().then(|| sets - 1), slots: vec![0; sets as usize * ways] }
+    }
+
+    pub fn ways(&self) -> usize {
+        self.ways
+    }
+
+    pub fn sets(&self) -> u64 {
+        self.sets
+    }
+
+    #[inline]
+    fn set_range(&self, line: u64) -> std::ops::Range<usize> {
+        let set = match self.mask {
+            Some(m) => line & m,
+            None => line % self.sets,
+        } as usize;
+        set * self.ways..(set + 1) * self.ways
+    }
+
+    /// The way of `line` within its set, and the set's range.
+    #[inline]
+    fn find(&self, line: u64) -> (std::ops::Range<usize>, Option<usize>) {
+        let range = self.set_range(line);
+        let want = line << 2;
+        let set = &self.slots[range.clone()];
+        let way = set.iter().position(|&s| s != 0 && s & !3 == want);
+        (range, way)
+    }
+
+    /// The state of `line` (INVALID when absent); a present line becomes the most recently
+    /// used of its set.
+    #[inline]
+    pub fn touch(&mut self, line: u64) -> u8 {
+        match self.find(line) {
+            (range, Some(way)) => {
+                let set = &mut self.slots[range];
+                let s = set[way];
+                if way > 0 {
+                    set[..=way].rotate_right(1);
+                }
+                (s & 3) as u8
+            }
+            (_, None) => INVALID,
+        }
+    }
+
+    /// The state of `line`, without counting a use.
+    #[inline]
+    pub fn state(&self, line: u64) -> u8 {
+        match self.find(line) {
+            (range, Some(way)) => (self.slots[range.start + way] & 3) as u8,
+            (_, None) => INVALID,
+        }
+    }
+
+    /// Changes the state of a present line (INVALID removes it); false when absent.
+    pub fn set_state(&mut self, line: u64, state: u8) -> bool {
+        match self.find(line) {
+            (range, Some(way)) => {
+                self.slots[range.start + way] = if state == INVALID { 0 } else { line << 2 | state as u64 };
+                true
+            }
+            (_, None) => false,
+        }
+    }
+
+    /// Puts `line` in `state` as the most recently used line of its set: updates it when
+    /// present, else takes an empty way or evicts the least recently used line, which it
+    /// returns with its state.
+    pub fn insert(&mut self, line: u64, state: u8) -> Option<(u64, u8)> {
+        debug_assert!(state != INVALID);
+        let new = line << 2 | state as u64;
+        let (range, way) = self.find(line);
+        let set = &mut self.slots[range];
+        let way = way.or_else(|| set.iter().position(|&s| s == 0)).unwrap_or(set.len() - 1);
+        let old = set[way];
+        set[..=way].rotate_right(1);
+        set[0] = new;
+        (old != 0 && old & !3 != line << 2).then_some((old >> 2, (old & 3) as u8))
+    }
+
+    /// Every line present, with its state (tests and invariant checks).
+    pub fn lines(&self) -> impl Iterator<Item = (u64, u8)> + '_ {
+        self.slots.iter().filter(|&&s| s != 0).map(|&s| (s >> 2, (s & 3) as u8))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::VecDeque;
+
+    /// The textbook model: per set, a list from most to least recently used.
+    struct Reference {
+        sets: Vec<VecDeque<u64>>,
+        ways: usize,
+    }
+
+    impl Reference {
+        fn access(&mut self, line: u64) -> bool {
+            let n = self.sets.len() as u64;
+            let set = &mut self.sets[(line % n) as usize];
+            let hit = match set.iter().position(|&l| l == line) {
+                Some(i) => {
+                    set.remove(i);
+                    true
+                }
+                None => {
+                    if set.len() == self.ways {
+                        set.pop_back();
+                    }
+                    false
+                }
+            };
+            set.push_front(line);
+            hit
+        }
+    }
+
+    fn misses(cache: &mut Cache, lines: &[u64]) -> usize {
+        lines
+            .iter()
+            .filter(|&&l| {
+                let hit = cache.touch(l) != INVALID;
+                if !hit {
+                    cache.insert(l, SHARED);
+                }
+                !hit
+            })
+            .count()
+    }
+
+    proptest! {
+        /// Hits and misses agree with the reference model access by access, for sizes and
+        /// associativities with power-of-two and other set counts, and fully associative.
+        #[test]
+        fn lru_agrees_with_the_reference_model(
+            lines in proptest::collection::vec(0u64..300, 1..2000),
+            ways in prop_oneof![Just(0u32), 1u32..9],
+            sets in prop_oneof![Just(1u64), Just(4), Just(6), Just(16), Just(13)],
+        ) {
+            let total = if ways == 0 { sets * 4 } else { sets * ways as u64 };
+            let mut cache = Cache::new(total, ways);
+            let (ref_sets, ref_ways) = if ways == 0 { (1, total as usize) } else { (sets as usize, ways as usize) };
+            let mut reference = Reference { sets: vec![VecDeque::new(); ref_sets], ways: ref_ways };
+            for &l in &lines {
+                let want = reference.access(l);
+                let got = cache.touch(l) != INVALID;
+                if !got {
+                    cache.insert(l, SHARED);
+                }
+                prop_assert_eq!(got, want, "line {}", l);
+            }
+        }
+    }
+
+    #[test]
+    fn a_loop_one_line_larger_than_the_cache_always_misses() {
+        let mut cache = Cache::new(8, 0);
+        let lines: Vec<u64> = (0..9).cycle().take(90).collect();
+        assert_eq!(misses(&mut cache, &lines), 90);
+        let mut cache = Cache::new(8, 0);
+        let lines: Vec<u64> = (0..8).cycle().take(80).collect();
+        assert_eq!(misses(&mut cache, &lines), 8);
+    }
+
+    #[test]
+    fn states_change_and_evictions_return_the_old_line() {
+        let mut cache = Cache::new(2, 2);
+        assert_eq!(cache.insert(5, EXCLUSIVE), None);
+        assert_eq!(cache.insert(7, SHARED), None);
+        assert!(cache.set_state(5, MODIFIED));
+        assert_eq!(cache.state(5), MODIFIED);
+        // set_state is not a use: 5 is still the least recently used.
+        assert_eq!(cache.insert(9, SHARED), Some((5, MODIFIED)));
+        assert!(cache.set_state(7, INVALID));
+        assert_eq!(cache.state(7), INVALID);
+        assert_eq!(cache.insert(11, SHARED), None, "the invalidated way is free");
+    }
+}

@@ -1,0 +1,21 @@
+//! sharemap-sim: a NUMA machine simulated access by access, on a trace's own order: private
+//! and shared caches with LRU replacement, MESI coherence through a directory, TLBs, DRAM at
+//! the node holding each page, per-thread clocks, thread and page migrations. Mechanisms
+//! (thread and data mapping, online or static) run inside it on simulated time.
+
+pub mod cache;
+pub mod mechanisms;
+pub mod model;
+pub mod run;
+pub mod sim;
+pub mod stats;
+#[cfg(test)]
+mod tests_support;
+
+pub use mechanisms::{Context, MECHANISMS, Mechanism, MechanismInfo, Profile};
+pub use model::{Model, ModelError, Params};
+pub use run::{SimError, simulate};
+pub use sim::{FirstPlacement, Sim};
+pub use stats::{Outcome, Stats};
+#[cfg(test)]
+mod tests;

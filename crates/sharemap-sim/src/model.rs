@@ -1,0 +1,256 @@
+//! The simulated machine: the caches of a `Machine` (hwloc's tree) with sizes, ways,
+//! line size and latency, each PU's path through them, and the latencies of memory and of
+//! the interconnect between NUMA nodes. The parameters and their sources: docs/simulator.md.
+
+use serde::Serialize;
+use sharemap_machine::{CacheKind, Machine, ObjType};
+
+/// Most cores the directory follows (one bit per core).
+pub const MAX_CORES: usize = 128;
+/// Most lines of all simulated caches together (2 GiB of the host's memory).
+pub const MAX_SIMULATED_LINES: u64 = 1 << 28;
+/// Most caches of one kind (private or shared) a line can be in at once, tracked by bits.
+pub const MAX_SHARED_CACHES: usize = 64;
+
+/// What the model does not read from the machine (docs/simulator.md gives the sources).
+#[derive(Clone, Debug, Serialize)]
+pub struct Params {
+    /// Work between two memory accesses, in ns (the fixed cost of each access).
+    pub access_ns: f64,
+    /// Hit latency of a cache level (index: level - 1), in ns.
+    pub level_ns: [f64; 4],
+    /// Ways of a cache level when the machine does not say (index: level - 1).
+    pub level_ways: [u32; 4],
+    /// Line size when the machine does not say.
+    pub line: u32,
+    /// First-level data TLB: entries and ways; second level (0 entries: none).
+    pub tlb: (u32, u32),
+    pub tlb2: (u32, u32),
+    /// Latency added by a second-level TLB hit, and by a page walk.
+    pub tlb2_ns: f64,
+    pub walk_ns: f64,
+    /// A cache-to-cache transfer beyond the latency of the cache the two cores share.
+    pub snoop_ns: f64,
+    /// Moving a thread to another core (its caches then start cold by themselves).
+    pub thread_migration_ns: f64,
+    /// Copying a page, per byte, and the TLB shootdown that goes with it.
+    pub copy_ns_per_byte: f64,
+    pub shootdown_ns: f64,
+}
+
+impl Default for Params {
+    fn default() -> Params {
+        Params {
+            access_ns: 1.0,
+            level_ns: [1.5, 4.0, 15.0, 40.0],
+            level_ways: [8, 8, 16, 16],
+            line: 64,
+            tlb: (64, 4),
+            tlb2: (512, 4),
+            tlb2_ns: 3.0,
+            walk_ns: 25.0,
+            snoop_ns: 10.0,
+            thread_migration_ns: 5_000.0,
+            copy_ns_per_byte: 0.25,
+            shootdown_ns: 2_000.0,
+        }
+    }
+}
+
+/// One simulated cache.
+#[derive(Clone, Debug, Serialize)]
+pub struct CacheSpec {
+    pub level: u8,
+    pub size: u64,
+    pub ways: u32,
+    pub latency_ns: f64,
+    /// Under one core only (its coherence state is the core's).
+    pub private: bool,
+    /// NUMA node of its first PU.
+    pub node: usize,
+    /// Logical PUs below it.
+    pub pus: Vec<usize>,
+}
+
+impl CacheSpec {
+    pub fn lines(&self, line: u32) -> u64 {
+        self.size / line as u64
+    }
+}
+
+/// A machine as the simulator sees it.
+#[derive(Clone, Debug)]
+pub struct Model {
+    pub params: Params,
+    pub line: u32,
+    pub caches: Vec<CacheSpec>,
+    /// Per PU: its private caches, first level first.
+    pub private_path: Vec<Vec<usize>>,
+    /// Per PU: its shared caches, nearest first.
+    pub shared_path: Vec<Vec<usize>>,
+    /// Dense index of each PU's core.
+    pub pu_core: Vec<usize>,
+    pub pu_node: Vec<usize>,
+    pub cores: usize,
+    pub nodes: usize,
+    /// Index among the shared caches of each cache (None for private ones).
+    pub shared_index: Vec<Option<usize>>,
+    /// DRAM latency from a PU of node a to memory of node b, in ns.
+    pub dram_ns: Vec<Vec<f64>>,
+    /// What crossing from node a to node b adds to a transfer, in ns.
+    pub hop_ns: Vec<Vec<f64>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelError(pub String);
+
+impl std::fmt::Display for ModelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for ModelError {}
+
+impl Model {
+    pub fn new(machine: &Machine, params: Params) -> Result<Model, ModelError> {
+        let pu_core = machine.core_of_pu();
+        let cores = pu_core.iter().max().map_or(0, |&c| c + 1);
+        if cores > MAX_CORES {
+            return Err(ModelError(format!(
+                "{} has {cores} cores: the simulator follows at most {MAX_CORES}",
+                machine.name
+            )));
+        }
+        let pu_node = machine.pu_numa.clone();
+        let nodes = machine.numa_count().max(1);
+        let tree = &machine.tree;
+
+        // Data and unified caches, in tree order, with the PUs below each.
+        let mut caches = Vec::new();
+        let mut cache_of_obj = std::collections::HashMap::new();
+        let mut line = None;
+        for (id, obj) in tree.objs.iter().enumerate() {
+            let ObjType::Cache { level, kind } = obj.ty else { continue };
+            if kind == CacheKind::Instruction {
+                continue;
+            }
+            let pus: Vec<usize> = machine
+                .pus
+                .iter()
+                .enumerate()
+                .filter(|&(_, &pu)| tree.ancestors(pu).contains(&id))
+                .map(|(i, _)| i)
+                .collect();
+            if pus.is_empty() {
+                continue;
+            }
+            let lvl = (level.clamp(1, 4) - 1) as usize;
+            let l = obj.cache_line.unwrap_or(params.line);
+            if *line.get_or_insert(l) != l {
+                return Err(ModelError(format!(
+                    "{}: caches with lines of {} and {l} bytes: the simulator needs one line size",
+                    machine.name,
+                    line.unwrap_or(l)
+                )));
+            }
+            let size = obj.cache_size.unwrap_or(ObjType::default_cache_size(level));
+            let private = pus.iter().all(|&p| pu_core[p] == pu_core[pus[0]]);
+            cache_of_obj.insert(id, caches.len());
+            caches.push(CacheSpec {
+                level,
+                size,
+                ways: obj.cache_ways.unwrap_or(params.level_ways[lvl]),
+                latency_ns: params.level_ns[lvl],
+                private,
+                node: pu_node[pus[0]],
+                pus,
+            });
+        }
+        let line = line.unwrap_or(params.line);
+        if !line.is_power_of_two() || line < 8 {
+            return Err(ModelError(format!("{}: cache line of {line} bytes", machine.name)));
+        }
+        if let Some(c) = caches.iter().find(|c| c.size < line as u64) {
+            return Err(ModelError(format!(
+                "{}: an L{} cache of {} bytes holds no {line}-byte line",
+                machine.name, c.level, c.size
+            )));
+        }
+
+        // Each simulated line takes 8 bytes of the host's memory.
+        let total: u64 = caches.iter().map(|c| c.lines(line)).sum();
+        if total > MAX_SIMULATED_LINES {
+            return Err(ModelError(format!(
+                "{}: its caches hold {total} lines of {line} bytes; the simulator holds at most {MAX_SIMULATED_LINES} ({} GiB of caches)",
+                machine.name,
+                (MAX_SIMULATED_LINES * line as u64) >> 30
+            )));
+        }
+        let mut private_path = Vec::new();
+        let mut shared_path = Vec::new();
+        for &pu in &machine.pus {
+            let mut path: Vec<usize> =
+                tree.ancestors(pu).into_iter().filter_map(|o| cache_of_obj.get(&o).copied()).collect();
+            path.sort_by_key(|&c| caches[c].level);
+            let (p, s): (Vec<usize>, Vec<usize>) = path.into_iter().partition(|&c| caches[c].private);
+            private_path.push(p);
+            shared_path.push(s);
+        }
+        let mut shared_index = vec![None; caches.len()];
+        let mut n = 0;
+        for (i, c) in caches.iter().enumerate() {
+            if !c.private {
+                shared_index[i] = Some(n);
+                n += 1;
+            }
+        }
+        if n > MAX_SHARED_CACHES {
+            return Err(ModelError(format!(
+                "{} has {n} shared caches: the simulator follows at most {MAX_SHARED_CACHES}",
+                machine.name
+            )));
+        }
+        let dram_ns: Vec<Vec<f64>> = (0..nodes)
+            .map(|a| {
+                (0..nodes)
+                    .map(
+                        |b| if machine.numa_count() == 0 { machine.latency_ns(0, 0) } else { machine.latency_ns(a, b) },
+                    )
+                    .collect()
+            })
+            .collect();
+        let hop_ns =
+            (0..nodes).map(|a| (0..nodes).map(|b| (dram_ns[a][b] - dram_ns[a][a]).max(0.0)).collect()).collect();
+        Ok(Model {
+            params,
+            line,
+            caches,
+            private_path,
+            shared_path,
+            pu_core,
+            pu_node,
+            cores,
+            nodes,
+            shared_index,
+            dram_ns,
+            hop_ns,
+        })
+    }
+
+    pub fn pus(&self) -> usize {
+        self.pu_core.len()
+    }
+
+    /// Cache levels present, lowest first.
+    pub fn levels(&self) -> Vec<u8> {
+        let mut l: Vec<u8> = self.caches.iter().map(|c| c.level).collect();
+        l.sort_unstable();
+        l.dedup();
+        l
+    }
+
+    /// The nearest shared cache two PUs both sit under, if any.
+    pub fn common_shared(&self, a: usize, b: usize) -> Option<usize> {
+        self.shared_path[a].iter().copied().find(|c| self.shared_path[b].contains(c))
+    }
+}

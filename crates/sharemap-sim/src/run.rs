@@ -1,0 +1,100 @@
+//! A trace through every mechanism at once: the trace is read once, in order; each chunk goes
+//! to every mechanism's simulation, the simulations running side by side on the pool.
+
+use crate::mechanisms::{Context, Mechanism, MechanismInfo};
+use crate::model::Model;
+use crate::sim::Sim;
+use crate::stats::Outcome;
+use rayon::prelude::*;
+use sharemap_trace::{Chunk, EventKind, TraceSource};
+
+struct Run<'m> {
+    name: &'static str,
+    sim: Sim<'m>,
+    mechanism: Box<dyn Mechanism>,
+    online: bool,
+}
+
+impl Run<'_> {
+    fn chunk(&mut self, chunk: &Chunk) {
+        let a = &chunk.accesses;
+        let mut start = 0usize;
+        for e in &chunk.events {
+            let at = (e.at.saturating_sub(chunk.first_access) as usize).min(a.len());
+            self.accesses(chunk, start, at.max(start));
+            start = start.max(at);
+            if e.kind == EventKind::PhaseChange {
+                // Threads meet at a phase change (the generators' phases are barriers).
+                self.sim.synchronise();
+            }
+        }
+        self.accesses(chunk, start, a.len());
+    }
+
+    #[inline]
+    fn accesses(&mut self, chunk: &Chunk, from: usize, to: usize) {
+        let a = &chunk.accesses;
+        for i in from..to {
+            let (t, addr, write) = (a.thread[i] as usize, a.addr[i], a.op[i] & 0x80 != 0);
+            let ns = self.sim.access(t, addr, write);
+            if self.online {
+                self.mechanism.after_access(&mut self.sim, t, addr, write, ns);
+            }
+        }
+    }
+}
+
+/// Errors of a simulation: the trace's, or a mechanism that cannot start.
+#[derive(Debug)]
+pub enum SimError {
+    Trace(sharemap_trace::TraceError),
+    Mechanism(String),
+}
+
+impl std::fmt::Display for SimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SimError::Trace(e) => write!(f, "{e}"),
+            SimError::Mechanism(e) => f.write_str(e),
+        }
+    }
+}
+impl std::error::Error for SimError {}
+
+/// Simulates the trace under each mechanism; outcomes in the mechanisms' order, each related
+/// to `os`'s when `os` is among them. `progress` gets the accesses read so far.
+pub fn simulate(
+    trace: &mut dyn TraceSource,
+    model: &Model,
+    mechanisms: &[&'static MechanismInfo],
+    ctx: &Context,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Vec<Outcome>, SimError> {
+    let mut runs = Vec::new();
+    for info in mechanisms {
+        let mut mechanism = (info.build)(ctx.seed);
+        let start = mechanism.start(ctx).map_err(|e| SimError::Mechanism(format!("{}: {e}", info.name)))?;
+        let mut sim = Sim::new(model, ctx.page_size, &start.pus, start.placement);
+        for (page, node) in start.homes {
+            sim.set_home(page, node);
+        }
+        let online = mechanism.online();
+        runs.push(Run { name: info.name, sim, mechanism, online });
+    }
+    let mut read = 0u64;
+    trace
+        .for_each_chunk(&mut |chunk| {
+            runs.par_iter_mut().for_each(|r| r.chunk(chunk));
+            read += chunk.accesses.len() as u64;
+            progress(read);
+            Ok(())
+        })
+        .map_err(SimError::Trace)?;
+    let levels = model.levels();
+    let mut out: Vec<Outcome> =
+        runs.iter().map(|r| Outcome::new(r.name, &r.sim.stats, r.sim.time_ns(), &levels)).collect();
+    if let Some(base) = out.iter().find(|o| o.mechanism == "os").cloned() {
+        out.iter_mut().for_each(|o| o.relate_to(&base));
+    }
+    Ok(out)
+}

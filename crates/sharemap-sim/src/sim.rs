@@ -1,0 +1,700 @@
+//! The simulation of one run: every access of the trace, in the trace's order, through the
+//! TLBs and caches of the PU its thread is on, with MESI coherence kept by a directory, and
+//! DRAM at the node holding the page. Each thread has a clock that every access advances
+//! by a fixed cost plus the latency of where its data came from.
+//!
+//! The coherence model: a core's private caches (those under it alone) are one holder,
+//! inclusive (its last private level holds every line its lower ones do) and sharing one
+//! MESI state per line. The directory knows, per line, which cores hold it, which shared
+//! caches hold it and which shared cache holds it dirty. Shared caches are filled on the
+//! way in and evict without asking the private caches below (non-inclusive); a modified line
+//! a core evicts goes to its last shared cache, dirty, and a dirty line leaving that cache
+//! goes to DRAM. A core gets a line exclusive only when no other core and no shared cache
+//! off its path holds it, so its later write needs nobody's leave.
+
+use crate::cache::{Cache, EXCLUSIVE, INVALID, MODIFIED, SHARED};
+use crate::model::Model;
+use crate::stats::Stats;
+use rustc_hash::FxHashMap;
+
+/// Where a line's copy lives (for the directory and the value checks of the tests).
+#[derive(Clone, Copy, Debug, Default)]
+struct Dir {
+    /// Cores holding the line in their private caches.
+    cores: u128,
+    /// Shared caches holding it (bits of `Model::shared_index`).
+    shared: u64,
+    /// The shared cache holding it dirty, plus one (0: none).
+    dirty: u8,
+}
+
+/// How a page gets its node at its first access.
+#[derive(Clone, Debug)]
+pub enum FirstPlacement {
+    /// The node of the PU touching it.
+    FirstTouch,
+    /// Nodes in turn, page after page (by first access).
+    RoundRobin,
+    /// A node drawn at random.
+    Random(u64),
+}
+
+pub struct Sim<'m> {
+    m: &'m Model,
+    caches: Vec<Cache>,
+    /// Per core: first- and second-level TLB (shared by the core's PUs).
+    tlb: Vec<Cache>,
+    tlb2: Vec<Option<Cache>>,
+    dir: FxHashMap<u64, Dir>,
+    home: FxHashMap<u64, u16>,
+    placement: FirstPlacement,
+    placed: u64,
+    line_shift: u32,
+    page_shift: u32,
+    lines_per_page: u64,
+    /// Per core: a PU of it (whose private path is the core's).
+    core_pu: Vec<usize>,
+    thread_pu: Vec<usize>,
+    /// Whether each thread has made an access yet.
+    started: Vec<bool>,
+    /// Threads on each PU.
+    pu_load: Vec<u32>,
+    clock: Vec<f64>,
+    pub stats: Stats,
+    #[cfg(test)]
+    pub(crate) values: crate::tests_support::Values,
+}
+
+fn bit(core: usize) -> u128 {
+    1u128 << core
+}
+
+impl<'m> Sim<'m> {
+    /// A machine at rest: empty caches, thread `t` on PU `pus[t]`.
+    pub fn new(m: &'m Model, page_size: u64, pus: &[usize], placement: FirstPlacement) -> Sim<'m> {
+        let caches = m.caches.iter().map(|c| Cache::new(c.lines(m.line), c.ways)).collect();
+        let p = &m.params;
+        let tlb = (0..m.cores).map(|_| Cache::new(p.tlb.0 as u64, p.tlb.1)).collect();
+        let tlb2 = (0..m.cores).map(|_| (p.tlb2.0 > 0).then(|| Cache::new(p.tlb2.0 as u64, p.tlb2.1))).collect();
+        let mut core_pu = vec![0; m.cores];
+        for (pu, &c) in m.pu_core.iter().enumerate().rev() {
+            core_pu[c] = pu;
+        }
+        let page_size = page_size.max(m.line as u64).next_power_of_two();
+        let mut sim = Sim {
+            m,
+            caches,
+            tlb,
+            tlb2,
+            dir: FxHashMap::default(),
+            home: FxHashMap::default(),
+            placement,
+            placed: 0,
+            line_shift: m.line.trailing_zeros(),
+            page_shift: page_size.trailing_zeros(),
+            lines_per_page: page_size / m.line as u64,
+            core_pu,
+            thread_pu: Vec::new(),
+            started: Vec::new(),
+            pu_load: vec![0; m.pus()],
+            clock: Vec::new(),
+            stats: Stats::new(m),
+            #[cfg(test)]
+            values: Default::default(),
+        };
+        for (t, &pu) in pus.iter().enumerate() {
+            sim.place_thread(t, pu % m.pus());
+        }
+        sim
+    }
+
+    pub fn page_shift(&self) -> u32 {
+        self.page_shift
+    }
+
+    fn place_thread(&mut self, t: usize, pu: usize) {
+        if t >= self.thread_pu.len() {
+            self.thread_pu.resize(t + 1, usize::MAX);
+            self.started.resize(t + 1, false);
+            self.clock.resize(t + 1, 0.0);
+        }
+        if self.thread_pu[t] != usize::MAX {
+            self.pu_load[self.thread_pu[t]] -= 1;
+        }
+        self.thread_pu[t] = pu;
+        self.pu_load[pu] += 1;
+    }
+
+    /// The PU of thread `t` (a thread the mapping did not name goes to PU `t mod PUs`).
+    pub fn pu_of(&mut self, t: usize) -> usize {
+        if t >= self.thread_pu.len() || self.thread_pu[t] == usize::MAX {
+            self.place_thread(t, t % self.m.pus());
+        }
+        self.thread_pu[t]
+    }
+
+    /// The node holding `page`, if it has one yet.
+    pub fn home_of(&self, page: u64) -> Option<usize> {
+        self.home.get(&page).map(|&n| n as usize)
+    }
+
+    /// Gives a page not yet touched its node in advance (a static placement).
+    pub fn set_home(&mut self, page: u64, node: usize) {
+        self.home.insert(page, node.min(self.m.nodes - 1) as u16);
+    }
+
+    fn home(&mut self, page: u64, toucher_node: usize) -> usize {
+        if let Some(&n) = self.home.get(&page) {
+            return n as usize;
+        }
+        let n = match &mut self.placement {
+            FirstPlacement::FirstTouch => toucher_node,
+            FirstPlacement::RoundRobin => (self.placed % self.m.nodes as u64) as usize,
+            FirstPlacement::Random(state) => {
+                // splitmix64
+                *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut z = *state;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                ((z ^ (z >> 31)) % self.m.nodes as u64) as usize
+            }
+        };
+        self.placed += 1;
+        self.home.insert(page, n as u16);
+        n
+    }
+
+    /// Simulates one access; returns its latency in ns (the fixed cost included, before the
+    /// slowdown of threads sharing a PU).
+    pub fn access(&mut self, thread: usize, addr: u64, write: bool) -> f64 {
+        let pu = self.pu_of(thread);
+        if !self.started[thread] {
+            // A thread starts at the time of the run so far (its creator's, about).
+            self.started[thread] = true;
+            self.clock[thread] = self.clock[thread].max(self.time_ns());
+        }
+        let core = self.m.pu_core[pu];
+        let line = addr >> self.line_shift;
+        let page = addr >> self.page_shift;
+        self.stats.accesses += 1;
+        self.stats.writes += write as u64;
+        let mut ns = self.m.params.access_ns + self.translate(core, page);
+        ns += self.data(pu, core, line, write);
+        let t = ns * self.pu_load[pu] as f64;
+        self.clock[thread] += t;
+        ns
+    }
+
+    /// TLB lookups: first level, second level, else a page walk.
+    fn translate(&mut self, core: usize, page: u64) -> f64 {
+        if self.tlb[core].touch(page) != INVALID {
+            return 0.0;
+        }
+        self.stats.tlb_misses += 1;
+        self.tlb[core].insert(page, SHARED);
+        if let Some(t2) = &mut self.tlb2[core] {
+            if t2.touch(page) != INVALID {
+                return self.m.params.tlb2_ns;
+            }
+            t2.insert(page, SHARED);
+        }
+        self.stats.page_walks += 1;
+        self.m.params.walk_ns
+    }
+
+    fn data(&mut self, pu: usize, core: usize, line: u64, write: bool) -> f64 {
+        let m = self.m;
+        let private = &m.private_path[pu];
+        // The private caches, nearest first.
+        for (i, &c) in private.iter().enumerate() {
+            let state = self.caches[c].touch(line);
+            let level = m.caches[c].level;
+            if state == INVALID {
+                self.stats.miss(level);
+                continue;
+            }
+            self.stats.hit(level);
+            let mut ns = m.caches[c].latency_ns;
+            let new = if !write {
+                state
+            } else {
+                if state == SHARED {
+                    self.stats.upgrades += 1;
+                    ns += self.invalidate_others(pu, core, line);
+                }
+                MODIFIED
+            };
+            if new != state {
+                for &h in &private[i..] {
+                    self.caches[h].set_state(line, new);
+                }
+            }
+            for &l in &private[..i] {
+                self.caches[l].insert(line, new);
+            }
+            #[cfg(test)]
+            self.values.core_access(core, line, write);
+            return ns;
+        }
+        // Not in this core: from another core, a shared cache or memory.
+        let ns = self.fetch(pu, core, line, write);
+        if private.is_empty() {
+            if write {
+                // No cache of its own: the write goes through to memory.
+                let node = m.pu_node[pu];
+                let home = self.home(line >> (self.page_shift - self.line_shift), node);
+                self.stats.writeback(node, home);
+                #[cfg(test)]
+                self.values.write_through(&m.shared_path[pu], line);
+            }
+            #[cfg(test)]
+            if !write {
+                self.values.check_uncached_read(line);
+            }
+            return ns;
+        }
+        let mine = self.shared_mask(pu);
+        let entry = self.dir.entry(line).or_default();
+        let state = if write {
+            MODIFIED
+        } else if entry.cores & !bit(core) == 0 && entry.shared & !mine == 0 {
+            EXCLUSIVE
+        } else {
+            SHARED
+        };
+        entry.cores |= bit(core);
+        let last = private[private.len() - 1];
+        if let Some((victim, vstate)) = self.caches[last].insert(line, state) {
+            self.evict_private(pu, core, victim, vstate);
+        }
+        for &l in &private[..private.len() - 1] {
+            self.caches[l].insert(line, state);
+        }
+        #[cfg(test)]
+        self.values.core_access(core, line, write);
+        ns
+    }
+
+    /// Bits of the shared caches on a PU's path.
+    fn shared_mask(&self, pu: usize) -> u64 {
+        self.m.shared_path[pu].iter().fold(0, |acc, &c| acc | 1 << self.m.shared_index[c].unwrap_or(0))
+    }
+
+    /// A line this core does not hold: from the core that holds it exclusive, else the
+    /// nearest shared cache on the path, else a dirty shared cache elsewhere, else DRAM.
+    /// A write then leaves no other copy.
+    fn fetch(&mut self, pu: usize, core: usize, line: u64, write: bool) -> f64 {
+        let m = self.m;
+        let node = m.pu_node[pu];
+        let entry = self.dir.get(&line).copied().unwrap_or_default();
+        let others = entry.cores & !bit(core);
+        let mut ns = 0.0;
+        let mut served = false;
+        #[cfg(test)]
+        self.values.fetch_begin(core, line);
+        if others.count_ones() == 1 {
+            let owner = others.trailing_zeros() as usize;
+            let opu = self.core_pu[owner];
+            let ostate = self.core_state(owner, line);
+            if ostate >= EXCLUSIVE {
+                ns = self.transfer_ns(pu, opu);
+                self.stats.transfer(node, m.pu_node[opu]);
+                #[cfg(test)]
+                self.values.served_by_core(owner);
+                served = true;
+                if write {
+                    self.drop_core(owner, line);
+                    self.stats.invalidation(node, m.pu_node[opu]);
+                } else {
+                    if ostate == MODIFIED {
+                        // MESI: a modified line becomes shared only once memory has it.
+                        let home = self.home(line >> (self.page_shift - self.line_shift), node);
+                        self.stats.writeback(m.pu_node[opu], home);
+                        #[cfg(test)]
+                        self.values.core_to_memory(owner, line);
+                        self.refresh_shared(opu, owner, line);
+                    }
+                    self.set_core_state(owner, line, SHARED);
+                }
+            }
+        }
+        let mut missed_shared = Vec::new();
+        if !served {
+            for &c in &m.shared_path[pu] {
+                let level = m.caches[c].level;
+                if self.caches[c].touch(line) != INVALID {
+                    self.stats.hit(level);
+                    ns = m.caches[c].latency_ns;
+                    #[cfg(test)]
+                    self.values.served_by_shared(c, line);
+                    served = true;
+                    break;
+                }
+                self.stats.miss(level);
+                missed_shared.push(c);
+            }
+        } else {
+            missed_shared.extend(m.shared_path[pu].iter().copied().filter(|&c| self.caches[c].state(line) == INVALID));
+        }
+        if !served && entry.dirty != 0 {
+            // A dirty copy in a shared cache off this path: it answers, and memory gets it.
+            let c = self.shared_cache(entry.dirty as usize - 1);
+            let cnode = m.caches[c].node;
+            ns = m.caches[c].latency_ns + m.params.snoop_ns + m.hop_ns[node][cnode];
+            self.stats.transfer(node, cnode);
+            #[cfg(test)]
+            self.values.served_by_shared(c, line);
+            if !write {
+                // A writer takes the line from it; a reader leaves it clean, memory updated.
+                let home = self.home(line >> (self.page_shift - self.line_shift), node);
+                self.stats.writeback(cnode, home);
+                #[cfg(test)]
+                self.values.shared_to_memory(c, line);
+                self.caches[c].set_state(line, SHARED);
+                if let Some(e) = self.dir.get_mut(&line) {
+                    e.dirty = 0;
+                }
+            }
+            served = true;
+        }
+        if !served {
+            let home = self.home(line >> (self.page_shift - self.line_shift), node);
+            ns = m.dram_ns[node][home];
+            self.stats.dram(node, home);
+            #[cfg(test)]
+            self.values.served_by_memory(line);
+        }
+        // Fill the shared caches that missed (clean).
+        for c in missed_shared {
+            #[cfg(test)]
+            self.values.fill_shared(c, line);
+            self.fill_shared(c, line, SHARED);
+        }
+        if write {
+            ns += self.invalidate_others(pu, core, line);
+        }
+        ns
+    }
+
+    /// The cache id of a shared-cache index.
+    fn shared_cache(&self, index: usize) -> usize {
+        self.m.shared_index.iter().position(|&s| s == Some(index)).unwrap_or(0)
+    }
+
+    fn fill_shared(&mut self, c: usize, line: u64, state: u8) {
+        let idx = self.m.shared_index[c].unwrap_or(0);
+        if let Some((victim, vstate)) = self.caches[c].insert(line, state) {
+            self.evict_shared(c, victim, vstate);
+        }
+        let e = self.dir.entry(line).or_default();
+        e.shared |= 1 << idx;
+        if state == MODIFIED {
+            e.dirty = idx as u8 + 1;
+        }
+    }
+
+    fn evict_shared(&mut self, c: usize, line: u64, state: u8) {
+        let idx = self.m.shared_index[c].unwrap_or(0);
+        if state == MODIFIED {
+            let cnode = self.m.caches[c].node;
+            let home = self.home(line >> (self.page_shift - self.line_shift), cnode);
+            self.stats.writeback(cnode, home);
+            #[cfg(test)]
+            self.values.shared_to_memory(c, line);
+        }
+        #[cfg(test)]
+        self.values.drop_shared(c, line);
+        if let Some(e) = self.dir.get_mut(&line) {
+            e.shared &= !(1 << idx);
+            if e.dirty as usize == idx + 1 {
+                e.dirty = 0;
+            }
+            if e.cores == 0 && e.shared == 0 {
+                self.dir.remove(&line);
+            }
+        }
+    }
+
+    /// A line leaves a core's last private level: out of its lower ones too; a modified one
+    /// goes to the core's last shared cache, dirty, or to DRAM when it has none.
+    fn evict_private(&mut self, pu: usize, core: usize, line: u64, state: u8) {
+        let m = self.m;
+        let private = &m.private_path[pu];
+        for &l in &private[..private.len() - 1] {
+            self.caches[l].set_state(line, INVALID);
+        }
+        if let Some(e) = self.dir.get_mut(&line) {
+            e.cores &= !bit(core);
+        }
+        if state == MODIFIED {
+            match m.shared_path[pu].last() {
+                Some(&c) => {
+                    self.refresh_shared(pu, core, line);
+                    #[cfg(test)]
+                    self.values.core_to_shared(core, c, line);
+                    self.fill_shared(c, line, MODIFIED);
+                }
+                None => {
+                    let node = m.pu_node[pu];
+                    let home = self.home(line >> (self.page_shift - self.line_shift), node);
+                    self.stats.writeback(node, home);
+                    #[cfg(test)]
+                    self.values.core_to_memory(core, line);
+                }
+            }
+        }
+        #[cfg(test)]
+        self.values.drop_core(core, line);
+        if let Some(e) = self.dir.get(&line)
+            && e.cores == 0
+            && e.shared == 0
+        {
+            self.dir.remove(&line);
+        }
+    }
+
+    /// A modified line leaves its core: the shared caches on the core's path that hold an
+    /// older copy (the core wrote without telling them) get its data.
+    fn refresh_shared(&mut self, _pu: usize, _core: usize, _line: u64) {
+        #[cfg(test)]
+        for &c in &self.m.shared_path[_pu] {
+            if self.caches[c].state(_line) != INVALID {
+                self.values.core_to_shared(_core, c, _line);
+            }
+        }
+    }
+
+    fn core_state(&self, core: usize, line: u64) -> u8 {
+        let path = &self.m.private_path[self.core_pu[core]];
+        path.last().map_or(INVALID, |&c| self.caches[c].state(line))
+    }
+
+    fn set_core_state(&mut self, core: usize, line: u64, state: u8) {
+        for &c in &self.m.private_path[self.core_pu[core]] {
+            self.caches[c].set_state(line, state);
+        }
+    }
+
+    /// Removes a line from a core (no write-back: the caller takes its data).
+    fn drop_core(&mut self, core: usize, line: u64) {
+        self.set_core_state(core, line, INVALID);
+        #[cfg(test)]
+        self.values.drop_core(core, line);
+        if let Some(e) = self.dir.get_mut(&line) {
+            e.cores &= !bit(core);
+        }
+    }
+
+    /// Invalidates every copy but this core's and those of the shared caches on its path;
+    /// returns what the writer waits for: the farthest acknowledgement.
+    fn invalidate_others(&mut self, pu: usize, core: usize, line: u64) -> f64 {
+        let m = self.m;
+        let Some(entry) = self.dir.get(&line).copied() else { return 0.0 };
+        let node = m.pu_node[pu];
+        let mut wait: f64 = 0.0;
+        let mut others = entry.cores & !bit(core);
+        while others != 0 {
+            let other = others.trailing_zeros() as usize;
+            others &= others - 1;
+            let opu = self.core_pu[other];
+            self.drop_core(other, line);
+            self.stats.invalidation(node, m.pu_node[opu]);
+            wait = wait.max(self.transfer_ns(pu, opu));
+        }
+        let mine = self.shared_mask(pu);
+        let mut shared = entry.shared & !mine;
+        while shared != 0 {
+            let idx = shared.trailing_zeros() as usize;
+            shared &= shared - 1;
+            let c = self.shared_cache(idx);
+            let cnode = m.caches[c].node;
+            self.caches[c].set_state(line, INVALID);
+            #[cfg(test)]
+            self.values.drop_shared(c, line);
+            self.stats.invalidation(node, cnode);
+            wait = wait.max(m.caches[c].latency_ns + m.params.snoop_ns + m.hop_ns[node][cnode]);
+        }
+        if let Some(e) = self.dir.get_mut(&line) {
+            e.cores &= bit(core);
+            e.shared &= mine;
+            if e.dirty != 0 && mine & (1 << (e.dirty - 1)) == 0 {
+                e.dirty = 0;
+            }
+        }
+        wait
+    }
+
+    /// A line from one PU's core to another's: through the nearest cache they share, or
+    /// across the interconnect between their nodes.
+    fn transfer_ns(&self, a: usize, b: usize) -> f64 {
+        let m = self.m;
+        match m.common_shared(a, b) {
+            Some(c) => m.caches[c].latency_ns + m.params.snoop_ns,
+            None => {
+                let llc = m.shared_path[a].last().map_or(m.params.level_ns[2], |&c| m.caches[c].latency_ns);
+                llc + m.params.snoop_ns + m.hop_ns[m.pu_node[a]][m.pu_node[b]]
+            }
+        }
+    }
+
+    /// Moves thread `t` to `pu`: it pays the migration; its data stays where it was.
+    pub fn move_thread(&mut self, t: usize, pu: usize) {
+        let pu = pu % self.m.pus();
+        if self.pu_of(t) == pu {
+            return;
+        }
+        self.place_thread(t, pu);
+        self.clock[t] += self.m.params.thread_migration_ns;
+        self.stats.thread_migrations += 1;
+    }
+
+    /// Moves `page` to `node`, charged to thread `t`: its lines leave every cache (modified
+    /// ones travel with the copy), every TLB drops it, the copy crosses the interconnect.
+    pub fn move_page(&mut self, page: u64, node: usize, t: usize) {
+        let node = node.min(self.m.nodes - 1);
+        let from = match self.home_of(page) {
+            Some(n) if n == node => return,
+            Some(n) => n,
+            None => {
+                self.set_home(page, node);
+                return;
+            }
+        };
+        let first = page << (self.page_shift - self.line_shift);
+        for line in first..first + self.lines_per_page {
+            let Some(e) = self.dir.remove(&line) else { continue };
+            // Shared caches first: a core's modified copy is newer than a dirty shared one.
+            let mut shared = e.shared;
+            while shared != 0 {
+                let idx = shared.trailing_zeros() as usize;
+                shared &= shared - 1;
+                let c = self.shared_cache(idx);
+                #[cfg(test)]
+                if self.caches[c].state(line) == MODIFIED {
+                    self.values.shared_to_memory(c, line);
+                }
+                self.caches[c].set_state(line, INVALID);
+                #[cfg(test)]
+                self.values.drop_shared(c, line);
+            }
+            let mut cores = e.cores;
+            while cores != 0 {
+                let c = cores.trailing_zeros() as usize;
+                cores &= cores - 1;
+                #[cfg(test)]
+                if self.core_state(c, line) == MODIFIED {
+                    self.values.core_to_memory(c, line);
+                }
+                self.set_core_state(c, line, INVALID);
+                #[cfg(test)]
+                self.values.drop_core(c, line);
+            }
+        }
+        for tlb in self.tlb.iter_mut() {
+            tlb.set_state(page, INVALID);
+        }
+        for tlb in self.tlb2.iter_mut().flatten() {
+            tlb.set_state(page, INVALID);
+        }
+        self.home.insert(page, node as u16);
+        let bytes = 1u64 << self.page_shift;
+        let p = &self.m.params;
+        self.pu_of(t);
+        self.clock[t] += bytes as f64 * p.copy_ns_per_byte + p.shootdown_ns;
+        self.stats.page_migrations += 1;
+        self.stats.migrated_bytes(from, node, bytes);
+    }
+
+    /// A barrier: every thread seen waits for the slowest.
+    pub fn synchronise(&mut self) {
+        let max = self.clock.iter().copied().fold(0.0, f64::max);
+        self.clock.iter_mut().for_each(|c| *c = max);
+    }
+
+    /// The simulated time so far: the slowest thread's clock.
+    pub fn time_ns(&self) -> f64 {
+        self.clock.iter().copied().fold(0.0, f64::max)
+    }
+
+    pub fn thread_clock(&self, t: usize) -> f64 {
+        self.clock.get(t).copied().unwrap_or(0.0)
+    }
+
+    /// Threads seen so far.
+    pub fn threads(&self) -> usize {
+        self.thread_pu.len()
+    }
+
+    pub fn model(&self) -> &'m Model {
+        self.m
+    }
+
+    /// Checks the protocol's invariants (tests): one writer, the directory exact, private
+    /// levels inclusive with one state.
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) -> Result<(), String> {
+        use std::collections::BTreeMap;
+        let m = self.m;
+        let mut holders: BTreeMap<u64, Vec<(usize, u8)>> = BTreeMap::new();
+        for core in 0..m.cores {
+            let path = &m.private_path[self.core_pu[core]];
+            let Some(&last) = path.last() else { continue };
+            for (line, state) in self.caches[last].lines() {
+                holders.entry(line).or_default().push((core, state));
+            }
+            for &l in &path[..path.len() - 1] {
+                for (line, state) in self.caches[l].lines() {
+                    let up = self.caches[last].state(line);
+                    if up != state {
+                        return Err(format!(
+                            "core {core}: line {line} {state} in L{} but {up} in its last level",
+                            m.caches[l].level
+                        ));
+                    }
+                }
+            }
+        }
+        for (line, hs) in &holders {
+            let excl = hs.iter().filter(|h| h.1 >= EXCLUSIVE).count();
+            if excl > 0 && hs.len() > 1 {
+                return Err(format!("line {line}: held exclusive by one core and by {} in all", hs.len()));
+            }
+            let want: u128 = hs.iter().fold(0, |a, h| a | bit(h.0));
+            let got = self.dir.get(line).map_or(0, |e| e.cores);
+            if want != got {
+                return Err(format!("line {line}: cores {want:b}, directory says {got:b}"));
+            }
+        }
+        for (line, e) in &self.dir {
+            if e.cores & !holders.get(line).map_or(0, |hs| hs.iter().fold(0, |a, h| a | bit(h.0))) != 0 {
+                return Err(format!("line {line}: the directory names a core without it"));
+            }
+            for (c, spec) in m.caches.iter().enumerate() {
+                let Some(idx) = m.shared_index[c] else { continue };
+                let has = self.caches[c].state(*line) != INVALID;
+                if has != (e.shared >> idx & 1 == 1) {
+                    return Err(format!(
+                        "line {line}: shared L{} cache {c} has it {has}, directory disagrees",
+                        spec.level
+                    ));
+                }
+                let dirty = self.caches[c].state(*line) == MODIFIED;
+                if dirty != (e.dirty as usize == idx + 1) {
+                    return Err(format!("line {line}: dirty in cache {c} is {dirty}, directory disagrees"));
+                }
+            }
+            if let Some(hs) = holders.get(line)
+                && hs.iter().any(|h| h.1 >= EXCLUSIVE)
+            {
+                let core = hs[0].0;
+                let mine = self.shared_mask(self.core_pu[core]);
+                if e.shared & !mine != 0 {
+                    return Err(format!(
+                        "line {line}: exclusive in core {core} but also in a shared cache off its path"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}

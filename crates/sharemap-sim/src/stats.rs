@@ -1,0 +1,180 @@
+//! What a simulation counts, and the summary it reports.
+
+use crate::model::Model;
+use serde::Serialize;
+
+/// Bytes a data transfer between nodes carries (one line), and a message without data
+/// (an invalidation and its acknowledgement).
+const CONTROL_BYTES: u64 = 16;
+
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    line: u64,
+    pub accesses: u64,
+    pub writes: u64,
+    /// Per cache level (index: level - 1): lookups that found the line, and that did not.
+    pub hits: [u64; 4],
+    pub misses: [u64; 4],
+    pub tlb_misses: u64,
+    pub page_walks: u64,
+    /// Writes to a line held shared: the other copies are invalidated first.
+    pub upgrades: u64,
+    pub dram_local: u64,
+    pub dram_remote: u64,
+    /// Lines from another core's caches (or a dirty shared cache), same node or not.
+    pub transfers_local: u64,
+    pub transfers_remote: u64,
+    pub invalidations: u64,
+    pub invalidations_remote: u64,
+    pub writebacks: u64,
+    pub interconnect_bytes: u64,
+    pub thread_migrations: u64,
+    pub page_migrations: u64,
+}
+
+impl Stats {
+    pub fn new(m: &Model) -> Stats {
+        Stats { line: m.line as u64, ..Stats::default() }
+    }
+
+    #[inline]
+    pub fn hit(&mut self, level: u8) {
+        self.hits[(level.clamp(1, 4) - 1) as usize] += 1;
+    }
+
+    #[inline]
+    pub fn miss(&mut self, level: u8) {
+        self.misses[(level.clamp(1, 4) - 1) as usize] += 1;
+    }
+
+    pub fn dram(&mut self, node: usize, home: usize) {
+        if node == home {
+            self.dram_local += 1;
+        } else {
+            self.dram_remote += 1;
+            self.interconnect_bytes += self.line;
+        }
+    }
+
+    pub fn transfer(&mut self, to: usize, from: usize) {
+        if to == from {
+            self.transfers_local += 1;
+        } else {
+            self.transfers_remote += 1;
+            self.interconnect_bytes += self.line;
+        }
+    }
+
+    pub fn invalidation(&mut self, from: usize, to: usize) {
+        self.invalidations += 1;
+        if from != to {
+            self.invalidations_remote += 1;
+            self.interconnect_bytes += CONTROL_BYTES;
+        }
+    }
+
+    pub fn writeback(&mut self, from: usize, home: usize) {
+        self.writebacks += 1;
+        if from != home {
+            self.interconnect_bytes += self.line;
+        }
+    }
+
+    pub fn migrated_bytes(&mut self, from: usize, to: usize, bytes: u64) {
+        if from != to {
+            self.interconnect_bytes += bytes;
+        }
+    }
+
+    /// Misses of a level per 1000 accesses.
+    pub fn mpka(&self, level: u8) -> f64 {
+        per_thousand(self.misses[(level.clamp(1, 4) - 1) as usize], self.accesses)
+    }
+
+    /// Share of DRAM accesses served by the local node.
+    pub fn local_dram_share(&self) -> f64 {
+        let all = self.dram_local + self.dram_remote;
+        if all == 0 { 1.0 } else { self.dram_local as f64 / all as f64 }
+    }
+}
+
+pub fn per_thousand(n: u64, of: u64) -> f64 {
+    if of == 0 { 0.0 } else { 1000.0 * n as f64 / of as f64 }
+}
+
+/// One mechanism's results.
+#[derive(Clone, Debug, Serialize)]
+pub struct Outcome {
+    pub mechanism: String,
+    /// Estimated execution time: the slowest thread's clock, in ns.
+    pub time_ns: f64,
+    pub accesses: u64,
+    /// Misses per 1000 accesses, per cache level present (L1 first).
+    pub mpka: Vec<LevelMisses>,
+    pub tlb_mpka: f64,
+    pub dram_local: u64,
+    pub dram_remote: u64,
+    pub local_dram_share: f64,
+    pub transfers_local: u64,
+    pub transfers_remote: u64,
+    pub invalidations: u64,
+    pub invalidations_remote: u64,
+    pub writebacks: u64,
+    pub interconnect_bytes: u64,
+    pub thread_migrations: u64,
+    pub page_migrations: u64,
+    /// Time, misses of the last level and interconnect bytes over the `os` mechanism's.
+    pub vs_os: Option<Relative>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LevelMisses {
+    pub level: u8,
+    pub mpka: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Relative {
+    pub time: f64,
+    pub llc_misses: f64,
+    pub interconnect_bytes: f64,
+}
+
+impl Outcome {
+    pub fn new(mechanism: &str, s: &Stats, time_ns: f64, levels: &[u8]) -> Outcome {
+        Outcome {
+            mechanism: mechanism.to_string(),
+            time_ns,
+            accesses: s.accesses,
+            mpka: levels.iter().map(|&level| LevelMisses { level, mpka: s.mpka(level) }).collect(),
+            tlb_mpka: per_thousand(s.tlb_misses, s.accesses),
+            dram_local: s.dram_local,
+            dram_remote: s.dram_remote,
+            local_dram_share: s.local_dram_share(),
+            transfers_local: s.transfers_local,
+            transfers_remote: s.transfers_remote,
+            invalidations: s.invalidations,
+            invalidations_remote: s.invalidations_remote,
+            writebacks: s.writebacks,
+            interconnect_bytes: s.interconnect_bytes,
+            thread_migrations: s.thread_migrations,
+            page_migrations: s.page_migrations,
+            vs_os: None,
+        }
+    }
+
+    /// Misses per 1000 accesses of the last cache level (0 without caches).
+    pub fn llc_mpka(&self) -> f64 {
+        self.mpka.last().map_or(0.0, |l| l.mpka)
+    }
+
+    /// Fills `vs_os` against a baseline.
+    pub fn relate_to(&mut self, base: &Outcome) {
+        let ratio = |a: f64, b: f64| if b == 0.0 { if a == 0.0 { 1.0 } else { f64::INFINITY } } else { a / b };
+        self.vs_os = Some(Relative {
+            time: ratio(self.time_ns, base.time_ns),
+            llc_misses: ratio(self.llc_mpka(), base.llc_mpka()),
+            interconnect_bytes: ratio(self.interconnect_bytes as f64, base.interconnect_bytes as f64),
+        });
+    }
+}

@@ -1,0 +1,117 @@
+//! The NUMA machine simulator (docs/simulator.md): a trace run under each mechanism on a
+//! simulated machine, with caches, coherence, TLBs, DRAM and per-thread clocks.
+
+use crate::{Error, Result};
+use serde::Serialize;
+use sharemap_machine::Machine;
+use sharemap_sim::mechanisms::{self, Context, Profile};
+use sharemap_sim::{Model, Outcome, Params, SimError};
+use sharemap_trace::TraceSource;
+
+/// What to simulate.
+#[derive(Clone, Debug)]
+pub struct SimulateRequest {
+    /// Machine: preset, hwloc synthetic string or XML file.
+    pub machine: String,
+    /// Mechanisms: a comma list, or `all`.
+    pub mechanisms: String,
+    /// Page size in bytes (default: the trace's).
+    pub page_size: Option<u64>,
+    pub seed: u64,
+    pub params: Params,
+}
+
+/// Each mechanism's outcome on one trace.
+#[derive(Clone, Debug, Serialize)]
+pub struct Simulation {
+    pub machine: String,
+    pub cores: usize,
+    pub numa_nodes: usize,
+    pub cache_levels: Vec<u8>,
+    pub page_size: u64,
+    pub threads: usize,
+    pub params: Params,
+    pub mechanisms: Vec<Outcome>,
+}
+
+/// Simulates a trace under the request's mechanisms. `open` opens the trace afresh: it is
+/// read twice when a mechanism needs the whole trace's profile first (the oracle), once
+/// otherwise. `progress` gets the accesses read by the simulation's pass.
+///
+/// ```
+/// use sharemap::trace::{Access, MemoryTrace};
+/// use sharemap::simulate::{SimulateRequest, simulate};
+/// // Threads 0 and 2 write one line in turn, thread 1 reads its own data.
+/// let accesses: Vec<Access> = (0..3000u64)
+///     .map(|i| match i % 3 {
+///         1 => Access::read(1, 0x100000 + 64 * (i % 512), 8),
+///         t => Access::write(t as u32, 0x40, 8),
+///     })
+///     .collect();
+/// // Two packages of two cores: `os` puts threads 0 and 1 on the first, 2 on the second.
+/// let request = SimulateRequest {
+///     machine: "pack:2 numa:1 l3:1(size=1MiB) l2:2(size=256KiB) l1d:1(size=32KiB) core:1 pu:1".into(),
+///     mechanisms: "os,oracle".into(),
+///     page_size: None,
+///     seed: 1,
+///     params: Default::default(),
+/// };
+/// let open = || Ok(Box::new(MemoryTrace::from_accesses(accesses.iter().copied())) as Box<dyn sharemap::trace::TraceSource>);
+/// let s = simulate(&mut { open }, &request, &|_| {}).unwrap();
+/// let (os, oracle) = (&s.mechanisms[0], &s.mechanisms[1]);
+/// // The oracle puts the two writers on one package: their line moves less far.
+/// assert!(oracle.transfers_remote < os.transfers_remote);
+/// assert!(oracle.time_ns < os.time_ns);
+/// ```
+pub fn simulate(
+    open: &mut dyn FnMut() -> Result<Box<dyn TraceSource>>,
+    request: &SimulateRequest,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Simulation> {
+    let machine = Machine::from_spec(&request.machine)?;
+    let model = Model::new(&machine, request.params.clone()).map_err(|e| Error::setting("machine", e.0))?;
+    let chosen = mechanisms::parse_list(&request.mechanisms).map_err(|e| Error::setting("mechanisms", e))?;
+    let mut trace = open()?;
+    let meta = trace.metadata().clone();
+    let page_size = request.page_size.unwrap_or(meta.page_size).max(model.line as u64);
+    if !page_size.is_power_of_two() {
+        return Err(Error::setting("page size", format!("{page_size} bytes: expected a power of two")));
+    }
+    let profile = if chosen.iter().any(|m| m.needs_profile) {
+        let placement = sharemap_core::ThreadPlacement::identity(&machine);
+        let d = sharemap_detect::detect_with_page_size(&mut *trace, "oracle", &placement, page_size)?;
+        trace = open()?;
+        let pages = d.pages.sorted().into_iter().map(|(p, e)| (p, e.accesses.clone())).collect();
+        Some(Profile { matrix: d.matrix, pages, page_size })
+    } else {
+        None
+    };
+    let mut threads = (trace.metadata().threads as usize).max(profile.as_ref().map_or(0, |p| p.matrix.threads()));
+    if threads == 0 {
+        // A CSV or Parquet trace says how many threads it has only once read: count them,
+        // so that mappings name every thread.
+        let mut seen = 0u32;
+        trace.for_each_chunk(&mut |c| {
+            seen = c.accesses.thread.iter().copied().max().map_or(seen, |t| seen.max(t + 1));
+            Ok(())
+        })?;
+        threads = seen as usize;
+        trace = open()?;
+    }
+    let ctx =
+        Context { machine: &machine, model: &model, threads, page_size, seed: request.seed, profile: profile.as_ref() };
+    let outcomes = sharemap_sim::simulate(&mut *trace, &model, &chosen, &ctx, progress).map_err(|e| match e {
+        SimError::Trace(t) => Error::Trace(t),
+        SimError::Mechanism(m) => Error::setting("mechanism", m),
+    })?;
+    Ok(Simulation {
+        machine: machine.name.clone(),
+        cores: model.cores,
+        numa_nodes: model.nodes,
+        cache_levels: model.levels(),
+        page_size,
+        threads,
+        params: request.params.clone(),
+        mechanisms: outcomes,
+    })
+}
