@@ -21,7 +21,7 @@ pub struct SimulateArgs {
     /// Machine: preset, hwloc synthetic string, hwloc XML file or `live`
     #[arg(long, short = 'm', default_value = "sammu")]
     pub machine: String,
-    /// Mechanisms to simulate: a comma list, or all (see --list)
+    /// Mechanisms to simulate: a comma list of NAME or NAME:key=value,..., or all (see --list)
     #[arg(long, default_value = "all")]
     pub mechanism: String,
     /// Page size in bytes (default: the trace's)
@@ -126,7 +126,7 @@ pub fn list() -> Result<ExitCode> {
         name: m.name,
         source: m.source,
         summary: m.summary,
-        params: &[],
+        params: m.params,
     });
     crate::registry::header("mechanism");
     crate::registry::rows(rows, |name, p| format!("{name}:{}={}", p.key, p.default));

@@ -44,7 +44,7 @@ fn every_mechanism_runs_on_a_generated_trace() {
     let v = json(&ok(&["simulate", s(&t), "--machine", "sammu", "--json"]));
     let names: Vec<&str> =
         v["mechanisms"].as_array().unwrap().iter().map(|m| m["mechanism"].as_str().unwrap()).collect();
-    assert_eq!(names, ["os", "random", "oracle"]);
+    assert_eq!(names, ["os", "random", "oracle", "marathe", "sammu", "autopin"]);
     for m in v["mechanisms"].as_array().unwrap() {
         assert_eq!(m["accesses"], 200_000);
         assert!(m["time_ns"].as_f64().unwrap() > 0.0);
@@ -70,7 +70,7 @@ fn bad_input_gets_one_line_and_a_failure() {
     let t = p(&d, "t.csv");
     std::fs::write(&t, "thread,addr,size,kind\n0,0x1000,8,W\n").unwrap();
     let cases: [(&[&str], &str); 4] = [
-        (&["simulate", s(&t), "--mechanism", "nope"], "unknown mechanism 'nope'"),
+        (&["simulate", s(&t), "--mechanism", "nope"], "mechanism 'nope': unknown mechanism"),
         (&["simulate", s(&t), "--machine", "pack:x"], "bad synthetic topology \"pack:x\""),
         (&["simulate", s(&t), "--page-size", "3000"], "power of two"),
         (&["simulate", "/nonexistent.trace"], "/nonexistent.trace"),

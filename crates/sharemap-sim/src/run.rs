@@ -1,7 +1,7 @@
 //! A trace through every mechanism at once: the trace is read once, in order; each chunk goes
 //! to every mechanism's simulation, the simulations running side by side on the pool.
 
-use crate::mechanisms::{Context, Mechanism, MechanismInfo};
+use crate::mechanisms::{Chosen, Context, Mechanism};
 use crate::model::Model;
 use crate::sim::Sim;
 use crate::stats::Outcome;
@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use sharemap_trace::{Chunk, EventKind, TraceSource};
 
 struct Run<'m> {
-    name: &'static str,
+    name: String,
     sim: Sim<'m>,
     mechanism: Box<dyn Mechanism>,
     online: bool,
@@ -66,20 +66,20 @@ impl std::error::Error for SimError {}
 pub fn simulate(
     trace: &mut dyn TraceSource,
     model: &Model,
-    mechanisms: &[&'static MechanismInfo],
+    mechanisms: &[Chosen],
     ctx: &Context,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Vec<Outcome>, SimError> {
     let mut runs = Vec::new();
-    for info in mechanisms {
-        let mut mechanism = (info.build)(ctx.seed);
-        let start = mechanism.start(ctx).map_err(|e| SimError::Mechanism(format!("{}: {e}", info.name)))?;
+    for chosen in mechanisms {
+        let mut mechanism = chosen.build(ctx.seed).map_err(|e| SimError::Mechanism(e.to_string()))?;
+        let start = mechanism.start(ctx).map_err(|e| SimError::Mechanism(format!("{}: {e}", chosen.label)))?;
         let mut sim = Sim::new(model, ctx.page_size, &start.pus, start.placement);
         for (page, node) in start.homes {
             sim.set_home(page, node);
         }
         let online = mechanism.online();
-        runs.push(Run { name: info.name, sim, mechanism, online });
+        runs.push(Run { name: chosen.label.clone(), sim, mechanism, online });
     }
     let mut read = 0u64;
     trace
@@ -92,7 +92,7 @@ pub fn simulate(
         .map_err(SimError::Trace)?;
     let levels = model.levels();
     let mut out: Vec<Outcome> =
-        runs.iter().map(|r| Outcome::new(r.name, &r.sim.stats, r.sim.time_ns(), &levels)).collect();
+        runs.iter().map(|r| Outcome::new(&r.name, &r.sim.stats, r.sim.time_ns(), &levels)).collect();
     if let Some(base) = out.iter().find(|o| o.mechanism == "os").cloned() {
         out.iter_mut().for_each(|o| o.relate_to(&base));
     }

@@ -175,3 +175,130 @@ proptest! {
         run_checked("numa:4 pu:2", &ops)?;
     }
 }
+
+mod mechanisms {
+    use crate::mechanisms::{Context, Profile, parse_list};
+    use crate::model::{Model, Params};
+    use crate::stats::Outcome;
+    use sharemap_core::SharingMatrix;
+    use sharemap_machine::Machine;
+    use sharemap_trace::{Access, MemoryTrace};
+
+    /// Two packages (one node each) of two cores.
+    const TWO: &str = "pack:2 numa:1 l3:1(size=256KiB) l2:2(size=16KiB) l1d:1(size=4KiB) core:1 pu:1";
+
+    fn run(spec: &str, list: &str, accesses: &[Access], profile: Option<&Profile>) -> Vec<Outcome> {
+        let machine = Machine::from_spec(spec).unwrap();
+        let model = Model::new(&machine, Params::default()).unwrap();
+        let threads = accesses.iter().map(|a| a.thread as usize + 1).max().unwrap_or(0);
+        let ctx = Context { machine: &machine, model: &model, threads, page_size: 4096, seed: 1, profile };
+        let chosen = parse_list(list).unwrap();
+        let mut trace = MemoryTrace::from_accesses(accesses.iter().copied());
+        crate::simulate(&mut trace, &model, &chosen, &ctx, &|_| {}).unwrap()
+    }
+
+    /// Threads 0 and 2 write lines of one block in turn, as do threads 1 and 3: `os` puts
+    /// each pair across the two packages.
+    fn pairs(rounds: u64) -> Vec<Access> {
+        let mut v = Vec::new();
+        for r in 0..rounds {
+            for t in 0..4u32 {
+                let block = 0x100000 * (1 + (t % 2) as u64);
+                v.push(Access::write(t, block + 64 * (r % 32), 8));
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn sammu_remaps_sharing_pairs_together_and_gains_time() {
+        let trace = pairs(200_000);
+        // 8-bit access counters: each thread's page stays in its TLB, so only saturations
+        // tell SAMMU about it (32-bit counters never saturate here).
+        let out = run(TWO, "os,sammu:period-ms=0.01,ac=8", &trace, None);
+        let (os, sammu) = (&out[0], &out[1]);
+        assert_eq!(sammu.mechanism, "sammu:period-ms=0.01,ac=8");
+        assert!(sammu.thread_migrations >= 2, "{} migrations", sammu.thread_migrations);
+        assert!(
+            sammu.transfers_remote * 10 < os.transfers_remote,
+            "{} vs {}",
+            sammu.transfers_remote,
+            os.transfers_remote
+        );
+        assert!(sammu.time_ns < 0.8 * os.time_ns, "{} vs {}", sammu.time_ns, os.time_ns);
+    }
+
+    #[test]
+    fn on_uniform_sharing_sammu_gains_nothing_and_loses_little() {
+        // Every thread writes every line in turn: no grouping helps.
+        let trace: Vec<Access> = (0..400_000u64).map(|i| Access::write((i % 4) as u32, 64 * (i / 4 % 64), 8)).collect();
+        let out = run(TWO, "os,sammu:period-ms=0.01,ac=8", &trace, None);
+        let ratio = out[1].time_ns / out[0].time_ns;
+        assert!((0.95..1.05).contains(&ratio), "sammu / os time: {ratio}");
+    }
+
+    #[test]
+    fn sammu_moves_pages_to_the_node_that_uses_them() {
+        // Thread 0 (node 0) first touches 256 pages (1 MiB, four times the L3); then thread
+        // 2 (node 1) alone reads them over and over. 8-bit access counters saturate, so
+        // SAMMU sees the pages in use.
+        let mut trace: Vec<Access> = (0..256u64).map(|p| Access::write(0, p * 4096, 8)).collect();
+        for i in 0..1_000_000u64 {
+            trace.push(Access::read(2, (i % 256) * 4096 + 64 * (i / 256 % 64), 8));
+        }
+        let out = run(TWO, "os,sammu:ac=8,nt=4", &trace, None);
+        let (os, sammu) = (&out[0], &out[1]);
+        assert_eq!(os.page_migrations, 0);
+        assert_eq!(sammu.page_migrations, 256, "every page moves once");
+        assert!(os.local_dram_share < 0.01, "os: {}", os.local_dram_share);
+        // Each page needs NT = 4 more updates from node 1, about 16 passes over the data.
+        assert!(sammu.local_dram_share > 0.6, "sammu: {}", sammu.local_dram_share);
+        assert!(sammu.time_ns < os.time_ns);
+    }
+
+    #[test]
+    fn autopin_keeps_the_fastest_candidate() {
+        let trace = pairs(200_000);
+        let mut matrix = SharingMatrix::new(4);
+        matrix.add(0, 2, 100.0);
+        matrix.add(1, 3, 100.0);
+        let profile = Profile { matrix, pages: Vec::new(), sampled_pages: Vec::new(), page_size: 4096 };
+        let out = run(TWO, "os,oracle,autopin:k=3,probation-ms=0.05", &trace, Some(&profile));
+        let (os, oracle, autopin) = (&out[0], &out[1], &out[2]);
+        // It tried three mappings and came back to the oracle's, the fastest.
+        assert!(autopin.thread_migrations > 0);
+        assert!(autopin.time_ns < os.time_ns, "{} vs {}", autopin.time_ns, os.time_ns);
+        assert!(autopin.time_ns > oracle.time_ns, "trying costs something");
+    }
+
+    #[test]
+    fn marathe_places_pages_where_the_samples_say() {
+        // Thread 0 touches the page first; thread 2 makes every later access.
+        let mut trace = vec![Access::write(0, 0x5000, 8)];
+        trace.extend((0..10_000u64).map(|i| Access::read(2, 0x5000 + 64 * (i % 64), 8)));
+        let sampled = vec![(5u64, vec![1, 0, 99])];
+        let profile =
+            Profile { matrix: SharingMatrix::new(3), pages: Vec::new(), sampled_pages: sampled, page_size: 4096 };
+        let out = run(TWO, "os,marathe", &trace, Some(&profile));
+        assert_eq!(
+            (out[0].dram_local, out[0].dram_remote),
+            (1, 63),
+            "os: thread 2 reads lines 1-63 remotely (line 0 from core 0)"
+        );
+        assert_eq!(out[1].dram_remote, 1, "marathe: only thread 0's first write is remote");
+    }
+
+    #[test]
+    fn bad_mechanism_specs_are_refused_before_the_run() {
+        for (list, want) in [
+            ("nope", "unknown mechanism"),
+            ("sammu:nt=0", "nt must be a positive integer"),
+            ("sammu:gate=2", "gate must be a number from 0 to 1"),
+            ("autopin:probation-ms=-1", "probation-ms must be a positive number"),
+            ("os:x=1", "unknown option 'x'"),
+        ] {
+            let e = parse_list(list).err().unwrap_or_else(|| panic!("{list} accepted"));
+            assert!(e.to_string().contains(want), "{list}: {e}");
+        }
+    }
+}

@@ -70,19 +70,21 @@ pub fn simulate(
 ) -> Result<Simulation> {
     let machine = Machine::from_spec(&request.machine)?;
     let model = Model::new(&machine, request.params.clone()).map_err(|e| Error::setting("machine", e.0))?;
-    let chosen = mechanisms::parse_list(&request.mechanisms).map_err(|e| Error::setting("mechanisms", e))?;
+    let chosen = mechanisms::parse_list(&request.mechanisms)?;
     let mut trace = open()?;
     let meta = trace.metadata().clone();
     let page_size = request.page_size.unwrap_or(meta.page_size).max(model.line as u64);
     if !page_size.is_power_of_two() {
         return Err(Error::setting("page size", format!("{page_size} bytes: expected a power of two")));
     }
-    let profile = if chosen.iter().any(|m| m.needs_profile) {
+    let profile = if chosen.iter().any(|m| m.info.needs_profile) {
         let placement = sharemap_core::ThreadPlacement::identity(&machine);
         let d = sharemap_detect::detect_with_page_size(&mut *trace, "oracle", &placement, page_size)?;
         trace = open()?;
+        let sampled_pages = sampled_pages(&mut *trace, page_size, mechanisms::SAMPLE_EVERY)?;
+        trace = open()?;
         let pages = d.pages.sorted().into_iter().map(|(p, e)| (p, e.accesses.clone())).collect();
-        Some(Profile { matrix: d.matrix, pages, page_size })
+        Some(Profile { matrix: d.matrix, pages, sampled_pages, page_size })
     } else {
         None
     };
@@ -114,4 +116,20 @@ pub fn simulate(
         params: request.params.clone(),
         mechanisms: outcomes,
     })
+}
+
+/// Per page, accesses by each thread among the first access and every `every`-th after it.
+fn sampled_pages(trace: &mut dyn TraceSource, page_size: u64, every: u64) -> Result<Vec<(u64, Vec<u64>)>> {
+    let mut counter = sharemap_core::PageCounter::new(page_size);
+    let mut position = 0u64;
+    trace.for_each_chunk(&mut |c| {
+        let a = &c.accesses;
+        let first = (every - position % every) % every;
+        for i in (first as usize..a.len()).step_by(every as usize) {
+            counter.access(a.thread[i], a.addr[i]);
+        }
+        position += a.len() as u64;
+        Ok(())
+    })?;
+    Ok(counter.finish().sorted().into_iter().map(|(p, e)| (p, e.accesses.clone())).collect())
 }

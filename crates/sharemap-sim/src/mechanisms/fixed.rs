@@ -29,29 +29,59 @@ impl Mechanism for Random {
 
 pub struct Oracle;
 
-impl Mechanism for Oracle {
-    fn start(&mut self, ctx: &Context) -> Result<Start, String> {
-        let profile = ctx.profile.ok_or("the oracle needs the trace's profile")?;
-        let mapper = sharemap_mapping::build("sharemap", ctx.seed).map_err(|e| e.to_string())?;
-        let costs = PairCosts::new(ctx.machine, CostModel::Latency);
-        let mut matrix = profile.matrix.clone();
-        matrix.grow(ctx.threads.max(1));
-        let pus = mapper.map(&matrix, ctx.machine, &costs).map_err(|e| e.to_string())?;
-        let node_of = |t: usize| ctx.model.pu_node[pus.get(t).copied().unwrap_or(t) % ctx.model.pus()];
-        if profile.page_size != ctx.page_size {
-            return Err(format!("the profile has pages of {} bytes, the run {}", profile.page_size, ctx.page_size));
-        }
-        // Each page on the node whose threads access it most (ties: the lowest node).
-        let mut homes = Vec::with_capacity(profile.pages.len());
-        let mut per_node = vec![0u64; ctx.model.nodes];
-        for (page, counts) in &profile.pages {
+/// Each page of `pages` on the node whose threads (on `pus`) count most for it (ties: the
+/// lowest node).
+pub fn dominant_nodes(ctx: &Context, pus: &[usize], pages: &[(u64, Vec<u64>)]) -> Vec<(u64, usize)> {
+    let m = ctx.model;
+    let node_of = |t: usize| m.pu_node[pus.get(t).copied().unwrap_or(t) % m.pus()];
+    let mut per_node = vec![0u64; m.nodes];
+    pages
+        .iter()
+        .map(|(page, counts)| {
             per_node.iter_mut().for_each(|n| *n = 0);
             for (t, &n) in counts.iter().enumerate() {
                 per_node[node_of(t)] += n;
             }
             let best = (0..per_node.len()).max_by_key(|&n| (per_node[n], std::cmp::Reverse(n))).unwrap_or(0);
-            homes.push((*page, best));
-        }
+            (*page, best)
+        })
+        .collect()
+}
+
+/// The oracle's thread mapping: the whole trace's sharing, sharemap's default algorithm.
+pub fn oracle_mapping(ctx: &Context) -> Result<Vec<usize>, String> {
+    let profile = ctx.profile.ok_or("needs the trace's profile")?;
+    let mapper = sharemap_mapping::build("sharemap", ctx.seed).map_err(|e| e.to_string())?;
+    let costs = PairCosts::new(ctx.machine, CostModel::Latency);
+    let mut matrix = profile.matrix.clone();
+    matrix.grow(ctx.threads.max(1));
+    mapper.map(&matrix, ctx.machine, &costs).map_err(|e| e.to_string())
+}
+
+fn profile<'a>(ctx: &'a Context) -> Result<&'a super::Profile, String> {
+    let profile = ctx.profile.ok_or("needs the trace's profile")?;
+    if profile.page_size != ctx.page_size {
+        return Err(format!("the profile has pages of {} bytes, the run {}", profile.page_size, ctx.page_size));
+    }
+    Ok(profile)
+}
+
+impl Mechanism for Oracle {
+    fn start(&mut self, ctx: &Context) -> Result<Start, String> {
+        let profile = profile(ctx)?;
+        let pus = oracle_mapping(ctx)?;
+        let homes = dominant_nodes(ctx, &pus, &profile.pages);
+        Ok(Start { pus, placement: FirstPlacement::FirstTouch, homes })
+    }
+}
+
+pub struct Marathe;
+
+impl Mechanism for Marathe {
+    fn start(&mut self, ctx: &Context) -> Result<Start, String> {
+        let profile = profile(ctx)?;
+        let pus: Vec<usize> = (0..ctx.threads).map(|t| t % ctx.model.pus()).collect();
+        let homes = dominant_nodes(ctx, &pus, &profile.sampled_pages);
         Ok(Start { pus, placement: FirstPlacement::FirstTouch, homes })
     }
 }

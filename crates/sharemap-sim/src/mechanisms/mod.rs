@@ -3,11 +3,15 @@
 //! every access and moves threads and pages as it goes. One mechanism is one `Mechanism`
 //! impl plus one row of [`MECHANISMS`].
 
+mod autopin;
 mod fixed;
+mod remap;
+mod sammu;
 
 use crate::model::Model;
 use crate::sim::{FirstPlacement, Sim};
 use sharemap_core::SharingMatrix;
+use sharemap_core::spec::{Param, Spec, SpecError, param};
 use sharemap_machine::Machine;
 
 /// What the whole trace says, for the mechanisms that know the future (the oracle) or
@@ -17,6 +21,9 @@ pub struct Profile {
     pub matrix: SharingMatrix,
     /// Per page: accesses by each thread.
     pub pages: Vec<(u64, Vec<u64>)>,
+    /// Per page: accesses by each thread among one access in [`SAMPLE_EVERY`] of the trace
+    /// (the first, then every `SAMPLE_EVERY`-th).
+    pub sampled_pages: Vec<(u64, Vec<u64>)>,
     pub page_size: u64,
 }
 
@@ -53,61 +60,140 @@ pub trait Mechanism: Send {
     fn after_access(&mut self, _sim: &mut Sim, _thread: usize, _addr: u64, _write: bool, _ns: f64) {}
 }
 
-/// A registry row: how `sharemap simulate --mechanism` names and lists a mechanism.
+/// A registry row: how `sharemap simulate --mechanism` names, lists and builds a mechanism.
 pub struct MechanismInfo {
     pub name: &'static str,
     pub source: &'static str,
     pub summary: &'static str,
+    pub params: &'static [Param],
     /// Needs the whole trace's profile before the run.
     pub needs_profile: bool,
-    pub build: fn(seed: u64) -> Box<dyn Mechanism>,
+    pub build: BuildMechanism,
 }
+
+/// Builds a mechanism from its spec and the run's seed.
+pub type BuildMechanism = fn(spec: &Spec, seed: u64) -> Result<Box<dyn Mechanism>, SpecError>;
 
 pub const MECHANISMS: &[MechanismInfo] = &[
     MechanismInfo {
         name: "os",
         source: "the baseline of seed 000 (SAMMU) section 4",
         summary: "thread i on PU i in hwloc's logical order, pages on the node of their first touch",
+        params: &[],
         needs_profile: false,
-        build: |_| Box::new(fixed::Os),
+        build: |_, _| Ok(Box::new(fixed::Os)),
     },
     MechanismInfo {
         name: "random",
         source: "seed 000 (SAMMU) section 4.3",
-        summary: "a random thread mapping and each page on a random node (seeded)",
+        summary: "a random thread mapping and each page on a random node",
+        params: &[param("seed", "the run's --seed", "seed of the mapping and the placement")],
         needs_profile: false,
-        build: |seed| Box::new(fixed::Random { seed }),
+        build: |spec, seed| Ok(Box::new(fixed::Random { seed: spec.integer(KIND, "seed", seed)? })),
     },
     MechanismInfo {
         name: "oracle",
         source: "seed 000 (SAMMU) section 4.3",
         summary: "the whole trace's sharing mapped by sharemap's default algorithm; each page from the start on the node that accesses it most",
+        params: &[],
         needs_profile: true,
-        build: |_| Box::new(fixed::Oracle),
+        build: |_, _| Ok(Box::new(fixed::Oracle)),
+    },
+    MechanismInfo {
+        name: "marathe",
+        source: "seed 001 (Marathe & Mueller, PPoPP 2006)",
+        summary: "profile then place: threads as os; each page, from the start, on the node whose threads made most of its sampled accesses (one in 100 of the trace, as place's marathe); unsampled pages by first touch",
+        params: &[],
+        needs_profile: true,
+        build: |_, _| Ok(Box::new(fixed::Marathe)),
+    },
+    MechanismInfo {
+        name: "sammu",
+        source: "seed 000 (SAMMU) section 3",
+        summary: "SAMMU's TLB detector on every access: its sharing matrix remaps the threads every period when the mapping-potential gate passes and the new mapping is cheaper by the hysteresis; its NUMA counters move a page to node n when NC[n] - NC[home] >= NT",
+        params: &[
+            param("period-ms", "1", "simulated time between remap decisions"),
+            param("nt", "10", "NUMA threshold NT"),
+            param("nc", "4", "bits of each NUMA counter"),
+            param("ac", "32", "bits of the TLB entries' access counters"),
+            param("gate", "0.1", "mapping potential needed to remap"),
+            param("hysteresis", "0.1", "a new mapping must cost this share less than the current one"),
+        ],
+        needs_profile: false,
+        build: sammu::build,
+    },
+    MechanismInfo {
+        name: "autopin",
+        source: "Autopin (Klug et al.), as seed 000 section 4.3 runs it",
+        summary: "k candidate thread mappings (the oracle's and k-1 random ones) each tried for a probation period; the one with the most accesses per simulated ns is kept; pages by first touch",
+        params: &[
+            param("k", "5", "candidate mappings"),
+            param("probation-ms", "0.1", "simulated time each candidate runs"),
+        ],
+        needs_profile: true,
+        build: autopin::build,
     },
 ];
+
+/// The profile's sampling period (Marathe's profile).
+pub const SAMPLE_EVERY: u64 = 100;
+
+/// The registry kind in spec errors.
+pub const KIND: &str = "mechanism";
+
+/// `key`'s value as a positive number, or `default`.
+pub fn positive_f64(spec: &Spec, key: &str, default: f64) -> Result<f64, SpecError> {
+    match spec.get(key) {
+        None | Some(None) => Ok(default),
+        Some(Some(v)) => v
+            .parse::<f64>()
+            .ok()
+            .filter(|x| *x > 0.0 && x.is_finite())
+            .ok_or_else(|| spec.error(KIND, format!("{key} must be a positive number"))),
+    }
+}
 
 pub fn find(name: &str) -> Option<&'static MechanismInfo> {
     MECHANISMS.iter().find(|m| m.name == name)
 }
 
-/// The mechanisms of a comma list, or all of them.
-pub fn parse_list(list: &str) -> Result<Vec<&'static MechanismInfo>, String> {
-    if list.trim() == "all" {
-        return Ok(MECHANISMS.iter().collect());
+/// One mechanism to run: its label (the spec as written), row and spec.
+pub struct Chosen {
+    pub label: String,
+    pub info: &'static MechanismInfo,
+    pub spec: Spec,
+}
+
+impl Chosen {
+    pub fn build(&self, seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
+        (self.info.build)(&self.spec, seed)
     }
-    let mut out: Vec<&'static MechanismInfo> = Vec::new();
-    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let m = find(name).ok_or_else(|| {
+}
+
+/// The mechanisms of a comma list of specs (`sammu:nt=4,os`), or all of them with their
+/// defaults.
+pub fn parse_list(list: &str) -> Result<Vec<Chosen>, SpecError> {
+    let specs = if list.trim() == "all" {
+        MECHANISMS.iter().map(|m| Spec { name: m.name.into(), options: Vec::new() }).collect()
+    } else {
+        Spec::parse_list(list)?
+    };
+    let mut out: Vec<Chosen> = Vec::new();
+    for spec in specs {
+        let info = find(&spec.name).ok_or_else(|| {
             let names: Vec<&str> = MECHANISMS.iter().map(|m| m.name).collect();
-            format!("unknown mechanism '{name}' (known: {}, or all)", names.join(", "))
+            spec.error(KIND, format!("unknown mechanism (known: {}, or all)", names.join(", ")))
         })?;
-        if !out.iter().any(|o| o.name == m.name) {
-            out.push(m);
+        spec.check_keys(KIND, info.params)?;
+        // Built once here so that bad values fail before the trace is read.
+        (info.build)(&spec, 0)?;
+        let label = spec.to_string();
+        if !out.iter().any(|o| o.label == label) {
+            out.push(Chosen { label, info, spec });
         }
     }
     if out.is_empty() {
-        return Err("no mechanism named".into());
+        return Err(SpecError { kind: KIND, spec: list.to_string(), what: "no mechanism named".into() });
     }
     Ok(out)
 }
