@@ -86,8 +86,9 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
     let accesses = s.mechanisms.first().map_or(0, |m| m.accesses);
     println!("{accesses} accesses; misses per 1000 accesses (MPKA); ratios to os (time, last-level misses, traffic)\n");
     let levels: String = s.cache_levels.iter().map(|l| format!("{:>8}", format!("L{l} MPKA"))).collect();
+    let w = s.mechanisms.iter().map(|m| m.mechanism.len()).max().unwrap_or(0).max(9);
     println!(
-        "{:<10} {:>12} {levels} {:>8} {:>7} {:>12} {:>10} {:>8} {:>8} {:>20}",
+        "{:<w$} {:>12} {levels} {:>8} {:>7} {:>12} {:>10} {:>8} {:>8} {:>6} {:>23}",
         "mechanism",
         "time (ms)",
         "TLB MPKA",
@@ -96,6 +97,7 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
         "invalid.",
         "thr.mig",
         "pg.mig",
+        "repl.",
         "vs os: time/LLC/traffic"
     );
     for m in &s.mechanisms {
@@ -105,7 +107,7 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
             .as_ref()
             .map_or("-".to_string(), |r| format!("{:.3}/{:.3}/{:.3}", r.time, r.llc_misses, r.interconnect_bytes));
         println!(
-            "{:<10} {:>12.3} {levels} {:>8.2} {:>6.1}% {:>12} {:>10} {:>8} {:>8} {:>20}",
+            "{:<w$} {:>12.3} {levels} {:>8.2} {:>6.1}% {:>12} {:>10} {:>8} {:>8} {:>6} {:>23}",
             m.mechanism,
             m.time_ns / 1e6,
             m.tlb_mpka,
@@ -114,6 +116,7 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
             m.invalidations,
             m.thread_migrations,
             m.page_migrations,
+            m.replications,
             rel
         );
     }

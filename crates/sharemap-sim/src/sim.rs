@@ -47,6 +47,8 @@ pub struct Sim<'m> {
     tlb2: Vec<Option<Cache>>,
     dir: FxHashMap<u64, Dir>,
     home: FxHashMap<u64, u16>,
+    /// Pages with copies on several nodes: the nodes holding one (the home among them).
+    replicas: FxHashMap<u64, u64>,
     placement: FirstPlacement,
     placed: u64,
     line_shift: u32,
@@ -88,6 +90,7 @@ impl<'m> Sim<'m> {
             tlb2,
             dir: FxHashMap::default(),
             home: FxHashMap::default(),
+            replicas: FxHashMap::default(),
             placement,
             placed: 0,
             line_shift: m.line.trailing_zeros(),
@@ -179,6 +182,12 @@ impl<'m> Sim<'m> {
         self.stats.accesses += 1;
         self.stats.writes += write as u64;
         let mut ns = self.m.params.access_ns + self.translate(core, page);
+        if write && !self.replicas.is_empty() && self.replicas.contains_key(&page) {
+            // A write leaves one copy: the others go, with a shootdown.
+            self.replicas.remove(&page);
+            self.drop_from_tlbs(page);
+            ns += self.m.params.shootdown_ns;
+        }
         ns += self.data(pu, core, line, write);
         let t = ns * self.pu_load[pu] as f64;
         self.clock[thread] += t;
@@ -358,7 +367,14 @@ impl<'m> Sim<'m> {
             served = true;
         }
         if !served {
-            let home = self.home(line >> (self.page_shift - self.line_shift), node);
+            let page = line >> (self.page_shift - self.line_shift);
+            let mut home = self.home(page, node);
+            if !self.replicas.is_empty()
+                && let Some(&copies) = self.replicas.get(&page)
+                && copies >> node & 1 == 1
+            {
+                home = node;
+            }
             ns = m.dram_ns[node][home];
             self.stats.dram(node, home);
             #[cfg(test)]
@@ -590,12 +606,8 @@ impl<'m> Sim<'m> {
                 self.values.drop_core(c, line);
             }
         }
-        for tlb in self.tlb.iter_mut() {
-            tlb.set_state(page, INVALID);
-        }
-        for tlb in self.tlb2.iter_mut().flatten() {
-            tlb.set_state(page, INVALID);
-        }
+        self.drop_from_tlbs(page);
+        self.replicas.remove(&page);
         self.home.insert(page, node as u16);
         let bytes = 1u64 << self.page_shift;
         let p = &self.m.params;
@@ -603,6 +615,39 @@ impl<'m> Sim<'m> {
         self.clock[t] += bytes as f64 * p.copy_ns_per_byte + p.shootdown_ns;
         self.stats.page_migrations += 1;
         self.stats.migrated_bytes(from, node, bytes);
+    }
+
+    fn drop_from_tlbs(&mut self, page: u64) {
+        for tlb in self.tlb.iter_mut() {
+            tlb.set_state(page, INVALID);
+        }
+        for tlb in self.tlb2.iter_mut().flatten() {
+            tlb.set_state(page, INVALID);
+        }
+    }
+
+    /// Copies `page` to the nodes of `nodes` (a bit per node) that lack one, charged to
+    /// thread `t`: reads from those nodes are then local, until a write leaves one copy.
+    pub fn replicate(&mut self, page: u64, nodes: u64, t: usize) {
+        let Some(home) = self.home_of(page) else { return };
+        let have = self.replicas.get(&page).copied().unwrap_or(1 << home);
+        let new = nodes & !have & ((1u64 << self.m.nodes.min(63)) - 1);
+        if new == 0 {
+            return;
+        }
+        self.replicas.insert(page, have | new);
+        let bytes = 1u64 << self.page_shift;
+        let copies = new.count_ones() as u64;
+        self.pu_of(t);
+        self.clock[t] += (bytes * copies) as f64 * self.m.params.copy_ns_per_byte;
+        self.stats.replications += copies;
+        self.stats.interconnect_bytes += bytes * copies;
+    }
+
+    /// Adds work to thread `t`'s clock (a mechanism's own cost: a fault, a decision).
+    pub fn charge(&mut self, t: usize, ns: f64) {
+        self.pu_of(t);
+        self.clock[t] += ns;
     }
 
     /// A barrier: every thread seen waits for the slowest.

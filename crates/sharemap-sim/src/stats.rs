@@ -30,6 +30,8 @@ pub struct Stats {
     pub interconnect_bytes: u64,
     pub thread_migrations: u64,
     pub page_migrations: u64,
+    /// Copies of pages made on other nodes.
+    pub replications: u64,
 }
 
 impl Stats {
@@ -123,6 +125,7 @@ pub struct Outcome {
     pub interconnect_bytes: u64,
     pub thread_migrations: u64,
     pub page_migrations: u64,
+    pub replications: u64,
     /// Time, misses of the last level and interconnect bytes over the `os` mechanism's.
     pub vs_os: Option<Relative>,
 }
@@ -159,6 +162,7 @@ impl Outcome {
             interconnect_bytes: s.interconnect_bytes,
             thread_migrations: s.thread_migrations,
             page_migrations: s.page_migrations,
+            replications: s.replications,
             vs_os: None,
         }
     }

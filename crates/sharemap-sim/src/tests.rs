@@ -302,3 +302,80 @@ mod mechanisms {
         }
     }
 }
+
+mod kernel_mechanisms {
+    use crate::mechanisms::{Context, parse_list};
+    use crate::model::{Model, Params};
+    use crate::stats::Outcome;
+    use sharemap_machine::Machine;
+    use sharemap_trace::{Access, MemoryTrace};
+
+    const TWO: &str = "pack:2 numa:1 l3:1(size=64KiB) l2:2(size=8KiB) l1d:1(size=2KiB) core:1 pu:1";
+
+    fn run(list: &str, accesses: &[Access]) -> Vec<Outcome> {
+        let machine = Machine::from_spec(TWO).unwrap();
+        let model = Model::new(&machine, Params::default()).unwrap();
+        let threads = accesses.iter().map(|a| a.thread as usize + 1).max().unwrap_or(0);
+        let ctx = Context { machine: &machine, model: &model, threads, page_size: 4096, seed: 1, profile: None };
+        let mut trace = MemoryTrace::from_accesses(accesses.iter().copied());
+        crate::simulate(&mut trace, &model, &parse_list(list).unwrap(), &ctx, &|_| {}).unwrap()
+    }
+
+    /// Thread 0 (node 0) first touches 64 pages (256 KiB, four times the L3), then thread 2
+    /// (node 1) reads them over and over; when `write`, every fourth pass writes instead.
+    fn handover(write: bool) -> Vec<Access> {
+        let mut v: Vec<Access> = (0..64u64).map(|p| Access::write(0, p * 4096, 8)).collect();
+        for i in 0..600_000u64 {
+            let addr = (i % 64) * 4096 + 64 * (i / 64 % 64);
+            v.push(if write && i / 64 % 4 == 0 { Access::write(2, addr, 8) } else { Access::read(2, addr, 8) });
+        }
+        v
+    }
+
+    #[test]
+    fn numa_balancing_moves_pages_after_two_faults_from_one_node() {
+        let out = run("os,numa-balancing:scan-delay-ms=0.05,scan-period-ms=0.05", &handover(false));
+        let (os, nb) = (&out[0], &out[1]);
+        assert_eq!(nb.page_migrations, 64);
+        assert!(nb.local_dram_share > os.local_dram_share + 0.5, "{} vs {}", nb.local_dram_share, os.local_dram_share);
+        // Nothing moves before the first scan: with the kernel's 1 s delay, nothing at all.
+        let out = run("numa-balancing", &handover(false));
+        assert_eq!(out[0].page_migrations, 0);
+    }
+
+    #[test]
+    fn kmaf_moves_pages_once_one_node_dominates_their_faults() {
+        let out = run("os,kmaf:window-ms=0.01", &handover(false));
+        let (os, kmaf) = (&out[0], &out[1]);
+        assert_eq!(kmaf.page_migrations, 64);
+        assert!(kmaf.local_dram_share > os.local_dram_share + 0.5);
+    }
+
+    #[test]
+    fn carrefour_replicates_read_pages_and_moves_written_ones() {
+        // Read only by node 1 but first touched by node 0: one node makes all the accesses
+        // of the epoch, so the pages move.
+        let out = run("carrefour:epoch-ms=1", &handover(false));
+        assert_eq!((out[0].page_migrations, out[0].replications), (64, 0));
+        // Both nodes read every page: replicated (reads then local on both nodes).
+        let mut both = handover(false);
+        // Passes over the pages alternate between thread 0 and thread 2.
+        for (i, a) in both.iter_mut().enumerate().skip(64) {
+            if i / 64 % 2 == 0 {
+                a.thread = 0;
+            }
+        }
+        let out = run("os,carrefour:epoch-ms=1", &both);
+        assert_eq!(out[1].replications, 64, "one copy per page on node 1");
+        assert!(out[1].local_dram_share > out[0].local_dram_share + 0.3);
+        // The same with writes: interleaved, never replicated.
+        let mut written = handover(true);
+        for (i, a) in written.iter_mut().enumerate().skip(64) {
+            if i / 64 % 2 == 0 {
+                a.thread = 0;
+            }
+        }
+        let out = run("carrefour:epoch-ms=1", &written);
+        assert_eq!(out[0].replications, 0);
+    }
+}

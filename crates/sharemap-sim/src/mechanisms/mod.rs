@@ -5,6 +5,7 @@
 
 mod autopin;
 mod fixed;
+mod kernel;
 mod remap;
 mod sammu;
 
@@ -132,6 +133,43 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         ],
         needs_profile: true,
         build: autopin::build,
+    },
+    MechanismInfo {
+        name: "numa-balancing",
+        source: "Linux's automatic NUMA balancing (task_numa_work, do_numa_page), default sysctls",
+        summary: "after a delay, every scan period the next scan-size of pages is marked; the first access to a marked page is a hinting fault (its cost charged); the page moves to the faulting node when its previous hinting fault came from that node too",
+        params: &[
+            param("scan-delay-ms", "1000", "numa_balancing_scan_delay_ms"),
+            param("scan-period-ms", "1000", "numa_balancing_scan_period_min_ms"),
+            param("scan-size-mb", "256", "numa_balancing_scan_size_mb"),
+            param("fault-us", "1", "cost of a hinting fault"),
+        ],
+        needs_profile: false,
+        build: kernel::build_numa_balancing,
+    },
+    MechanismInfo {
+        name: "kmaf",
+        source: "kMAF, the kernel Memory Affinity Framework (seed 000's related work)",
+        summary: "page faults once per node, page and window; after each, the page moves to the node with most faults when that count exceeds 2 x (second + 1); threads faulting on a page in one window share, and that sharing remaps them every period (gate, hysteresis)",
+        params: &[
+            param("window-ms", "100", "fault window"),
+            param("period-ms", "100", "simulated time between remap decisions"),
+            param("fault-us", "1", "cost of a fault"),
+        ],
+        needs_profile: false,
+        build: kernel::build_kmaf,
+    },
+    MechanismInfo {
+        name: "carrefour",
+        source: "Carrefour (Dashti et al., ASPLOS 2013)",
+        summary: "every epoch, a page with min-accesses accesses moves to a node that made share of them; else, unwritten, it is replicated on the nodes that read it; else interleaved (a write leaves one copy)",
+        params: &[
+            param("epoch-ms", "1000", "decision period"),
+            param("share", "0.9", "single-node share"),
+            param("min-accesses", "16", "pages with fewer accesses in the epoch are left alone"),
+        ],
+        needs_profile: false,
+        build: kernel::build_carrefour,
     },
 ];
 

@@ -1,0 +1,281 @@
+//! The kernel's and runtimes' data mapping on simulated time: Linux's automatic NUMA
+//! balancing, kMAF (with its thread mapping from the same faults) and Carrefour. Their
+//! periods are simulated milliseconds; each fault they take costs its thread `fault-us`.
+
+use super::remap::Remapper;
+use super::{Context, KIND, Mechanism, Start, positive_f64};
+use crate::sim::{FirstPlacement, Sim};
+use rustc_hash::FxHashMap;
+use sharemap_core::SharingMatrix;
+use sharemap_core::spec::{Spec, SpecError};
+
+const NO_NODE: u16 = u16::MAX;
+
+fn os_start(ctx: &Context) -> Start {
+    Start {
+        pus: (0..ctx.threads).map(|t| t % ctx.model.pus()).collect(),
+        placement: FirstPlacement::FirstTouch,
+        homes: Vec::new(),
+    }
+}
+
+fn node_of(sim: &mut Sim, thread: usize) -> usize {
+    let pu = sim.pu_of(thread);
+    sim.model().pu_node[pu]
+}
+
+/// Linux's automatic NUMA balancing: after `scan-delay-ms`, every `scan-period-ms` the
+/// scanner marks the next `scan-size-mb` of pages (in address order, wrapping); the first
+/// access to a marked page is a hinting fault; the page moves to the faulting node when the
+/// page's previous hinting fault came from that node too (the kernel's two-stage filter).
+pub fn build_numa_balancing(spec: &Spec, _seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
+    Ok(Box::new(NumaBalancing {
+        next_scan_ns: positive_f64(spec, "scan-delay-ms", 1000.0)? * 1e6,
+        period_ns: positive_f64(spec, "scan-period-ms", 1000.0)? * 1e6,
+        scan_bytes: spec.positive(KIND, "scan-size-mb", 256)? << 20,
+        fault_ns: positive_f64(spec, "fault-us", 1.0)? * 1e3,
+        pages: FxHashMap::default(),
+        cursor: 0,
+    }))
+}
+
+struct NumaBalancing {
+    next_scan_ns: f64,
+    period_ns: f64,
+    scan_bytes: u64,
+    fault_ns: f64,
+    /// Per page seen: marked, and the node of its last hinting fault.
+    pages: FxHashMap<u64, (bool, u16)>,
+    /// The next page (number) the scanner marks.
+    cursor: u64,
+}
+
+impl Mechanism for NumaBalancing {
+    fn start(&mut self, ctx: &Context) -> Result<Start, String> {
+        Ok(os_start(ctx))
+    }
+
+    fn online(&self) -> bool {
+        true
+    }
+
+    fn after_access(&mut self, sim: &mut Sim, thread: usize, addr: u64, _write: bool, _ns: f64) {
+        let page = addr >> sim.page_shift();
+        let state = self.pages.entry(page).or_insert((false, NO_NODE));
+        if state.0 {
+            state.0 = false;
+            let node = node_of(sim, thread);
+            let previous = std::mem::replace(&mut state.1, node as u16);
+            sim.charge(thread, self.fault_ns);
+            if previous == node as u16 && sim.home_of(page) != Some(node) {
+                sim.move_page(page, node, thread);
+            }
+        }
+        if sim.thread_clock(thread) >= self.next_scan_ns {
+            self.next_scan_ns = sim.time_ns() + self.period_ns;
+            self.scan(sim.page_shift());
+        }
+    }
+}
+
+impl NumaBalancing {
+    fn scan(&mut self, page_shift: u32) {
+        let mut seen: Vec<u64> = self.pages.keys().copied().collect();
+        if seen.is_empty() {
+            return;
+        }
+        seen.sort_unstable();
+        let count = ((self.scan_bytes >> page_shift) as usize).clamp(1, seen.len());
+        let start = seen.partition_point(|&p| p < self.cursor) % seen.len();
+        for k in 0..count {
+            let p = seen[(start + k) % seen.len()];
+            if let Some(s) = self.pages.get_mut(&p) {
+                s.0 = true;
+            }
+        }
+        self.cursor = seen[(start + count - 1) % seen.len()] + 1;
+    }
+}
+
+/// kMAF: page faults seen once per node, page and window (the first access in each window);
+/// after each, the page moves to the node with the most faults when that count exceeds
+/// 2 x (second count + 1). Threads faulting on one page in one window share: every
+/// `period-ms` that sharing remaps the threads (gate and hysteresis, as SAMMU's).
+pub fn build_kmaf(spec: &Spec, _seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
+    Ok(Box::new(Kmaf {
+        window_ns: positive_f64(spec, "window-ms", 100.0)? * 1e6,
+        period_ns: positive_f64(spec, "period-ms", 100.0)? * 1e6,
+        fault_ns: positive_f64(spec, "fault-us", 1.0)? * 1e3,
+        state: None,
+    }))
+}
+
+struct Kmaf {
+    window_ns: f64,
+    period_ns: f64,
+    fault_ns: f64,
+    state: Option<KmafState>,
+}
+
+struct KmafState {
+    nodes: usize,
+    /// Per page: faults per node, the window of each node's last fault, and the threads that
+    /// faulted on it in the current window (up to 8).
+    pages: FxHashMap<u64, KmafPage>,
+    matrix: SharingMatrix,
+    faults: u64,
+    remap: Remapper,
+    next_decision_ns: f64,
+}
+
+struct KmafPage {
+    faults: Vec<u32>,
+    window: Vec<u64>,
+    faulted: Vec<u32>,
+    faulted_window: u64,
+}
+
+impl Mechanism for Kmaf {
+    fn start(&mut self, ctx: &Context) -> Result<Start, String> {
+        self.state = Some(KmafState {
+            nodes: ctx.model.nodes,
+            pages: FxHashMap::default(),
+            matrix: SharingMatrix::new(ctx.threads.max(1)),
+            faults: 0,
+            remap: Remapper::new(ctx, sharemap_mapping::potential::DEFAULT_THRESHOLD, 0.1)?,
+            next_decision_ns: self.period_ns,
+        });
+        Ok(os_start(ctx))
+    }
+
+    fn online(&self) -> bool {
+        true
+    }
+
+    fn after_access(&mut self, sim: &mut Sim, thread: usize, addr: u64, _write: bool, _ns: f64) {
+        let Some(st) = self.state.as_mut() else { return };
+        let page = addr >> sim.page_shift();
+        let node = node_of(sim, thread);
+        let now = sim.thread_clock(thread);
+        let window = (now / self.window_ns) as u64 + 1;
+        let nodes = st.nodes;
+        let p = st.pages.entry(page).or_insert_with(|| KmafPage {
+            faults: vec![0; nodes],
+            window: vec![0; nodes],
+            faulted: Vec::new(),
+            faulted_window: 0,
+        });
+        if p.window[node] != window {
+            p.window[node] = window;
+            p.faults[node] += 1;
+            st.faults += 1;
+            sim.charge(thread, self.fault_ns);
+            if p.faulted_window != window {
+                p.faulted_window = window;
+                p.faulted.clear();
+            }
+            let t = thread as u32;
+            if !p.faulted.contains(&t) {
+                if st.matrix.threads() <= thread {
+                    st.matrix.grow(thread + 1);
+                }
+                for &other in &p.faulted {
+                    st.matrix.add(thread, other as usize, 1.0);
+                }
+                if p.faulted.len() < 8 {
+                    p.faulted.push(t);
+                }
+            }
+            let best = (0..nodes).max_by_key(|&n| (p.faults[n], std::cmp::Reverse(n))).unwrap_or(0);
+            let second = (0..nodes).filter(|&n| n != best).map(|n| p.faults[n]).max().unwrap_or(0);
+            if p.faults[best] > 2 * (second + 1) && sim.home_of(page) != Some(best) {
+                sim.move_page(page, best, thread);
+            }
+        }
+        if now >= st.next_decision_ns {
+            st.next_decision_ns = sim.time_ns() + self.period_ns;
+            let faults = st.faults;
+            st.remap.consider(&st.matrix, faults, sim);
+        }
+    }
+}
+
+/// Carrefour: every `epoch-ms`, each page with at least `min-accesses` accesses in the epoch
+/// moves to a node that made at least `share` of them; else, unwritten in the epoch, it is
+/// replicated on every node that read it; else it is interleaved (page number mod nodes).
+/// Every access counts (Carrefour samples with IBS; its machine-wide triggers are left out).
+pub fn build_carrefour(spec: &Spec, _seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
+    let share = match spec.get("share") {
+        None | Some(None) => 0.9,
+        Some(Some(v)) => v
+            .parse::<f64>()
+            .ok()
+            .filter(|x| *x > 0.0 && *x <= 1.0)
+            .ok_or_else(|| spec.error(KIND, "share must be a number above 0, at most 1"))?,
+    };
+    Ok(Box::new(Carrefour {
+        epoch_ns: positive_f64(spec, "epoch-ms", 1000.0)? * 1e6,
+        share,
+        min_accesses: spec.positive(KIND, "min-accesses", 16)?,
+        next_epoch_ns: 0.0,
+        nodes: 1,
+        counts: FxHashMap::default(),
+    }))
+}
+
+struct Carrefour {
+    epoch_ns: f64,
+    share: f64,
+    min_accesses: u64,
+    next_epoch_ns: f64,
+    nodes: usize,
+    /// Per page, this epoch: accesses per node, and whether it was written.
+    counts: FxHashMap<u64, (Vec<u32>, bool)>,
+}
+
+impl Mechanism for Carrefour {
+    fn start(&mut self, ctx: &Context) -> Result<Start, String> {
+        self.nodes = ctx.model.nodes;
+        self.next_epoch_ns = self.epoch_ns;
+        Ok(os_start(ctx))
+    }
+
+    fn online(&self) -> bool {
+        true
+    }
+
+    fn after_access(&mut self, sim: &mut Sim, thread: usize, addr: u64, write: bool, _ns: f64) {
+        let page = addr >> sim.page_shift();
+        let node = node_of(sim, thread);
+        let nodes = self.nodes;
+        let c = self.counts.entry(page).or_insert_with(|| (vec![0; nodes], false));
+        c.0[node] += 1;
+        c.1 |= write;
+        if sim.thread_clock(thread) >= self.next_epoch_ns {
+            self.next_epoch_ns = sim.time_ns() + self.epoch_ns;
+            self.decide(sim, thread);
+        }
+    }
+}
+
+impl Carrefour {
+    fn decide(&mut self, sim: &mut Sim, thread: usize) {
+        let mut pages: Vec<(u64, (Vec<u32>, bool))> = self.counts.drain().collect();
+        pages.sort_unstable_by_key(|p| p.0);
+        for (page, (per_node, written)) in pages {
+            let total: u64 = per_node.iter().map(|&n| n as u64).sum();
+            if total < self.min_accesses {
+                continue;
+            }
+            let best = (0..per_node.len()).max_by_key(|&n| (per_node[n], std::cmp::Reverse(n))).unwrap_or(0);
+            if per_node[best] as f64 >= self.share * total as f64 {
+                sim.move_page(page, best, thread);
+            } else if !written {
+                let readers = per_node.iter().enumerate().filter(|(_, n)| **n > 0).fold(0u64, |m, (i, _)| m | 1 << i);
+                sim.replicate(page, readers, thread);
+            } else {
+                sim.move_page(page, (page % self.nodes as u64) as usize, thread);
+            }
+        }
+    }
+}
