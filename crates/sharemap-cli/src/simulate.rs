@@ -72,6 +72,11 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A ratio to `os`, or "-" where `os` had none of it.
+fn ratio(r: f64) -> String {
+    if r.is_finite() { format!("{r:.3}") } else { "-".into() }
+}
+
 fn print_table(path: &std::path::Path, s: &Simulation) {
     println!(
         "{}: {} threads on {} ({} cores, {} NUMA nodes, caches L{}), pages of {} bytes",
@@ -102,10 +107,9 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
     );
     for m in &s.mechanisms {
         let levels: String = m.mpka.iter().map(|l| format!("{:>8.2}", l.mpka)).collect();
-        let rel = m
-            .vs_os
-            .as_ref()
-            .map_or("-".to_string(), |r| format!("{:.3}/{:.3}/{:.3}", r.time, r.llc_misses, r.interconnect_bytes));
+        let rel = m.vs_os.as_ref().map_or("-".to_string(), |r| {
+            format!("{}/{}/{}", ratio(r.time), ratio(r.llc_misses), ratio(r.interconnect_bytes))
+        });
         println!(
             "{:<w$} {:>12.3} {levels} {:>8.2} {:>6.1}% {:>12} {:>10} {:>8} {:>8} {:>6} {:>23}",
             m.mechanism,

@@ -43,6 +43,7 @@ pub use sharemap_machine as machine;
 pub use sharemap_mapping as mapping;
 pub use sharemap_placement as placement;
 pub use sharemap_sim as sim;
+pub use sharemap_sources as sources;
 pub use sharemap_trace as trace;
 
 pub type Result<T> = std::result::Result<T, Error>;

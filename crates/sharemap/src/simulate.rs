@@ -77,7 +77,7 @@ pub fn simulate(
     if !page_size.is_power_of_two() {
         return Err(Error::setting("page size", format!("{page_size} bytes: expected a power of two")));
     }
-    let profile = if chosen.iter().any(|m| m.info.needs_profile) {
+    let profile = if chosen.iter().any(|m| m.needs_profile()) {
         let placement = sharemap_core::ThreadPlacement::identity(&machine);
         let d = sharemap_detect::detect_with_page_size(&mut *trace, "oracle", &placement, page_size)?;
         trace = open()?;

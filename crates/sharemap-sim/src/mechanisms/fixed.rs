@@ -1,7 +1,8 @@
 //! Static mechanisms: the mapping and the placement are decided before the run.
 
-use super::{Context, Mechanism, Start};
+use super::{Context, KIND, Mechanism, Start};
 use crate::sim::FirstPlacement;
+use sharemap_core::spec::{Spec, SpecError};
 use sharemap_mapping::{CostModel, PairCosts};
 
 pub struct Os;
@@ -83,5 +84,56 @@ impl Mechanism for Marathe {
         let pus: Vec<usize> = (0..ctx.threads).map(|t| t % ctx.model.pus()).collect();
         let homes = dominant_nodes(ctx, &pus, &profile.sampled_pages);
         Ok(Start { pus, placement: FirstPlacement::FirstTouch, homes })
+    }
+}
+
+/// Any thread mapping with any initial placement (`static:threads=ALGO,pages=HOW`).
+pub struct Static {
+    threads: String,
+    pages: String,
+    seed: u64,
+}
+
+const PAGES: [&str; 4] = ["first-touch", "round-robin", "random", "dominant"];
+
+pub fn static_needs_profile(spec: &Spec) -> bool {
+    let threads = spec.get("threads").flatten().unwrap_or("identity");
+    let pages = spec.get("pages").flatten().unwrap_or("first-touch");
+    !matches!(threads, "identity" | "random") || pages == "dominant"
+}
+
+pub fn build_static(spec: &Spec, seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
+    let threads = spec.get("threads").flatten().unwrap_or("identity").to_string();
+    let pages = spec.get("pages").flatten().unwrap_or("first-touch").to_string();
+    if threads != "identity" {
+        sharemap_mapping::build(&threads, seed).map_err(|e| spec.error(KIND, e.to_string()))?;
+    }
+    if !PAGES.contains(&pages.as_str()) {
+        return Err(spec.error(KIND, format!("pages '{pages}': expected {}", PAGES.join(", "))));
+    }
+    Ok(Box::new(Static { threads, pages, seed }))
+}
+
+impl Mechanism for Static {
+    fn start(&mut self, ctx: &Context) -> Result<Start, String> {
+        let pus: Vec<usize> = if self.threads == "identity" {
+            (0..ctx.threads).map(|t| t % ctx.model.pus()).collect()
+        } else {
+            let mapper = sharemap_mapping::build(&self.threads, self.seed).map_err(|e| e.to_string())?;
+            let costs = PairCosts::new(ctx.machine, CostModel::Latency);
+            let mut matrix = match ctx.profile {
+                Some(p) => p.matrix.clone(),
+                None => sharemap_core::SharingMatrix::new(ctx.threads.max(1)),
+            };
+            matrix.grow(ctx.threads.max(1));
+            mapper.map(&matrix, ctx.machine, &costs).map_err(|e| e.to_string())?
+        };
+        let (placement, homes) = match self.pages.as_str() {
+            "round-robin" => (FirstPlacement::RoundRobin, Vec::new()),
+            "random" => (FirstPlacement::Random(self.seed), Vec::new()),
+            "dominant" => (FirstPlacement::FirstTouch, dominant_nodes(ctx, &pus, &profile(ctx)?.pages)),
+            _ => (FirstPlacement::FirstTouch, Vec::new()),
+        };
+        Ok(Start { pus, placement, homes })
     }
 }

@@ -67,8 +67,8 @@ pub struct MechanismInfo {
     pub source: &'static str,
     pub summary: &'static str,
     pub params: &'static [Param],
-    /// Needs the whole trace's profile before the run.
-    pub needs_profile: bool,
+    /// Whether a spec of it needs the whole trace's profile before the run.
+    pub needs_profile: fn(&Spec) -> bool,
     pub build: BuildMechanism,
 }
 
@@ -81,7 +81,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         source: "the baseline of seed 000 (SAMMU) section 4",
         summary: "thread i on PU i in hwloc's logical order, pages on the node of their first touch",
         params: &[],
-        needs_profile: false,
+        needs_profile: |_| false,
         build: |_, _| Ok(Box::new(fixed::Os)),
     },
     MechanismInfo {
@@ -89,7 +89,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         source: "seed 000 (SAMMU) section 4.3",
         summary: "a random thread mapping and each page on a random node",
         params: &[param("seed", "the run's --seed", "seed of the mapping and the placement")],
-        needs_profile: false,
+        needs_profile: |_| false,
         build: |spec, seed| Ok(Box::new(fixed::Random { seed: spec.integer(KIND, "seed", seed)? })),
     },
     MechanismInfo {
@@ -97,7 +97,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         source: "seed 000 (SAMMU) section 4.3",
         summary: "the whole trace's sharing mapped by sharemap's default algorithm; each page from the start on the node that accesses it most",
         params: &[],
-        needs_profile: true,
+        needs_profile: |_| true,
         build: |_, _| Ok(Box::new(fixed::Oracle)),
     },
     MechanismInfo {
@@ -105,7 +105,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         source: "seed 001 (Marathe & Mueller, PPoPP 2006)",
         summary: "profile then place: threads as os; each page, from the start, on the node whose threads made most of its sampled accesses (one in 100 of the trace, as place's marathe); unsampled pages by first touch",
         params: &[],
-        needs_profile: true,
+        needs_profile: |_| true,
         build: |_, _| Ok(Box::new(fixed::Marathe)),
     },
     MechanismInfo {
@@ -120,7 +120,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
             param("gate", "0.1", "mapping potential needed to remap"),
             param("hysteresis", "0.1", "a new mapping must cost this share less than the current one"),
         ],
-        needs_profile: false,
+        needs_profile: |_| false,
         build: sammu::build,
     },
     MechanismInfo {
@@ -131,8 +131,23 @@ pub const MECHANISMS: &[MechanismInfo] = &[
             param("k", "5", "candidate mappings"),
             param("probation-ms", "0.1", "simulated time each candidate runs"),
         ],
-        needs_profile: true,
+        needs_profile: |_| true,
         build: autopin::build,
+    },
+    MechanismInfo {
+        name: "static",
+        source: "sharemap: any thread mapping with any initial placement, for comparisons",
+        summary: "threads by a mapping (identity, or any of `sharemap algorithms` run on the whole trace's sharing); pages by first touch, round robin (by first access), at random, or each on the node whose threads access it most",
+        params: &[
+            param(
+                "threads",
+                "identity",
+                "identity, or a mapping algorithm (sharemap, eagermap, scatter, compact, random, ...)",
+            ),
+            param("pages", "first-touch", "first-touch, round-robin, random or dominant"),
+        ],
+        needs_profile: fixed::static_needs_profile,
+        build: fixed::build_static,
     },
     MechanismInfo {
         name: "numa-balancing",
@@ -144,7 +159,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
             param("scan-size-mb", "256", "numa_balancing_scan_size_mb"),
             param("fault-us", "1", "cost of a hinting fault"),
         ],
-        needs_profile: false,
+        needs_profile: |_| false,
         build: kernel::build_numa_balancing,
     },
     MechanismInfo {
@@ -156,7 +171,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
             param("period-ms", "100", "simulated time between remap decisions"),
             param("fault-us", "1", "cost of a fault"),
         ],
-        needs_profile: false,
+        needs_profile: |_| false,
         build: kernel::build_kmaf,
     },
     MechanismInfo {
@@ -168,7 +183,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
             param("share", "0.9", "single-node share"),
             param("min-accesses", "16", "pages with fewer accesses in the epoch are left alone"),
         ],
-        needs_profile: false,
+        needs_profile: |_| false,
         build: kernel::build_carrefour,
     },
 ];
@@ -205,6 +220,10 @@ pub struct Chosen {
 impl Chosen {
     pub fn build(&self, seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
         (self.info.build)(&self.spec, seed)
+    }
+
+    pub fn needs_profile(&self) -> bool {
+        (self.info.needs_profile)(&self.spec)
     }
 }
 
