@@ -173,12 +173,23 @@ pub fn png(svg: &str) -> Result<Vec<u8>> {
 /// A bar per name with its value and, where known, an error bar of that half-width, and a
 /// dashed line at 1 (values normalised to a baseline): seed 000's figure 3.
 pub fn bars_svg(title: &str, y_label: &str, bars: &[(String, f64, Option<f64>)]) -> Result<String> {
+    bars_svg_with(title, y_label, bars, true)
+}
+
+/// `bars_svg`, with the line at 1 only when `baseline` (absolute values go without).
+pub fn bars_svg_with(
+    title: &str,
+    y_label: &str,
+    bars: &[(String, f64, Option<f64>)],
+    baseline: bool,
+) -> Result<String> {
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (900, 560)).into_drawing_area();
         let err = |e: DrawingAreaErrorKind<_>| anyhow!("plot: {e}");
         root.fill(&WHITE).map_err(err)?;
-        let top = bars.iter().map(|(_, v, e)| v + e.unwrap_or(0.0)).fold(1.0f64, f64::max) * 1.1;
+        let floor = if baseline { 1.0f64 } else { f64::MIN_POSITIVE };
+        let top = bars.iter().map(|(_, v, e)| v + e.unwrap_or(0.0)).fold(floor, f64::max) * 1.1;
         let names: Vec<&str> = bars.iter().map(|(n, _, _)| n.as_str()).collect();
         let mut ctx = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 20))
@@ -216,13 +227,15 @@ pub fn bars_svg(title: &str, y_label: &str, bars: &[(String, f64, Option<f64>)])
             e.map(|e| ErrorBar::new_vertical(SegmentValue::CenterOf(i), v - e, *v, v + e, BLACK.stroke_width(2), 12))
         }))
         .map_err(err)?;
-        ctx.draw_series(DashedLineSeries::new(
-            [(SegmentValue::Exact(0), 1.0), (SegmentValue::Last, 1.0)],
-            6,
-            4,
-            BLACK.mix(0.6).stroke_width(1),
-        ))
-        .map_err(err)?;
+        if baseline {
+            ctx.draw_series(DashedLineSeries::new(
+                [(SegmentValue::Exact(0), 1.0), (SegmentValue::Last, 1.0)],
+                6,
+                4,
+                BLACK.mix(0.6).stroke_width(1),
+            ))
+            .map_err(err)?;
+        }
         root.present().map_err(|e| anyhow!("plot: {e}"))?;
     }
     Ok(out)

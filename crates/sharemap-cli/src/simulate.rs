@@ -33,6 +33,9 @@ pub struct SimulateArgs {
     /// Print the results as JSON
     #[arg(long)]
     pub json: bool,
+    /// Also write bar plots: BASE-time, BASE-misses and BASE-traffic (.svg and .png)
+    #[arg(long, value_name = "BASE")]
+    pub plot: Option<PathBuf>,
     /// List the mechanisms and what they do
     #[arg(long)]
     pub list: bool,
@@ -64,12 +67,58 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode> {
     // Errors name their file (the trace's) or their setting already.
     let sim = sharemap::simulate::simulate(&mut open, &request, &|n| bar.set_position(n)).map_err(|e| anyhow!(e))?;
     bar.finish_and_clear();
+    if let Some(base) = &args.plot {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        plots(&sim, base, &name)?;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&sim)?);
     } else {
         print_table(&path, &sim);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Seed 000's figures 3 and 4 for one trace: time over `os`'s, last-level misses per 1000
+/// accesses, interconnect traffic; written as `BASE-time`, `BASE-misses`, `BASE-traffic`.
+pub fn plots(s: &Simulation, base: &std::path::Path, trace: &str) -> Result<()> {
+    let with_suffix = |suffix: &str| {
+        let mut name = base.file_name().unwrap_or_default().to_os_string();
+        name.push(format!("-{suffix}"));
+        base.with_file_name(name)
+    };
+    let bars = |f: &dyn Fn(&sharemap_sim::Outcome) -> f64| -> Vec<(String, f64, Option<f64>)> {
+        s.mechanisms.iter().map(|m| (m.mechanism.clone(), f(m), None)).collect()
+    };
+    let os = s.mechanisms.iter().find(|m| m.mechanism == "os").map(|m| m.time_ns).filter(|&t| t > 0.0);
+    let (time, label) = match os {
+        Some(t) => (bars(&|m| m.time_ns / t), "time / os time"),
+        None => (bars(&|m| m.time_ns / 1e6), "time (ms)"),
+    };
+    let on = trace;
+    crate::plot::save_svg(
+        &crate::plot::bars_svg_with(&format!("{on}: simulated execution time"), label, &time, os.is_some())?,
+        &with_suffix("time"),
+    )?;
+    let llc = s.cache_levels.last().map_or("no cache".to_string(), |l| format!("L{l}"));
+    crate::plot::save_svg(
+        &crate::plot::bars_svg_with(
+            &format!("{on}: {llc} misses per 1000 accesses"),
+            "misses / 1000 accesses",
+            &bars(&|m| m.llc_mpka()),
+            false,
+        )?,
+        &with_suffix("misses"),
+    )?;
+    crate::plot::save_svg(
+        &crate::plot::bars_svg_with(
+            &format!("{on}: interconnect traffic"),
+            "MB",
+            &bars(&|m| m.interconnect_bytes as f64 / 1e6),
+            false,
+        )?,
+        &with_suffix("traffic"),
+    )
 }
 
 /// A ratio to `os`, or "-" where `os` had none of it.

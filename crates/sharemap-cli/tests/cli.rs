@@ -272,6 +272,11 @@ fn demo_runs_and_shows_every_pattern_and_the_sammu_machine() {
     assert!(text.contains("A real program"));
     if std::env::var_os("CI").is_some() {
         assert!(text.contains("recorded with 8 threads"), "{text}");
+        // Simulated under every mechanism, with the plots named.
+        assert!(text.contains("Simulated on sammu-x7550"), "{text}");
+        for m in ["oracle ", "sammu:", "autopin:", "carrefour:", "stencil3d-simulated-time"] {
+            assert!(text.contains(m), "demo's simulation lacks {m}: {text}");
+        }
     }
     // Real runs: os against the sharing-aware mapping on this host, then the program in a
     // 2-node guest (scripts/test requires the guest).
