@@ -228,10 +228,14 @@ impl Chosen {
 }
 
 /// The mechanisms of a comma list of specs (`sammu:nt=4,os`), or all of them with their
-/// defaults.
+/// defaults (but `static`, whose defaults are `os`).
 pub fn parse_list(list: &str) -> Result<Vec<Chosen>, SpecError> {
     let specs = if list.trim() == "all" {
-        MECHANISMS.iter().map(|m| Spec { name: m.name.into(), options: Vec::new() }).collect()
+        MECHANISMS
+            .iter()
+            .filter(|m| m.name != "static")
+            .map(|m| Spec { name: m.name.into(), options: Vec::new() })
+            .collect()
     } else {
         Spec::parse_list(list)?
     };
