@@ -327,9 +327,10 @@ impl<'m> Sim<'m> {
                 }
             }
         }
-        let mut missed_shared = Vec::new();
+        // Bits (positions in the PU's shared path) of the shared caches that lack the line.
+        let mut missed: u64 = 0;
         if !served {
-            for &c in &m.shared_path[pu] {
+            for (i, &c) in m.shared_path[pu].iter().enumerate() {
                 let level = m.caches[c].level;
                 if self.caches[c].touch(line) != INVALID {
                     self.stats.hit(level);
@@ -340,10 +341,14 @@ impl<'m> Sim<'m> {
                     break;
                 }
                 self.stats.miss(level);
-                missed_shared.push(c);
+                missed |= 1 << i;
             }
         } else {
-            missed_shared.extend(m.shared_path[pu].iter().copied().filter(|&c| self.caches[c].state(line) == INVALID));
+            for (i, &c) in m.shared_path[pu].iter().enumerate() {
+                if self.caches[c].state(line) == INVALID {
+                    missed |= 1 << i;
+                }
+            }
         }
         if !served && entry.dirty != 0 {
             // A dirty copy in a shared cache off this path: it answers, and memory gets it.
@@ -381,7 +386,9 @@ impl<'m> Sim<'m> {
             self.values.served_by_memory(line);
         }
         // Fill the shared caches that missed (clean).
-        for c in missed_shared {
+        while missed != 0 {
+            let c = m.shared_path[pu][missed.trailing_zeros() as usize];
+            missed &= missed - 1;
             #[cfg(test)]
             self.values.fill_shared(c, line);
             self.fill_shared(c, line, SHARED);
