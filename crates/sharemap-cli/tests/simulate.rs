@@ -44,7 +44,10 @@ fn every_mechanism_runs_on_a_generated_trace() {
     let v = json(&ok(&["simulate", s(&t), "--machine", "sammu", "--json"]));
     let names: Vec<&str> =
         v["mechanisms"].as_array().unwrap().iter().map(|m| m["mechanism"].as_str().unwrap()).collect();
-    assert_eq!(names, ["os", "random", "oracle", "marathe", "sammu", "autopin", "numa-balancing", "kmaf", "carrefour"]);
+    assert_eq!(
+        names,
+        ["os", "random", "oracle", "marathe", "sammu", "autopin", "place", "numa-balancing", "kmaf", "carrefour"]
+    );
     for m in v["mechanisms"].as_array().unwrap() {
         assert_eq!(m["accesses"], 200_000);
         assert!(m["time_ns"].as_f64().unwrap() > 0.0);

@@ -154,6 +154,29 @@ impl Tally {
     }
 }
 
+thread_local! {
+    /// The placements of the page being run, when `record_placements` asks for them.
+    static PLACEMENTS: std::cell::RefCell<Option<Vec<(u64, LocSet)>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` (a policy over one page, on this thread) and returns with its result where the
+/// page was put: (references charged before, location set), first the initial placement,
+/// then each move. Empty when the policy answered without placing the page (a page one node
+/// references stays where that node first touched it).
+pub fn record_placements<T>(f: impl FnOnce() -> T) -> (T, Vec<(u64, LocSet)>) {
+    PLACEMENTS.with(|p| *p.borrow_mut() = Some(Vec::new()));
+    let out = f();
+    (out, PLACEMENTS.with(|p| p.borrow_mut().take()).unwrap_or_default())
+}
+
+fn log_placement(charged: u64, set: LocSet) {
+    PLACEMENTS.with(|p| {
+        if let Some(log) = p.borrow_mut().as_mut() {
+            log.push((charged, set));
+        }
+    });
+}
+
 /// Where one page lives while a policy runs, charging every reference and move to a tally.
 /// Policies only say where the page should be; this keeps the accounting identical for all
 /// of them, and enforces coherence: a write leaves a single copy.
@@ -167,6 +190,7 @@ impl Residence {
     /// A page initially in `set` (free: the initial placement costs nothing).
     pub fn new(set: LocSet) -> Self {
         debug_assert!(set != 0);
+        log_placement(0, set);
         Residence { set, tally: Tally::default() }
     }
 
@@ -187,6 +211,8 @@ impl Residence {
         debug_assert!(new != 0);
         self.tally.charge_move(self.set, new);
         self.set = new;
+        let t = &self.tally;
+        log_placement(t.local + t.remote + t.global, new);
     }
 
     /// Adds a copy at the given location.

@@ -8,6 +8,7 @@ pub mod optimal;
 pub mod page;
 pub mod partition;
 pub mod policies;
+pub mod schedule;
 pub mod testing;
 
 pub use cost::{Costs, LocSet, Residence, Tally};

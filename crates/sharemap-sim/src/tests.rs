@@ -191,7 +191,7 @@ mod mechanisms {
         let machine = Machine::from_spec(spec).unwrap();
         let model = Model::new(&machine, Params::default()).unwrap();
         let threads = accesses.iter().map(|a| a.thread as usize + 1).max().unwrap_or(0);
-        let ctx = Context { machine: &machine, model: &model, threads, page_size: 4096, seed: 1, profile };
+        let ctx = Context { machine: &machine, model: &model, threads, page_size: 4096, seed: 1, profile, plans: &[] };
         let chosen = parse_list(list).unwrap();
         let mut trace = MemoryTrace::from_accesses(accesses.iter().copied());
         crate::simulate(&mut trace, &model, &chosen, &ctx, &|_| {}).unwrap()
@@ -316,7 +316,8 @@ mod kernel_mechanisms {
         let machine = Machine::from_spec(TWO).unwrap();
         let model = Model::new(&machine, Params::default()).unwrap();
         let threads = accesses.iter().map(|a| a.thread as usize + 1).max().unwrap_or(0);
-        let ctx = Context { machine: &machine, model: &model, threads, page_size: 4096, seed: 1, profile: None };
+        let ctx =
+            Context { machine: &machine, model: &model, threads, page_size: 4096, seed: 1, profile: None, plans: &[] };
         let mut trace = MemoryTrace::from_accesses(accesses.iter().copied());
         crate::simulate(&mut trace, &model, &parse_list(list).unwrap(), &ctx, &|_| {}).unwrap()
     }

@@ -4,6 +4,7 @@
 use crate::{Error, Result};
 use serde::Serialize;
 use sharemap_machine::Machine;
+use sharemap_sim::mechanisms::planned::{PlannedPlacement, policy_and_threads};
 use sharemap_sim::mechanisms::{self, Context, Profile};
 use sharemap_sim::{Model, Outcome, Params, SimError};
 use sharemap_trace::TraceSource;
@@ -100,8 +101,20 @@ pub fn simulate(
         threads = seen as usize;
         trace = open()?;
     }
-    let ctx =
-        Context { machine: &machine, model: &model, threads, page_size, seed: request.seed, profile: profile.as_ref() };
+    let mut plans = Vec::new();
+    for c in chosen.iter().filter(|c| c.info.name == "place") {
+        plans.push((c.label.clone(), plan(open, request, &c.spec, page_size)?));
+        trace = open()?;
+    }
+    let ctx = Context {
+        machine: &machine,
+        model: &model,
+        threads,
+        page_size,
+        seed: request.seed,
+        profile: profile.as_ref(),
+        plans: &plans,
+    };
     let outcomes = sharemap_sim::simulate(&mut *trace, &model, &chosen, &ctx, progress).map_err(|e| match e {
         SimError::Trace(t) => Error::Trace(t),
         SimError::Mechanism(m) => Error::setting("mechanism", m),
@@ -132,4 +145,33 @@ fn sampled_pages(trace: &mut dyn TraceSource, page_size: u64, every: u64) -> Res
         Ok(())
     })?;
     Ok(counter.finish().sorted().into_iter().map(|(p, e)| (p, e.accesses.clone())).collect())
+}
+
+/// The plan of a `place` mechanism: its policy (or the optimum) run page by page on the trace,
+/// as `sharemap place` runs it, with the threads where its mapping puts them.
+fn plan(
+    open: &mut dyn FnMut() -> Result<Box<dyn TraceSource>>,
+    request: &SimulateRequest,
+    spec: &sharemap_core::Spec,
+    page_size: u64,
+) -> Result<PlannedPlacement> {
+    let (policy, threads) = policy_and_threads(spec);
+    let setup = crate::Setup {
+        machine: request.machine.clone(),
+        page_size: Some(page_size),
+        thread_map: crate::ThreadMap::parse(&threads)?,
+        seed: request.seed,
+        ..Default::default()
+    };
+    let situation = crate::Situation::resolve(&setup, &mut *open()?)?;
+    let policies = if policy == "optimal" { Vec::new() } else { crate::policies(&policy, &situation.settings)? };
+    if policies.len() > 1 {
+        return Err(Error::setting("mechanism", format!("{spec}: one policy per place mechanism")));
+    }
+    let prepared = crate::prepare(&mut *open()?, &situation, &policies, &|_| {})?;
+    let costs = sharemap_placement::Costs::new(&situation.costs);
+    let ctx = prepared.context(&situation, costs);
+    let schedule =
+        sharemap_placement::schedule::schedule(&prepared.partition, &ctx, policies.first().map(|(_, p)| p.as_ref()))?;
+    Ok(PlannedPlacement { pus: situation.placement.pus().to_vec(), pages: schedule.into_iter().collect() })
 }

@@ -6,6 +6,7 @@
 mod autopin;
 mod fixed;
 mod kernel;
+pub mod planned;
 mod remap;
 mod sammu;
 
@@ -37,6 +38,8 @@ pub struct Context<'a> {
     pub seed: u64,
     /// Present when a mechanism in the run asked for it.
     pub profile: Option<&'a Profile>,
+    /// The plans of the `place` mechanisms, by their label.
+    pub plans: &'a [(String, planned::PlannedPlacement)],
 }
 
 /// Where a run starts.
@@ -148,6 +151,21 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         ],
         needs_profile: fixed::static_needs_profile,
         build: fixed::build_static,
+    },
+    MechanismInfo {
+        name: "place",
+        source: "sharemap place's policies and seed 004's off-line optimum, replayed",
+        summary: "any placement policy of `sharemap policies` (or the off-line optimum of seed 004's cost model), computed page by page on the trace for a thread mapping, then replayed in the simulation: pages move and replicate where and when the policy did",
+        params: &[
+            param(
+                "policy",
+                "optimal",
+                "optimal, or a policy of `sharemap policies` (its settings: --set is not read here; defaults)",
+            ),
+            param("threads", "identity", "identity, or a mapping algorithm run on the trace's sharing"),
+        ],
+        needs_profile: |_| false,
+        build: planned::build,
     },
     MechanismInfo {
         name: "numa-balancing",

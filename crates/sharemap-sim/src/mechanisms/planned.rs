@@ -1,0 +1,106 @@
+//! A placement decided outside the simulation and replayed in it: any placement policy of
+//! `sharemap place`, or seed 004's off-line optimum, computed for one thread mapping, page by
+//! page and reference by reference (sharemap-placement's `schedule`). The facade computes
+//! the plan before the run; the mechanism moves and replicates pages as the plan says, at
+//! the page's reference where the policy did.
+
+use super::{Context, KIND, Mechanism, Start};
+use crate::sim::{FirstPlacement, Sim};
+use rustc_hash::FxHashMap;
+use sharemap_core::spec::{Spec, SpecError};
+
+/// The plan of one `place` mechanism.
+#[derive(Clone, Debug, Default)]
+pub struct PlannedPlacement {
+    /// The thread mapping the plan was made for (each thread's logical PU).
+    pub pus: Vec<usize>,
+    /// Per page: (index of the page's reference from which it holds, set of nodes as bits;
+    /// higher bits, such as seed 004's global memory, are ignored).
+    pub pages: FxHashMap<u64, Vec<(u64, u128)>>,
+}
+
+pub fn build(spec: &Spec, _seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
+    let threads = spec.get("threads").flatten().unwrap_or("identity");
+    if threads != "identity" {
+        sharemap_mapping::build(threads, 1).map_err(|e| spec.error(KIND, e.to_string()))?;
+    }
+    Ok(Box::new(Planned { label: spec.to_string(), plan: PlannedPlacement::default(), seen: FxHashMap::default() }))
+}
+
+/// The policy a `place` spec names (`optimal` by default) and its thread mapping.
+pub fn policy_and_threads(spec: &Spec) -> (String, String) {
+    let get = |k: &str, d: &str| spec.get(k).flatten().unwrap_or(d).to_string();
+    (get("policy", "optimal"), get("threads", "identity"))
+}
+
+struct Planned {
+    label: String,
+    plan: PlannedPlacement,
+    /// Per page with a plan: references so far, and the next entry of its plan.
+    seen: FxHashMap<u64, (u64, usize)>,
+}
+
+impl Mechanism for Planned {
+    fn start(&mut self, ctx: &Context) -> Result<Start, String> {
+        let plan = ctx
+            .plans
+            .iter()
+            .find(|(label, _)| *label == self.label)
+            .map(|(_, p)| p.clone())
+            .ok_or("no plan was computed for it")?;
+        // Initial placements of a single node are known before the run.
+        let mut homes = Vec::new();
+        for (&page, entries) in &plan.pages {
+            if let Some(&(0, set)) = entries.first() {
+                let nodes = set & ((1u128 << ctx.model.nodes) - 1);
+                if nodes.count_ones() == 1 {
+                    homes.push((page, nodes.trailing_zeros() as usize));
+                }
+            }
+        }
+        self.plan = plan;
+        Ok(Start { pus: self.plan.pus.clone(), placement: FirstPlacement::FirstTouch, homes })
+    }
+
+    fn online(&self) -> bool {
+        true
+    }
+
+    fn after_access(&mut self, sim: &mut Sim, thread: usize, addr: u64, _write: bool, _ns: f64) {
+        let page = addr >> sim.page_shift();
+        let Some(entries) = self.plan.pages.get(&page) else { return };
+        let state = self.seen.entry(page).or_insert((0, 0));
+        state.0 += 1;
+        // Entries that hold from the next reference on (index = references so far).
+        while let Some(&(at, set)) = entries.get(state.1) {
+            if at > state.0 {
+                break;
+            }
+            state.1 += 1;
+            if at == 0 {
+                continue; // the initial placement: set before the run
+            }
+            apply(sim, page, set, thread);
+        }
+    }
+}
+
+/// Puts `page` on the nodes of `set`: one node, a move; several, a home among them (moved
+/// there if it is elsewhere) and copies on the others.
+fn apply(sim: &mut Sim, page: u64, set: u128, thread: usize) {
+    let nodes = set & ((1u128 << sim.model().nodes) - 1);
+    if nodes == 0 {
+        return;
+    }
+    let home = sim.home_of(page);
+    let keep = match home {
+        Some(h) if nodes >> h & 1 == 1 => h,
+        _ => nodes.trailing_zeros() as usize,
+    };
+    if home != Some(keep) {
+        sim.move_page(page, keep, thread);
+    }
+    if nodes.count_ones() > 1 {
+        sim.replicate(page, nodes as u64, thread);
+    }
+}
