@@ -108,6 +108,19 @@ impl Cache {
         (old != 0 && old & !3 != line << 2).then_some((old >> 2, (old & 3) as u8))
     }
 
+    /// `insert` for a line known to be absent (the lookup that found it missing just ran):
+    /// no second search of the set.
+    pub fn insert_absent(&mut self, line: u64, state: u8) -> Option<(u64, u8)> {
+        debug_assert!(state != INVALID && self.state(line) == INVALID);
+        let range = self.set_range(line);
+        let set = &mut self.slots[range];
+        let way = set.iter().position(|&s| s == 0).unwrap_or(set.len() - 1);
+        let old = set[way];
+        set[..=way].rotate_right(1);
+        set[0] = line << 2 | state as u64;
+        (old != 0).then_some((old >> 2, (old & 3) as u8))
+    }
+
     /// Every line present, with its state (tests and invariant checks).
     pub fn lines(&self) -> impl Iterator<Item = (u64, u8)> + '_ {
         self.slots.iter().filter(|&&s| s != 0).map(|&s| (s >> 2, (s & 3) as u8))

@@ -239,7 +239,7 @@ impl<'m> Sim<'m> {
                 }
             }
             for &l in &private[..i] {
-                self.caches[l].insert(line, new);
+                self.caches[l].insert_absent(line, new);
             }
             #[cfg(test)]
             self.values.core_access(core, line, write);
@@ -273,11 +273,11 @@ impl<'m> Sim<'m> {
         };
         entry.cores |= bit(core);
         let last = private[private.len() - 1];
-        if let Some((victim, vstate)) = self.caches[last].insert(line, state) {
+        if let Some((victim, vstate)) = self.caches[last].insert_absent(line, state) {
             self.evict_private(pu, core, victim, vstate);
         }
         for &l in &private[..private.len() - 1] {
-            self.caches[l].insert(line, state);
+            self.caches[l].insert_absent(line, state);
         }
         #[cfg(test)]
         self.values.core_access(core, line, write);
@@ -391,7 +391,7 @@ impl<'m> Sim<'m> {
             missed &= missed - 1;
             #[cfg(test)]
             self.values.fill_shared(c, line);
-            self.fill_shared(c, line, SHARED);
+            self.fill_shared(c, line, SHARED, true);
         }
         if write {
             ns += self.invalidate_others(pu, core, line);
@@ -404,9 +404,12 @@ impl<'m> Sim<'m> {
         self.m.shared_index.iter().position(|&s| s == Some(index)).unwrap_or(0)
     }
 
-    fn fill_shared(&mut self, c: usize, line: u64, state: u8) {
+    /// Puts `line` in shared cache `c` (`absent`: known not to be there).
+    fn fill_shared(&mut self, c: usize, line: u64, state: u8, absent: bool) {
         let idx = self.m.shared_index[c].unwrap_or(0);
-        if let Some((victim, vstate)) = self.caches[c].insert(line, state) {
+        let evicted =
+            if absent { self.caches[c].insert_absent(line, state) } else { self.caches[c].insert(line, state) };
+        if let Some((victim, vstate)) = evicted {
             self.evict_shared(c, victim, vstate);
         }
         let e = self.dir.entry(line).or_default();
@@ -455,7 +458,7 @@ impl<'m> Sim<'m> {
                     self.refresh_shared(pu, core, line);
                     #[cfg(test)]
                     self.values.core_to_shared(core, c, line);
-                    self.fill_shared(c, line, MODIFIED);
+                    self.fill_shared(c, line, MODIFIED, false);
                 }
                 None => {
                     let node = m.pu_node[pu];
