@@ -16,6 +16,7 @@ use crate::cache::{Cache, EXCLUSIVE, INVALID, MODIFIED, SHARED};
 use crate::model::Model;
 use crate::stats::Stats;
 use rustc_hash::FxHashMap;
+use std::collections::hash_map::Entry;
 
 /// Where a line's copy lives (for the directory and the value checks of the tests).
 #[derive(Clone, Copy, Debug, Default)]
@@ -430,13 +431,15 @@ impl<'m> Sim<'m> {
         }
         #[cfg(test)]
         self.values.drop_shared(c, line);
-        if let Some(e) = self.dir.get_mut(&line) {
+        // One lookup: the entry is changed, and removed when nothing holds the line.
+        if let Entry::Occupied(mut o) = self.dir.entry(line) {
+            let e = o.get_mut();
             e.shared &= !(1 << idx);
             if e.dirty as usize == idx + 1 {
                 e.dirty = 0;
             }
             if e.cores == 0 && e.shared == 0 {
-                self.dir.remove(&line);
+                o.remove();
             }
         }
     }
@@ -449,8 +452,14 @@ impl<'m> Sim<'m> {
         for &l in &private[..private.len() - 1] {
             self.caches[l].set_state(line, INVALID);
         }
-        if let Some(e) = self.dir.get_mut(&line) {
+        let modified_to_shared = state == MODIFIED && !m.shared_path[pu].is_empty();
+        if let Entry::Occupied(mut o) = self.dir.entry(line) {
+            let e = o.get_mut();
             e.cores &= !bit(core);
+            // A modified line going to a shared cache keeps an entry (filled below).
+            if e.cores == 0 && e.shared == 0 && !modified_to_shared {
+                o.remove();
+            }
         }
         if state == MODIFIED {
             match m.shared_path[pu].last() {
@@ -471,12 +480,6 @@ impl<'m> Sim<'m> {
         }
         #[cfg(test)]
         self.values.drop_core(core, line);
-        if let Some(e) = self.dir.get(&line)
-            && e.cores == 0
-            && e.shared == 0
-        {
-            self.dir.remove(&line);
-        }
     }
 
     /// A modified line leaves its core: the shared caches on the core's path that hold an
