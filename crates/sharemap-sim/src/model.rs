@@ -10,7 +10,7 @@ pub const MAX_CORES: usize = 128;
 /// Most lines of all simulated caches together (2 GiB of the host's memory).
 pub const MAX_SIMULATED_LINES: u64 = 1 << 28;
 /// Most caches of one kind (private or shared) a line can be in at once, tracked by bits.
-pub const MAX_SHARED_CACHES: usize = 64;
+pub const MAX_SHARED_CACHES: usize = 32;
 
 /// What the model does not read from the machine (docs/simulator.md gives the sources).
 #[derive(Clone, Debug, Serialize)]

@@ -21,12 +21,23 @@ use std::collections::hash_map::Entry;
 /// Where a line's copy lives (for the directory and the value checks of the tests).
 #[derive(Clone, Copy, Debug, Default)]
 struct Dir {
-    /// Cores holding the line in their private caches.
-    cores: u128,
+    /// Cores holding the line in their private caches (a u128 in two words: the entry then
+    /// takes 24 bytes, and the table's buckets 32, so more of it stays in the host's caches).
+    cores: [u64; 2],
     /// Shared caches holding it (bits of `Model::shared_index`).
-    shared: u64,
+    shared: u32,
     /// The shared cache holding it dirty, plus one (0: none).
     dirty: u8,
+}
+
+impl Dir {
+    fn cores(&self) -> u128 {
+        (self.cores[1] as u128) << 64 | self.cores[0] as u128
+    }
+
+    fn set_cores(&mut self, c: u128) {
+        self.cores = [c as u64, (c >> 64) as u64];
+    }
 }
 
 /// How a page gets its node at its first access.
@@ -267,12 +278,12 @@ impl<'m> Sim<'m> {
         let entry = self.dir.entry(line).or_default();
         let state = if write {
             MODIFIED
-        } else if entry.cores & !bit(core) == 0 && entry.shared & !mine == 0 {
+        } else if entry.cores() & !bit(core) == 0 && entry.shared & !mine == 0 {
             EXCLUSIVE
         } else {
             SHARED
         };
-        entry.cores |= bit(core);
+        entry.set_cores(entry.cores() | bit(core));
         let last = private[private.len() - 1];
         if let Some((victim, vstate)) = self.caches[last].insert_absent(line, state) {
             self.evict_private(pu, core, victim, vstate);
@@ -286,7 +297,7 @@ impl<'m> Sim<'m> {
     }
 
     /// Bits of the shared caches on a PU's path.
-    fn shared_mask(&self, pu: usize) -> u64 {
+    fn shared_mask(&self, pu: usize) -> u32 {
         self.m.shared_path[pu].iter().fold(0, |acc, &c| acc | 1 << self.m.shared_index[c].unwrap_or(0))
     }
 
@@ -297,7 +308,7 @@ impl<'m> Sim<'m> {
         let m = self.m;
         let node = m.pu_node[pu];
         let entry = self.dir.get(&line).copied().unwrap_or_default();
-        let others = entry.cores & !bit(core);
+        let others = entry.cores() & !bit(core);
         let mut ns = 0.0;
         let mut served = false;
         #[cfg(test)]
@@ -438,7 +449,7 @@ impl<'m> Sim<'m> {
             if e.dirty as usize == idx + 1 {
                 e.dirty = 0;
             }
-            if e.cores == 0 && e.shared == 0 {
+            if e.cores() == 0 && e.shared == 0 {
                 o.remove();
             }
         }
@@ -455,9 +466,9 @@ impl<'m> Sim<'m> {
         let modified_to_shared = state == MODIFIED && !m.shared_path[pu].is_empty();
         if let Entry::Occupied(mut o) = self.dir.entry(line) {
             let e = o.get_mut();
-            e.cores &= !bit(core);
+            e.set_cores(e.cores() & !bit(core));
             // A modified line going to a shared cache keeps an entry (filled below).
-            if e.cores == 0 && e.shared == 0 && !modified_to_shared {
+            if e.cores() == 0 && e.shared == 0 && !modified_to_shared {
                 o.remove();
             }
         }
@@ -510,7 +521,7 @@ impl<'m> Sim<'m> {
         #[cfg(test)]
         self.values.drop_core(core, line);
         if let Some(e) = self.dir.get_mut(&line) {
-            e.cores &= !bit(core);
+            e.set_cores(e.cores() & !bit(core));
         }
     }
 
@@ -521,7 +532,7 @@ impl<'m> Sim<'m> {
         let Some(entry) = self.dir.get(&line).copied() else { return 0.0 };
         let node = m.pu_node[pu];
         let mut wait: f64 = 0.0;
-        let mut others = entry.cores & !bit(core);
+        let mut others = entry.cores() & !bit(core);
         while others != 0 {
             let other = others.trailing_zeros() as usize;
             others &= others - 1;
@@ -544,7 +555,7 @@ impl<'m> Sim<'m> {
             wait = wait.max(m.caches[c].latency_ns + m.params.snoop_ns + m.hop_ns[node][cnode]);
         }
         if let Some(e) = self.dir.get_mut(&line) {
-            e.cores &= bit(core);
+            e.set_cores(e.cores() & bit(core));
             e.shared &= mine;
             if e.dirty != 0 && mine & (1 << (e.dirty - 1)) == 0 {
                 e.dirty = 0;
@@ -606,7 +617,7 @@ impl<'m> Sim<'m> {
                 #[cfg(test)]
                 self.values.drop_shared(c, line);
             }
-            let mut cores = e.cores;
+            let mut cores = e.cores();
             while cores != 0 {
                 let c = cores.trailing_zeros() as usize;
                 cores &= cores - 1;
@@ -718,13 +729,13 @@ impl<'m> Sim<'m> {
                 return Err(format!("line {line}: held exclusive by one core and by {} in all", hs.len()));
             }
             let want: u128 = hs.iter().fold(0, |a, h| a | bit(h.0));
-            let got = self.dir.get(line).map_or(0, |e| e.cores);
+            let got = self.dir.get(line).map_or(0, |e| e.cores());
             if want != got {
                 return Err(format!("line {line}: cores {want:b}, directory says {got:b}"));
             }
         }
         for (line, e) in &self.dir {
-            if e.cores & !holders.get(line).map_or(0, |hs| hs.iter().fold(0, |a, h| a | bit(h.0))) != 0 {
+            if e.cores() & !holders.get(line).map_or(0, |hs| hs.iter().fold(0, |a, h| a | bit(h.0))) != 0 {
                 return Err(format!("line {line}: the directory names a core without it"));
             }
             for (c, spec) in m.caches.iter().enumerate() {
