@@ -127,14 +127,18 @@ fn ratio(r: f64) -> String {
 }
 
 fn print_table(path: &std::path::Path, s: &Simulation) {
+    let caches = if s.cache_levels.is_empty() {
+        "no caches".to_string()
+    } else {
+        format!("caches L{}", s.cache_levels.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("/L"))
+    };
     println!(
-        "{}: {} threads on {} ({} cores, {} NUMA nodes, caches L{}), pages of {} bytes",
+        "{}: {} threads on {} ({} cores, {} NUMA nodes, {caches}), pages of {} bytes",
         path.display(),
         s.threads,
         s.machine,
         s.cores,
         s.numa_nodes,
-        s.cache_levels.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("/L"),
         s.page_size
     );
     let accesses = s.mechanisms.first().map_or(0, |m| m.accesses);

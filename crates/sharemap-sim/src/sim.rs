@@ -133,11 +133,12 @@ impl<'m> Sim<'m> {
             self.started.resize(t + 1, false);
             self.clock.resize(t + 1, 0.0);
         }
-        if self.thread_pu[t] != usize::MAX {
+        // Only threads that have begun running load their PU.
+        if self.started[t] {
             self.pu_load[self.thread_pu[t]] -= 1;
+            self.pu_load[pu] += 1;
         }
         self.thread_pu[t] = pu;
-        self.pu_load[pu] += 1;
     }
 
     /// The PU of thread `t` (a thread the mapping did not name goes to PU `t mod PUs`).
@@ -186,6 +187,7 @@ impl<'m> Sim<'m> {
         if !self.started[thread] {
             // A thread starts at the time of the run so far (its creator's, about).
             self.started[thread] = true;
+            self.pu_load[pu] += 1;
             self.clock[thread] = self.clock[thread].max(self.time_ns());
         }
         let core = self.m.pu_core[pu];
@@ -577,13 +579,17 @@ impl<'m> Sim<'m> {
         }
     }
 
-    /// Moves thread `t` to `pu`: it pays the migration; its data stays where it was.
+    /// Moves thread `t` to `pu`: it pays the migration; its data stays where it was. A
+    /// thread that has not begun is only placed there.
     pub fn move_thread(&mut self, t: usize, pu: usize) {
         let pu = pu % self.m.pus();
         if self.pu_of(t) == pu {
             return;
         }
         self.place_thread(t, pu);
+        if !self.started[t] {
+            return;
+        }
         self.clock[t] += self.m.params.thread_migration_ns;
         self.stats.thread_migrations += 1;
     }

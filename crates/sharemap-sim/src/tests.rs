@@ -116,6 +116,21 @@ fn threads_sharing_a_pu_share_its_time() {
 }
 
 #[test]
+fn threads_that_never_run_neither_slow_others_nor_pay_for_moves() {
+    let m = model("pack:1 numa:1 l1d:1(size=32KiB) core:1 pu:1");
+    let mut alone = Sim::new(&m, 4096, &[0], FirstPlacement::FirstTouch);
+    // 100 threads mapped on the one PU; only thread 0 runs.
+    let mut crowd = Sim::new(&m, 4096, &[0; 100], FirstPlacement::FirstTouch);
+    crowd.move_thread(50, 0);
+    for _ in 0..100 {
+        alone.access(0, 0, false);
+        crowd.access(0, 0, false);
+    }
+    assert_eq!(crowd.time_ns(), alone.time_ns());
+    assert_eq!(crowd.stats.thread_migrations, 0);
+}
+
+#[test]
 fn a_migrated_page_leaves_every_cache_and_is_then_read_from_its_new_node() {
     let m = model(TINY);
     let mut sim = Sim::new(&m, 4096, &[0, 4], FirstPlacement::FirstTouch);
