@@ -117,11 +117,11 @@ fn threads_sharing_a_pu_share_its_time() {
 
 #[test]
 fn threads_that_never_run_neither_slow_others_nor_pay_for_moves() {
-    let m = model("pack:1 numa:1 l1d:1(size=32KiB) core:1 pu:1");
+    let m = model("pack:1 numa:1 l1d:1(size=32KiB) core:2 pu:1");
     let mut alone = Sim::new(&m, 4096, &[0], FirstPlacement::FirstTouch);
-    // 100 threads mapped on the one PU; only thread 0 runs.
+    // 100 threads mapped on PU 0; only thread 0 runs; thread 50 is moved before it runs.
     let mut crowd = Sim::new(&m, 4096, &[0; 100], FirstPlacement::FirstTouch);
-    crowd.move_thread(50, 0);
+    crowd.move_thread(50, 1);
     for _ in 0..100 {
         alone.access(0, 0, false);
         crowd.access(0, 0, false);
