@@ -275,6 +275,7 @@ fn simulated(dir: &Path, trace: &Path) -> Result<()> {
         page_size: None,
         seed: 1,
         params: Default::default(),
+        settings: Vec::new(),
     };
     let mut open = || -> sharemap::Result<Box<dyn TraceSource>> { Ok(Box::new(TraceReader::open(trace, None)?)) };
     let sim = sharemap::simulate::simulate(&mut open, &request, &|_| {}).map_err(|e| anyhow!(e))?;

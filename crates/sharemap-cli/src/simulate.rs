@@ -33,6 +33,10 @@ pub struct SimulateArgs {
     /// Print the results as JSON
     #[arg(long)]
     pub json: bool,
+    /// Parameter of a placement policy a `place` mechanism replays, as policy.key=value
+    /// (repeatable; see `sharemap policies`)
+    #[arg(long = "set", value_name = "POLICY.KEY=VALUE")]
+    pub set: Vec<String>,
     /// Also write bar plots: BASE-time, BASE-misses and BASE-traffic (.svg and .png)
     #[arg(long, value_name = "BASE")]
     pub plot: Option<PathBuf>,
@@ -53,6 +57,7 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode> {
         page_size: args.page_size,
         seed: args.seed,
         params: Default::default(),
+        settings: args.set.clone(),
     };
     let first = TraceReader::open(&path, format)?;
     warn_if_truncated(&first, &path);

@@ -20,6 +20,8 @@ pub struct SimulateRequest {
     pub page_size: Option<u64>,
     pub seed: u64,
     pub params: Params,
+    /// Settings of the placement policies `place` mechanisms replay, `policy.key=value`.
+    pub settings: Vec<String>,
 }
 
 /// Each mechanism's outcome on one trace.
@@ -56,6 +58,7 @@ pub struct Simulation {
 ///     page_size: None,
 ///     seed: 1,
 ///     params: Default::default(),
+///     settings: Vec::new(),
 /// };
 /// let open = || Ok(Box::new(MemoryTrace::from_accesses(accesses.iter().copied())) as Box<dyn sharemap::trace::TraceSource>);
 /// let s = simulate(&mut { open }, &request, &|_| {}).unwrap();
@@ -161,6 +164,7 @@ fn plan(
         page_size: Some(page_size),
         thread_map: crate::ThreadMap::parse(&threads)?,
         seed: request.seed,
+        settings: request.settings.clone(),
         ..Default::default()
     };
     let situation = crate::Situation::resolve(&setup, &mut *open()?)?;

@@ -22,6 +22,7 @@ fn run(pattern: &str) -> Simulation {
         page_size: None,
         seed: 1,
         params: Default::default(),
+        settings: Vec::new(),
     };
     let mut open = || Ok(Box::new(MemoryTrace::from_accesses(sink.accesses.iter().copied())) as Box<dyn TraceSource>);
     simulate(&mut open, &request, &|_| {}).unwrap()
@@ -103,6 +104,7 @@ fn placement_policies_replay_in_the_simulation() {
         page_size: None,
         seed: 1,
         params: Default::default(),
+        settings: Vec::new(),
     };
     let mut open = || Ok(Box::new(MemoryTrace::from_accesses(accesses.iter().copied())) as Box<dyn TraceSource>);
     let s = simulate(&mut open, &request, &|_| {}).unwrap();

@@ -160,7 +160,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
             param(
                 "policy",
                 "optimal",
-                "optimal, or a policy of `sharemap policies` (its settings: --set is not read here; defaults)",
+                "optimal, or a policy of `sharemap policies` (its parameters from simulate's --set policy.key=value)",
             ),
             param("threads", "identity", "identity, or a mapping algorithm run on the trace's sharing"),
         ],
