@@ -136,11 +136,20 @@ pub struct LevelMisses {
     pub mpka: f64,
 }
 
+/// A mechanism's figures over `os`'s (1: the same; a ratio to a zero is infinite, `null`
+/// in JSON).
 #[derive(Clone, Debug, Serialize)]
 pub struct Relative {
     pub time: f64,
     pub llc_misses: f64,
+    /// Misses per 1000 accesses of each level, L1 first.
+    pub mpka: Vec<f64>,
+    pub tlb_mpka: f64,
     pub interconnect_bytes: f64,
+    pub local_dram_share: f64,
+    pub invalidations: f64,
+    pub thread_migrations: f64,
+    pub page_migrations: f64,
 }
 
 impl Outcome {
@@ -178,7 +187,13 @@ impl Outcome {
         self.vs_os = Some(Relative {
             time: ratio(self.time_ns, base.time_ns),
             llc_misses: ratio(self.llc_mpka(), base.llc_mpka()),
+            mpka: self.mpka.iter().zip(&base.mpka).map(|(a, b)| ratio(a.mpka, b.mpka)).collect(),
+            tlb_mpka: ratio(self.tlb_mpka, base.tlb_mpka),
             interconnect_bytes: ratio(self.interconnect_bytes as f64, base.interconnect_bytes as f64),
+            local_dram_share: ratio(self.local_dram_share, base.local_dram_share),
+            invalidations: ratio(self.invalidations as f64, base.invalidations as f64),
+            thread_migrations: ratio(self.thread_migrations as f64, base.thread_migrations as f64),
+            page_migrations: ratio(self.page_migrations as f64, base.page_migrations as f64),
         });
     }
 }

@@ -144,6 +144,48 @@ fn a_migrated_page_leaves_every_cache_and_is_then_read_from_its_new_node() {
     assert!(sim.values.errors.is_empty(), "{:?}", sim.values.errors);
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// A one-level machine run by the simulator on a random trace misses exactly as the
+    /// textbook LRU model does, for several sizes and associativities (the line of each
+    /// access's first byte; one thread, so no coherence).
+    #[test]
+    fn the_first_level_misses_as_a_plain_lru_model(
+        addrs in proptest::collection::vec(0u64..(1 << 16), 1..3000),
+        size_kib in prop_oneof![Just(1u64), Just(2), Just(8)],
+        ways in prop_oneof![Just(1u32), Just(2), Just(4), Just(8), Just(16)],
+    ) {
+        let machine = Machine::from_spec(&format!("pack:1 numa:1 l1d:1(size={size_kib}KiB) core:1 pu:1")).unwrap();
+        let params = Params { level_ways: [ways, 8, 16, 16], ..Params::default() };
+        let m = Model::new(&machine, params).unwrap();
+        let mut sim = Sim::new(&m, 4096, &[0], FirstPlacement::FirstTouch);
+        let lines = size_kib * 1024 / 64;
+        let sets = lines / ways as u64;
+        let mut reference: Vec<Vec<u64>> = vec![Vec::new(); sets as usize];
+        let mut want = 0u64;
+        for &a in &addrs {
+            let line = a / 64;
+            let set = &mut reference[(line % sets) as usize];
+            match set.iter().position(|&l| l == line) {
+                Some(i) => {
+                    set.remove(i);
+                }
+                None => {
+                    want += 1;
+                    if set.len() == ways as usize {
+                        set.pop();
+                    }
+                }
+            }
+            set.insert(0, line);
+            sim.access(0, a, a % 3 == 0);
+        }
+        prop_assert_eq!(sim.stats.misses[0], want);
+        prop_assert_eq!(sim.stats.hits[0] + sim.stats.misses[0], addrs.len() as u64);
+    }
+}
+
 /// Random accesses of 8 threads to a few lines, with thread and page moves mixed in.
 fn ops() -> impl Strategy<Value = Vec<(u8, u8, bool, u8)>> {
     proptest::collection::vec((0u8..8, 0u8..48, any::<bool>(), 0u8..40), 1..400)
