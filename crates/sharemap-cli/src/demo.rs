@@ -297,10 +297,10 @@ fn simulated(dir: &Path, trace: &Path) -> Result<()> {
             m.mechanism,
             m.vs_os.as_ref().map_or(1.0, |r| r.time),
             m.llc_mpka(),
-            m.interconnect_bytes as f64 / 1e3,
+            m.counts.interconnect_bytes as f64 / 1e3,
             100.0 * m.local_dram_share,
-            m.thread_migrations,
-            m.page_migrations
+            m.counts.thread_migrations,
+            m.counts.page_migrations
         );
     }
     println!("(plots: {}-time, -misses, -traffic .svg/.png; kept with --dir)", base.display());

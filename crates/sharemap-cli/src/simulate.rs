@@ -119,7 +119,7 @@ pub fn plots(s: &Simulation, base: &std::path::Path, trace: &str) -> Result<()> 
         &crate::plot::bars_svg_with(
             &format!("{on}: interconnect traffic"),
             "MB",
-            &bars(&|m| m.interconnect_bytes as f64 / 1e6),
+            &bars(&|m| m.counts.interconnect_bytes as f64 / 1e6),
             false,
         )?,
         &with_suffix("traffic"),
@@ -146,7 +146,7 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
         s.numa_nodes,
         s.page_size
     );
-    let accesses = s.mechanisms.first().map_or(0, |m| m.accesses);
+    let accesses = s.mechanisms.first().map_or(0, |m| m.counts.accesses);
     println!("{accesses} accesses; misses per 1000 accesses (MPKA); ratios to os (time, last-level misses, traffic)\n");
     let levels: String = s.cache_levels.iter().map(|l| format!("{:>8}", format!("L{l} MPKA"))).collect();
     let w = s.mechanisms.iter().map(|m| m.mechanism.len()).max().unwrap_or(0).max(9);
@@ -174,11 +174,11 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
             m.time_ns / 1e6,
             m.tlb_mpka,
             100.0 * m.local_dram_share,
-            m.interconnect_bytes,
-            m.invalidations,
-            m.thread_migrations,
-            m.page_migrations,
-            m.replications,
+            m.counts.interconnect_bytes,
+            m.counts.invalidations,
+            m.counts.thread_migrations,
+            m.counts.page_migrations,
+            m.counts.replications,
             rel
         );
     }

@@ -7,8 +7,10 @@ use serde::Serialize;
 /// (an invalidation and its acknowledgement).
 const CONTROL_BYTES: u64 = 16;
 
-#[derive(Clone, Debug, Default)]
+/// The events of one run; its summary (`Outcome`) carries them as they are.
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Stats {
+    #[serde(skip)]
     line: u64,
     pub accesses: u64,
     pub writes: u64,
@@ -104,29 +106,19 @@ pub fn per_thousand(n: u64, of: u64) -> f64 {
     if of == 0 { 0.0 } else { 1000.0 * n as f64 / of as f64 }
 }
 
-/// One mechanism's results.
+/// One mechanism's results: its time, the rates derived from its counts, and the counts.
 #[derive(Clone, Debug, Serialize)]
 pub struct Outcome {
     pub mechanism: String,
     /// Estimated execution time: the slowest thread's clock, in ns.
     pub time_ns: f64,
-    pub accesses: u64,
     /// Misses per 1000 accesses, per cache level present (L1 first).
     pub mpka: Vec<LevelMisses>,
     pub tlb_mpka: f64,
-    pub dram_local: u64,
-    pub dram_remote: u64,
     pub local_dram_share: f64,
-    pub transfers_local: u64,
-    pub transfers_remote: u64,
-    pub invalidations: u64,
-    pub invalidations_remote: u64,
-    pub writebacks: u64,
-    pub interconnect_bytes: u64,
-    pub thread_migrations: u64,
-    pub page_migrations: u64,
-    pub replications: u64,
-    /// Time, misses of the last level and interconnect bytes over the `os` mechanism's.
+    #[serde(flatten)]
+    pub counts: Stats,
+    /// Every figure over the `os` mechanism's.
     pub vs_os: Option<Relative>,
 }
 
@@ -157,21 +149,10 @@ impl Outcome {
         Outcome {
             mechanism: mechanism.to_string(),
             time_ns,
-            accesses: s.accesses,
             mpka: levels.iter().map(|&level| LevelMisses { level, mpka: s.mpka(level) }).collect(),
             tlb_mpka: per_thousand(s.tlb_misses, s.accesses),
-            dram_local: s.dram_local,
-            dram_remote: s.dram_remote,
             local_dram_share: s.local_dram_share(),
-            transfers_local: s.transfers_local,
-            transfers_remote: s.transfers_remote,
-            invalidations: s.invalidations,
-            invalidations_remote: s.invalidations_remote,
-            writebacks: s.writebacks,
-            interconnect_bytes: s.interconnect_bytes,
-            thread_migrations: s.thread_migrations,
-            page_migrations: s.page_migrations,
-            replications: s.replications,
+            counts: s.clone(),
             vs_os: None,
         }
     }
@@ -189,11 +170,11 @@ impl Outcome {
             llc_misses: ratio(self.llc_mpka(), base.llc_mpka()),
             mpka: self.mpka.iter().zip(&base.mpka).map(|(a, b)| ratio(a.mpka, b.mpka)).collect(),
             tlb_mpka: ratio(self.tlb_mpka, base.tlb_mpka),
-            interconnect_bytes: ratio(self.interconnect_bytes as f64, base.interconnect_bytes as f64),
+            interconnect_bytes: ratio(self.counts.interconnect_bytes as f64, base.counts.interconnect_bytes as f64),
             local_dram_share: ratio(self.local_dram_share, base.local_dram_share),
-            invalidations: ratio(self.invalidations as f64, base.invalidations as f64),
-            thread_migrations: ratio(self.thread_migrations as f64, base.thread_migrations as f64),
-            page_migrations: ratio(self.page_migrations as f64, base.page_migrations as f64),
+            invalidations: ratio(self.counts.invalidations as f64, base.counts.invalidations as f64),
+            thread_migrations: ratio(self.counts.thread_migrations as f64, base.counts.thread_migrations as f64),
+            page_migrations: ratio(self.counts.page_migrations as f64, base.counts.page_migrations as f64),
         });
     }
 }

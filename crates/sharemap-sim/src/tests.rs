@@ -275,12 +275,12 @@ mod mechanisms {
         let out = run(TWO, "os,sammu:period-ms=0.01,ac=8", &trace, None);
         let (os, sammu) = (&out[0], &out[1]);
         assert_eq!(sammu.mechanism, "sammu:period-ms=0.01,ac=8");
-        assert!(sammu.thread_migrations >= 2, "{} migrations", sammu.thread_migrations);
+        assert!(sammu.counts.thread_migrations >= 2, "{} migrations", sammu.counts.thread_migrations);
         assert!(
-            sammu.transfers_remote * 10 < os.transfers_remote,
+            sammu.counts.transfers_remote * 10 < os.counts.transfers_remote,
             "{} vs {}",
-            sammu.transfers_remote,
-            os.transfers_remote
+            sammu.counts.transfers_remote,
+            os.counts.transfers_remote
         );
         assert!(sammu.time_ns < 0.8 * os.time_ns, "{} vs {}", sammu.time_ns, os.time_ns);
     }
@@ -305,8 +305,8 @@ mod mechanisms {
         }
         let out = run(TWO, "os,sammu:ac=8,nt=4", &trace, None);
         let (os, sammu) = (&out[0], &out[1]);
-        assert_eq!(os.page_migrations, 0);
-        assert_eq!(sammu.page_migrations, 256, "every page moves once");
+        assert_eq!(os.counts.page_migrations, 0);
+        assert_eq!(sammu.counts.page_migrations, 256, "every page moves once");
         assert!(os.local_dram_share < 0.01, "os: {}", os.local_dram_share);
         // Each page needs NT = 4 more updates from node 1, about 16 passes over the data.
         assert!(sammu.local_dram_share > 0.6, "sammu: {}", sammu.local_dram_share);
@@ -323,7 +323,7 @@ mod mechanisms {
         let out = run(TWO, "os,oracle,autopin:k=3,probation-ms=0.05", &trace, Some(&profile));
         let (os, oracle, autopin) = (&out[0], &out[1], &out[2]);
         // It tried three mappings and came back to the oracle's, the fastest.
-        assert!(autopin.thread_migrations > 0);
+        assert!(autopin.counts.thread_migrations > 0);
         assert!(autopin.time_ns < os.time_ns, "{} vs {}", autopin.time_ns, os.time_ns);
         assert!(autopin.time_ns > oracle.time_ns, "trying costs something");
     }
@@ -338,11 +338,11 @@ mod mechanisms {
             Profile { matrix: SharingMatrix::new(3), pages: Vec::new(), sampled_pages: sampled, page_size: 4096 };
         let out = run(TWO, "os,marathe", &trace, Some(&profile));
         assert_eq!(
-            (out[0].dram_local, out[0].dram_remote),
+            (out[0].counts.dram_local, out[0].counts.dram_remote),
             (1, 63),
             "os: thread 2 reads lines 1-63 remotely (line 0 from core 0)"
         );
-        assert_eq!(out[1].dram_remote, 1, "marathe: only thread 0's first write is remote");
+        assert_eq!(out[1].counts.dram_remote, 1, "marathe: only thread 0's first write is remote");
     }
 
     #[test]
@@ -394,18 +394,18 @@ mod kernel_mechanisms {
     fn numa_balancing_moves_pages_after_two_faults_from_one_node() {
         let out = run("os,numa-balancing:scan-delay-ms=0.05,scan-period-ms=0.05", &handover(false));
         let (os, nb) = (&out[0], &out[1]);
-        assert_eq!(nb.page_migrations, 64);
+        assert_eq!(nb.counts.page_migrations, 64);
         assert!(nb.local_dram_share > os.local_dram_share + 0.5, "{} vs {}", nb.local_dram_share, os.local_dram_share);
         // Nothing moves before the first scan: with the kernel's 1 s delay, nothing at all.
         let out = run("numa-balancing", &handover(false));
-        assert_eq!(out[0].page_migrations, 0);
+        assert_eq!(out[0].counts.page_migrations, 0);
     }
 
     #[test]
     fn kmaf_moves_pages_once_one_node_dominates_their_faults() {
         let out = run("os,kmaf:window-ms=0.01", &handover(false));
         let (os, kmaf) = (&out[0], &out[1]);
-        assert_eq!(kmaf.page_migrations, 64);
+        assert_eq!(kmaf.counts.page_migrations, 64);
         assert!(kmaf.local_dram_share > os.local_dram_share + 0.5);
     }
 
@@ -414,7 +414,7 @@ mod kernel_mechanisms {
         // Read only by node 1 but first touched by node 0: one node makes all the accesses
         // of the epoch, so the pages move.
         let out = run("carrefour:epoch-ms=1", &handover(false));
-        assert_eq!((out[0].page_migrations, out[0].replications), (64, 0));
+        assert_eq!((out[0].counts.page_migrations, out[0].counts.replications), (64, 0));
         // Both nodes read every page: replicated (reads then local on both nodes).
         let mut both = handover(false);
         // Passes over the pages alternate between thread 0 and thread 2.
@@ -424,7 +424,7 @@ mod kernel_mechanisms {
             }
         }
         let out = run("os,carrefour:epoch-ms=1", &both);
-        assert_eq!(out[1].replications, 64, "one copy per page on node 1");
+        assert_eq!(out[1].counts.replications, 64, "one copy per page on node 1");
         assert!(out[1].local_dram_share > out[0].local_dram_share + 0.3);
         // The same with writes: interleaved, never replicated.
         let mut written = handover(true);
@@ -434,6 +434,6 @@ mod kernel_mechanisms {
             }
         }
         let out = run("carrefour:epoch-ms=1", &written);
-        assert_eq!(out[0].replications, 0);
+        assert_eq!(out[0].counts.replications, 0);
     }
 }

@@ -64,7 +64,7 @@ pub struct Simulation {
 /// let s = simulate(&mut { open }, &request, &|_| {}).unwrap();
 /// let (os, oracle) = (&s.mechanisms[0], &s.mechanisms[1]);
 /// // The oracle puts the two writers on one package: their line moves less far.
-/// assert!(oracle.transfers_remote < os.transfers_remote);
+/// assert!(oracle.counts.transfers_remote < os.counts.transfers_remote);
 /// assert!(oracle.time_ns < os.time_ns);
 /// ```
 pub fn simulate(

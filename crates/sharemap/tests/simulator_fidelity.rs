@@ -51,8 +51,8 @@ fn neighbour_sharing_gains_most_from_thread_and_data_mapping() {
     assert!(oracle < threads_only && threads_only < neither);
     assert!(oracle < pages_only && pages_only < neither);
     // Thread mapping keeps halo lines within a package: far less traffic.
-    let scatter = get(&s, "static:threads=scatter").interconnect_bytes as f64;
-    assert!(scatter > 3.0 * get(&s, "oracle").interconnect_bytes as f64);
+    let scatter = get(&s, "static:threads=scatter").counts.interconnect_bytes as f64;
+    assert!(scatter > 3.0 * get(&s, "oracle").counts.interconnect_bytes as f64);
     let sammu = time(&s, "sammu:period-ms=0.05");
     assert!(sammu < 1.02 * oracle, "SAMMU {sammu} against the oracle {oracle}");
 }
@@ -65,8 +65,8 @@ fn uniform_sharing_gains_nothing_from_thread_mapping_and_less_traffic_from_data_
         let r = time(&s, name) / os;
         assert!((0.97..1.03).contains(&r), "{name}: {r} of os");
     }
-    let interleaved = get(&s, "static:pages=round-robin").interconnect_bytes as f64;
-    let mapped = get(&s, "static:pages=dominant").interconnect_bytes as f64;
+    let interleaved = get(&s, "static:pages=round-robin").counts.interconnect_bytes as f64;
+    let mapped = get(&s, "static:pages=dominant").counts.interconnect_bytes as f64;
     assert!(mapped < 0.75 * interleaved, "data mapping: {mapped} bytes against {interleaved}");
 }
 
@@ -113,7 +113,7 @@ fn placement_policies_replay_in_the_simulation() {
     let rr = get(&s, "place:policy=round-robin");
     // Under os, threads 1-3 read thread 0's node: three quarters of DRAM reads remote.
     assert!(os.local_dram_share < 0.4, "os: {}", os.local_dram_share);
-    assert_eq!(platinum.replications, 48, "the 48 pages of threads 1-3 get a copy on their node");
+    assert_eq!(platinum.counts.replications, 48, "the 48 pages of threads 1-3 get a copy on their node");
     assert!(platinum.local_dram_share > 0.9, "platinum: {}", platinum.local_dram_share);
     assert!(platinum.time_ns < os.time_ns);
     assert!((0.2..0.3).contains(&rr.local_dram_share), "round robin: {}", rr.local_dram_share);
