@@ -264,9 +264,7 @@ impl<'m> Sim<'m> {
         if private.is_empty() {
             if write {
                 // No cache of its own: the write goes through to memory.
-                let node = m.pu_node[pu];
-                let home = self.home(line >> (self.page_shift - self.line_shift), node);
-                self.stats.writeback(node, home);
+                self.write_back(line, m.pu_node[pu]);
                 #[cfg(test)]
                 self.values.write_through(&m.shared_path[pu], line);
             }
@@ -331,8 +329,7 @@ impl<'m> Sim<'m> {
                 } else {
                     if ostate == MODIFIED {
                         // MESI: a modified line becomes shared only once memory has it.
-                        let home = self.home(line >> (self.page_shift - self.line_shift), node);
-                        self.stats.writeback(m.pu_node[opu], home);
+                        self.write_back(line, m.pu_node[opu]);
                         #[cfg(test)]
                         self.values.core_to_memory(owner, line);
                         self.refresh_shared(opu, owner, line);
@@ -374,8 +371,7 @@ impl<'m> Sim<'m> {
             self.values.served_by_shared(c, line);
             if !write {
                 // A writer takes the line from it; a reader leaves it clean, memory updated.
-                let home = self.home(line >> (self.page_shift - self.line_shift), node);
-                self.stats.writeback(cnode, home);
+                self.write_back(line, cnode);
                 #[cfg(test)]
                 self.values.shared_to_memory(c, line);
                 self.caches[c].set_state(line, SHARED);
@@ -413,6 +409,13 @@ impl<'m> Sim<'m> {
         ns
     }
 
+    /// A line written back to its page's home from a cache on node `from` (a cached line's
+    /// page always has a home).
+    fn write_back(&mut self, line: u64, from: usize) {
+        let home = self.home(line >> (self.page_shift - self.line_shift), from);
+        self.stats.writeback(from, home);
+    }
+
     /// The cache id of a shared-cache index.
     fn shared_cache(&self, index: usize) -> usize {
         self.m.shared_index.iter().position(|&s| s == Some(index)).unwrap_or(0)
@@ -436,9 +439,7 @@ impl<'m> Sim<'m> {
     fn evict_shared(&mut self, c: usize, line: u64, state: u8) {
         let idx = self.m.shared_index[c].unwrap_or(0);
         if state == MODIFIED {
-            let cnode = self.m.caches[c].node;
-            let home = self.home(line >> (self.page_shift - self.line_shift), cnode);
-            self.stats.writeback(cnode, home);
+            self.write_back(line, self.m.caches[c].node);
             #[cfg(test)]
             self.values.shared_to_memory(c, line);
         }
@@ -483,9 +484,7 @@ impl<'m> Sim<'m> {
                     self.fill_shared(c, line, MODIFIED, false);
                 }
                 None => {
-                    let node = m.pu_node[pu];
-                    let home = self.home(line >> (self.page_shift - self.line_shift), node);
-                    self.stats.writeback(node, home);
+                    self.write_back(line, m.pu_node[pu]);
                     #[cfg(test)]
                     self.values.core_to_memory(core, line);
                 }
