@@ -313,6 +313,49 @@ mod mechanisms {
         assert!(sammu.time_ns < os.time_ns);
     }
 
+    /// A phase change is a barrier: the thread that did less waits for the other, so the
+    /// run takes the longer thread's time in each phase.
+    #[test]
+    fn phase_changes_make_threads_wait_for_the_slowest() {
+        use sharemap_trace::EventKind;
+        let machine = Machine::from_spec(TWO).unwrap();
+        let model = Model::new(&machine, Params::default()).unwrap();
+        let ctx = Context {
+            machine: &machine,
+            model: &model,
+            threads: 2,
+            page_size: 4096,
+            seed: 1,
+            profile: None,
+            plans: &[],
+        };
+        let phases = |barrier: bool| {
+            let mut trace = MemoryTrace::new(Default::default());
+            // Both threads begin at once.
+            trace.access(Access::read(0, 0x100000, 8));
+            trace.access(Access::read(1, 0x200000, 8));
+            for phase in 0..2u64 {
+                // Phase 0: thread 0 works 1000 accesses, thread 1 10; phase 1 the other way.
+                let (long, short) = if phase == 0 { (0, 1) } else { (1, 0) };
+                for i in 0..1000u64 {
+                    trace.access(Access::read(long, 0x100000 * (long as u64 + 1) + 64 * (i % 16), 8));
+                }
+                for i in 0..10u64 {
+                    trace.access(Access::read(short, 0x100000 * (short as u64 + 1) + 64 * i, 8));
+                }
+                if barrier {
+                    trace.event(0, EventKind::PhaseChange, phase + 1, "");
+                }
+            }
+            crate::simulate(&mut trace, &model, &parse_list("os").unwrap(), &ctx, &|_| {}).unwrap()[0].time_ns
+        };
+        let (free, synchronised) = (phases(false), phases(true));
+        // Without barriers both threads finish after about 1010 accesses' work; with them,
+        // each phase lasts as long as its 1000-access thread: nearly twice as long (the first
+        // misses count in both).
+        assert!(synchronised > 1.6 * free, "{synchronised} against {free}");
+    }
+
     #[test]
     fn autopin_keeps_the_fastest_candidate() {
         let trace = pairs(200_000);
