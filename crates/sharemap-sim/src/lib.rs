@@ -4,6 +4,7 @@
 //! (thread and data mapping, online or static) run inside it on simulated time.
 
 pub mod cache;
+mod directory;
 pub mod mechanisms;
 pub mod model;
 pub mod run;

@@ -13,33 +13,12 @@
 //! off its path holds it, so its later write needs nobody's leave.
 
 use crate::cache::{Cache, EXCLUSIVE, INVALID, MODIFIED, SHARED};
+use crate::directory::Directory;
 use crate::model::Model;
 use crate::stats::Stats;
 use rustc_hash::FxHashMap;
-use std::collections::hash_map::Entry;
 
 /// Where a line's copy lives (for the directory and the value checks of the tests).
-#[derive(Clone, Copy, Debug, Default)]
-struct Dir {
-    /// Cores holding the line in their private caches (a u128 in two words: the entry then
-    /// takes 24 bytes, and the table's buckets 32, so more of it stays in the host's caches).
-    cores: [u64; 2],
-    /// Shared caches holding it (bits of `Model::shared_index`).
-    shared: u32,
-    /// The shared cache holding it dirty, plus one (0: none).
-    dirty: u8,
-}
-
-impl Dir {
-    fn cores(&self) -> u128 {
-        (self.cores[1] as u128) << 64 | self.cores[0] as u128
-    }
-
-    fn set_cores(&mut self, c: u128) {
-        self.cores = [c as u64, (c >> 64) as u64];
-    }
-}
-
 /// How a page gets its node at its first access.
 #[derive(Clone, Debug)]
 pub enum FirstPlacement {
@@ -57,7 +36,7 @@ pub struct Sim<'m> {
     /// Per core: first- and second-level TLB (shared by the core's PUs).
     tlb: Vec<Cache>,
     tlb2: Vec<Option<Cache>>,
-    dir: FxHashMap<u64, Dir>,
+    dir: Directory,
     home: FxHashMap<u64, u16>,
     /// Pages with copies on several nodes: the nodes holding one (the home among them).
     replicas: FxHashMap<u64, u64>,
@@ -100,7 +79,7 @@ impl<'m> Sim<'m> {
             caches,
             tlb,
             tlb2,
-            dir: FxHashMap::default(),
+            dir: Directory::default(),
             home: FxHashMap::default(),
             replicas: FxHashMap::default(),
             placement,
@@ -275,7 +254,7 @@ impl<'m> Sim<'m> {
             return ns;
         }
         let mine = self.shared_mask(pu);
-        let entry = self.dir.entry(line).or_default();
+        let entry = self.dir.entry(line);
         let state = if write {
             MODIFIED
         } else if entry.cores() & !bit(core) == 0 && entry.shared & !mine == 0 {
@@ -307,7 +286,7 @@ impl<'m> Sim<'m> {
     fn fetch(&mut self, pu: usize, core: usize, line: u64, write: bool) -> f64 {
         let m = self.m;
         let node = m.pu_node[pu];
-        let entry = self.dir.get(&line).copied().unwrap_or_default();
+        let entry = self.dir.get(line).copied().unwrap_or_default();
         let others = entry.cores() & !bit(core);
         let mut ns = 0.0;
         let mut served = false;
@@ -375,7 +354,7 @@ impl<'m> Sim<'m> {
                 #[cfg(test)]
                 self.values.shared_to_memory(c, line);
                 self.caches[c].set_state(line, SHARED);
-                if let Some(e) = self.dir.get_mut(&line) {
+                if let Some(e) = self.dir.get_mut(line) {
                     e.dirty = 0;
                 }
             }
@@ -429,7 +408,7 @@ impl<'m> Sim<'m> {
         if let Some((victim, vstate)) = evicted {
             self.evict_shared(c, victim, vstate);
         }
-        let e = self.dir.entry(line).or_default();
+        let e = self.dir.entry(line);
         e.shared |= 1 << idx;
         if state == MODIFIED {
             e.dirty = idx as u8 + 1;
@@ -446,16 +425,12 @@ impl<'m> Sim<'m> {
         #[cfg(test)]
         self.values.drop_shared(c, line);
         // One lookup: the entry is changed, and removed when nothing holds the line.
-        if let Entry::Occupied(mut o) = self.dir.entry(line) {
-            let e = o.get_mut();
+        self.dir.update(line, false, |e| {
             e.shared &= !(1 << idx);
             if e.dirty as usize == idx + 1 {
                 e.dirty = 0;
             }
-            if e.cores() == 0 && e.shared == 0 {
-                o.remove();
-            }
-        }
+        });
     }
 
     /// A line leaves a core's last private level: out of its lower ones too; a modified one
@@ -467,14 +442,8 @@ impl<'m> Sim<'m> {
             self.caches[l].set_state(line, INVALID);
         }
         let modified_to_shared = state == MODIFIED && !m.shared_path[pu].is_empty();
-        if let Entry::Occupied(mut o) = self.dir.entry(line) {
-            let e = o.get_mut();
-            e.set_cores(e.cores() & !bit(core));
-            // A modified line going to a shared cache keeps an entry (filled below).
-            if e.cores() == 0 && e.shared == 0 && !modified_to_shared {
-                o.remove();
-            }
-        }
+        // A modified line going to a shared cache keeps its entry (filled below).
+        self.dir.update(line, modified_to_shared, |e| e.set_cores(e.cores() & !bit(core)));
         if state == MODIFIED {
             match m.shared_path[pu].last() {
                 Some(&c) => {
@@ -521,7 +490,7 @@ impl<'m> Sim<'m> {
         self.set_core_state(core, line, INVALID);
         #[cfg(test)]
         self.values.drop_core(core, line);
-        if let Some(e) = self.dir.get_mut(&line) {
+        if let Some(e) = self.dir.get_mut(line) {
             e.set_cores(e.cores() & !bit(core));
         }
     }
@@ -530,7 +499,7 @@ impl<'m> Sim<'m> {
     /// returns what the writer waits for: the farthest acknowledgement.
     fn invalidate_others(&mut self, pu: usize, core: usize, line: u64) -> f64 {
         let m = self.m;
-        let Some(entry) = self.dir.get(&line).copied() else { return 0.0 };
+        let Some(entry) = self.dir.get(line).copied() else { return 0.0 };
         let node = m.pu_node[pu];
         let mut wait: f64 = 0.0;
         let mut others = entry.cores() & !bit(core);
@@ -555,7 +524,7 @@ impl<'m> Sim<'m> {
             self.stats.invalidation(node, cnode);
             wait = wait.max(m.caches[c].latency_ns + m.params.snoop_ns + m.hop_ns[node][cnode]);
         }
-        if let Some(e) = self.dir.get_mut(&line) {
+        if let Some(e) = self.dir.get_mut(line) {
             e.set_cores(e.cores() & bit(core));
             e.shared &= mine;
             if e.dirty != 0 && mine & (1 << (e.dirty - 1)) == 0 {
@@ -607,7 +576,7 @@ impl<'m> Sim<'m> {
         };
         let first = page << (self.page_shift - self.line_shift);
         for line in first..first + self.lines_per_page {
-            let Some(e) = self.dir.remove(&line) else { continue };
+            let Some(e) = self.dir.remove(line) else { continue };
             // Shared caches first: a core's modified copy is newer than a dirty shared one.
             let mut shared = e.shared;
             while shared != 0 {
@@ -734,12 +703,13 @@ impl<'m> Sim<'m> {
                 return Err(format!("line {line}: held exclusive by one core and by {} in all", hs.len()));
             }
             let want: u128 = hs.iter().fold(0, |a, h| a | bit(h.0));
-            let got = self.dir.get(line).map_or(0, |e| e.cores());
+            let got = self.dir.get(*line).map_or(0, |e| e.cores());
             if want != got {
                 return Err(format!("line {line}: cores {want:b}, directory says {got:b}"));
             }
         }
-        for (line, e) in &self.dir {
+        for (line, e) in self.dir.iter() {
+            let line = &line;
             if e.cores() & !holders.get(line).map_or(0, |hs| hs.iter().fold(0, |a, h| a | bit(h.0))) != 0 {
                 return Err(format!("line {line}: the directory names a core without it"));
             }
