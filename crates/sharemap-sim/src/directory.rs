@@ -72,14 +72,10 @@ impl Directory {
         }
     }
 
+    /// Lines with an entry.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub fn entries(&self) -> usize {
         self.len
-    }
-
-    #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     #[inline]
@@ -203,7 +199,7 @@ mod tests {
                         reference.remove(&line);
                     }
                 }
-                prop_assert_eq!(d.len(), reference.len());
+                prop_assert_eq!(d.entries(), reference.len());
             }
             for (&line, &n) in &reference {
                 prop_assert_eq!(d.get(line).map(|e| e.shared), Some(n));
