@@ -4,10 +4,12 @@
 #define RED 0
 #define BLACK 1
 
+/* Children by direction (0 left, 1 right): each rebalancing case is written once for a
+ * direction d, its mirror image being the same code with !d. */
 typedef struct node {
   stm_word_t key;
   stm_word_t color;
-  struct node *left, *right, *parent;
+  struct node *child[2], *parent;
 } node_t;
 
 typedef struct set {
@@ -24,33 +26,23 @@ static set_t *set_new(long range) {
 #define LD(field) ((node_t *)TX_LOAD(&(field)))
 #define KEY(n) ((long)TX_LOAD(&(n)->key))
 #define COLOR(n) ((n) == NULL ? BLACK : (int)TX_LOAD(&(n)->color))
-#define LEFT(n) LD((n)->left)
-#define RIGHT(n) LD((n)->right)
+#define CHILD(n, d) LD((n)->child[d])
+#define LEFT(n) CHILD(n, 0)
+#define RIGHT(n) CHILD(n, 1)
 #define PARENT(n) LD((n)->parent)
 #define SET(field, v) TX_STORE(&(field), (v))
 #define SET_COLOR(n, c) TX_STORE(&(n)->color, (c))
 
-static void rotate_left(set_t *s, node_t *x) {
-  node_t *y = RIGHT(x), *b = LEFT(y), *xp = PARENT(x);
-  SET(x->right, b);
+/* Rotates x towards direction d: its child on side !d takes its place (d = 0: a left
+ * rotation). */
+static void rotate(set_t *s, node_t *x, int d) {
+  node_t *y = CHILD(x, !d), *b = CHILD(y, d), *xp = PARENT(x);
+  SET(x->child[!d], b);
   if (b != NULL) SET(b->parent, x);
   SET(y->parent, xp);
   if (xp == NULL) SET(s->root, y);
-  else if (x == LEFT(xp)) SET(xp->left, y);
-  else SET(xp->right, y);
-  SET(y->left, x);
-  SET(x->parent, y);
-}
-
-static void rotate_right(set_t *s, node_t *x) {
-  node_t *y = LEFT(x), *b = RIGHT(y), *xp = PARENT(x);
-  SET(x->left, b);
-  if (b != NULL) SET(b->parent, x);
-  SET(y->parent, xp);
-  if (xp == NULL) SET(s->root, y);
-  else if (x == RIGHT(xp)) SET(xp->right, y);
-  else SET(xp->left, y);
-  SET(y->right, x);
+  else SET(xp->child[x == RIGHT(xp)], y);
+  SET(y->child[d], x);
   SET(x->parent, y);
 }
 
@@ -58,40 +50,22 @@ static void insert_fixup(set_t *s, node_t *z) {
   node_t *p;
   while ((p = PARENT(z)) != NULL && COLOR(p) == RED) {
     node_t *g = PARENT(p);
-    if (p == LEFT(g)) {
-      node_t *u = RIGHT(g);
-      if (COLOR(u) == RED) {
-        SET_COLOR(p, BLACK);
-        SET_COLOR(u, BLACK);
-        SET_COLOR(g, RED);
-        z = g;
-      } else {
-        if (z == RIGHT(p)) {
-          z = p;
-          rotate_left(s, z);
-          p = PARENT(z);
-        }
-        SET_COLOR(p, BLACK);
-        SET_COLOR(g, RED);
-        rotate_right(s, g);
-      }
+    int d = p != LEFT(g); /* the side of p under g */
+    node_t *u = CHILD(g, !d);
+    if (COLOR(u) == RED) {
+      SET_COLOR(p, BLACK);
+      SET_COLOR(u, BLACK);
+      SET_COLOR(g, RED);
+      z = g;
     } else {
-      node_t *u = LEFT(g);
-      if (COLOR(u) == RED) {
-        SET_COLOR(p, BLACK);
-        SET_COLOR(u, BLACK);
-        SET_COLOR(g, RED);
-        z = g;
-      } else {
-        if (z == LEFT(p)) {
-          z = p;
-          rotate_right(s, z);
-          p = PARENT(z);
-        }
-        SET_COLOR(p, BLACK);
-        SET_COLOR(g, RED);
-        rotate_left(s, g);
+      if (z == CHILD(p, !d)) {
+        z = p;
+        rotate(s, z, d);
+        p = PARENT(z);
       }
+      SET_COLOR(p, BLACK);
+      SET_COLOR(g, RED);
+      rotate(s, g, !d);
     }
   }
   SET_COLOR(LD(s->root), BLACK);
@@ -99,58 +73,31 @@ static void insert_fixup(set_t *s, node_t *z) {
 
 static void delete_fixup(set_t *s, node_t *x, node_t *xp) {
   while (x != LD(s->root) && COLOR(x) == BLACK) {
-    if (x == LEFT(xp)) {
-      node_t *w = RIGHT(xp);
-      if (COLOR(w) == RED) {
-        SET_COLOR(w, BLACK);
-        SET_COLOR(xp, RED);
-        rotate_left(s, xp);
-        w = RIGHT(xp);
-      }
-      if (COLOR(LEFT(w)) == BLACK && COLOR(RIGHT(w)) == BLACK) {
-        SET_COLOR(w, RED);
-        x = xp;
-        xp = PARENT(x);
-      } else {
-        if (COLOR(RIGHT(w)) == BLACK) {
-          SET_COLOR(LEFT(w), BLACK);
-          SET_COLOR(w, RED);
-          rotate_right(s, w);
-          w = RIGHT(xp);
-        }
-        SET_COLOR(w, COLOR(xp));
-        SET_COLOR(xp, BLACK);
-        SET_COLOR(RIGHT(w), BLACK);
-        rotate_left(s, xp);
-        x = LD(s->root);
-        xp = NULL;
-      }
+    int d = x != LEFT(xp); /* the side of x under xp */
+    node_t *w = CHILD(xp, !d);
+    if (COLOR(w) == RED) {
+      SET_COLOR(w, BLACK);
+      SET_COLOR(xp, RED);
+      rotate(s, xp, d);
+      w = CHILD(xp, !d);
+    }
+    if (COLOR(LEFT(w)) == BLACK && COLOR(RIGHT(w)) == BLACK) {
+      SET_COLOR(w, RED);
+      x = xp;
+      xp = PARENT(x);
     } else {
-      node_t *w = LEFT(xp);
-      if (COLOR(w) == RED) {
-        SET_COLOR(w, BLACK);
-        SET_COLOR(xp, RED);
-        rotate_right(s, xp);
-        w = LEFT(xp);
-      }
-      if (COLOR(RIGHT(w)) == BLACK && COLOR(LEFT(w)) == BLACK) {
+      if (COLOR(CHILD(w, !d)) == BLACK) {
+        SET_COLOR(CHILD(w, d), BLACK);
         SET_COLOR(w, RED);
-        x = xp;
-        xp = PARENT(x);
-      } else {
-        if (COLOR(LEFT(w)) == BLACK) {
-          SET_COLOR(RIGHT(w), BLACK);
-          SET_COLOR(w, RED);
-          rotate_left(s, w);
-          w = LEFT(xp);
-        }
-        SET_COLOR(w, COLOR(xp));
-        SET_COLOR(xp, BLACK);
-        SET_COLOR(LEFT(w), BLACK);
-        rotate_right(s, xp);
-        x = LD(s->root);
-        xp = NULL;
+        rotate(s, w, !d);
+        w = CHILD(xp, !d);
       }
+      SET_COLOR(w, COLOR(xp));
+      SET_COLOR(xp, BLACK);
+      SET_COLOR(CHILD(w, !d), BLACK);
+      rotate(s, xp, d);
+      x = LD(s->root);
+      xp = NULL;
     }
   }
   if (x != NULL) SET_COLOR(x, BLACK);
@@ -186,11 +133,10 @@ static int set_add(set_t *s, long key) {
     node_t *z = stm_malloc(sizeof *z);
     z->key = (stm_word_t)key;
     z->color = RED;
-    z->left = z->right = NULL;
+    z->child[0] = z->child[1] = NULL;
     z->parent = y;
     if (y == NULL) SET(s->root, z);
-    else if (key < k) SET(y->left, z);
-    else SET(y->right, z);
+    else SET(y->child[key > k], z);
     insert_fixup(s, z);
   }
   TX_END();
@@ -216,8 +162,7 @@ static int set_remove(set_t *s, long key) {
     node_t *xp = PARENT(y);
     if (x != NULL) SET(x->parent, xp);
     if (xp == NULL) SET(s->root, x);
-    else if (y == LEFT(xp)) SET(xp->left, x);
-    else SET(xp->right, x);
+    else SET(xp->child[y != LEFT(xp)], x);
     if (y != z) TX_STORE(&z->key, TX_LOAD(&y->key));
     if (COLOR(y) == BLACK) delete_fixup(s, x, xp);
     stm_free(y, sizeof *y);
@@ -232,9 +177,10 @@ static long check_subtree(node_t *n, node_t *parent, long lo, long hi, long *siz
   if (n == NULL) return 1;
   long k = (long)n->key;
   if (k <= lo || k >= hi || n->parent != parent) return -1;
-  if (n->color == RED && ((n->left && n->left->color == RED) || (n->right && n->right->color == RED))) return -1;
-  long l = check_subtree(n->left, n, lo, k, size);
-  long r = check_subtree(n->right, n, k, hi, size);
+  for (int d = 0; d < 2; d++)
+    if (n->color == RED && n->child[d] && n->child[d]->color == RED) return -1;
+  long l = check_subtree(n->child[0], n, lo, k, size);
+  long r = check_subtree(n->child[1], n, k, hi, size);
   if (l < 0 || r < 0 || l != r) return -1;
   (*size)++;
   return l + (n->color == BLACK);
