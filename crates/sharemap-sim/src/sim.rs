@@ -311,6 +311,7 @@ impl<'m> Sim<'m> {
                         self.write_back(line, m.pu_node[opu]);
                         #[cfg(test)]
                         self.values.core_to_memory(owner, line);
+                        #[cfg(test)]
                         self.refresh_shared(opu, owner, line);
                     }
                     self.set_core_state(owner, line, SHARED);
@@ -447,6 +448,7 @@ impl<'m> Sim<'m> {
         if state == MODIFIED {
             match m.shared_path[pu].last() {
                 Some(&c) => {
+                    #[cfg(test)]
                     self.refresh_shared(pu, core, line);
                     #[cfg(test)]
                     self.values.core_to_shared(core, c, line);
@@ -463,13 +465,14 @@ impl<'m> Sim<'m> {
         self.values.drop_core(core, line);
     }
 
-    /// A modified line leaves its core: the shared caches on the core's path that hold an
-    /// older copy (the core wrote without telling them) get its data.
-    fn refresh_shared(&mut self, _pu: usize, _core: usize, _line: u64) {
-        #[cfg(test)]
-        for &c in &self.m.shared_path[_pu] {
-            if self.caches[c].state(_line) != INVALID {
-                self.values.core_to_shared(_core, c, _line);
+    /// The tests' shadow of the data: a modified line leaves its core, and the shared caches
+    /// on the core's path that hold an older copy (the core wrote without telling them) get
+    /// its data. States and costs are the caller's; only the data moves here.
+    #[cfg(test)]
+    fn refresh_shared(&mut self, pu: usize, core: usize, line: u64) {
+        for &c in &self.m.shared_path[pu] {
+            if self.caches[c].state(line) != INVALID {
+                self.values.core_to_shared(core, c, line);
             }
         }
     }
