@@ -18,6 +18,8 @@ pub struct SimulateArgs {
     /// Input format, overriding detection
     #[arg(long)]
     pub from: Option<String>,
+    #[command(flatten)]
+    pub exclude: crate::trace_cmds::ExcludeArg,
     /// Machine: preset, hwloc synthetic string, hwloc XML file or `live`
     #[arg(long, short = 'm', default_value = "sammu")]
     pub machine: String,
@@ -59,14 +61,20 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode> {
         params: Default::default(),
         settings: args.set.clone(),
     };
+    let ranges = crate::trace_cmds::exclusion(args.exclude.text())?;
     let first = TraceReader::open(&path, format)?;
     warn_if_truncated(&first, &path);
     let bar = progress::bar(first.access_count_hint(), "simulating");
     let mut spare = Some(first);
+    // Every pass reads the trace afresh, without the excluded ranges.
     let mut open = || -> sharemap::Result<Box<dyn TraceSource>> {
-        Ok(match spare.take() {
-            Some(r) => Box::new(r),
-            None => Box::new(TraceReader::open(&path, format)?),
+        let reader = match spare.take() {
+            Some(r) => r,
+            None => TraceReader::open(&path, format)?,
+        };
+        Ok(match &ranges {
+            Some(r) => Box::new(sharemap_trace::exclude::Excluding::new(reader, r.clone())),
+            None => Box::new(reader),
         })
     };
     // Errors name their file (the trace's) or their setting already.

@@ -34,6 +34,21 @@ fn simulate_counts_a_known_trace_exactly() {
     // Traffic: one line transferred, one invalidation across the interconnect.
     assert_eq!(os["interconnect_bytes"], 64 + 16);
     assert_eq!(os["vs_os"]["time"], 1.0);
+    // Without the shared line (a spin flag, say), nothing is left but nothing moves either.
+    let v = json(&ok(&[
+        "simulate",
+        s(&t),
+        "--machine",
+        machine,
+        "--mechanism",
+        "os,oracle",
+        "--exclude",
+        "0x1000+64",
+        "--json",
+    ]));
+    for m in v["mechanisms"].as_array().unwrap() {
+        assert_eq!((m["accesses"].as_u64(), m["transfers_remote"].as_u64()), (Some(0), Some(0)), "{m}");
+    }
 }
 
 #[test]

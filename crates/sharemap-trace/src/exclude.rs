@@ -76,8 +76,8 @@ fn number(s: &str) -> Option<u64> {
 
 /// A trace read without the accesses that touch `ranges`. Positions are those of the
 /// accesses kept: an event keeps its place before the next kept access.
-pub struct Excluding<'a> {
-    inner: &'a mut dyn TraceSource,
+pub struct Excluding<S> {
+    inner: S,
     ranges: Ranges,
     raw: Chunk,
     /// Accesses kept so far (the next chunk's first position).
@@ -86,13 +86,14 @@ pub struct Excluding<'a> {
     pub excluded: u64,
 }
 
-impl<'a> Excluding<'a> {
-    pub fn new(inner: &'a mut dyn TraceSource, ranges: Ranges) -> Self {
+impl<S: TraceSource> Excluding<S> {
+    /// `inner` may be borrowed (`&mut dyn TraceSource`) or owned (`Box<dyn TraceSource>`).
+    pub fn new(inner: S, ranges: Ranges) -> Self {
         Excluding { inner, ranges, raw: Chunk::default(), kept: 0, excluded: 0 }
     }
 }
 
-impl TraceSource for Excluding<'_> {
+impl<S: TraceSource> TraceSource for Excluding<S> {
     fn metadata(&self) -> &Metadata {
         self.inner.metadata()
     }
