@@ -56,62 +56,43 @@ pub trait TraceSource: Send {
     }
 }
 
-impl<T: TraceSource + ?Sized> TraceSource for &mut T {
-    fn metadata(&self) -> &Metadata {
-        (**self).metadata()
-    }
-    fn next_chunk(&mut self, out: &mut Chunk) -> Result<bool> {
-        (**self).next_chunk(out)
-    }
-    fn access_count_hint(&self) -> Option<u64> {
-        (**self).access_count_hint()
-    }
-    fn truncated_at(&self) -> Option<u64> {
-        (**self).truncated_at()
-    }
-    fn for_each_chunk(&mut self, sink: &mut dyn FnMut(&Chunk) -> Result<()>) -> Result<()> {
-        (**self).for_each_chunk(sink)
-    }
-    fn for_each_chunk_unordered(&mut self, sink: &(dyn Fn(usize, &Chunk) -> Result<()> + Sync)) -> Result<()> {
-        (**self).for_each_chunk_unordered(sink)
-    }
-    fn for_each_chunk_in_parts(
-        &mut self,
-        parts: usize,
-        sink: &(dyn Fn(usize, &Chunk) -> Result<()> + Sync),
-    ) -> Result<()> {
-        (**self).for_each_chunk_in_parts(parts, sink)
-    }
+/// A borrowed or boxed source reads as the source it points to.
+macro_rules! forward_source {
+    ($($pointer:ty),*) => {$(
+        impl<T: TraceSource + ?Sized> TraceSource for $pointer {
+            fn metadata(&self) -> &Metadata {
+                (**self).metadata()
+            }
+            fn next_chunk(&mut self, out: &mut Chunk) -> Result<bool> {
+                (**self).next_chunk(out)
+            }
+            fn access_count_hint(&self) -> Option<u64> {
+                (**self).access_count_hint()
+            }
+            fn truncated_at(&self) -> Option<u64> {
+                (**self).truncated_at()
+            }
+            fn for_each_chunk(&mut self, sink: &mut dyn FnMut(&Chunk) -> Result<()>) -> Result<()> {
+                (**self).for_each_chunk(sink)
+            }
+            fn for_each_chunk_unordered(
+                &mut self,
+                sink: &(dyn Fn(usize, &Chunk) -> Result<()> + Sync),
+            ) -> Result<()> {
+                (**self).for_each_chunk_unordered(sink)
+            }
+            fn for_each_chunk_in_parts(
+                &mut self,
+                parts: usize,
+                sink: &(dyn Fn(usize, &Chunk) -> Result<()> + Sync),
+            ) -> Result<()> {
+                (**self).for_each_chunk_in_parts(parts, sink)
+            }
+        }
+    )*};
 }
 
-/// An owned source reads as the source it holds.
-impl<T: TraceSource + ?Sized> TraceSource for Box<T> {
-    fn metadata(&self) -> &Metadata {
-        (**self).metadata()
-    }
-    fn next_chunk(&mut self, out: &mut Chunk) -> Result<bool> {
-        (**self).next_chunk(out)
-    }
-    fn access_count_hint(&self) -> Option<u64> {
-        (**self).access_count_hint()
-    }
-    fn truncated_at(&self) -> Option<u64> {
-        (**self).truncated_at()
-    }
-    fn for_each_chunk(&mut self, sink: &mut dyn FnMut(&Chunk) -> Result<()>) -> Result<()> {
-        (**self).for_each_chunk(sink)
-    }
-    fn for_each_chunk_unordered(&mut self, sink: &(dyn Fn(usize, &Chunk) -> Result<()> + Sync)) -> Result<()> {
-        (**self).for_each_chunk_unordered(sink)
-    }
-    fn for_each_chunk_in_parts(
-        &mut self,
-        parts: usize,
-        sink: &(dyn Fn(usize, &Chunk) -> Result<()> + Sync),
-    ) -> Result<()> {
-        (**self).for_each_chunk_in_parts(parts, sink)
-    }
-}
+forward_source!(&mut T, Box<T>);
 
 /// A trace held in memory: built access by access (or event by event), then read as any
 /// other. Reading it does not consume it; [`MemoryTrace::rewind`] starts over.
