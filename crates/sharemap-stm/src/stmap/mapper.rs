@@ -390,7 +390,13 @@ impl State {
         };
         if !remap {
             log(config, &line);
-            self.grow_interval(config.mi);
+            if self.pending.is_some() {
+                // A better mapping waits for its confirmation: at the next interval, not a
+                // doubled one.
+                self.interval = config.mi;
+            } else {
+                self.grow_interval(config.mi);
+            }
             self.map_data(s);
             return;
         }
