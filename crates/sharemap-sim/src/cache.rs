@@ -9,13 +9,25 @@ pub const SHARED: u8 = 1;
 pub const EXCLUSIVE: u8 = 2;
 pub const MODIFIED: u8 = 3;
 
+/// A way's content without its state: the line plus one, so that no line's tag is 0.
+#[inline(always)]
+fn tag(line: u64) -> u64 {
+    (line + 1) << 2
+}
+
+/// A way's line and state.
+#[inline(always)]
+fn untag(slot: u64) -> (u64, u8) {
+    ((slot >> 2) - 1, (slot & 3) as u8)
+}
+
 #[derive(Clone, Debug)]
 pub struct Cache {
     ways: usize,
     sets: u64,
     /// `sets - 1` when the number of sets is a power of two (a mask instead of a division).
     mask: Option<u64>,
-    /// Per way, set after set, most recently used first: `line << 2 | state`, 0 when empty.
+    /// Per way, set after set, most recently used first: `tag(line) | state`, 0 when empty.
     slots: Vec<u64>,
 }
 
@@ -50,9 +62,10 @@ impl Cache {
     #[inline]
     fn find(&self, line: u64) -> (std::ops::Range<usize>, Option<usize>) {
         let range = self.set_range(line);
-        let want = line << 2;
+        let want = tag(line);
         let set = &self.slots[range.clone()];
-        let way = set.iter().position(|&s| s != 0 && s & !3 == want);
+        // An empty way (0) never equals a tag: one comparison per way.
+        let way = set.iter().position(|&s| s & !3 == want);
         (range, way)
     }
 
@@ -86,7 +99,7 @@ impl Cache {
     pub fn set_state(&mut self, line: u64, state: u8) -> bool {
         match self.find(line) {
             (range, Some(way)) => {
-                self.slots[range.start + way] = if state == INVALID { 0 } else { line << 2 | state as u64 };
+                self.slots[range.start + way] = if state == INVALID { 0 } else { tag(line) | state as u64 };
                 true
             }
             (_, None) => false,
@@ -98,14 +111,14 @@ impl Cache {
     /// returns with its state.
     pub fn insert(&mut self, line: u64, state: u8) -> Option<(u64, u8)> {
         debug_assert!(state != INVALID);
-        let new = line << 2 | state as u64;
+        let new = tag(line) | state as u64;
         let (range, way) = self.find(line);
         let set = &mut self.slots[range];
         let way = way.or_else(|| set.iter().position(|&s| s == 0)).unwrap_or(set.len() - 1);
         let old = set[way];
         set[..=way].rotate_right(1);
         set[0] = new;
-        (old != 0 && old & !3 != line << 2).then_some((old >> 2, (old & 3) as u8))
+        (old != 0 && old & !3 != tag(line)).then_some(untag(old))
     }
 
     /// `insert` for a line known to be absent (the lookup that found it missing just ran):
@@ -117,13 +130,13 @@ impl Cache {
         let way = set.iter().position(|&s| s == 0).unwrap_or(set.len() - 1);
         let old = set[way];
         set[..=way].rotate_right(1);
-        set[0] = line << 2 | state as u64;
-        (old != 0).then_some((old >> 2, (old & 3) as u8))
+        set[0] = tag(line) | state as u64;
+        (old != 0).then_some(untag(old))
     }
 
     /// Every line present, with its state (tests and invariant checks).
     pub fn lines(&self) -> impl Iterator<Item = (u64, u8)> + '_ {
-        self.slots.iter().filter(|&&s| s != 0).map(|&s| (s >> 2, (s & 3) as u8))
+        self.slots.iter().filter(|&&s| s != 0).map(|&s| untag(s))
     }
 }
 

@@ -226,7 +226,7 @@ fn decide(s: &Stmap, total: u64) {
         return; // next_decision stays at u64::MAX
     }
     // Due after the interval, counted from what the threads have counted by now.
-    let now = s.accesses.load(Ordering::Relaxed);
+    let now = s.accesses();
     s.next_decision.store(now.max(total).saturating_add(st.interval), Ordering::Relaxed);
 }
 
@@ -499,7 +499,7 @@ pub fn finish(s: &Stmap) {
         &format!(
             "STMap: {} samples of {} transactional accesses, {} distinct addresses; {} decisions, {} remaps, {} thread moves, {} pages moved",
             s.samples.load(Ordering::Relaxed),
-            s.accesses.load(Ordering::Relaxed),
+            s.accesses(),
             s.sharing.distinct(),
             c.decisions,
             c.remaps,

@@ -112,11 +112,23 @@ struct Stmap {
     sharing: table::Sharing,
     /// Per-page dominant threads, when data mapping is on.
     pages: Option<table::Pages>,
-    /// Transactional accesses counted (sampled ones times SI+1).
-    accesses: Padded<AtomicU64>,
+    /// Samples taken; the transactional accesses counted are SI+1 times as many (one
+    /// shared counter: each publication costs one cache-line transfer between cores).
     samples: Padded<AtomicU64>,
     /// Where the next decision is due.
     next_decision: Padded<AtomicU64>,
+}
+
+impl Stmap {
+    /// Transactional accesses counted for `samples` samples.
+    fn accesses_of(&self, samples: u64) -> u64 {
+        samples.saturating_mul(self.config.si as u64 + 1)
+    }
+
+    /// Transactional accesses counted so far.
+    fn accesses(&self) -> u64 {
+        self.accesses_of(self.samples.load(Ordering::Relaxed))
+    }
 }
 
 #[repr(align(128))]
@@ -157,7 +169,6 @@ pub fn init() {
         // 32 Ki addresses (256 KiB): room for Equation 1's threshold with a cache-sized table.
         sharing: table::Sharing::new(15),
         pages: data.then(|| table::Pages::new(16, page_size)),
-        accesses: Padded(AtomicU64::new(0)),
         samples: Padded(AtomicU64::new(0)),
         next_decision: Padded(AtomicU64::new(config.mi)),
         config,
@@ -255,9 +266,7 @@ pub fn publish(th: &mut Thread) {
     if n == 0 {
         return;
     }
-    s.samples.fetch_add(n, Ordering::Relaxed);
-    let step = n * (s.config.si as u64 + 1);
-    let total = s.accesses.fetch_add(step, Ordering::Relaxed) + step;
+    let total = s.accesses_of(s.samples.fetch_add(n, Ordering::Relaxed) + n);
     if total >= s.next_decision.load(Ordering::Relaxed) {
         hooks::quietly(|| mapper::request_decision(s, total));
     }
@@ -282,7 +291,7 @@ pub fn stat(name: &[u8]) -> Option<crate::stats::Value> {
     Some(match name {
         b"stmap_enabled" => Int(s.is_some() as c_int),
         b"stmap_samples" => ULong(load(|s| s.samples.load(Ordering::Relaxed))),
-        b"stmap_accesses" => ULong(load(|s| s.accesses.load(Ordering::Relaxed))),
+        b"stmap_accesses" => ULong(load(|s| s.accesses())),
         b"stmap_distinct_addresses" => ULong(load(|s| s.sharing.distinct())),
         b"stmap_decisions" => ULong(m.decisions),
         b"stmap_remaps" => ULong(m.remaps),
