@@ -39,10 +39,14 @@ pub struct SimulateArgs {
     /// (repeatable; see `sharemap policies`)
     #[arg(long = "set", value_name = "POLICY.KEY=VALUE")]
     pub set: Vec<String>,
+    /// A parameter of the machine model, as key=value (repeatable; see --list), e.g.
+    /// walk_ns=40 or dram_ns=100
+    #[arg(long = "param", value_name = "KEY=VALUE")]
+    pub param: Vec<String>,
     /// Also write bar plots: BASE-time, BASE-misses and BASE-traffic (.svg and .png)
     #[arg(long, value_name = "BASE")]
     pub plot: Option<PathBuf>,
-    /// List the mechanisms and what they do
+    /// List the mechanisms and the model's parameters
     #[arg(long)]
     pub list: bool,
 }
@@ -53,12 +57,16 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode> {
     }
     let path = args.trace.clone().expect("clap requires it");
     let format = format_arg(args.from.as_deref())?;
+    let mut params = sharemap_sim::Params::default();
+    for setting in &args.param {
+        params.set(setting).map_err(|e| anyhow!("--param: {e}"))?;
+    }
     let request = SimulateRequest {
         machine: args.machine.clone(),
         mechanisms: args.mechanism.clone(),
         page_size: args.page_size,
         seed: args.seed,
-        params: Default::default(),
+        params,
         settings: args.set.clone(),
     };
     let ranges = crate::trace_cmds::exclusion(args.exclude.text())?;
@@ -203,5 +211,11 @@ pub fn list() -> Result<ExitCode> {
     });
     crate::registry::header("mechanism");
     crate::registry::rows(rows, |name, p| format!("{name}:{}={}", p.key, p.default));
+    println!();
+    println!("model parameters (--param KEY=VALUE; the defaults' sources: docs/simulator.md):");
+    let defaults = sharemap_sim::Params::default();
+    for (key, what) in sharemap_sim::Params::keys() {
+        println!("  {:<22}{:>8}  {what}", key, defaults.value(key).unwrap_or_default());
+    }
     Ok(ExitCode::SUCCESS)
 }

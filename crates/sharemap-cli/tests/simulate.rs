@@ -93,13 +93,49 @@ fn every_mechanism_runs_on_a_generated_trace() {
     assert!(svg.contains("random") && svg.contains("time / os time"), "the time figure names its bars and axis");
 }
 
+/// `--param` changes the model: on one thread touching pages of its own node once each,
+/// every access is a page walk and a local DRAM read, so the time moves by exactly the
+/// change of each latency times its count.
+#[test]
+fn model_parameters_change_the_time_by_what_they_cost() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "t.csv");
+    let mut csv = String::from("thread,addr,size,kind\n");
+    for page in 0..50u64 {
+        csv += &format!("0,{:#x},8,R\n", 0x10_0000 + page * 4096 + (page % 7) * 64);
+    }
+    std::fs::write(&t, csv).unwrap();
+    let machine = "pack:2 numa:1 l3:1(size=1MiB) l2:1(size=256KiB) l1d:1(size=32KiB) core:1 pu:1";
+    let run = |params: &[&str]| {
+        let mut args = vec!["simulate", s(&t), "--machine", machine, "--mechanism", "os", "--json"];
+        for p in params {
+            args.extend(["--param", p]);
+        }
+        let v = json(&ok(&args));
+        mechanism(&v, "os").clone()
+    };
+    let base = run(&[]);
+    assert_eq!((base["page_walks"].as_u64(), base["dram_local"].as_u64()), (Some(50), Some(50)));
+    let time = |m: &serde_json::Value| m["time_ns"].as_f64().unwrap();
+    let slower_walks = run(&["walk_ns=1000"]);
+    assert!((time(&slower_walks) - time(&base) - 50.0 * (1000.0 - 25.0)).abs() < 1e-6);
+    let slower_dram = run(&["dram_ns=160", "access_ns=3"]);
+    assert!((time(&slower_dram) - time(&base) - 50.0 * (80.0 + 2.0)).abs() < 1e-6);
+    // The JSON says what the run used.
+    let v =
+        json(&ok(&["simulate", s(&t), "--machine", machine, "--mechanism", "os", "--json", "--param", "walk_ns=7"]));
+    assert_eq!(v["params"]["walk_ns"], 7.0);
+}
+
 #[test]
 fn bad_input_gets_one_line_and_a_failure() {
     let d = tempfile::tempdir().unwrap();
     let t = p(&d, "t.csv");
     std::fs::write(&t, "thread,addr,size,kind\n0,0x1000,8,W\n").unwrap();
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["simulate", s(&t), "--mechanism", "nope"], "mechanism 'nope': unknown mechanism"),
+        (&["simulate", s(&t), "--param", "walk=3"], "--param: parameter 'walk': unknown (known: access_ns,"),
+        (&["simulate", s(&t), "--param", "dram_ns=-5"], "--param: parameter dram_ns=-5: expected a number of ns"),
         (&["simulate", s(&t), "--machine", "pack:x"], "bad synthetic topology \"pack:x\""),
         (&["simulate", s(&t), "--page-size", "3000"], "power of two"),
         (&["simulate", "/nonexistent.trace"], "/nonexistent.trace"),

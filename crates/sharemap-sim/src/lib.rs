@@ -7,6 +7,7 @@ pub mod cache;
 mod directory;
 pub mod mechanisms;
 pub mod model;
+mod params;
 pub mod run;
 pub mod sim;
 pub mod stats;

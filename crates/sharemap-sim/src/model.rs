@@ -12,50 +12,7 @@ pub const MAX_SIMULATED_LINES: u64 = 1 << 28;
 /// Most caches of one kind (private or shared) a line can be in at once, tracked by bits.
 pub const MAX_SHARED_CACHES: usize = 32;
 
-/// What the model does not read from the machine (docs/simulator.md gives the sources).
-#[derive(Clone, Debug, Serialize)]
-pub struct Params {
-    /// Work between two memory accesses, in ns (the fixed cost of each access).
-    pub access_ns: f64,
-    /// Hit latency of a cache level (index: level - 1), in ns.
-    pub level_ns: [f64; 4],
-    /// Ways of a cache level when the machine does not say (index: level - 1).
-    pub level_ways: [u32; 4],
-    /// Line size when the machine does not say.
-    pub line: u32,
-    /// First-level data TLB: entries and ways; second level (0 entries: none).
-    pub tlb: (u32, u32),
-    pub tlb2: (u32, u32),
-    /// Latency added by a second-level TLB hit, and by a page walk.
-    pub tlb2_ns: f64,
-    pub walk_ns: f64,
-    /// A cache-to-cache transfer beyond the latency of the cache the two cores share.
-    pub snoop_ns: f64,
-    /// Moving a thread to another core (its caches then start cold by themselves).
-    pub thread_migration_ns: f64,
-    /// Copying a page, per byte, and the TLB shootdown that goes with it.
-    pub copy_ns_per_byte: f64,
-    pub shootdown_ns: f64,
-}
-
-impl Default for Params {
-    fn default() -> Params {
-        Params {
-            access_ns: 1.0,
-            level_ns: [1.5, 4.0, 15.0, 40.0],
-            level_ways: [8, 8, 16, 16],
-            line: 64,
-            tlb: (64, 4),
-            tlb2: (512, 4),
-            tlb2_ns: 3.0,
-            walk_ns: 25.0,
-            snoop_ns: 10.0,
-            thread_migration_ns: 5_000.0,
-            copy_ns_per_byte: 0.25,
-            shootdown_ns: 2_000.0,
-        }
-    }
-}
+pub use crate::params::Params;
 
 /// One simulated cache.
 #[derive(Clone, Debug, Serialize)]
@@ -213,9 +170,11 @@ impl Model {
         let dram_ns: Vec<Vec<f64>> = (0..nodes)
             .map(|a| {
                 (0..nodes)
-                    .map(
-                        |b| if machine.numa_count() == 0 { machine.latency_ns(0, 0) } else { machine.latency_ns(a, b) },
-                    )
+                    .map(|b| {
+                        let (a, b) = if machine.numa_count() == 0 { (0, 0) } else { (a, b) };
+                        // The machine's latency model, scaled to the local latency asked for.
+                        machine.latency_ns(a, b) * params.dram_ns / sharemap_machine::LOCAL_LATENCY_NS
+                    })
                     .collect()
             })
             .collect();

@@ -1,0 +1,191 @@
+//! The model's parameters that the machine does not give, their defaults (docs/simulator.md
+//! gives the sources), and their names for `simulate --param KEY=VALUE`.
+
+use serde::Serialize;
+
+/// What the model does not read from the machine.
+#[derive(Clone, Debug, Serialize)]
+pub struct Params {
+    /// Work between two memory accesses, in ns (the fixed cost of each access).
+    pub access_ns: f64,
+    /// Hit latency of a cache level (index: level - 1), in ns.
+    pub level_ns: [f64; 4],
+    /// Ways of a cache level when the machine does not say (index: level - 1; 0: fully
+    /// associative).
+    pub level_ways: [u32; 4],
+    /// Line size when the machine does not say.
+    pub line: u32,
+    /// First-level data TLB: entries and ways; second level (0 entries: none).
+    pub tlb: (u32, u32),
+    pub tlb2: (u32, u32),
+    /// Latency added by a second-level TLB hit, and by a page walk.
+    pub tlb2_ns: f64,
+    pub walk_ns: f64,
+    /// A cache-to-cache transfer beyond the latency of the cache the two cores share.
+    pub snoop_ns: f64,
+    /// Local DRAM latency; a remote node's is this times the machine's distance over 10.
+    pub dram_ns: f64,
+    /// Moving a thread to another core (its caches then start cold by themselves).
+    pub thread_migration_ns: f64,
+    /// Copying a page, per byte, and the TLB shootdown that goes with it.
+    pub copy_ns_per_byte: f64,
+    pub shootdown_ns: f64,
+}
+
+impl Default for Params {
+    fn default() -> Params {
+        Params {
+            access_ns: 1.0,
+            level_ns: [1.5, 4.0, 15.0, 40.0],
+            level_ways: [8, 8, 16, 16],
+            line: 64,
+            tlb: (64, 4),
+            tlb2: (512, 4),
+            tlb2_ns: 3.0,
+            walk_ns: 25.0,
+            snoop_ns: 10.0,
+            dram_ns: sharemap_machine::LOCAL_LATENCY_NS,
+            thread_migration_ns: 5_000.0,
+            copy_ns_per_byte: 0.25,
+            shootdown_ns: 2_000.0,
+        }
+    }
+}
+
+/// Where a named parameter lives.
+enum Field {
+    Ns(fn(&mut Params) -> &mut f64),
+    Count(fn(&mut Params) -> &mut u32),
+}
+
+/// Every parameter `set` knows: name, place, what it is.
+const FIELDS: &[(&str, Field, &str)] = &[
+    ("access_ns", Field::Ns(|p| &mut p.access_ns), "fixed cost of each access"),
+    ("l1_ns", Field::Ns(|p| &mut p.level_ns[0]), "L1 hit latency"),
+    ("l2_ns", Field::Ns(|p| &mut p.level_ns[1]), "L2 hit latency"),
+    ("l3_ns", Field::Ns(|p| &mut p.level_ns[2]), "L3 hit latency"),
+    ("l4_ns", Field::Ns(|p| &mut p.level_ns[3]), "L4 hit latency"),
+    ("l1_ways", Field::Count(|p| &mut p.level_ways[0]), "L1 ways unless the machine says (0: fully associative)"),
+    ("l2_ways", Field::Count(|p| &mut p.level_ways[1]), "L2 ways unless the machine says"),
+    ("l3_ways", Field::Count(|p| &mut p.level_ways[2]), "L3 ways unless the machine says"),
+    ("l4_ways", Field::Count(|p| &mut p.level_ways[3]), "L4 ways unless the machine says"),
+    ("line", Field::Count(|p| &mut p.line), "line size in bytes unless the machine says"),
+    ("tlb_entries", Field::Count(|p| &mut p.tlb.0), "first-level TLB entries"),
+    ("tlb_ways", Field::Count(|p| &mut p.tlb.1), "first-level TLB ways (0: fully associative)"),
+    ("tlb2_entries", Field::Count(|p| &mut p.tlb2.0), "second-level TLB entries (0: none)"),
+    ("tlb2_ways", Field::Count(|p| &mut p.tlb2.1), "second-level TLB ways"),
+    ("tlb2_ns", Field::Ns(|p| &mut p.tlb2_ns), "second-level TLB hit latency"),
+    ("walk_ns", Field::Ns(|p| &mut p.walk_ns), "page walk latency"),
+    ("snoop_ns", Field::Ns(|p| &mut p.snoop_ns), "cache-to-cache transfer beyond the shared cache's latency"),
+    ("dram_ns", Field::Ns(|p| &mut p.dram_ns), "local DRAM latency (remote: times distance / 10)"),
+    ("thread_migration_ns", Field::Ns(|p| &mut p.thread_migration_ns), "cost of moving a thread"),
+    ("copy_ns_per_byte", Field::Ns(|p| &mut p.copy_ns_per_byte), "page copy cost per byte"),
+    ("shootdown_ns", Field::Ns(|p| &mut p.shootdown_ns), "TLB shootdown of a page move"),
+];
+
+impl Params {
+    /// The names `set` knows, each with what it is.
+    pub fn keys() -> impl Iterator<Item = (&'static str, &'static str)> {
+        FIELDS.iter().map(|(name, _, what)| (*name, *what))
+    }
+
+    /// The value of a named parameter.
+    pub fn value(&self, key: &str) -> Option<f64> {
+        let (_, field, _) = FIELDS.iter().find(|(name, _, _)| *name == key)?;
+        let mut copy = self.clone();
+        Some(match field {
+            Field::Ns(place) => *place(&mut copy),
+            Field::Count(place) => *place(&mut copy) as f64,
+        })
+    }
+
+    /// Sets one parameter from `KEY=VALUE` (`simulate --param`). Latencies are
+    /// non-negative ns; counts are whole numbers (a line size a power of two of at least 8
+    /// bytes, a first-level TLB at least one entry).
+    pub fn set(&mut self, setting: &str) -> Result<(), String> {
+        let Some((key, value)) = setting.split_once('=') else {
+            return Err(format!("parameter '{setting}': expected KEY=VALUE"));
+        };
+        let (key, value) = (key.trim(), value.trim());
+        let Some((_, field, _)) = FIELDS.iter().find(|(name, _, _)| *name == key) else {
+            let known: Vec<&str> = FIELDS.iter().map(|(name, _, _)| *name).collect();
+            return Err(format!("parameter '{key}': unknown (known: {})", known.join(", ")));
+        };
+        match field {
+            Field::Ns(place) => match value.parse::<f64>() {
+                Ok(v) if v.is_finite() && v >= 0.0 => *place(self) = v,
+                _ => return Err(format!("parameter {key}={value}: expected a number of ns, 0 or more")),
+            },
+            Field::Count(place) => {
+                let v = value
+                    .parse::<u32>()
+                    .map_err(|_| format!("parameter {key}={value}: expected a whole number, 0 or more"))?;
+                if key == "line" && (!v.is_power_of_two() || v < 8) {
+                    return Err(format!("parameter line={value}: expected a power of two, 8 or more"));
+                }
+                if key == "tlb_entries" && v == 0 {
+                    return Err(format!("parameter tlb_entries={value}: a TLB has at least one entry"));
+                }
+                *place(self) = v;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every key reaches its own field: setting it changes the serialised parameters in
+    /// exactly one place, to the value given.
+    #[test]
+    fn each_key_sets_its_field_alone() {
+        let flat = |p: &Params| -> Vec<f64> {
+            fn walk(v: &serde_json::Value, out: &mut Vec<f64>) {
+                match v {
+                    serde_json::Value::Number(n) => out.push(n.as_f64().unwrap()),
+                    serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+                    serde_json::Value::Object(o) => o.values().for_each(|x| walk(x, out)),
+                    _ => {}
+                }
+            }
+            let mut out = Vec::new();
+            walk(&serde_json::to_value(p).unwrap(), &mut out);
+            out
+        };
+        let base = flat(&Params::default());
+        let mut touched = std::collections::HashSet::new();
+        for (key, _) in Params::keys() {
+            let mut p = Params::default();
+            p.set(&format!("{key}=4096")).unwrap();
+            let now = flat(&p);
+            let changed: Vec<usize> = (0..base.len()).filter(|&i| base[i] != now[i]).collect();
+            assert_eq!(changed.len(), 1, "{key} changed {changed:?}");
+            assert_eq!(now[changed[0]], 4096.0, "{key}");
+            assert!(touched.insert(changed[0]), "{key} shares its field with another key");
+            assert_eq!(p.value(key), Some(4096.0), "{key}");
+            assert_eq!(Params::default().value(key), Some(base[changed[0]]), "{key}");
+        }
+        assert_eq!(touched.len(), base.len(), "a parameter no key reaches");
+    }
+
+    #[test]
+    fn bad_settings_are_refused_with_their_reason() {
+        let mut p = Params::default();
+        for (bad, says) in [
+            ("walk_ns", "KEY=VALUE"),
+            ("nope=1", "unknown"),
+            ("walk_ns=-1", "0 or more"),
+            ("walk_ns=inf", "0 or more"),
+            ("l2_ways=2.5", "whole number"),
+            ("line=48", "power of two"),
+            ("tlb_entries=0", "at least one"),
+        ] {
+            let e = p.set(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        p.set(" walk_ns = 40 ").unwrap();
+        assert_eq!(p.walk_ns, 40.0);
+    }
+}
