@@ -106,6 +106,22 @@ impl Cache {
         }
     }
 
+    /// The state of `line` (INVALID when absent), changed to `f` of it in the same search
+    /// (INVALID removes it); the use order stays as it is.
+    #[inline]
+    pub fn change_state(&mut self, line: u64, f: impl FnOnce(u8) -> u8) -> u8 {
+        match self.find(line) {
+            (range, Some(way)) => {
+                let slot = &mut self.slots[range.start + way];
+                let old = (*slot & 3) as u8;
+                let new = f(old);
+                *slot = if new == INVALID { 0 } else { tag(line) | new as u64 };
+                old
+            }
+            (_, None) => INVALID,
+        }
+    }
+
     /// Puts `line` in `state` as the most recently used line of its set: updates it when
     /// present, else takes an empty way or evicts the least recently used line, which it
     /// returns with its state.

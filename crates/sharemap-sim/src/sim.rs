@@ -295,15 +295,29 @@ impl<'m> Sim<'m> {
         if others.count_ones() == 1 {
             let owner = others.trailing_zeros() as usize;
             let opu = self.core_pu[owner];
-            let ostate = self.core_state(owner, line);
+            // The owner's last private level says whether it holds the line exclusive and
+            // gives it up (shared for a reader, invalid for a writer) in the same search.
+            let after = if write { INVALID } else { SHARED };
+            let owner_path = &m.private_path[opu];
+            let ostate = match owner_path.last() {
+                Some(&c) => self.caches[c].change_state(line, |s| if s >= EXCLUSIVE { after } else { s }),
+                None => INVALID,
+            };
             if ostate >= EXCLUSIVE {
+                for &c in &owner_path[..owner_path.len() - 1] {
+                    self.caches[c].set_state(line, after);
+                }
                 ns = self.transfer_ns(pu, opu);
                 self.stats.transfer(node, m.pu_node[opu]);
                 #[cfg(test)]
                 self.values.served_by_core(owner);
                 served = true;
                 if write {
-                    self.drop_core(owner, line);
+                    #[cfg(test)]
+                    self.values.drop_core(owner, line);
+                    if let Some(e) = self.dir.get_mut(line) {
+                        e.set_cores(e.cores() & !bit(owner));
+                    }
                     self.stats.invalidation(node, m.pu_node[opu]);
                 } else {
                     if ostate == MODIFIED {
@@ -314,7 +328,6 @@ impl<'m> Sim<'m> {
                         #[cfg(test)]
                         self.refresh_shared(opu, owner, line);
                     }
-                    self.set_core_state(owner, line, SHARED);
                 }
             }
         }
@@ -488,16 +501,6 @@ impl<'m> Sim<'m> {
         }
     }
 
-    /// Removes a line from a core (no write-back: the caller takes its data).
-    fn drop_core(&mut self, core: usize, line: u64) {
-        self.set_core_state(core, line, INVALID);
-        #[cfg(test)]
-        self.values.drop_core(core, line);
-        if let Some(e) = self.dir.get_mut(line) {
-            e.set_cores(e.cores() & !bit(core));
-        }
-    }
-
     /// Invalidates every copy but this core's and those of the shared caches on its path;
     /// returns what the writer waits for: the farthest acknowledgement.
     fn invalidate_others(&mut self, pu: usize, core: usize, line: u64) -> f64 {
@@ -510,7 +513,10 @@ impl<'m> Sim<'m> {
             let other = others.trailing_zeros() as usize;
             others &= others - 1;
             let opu = self.core_pu[other];
-            self.drop_core(other, line);
+            // The entry is rewritten once below.
+            self.set_core_state(other, line, INVALID);
+            #[cfg(test)]
+            self.values.drop_core(other, line);
             self.stats.invalidation(node, m.pu_node[opu]);
             wait = wait.max(self.transfer_ns(pu, opu));
         }
