@@ -40,11 +40,14 @@ pub struct Directory {
     slots: Vec<Slot>,
     bits: u32,
     len: usize,
+    /// The slot of the line found last (a miss looks its line up several times). It needs
+    /// no invalidation: the slot is used only when it still holds that line.
+    last: std::cell::Cell<usize>,
 }
 
 impl Default for Directory {
     fn default() -> Self {
-        Directory { slots: vec![Slot::default(); 1 << 12], bits: 12, len: 0 }
+        Directory { slots: vec![Slot::default(); 1 << 12], bits: 12, len: 0, last: Default::default() }
     }
 }
 
@@ -58,11 +61,16 @@ impl Directory {
     #[inline]
     fn find(&self, line: u64) -> (usize, bool) {
         let key = line + 1;
+        let last = self.last.get();
+        if self.slots[last].key == key {
+            return (last, true);
+        }
         let mask = self.slots.len() - 1;
         let mut i = self.home(key);
         loop {
             let k = self.slots[i].key;
             if k == key {
+                self.last.set(i);
                 return (i, true);
             }
             if k == 0 {
@@ -104,6 +112,7 @@ impl Directory {
         if !found {
             self.slots[i] = Slot { key: line + 1, dir: Dir::default() };
             self.len += 1;
+            self.last.set(i);
         }
         &mut self.slots[i].dir
     }
