@@ -490,6 +490,8 @@ impl<'m> Sim<'m> {
         }
     }
 
+    /// The state of a line in a core (the tests' data shadow asks it).
+    #[cfg(test)]
     fn core_state(&self, core: usize, line: u64) -> u8 {
         let path = &self.m.private_path[self.core_pu[core]];
         path.last().map_or(INVALID, |&c| self.caches[c].state(line))
