@@ -56,6 +56,9 @@ pub struct Model {
     pub dram_ns: Vec<Vec<f64>>,
     /// What crossing from node a to node b adds to a transfer, in ns.
     pub hop_ns: Vec<Vec<f64>>,
+    /// A line from one core to another (row: the receiving core), per pair of cores: the
+    /// cores' PUs share their caches above them, so a core's PU stands for all of them.
+    transfer_ns: Vec<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,7 +183,7 @@ impl Model {
             .collect();
         let hop_ns =
             (0..nodes).map(|a| (0..nodes).map(|b| (dram_ns[a][b] - dram_ns[a][a]).max(0.0)).collect()).collect();
-        Ok(Model {
+        let mut model = Model {
             params,
             line,
             caches,
@@ -193,7 +196,33 @@ impl Model {
             shared_index,
             dram_ns,
             hop_ns,
-        })
+            transfer_ns: Vec::new(),
+        };
+        let mut core_pu = vec![0; cores];
+        for (pu, &c) in model.pu_core.iter().enumerate() {
+            core_pu[c] = pu;
+        }
+        model.transfer_ns =
+            (0..cores * cores).map(|i| model.transfer_between(core_pu[i / cores], core_pu[i % cores])).collect();
+        Ok(model)
+    }
+
+    /// A line from PU `b`'s core to PU `a`'s: through the nearest cache they share, or
+    /// across the interconnect between their nodes.
+    pub(crate) fn transfer_between(&self, a: usize, b: usize) -> f64 {
+        match self.common_shared(a, b) {
+            Some(c) => self.caches[c].latency_ns + self.params.snoop_ns,
+            None => {
+                let llc = self.shared_path[a].last().map_or(self.params.level_ns[2], |&c| self.caches[c].latency_ns);
+                llc + self.params.snoop_ns + self.hop_ns[self.pu_node[a]][self.pu_node[b]]
+            }
+        }
+    }
+
+    /// What a transfer of a line from PU `b`'s core to PU `a`'s costs.
+    #[inline]
+    pub fn transfer_ns(&self, a: usize, b: usize) -> f64 {
+        self.transfer_ns[self.pu_core[a] * self.cores + self.pu_core[b]]
     }
 
     pub fn pus(&self) -> usize {

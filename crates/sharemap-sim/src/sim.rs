@@ -307,7 +307,7 @@ impl<'m> Sim<'m> {
                 for &c in &owner_path[..owner_path.len() - 1] {
                     self.caches[c].set_state(line, after);
                 }
-                ns = self.transfer_ns(pu, opu);
+                ns = self.m.transfer_ns(pu, opu);
                 self.stats.transfer(node, m.pu_node[opu]);
                 #[cfg(test)]
                 self.values.served_by_core(owner);
@@ -520,7 +520,7 @@ impl<'m> Sim<'m> {
             #[cfg(test)]
             self.values.drop_core(other, line);
             self.stats.invalidation(node, m.pu_node[opu]);
-            wait = wait.max(self.transfer_ns(pu, opu));
+            wait = wait.max(self.m.transfer_ns(pu, opu));
         }
         let mine = self.shared_mask(pu);
         let mut shared = entry.shared & !mine;
@@ -543,19 +543,6 @@ impl<'m> Sim<'m> {
             }
         }
         wait
-    }
-
-    /// A line from one PU's core to another's: through the nearest cache they share, or
-    /// across the interconnect between their nodes.
-    fn transfer_ns(&self, a: usize, b: usize) -> f64 {
-        let m = self.m;
-        match m.common_shared(a, b) {
-            Some(c) => m.caches[c].latency_ns + m.params.snoop_ns,
-            None => {
-                let llc = m.shared_path[a].last().map_or(m.params.level_ns[2], |&c| m.caches[c].latency_ns);
-                llc + m.params.snoop_ns + m.hop_ns[m.pu_node[a]][m.pu_node[b]]
-            }
-        }
     }
 
     /// Moves thread `t` to `pu`: it pays the migration; its data stays where it was. A

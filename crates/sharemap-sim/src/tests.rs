@@ -29,6 +29,22 @@ fn the_model_reads_the_machine() {
     assert_eq!(sammu.caches.iter().filter(|c| c.level == 3).count(), 4);
 }
 
+/// The per-core table of transfer costs gives, for every pair of PUs (SMT siblings
+/// included), what the PUs' own paths give.
+#[test]
+fn transfer_costs_per_core_are_those_of_every_pu() {
+    for spec in [TINY, "sammu", "pack:2 numa:1 l3:1(size=1MiB) l2:2(size=256KiB) core:2 pu:2"] {
+        let m = model(spec);
+        for a in 0..m.pus() {
+            for b in 0..m.pus() {
+                assert_eq!(m.transfer_ns(a, b), m.transfer_between(a, b), "{spec}: PUs {a}, {b}");
+            }
+        }
+    }
+    let m = model(TINY);
+    assert!(m.transfer_ns(0, 2) < m.transfer_ns(0, 4), "within a package is nearer");
+}
+
 #[test]
 fn a_loop_over_data_that_fits_misses_once_per_line() {
     let m = model("pack:1 numa:1 l3:1(size=4MiB) l2:1(size=256KiB) l1d:1(size=32KiB) core:1 pu:1");
