@@ -52,6 +52,10 @@ pub struct Model {
     pub nodes: usize,
     /// Index among the shared caches of each cache (None for private ones).
     pub shared_index: Vec<Option<usize>>,
+    /// The cache of each shared-cache index (the inverse of `shared_index`).
+    pub shared_caches: Vec<usize>,
+    /// Per PU, the bits (shared-cache indices) of the shared caches on its path.
+    pub shared_mask: Vec<u32>,
     /// DRAM latency from a PU of node a to memory of node b, in ns.
     pub dram_ns: Vec<Vec<f64>>,
     /// What crossing from node a to node b adds to a transfer, in ns.
@@ -183,6 +187,11 @@ impl Model {
             .collect();
         let hop_ns =
             (0..nodes).map(|a| (0..nodes).map(|b| (dram_ns[a][b] - dram_ns[a][a]).max(0.0)).collect()).collect();
+        let shared_caches = (0..caches.len()).filter(|&c| !caches[c].private).collect();
+        let shared_mask = shared_path
+            .iter()
+            .map(|path| path.iter().fold(0, |acc, &c| acc | 1 << shared_index[c].unwrap_or(0)))
+            .collect();
         let mut model = Model {
             params,
             line,
@@ -193,6 +202,8 @@ impl Model {
             pu_node,
             cores,
             nodes,
+            shared_caches,
+            shared_mask,
             shared_index,
             dram_ns,
             hop_ns,

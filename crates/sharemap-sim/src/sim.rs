@@ -253,7 +253,7 @@ impl<'m> Sim<'m> {
             }
             return ns;
         }
-        let mine = self.shared_mask(pu);
+        let mine = self.m.shared_mask[pu];
         let entry = self.dir.entry(line);
         let state = if write {
             MODIFIED
@@ -273,11 +273,6 @@ impl<'m> Sim<'m> {
         #[cfg(test)]
         self.values.core_access(core, line, write);
         ns
-    }
-
-    /// Bits of the shared caches on a PU's path.
-    fn shared_mask(&self, pu: usize) -> u32 {
-        self.m.shared_path[pu].iter().fold(0, |acc, &c| acc | 1 << self.m.shared_index[c].unwrap_or(0))
     }
 
     /// A line this core does not hold: from the core that holds it exclusive, else the
@@ -356,7 +351,7 @@ impl<'m> Sim<'m> {
         }
         if !served && entry.dirty != 0 {
             // A dirty copy in a shared cache off this path: it answers, and memory gets it.
-            let c = self.shared_cache(entry.dirty as usize - 1);
+            let c = self.m.shared_caches[entry.dirty as usize - 1];
             let cnode = m.caches[c].node;
             ns = m.caches[c].latency_ns + m.params.snoop_ns + m.hop_ns[node][cnode];
             self.stats.transfer(node, cnode);
@@ -407,11 +402,6 @@ impl<'m> Sim<'m> {
     fn write_back(&mut self, line: u64, from: usize) {
         let home = self.home(line >> (self.page_shift - self.line_shift), from);
         self.stats.writeback(from, home);
-    }
-
-    /// The cache id of a shared-cache index.
-    fn shared_cache(&self, index: usize) -> usize {
-        self.m.shared_index.iter().position(|&s| s == Some(index)).unwrap_or(0)
     }
 
     /// Puts `line` in shared cache `c` (`absent`: known not to be there).
@@ -522,12 +512,12 @@ impl<'m> Sim<'m> {
             self.stats.invalidation(node, m.pu_node[opu]);
             wait = wait.max(self.m.transfer_ns(pu, opu));
         }
-        let mine = self.shared_mask(pu);
+        let mine = self.m.shared_mask[pu];
         let mut shared = entry.shared & !mine;
         while shared != 0 {
             let idx = shared.trailing_zeros() as usize;
             shared &= shared - 1;
-            let c = self.shared_cache(idx);
+            let c = self.m.shared_caches[idx];
             let cnode = m.caches[c].node;
             self.caches[c].set_state(line, INVALID);
             #[cfg(test)]
@@ -580,7 +570,7 @@ impl<'m> Sim<'m> {
             while shared != 0 {
                 let idx = shared.trailing_zeros() as usize;
                 shared &= shared - 1;
-                let c = self.shared_cache(idx);
+                let c = self.m.shared_caches[idx];
                 #[cfg(test)]
                 if self.caches[c].state(line) == MODIFIED {
                     self.values.shared_to_memory(c, line);
@@ -729,7 +719,7 @@ impl<'m> Sim<'m> {
                 && hs.iter().any(|h| h.1 >= EXCLUSIVE)
             {
                 let core = hs[0].0;
-                let mine = self.shared_mask(self.core_pu[core]);
+                let mine = self.m.shared_mask[self.core_pu[core]];
                 if e.shared & !mine != 0 {
                     return Err(format!(
                         "line {line}: exclusive in core {core} but also in a shared cache off its path"
