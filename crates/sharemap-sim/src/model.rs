@@ -47,6 +47,8 @@ pub struct Model {
     pub shared_path: Vec<Vec<usize>>,
     /// Dense index of each PU's core.
     pub pu_core: Vec<usize>,
+    /// Per core, a PU of it (whose paths are the core's).
+    pub core_pu: Vec<usize>,
     pub pu_node: Vec<usize>,
     pub cores: usize,
     pub nodes: usize,
@@ -192,6 +194,11 @@ impl Model {
             .iter()
             .map(|path| path.iter().fold(0, |acc, &c| acc | 1 << shared_index[c].unwrap_or(0)))
             .collect();
+        // A core's first PU: its siblings sit under the same caches.
+        let mut core_pu = vec![0; cores];
+        for (pu, &c) in pu_core.iter().enumerate().rev() {
+            core_pu[c] = pu;
+        }
         let mut model = Model {
             params,
             line,
@@ -199,6 +206,7 @@ impl Model {
             private_path,
             shared_path,
             pu_core,
+            core_pu,
             pu_node,
             cores,
             nodes,
@@ -209,10 +217,7 @@ impl Model {
             hop_ns,
             transfer_ns: Vec::new(),
         };
-        let mut core_pu = vec![0; cores];
-        for (pu, &c) in model.pu_core.iter().enumerate() {
-            core_pu[c] = pu;
-        }
+        let core_pu = &model.core_pu;
         model.transfer_ns =
             (0..cores * cores).map(|i| model.transfer_between(core_pu[i / cores], core_pu[i % cores])).collect();
         Ok(model)

@@ -45,8 +45,6 @@ pub struct Sim<'m> {
     line_shift: u32,
     page_shift: u32,
     lines_per_page: u64,
-    /// Per core: a PU of it (whose private path is the core's).
-    core_pu: Vec<usize>,
     thread_pu: Vec<usize>,
     /// Whether each thread has made an access yet.
     started: Vec<bool>,
@@ -69,10 +67,6 @@ impl<'m> Sim<'m> {
         let p = &m.params;
         let tlb = (0..m.cores).map(|_| Cache::new(p.tlb.0 as u64, p.tlb.1)).collect();
         let tlb2 = (0..m.cores).map(|_| (p.tlb2.0 > 0).then(|| Cache::new(p.tlb2.0 as u64, p.tlb2.1))).collect();
-        let mut core_pu = vec![0; m.cores];
-        for (pu, &c) in m.pu_core.iter().enumerate().rev() {
-            core_pu[c] = pu;
-        }
         let page_size = page_size.max(m.line as u64).next_power_of_two();
         let mut sim = Sim {
             m,
@@ -87,7 +81,6 @@ impl<'m> Sim<'m> {
             line_shift: m.line.trailing_zeros(),
             page_shift: page_size.trailing_zeros(),
             lines_per_page: page_size / m.line as u64,
-            core_pu,
             thread_pu: Vec::new(),
             started: Vec::new(),
             pu_load: vec![0; m.pus()],
@@ -289,7 +282,7 @@ impl<'m> Sim<'m> {
         self.values.fetch_begin(core, line);
         if others.count_ones() == 1 {
             let owner = others.trailing_zeros() as usize;
-            let opu = self.core_pu[owner];
+            let opu = self.m.core_pu[owner];
             // The owner's last private level says whether it holds the line exclusive and
             // gives it up (shared for a reader, invalid for a writer) in the same search.
             let after = if write { INVALID } else { SHARED };
@@ -483,12 +476,12 @@ impl<'m> Sim<'m> {
     /// The state of a line in a core (the tests' data shadow asks it).
     #[cfg(test)]
     fn core_state(&self, core: usize, line: u64) -> u8 {
-        let path = &self.m.private_path[self.core_pu[core]];
+        let path = &self.m.private_path[self.m.core_pu[core]];
         path.last().map_or(INVALID, |&c| self.caches[c].state(line))
     }
 
     fn set_core_state(&mut self, core: usize, line: u64, state: u8) {
-        for &c in &self.m.private_path[self.core_pu[core]] {
+        for &c in &self.m.private_path[self.m.core_pu[core]] {
             self.caches[c].set_state(line, state);
         }
     }
@@ -504,7 +497,7 @@ impl<'m> Sim<'m> {
         while others != 0 {
             let other = others.trailing_zeros() as usize;
             others &= others - 1;
-            let opu = self.core_pu[other];
+            let opu = self.m.core_pu[other];
             // The entry is rewritten once below.
             self.set_core_state(other, line, INVALID);
             #[cfg(test)]
@@ -668,7 +661,7 @@ impl<'m> Sim<'m> {
         let m = self.m;
         let mut holders: BTreeMap<u64, Vec<(usize, u8)>> = BTreeMap::new();
         for core in 0..m.cores {
-            let path = &m.private_path[self.core_pu[core]];
+            let path = &m.private_path[self.m.core_pu[core]];
             let Some(&last) = path.last() else { continue };
             for (line, state) in self.caches[last].lines() {
                 holders.entry(line).or_default().push((core, state));
@@ -719,7 +712,7 @@ impl<'m> Sim<'m> {
                 && hs.iter().any(|h| h.1 >= EXCLUSIVE)
             {
                 let core = hs[0].0;
-                let mine = self.m.shared_mask[self.core_pu[core]];
+                let mine = self.m.shared_mask[self.m.core_pu[core]];
                 if e.shared & !mine != 0 {
                     return Err(format!(
                         "line {line}: exclusive in core {core} but also in a shared cache off its path"
