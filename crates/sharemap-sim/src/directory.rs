@@ -1,13 +1,15 @@
 //! The coherence directory: per line, who holds it. An open-addressed table with linear
-//! probing whose slots hold the line and its entry together (32 bytes): a lookup is one of
-//! the host's cache lines where a general hash map reads two (control bytes, then bucket).
-//! On miss-heavy traces the directory is most of the simulator's time.
+//! probing whose slots hold the line and its entry together: a lookup is one of the host's
+//! cache lines where a general hash map reads two (control bytes, then bucket). On
+//! miss-heavy traces the directory is most of the simulator's time, and on large ones it
+//! outgrows the host's caches; so a machine of up to 64 cores and 12 shared caches gets
+//! slots of 16 bytes, half the others' 32, as long as its lines fit in 48 bits.
 
-/// Where a line's copies are.
+/// Where a line's copies are (the slots store it packed).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Dir {
-    /// Cores holding the line in their private caches (a u128 in two words, so that a slot
-    /// takes 32 bytes).
+    /// Cores holding the line in their private caches (a u128 in two words, so that a wide
+    /// slot takes 32 bytes).
     cores: [u64; 2],
     /// Shared caches holding it (bits of `Model::shared_index`).
     pub shared: u32,
@@ -29,15 +31,71 @@ impl Dir {
     }
 }
 
+/// A slot's layout: the line plus one (0: empty) and its entry.
+trait Slot: Copy + Default {
+    /// Whether the layout holds `key`.
+    fn holds(key: u64) -> bool;
+    fn new(key: u64, dir: Dir) -> Self;
+    fn key(&self) -> u64;
+    fn dir(&self) -> Dir;
+}
+
+/// 16 bytes: the key (48 bits), the shared caches (12 bits) and the dirty one (4 bits) in
+/// one word, the cores (64 at most) in the other.
 #[derive(Clone, Copy, Default)]
-struct Slot {
-    /// The line plus one; 0: empty.
+struct Narrow([u64; 2]);
+
+const NARROW_KEY_BITS: u32 = 48;
+/// Shared caches a narrow slot can name.
+const NARROW_SHARED: usize = 12;
+
+impl Slot for Narrow {
+    fn holds(key: u64) -> bool {
+        key >> NARROW_KEY_BITS == 0
+    }
+    #[inline]
+    fn new(key: u64, dir: Dir) -> Self {
+        debug_assert!(Self::holds(key) && dir.cores[1] == 0 && dir.shared >> NARROW_SHARED == 0 && dir.dirty < 16);
+        Narrow([key | (dir.shared as u64) << NARROW_KEY_BITS | (dir.dirty as u64) << 60, dir.cores[0]])
+    }
+    #[inline]
+    fn key(&self) -> u64 {
+        self.0[0] & ((1 << NARROW_KEY_BITS) - 1)
+    }
+    #[inline]
+    fn dir(&self) -> Dir {
+        let w = self.0[0] >> NARROW_KEY_BITS;
+        Dir { cores: [self.0[1], 0], shared: (w & 0xFFF) as u32, dirty: (w >> 12) as u8 }
+    }
+}
+
+/// 32 bytes: any key, 128 cores, 32 shared caches.
+#[derive(Clone, Copy, Default)]
+struct Wide {
     key: u64,
     dir: Dir,
 }
 
-pub struct Directory {
-    slots: Vec<Slot>,
+impl Slot for Wide {
+    fn holds(_: u64) -> bool {
+        true
+    }
+    #[inline]
+    fn new(key: u64, dir: Dir) -> Self {
+        Wide { key, dir }
+    }
+    #[inline]
+    fn key(&self) -> u64 {
+        self.key
+    }
+    #[inline]
+    fn dir(&self) -> Dir {
+        self.dir
+    }
+}
+
+struct Table<S> {
+    slots: Vec<S>,
     bits: u32,
     len: usize,
     /// The slot of the line found last (a miss looks its line up several times). It needs
@@ -45,30 +103,27 @@ pub struct Directory {
     last: std::cell::Cell<usize>,
 }
 
-impl Default for Directory {
-    fn default() -> Self {
-        Directory { slots: vec![Slot::default(); 1 << 12], bits: 12, len: 0, last: Default::default() }
+impl<S: Slot> Table<S> {
+    fn with_bits(bits: u32) -> Self {
+        Table { slots: vec![S::default(); 1 << bits], bits, len: 0, last: Default::default() }
     }
-}
 
-impl Directory {
     #[inline]
     fn home(&self, key: u64) -> usize {
         (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.bits)) as usize
     }
 
-    /// The slot of `line`, or the empty slot where it would go.
+    /// The slot of `key`, or the empty slot where it would go.
     #[inline]
-    fn find(&self, line: u64) -> (usize, bool) {
-        let key = line + 1;
+    fn find(&self, key: u64) -> (usize, bool) {
         let last = self.last.get();
-        if self.slots[last].key == key {
+        if self.slots[last].key() == key {
             return (last, true);
         }
         let mask = self.slots.len() - 1;
         let mut i = self.home(key);
         loop {
-            let k = self.slots[i].key;
+            let k = self.slots[i].key();
             if k == key {
                 self.last.set(i);
                 return (i, true);
@@ -80,80 +135,35 @@ impl Directory {
         }
     }
 
-    /// Lines with an entry.
-    #[cfg(test)]
-    pub fn entries(&self) -> usize {
-        self.len
-    }
-
+    /// The slot of `key`, made if absent (room is made first).
     #[inline]
-    pub fn get(&self, line: u64) -> Option<&Dir> {
-        match self.find(line) {
-            (i, true) => Some(&self.slots[i].dir),
-            _ => None,
-        }
-    }
-
-    #[inline]
-    pub fn get_mut(&mut self, line: u64) -> Option<&mut Dir> {
-        match self.find(line) {
-            (i, true) => Some(&mut self.slots[i].dir),
-            _ => None,
-        }
-    }
-
-    /// The entry of `line`, made empty if it had none.
-    #[inline]
-    pub fn entry(&mut self, line: u64) -> &mut Dir {
+    fn find_or_add(&mut self, key: u64) -> usize {
         if (self.len + 1) * 4 > self.slots.len() * 3 {
             self.grow();
         }
-        let (i, found) = self.find(line);
+        let (i, found) = self.find(key);
         if !found {
-            self.slots[i] = Slot { key: line + 1, dir: Dir::default() };
+            self.slots[i] = S::new(key, Dir::default());
             self.len += 1;
             self.last.set(i);
         }
-        &mut self.slots[i].dir
-    }
-
-    /// Changes the entry of `line`, if any, with one lookup; removes it when it is then
-    /// empty and `keep` is false.
-    #[inline]
-    pub fn update(&mut self, line: u64, keep: bool, f: impl FnOnce(&mut Dir)) {
-        if let (i, true) = self.find(line) {
-            f(&mut self.slots[i].dir);
-            if !keep && self.slots[i].dir.is_empty() {
-                self.remove_at(i);
-            }
-        }
-    }
-
-    pub fn remove(&mut self, line: u64) -> Option<Dir> {
-        match self.find(line) {
-            (i, true) => {
-                let d = self.slots[i].dir;
-                self.remove_at(i);
-                Some(d)
-            }
-            _ => None,
-        }
+        i
     }
 
     /// Empties slot `i`, moving later slots of its probe run back so that every key stays
     /// reachable from its home (linear probing's deletion, no tombstones).
     fn remove_at(&mut self, mut i: usize) {
         let mask = self.slots.len() - 1;
-        self.slots[i] = Slot::default();
+        self.slots[i] = S::default();
         self.len -= 1;
         let mut j = (i + 1) & mask;
-        while self.slots[j].key != 0 {
-            let h = self.home(self.slots[j].key);
+        while self.slots[j].key() != 0 {
+            let h = self.home(self.slots[j].key());
             // The slot at j may move to i when its home is not within (i, j], cyclically.
             let stays = if i <= j { i < h && h <= j } else { i < h || h <= j };
             if !stays {
                 self.slots[i] = self.slots[j];
-                self.slots[j] = Slot::default();
+                self.slots[j] = S::default();
                 i = j;
             }
             j = (j + 1) & mask;
@@ -161,23 +171,151 @@ impl Directory {
     }
 
     fn grow(&mut self) {
-        let old = std::mem::take(&mut self.slots);
-        self.bits += 1;
-        self.slots = vec![Slot::default(); 1 << self.bits];
-        let mask = self.slots.len() - 1;
-        for s in old.into_iter().filter(|s| s.key != 0) {
-            let mut i = self.home(s.key);
-            while self.slots[i].key != 0 {
-                i = (i + 1) & mask;
-            }
-            self.slots[i] = s;
+        let old = std::mem::replace(self, Table::with_bits(self.bits + 1));
+        for s in old.slots.into_iter().filter(|s| s.key() != 0) {
+            self.put(s.key(), s.dir());
         }
+    }
+
+    /// Stores an entry known to be absent.
+    fn put(&mut self, key: u64, dir: Dir) {
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(key);
+        while self.slots[i].key() != 0 {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = S::new(key, dir);
+        self.len += 1;
+    }
+
+    fn entries(&self) -> impl Iterator<Item = (u64, Dir)> + '_ {
+        self.slots.iter().filter(|s| s.key() != 0).map(|s| (s.key(), s.dir()))
+    }
+}
+
+pub struct Directory(Layout);
+
+enum Layout {
+    Narrow(Table<Narrow>),
+    Wide(Table<Wide>),
+}
+
+/// Runs `$body` with `$t` bound to the table (`$layout`, borrowed), whichever its layout.
+macro_rules! table {
+    ($layout:expr, $t:ident => $body:expr) => {
+        match $layout {
+            Layout::Narrow($t) => $body,
+            Layout::Wide($t) => $body,
+        }
+    };
+}
+
+const FIRST_BITS: u32 = 12;
+
+impl Directory {
+    /// A directory for a machine of `cores` cores and `shared` shared caches.
+    pub fn new(cores: usize, shared: usize) -> Directory {
+        Directory(if cores <= 64 && shared <= NARROW_SHARED {
+            Layout::Narrow(Table::with_bits(FIRST_BITS))
+        } else {
+            Layout::Wide(Table::with_bits(FIRST_BITS))
+        })
+    }
+
+    /// A narrow directory that meets a line it cannot hold turns wide.
+    #[cold]
+    fn widen(&mut self) {
+        if let Layout::Narrow(t) = &self.0 {
+            let mut wide = Table::with_bits(t.bits);
+            t.entries().for_each(|(key, dir)| wide.put(key, dir));
+            self.0 = Layout::Wide(wide);
+        }
+    }
+
+    /// Whether `line` could be in the table (a narrow one holds only lines of 48 bits).
+    #[inline]
+    fn may_hold(&self, line: u64) -> bool {
+        match self.0 {
+            Layout::Narrow(_) => Narrow::holds(line + 1),
+            Layout::Wide(_) => true,
+        }
+    }
+
+    #[cfg(test)]
+    pub fn is_narrow(&self) -> bool {
+        matches!(self.0, Layout::Narrow(_))
+    }
+
+    /// Lines with an entry.
+    #[cfg(test)]
+    pub fn entries(&self) -> usize {
+        table!(&self.0, t => t.len)
+    }
+
+    #[inline]
+    pub fn get(&self, line: u64) -> Option<Dir> {
+        if !self.may_hold(line) {
+            return None;
+        }
+        table!(&self.0, t => match t.find(line + 1) {
+            (i, true) => Some(t.slots[i].dir()),
+            _ => None,
+        })
+    }
+
+    /// The entry of `line`, made empty if it had none, changed by `f`.
+    #[inline]
+    pub fn entry<R>(&mut self, line: u64, f: impl FnOnce(&mut Dir) -> R) -> R {
+        if !self.may_hold(line) {
+            self.widen();
+        }
+        table!(&mut self.0, t => {
+            let i = t.find_or_add(line + 1);
+            let mut d = t.slots[i].dir();
+            let r = f(&mut d);
+            t.slots[i] = Slot::new(line + 1, d);
+            r
+        })
+    }
+
+    /// Changes the entry of `line`, if any, with one lookup; removes it when it is then
+    /// empty and `keep` is false.
+    #[inline]
+    pub fn update(&mut self, line: u64, keep: bool, f: impl FnOnce(&mut Dir)) {
+        if !self.may_hold(line) {
+            return;
+        }
+        table!(&mut self.0, t => {
+            if let (i, true) = t.find(line + 1) {
+                let mut d = t.slots[i].dir();
+                f(&mut d);
+                if !keep && d.is_empty() {
+                    t.remove_at(i);
+                } else {
+                    t.slots[i] = Slot::new(line + 1, d);
+                }
+            }
+        })
+    }
+
+    pub fn remove(&mut self, line: u64) -> Option<Dir> {
+        if !self.may_hold(line) {
+            return None;
+        }
+        table!(&mut self.0, t => match t.find(line + 1) {
+            (i, true) => {
+                let d = t.slots[i].dir();
+                t.remove_at(i);
+                Some(d)
+            }
+            _ => None,
+        })
     }
 
     /// Every line with an entry (invariant checks).
     #[cfg(test)]
-    pub fn iter(&self) -> impl Iterator<Item = (u64, &Dir)> + '_ {
-        self.slots.iter().filter(|s| s.key != 0).map(|s| (s.key - 1, &s.dir))
+    pub fn iter(&self) -> Vec<(u64, Dir)> {
+        table!(&self.0, t => t.entries().map(|(key, d)| (key - 1, d)).collect())
     }
 }
 
@@ -189,31 +327,65 @@ mod tests {
 
     proptest! {
         /// Inserts, changes and removals in any order agree with a standard map, through
-        /// growth and the backward shifts of deletion.
+        /// growth and the backward shifts of deletion, in either layout, and across the
+        /// widening a narrow one makes when a line beyond 48 bits comes.
         #[test]
-        fn the_directory_behaves_as_a_map(ops in proptest::collection::vec((0u64..3000, 0u8..4), 1..4000)) {
-            let mut d = Directory::default();
-            let mut reference: HashMap<u64, u32> = HashMap::new();
-            for (line, op) in ops {
+        fn the_directory_behaves_as_a_map(
+            ops in proptest::collection::vec((0u64..3000, 0u8..4, any::<bool>(), 0u32..32), 1..4000),
+            narrow: bool,
+            far: bool,
+        ) {
+            let mut d = if narrow { Directory::new(64, 12) } else { Directory::new(65, 12) };
+            prop_assert_eq!(d.is_narrow(), narrow);
+            let mut reference: HashMap<u64, u64> = HashMap::new();
+            let mut widened = false;
+            for (line, op, high, shared) in ops {
+                // Some lines beyond a narrow slot's 48 bits, when `far`.
+                let line = if far && high { line | 1 << 50 } else { line };
                 match op {
                     0 | 1 => {
-                        d.entry(line).shared += 1;
-                        *reference.entry(line).or_default() += 1;
+                        widened |= line >> 50 == 1;
+                        // Every field of the entry changes: cores count, shared and dirty.
+                        let n = d.entry(line, |e| {
+                            e.set_cores(e.cores() + 1);
+                            e.shared = shared % 4096;
+                            e.dirty = (shared % 13) as u8;
+                            e.cores() as u64
+                        });
+                        let r = reference.entry(line).or_default();
+                        *r += 1;
+                        prop_assert_eq!(n, *r);
+                        let e = d.get(line).unwrap();
+                        prop_assert_eq!((e.shared, e.dirty), (shared % 4096, (shared % 13) as u8));
                     }
                     2 => {
-                        prop_assert_eq!(d.remove(line).map(|e| e.shared), reference.remove(&line));
+                        prop_assert_eq!(d.remove(line).map(|e| e.cores() as u64), reference.remove(&line));
                     }
                     _ => {
-                        d.update(line, false, |e| e.shared = 0);
+                        d.update(line, false, |e| {
+                            e.set_cores(0);
+                            e.shared = 0;
+                        });
                         reference.remove(&line);
                     }
                 }
                 prop_assert_eq!(d.entries(), reference.len());
             }
+            prop_assert_eq!(d.is_narrow(), narrow && !widened);
             for (&line, &n) in &reference {
-                prop_assert_eq!(d.get(line).map(|e| e.shared), Some(n));
+                prop_assert_eq!(d.get(line).map(|e| e.cores() as u64), Some(n));
             }
-            prop_assert_eq!(d.iter().count(), reference.len());
+            prop_assert_eq!(d.iter().len(), reference.len());
         }
+    }
+
+    /// A narrow slot keeps every field it is made for at its extremes.
+    #[test]
+    fn a_narrow_slot_round_trips() {
+        let dir = Dir { cores: [u64::MAX, 0], shared: 0xFFF, dirty: 12 };
+        let key = (1 << NARROW_KEY_BITS) - 1;
+        let s = Narrow::new(key, dir);
+        assert_eq!((s.key(), s.dir()), (key, dir));
+        assert!(!Narrow::holds(key + 1));
     }
 }

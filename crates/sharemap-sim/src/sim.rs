@@ -73,7 +73,7 @@ impl<'m> Sim<'m> {
             caches,
             tlb,
             tlb2,
-            dir: Directory::default(),
+            dir: Directory::new(m.cores, m.shared_caches.len()),
             home: FxHashMap::default(),
             replicas: FxHashMap::default(),
             placement,
@@ -247,15 +247,16 @@ impl<'m> Sim<'m> {
             return ns;
         }
         let mine = self.m.shared_mask[pu];
-        let entry = self.dir.entry(line);
-        let state = if write {
-            MODIFIED
-        } else if entry.cores() & !bit(core) == 0 && entry.shared & !mine == 0 {
-            EXCLUSIVE
-        } else {
-            SHARED
-        };
-        entry.set_cores(entry.cores() | bit(core));
+        let state = self.dir.entry(line, |e| {
+            e.set_cores(e.cores() | bit(core));
+            if write {
+                MODIFIED
+            } else if e.cores() & !bit(core) == 0 && e.shared & !mine == 0 {
+                EXCLUSIVE
+            } else {
+                SHARED
+            }
+        });
         let last = private[private.len() - 1];
         if let Some((victim, vstate)) = self.caches[last].insert_absent(line, state) {
             self.evict_private(pu, core, victim, vstate);
@@ -274,7 +275,7 @@ impl<'m> Sim<'m> {
     fn fetch(&mut self, pu: usize, core: usize, line: u64, write: bool) -> f64 {
         let m = self.m;
         let node = m.pu_node[pu];
-        let entry = self.dir.get(line).copied().unwrap_or_default();
+        let entry = self.dir.get(line).unwrap_or_default();
         let others = entry.cores() & !bit(core);
         let mut ns = 0.0;
         let mut served = false;
@@ -303,9 +304,7 @@ impl<'m> Sim<'m> {
                 if write {
                     #[cfg(test)]
                     self.values.drop_core(owner, line);
-                    if let Some(e) = self.dir.get_mut(line) {
-                        e.set_cores(e.cores() & !bit(owner));
-                    }
+                    self.dir.update(line, true, |e| e.set_cores(e.cores() & !bit(owner)));
                     self.stats.invalidation(node, m.pu_node[opu]);
                 } else {
                     if ostate == MODIFIED {
@@ -356,9 +355,7 @@ impl<'m> Sim<'m> {
                 #[cfg(test)]
                 self.values.shared_to_memory(c, line);
                 self.caches[c].set_state(line, SHARED);
-                if let Some(e) = self.dir.get_mut(line) {
-                    e.dirty = 0;
-                }
+                self.dir.update(line, true, |e| e.dirty = 0);
             }
             served = true;
         }
@@ -405,11 +402,12 @@ impl<'m> Sim<'m> {
         if let Some((victim, vstate)) = evicted {
             self.evict_shared(c, victim, vstate);
         }
-        let e = self.dir.entry(line);
-        e.shared |= 1 << idx;
-        if state == MODIFIED {
-            e.dirty = idx as u8 + 1;
-        }
+        self.dir.entry(line, |e| {
+            e.shared |= 1 << idx;
+            if state == MODIFIED {
+                e.dirty = idx as u8 + 1;
+            }
+        });
     }
 
     fn evict_shared(&mut self, c: usize, line: u64, state: u8) {
@@ -490,7 +488,7 @@ impl<'m> Sim<'m> {
     /// returns what the writer waits for: the farthest acknowledgement.
     fn invalidate_others(&mut self, pu: usize, core: usize, line: u64) -> f64 {
         let m = self.m;
-        let Some(entry) = self.dir.get(line).copied() else { return 0.0 };
+        let Some(entry) = self.dir.get(line) else { return 0.0 };
         let node = m.pu_node[pu];
         let mut wait: f64 = 0.0;
         let mut others = entry.cores() & !bit(core);
@@ -518,13 +516,13 @@ impl<'m> Sim<'m> {
             self.stats.invalidation(node, cnode);
             wait = wait.max(m.caches[c].latency_ns + m.params.snoop_ns + m.hop_ns[node][cnode]);
         }
-        if let Some(e) = self.dir.get_mut(line) {
+        self.dir.update(line, true, |e| {
             e.set_cores(e.cores() & bit(core));
             e.shared &= mine;
             if e.dirty != 0 && mine & (1 << (e.dirty - 1)) == 0 {
                 e.dirty = 0;
             }
-        }
+        });
         wait
     }
 

@@ -207,16 +207,18 @@ fn ops() -> impl Strategy<Value = Vec<(u8, u8, bool, u8)>> {
     proptest::collection::vec((0u8..8, 0u8..48, any::<bool>(), 0u8..40), 1..400)
 }
 
-fn run_checked(spec: &str, ops: &[(u8, u8, bool, u8)]) -> Result<(), TestCaseError> {
+/// `far`: odd threads' lines lie beyond 48 bits (the directory then takes its wide layout).
+fn run_checked(spec: &str, ops: &[(u8, u8, bool, u8)], far: bool) -> Result<(), TestCaseError> {
     let m = model(spec);
     let pus: Vec<usize> = (0..8).collect();
     let mut sim = Sim::new(&m, 512, &pus, FirstPlacement::FirstTouch);
     for (i, &(t, l, write, extra)) in ops.iter().enumerate() {
         // Lines 0..48 over 6 pages of 512 bytes.
-        sim.access(t as usize, l as u64 * 64, write);
+        let addr = l as u64 * 64 + if far && t % 2 == 1 { 1 << 60 } else { 0 };
+        sim.access(t as usize, addr, write);
         match extra {
             0 => sim.move_thread(t as usize, (t as usize + i) % m.pus()),
-            1 => sim.move_page((l / 8) as u64, i % m.nodes, t as usize),
+            1 => sim.move_page(addr >> 9, i % m.nodes, t as usize),
             _ => {}
         }
         if let Err(e) = sim.check_invariants() {
@@ -237,15 +239,23 @@ proptest! {
     /// and every read sees the last write, whatever the interleaving and the evictions.
     #[test]
     fn coherence_invariants_hold_on_random_accesses(ops in ops()) {
-        run_checked(TINY, &ops)?;
+        run_checked(TINY, &ops, false)?;
     }
 
     /// The same on a machine with a cache shared below the last level (two cores per L2,
     /// as Opteron modules) and on one without any cache.
     #[test]
     fn coherence_holds_with_shared_l2_and_without_caches(ops in ops()) {
-        run_checked("pack:2 numa:1 l3:1(size=2KiB) l2:2(size=512) l1d:2(size=128) core:1 pu:1", &ops)?;
-        run_checked("numa:4 pu:2", &ops)?;
+        run_checked("pack:2 numa:1 l3:1(size=2KiB) l2:2(size=512) l1d:2(size=128) core:1 pu:1", &ops, false)?;
+        run_checked("numa:4 pu:2", &ops, false)?;
+    }
+
+    /// The same with each of the directory's layouts: past 64 cores, and with lines beyond
+    /// 48 bits, which make a narrow directory wide in the middle of the run.
+    #[test]
+    fn coherence_holds_with_either_directory_layout(ops in ops()) {
+        run_checked("pack:2 numa:1 l3:1(size=2KiB) l2:40(size=256) l1d:1(size=128) core:1 pu:1", &ops, false)?;
+        run_checked(TINY, &ops, true)?;
     }
 }
 
