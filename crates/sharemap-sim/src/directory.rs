@@ -33,8 +33,6 @@ impl Dir {
 
 /// A slot's layout: the line plus one (0: empty) and its entry.
 trait Slot: Copy + Default {
-    /// Whether the layout holds `key`.
-    fn holds(key: u64) -> bool;
     fn new(key: u64, dir: Dir) -> Self;
     fn key(&self) -> u64;
     fn dir(&self) -> Dir;
@@ -49,10 +47,14 @@ const NARROW_KEY_BITS: u32 = 48;
 /// Shared caches a narrow slot can name.
 const NARROW_SHARED: usize = 12;
 
-impl Slot for Narrow {
+impl Narrow {
+    /// Whether a narrow slot holds `key`.
     fn holds(key: u64) -> bool {
         key >> NARROW_KEY_BITS == 0
     }
+}
+
+impl Slot for Narrow {
     #[inline]
     fn new(key: u64, dir: Dir) -> Self {
         debug_assert!(Self::holds(key) && dir.cores[1] == 0 && dir.shared >> NARROW_SHARED == 0 && dir.dirty < 16);
@@ -77,9 +79,6 @@ struct Wide {
 }
 
 impl Slot for Wide {
-    fn holds(_: u64) -> bool {
-        true
-    }
     #[inline]
     fn new(key: u64, dir: Dir) -> Self {
         Wide { key, dir }
@@ -188,7 +187,8 @@ impl<S: Slot> Table<S> {
         self.len += 1;
     }
 
-    fn entries(&self) -> impl Iterator<Item = (u64, Dir)> + '_ {
+    /// The keys and entries of the occupied slots.
+    fn occupied(&self) -> impl Iterator<Item = (u64, Dir)> + '_ {
         self.slots.iter().filter(|s| s.key() != 0).map(|s| (s.key(), s.dir()))
     }
 }
@@ -227,7 +227,7 @@ impl Directory {
     fn widen(&mut self) {
         if let Layout::Narrow(t) = &self.0 {
             let mut wide = Table::with_bits(t.bits);
-            t.entries().for_each(|(key, dir)| wide.put(key, dir));
+            t.occupied().for_each(|(key, dir)| wide.put(key, dir));
             self.0 = Layout::Wide(wide);
         }
     }
@@ -315,7 +315,7 @@ impl Directory {
     /// Every line with an entry (invariant checks).
     #[cfg(test)]
     pub fn iter(&self) -> Vec<(u64, Dir)> {
-        table!(&self.0, t => t.entries().map(|(key, d)| (key - 1, d)).collect())
+        table!(&self.0, t => t.occupied().map(|(key, d)| (key - 1, d)).collect())
     }
 }
 
