@@ -134,7 +134,7 @@ impl Cache {
         let old = set[way];
         set[..=way].rotate_right(1);
         set[0] = new;
-        (old != 0 && old & !3 != tag(line)).then_some(untag(old))
+        (old != 0 && old & !3 != tag(line)).then(|| untag(old))
     }
 
     /// `insert` for a line known to be absent (the lookup that found it missing just ran):
@@ -147,7 +147,7 @@ impl Cache {
         let old = set[way];
         set[..=way].rotate_right(1);
         set[0] = tag(line) | state as u64;
-        (old != 0).then_some(untag(old))
+        (old != 0).then(|| untag(old))
     }
 
     /// Every line present, with its state (tests and invariant checks).
