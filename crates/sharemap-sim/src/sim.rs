@@ -231,7 +231,16 @@ impl<'m> Sim<'m> {
             self.values.core_access(core, line, write);
             return ns;
         }
-        // Not in this core: from another core, a shared cache or memory.
+        self.miss(pu, core, line, write)
+    }
+
+    /// A line not in this core: from another core, a shared cache or memory, then into the
+    /// core's caches. Kept out of `access` so that a hit, the common case, runs without the
+    /// miss path's registers and stack.
+    #[inline(never)]
+    fn miss(&mut self, pu: usize, core: usize, line: u64, write: bool) -> f64 {
+        let m = self.m;
+        let private = &m.private_path[pu];
         let ns = self.fetch(pu, core, line, write);
         if private.is_empty() {
             if write {
