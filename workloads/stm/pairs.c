@@ -9,9 +9,11 @@
  * Once every worker has run its transactions, and while all still run, the main thread
  * reads each worker's affinity (the one CPU it may run on, -1: several) and where each
  * array's pages lie, from the kernel; then it stops them. Prints, per worker, its STMap id
- * and that CPU; per array, how many of its pages each node holds; then STMap's counters.
+ * and that CPU; per array, how many of its pages each node holds; then STMap's counters and
+ * the threads left once the workers are joined (the STM's own).
  * The STM's tests and `sharemap demo` run it. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -80,6 +82,17 @@ static void *work(void *arg) {
   return NULL;
 }
 
+/* Threads of this process besides the calling one (-1: unknown). */
+static int other_threads(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  int n = -1;
+  for (struct dirent *e; (e = readdir(d));)
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n;
+}
+
 int main(int argc, char **argv) {
   if (argc < 4) {
     fprintf(stderr, "usage: pairs WORKERS TRANSACTIONS PAGES [interleave]\n");
@@ -146,6 +159,7 @@ int main(int argc, char **argv) {
   stm_get_stats("stmap_remaps", &remaps);
   stm_get_stats("stmap_pages_moved", &moved);
   printf("stmap enabled %d samples %lu remaps %lu pages_moved %lu\n", enabled, samples, remaps, moved);
+  printf("stm threads %d\n", other_threads());
   stm_exit_thread();
   stm_exit();
   return 0;

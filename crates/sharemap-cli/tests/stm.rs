@@ -302,6 +302,9 @@ fn stmap_names_exactly_the_sharing_pairs_and_pins_them_together() {
         }
     }
     assert!(t.contains("stmap enabled 1"), "{t}");
+    // The mapper is one thread, parked between decisions; the default algorithm's parallel
+    // parts ran on it, leaving no pool of threads behind.
+    assert!(t.contains("stm threads 1\n"), "{t}");
     if online_cpus() >= 2 {
         let cpus: Vec<i32> = w.iter().map(|x| x.1).collect();
         assert!(cpus.iter().all(|&c| c >= 0), "every worker pinned to one CPU: {cpus:?}\n{t}");
@@ -317,6 +320,7 @@ fn stmap_names_exactly_the_sharing_pairs_and_pins_them_together() {
     assert!(t.contains("stmap enabled 1") && t.contains("remaps 0"), "{t}");
     let off = run(&prog, &["4", "1000", "2"], &[("SHAREMAP_STMAP", "off")]);
     assert!(text(&off).contains("stmap enabled 0 samples 0"), "{}", text(&off));
+    assert!(text(&off).contains("stm threads 0\n"), "{}", text(&off));
     // A verbose log says what each decision saw and did.
     let verbose = run(&prog, &["4", "200000", "2"], &[("SHAREMAP_STMAP_VERBOSE", "1")]);
     let t = text(&verbose);

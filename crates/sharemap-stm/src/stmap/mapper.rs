@@ -174,12 +174,12 @@ fn unpin(threads: &[usize]) -> u64 {
     n
 }
 
-/// The mapper's own thread (a one-thread rayon pool: the default algorithm computes its
-/// starting points with rayon, which then runs them here, one after the other). Decisions
-/// run there, off the transactions' path.
-/// The mapper thread: it sleeps until a decision is due (parked: a woken thread that then
-/// spun or yielded while waiting for more work would take a CPU from the program's threads,
-/// measured at 4 % of the linked list's throughput at two threads on two CPUs).
+/// The mapper's own thread, where decisions run, off the transactions' path. It sleeps
+/// until one is due (parked: a pool's worker that spun and yielded while waiting for more
+/// work took a CPU from the program's threads, 4 % of the linked list's throughput at two
+/// threads on two CPUs). It is the only thread of its own rayon pool: the default
+/// algorithm's parallel parts run on it one after the other, and no other thread is left
+/// waiting for work.
 static MAPPER_THREAD: OnceLock<Option<std::thread::Thread>> = OnceLock::new();
 /// The access count of the decision asked for (0: none).
 static REQUESTED: AtomicU64 = AtomicU64::new(0);
@@ -189,6 +189,7 @@ fn mapper_thread(s: &'static Stmap) -> Option<&'static std::thread::Thread> {
         .get_or_init(|| {
             let run = move || {
                 crate::hooks::quiet_thread();
+                let _pool = rayon::ThreadPoolBuilder::new().num_threads(1).use_current_thread().build();
                 loop {
                     std::thread::park();
                     match REQUESTED.swap(0, Ordering::AcqRel) {
