@@ -103,6 +103,14 @@ impl Cache {
         }
     }
 
+    /// The state of `line` when it is the most recently used line of its set, else INVALID
+    /// (it may still be further down): a use of that line changes nothing in the cache.
+    #[inline(always)]
+    pub fn mru_state(&self, line: u64) -> u8 {
+        let first = self.set(self.set_start(line))[0];
+        if first & !3 == tag(line) { (first & 3) as u8 } else { INVALID }
+    }
+
     /// The state of `line`, without counting a use.
     #[inline]
     pub fn state(&self, line: u64) -> u8 {
