@@ -30,6 +30,18 @@ pub enum FirstPlacement {
     Random(u64),
 }
 
+/// A PU's place in the machine, gathered from the model once: a miss reads it in one lookup.
+#[derive(Clone, Copy, Debug)]
+struct Place<'m> {
+    core: usize,
+    node: usize,
+    /// Its private caches, first level first, and its shared caches, nearest first.
+    private: &'m [usize],
+    shared: &'m [usize],
+    /// The bits (shared-cache indices) of its shared caches.
+    shared_mask: u32,
+}
+
 /// A PU's first private cache, for the hit that changes nothing (`Sim::mru_hit`).
 #[derive(Clone, Copy, Debug)]
 struct FirstLevel {
@@ -40,9 +52,69 @@ struct FirstLevel {
     latency_ns: f64,
 }
 
+/// The simulated caches, one per `Model::caches` entry, indexed without bounds checks (they
+/// were a tenth of a miss's instructions): every index the simulation uses comes from the
+/// model's paths and shared-cache lists, which `Caches::new` checks once, and the model
+/// cannot change while a `Sim` borrows it.
+struct Caches {
+    caches: Vec<Cache>,
+    /// Per cache, the index of its level in `Stats::hits`, and its latency.
+    level: Vec<usize>,
+    latency_ns: Vec<f64>,
+}
+
+impl Caches {
+    fn new(m: &Model) -> Caches {
+        let n = m.caches.len();
+        let paths = m.private_path.iter().chain(&m.shared_path).flatten();
+        assert!(paths.chain(&m.shared_caches).all(|&c| c < n), "the model's paths name a cache it does not have");
+        Caches {
+            caches: m.caches.iter().map(|c| Cache::new(c.lines(m.line), c.ways)).collect(),
+            level: m.caches.iter().map(|c| (c.level.clamp(1, 4) - 1) as usize).collect(),
+            latency_ns: m.caches.iter().map(|c| c.latency_ns).collect(),
+        }
+    }
+
+    #[inline(always)]
+    fn level(&self, c: usize) -> usize {
+        debug_assert!(c < self.level.len());
+        // SAFETY: as in `index`.
+        unsafe { *self.level.get_unchecked(c) }
+    }
+
+    #[inline(always)]
+    fn latency_ns(&self, c: usize) -> f64 {
+        debug_assert!(c < self.latency_ns.len());
+        // SAFETY: as in `index`.
+        unsafe { *self.latency_ns.get_unchecked(c) }
+    }
+}
+
+impl std::ops::Index<usize> for Caches {
+    type Output = Cache;
+    #[inline(always)]
+    fn index(&self, c: usize) -> &Cache {
+        debug_assert!(c < self.caches.len());
+        // SAFETY: `c` is one of the model's cache indices, checked by `Caches::new`.
+        unsafe { self.caches.get_unchecked(c) }
+    }
+}
+
+impl std::ops::IndexMut<usize> for Caches {
+    #[inline(always)]
+    fn index_mut(&mut self, c: usize) -> &mut Cache {
+        debug_assert!(c < self.caches.len());
+        // SAFETY: as in `index`.
+        unsafe { self.caches.get_unchecked_mut(c) }
+    }
+}
+
 pub struct Sim<'m> {
     m: &'m Model,
-    caches: Vec<Cache>,
+    caches: Caches,
+    /// Per PU and per core (a PU of it), its place.
+    places: Vec<Place<'m>>,
+    core_places: Vec<Place<'m>>,
     /// Per PU, its first private cache (None when it has none).
     first_level: Vec<Option<FirstLevel>>,
     /// Per core: first- and second-level TLB (shared by the core's PUs).
@@ -75,7 +147,7 @@ fn bit(core: usize) -> u128 {
 impl<'m> Sim<'m> {
     /// A machine at rest: empty caches, thread `t` on PU `pus[t]`.
     pub fn new(m: &'m Model, page_size: u64, pus: &[usize], placement: FirstPlacement) -> Sim<'m> {
-        let caches = m.caches.iter().map(|c| Cache::new(c.lines(m.line), c.ways)).collect();
+        let caches = Caches::new(m);
         let p = &m.params;
         let tlb = (0..m.cores).map(|_| Cache::new(p.tlb.0 as u64, p.tlb.1)).collect();
         let tlb2 = (0..m.cores).map(|_| (p.tlb2.0 > 0).then(|| Cache::new(p.tlb2.0 as u64, p.tlb2.1))).collect();
@@ -90,9 +162,21 @@ impl<'m> Sim<'m> {
                 })
             })
             .collect();
+        let places: Vec<Place> = (0..m.pus())
+            .map(|pu| Place {
+                core: m.pu_core[pu],
+                node: m.pu_node[pu],
+                private: &m.private_path[pu],
+                shared: &m.shared_path[pu],
+                shared_mask: m.shared_mask[pu],
+            })
+            .collect();
+        let core_places = m.core_pu.iter().map(|&pu| places[pu]).collect();
         let mut sim = Sim {
             m,
             caches,
+            places,
+            core_places,
             first_level,
             tlb,
             tlb2,
@@ -225,7 +309,7 @@ impl<'m> Sim<'m> {
             self.pu_load[pu] += 1;
             self.clock[thread] = self.clock[thread].max(self.time_ns());
         }
-        let core = self.m.pu_core[pu];
+        let core = self.places[pu].core;
         let line = addr >> self.line_shift;
         let page = addr >> self.page_shift;
         self.stats.accesses += 1;
@@ -249,30 +333,29 @@ impl<'m> Sim<'m> {
             return 0.0;
         }
         self.stats.tlb_misses += 1;
-        self.tlb[core].insert(page, SHARED);
+        self.tlb[core].insert_absent(page, SHARED);
         if let Some(t2) = &mut self.tlb2[core] {
             if t2.touch(page) != INVALID {
                 return self.m.params.tlb2_ns;
             }
-            t2.insert(page, SHARED);
+            t2.insert_absent(page, SHARED);
         }
         self.stats.page_walks += 1;
         self.m.params.walk_ns
     }
 
     fn data(&mut self, pu: usize, core: usize, line: u64, write: bool) -> f64 {
-        let m = self.m;
-        let private = &m.private_path[pu];
+        let private = self.places[pu].private;
         // The private caches, nearest first.
         for (i, &c) in private.iter().enumerate() {
             let state = self.caches[c].touch(line);
-            let level = m.caches[c].level;
+            let level = self.caches.level(c);
             if state == INVALID {
-                self.stats.miss(level);
+                self.stats.misses[level] += 1;
                 continue;
             }
-            self.stats.hit(level);
-            let mut ns = m.caches[c].latency_ns;
+            self.stats.hits[level] += 1;
+            let mut ns = self.caches.latency_ns(c);
             let new = if !write {
                 state
             } else {
@@ -302,15 +385,15 @@ impl<'m> Sim<'m> {
     /// miss path's registers and stack.
     #[inline(never)]
     fn miss(&mut self, pu: usize, core: usize, line: u64, write: bool) -> f64 {
-        let m = self.m;
-        let private = &m.private_path[pu];
+        let place = self.places[pu];
+        let private = place.private;
         let ns = self.fetch(pu, core, line, write);
         if private.is_empty() {
             if write {
                 // No cache of its own: the write goes through to memory.
-                self.write_back(line, m.pu_node[pu]);
+                self.write_back(line, place.node);
                 #[cfg(test)]
-                self.values.write_through(&m.shared_path[pu], line);
+                self.values.write_through(place.shared, line);
             }
             #[cfg(test)]
             if !write {
@@ -318,7 +401,7 @@ impl<'m> Sim<'m> {
             }
             return ns;
         }
-        let mine = self.m.shared_mask[pu];
+        let mine = place.shared_mask;
         let state = self.dir.entry(line, |e| {
             e.set_cores(e.cores() | bit(core));
             if write {
@@ -346,7 +429,8 @@ impl<'m> Sim<'m> {
     /// A write then leaves no other copy.
     fn fetch(&mut self, pu: usize, core: usize, line: u64, write: bool) -> f64 {
         let m = self.m;
-        let node = m.pu_node[pu];
+        let place = self.places[pu];
+        let node = place.node;
         let entry = self.dir.get(line).unwrap_or_default();
         let others = entry.cores() & !bit(core);
         let mut ns = 0.0;
@@ -355,11 +439,13 @@ impl<'m> Sim<'m> {
         self.values.fetch_begin(core, line);
         if others.count_ones() == 1 {
             let owner = others.trailing_zeros() as usize;
-            let opu = self.m.core_pu[owner];
+            let owner_place = self.core_places[owner];
+            let opu = m.core_pu[owner];
+            let onode = owner_place.node;
             // The owner's last private level says whether it holds the line exclusive and
             // gives it up (shared for a reader, invalid for a writer) in the same search.
             let after = if write { INVALID } else { SHARED };
-            let owner_path = &m.private_path[opu];
+            let owner_path = owner_place.private;
             let ostate = match owner_path.last() {
                 Some(&c) => self.caches[c].change_state(line, |s| if s >= EXCLUSIVE { after } else { s }),
                 None => INVALID,
@@ -369,7 +455,7 @@ impl<'m> Sim<'m> {
                     self.caches[c].set_state(line, after);
                 }
                 ns = self.m.transfer_ns(pu, opu);
-                self.stats.transfer(node, m.pu_node[opu]);
+                self.stats.transfer(node, onode);
                 #[cfg(test)]
                 self.values.served_by_core(owner);
                 served = true;
@@ -377,11 +463,11 @@ impl<'m> Sim<'m> {
                     #[cfg(test)]
                     self.values.drop_core(owner, line);
                     self.dir.update(line, true, |e| e.set_cores(e.cores() & !bit(owner)));
-                    self.stats.invalidation(node, m.pu_node[opu]);
+                    self.stats.invalidation(node, onode);
                 } else {
                     if ostate == MODIFIED {
                         // MESI: a modified line becomes shared only once memory has it.
-                        self.write_back(line, m.pu_node[opu]);
+                        self.write_back(line, onode);
                         #[cfg(test)]
                         self.values.core_to_memory(owner, line);
                         #[cfg(test)]
@@ -393,21 +479,21 @@ impl<'m> Sim<'m> {
         // Bits (positions in the PU's shared path) of the shared caches that lack the line.
         let mut missed: u64 = 0;
         if !served {
-            for (i, &c) in m.shared_path[pu].iter().enumerate() {
-                let level = m.caches[c].level;
+            for (i, &c) in place.shared.iter().enumerate() {
+                let level = self.caches.level(c);
                 if self.caches[c].touch(line) != INVALID {
-                    self.stats.hit(level);
-                    ns = m.caches[c].latency_ns;
+                    self.stats.hits[level] += 1;
+                    ns = self.caches.latency_ns(c);
                     #[cfg(test)]
                     self.values.served_by_shared(c, line);
                     served = true;
                     break;
                 }
-                self.stats.miss(level);
+                self.stats.misses[level] += 1;
                 missed |= 1 << i;
             }
         } else {
-            for (i, &c) in m.shared_path[pu].iter().enumerate() {
+            for (i, &c) in place.shared.iter().enumerate() {
                 if self.caches[c].state(line) == INVALID {
                     missed |= 1 << i;
                 }
@@ -447,7 +533,7 @@ impl<'m> Sim<'m> {
         }
         // Fill the shared caches that missed (clean).
         while missed != 0 {
-            let c = m.shared_path[pu][missed.trailing_zeros() as usize];
+            let c = place.shared[missed.trailing_zeros() as usize];
             missed &= missed - 1;
             #[cfg(test)]
             self.values.fill_shared(c, line);
@@ -503,16 +589,16 @@ impl<'m> Sim<'m> {
     /// A line leaves a core's last private level: out of its lower ones too; a modified one
     /// goes to the core's last shared cache, dirty, or to DRAM when it has none.
     fn evict_private(&mut self, pu: usize, core: usize, line: u64, state: u8) {
-        let m = self.m;
-        let private = &m.private_path[pu];
+        let place = self.places[pu];
+        let private = place.private;
         for &l in &private[..private.len() - 1] {
             self.caches[l].set_state(line, INVALID);
         }
-        let modified_to_shared = state == MODIFIED && !m.shared_path[pu].is_empty();
+        let modified_to_shared = state == MODIFIED && !place.shared.is_empty();
         // A modified line going to a shared cache keeps its entry (filled below).
         self.dir.update(line, modified_to_shared, |e| e.set_cores(e.cores() & !bit(core)));
         if state == MODIFIED {
-            match m.shared_path[pu].last() {
+            match place.shared.last() {
                 Some(&c) => {
                     #[cfg(test)]
                     self.refresh_shared(pu, core, line);
@@ -521,7 +607,7 @@ impl<'m> Sim<'m> {
                     self.fill_shared(c, line, MODIFIED, false);
                 }
                 None => {
-                    self.write_back(line, m.pu_node[pu]);
+                    self.write_back(line, place.node);
                     #[cfg(test)]
                     self.values.core_to_memory(core, line);
                 }
@@ -551,7 +637,7 @@ impl<'m> Sim<'m> {
     }
 
     fn set_core_state(&mut self, core: usize, line: u64, state: u8) {
-        for &c in &self.m.private_path[self.m.core_pu[core]] {
+        for &c in self.core_places[core].private {
             self.caches[c].set_state(line, state);
         }
     }
@@ -561,7 +647,7 @@ impl<'m> Sim<'m> {
     fn invalidate_others(&mut self, pu: usize, core: usize, line: u64) -> f64 {
         let m = self.m;
         let Some(entry) = self.dir.get(line) else { return 0.0 };
-        let node = m.pu_node[pu];
+        let node = self.places[pu].node;
         let mut wait: f64 = 0.0;
         let mut others = entry.cores() & !bit(core);
         while others != 0 {
@@ -572,10 +658,10 @@ impl<'m> Sim<'m> {
             self.set_core_state(other, line, INVALID);
             #[cfg(test)]
             self.values.drop_core(other, line);
-            self.stats.invalidation(node, m.pu_node[opu]);
+            self.stats.invalidation(node, self.core_places[other].node);
             wait = wait.max(self.m.transfer_ns(pu, opu));
         }
-        let mine = self.m.shared_mask[pu];
+        let mine = self.places[pu].shared_mask;
         let mut shared = entry.shared & !mine;
         while shared != 0 {
             let idx = shared.trailing_zeros() as usize;

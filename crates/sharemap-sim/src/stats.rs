@@ -41,16 +41,6 @@ impl Stats {
         Stats { line: m.line as u64, ..Stats::default() }
     }
 
-    #[inline]
-    pub fn hit(&mut self, level: u8) {
-        self.hits[(level.clamp(1, 4) - 1) as usize] += 1;
-    }
-
-    #[inline]
-    pub fn miss(&mut self, level: u8) {
-        self.misses[(level.clamp(1, 4) - 1) as usize] += 1;
-    }
-
     pub fn dram(&mut self, node: usize, home: usize) {
         if node == home {
             self.dram_local += 1;
