@@ -107,8 +107,14 @@ impl Cache {
     /// (it may still be further down): a use of that line changes nothing in the cache.
     #[inline(always)]
     pub fn mru_state(&self, line: u64) -> u8 {
-        let first = self.set(self.set_start(line))[0];
-        if first & !3 == tag(line) { (first & 3) as u8 } else { INVALID }
+        let start = self.set_start(line);
+        debug_assert!(start < self.slots.len());
+        // SAFETY: as in `set`; a set has at least one way.
+        let first = unsafe { *self.slots.get_unchecked(start) };
+        // The way's state when it holds the line; an empty way (0) or another line leaves
+        // bits above the state's.
+        let diff = first ^ tag(line);
+        if diff < 4 { diff as u8 } else { INVALID }
     }
 
     /// The state of `line`, without counting a use.

@@ -34,8 +34,9 @@ impl Run<'_> {
     #[inline]
     fn accesses(&mut self, chunk: &Chunk, from: usize, to: usize) {
         let a = &chunk.accesses;
-        for i in from..to {
-            let (t, addr, write) = (a.thread[i] as usize, a.addr[i], a.op[i] & 0x80 != 0);
+        let accesses = a.thread[from..to].iter().zip(&a.addr[from..to]).zip(&a.op[from..to]);
+        for ((&t, &addr), &op) in accesses {
+            let (t, write) = (t as usize, op & 0x80 != 0);
             let ns = self.sim.access(t, addr, write);
             if self.online {
                 self.mechanism.after_access(&mut self.sim, t, addr, write, ns);

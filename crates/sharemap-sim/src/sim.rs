@@ -42,14 +42,17 @@ struct Place<'m> {
     shared_mask: u32,
 }
 
-/// A PU's first private cache, for the hit that changes nothing (`Sim::mru_hit`).
+/// What the hit that changes nothing (`Sim::mru_hit`) needs of a running thread: its PU,
+/// its core (whose TLB it uses), its first private cache, and what a hit there costs.
 #[derive(Clone, Copy, Debug)]
-struct FirstLevel {
+struct Shortcut {
+    pu: usize,
     core: usize,
     cache: usize,
-    /// Index of its level in `Stats::hits`.
+    /// Index of the cache's level in `Stats::hits`.
     level: usize,
-    latency_ns: f64,
+    /// The access's fixed cost plus the cache's latency.
+    ns: f64,
 }
 
 /// The simulated caches, one per `Model::caches` entry, indexed without bounds checks (they
@@ -115,8 +118,10 @@ pub struct Sim<'m> {
     /// Per PU and per core (a PU of it), its place.
     places: Vec<Place<'m>>,
     core_places: Vec<Place<'m>>,
-    /// Per PU, its first private cache (None when it has none).
-    first_level: Vec<Option<FirstLevel>>,
+    /// Per PU, its shortcut (None when it has no private cache).
+    pu_shortcut: Vec<Option<Shortcut>>,
+    /// Per thread, its PU's shortcut once it runs (None before, or without one).
+    shortcut: Vec<Option<Shortcut>>,
     /// Per core: first- and second-level TLB (shared by the core's PUs).
     tlb: Vec<Cache>,
     tlb2: Vec<Option<Cache>>,
@@ -152,13 +157,14 @@ impl<'m> Sim<'m> {
         let tlb = (0..m.cores).map(|_| Cache::new(p.tlb.0 as u64, p.tlb.1)).collect();
         let tlb2 = (0..m.cores).map(|_| (p.tlb2.0 > 0).then(|| Cache::new(p.tlb2.0 as u64, p.tlb2.1))).collect();
         let page_size = page_size.max(m.line as u64).next_power_of_two();
-        let first_level = (0..m.pus())
+        let pu_shortcut = (0..m.pus())
             .map(|pu| {
-                m.private_path[pu].first().map(|&c| FirstLevel {
+                m.private_path[pu].first().map(|&c| Shortcut {
+                    pu,
                     core: m.pu_core[pu],
                     cache: c,
                     level: (m.caches[c].level.clamp(1, 4) - 1) as usize,
-                    latency_ns: m.caches[c].latency_ns,
+                    ns: p.access_ns + m.caches[c].latency_ns,
                 })
             })
             .collect();
@@ -177,7 +183,8 @@ impl<'m> Sim<'m> {
             caches,
             places,
             core_places,
-            first_level,
+            pu_shortcut,
+            shortcut: Vec::new(),
             tlb,
             tlb2,
             dir: Directory::new(m.cores, m.shared_caches.len()),
@@ -210,12 +217,14 @@ impl<'m> Sim<'m> {
         if t >= self.thread_pu.len() {
             self.thread_pu.resize(t + 1, usize::MAX);
             self.started.resize(t + 1, false);
+            self.shortcut.resize(t + 1, None);
             self.clock.resize(t + 1, 0.0);
         }
         // Only threads that have begun running load their PU.
         if self.started[t] {
             self.pu_load[self.thread_pu[t]] -= 1;
             self.pu_load[pu] += 1;
+            self.shortcut[t] = self.pu_shortcut[pu];
         }
         self.thread_pu[t] = pu;
     }
@@ -276,27 +285,22 @@ impl<'m> Sim<'m> {
     /// None when the access is any other.
     #[inline(always)]
     fn mru_hit(&mut self, thread: usize, addr: u64, write: bool) -> Option<f64> {
-        if !*self.started.get(thread)? {
+        let s = (*self.shortcut.get(thread)?)?;
+        if self.tlb[s.core].mru_state(addr >> self.page_shift) == INVALID {
             return None;
         }
-        let pu = self.thread_pu[thread];
-        let first = self.first_level[pu]?;
-        if self.tlb[first.core].mru_state(addr >> self.page_shift) == INVALID {
-            return None;
-        }
-        let state = self.caches[first.cache].mru_state(addr >> self.line_shift);
+        let state = self.caches[s.cache].mru_state(addr >> self.line_shift);
         // A write needs the line modified, and no replica of its page to drop.
         if state == INVALID || write && (state != MODIFIED || !self.replicas.is_empty()) {
             return None;
         }
         self.stats.accesses += 1;
         self.stats.writes += write as u64;
-        self.stats.hits[first.level] += 1;
+        self.stats.hits[s.level] += 1;
         #[cfg(test)]
-        self.values.core_access(first.core, addr >> self.line_shift, write);
-        let ns = self.m.params.access_ns + first.latency_ns;
-        self.clock[thread] += ns * self.pu_load[pu] as f64;
-        Some(ns)
+        self.values.core_access(s.core, addr >> self.line_shift, write);
+        self.clock[thread] += s.ns * self.pu_load[s.pu] as f64;
+        Some(s.ns)
     }
 
     /// Any access (`access` without its shortcut).
@@ -306,6 +310,7 @@ impl<'m> Sim<'m> {
         if !self.started[thread] {
             // A thread starts at the time of the run so far (its creator's, about).
             self.started[thread] = true;
+            self.shortcut[thread] = self.pu_shortcut[pu];
             self.pu_load[pu] += 1;
             self.clock[thread] = self.clock[thread].max(self.time_ns());
         }
