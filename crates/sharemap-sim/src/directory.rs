@@ -252,7 +252,7 @@ impl Directory {
         table!(&self.0, t => t.len)
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn get(&self, line: u64) -> Option<Dir> {
         if !self.may_hold(line) {
             return None;

@@ -61,9 +61,11 @@ struct Shortcut {
 /// cannot change while a `Sim` borrows it.
 struct Caches {
     caches: Vec<Cache>,
-    /// Per cache, the index of its level in `Stats::hits`, and its latency.
+    /// Per cache, the index of its level in `Stats::hits`, its latency, and its bit in a
+    /// directory entry's shared caches (0 for a private cache).
     level: Vec<usize>,
     latency_ns: Vec<f64>,
+    shared_bit: Vec<u32>,
 }
 
 impl Caches {
@@ -75,7 +77,15 @@ impl Caches {
             caches: m.caches.iter().map(|c| Cache::new(c.lines(m.line), c.ways)).collect(),
             level: m.caches.iter().map(|c| (c.level.clamp(1, 4) - 1) as usize).collect(),
             latency_ns: m.caches.iter().map(|c| c.latency_ns).collect(),
+            shared_bit: m.shared_index.iter().map(|i| i.map_or(0, |i| 1 << i)).collect(),
         }
+    }
+
+    #[inline(always)]
+    fn shared_bit(&self, c: usize) -> u32 {
+        debug_assert!(c < self.shared_bit.len());
+        // SAFETY: as in `index`.
+        unsafe { *self.shared_bit.get_unchecked(c) }
     }
 
     #[inline(always)]
@@ -482,11 +492,15 @@ impl<'m> Sim<'m> {
             }
         }
         // Bits (positions in the PU's shared path) of the shared caches that lack the line.
+        // The directory knows which shared caches hold it (the owner's reply above changed
+        // only its cores): a cache it does not name is not searched.
         let mut missed: u64 = 0;
         if !served {
             for (i, &c) in place.shared.iter().enumerate() {
                 let level = self.caches.level(c);
-                if self.caches[c].touch(line) != INVALID {
+                if entry.shared & self.caches.shared_bit(c) != 0 {
+                    let state = self.caches[c].touch(line);
+                    debug_assert!(state != INVALID, "the directory names a shared cache without the line");
                     self.stats.hits[level] += 1;
                     ns = self.caches.latency_ns(c);
                     #[cfg(test)]
@@ -499,7 +513,7 @@ impl<'m> Sim<'m> {
             }
         } else {
             for (i, &c) in place.shared.iter().enumerate() {
-                if self.caches[c].state(line) == INVALID {
+                if entry.shared & self.caches.shared_bit(c) == 0 {
                     missed |= 1 << i;
                 }
             }
@@ -601,7 +615,11 @@ impl<'m> Sim<'m> {
         }
         let modified_to_shared = state == MODIFIED && !place.shared.is_empty();
         // A modified line going to a shared cache keeps its entry (filled below).
-        self.dir.update(line, modified_to_shared, |e| e.set_cores(e.cores() & !bit(core)));
+        let mut in_shared = 0;
+        self.dir.update(line, modified_to_shared, |e| {
+            in_shared = e.shared;
+            e.set_cores(e.cores() & !bit(core))
+        });
         if state == MODIFIED {
             match place.shared.last() {
                 Some(&c) => {
@@ -609,7 +627,7 @@ impl<'m> Sim<'m> {
                     self.refresh_shared(pu, core, line);
                     #[cfg(test)]
                     self.values.core_to_shared(core, c, line);
-                    self.fill_shared(c, line, MODIFIED, false);
+                    self.fill_shared(c, line, MODIFIED, in_shared & self.caches.shared_bit(c) == 0);
                 }
                 None => {
                     self.write_back(line, place.node);
