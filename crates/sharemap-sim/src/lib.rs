@@ -21,3 +21,16 @@ pub use sim::{FirstPlacement, Sim};
 pub use stats::{Outcome, Stats};
 #[cfg(test)]
 mod tests;
+
+/// Asks the host to bring the line at `p` into its caches: a hint, with no effect on any
+/// result (nothing off x86-64).
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch does not fault, whatever the address, and changes no memory.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}

@@ -447,6 +447,13 @@ impl<'m> Sim<'m> {
         let place = self.places[pu];
         let node = place.node;
         let entry = self.dir.get(line).unwrap_or_default();
+        // The shared caches on the path that lack the line will take it: their sets, often
+        // out of the host's caches on large traces, are fetched while the owner is asked.
+        for &c in place.shared {
+            if entry.shared & self.caches.shared_bit(c) == 0 {
+                self.caches[c].prefetch(line);
+            }
+        }
         let others = entry.cores() & !bit(core);
         let mut ns = 0.0;
         let mut served = false;
