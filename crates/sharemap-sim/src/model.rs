@@ -238,7 +238,13 @@ impl Model {
     /// What a transfer of a line from PU `b`'s core to PU `a`'s costs.
     #[inline]
     pub fn transfer_ns(&self, a: usize, b: usize) -> f64 {
-        self.transfer_ns[self.pu_core[a] * self.cores + self.pu_core[b]]
+        self.core_transfer_ns(self.pu_core[a], self.pu_core[b])
+    }
+
+    /// What a transfer of a line from core `b` to core `a` costs.
+    #[inline]
+    pub fn core_transfer_ns(&self, a: usize, b: usize) -> f64 {
+        self.transfer_ns[a * self.cores + b]
     }
 
     pub fn pus(&self) -> usize {

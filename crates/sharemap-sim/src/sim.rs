@@ -132,6 +132,10 @@ pub struct Sim<'m> {
     pu_shortcut: Vec<Option<Shortcut>>,
     /// Per thread, its PU's shortcut once it runs (None before, or without one).
     shortcut: Vec<Option<Shortcut>>,
+    /// Per shared cache (shared index), its node; per node and shared cache, what a reply
+    /// from that cache to a core of the node costs (a dirty line's, an invalidation's).
+    shared_node: Vec<usize>,
+    shared_reply_ns: Vec<f64>,
     /// Per core: first- and second-level TLB (shared by the core's PUs).
     tlb: Vec<Cache>,
     tlb2: Vec<Option<Cache>>,
@@ -188,6 +192,14 @@ impl<'m> Sim<'m> {
             })
             .collect();
         let core_places = m.core_pu.iter().map(|&pu| places[pu]).collect();
+        let shared_node: Vec<usize> = m.shared_caches.iter().map(|&c| m.caches[c].node).collect();
+        let shared_reply_ns = (0..m.nodes)
+            .flat_map(|node| {
+                m.shared_caches
+                    .iter()
+                    .map(move |&c| m.caches[c].latency_ns + m.params.snoop_ns + m.hop_ns[node][m.caches[c].node])
+            })
+            .collect();
         let mut sim = Sim {
             m,
             caches,
@@ -195,6 +207,8 @@ impl<'m> Sim<'m> {
             core_places,
             pu_shortcut,
             shortcut: Vec::new(),
+            shared_node,
+            shared_reply_ns,
             tlb,
             tlb2,
             dir: Directory::new(m.cores, m.shared_caches.len()),
@@ -462,7 +476,6 @@ impl<'m> Sim<'m> {
         if others.count_ones() == 1 {
             let owner = others.trailing_zeros() as usize;
             let owner_place = self.core_places[owner];
-            let opu = m.core_pu[owner];
             let onode = owner_place.node;
             // The owner's last private level says whether it holds the line exclusive and
             // gives it up (shared for a reader, invalid for a writer) in the same search.
@@ -476,7 +489,7 @@ impl<'m> Sim<'m> {
                 for &c in &owner_path[..owner_path.len() - 1] {
                     self.caches[c].set_state(line, after);
                 }
-                ns = self.m.transfer_ns(pu, opu);
+                ns = m.core_transfer_ns(core, owner);
                 self.stats.transfer(node, onode);
                 #[cfg(test)]
                 self.values.served_by_core(owner);
@@ -493,7 +506,7 @@ impl<'m> Sim<'m> {
                         #[cfg(test)]
                         self.values.core_to_memory(owner, line);
                         #[cfg(test)]
-                        self.refresh_shared(opu, owner, line);
+                        self.refresh_shared(m.core_pu[owner], owner, line);
                     }
                 }
             }
@@ -683,13 +696,12 @@ impl<'m> Sim<'m> {
         while others != 0 {
             let other = others.trailing_zeros() as usize;
             others &= others - 1;
-            let opu = self.m.core_pu[other];
             // The entry is rewritten once below.
             self.set_core_state(other, line, INVALID);
             #[cfg(test)]
             self.values.drop_core(other, line);
             self.stats.invalidation(node, self.core_places[other].node);
-            wait = wait.max(self.m.transfer_ns(pu, opu));
+            wait = wait.max(m.core_transfer_ns(core, other));
         }
         let mine = self.places[pu].shared_mask;
         let mut shared = entry.shared & !mine;
@@ -697,12 +709,11 @@ impl<'m> Sim<'m> {
             let idx = shared.trailing_zeros() as usize;
             shared &= shared - 1;
             let c = self.m.shared_caches[idx];
-            let cnode = m.caches[c].node;
             self.caches[c].set_state(line, INVALID);
             #[cfg(test)]
             self.values.drop_shared(c, line);
-            self.stats.invalidation(node, cnode);
-            wait = wait.max(m.caches[c].latency_ns + m.params.snoop_ns + m.hop_ns[node][cnode]);
+            self.stats.invalidation(node, self.shared_node[idx]);
+            wait = wait.max(self.shared_reply_ns[node * self.shared_node.len() + idx]);
         }
         self.dir.update(line, true, |e| {
             e.set_cores(e.cores() & bit(core));
