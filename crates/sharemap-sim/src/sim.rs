@@ -61,11 +61,17 @@ struct Shortcut {
 /// cannot change while a `Sim` borrows it.
 struct Caches {
     caches: Vec<Cache>,
-    /// Per cache, the index of its level in `Stats::hits`, its latency, and its bit in a
-    /// directory entry's shared caches (0 for a private cache).
-    level: Vec<usize>,
-    latency_ns: Vec<f64>,
-    shared_bit: Vec<u32>,
+    info: Vec<CacheInfo>,
+}
+
+/// What the access path reads of a cache's spec.
+#[derive(Clone, Copy)]
+struct CacheInfo {
+    /// Index of its level in `Stats::hits`.
+    level: usize,
+    latency_ns: f64,
+    /// Its bit in a directory entry's shared caches (0 for a private cache).
+    shared_bit: u32,
 }
 
 impl Caches {
@@ -75,31 +81,24 @@ impl Caches {
         assert!(paths.chain(&m.shared_caches).all(|&c| c < n), "the model's paths name a cache it does not have");
         Caches {
             caches: m.caches.iter().map(|c| Cache::new(c.lines(m.line), c.ways)).collect(),
-            level: m.caches.iter().map(|c| (c.level.clamp(1, 4) - 1) as usize).collect(),
-            latency_ns: m.caches.iter().map(|c| c.latency_ns).collect(),
-            shared_bit: m.shared_index.iter().map(|i| i.map_or(0, |i| 1 << i)).collect(),
+            info: m
+                .caches
+                .iter()
+                .zip(&m.shared_index)
+                .map(|(c, i)| CacheInfo {
+                    level: (c.level.clamp(1, 4) - 1) as usize,
+                    latency_ns: c.latency_ns,
+                    shared_bit: i.map_or(0, |i| 1 << i),
+                })
+                .collect(),
         }
     }
 
     #[inline(always)]
-    fn shared_bit(&self, c: usize) -> u32 {
-        debug_assert!(c < self.shared_bit.len());
+    fn info(&self, c: usize) -> CacheInfo {
+        debug_assert!(c < self.info.len());
         // SAFETY: as in `index`.
-        unsafe { *self.shared_bit.get_unchecked(c) }
-    }
-
-    #[inline(always)]
-    fn level(&self, c: usize) -> usize {
-        debug_assert!(c < self.level.len());
-        // SAFETY: as in `index`.
-        unsafe { *self.level.get_unchecked(c) }
-    }
-
-    #[inline(always)]
-    fn latency_ns(&self, c: usize) -> f64 {
-        debug_assert!(c < self.latency_ns.len());
-        // SAFETY: as in `index`.
-        unsafe { *self.latency_ns.get_unchecked(c) }
+        unsafe { *self.info.get_unchecked(c) }
     }
 }
 
@@ -378,13 +377,13 @@ impl<'m> Sim<'m> {
         // The private caches, nearest first.
         for (i, &c) in private.iter().enumerate() {
             let state = self.caches[c].touch(line);
-            let level = self.caches.level(c);
+            let level = self.caches.info(c).level;
             if state == INVALID {
                 self.stats.misses[level] += 1;
                 continue;
             }
             self.stats.hits[level] += 1;
-            let mut ns = self.caches.latency_ns(c);
+            let mut ns = self.caches.info(c).latency_ns;
             let new = if !write {
                 state
             } else {
@@ -464,7 +463,7 @@ impl<'m> Sim<'m> {
         // The shared caches on the path that lack the line will take it: their sets, often
         // out of the host's caches on large traces, are fetched while the owner is asked.
         for &c in place.shared {
-            if entry.shared & self.caches.shared_bit(c) == 0 {
+            if entry.shared & self.caches.info(c).shared_bit == 0 {
                 self.caches[c].prefetch(line);
             }
         }
@@ -517,12 +516,12 @@ impl<'m> Sim<'m> {
         let mut missed: u64 = 0;
         if !served {
             for (i, &c) in place.shared.iter().enumerate() {
-                let level = self.caches.level(c);
-                if entry.shared & self.caches.shared_bit(c) != 0 {
+                let level = self.caches.info(c).level;
+                if entry.shared & self.caches.info(c).shared_bit != 0 {
                     let state = self.caches[c].touch(line);
                     debug_assert!(state != INVALID, "the directory names a shared cache without the line");
                     self.stats.hits[level] += 1;
-                    ns = self.caches.latency_ns(c);
+                    ns = self.caches.info(c).latency_ns;
                     #[cfg(test)]
                     self.values.served_by_shared(c, line);
                     served = true;
@@ -533,16 +532,17 @@ impl<'m> Sim<'m> {
             }
         } else {
             for (i, &c) in place.shared.iter().enumerate() {
-                if entry.shared & self.caches.shared_bit(c) == 0 {
+                if entry.shared & self.caches.info(c).shared_bit == 0 {
                     missed |= 1 << i;
                 }
             }
         }
         if !served && entry.dirty != 0 {
             // A dirty copy in a shared cache off this path: it answers, and memory gets it.
-            let c = self.m.shared_caches[entry.dirty as usize - 1];
-            let cnode = m.caches[c].node;
-            ns = m.caches[c].latency_ns + m.params.snoop_ns + m.hop_ns[node][cnode];
+            let idx = entry.dirty as usize - 1;
+            let c = self.m.shared_caches[idx];
+            let cnode = self.shared_node[idx];
+            ns = self.shared_reply_ns[node * self.shared_node.len() + idx];
             self.stats.transfer(node, cnode);
             #[cfg(test)]
             self.values.served_by_shared(c, line);
@@ -647,7 +647,7 @@ impl<'m> Sim<'m> {
                     self.refresh_shared(pu, core, line);
                     #[cfg(test)]
                     self.values.core_to_shared(core, c, line);
-                    self.fill_shared(c, line, MODIFIED, in_shared & self.caches.shared_bit(c) == 0);
+                    self.fill_shared(c, line, MODIFIED, in_shared & self.caches.info(c).shared_bit == 0);
                 }
                 None => {
                     self.write_back(line, place.node);
