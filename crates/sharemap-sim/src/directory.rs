@@ -278,23 +278,23 @@ impl Directory {
         })
     }
 
-    /// Changes the entry of `line`, if any, with one lookup; removes it when it is then
-    /// empty and `keep` is false.
+    /// Changes the entry of `line`, if any, with one lookup, and returns what `f` returns;
+    /// removes the entry when it is then empty and `keep` is false.
     #[inline]
-    pub fn update(&mut self, line: u64, keep: bool, f: impl FnOnce(&mut Dir)) {
+    pub fn update<R>(&mut self, line: u64, keep: bool, f: impl FnOnce(&mut Dir) -> R) -> Option<R> {
         if !self.may_hold(line) {
-            return;
+            return None;
         }
         table!(&mut self.0, t => {
-            if let (i, true) = t.find(line + 1) {
-                let mut d = t.slots[i].dir();
-                f(&mut d);
-                if !keep && d.is_empty() {
-                    t.remove_at(i);
-                } else {
-                    t.slots[i] = Slot::new(line + 1, d);
-                }
+            let (i, true) = t.find(line + 1) else { return None };
+            let mut d = t.slots[i].dir();
+            let r = f(&mut d);
+            if !keep && d.is_empty() {
+                t.remove_at(i);
+            } else {
+                t.slots[i] = Slot::new(line + 1, d);
             }
+            Some(r)
         })
     }
 

@@ -55,6 +55,20 @@ struct Shortcut {
     ns: f64,
 }
 
+/// A thread of the trace: where it runs and its clock.
+#[derive(Clone, Copy, Debug)]
+struct Thread {
+    /// Its PU (`usize::MAX` until it is placed).
+    pu: usize,
+    /// Whether it has made an access yet (only a running thread loads its PU).
+    started: bool,
+    /// Its PU's shortcut once it runs (None before, or without one).
+    shortcut: Option<Shortcut>,
+    clock: f64,
+}
+
+const UNPLACED: Thread = Thread { pu: usize::MAX, started: false, shortcut: None, clock: 0.0 };
+
 /// The simulated caches, one per `Model::caches` entry, indexed without bounds checks (they
 /// were a tenth of a miss's instructions): every index the simulation uses comes from the
 /// model's paths and shared-cache lists, which `Caches::new` checks once, and the model
@@ -129,8 +143,6 @@ pub struct Sim<'m> {
     core_places: Vec<Place<'m>>,
     /// Per PU, its shortcut (None when it has no private cache).
     pu_shortcut: Vec<Option<Shortcut>>,
-    /// Per thread, its PU's shortcut once it runs (None before, or without one).
-    shortcut: Vec<Option<Shortcut>>,
     /// Per shared cache (shared index), its node; per node and shared cache, what a reply
     /// from that cache to a core of the node costs (a dirty line's, an invalidation's).
     shared_node: Vec<usize>,
@@ -138,6 +150,9 @@ pub struct Sim<'m> {
     /// Per core: first- and second-level TLB (shared by the core's PUs).
     tlb: Vec<Cache>,
     tlb2: Vec<Option<Cache>>,
+    /// Per core, the page it translated last (`NO_PAGE`: none since a shootdown): always the
+    /// most recently used of its set in the first-level TLB, told without reading the TLB.
+    last_page: Vec<u64>,
     dir: Directory,
     home: FxHashMap<u64, u16>,
     /// Pages with copies on several nodes: the nodes holding one (the home among them).
@@ -147,16 +162,16 @@ pub struct Sim<'m> {
     line_shift: u32,
     page_shift: u32,
     lines_per_page: u64,
-    thread_pu: Vec<usize>,
-    /// Whether each thread has made an access yet.
-    started: Vec<bool>,
+    /// Per thread (the trace's numbering), one record: an access reads one.
+    threads: Vec<Thread>,
     /// Threads on each PU.
     pu_load: Vec<u32>,
-    clock: Vec<f64>,
     pub stats: Stats,
     #[cfg(test)]
     pub(crate) values: crate::tests_support::Values,
 }
+
+const NO_PAGE: u64 = u64::MAX;
 
 fn bit(core: usize) -> u128 {
     1u128 << core
@@ -205,11 +220,11 @@ impl<'m> Sim<'m> {
             places,
             core_places,
             pu_shortcut,
-            shortcut: Vec::new(),
             shared_node,
             shared_reply_ns,
             tlb,
             tlb2,
+            last_page: vec![NO_PAGE; m.cores],
             dir: Directory::new(m.cores, m.shared_caches.len()),
             home: FxHashMap::default(),
             replicas: FxHashMap::default(),
@@ -218,10 +233,8 @@ impl<'m> Sim<'m> {
             line_shift: m.line.trailing_zeros(),
             page_shift: page_size.trailing_zeros(),
             lines_per_page: page_size / m.line as u64,
-            thread_pu: Vec::new(),
-            started: Vec::new(),
+            threads: Vec::new(),
             pu_load: vec![0; m.pus()],
-            clock: Vec::new(),
             stats: Stats::new(m),
             #[cfg(test)]
             values: Default::default(),
@@ -237,27 +250,28 @@ impl<'m> Sim<'m> {
     }
 
     fn place_thread(&mut self, t: usize, pu: usize) {
-        if t >= self.thread_pu.len() {
-            self.thread_pu.resize(t + 1, usize::MAX);
-            self.started.resize(t + 1, false);
-            self.shortcut.resize(t + 1, None);
-            self.clock.resize(t + 1, 0.0);
+        if t >= self.threads.len() {
+            self.threads.resize(t + 1, UNPLACED);
         }
+        let thread = &mut self.threads[t];
         // Only threads that have begun running load their PU.
-        if self.started[t] {
-            self.pu_load[self.thread_pu[t]] -= 1;
+        if thread.started {
+            self.pu_load[thread.pu] -= 1;
             self.pu_load[pu] += 1;
-            self.shortcut[t] = self.pu_shortcut[pu];
+            thread.shortcut = self.pu_shortcut[pu];
         }
-        self.thread_pu[t] = pu;
+        thread.pu = pu;
     }
 
     /// The PU of thread `t` (a thread the mapping did not name goes to PU `t mod PUs`).
     pub fn pu_of(&mut self, t: usize) -> usize {
-        if t >= self.thread_pu.len() || self.thread_pu[t] == usize::MAX {
-            self.place_thread(t, t % self.m.pus());
+        match self.threads.get(t) {
+            Some(thread) if thread.pu != usize::MAX => thread.pu,
+            _ => {
+                self.place_thread(t, t % self.m.pus());
+                self.threads[t].pu
+            }
         }
-        self.thread_pu[t]
     }
 
     /// The node holding `page`, if it has one yet.
@@ -308,8 +322,13 @@ impl<'m> Sim<'m> {
     /// None when the access is any other.
     #[inline(always)]
     fn mru_hit(&mut self, thread: usize, addr: u64, write: bool) -> Option<f64> {
-        let s = (*self.shortcut.get(thread)?)?;
-        if self.tlb[s.core].mru_state(addr >> self.page_shift) == INVALID {
+        let th = self.threads.get_mut(thread)?;
+        let s = th.shortcut?;
+        let page = addr >> self.page_shift;
+        // The page the core translated last needs no look at the TLB (on `random`, 12M of
+        // 810M instructions; a thread alternating between pages reads the TLB's set).
+        debug_assert!(self.last_page[s.core] != page || self.tlb[s.core].mru_state(page) != INVALID);
+        if self.last_page[s.core] != page && self.tlb[s.core].mru_state(page) == INVALID {
             return None;
         }
         let state = self.caches[s.cache].mru_state(addr >> self.line_shift);
@@ -322,7 +341,7 @@ impl<'m> Sim<'m> {
         self.stats.hits[s.level] += 1;
         #[cfg(test)]
         self.values.core_access(s.core, addr >> self.line_shift, write);
-        self.clock[thread] += s.ns * self.pu_load[s.pu] as f64;
+        th.clock += s.ns * self.pu_load[s.pu] as f64;
         Some(s.ns)
     }
 
@@ -330,12 +349,14 @@ impl<'m> Sim<'m> {
     #[inline(never)]
     fn access_any(&mut self, thread: usize, addr: u64, write: bool) -> f64 {
         let pu = self.pu_of(thread);
-        if !self.started[thread] {
+        if !self.threads[thread].started {
             // A thread starts at the time of the run so far (its creator's, about).
-            self.started[thread] = true;
-            self.shortcut[thread] = self.pu_shortcut[pu];
+            let now = self.time_ns();
+            let th = &mut self.threads[thread];
+            th.started = true;
+            th.shortcut = self.pu_shortcut[pu];
+            th.clock = th.clock.max(now);
             self.pu_load[pu] += 1;
-            self.clock[thread] = self.clock[thread].max(self.time_ns());
         }
         let core = self.places[pu].core;
         let line = addr >> self.line_shift;
@@ -350,13 +371,13 @@ impl<'m> Sim<'m> {
             ns += self.m.params.shootdown_ns;
         }
         ns += self.data(pu, core, line, write);
-        let t = ns * self.pu_load[pu] as f64;
-        self.clock[thread] += t;
+        self.threads[thread].clock += ns * self.pu_load[pu] as f64;
         ns
     }
 
     /// TLB lookups: first level, second level, else a page walk.
     fn translate(&mut self, core: usize, page: u64) -> f64 {
+        self.last_page[core] = page;
         if self.tlb[core].touch(page) != INVALID {
             return 0.0;
         }
@@ -689,21 +710,32 @@ impl<'m> Sim<'m> {
     /// returns what the writer waits for: the farthest acknowledgement.
     fn invalidate_others(&mut self, pu: usize, core: usize, line: u64) -> f64 {
         let m = self.m;
-        let Some(entry) = self.dir.get(line) else { return 0.0 };
+        let mine = self.places[pu].shared_mask;
+        // One lookup: the entry keeps this core and its path's shared caches; the copies it
+        // names elsewhere go below.
+        let Some(entry) = self.dir.update(line, true, |e| {
+            let before = *e;
+            e.set_cores(e.cores() & bit(core));
+            e.shared &= mine;
+            if e.dirty != 0 && mine & (1 << (e.dirty - 1)) == 0 {
+                e.dirty = 0;
+            }
+            before
+        }) else {
+            return 0.0;
+        };
         let node = self.places[pu].node;
         let mut wait: f64 = 0.0;
         let mut others = entry.cores() & !bit(core);
         while others != 0 {
             let other = others.trailing_zeros() as usize;
             others &= others - 1;
-            // The entry is rewritten once below.
             self.set_core_state(other, line, INVALID);
             #[cfg(test)]
             self.values.drop_core(other, line);
             self.stats.invalidation(node, self.core_places[other].node);
             wait = wait.max(m.core_transfer_ns(core, other));
         }
-        let mine = self.places[pu].shared_mask;
         let mut shared = entry.shared & !mine;
         while shared != 0 {
             let idx = shared.trailing_zeros() as usize;
@@ -715,13 +747,6 @@ impl<'m> Sim<'m> {
             self.stats.invalidation(node, self.shared_node[idx]);
             wait = wait.max(self.shared_reply_ns[node * self.shared_node.len() + idx]);
         }
-        self.dir.update(line, true, |e| {
-            e.set_cores(e.cores() & bit(core));
-            e.shared &= mine;
-            if e.dirty != 0 && mine & (1 << (e.dirty - 1)) == 0 {
-                e.dirty = 0;
-            }
-        });
         wait
     }
 
@@ -733,10 +758,10 @@ impl<'m> Sim<'m> {
             return;
         }
         self.place_thread(t, pu);
-        if !self.started[t] {
+        if !self.threads[t].started {
             return;
         }
-        self.clock[t] += self.m.params.thread_migration_ns;
+        self.threads[t].clock += self.m.params.thread_migration_ns;
         self.stats.thread_migrations += 1;
     }
 
@@ -788,12 +813,13 @@ impl<'m> Sim<'m> {
         let bytes = 1u64 << self.page_shift;
         let p = &self.m.params;
         self.pu_of(t);
-        self.clock[t] += bytes as f64 * p.copy_ns_per_byte + p.shootdown_ns;
+        self.threads[t].clock += bytes as f64 * p.copy_ns_per_byte + p.shootdown_ns;
         self.stats.page_migrations += 1;
         self.stats.migrated_bytes(from, node, bytes);
     }
 
     fn drop_from_tlbs(&mut self, page: u64) {
+        self.last_page.iter_mut().filter(|p| **p == page).for_each(|p| *p = NO_PAGE);
         for tlb in self.tlb.iter_mut() {
             tlb.set_state(page, INVALID);
         }
@@ -815,7 +841,7 @@ impl<'m> Sim<'m> {
         let bytes = 1u64 << self.page_shift;
         let copies = new.count_ones() as u64;
         self.pu_of(t);
-        self.clock[t] += (bytes * copies) as f64 * self.m.params.copy_ns_per_byte;
+        self.threads[t].clock += (bytes * copies) as f64 * self.m.params.copy_ns_per_byte;
         self.stats.replications += copies;
         self.stats.interconnect_bytes += bytes * copies;
     }
@@ -823,27 +849,27 @@ impl<'m> Sim<'m> {
     /// Adds work to thread `t`'s clock (a mechanism's own cost: a fault, a decision).
     pub fn charge(&mut self, t: usize, ns: f64) {
         self.pu_of(t);
-        self.clock[t] += ns;
+        self.threads[t].clock += ns;
     }
 
     /// A barrier: every thread seen waits for the slowest.
     pub fn synchronise(&mut self) {
-        let max = self.clock.iter().copied().fold(0.0, f64::max);
-        self.clock.iter_mut().for_each(|c| *c = max);
+        let max = self.time_ns();
+        self.threads.iter_mut().for_each(|t| t.clock = max);
     }
 
     /// The simulated time so far: the slowest thread's clock.
     pub fn time_ns(&self) -> f64 {
-        self.clock.iter().copied().fold(0.0, f64::max)
+        self.threads.iter().map(|t| t.clock).fold(0.0, f64::max)
     }
 
     pub fn thread_clock(&self, t: usize) -> f64 {
-        self.clock.get(t).copied().unwrap_or(0.0)
+        self.threads.get(t).map_or(0.0, |t| t.clock)
     }
 
     /// Threads seen so far.
     pub fn threads(&self) -> usize {
-        self.thread_pu.len()
+        self.threads.len()
     }
 
     pub fn model(&self) -> &'m Model {
