@@ -278,6 +278,16 @@ impl Directory {
         })
     }
 
+    /// Sets the entry of `line` (an empty one is kept only if the line had one).
+    #[inline]
+    pub fn store(&mut self, line: u64, dir: Dir) {
+        if dir.is_empty() {
+            self.update(line, true, |e| *e = dir);
+        } else {
+            self.entry(line, |e| *e = dir);
+        }
+    }
+
     /// Changes the entry of `line`, if any, with one lookup, and returns what `f` returns;
     /// removes the entry when it is then empty and `keep` is false.
     #[inline]

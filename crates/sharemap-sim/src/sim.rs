@@ -13,7 +13,7 @@
 //! off its path holds it, so its later write needs nobody's leave.
 
 use crate::cache::{Cache, EXCLUSIVE, INVALID, MODIFIED, SHARED};
-use crate::directory::Directory;
+use crate::directory::{Dir, Directory};
 use crate::model::Model;
 use crate::stats::Stats;
 use rustc_hash::FxHashMap;
@@ -175,6 +175,16 @@ const NO_PAGE: u64 = u64::MAX;
 
 fn bit(core: usize) -> u128 {
     1u128 << core
+}
+
+/// A directory entry once `core` has invalidated the other copies: only this core, the
+/// shared caches of `mine` (its path's), and no dirty copy elsewhere.
+fn keep_only(e: &mut Dir, core: usize, mine: u32) {
+    e.set_cores(e.cores() & bit(core));
+    e.shared &= mine;
+    if e.dirty != 0 && mine & (1 << (e.dirty - 1)) == 0 {
+        e.dirty = 0;
+    }
 }
 
 impl<'m> Sim<'m> {
@@ -436,8 +446,9 @@ impl<'m> Sim<'m> {
     fn miss(&mut self, pu: usize, core: usize, line: u64, write: bool) -> f64 {
         let place = self.places[pu];
         let private = place.private;
-        let ns = self.fetch(pu, core, line, write);
+        let (ns, mut entry) = self.fetch(pu, core, line, write);
         if private.is_empty() {
+            self.dir.store(line, entry);
             if write {
                 // No cache of its own: the write goes through to memory.
                 self.write_back(line, place.node);
@@ -450,17 +461,17 @@ impl<'m> Sim<'m> {
             }
             return ns;
         }
-        let mine = place.shared_mask;
-        let state = self.dir.entry(line, |e| {
-            e.set_cores(e.cores() | bit(core));
-            if write {
-                MODIFIED
-            } else if e.cores() & !bit(core) == 0 && e.shared & !mine == 0 {
-                EXCLUSIVE
-            } else {
-                SHARED
-            }
-        });
+        let state = if write {
+            MODIFIED
+        } else if entry.cores() & !bit(core) == 0 && entry.shared & !place.shared_mask == 0 {
+            EXCLUSIVE
+        } else {
+            SHARED
+        };
+        entry.set_cores(entry.cores() | bit(core));
+        // The line's entry is written once per miss, before the fills below evict (a
+        // victim's eviction may change this line's entry, in a cache of one way).
+        self.dir.store(line, entry);
         let last = private[private.len() - 1];
         if let Some((victim, vstate)) = self.caches[last].insert_absent(line, state) {
             self.evict_private(pu, core, victim, vstate);
@@ -475,12 +486,14 @@ impl<'m> Sim<'m> {
 
     /// A line this core does not hold: from the core that holds it exclusive, else the
     /// nearest shared cache on the path, else a dirty shared cache elsewhere, else DRAM.
-    /// A write then leaves no other copy.
-    fn fetch(&mut self, pu: usize, core: usize, line: u64, write: bool) -> f64 {
+    /// A write then leaves no other copy. Returns the cost and the line's directory entry
+    /// as the fetch leaves it, for the caller to store: the entry is read once and written
+    /// once per miss (each lookup of it was about 25 instructions).
+    fn fetch(&mut self, pu: usize, core: usize, line: u64, write: bool) -> (f64, Dir) {
         let m = self.m;
         let place = self.places[pu];
         let node = place.node;
-        let entry = self.dir.get(line).unwrap_or_default();
+        let mut entry = self.dir.get(line).unwrap_or_default();
         // The shared caches on the path that lack the line will take it: their sets, often
         // out of the host's caches on large traces, are fetched while the owner is asked.
         for &c in place.shared {
@@ -517,7 +530,7 @@ impl<'m> Sim<'m> {
                 if write {
                     #[cfg(test)]
                     self.values.drop_core(owner, line);
-                    self.dir.update(line, true, |e| e.set_cores(e.cores() & !bit(owner)));
+                    entry.set_cores(entry.cores() & !bit(owner));
                     self.stats.invalidation(node, onode);
                 } else {
                     if ostate == MODIFIED {
@@ -573,7 +586,7 @@ impl<'m> Sim<'m> {
                 #[cfg(test)]
                 self.values.shared_to_memory(c, line);
                 self.caches[c].set_state(line, SHARED);
-                self.dir.update(line, true, |e| e.dirty = 0);
+                entry.dirty = 0;
             }
             served = true;
         }
@@ -597,12 +610,15 @@ impl<'m> Sim<'m> {
             missed &= missed - 1;
             #[cfg(test)]
             self.values.fill_shared(c, line);
-            self.fill_shared(c, line, SHARED, true);
+            self.put_shared(c, line, SHARED, true);
+            entry.shared |= self.caches.info(c).shared_bit;
         }
         if write {
-            ns += self.invalidate_others(pu, core, line);
+            let before = entry;
+            keep_only(&mut entry, core, place.shared_mask);
+            ns += self.invalidate_copies(pu, core, line, before);
         }
-        ns
+        (ns, entry)
     }
 
     /// A line written back to its page's home from a cache on node `from` (a cached line's
@@ -612,20 +628,26 @@ impl<'m> Sim<'m> {
         self.stats.writeback(from, home);
     }
 
-    /// Puts `line` in shared cache `c` (`absent`: known not to be there).
+    /// Puts `line` in shared cache `c` (`absent`: known not to be there), and says so in
+    /// its directory entry.
     fn fill_shared(&mut self, c: usize, line: u64, state: u8, absent: bool) {
         let idx = self.m.shared_index[c].unwrap_or(0);
-        let evicted =
-            if absent { self.caches[c].insert_absent(line, state) } else { self.caches[c].insert(line, state) };
-        if let Some((victim, vstate)) = evicted {
-            self.evict_shared(c, victim, vstate);
-        }
+        self.put_shared(c, line, state, absent);
         self.dir.entry(line, |e| {
             e.shared |= 1 << idx;
             if state == MODIFIED {
                 e.dirty = idx as u8 + 1;
             }
         });
+    }
+
+    /// `fill_shared` without the line's directory entry (the caller keeps it).
+    fn put_shared(&mut self, c: usize, line: u64, state: u8, absent: bool) {
+        let evicted =
+            if absent { self.caches[c].insert_absent(line, state) } else { self.caches[c].insert(line, state) };
+        if let Some((victim, vstate)) = evicted {
+            self.evict_shared(c, victim, vstate);
+        }
     }
 
     fn evict_shared(&mut self, c: usize, line: u64, state: u8) {
@@ -709,21 +731,24 @@ impl<'m> Sim<'m> {
     /// Invalidates every copy but this core's and those of the shared caches on its path;
     /// returns what the writer waits for: the farthest acknowledgement.
     fn invalidate_others(&mut self, pu: usize, core: usize, line: u64) -> f64 {
-        let m = self.m;
         let mine = self.places[pu].shared_mask;
         // One lookup: the entry keeps this core and its path's shared caches; the copies it
-        // names elsewhere go below.
-        let Some(entry) = self.dir.update(line, true, |e| {
+        // named elsewhere go below.
+        let Some(before) = self.dir.update(line, true, |e| {
             let before = *e;
-            e.set_cores(e.cores() & bit(core));
-            e.shared &= mine;
-            if e.dirty != 0 && mine & (1 << (e.dirty - 1)) == 0 {
-                e.dirty = 0;
-            }
+            keep_only(e, core, mine);
             before
         }) else {
             return 0.0;
         };
+        self.invalidate_copies(pu, core, line, before)
+    }
+
+    /// Drops the copies `entry` names but this core's and those of the shared caches on its
+    /// path (the directory is the caller's); returns the farthest acknowledgement.
+    fn invalidate_copies(&mut self, pu: usize, core: usize, line: u64, entry: Dir) -> f64 {
+        let m = self.m;
+        let mine = self.places[pu].shared_mask;
         let node = self.places[pu].node;
         let mut wait: f64 = 0.0;
         let mut others = entry.cores() & !bit(core);
