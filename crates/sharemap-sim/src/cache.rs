@@ -81,9 +81,21 @@ impl Cache {
     fn find(&self, line: u64) -> (usize, Option<usize>) {
         let start = self.set_start(line);
         let want = tag(line);
-        // An empty way (0) never equals a tag: one comparison per way.
-        let way = self.set(start).iter().position(|&s| s & !3 == want);
-        (start, way)
+        // An empty way (0) never equals a tag: one comparison per way, two ways per turn of
+        // the loop (its counting was half of a search's instructions).
+        let mut pairs = self.set(start).chunks_exact(2);
+        let mut way = 0;
+        for pair in &mut pairs {
+            if pair[0] & !3 == want {
+                return (start, Some(way));
+            }
+            if pair[1] & !3 == want {
+                return (start, Some(way + 1));
+            }
+            way += 2;
+        }
+        let last = pairs.remainder().first().is_some_and(|&s| s & !3 == want);
+        (start, last.then_some(way))
     }
 
     /// The state of `line` (INVALID when absent); a present line becomes the most recently
@@ -133,6 +145,7 @@ impl Cache {
     }
 
     /// Changes the state of a present line (INVALID removes it); false when absent.
+    #[inline]
     pub fn set_state(&mut self, line: u64, state: u8) -> bool {
         match self.find(line) {
             (start, Some(way)) => {
