@@ -374,15 +374,26 @@ impl<'m> Sim<'m> {
         self.stats.accesses += 1;
         self.stats.writes += write as u64;
         let mut ns = self.m.params.access_ns + self.translate(core, page);
-        if write && !self.replicas.is_empty() && self.replicas.contains_key(&page) {
-            // A write leaves one copy: the others go, with a shootdown.
-            self.replicas.remove(&page);
-            self.drop_from_tlbs(page);
-            ns += self.m.params.shootdown_ns;
+        // Only the replicas' test here: a test of `write` first was mispredicted 287k times
+        // in the 2M accesses of `random`, for nothing without replicas.
+        if !self.replicas.is_empty() {
+            ns += self.write_to_replica(page, write);
         }
         ns += self.data(pu, core, line, write);
         self.threads[thread].clock += ns * self.pu_load[pu] as f64;
         ns
+    }
+
+    /// A write to a replicated page leaves one copy: the others go, with a shootdown, whose
+    /// cost this returns (0 for a read or a page without replicas).
+    #[cold]
+    #[inline(never)]
+    fn write_to_replica(&mut self, page: u64, write: bool) -> f64 {
+        if !write || self.replicas.remove(&page).is_none() {
+            return 0.0;
+        }
+        self.drop_from_tlbs(page);
+        self.m.params.shootdown_ns
     }
 
     /// TLB lookups: first level, second level, else a page walk.

