@@ -247,7 +247,6 @@ impl Directory {
     }
 
     /// Lines with an entry.
-    #[cfg(test)]
     pub fn entries(&self) -> usize {
         table!(&self.0, t => t.len)
     }
@@ -306,6 +305,12 @@ impl Directory {
             }
             Some(r)
         })
+    }
+
+    /// Asks the host to bring the slot where `line`'s probe begins into its caches (a hint).
+    #[inline(always)]
+    pub fn prefetch(&self, line: u64) {
+        table!(&self.0, t => crate::prefetch(t.slots.as_ptr().wrapping_add(t.home(line + 1))))
     }
 
     pub fn remove(&mut self, line: u64) -> Option<Dir> {

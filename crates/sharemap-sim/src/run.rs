@@ -34,14 +34,18 @@ impl Run<'_> {
     #[inline]
     fn accesses(&mut self, chunk: &Chunk, from: usize, to: usize) {
         let a = &chunk.accesses;
-        let accesses = a.thread[from..to].iter().zip(&a.addr[from..to]).zip(&a.op[from..to]);
-        for ((&t, &addr), &op) in accesses {
-            let (t, write) = (t as usize, op & 0x80 != 0);
-            let ns = self.sim.access(t, addr, write);
-            if self.online {
-                self.mechanism.after_access(&mut self.sim, t, addr, write, ns);
-            }
-        }
+        let ops = &a.op[from..to];
+        let (mechanism, online) = (&mut self.mechanism, self.online);
+        self.sim.run(
+            &a.thread[from..to],
+            &a.addr[from..to],
+            |i| ops[i] & 0x80 != 0,
+            |sim, t, addr, write, ns| {
+                if online {
+                    mechanism.after_access(sim, t, addr, write, ns);
+                }
+            },
+        );
     }
 }
 

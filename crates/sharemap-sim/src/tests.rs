@@ -160,6 +160,43 @@ fn a_migrated_page_leaves_every_cache_and_is_then_read_from_its_new_node() {
     assert!(sim.values.errors.is_empty(), "{:?}", sim.values.errors);
 }
 
+/// Columns run through `Sim::run`, whose hints to the host go ahead of the accesses once
+/// the machine caches many lines and misses often, give what the same accesses one by one
+/// give: every count, every thread's clock.
+#[test]
+fn prefetching_ahead_changes_no_result() {
+    let m = model("pack:2 numa:1 l3:1(size=4MiB) l2:2(size=256KiB) l1d:1(size=32KiB) core:1 pu:1");
+    let (mut threads, mut addrs, mut writes) = (Vec::new(), Vec::new(), Vec::new());
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for i in 0..400_000u64 {
+        // xorshift: lines drawn from 192k, runs of 4 words of one line by one thread.
+        if i % 4 == 0 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+        }
+        threads.push((x >> 40) as u32 % 4);
+        addrs.push((x % 196_608) * 64 + (i % 4) * 8);
+        writes.push(x >> 20 & 3 == 0 && i % 4 == 3);
+    }
+    let pus = [0, 1, 2, 3];
+    let mut one_by_one = Sim::new(&m, 4096, &pus, FirstPlacement::FirstTouch);
+    for ((&t, &a), &w) in threads.iter().zip(&addrs).zip(&writes) {
+        one_by_one.access(t as usize, a, w);
+    }
+    let mut columns = Sim::new(&m, 4096, &pus, FirstPlacement::FirstTouch);
+    let mut hinted = false;
+    for ((t, a), w) in threads.chunks(16_384).zip(addrs.chunks(16_384)).zip(writes.chunks(16_384)) {
+        columns.run(t, a, |i| w[i], |_, _, _, _, _| {});
+        hinted |= columns.prefetches() == (true, true);
+    }
+    assert!(hinted, "the trace is meant to turn both hints on");
+    assert_eq!(format!("{:?}", columns.stats), format!("{:?}", one_by_one.stats));
+    for t in 0..4 {
+        assert_eq!(columns.thread_clock(t), one_by_one.thread_clock(t));
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
