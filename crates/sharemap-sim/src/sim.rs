@@ -380,10 +380,23 @@ impl<'m> Sim<'m> {
             return;
         }
         for (i, (&t, &addr)) in threads.iter().zip(addrs).enumerate() {
-            let w = write(i);
-            let ns = self.access(t as usize, addr, w);
-            after(self, t as usize, addr, w, ns);
+            self.step(i, t, addr, &write, &mut after);
         }
+    }
+
+    /// One access of `run`: the `i`-th, then `after` with its latency.
+    #[inline(always)]
+    fn step(
+        &mut self,
+        i: usize,
+        t: u32,
+        addr: u64,
+        write: &impl Fn(usize) -> bool,
+        after: &mut impl FnMut(&mut Self, usize, u64, bool, f64),
+    ) {
+        let w = write(i);
+        let ns = self.access(t as usize, addr, w);
+        after(self, t as usize, addr, w, ns);
     }
 
     /// `run` with the hints, a function of its own: inlined beside the plain loop, it made
@@ -403,9 +416,7 @@ impl<'m> Sim<'m> {
             {
                 self.prefetch(t as usize, addr);
             }
-            let w = write(i);
-            let ns = self.access(t as usize, addr, w);
-            after(self, t as usize, addr, w, ns);
+            self.step(i, t, addr, write, after);
         }
     }
 
