@@ -71,8 +71,11 @@ impl Slot for Narrow {
     }
 }
 
-/// 32 bytes: any key, 128 cores, 32 shared caches.
+/// 32 bytes: any key, 128 cores, 32 shared caches. Aligned to its size, so that a slot
+/// never straddles two of the host's cache lines (the allocator starts a large table 16
+/// bytes into a line).
 #[derive(Clone, Copy, Default)]
+#[repr(align(32))]
 struct Wide {
     key: u64,
     dir: Dir,
