@@ -98,8 +98,8 @@ impl Cache {
     #[inline(always)]
     fn set_mut(&mut self, start: usize) -> &mut [u64] {
         debug_assert!(start + self.ways <= self.slots().len());
-        // SAFETY: as in `set`.
         let end = start + self.ways;
+        // SAFETY: as in `set`.
         unsafe { self.slots_mut().get_unchecked_mut(start..end) }
     }
 
