@@ -91,7 +91,7 @@ fn columns(pattern: &str, size: u64) -> Columns {
 /// The host's latency to its memory at the sizes the simulator's tables reach: one load
 /// after another along a random cycle through 64-byte lines, a million per iteration (so
 /// criterion's milliseconds are nanoseconds per load). On a shared VM it tells how much of
-/// the host's last-level cache a run had, which the 20M figures follow.
+/// the host's last-level cache a run had, on which the 20M figures depend.
 fn host_latency(c: &mut Criterion) {
     const LOADS: usize = 1_000_000;
     let mut group = c.benchmark_group("host-latency");

@@ -90,8 +90,8 @@ impl Cache {
     fn set(&self, start: usize) -> &[u64] {
         debug_assert!(start + self.ways <= self.slots().len());
         // SAFETY: `start` is a set's index times `ways`, the set below `sets`, and `slots`
-        // holds at least `sets * ways` ways: the range is inside. (Measured: the bounds checks were
-        // a tenth of a simulated access's instructions.)
+        // holds at least `sets * ways` ways: the range is inside. (Measured: the bounds
+        // checks were a tenth of a simulated access's instructions.)
         unsafe { self.slots().get_unchecked(start..start + self.ways) }
     }
 
