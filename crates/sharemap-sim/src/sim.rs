@@ -192,7 +192,8 @@ const PREFETCH_LINES: usize = 1 << 16;
 /// accesses reach tables larger than the host's caches at places its own prefetcher cannot
 /// guess: the directory on misses, the shared caches' sets when accesses jump from page to
 /// page. (Measured on 20M-access traces: `private` lost 30 % with every hint always on.)
-#[derive(Clone, Copy, Debug)]
+/// Until a window has run, nothing is hinted: the tables are still small.
+#[derive(Clone, Copy, Debug, Default)]
 struct Ahead {
     /// The counters at the window's start.
     accesses_at: u64,
@@ -201,11 +202,6 @@ struct Ahead {
     /// Hint the line's directory slot; and its shared caches' sets.
     directory: bool,
     shared: bool,
-}
-
-impl Ahead {
-    /// Until a window has run: nothing (the tables are still small).
-    const START: Ahead = Ahead { accesses_at: 0, misses_at: 0, tlb_misses_at: 0, directory: false, shared: false };
 }
 
 fn bit(core: usize) -> u128 {
@@ -282,7 +278,7 @@ impl<'m> Sim<'m> {
             pu_load: vec![0; m.pus()],
             stats: Stats::new(m),
             private_misses: 0,
-            ahead: Ahead::START,
+            ahead: Ahead::default(),
             #[cfg(test)]
             values: Default::default(),
         };
