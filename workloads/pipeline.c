@@ -6,12 +6,13 @@
 #define STAGES 4
 #define CAP 64
 
+/* Each queue starts on its own cache line, so only the two threads it links share it. */
 typedef struct {
     long items[CAP];
     long head, tail;
     pthread_mutex_t lock;
     pthread_cond_t changed;
-} queue;
+} __attribute__((aligned(64))) queue;
 
 static queue q[STAGES + 1];
 static long count;
@@ -33,20 +34,23 @@ static long take(queue *x) {
     return v;
 }
 
+/* Each thread reads the item count once: read in every iteration, the count's line would be
+ * shared by every pair of threads, as much as the scheduler lets them interleave. */
 static void *produce(void *arg) {
     (void)arg;
-    for (long i = 0; i < count; i++) put(&q[0], i);
+    long n = count;
+    for (long i = 0; i < n; i++) put(&q[0], i);
     return 0;
 }
 
 static void *stage(void *arg) {
-    long s = (long)arg;
-    for (long i = 0; i < count; i++) put(&q[s + 1], take(&q[s]) * 3 + s);
+    long s = (long)arg, n = count;
+    for (long i = 0; i < n; i++) put(&q[s + 1], take(&q[s]) * 3 + s);
     return 0;
 }
 
 int main(int argc, char **argv) {
-    count = size_arg(argc, argv, 20000);
+    long n = count = size_arg(argc, argv, 20000);
     for (int s = 0; s <= STAGES; s++) {
         pthread_mutex_init(&q[s].lock, 0);
         pthread_cond_init(&q[s].changed, 0);
@@ -55,7 +59,7 @@ int main(int argc, char **argv) {
     pthread_create(&producer, 0, produce, 0);
     for (long s = 0; s < STAGES; s++) pthread_create(&th[s], 0, stage, (void *)s);
     double got = 0, want = 0;
-    for (long i = 0; i < count; i++) {
+    for (long i = 0; i < n; i++) {
         got += take(&q[STAGES]);
         long v = i;
         for (long s = 0; s < STAGES; s++) v = v * 3 + s;
