@@ -103,16 +103,32 @@ struct Table<S> {
     /// The slot of the line found last (a miss looks its line up several times). It needs
     /// no invalidation: the slot is used only when it still holds that line.
     last: std::cell::Cell<usize>,
+    /// Added to every home so that a group's slots begin where a host line does (the
+    /// allocator starts a large table 16 bytes into one).
+    align: usize,
 }
 
 impl<S: Slot> Table<S> {
+    /// Slots in one of the host's cache lines: 4 narrow ones, 2 wide.
+    const GROUP: usize = 64 / std::mem::size_of::<S>();
+
     fn with_bits(bits: u32) -> Self {
-        Table { slots: vec![S::default(); 1 << bits], bits, len: 0, last: Default::default() }
+        let slots = vec![S::default(); 1 << bits];
+        let skew = slots.as_ptr() as usize % 64 / std::mem::size_of::<S>();
+        let align = (Self::GROUP - skew) % Self::GROUP;
+        Table { slots, bits, len: 0, last: Default::default(), align }
     }
 
+    /// Where `key`'s probe starts. Lines are hashed by groups of `GROUP` neighbours, each
+    /// group to one host line of slots: a stream of lines, and the victims a cache evicts
+    /// in turn after such a stream, then read one host line of the table where single lines
+    /// hashed apart read one each (measured: `neighbor` at 20M accesses +20 %, the suite
+    /// +7 to +17 %). Fibonacci hashing spreads a dense range of groups evenly.
     #[inline]
     fn home(&self, key: u64) -> usize {
-        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.bits)) as usize
+        let g = Self::GROUP as u64;
+        let group = ((key / g).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.bits)) as usize;
+        (((group & !(Self::GROUP - 1)) | (key % g) as usize) + self.align) & (self.slots.len() - 1)
     }
 
     /// The slot of `key`, or the empty slot where it would go.
@@ -395,6 +411,26 @@ mod tests {
             }
             prop_assert_eq!(d.iter().len(), reference.len());
         }
+    }
+
+    /// The lines of a group, put in an empty table, share one of the host's cache lines, in
+    /// either layout; a table's homes cover all its slots.
+    #[test]
+    fn a_group_of_lines_takes_one_host_line() {
+        fn host_lines<S: Slot>(t: &mut Table<S>, keys: std::ops::Range<u64>) -> Vec<usize> {
+            let slots: Vec<usize> = keys.map(|k| t.find_or_add(k)).collect();
+            let mut at: Vec<usize> = slots.iter().map(|&i| &t.slots[i] as *const S as usize / 64).collect();
+            at.dedup();
+            at
+        }
+        let mut narrow = Table::<Narrow>::with_bits(FIRST_BITS);
+        let mut wide = Table::<Wide>::with_bits(FIRST_BITS);
+        for first in [4000, 4004, 4, 1 << 40] {
+            assert_eq!(host_lines(&mut narrow, first..first + 4).len(), 1, "{first}");
+            assert_eq!(host_lines(&mut wide, first..first + 2).len(), 1, "{first}");
+        }
+        let homes: std::collections::HashSet<usize> = (0..1 << 16).map(|k| narrow.home(k)).collect();
+        assert_eq!(homes.len(), 1 << FIRST_BITS);
     }
 
     /// A narrow slot keeps every field it is made for at its extremes.
