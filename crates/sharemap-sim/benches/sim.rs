@@ -105,12 +105,12 @@ fn host_latency(c: &mut Criterion) {
     group.finish();
 }
 
-/// A host line holding the index of the next one.
+/// A host line of the pointer chase, holding the index of the next one.
 #[repr(align(64))]
-struct HostLine(usize);
+struct ChaseLine(usize);
 
 /// `n` host lines linked in one cycle, each to the next of a shuffled order.
-fn random_cycle(n: usize) -> Vec<HostLine> {
+fn random_cycle(n: usize) -> Vec<ChaseLine> {
     let mut order: Vec<usize> = (0..n).collect();
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     for i in (1..n).rev() {
@@ -119,7 +119,7 @@ fn random_cycle(n: usize) -> Vec<HostLine> {
         x ^= x << 17;
         order.swap(i, (x % i as u64) as usize);
     }
-    let mut next: Vec<HostLine> = (0..n).map(|_| HostLine(0)).collect();
+    let mut next: Vec<ChaseLine> = (0..n).map(|_| ChaseLine(0)).collect();
     for i in 0..n {
         next[order[i]].0 = order[(i + 1) % n];
     }
