@@ -352,9 +352,9 @@ fn try_real_runs(dir: &Path) -> Result<()> {
     }
     println!("(sharemap run --thread-map sharemap --sharing prog.trace --repeat 5 -- ./prog; docs/run.md)");
     println!();
-    if sharemap::vm::find_kernel(None).is_err() {
+    if sharemap_run::vm::find_kernel(None).is_err() {
         eprintln!("sharemap: demo: fetching the guest kernel once (Debian's cloud kernel, into ~/.cache/sharemap)");
-        if let Err(e) = sharemap::vm::fetch_kernel() {
+        if let Err(e) = sharemap_run::vm::fetch_kernel() {
             println!("In a 2-node guest: skipped (no guest kernel, and fetching one failed: {e})");
             return Ok(());
         }

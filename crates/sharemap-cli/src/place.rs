@@ -10,12 +10,11 @@ use serde::Serialize;
 use sharemap::{Setup, Sharing, Situation, ThreadMap};
 use sharemap_detect::SharingMatrix;
 use sharemap_machine::CostParams;
+use sharemap_placement::Costs;
 use sharemap_placement::evaluate::{EvalOptions, Evaluation, PolicyResult};
 use sharemap_placement::policies::{POLICIES, Policy, Settings};
-use sharemap_placement::{Costs, cost};
-use sharemap_trace::output::{AtomicOutput, flush};
+use sharemap_trace::output::AtomicOutput;
 use sharemap_trace::{TraceReader, TraceSource};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -256,6 +255,7 @@ pub fn list() -> Result<ExitCode> {
 pub fn run(args: &ModelArgs, policy: &str, json: bool, breakdown: bool, placement: Option<&Path>) -> Result<ExitCode> {
     // Names and settings are checked before the long pass over the trace.
     let policies = policy_list(policy, &args.set)?;
+    // Refuse an output that cannot be written before the long pass.
     let out = placement.map(AtomicOutput::create).transpose()?;
     let prep = prepare(args, &policies)?;
     sharemap::check_bind(&prep.situation, policy).map_err(|e| flag_context(e, args))?;
@@ -263,7 +263,9 @@ pub fn run(args: &ModelArgs, policy: &str, json: bool, breakdown: bool, placemen
     let opts = EvalOptions { costliest: if breakdown { 10 } else { 0 }, placement: out.is_some(), skip_optimal: false };
     let eval = prep.evaluate(prep.costs(), &policies, &opts).context("evaluating policies")?;
     if let Some(out) = out {
-        write_placement(out, &eval, prep.situation.page_size.bytes())?;
+        drop(out);
+        let path = placement.expect("out comes from it");
+        sharemap::plan::write_placement(path, &eval, prep.situation.page_size.bytes())?;
     }
     if json {
         let doc = PlaceJson {
@@ -374,45 +376,6 @@ pub fn cost_label(p: &CostParams) -> String {
 
 fn truncate(s: &str, n: usize) -> &str {
     &s[..s.len().min(n)]
-}
-
-/// The optimal placement, one row per change: CSV (page,at,locations,page_size) or JSON by
-/// extension. The page size lets `run --placement` refuse a plan for other pages.
-fn write_placement(out: AtomicOutput, eval: &Evaluation, page_size: u64) -> Result<()> {
-    let path = out.path().to_path_buf();
-    let json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
-    let mut w = out.writer()?;
-    let io = |e: std::io::Error| anyhow!("{}: {e}", path.display());
-    if json {
-        #[derive(Serialize)]
-        struct Row {
-            page: String,
-            at: u64,
-            locations: Vec<String>,
-            page_size: u64,
-        }
-        let rows: Vec<Row> = eval
-            .placement
-            .iter()
-            .map(|&(page, at, set)| Row {
-                page: format!("{:#x}", page * page_size),
-                at,
-                locations: cost::set_label(set).split(';').map(str::to_string).collect(),
-                page_size,
-            })
-            .collect();
-        serde_json::to_writer_pretty(&mut w, &rows)?;
-        writeln!(w).map_err(io)?;
-    } else {
-        writeln!(w, "page,at,locations,page_size").map_err(io)?;
-        for &(page, at, set) in &eval.placement {
-            writeln!(w, "{:#x},{at},{},{page_size}", page * page_size, cost::set_label(set)).map_err(io)?;
-        }
-    }
-    flush(&mut w, &path)?;
-    drop(w);
-    out.commit()?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -3,11 +3,11 @@
 
 use anyhow::{Result, anyhow, bail};
 use sharemap::ThreadMap;
-use sharemap::run::{
+use sharemap_machine::Machine;
+use sharemap_run::{
     Configuration, ConfigurationResult, DataPlacement, FailedRun, Failure, MemoryPolicy, Observed, Pinning,
     PlanOutcome, RunOutcome, Runner,
 };
-use sharemap_machine::Machine;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -79,7 +79,7 @@ pub struct RunArgs {
 /// The mechanisms' configurations, after the thread maps' (`all`: those that apply on this
 /// host with what was given, the others named in a note).
 fn add_mechanisms(args: &RunArgs, host: &Machine, configs: &mut Vec<Configuration>, measuring: bool) -> Result<()> {
-    use sharemap::run::mechanism::{MECHANISMS, MechanismContext, configuration};
+    use sharemap_run::mechanism::{MECHANISMS, MechanismContext, configuration};
     let ctx = MechanismContext { host, recording: args.recording.as_deref(), seed: args.seed };
     let mut specs: Vec<String> = Vec::new();
     for list in &args.mechanisms {
@@ -149,7 +149,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     if args.repeat == 0 {
         bail!("--repeat 0: expected a positive number of runs");
     }
-    let library = sharemap::run::library_beside(&std::env::current_exe()?);
+    let library = sharemap_run::library_beside(&std::env::current_exe()?);
     if !library.is_file() {
         bail!(
             "the run actor {} is missing: run `cargo build --release` (`cargo test` alone does not build it)",
@@ -158,7 +158,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     }
     let host = Machine::live().map_err(|e| anyhow!("cannot read this host's topology: {e}"))?;
     let (program, program_args) = args.command.split_first().ok_or_else(|| anyhow!("no program given after --"))?;
-    let program = sharemap::run::resolve_program(Path::new(program)).map_err(flag)?;
+    let program = sharemap_run::resolve_program(Path::new(program)).map_err(flag)?;
     let placement = DataPlacement::parse(&args.placement, &host).map_err(flag)?;
     let sharing = match &args.sharing {
         Some(path) => {
@@ -186,10 +186,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             let input = crate::map::Input { path: Path::new(path), from: None, exclude: None };
             let matrix = crate::map::load_matrix(&input).map_err(|e| anyhow!("--thread-map {name}: {e}"))?.0;
             let map = ThreadMap::Algorithm("sharemap".into());
-            sharemap::run::pinning(&map, &host, Some(&matrix), args.seed).map_err(flag)?
+            sharemap_run::pinning(&map, &host, Some(&matrix), args.seed).map_err(flag)?
         } else {
             let map = ThreadMap::parse(name).map_err(flag)?;
-            sharemap::run::pinning(&map, &host, sharing.as_ref(), args.seed).map_err(flag)?
+            sharemap_run::pinning(&map, &host, sharing.as_ref(), args.seed).map_err(flag)?
         };
         // A plan from a recording depends on where threads run: this configuration's PUs.
         let (memory, plan) =
@@ -200,7 +200,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     }
     add_mechanisms(&args, &host, &mut configs, measuring)?;
     let pins = configs.iter().any(|c| c.pinning != Pinning::Os || c.memory != MemoryPolicy::FirstTouch);
-    if pins && sharemap::run::is_static(&program) {
+    if pins && sharemap_run::is_static(&program) {
         bail!(
             "{} is statically linked: the pinning library cannot be preloaded into it (link it dynamically)",
             program.display()
@@ -214,7 +214,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         show_output: !measuring,
         no_aslr: args.no_aslr,
         observe: args.show_where,
-        traced: sharemap::run::needs_tracing(args.show_where, &configs),
+        traced: sharemap_run::needs_tracing(args.show_where, &configs),
         plan_interval: std::time::Duration::from_millis(1),
     };
     if !measuring {
@@ -225,10 +225,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let mut done = 0u64;
     let mut problems = Vec::new();
     let mut no_counters = None;
-    let results = sharemap::run::measure(&runner, &configs, args.repeat, &mut |config, _, outcome| {
+    let results = sharemap_run::measure(&runner, &configs, args.repeat, &mut |config, _, outcome| {
         done += 1;
         bar.set_position(done);
-        no_counters = no_counters.take().or_else(|| sharemap::run::counters_unavailable(outcome));
+        no_counters = no_counters.take().or_else(|| sharemap_run::counters_unavailable(outcome));
         if let Some(p) = problem(config, outcome) {
             problems.push(p);
         }
@@ -340,7 +340,7 @@ fn print_where(observed: &Observed, threads: bool, host: &Machine) {
             let last = t.last_cpu.map_or("?".to_string(), |c| c.to_string());
             let pu = t.last_cpu.and_then(|c| (0..host.pu_count()).find(|&p| host.pu_os_index(p) as usize == c));
             let pu = pu.map_or(String::new(), |p| format!(" (PU {p})"));
-            let allowed = sharemap::run::cpu_ranges(&t.allowed);
+            let allowed = sharemap_run::cpu_ranges(&t.allowed);
             eprintln!(
                 "sharemap: thread {} (tid {}) last ran on CPU {last}{pu}, allowed CPUs {allowed}",
                 t.order, t.tid
@@ -439,7 +439,7 @@ fn write_csv(path: &Path, results: &[ConfigurationResult]) -> Result<()> {
 
 /// `sharemap mechanisms`: the registry, listed as the other kinds are.
 pub fn list() -> Result<ExitCode> {
-    use sharemap::run::mechanism::MECHANISMS;
+    use sharemap_run::mechanism::MECHANISMS;
     let needs: Vec<String> = MECHANISMS
         .iter()
         .map(|m| {

@@ -296,11 +296,11 @@ fn symbol_table(program: &Path) -> Result<Vec<(String, u64, u64)>> {
 /// places, and the program's large allocations (mapped after them) land at the same
 /// addresses.
 fn same_libraries_as_run() -> Result<Vec<(OsString, OsString)>> {
-    let library = sharemap::run::library_beside(&std::env::current_exe()?);
+    let library = sharemap_run::library_beside(&std::env::current_exe()?);
     if !library.is_file() {
         bail!("--no-aslr: the run actor {} is missing: run `cargo build --release`", library.display());
     }
-    Ok(vec![("LD_PRELOAD".into(), sharemap::run::preload_value(&library))])
+    Ok(vec![("LD_PRELOAD".into(), sharemap_run::preload_value(&library))])
 }
 
 pub fn record(output: &Path, to: Option<&str>, command: &[OsString], how: &RecordHow) -> Result<ExitCode> {

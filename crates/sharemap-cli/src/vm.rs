@@ -55,16 +55,16 @@ pub struct VmArgs {
 pub fn run(args: VmArgs) -> Result<ExitCode> {
     if args.fetch_kernel {
         eprintln!("sharemap: fetching Debian's cloud kernel (apt-get download; nothing is installed)");
-        let path = sharemap::vm::fetch_kernel().map_err(|e| anyhow!(e))?;
+        let path = sharemap_run::vm::fetch_kernel().map_err(|e| anyhow!(e))?;
         eprintln!("sharemap: guest kernel at {}", path.display());
         if args.command.is_empty() {
             return Ok(ExitCode::SUCCESS);
         }
     }
     let (program, program_args) = args.command.split_first().ok_or_else(|| anyhow!("no program given after --"))?;
-    let program = sharemap::run::resolve_program(std::path::Path::new(program)).map_err(|e| anyhow!(e))?;
-    let kernel = sharemap::vm::find_kernel(args.kernel.as_deref()).map_err(|e| anyhow!(e))?;
-    let mut guest = sharemap::vm::Guest::new(kernel, args.nodes, args.cpus).map_err(|e| anyhow!(e))?;
+    let program = sharemap_run::resolve_program(std::path::Path::new(program)).map_err(|e| anyhow!(e))?;
+    let kernel = sharemap_run::vm::find_kernel(args.kernel.as_deref()).map_err(|e| anyhow!(e))?;
+    let mut guest = sharemap_run::vm::Guest::new(kernel, args.nodes, args.cpus).map_err(|e| anyhow!(e))?;
     if let Some(mb) = args.memory_mb {
         if mb < 64 * args.nodes {
             bail!("--memory-mb {mb}: give at least 64 MiB per node");
@@ -78,7 +78,7 @@ pub fn run(args: VmArgs) -> Result<ExitCode> {
     guest.numa_balancing = args.numa_balancing;
     guest.timeout = std::time::Duration::from_secs(args.timeout);
     let exe = std::env::current_exe()?;
-    let library = sharemap::run::library_beside(&exe);
+    let library = sharemap_run::library_beside(&exe);
     if !library.is_file() {
         bail!("the run actor {} is missing: run `cargo build --release`", library.display());
     }
@@ -116,7 +116,7 @@ pub fn run(args: VmArgs) -> Result<ExitCode> {
         "sharemap: booting a guest with {} NUMA nodes and {} CPUs under QEMU (emulated: timings inside it mean nothing)",
         args.nodes, args.cpus
     );
-    let out = sharemap::vm::run_program(&guest, &exe, &library, &program, &run_args, &program_args, &files)
+    let out = sharemap_run::vm::run_program(&guest, &exe, &library, &program, &run_args, &program_args, &files)
         .map_err(|e| anyhow!(e))?;
     print!("{}", out.output);
     Ok(ExitCode::from(out.status.clamp(0, 255) as u8))

@@ -7,7 +7,7 @@
 
 mod common;
 use common::{build_c, ok, p, s};
-use sharemap::vm::{GUEST_SHAREMAP, Guest};
+use sharemap_run::vm::{GUEST_SHAREMAP, Guest};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -122,20 +122,20 @@ fn kernel() -> Option<PathBuf> {
     if !Path::new("/bin/busybox").is_file() && !Path::new("/usr/bin/busybox").is_file() {
         return skip("busybox is not installed".into());
     }
-    if let Ok(k) = sharemap::vm::find_kernel(None) {
+    if let Ok(k) = sharemap_run::vm::find_kernel(None) {
         return Some(k);
     }
     // Tests run in parallel: one fetches, the others wait for it.
     static FETCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = FETCH.lock().unwrap_or_else(|e| e.into_inner());
-    if let Ok(k) = sharemap::vm::find_kernel(None) {
+    if let Ok(k) = sharemap_run::vm::find_kernel(None) {
         return Some(k);
     }
     let out = Command::new(env!("CARGO_BIN_EXE_sharemap")).args(["vm", "--fetch-kernel"]).output().unwrap();
     if !out.status.success() {
         return skip(format!("fetching the kernel failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
     }
-    sharemap::vm::find_kernel(None).ok()
+    sharemap_run::vm::find_kernel(None).ok()
 }
 
 /// Boots a 2-node, 4-CPU guest (CPUs 0-1 on node 0, 2-3 on node 1) with sharemap, the
@@ -146,9 +146,9 @@ fn boot(kernel: PathBuf, programs: &[&Path], files: &[(&Path, &str)], commands: 
     static ONE_GUEST: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _alone = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
     let guest = Guest::new(kernel, 2, 4).unwrap();
-    let mut image = sharemap::vm::base_image(commands, false).unwrap();
+    let mut image = sharemap_run::vm::base_image(commands, false).unwrap();
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_sharemap"));
-    image.sharemap(&exe, &sharemap::run::library_beside(&exe)).unwrap();
+    image.sharemap(&exe, &sharemap_run::library_beside(&exe)).unwrap();
     for prog in programs {
         let at = format!("/opt/sharemap/bin/{}", prog.file_name().unwrap().to_string_lossy());
         image.host_program(prog, &at).unwrap();

@@ -25,7 +25,7 @@ pub enum Error {
 }
 
 impl Error {
-    pub(crate) fn setting(what: &'static str, why: impl Into<String>) -> Error {
+    pub fn setting(what: &'static str, why: impl Into<String>) -> Error {
         Error::Setting { what, why: why.into() }
     }
 

@@ -25,11 +25,10 @@ mod error;
 pub mod filter;
 pub mod map;
 mod place;
-pub mod run;
+pub mod plan;
 pub mod simulate;
 mod situation;
 pub mod sweep;
-pub mod vm;
 
 pub use analyze::{Analysis, AnalyzeRequest, analyze};
 pub use error::Error;

@@ -2,9 +2,8 @@
 //! of a measurement: a thread mapping, a data placement, or a procedure (autopin tries
 //! candidates; numa-balancing switches the kernel's own mechanism on for its runs).
 
-use super::plan::{Plan, optimal_plan};
-use super::{Configuration, MemoryPolicy, Pinning, pinning};
-use crate::{Error, Result, ThreadMap};
+use crate::{Configuration, MemoryPolicy, Pinning, Plan, optimal_plan, pinning};
+use sharemap::{Error, Result, ThreadMap};
 use sharemap_machine::Machine;
 use std::path::Path;
 use std::sync::Arc;
@@ -217,7 +216,7 @@ fn oracle(r: &Request) -> Result<Configuration> {
     let trace = r.recording();
     let pus = oracle_pus(trace, r.ctx)?;
     let plan = if r.numa {
-        Some(optimal_plan(trace, ThreadMap::Pus(pus.clone()), super::page_size(), r.ctx.host)?)
+        Some(optimal_plan(trace, ThreadMap::Pus(pus.clone()), crate::page_size(), r.ctx.host)?)
     } else {
         None
     };
@@ -243,7 +242,7 @@ fn marathe(r: &Request) -> Result<Configuration> {
         };
     let pus: Vec<usize> = (0..r.ctx.host.pu_count()).collect();
     let (plan, samples) = profile_plan(trace, &pus, r.ctx.host, every, prefix)?;
-    let meta = sharemap_trace::TraceSource::metadata(&crate::open(trace, None)?).clone();
+    let meta = sharemap_trace::TraceSource::metadata(&sharemap::open(trace, None)?).clone();
     let sampling = match prefix {
         Some(share) => format!("the first {:.0}% of accesses", share * 100.0),
         None => format!("1 in {every} accesses"),
@@ -279,8 +278,8 @@ fn numa_balancing(r: &Request) -> Result<Configuration> {
 
 /// The default algorithm's mapping of the recording's whole sharing onto the host.
 fn oracle_pus(trace: &Path, ctx: &MechanismContext) -> Result<Vec<usize>> {
-    let mut source = crate::open(trace, None)?;
-    let matrix = crate::oracle_matrix(&mut source)?;
+    let mut source = sharemap::open(trace, None)?;
+    let matrix = sharemap::oracle_matrix(&mut source)?;
     match pinning(&ThreadMap::Algorithm("sharemap".into()), ctx.host, Some(&matrix), ctx.seed)? {
         Pinning::Pus(pus) => Ok(pus),
         other => unreachable!("an algorithm gives PUs: {other:?}"),
@@ -298,7 +297,7 @@ pub fn profile_plan(
     every: u64,
     prefix: Option<f64>,
 ) -> Result<(Plan, u64)> {
-    let mut source = crate::open(trace, None)?;
+    let mut source = sharemap::open(trace, None)?;
     let total = source.access_count_hint();
     let limit = match (prefix, total) {
         (Some(share), Some(total)) => (share * total as f64).ceil() as u64,
@@ -308,7 +307,7 @@ pub fn profile_plan(
         (None, _) => u64::MAX,
     };
     let placement = sharemap_core::ThreadPlacement::on_pus(host, pus.to_vec())?;
-    let page_size = super::page_size();
+    let page_size = crate::page_size();
     let nodes = host.numa_count();
     let mut counts: std::collections::HashMap<u64, Vec<u64>> = std::collections::HashMap::new();
     let mut chunk = sharemap_trace::batch::Chunk::default();
@@ -391,7 +390,7 @@ mod tests {
     #[test]
     fn the_profile_homes_each_page_where_it_was_sampled_most() {
         let dir = tempfile::tempdir().unwrap();
-        let page = super::super::page_size();
+        let page = crate::page_size();
         let mut accesses = Vec::new();
         for t in [0, 0, 2, 2, 2] {
             accesses.push(Access::read(t, page + 8, 8));

@@ -5,10 +5,11 @@
 //! meanwhile from outside the program, by migrating each planned page the program has
 //! touched to its node (see `Placer`), so nothing is added to the program's address space.
 
-use super::counters::{Counter, Counts, Open};
-use super::plan::{Placer, Plan, PlanOutcome, query_nodes};
-use crate::{Error, Result};
+use crate::counters::{Counter, Counts, Open};
+use crate::placer::{Placer, PlanOutcome, query_nodes};
 use serde::Serialize;
+use sharemap::plan::Plan;
+use sharemap::{Error, Result};
 use std::collections::HashMap;
 use std::process::Command;
 
@@ -309,7 +310,7 @@ mod tests {
         assert_eq!(out.observed.threads.len(), 1);
         assert_eq!(out.observed.threads[0].order, 0);
         assert!(out.observed.threads[0].last_cpu.is_some());
-        assert_eq!(out.observed.threads[0].allowed, super::super::allowed_cpus().unwrap());
+        assert_eq!(out.observed.threads[0].allowed, crate::allowed_cpus().unwrap());
         assert!(out.observed.pages_per_node.iter().map(|p| p.1).sum::<u64>() > 0);
         // A program that replaces itself (exec) runs on, its status passed through.
         let out = run_traced(
@@ -349,7 +350,7 @@ mod tests {
                 Command::new(&bin).arg(pages),
                 None,
                 std::time::Duration::from_millis(10),
-                &[super::super::counters::PAGE_FAULTS],
+                &[crate::counters::PAGE_FAULTS],
             )
             .unwrap();
             assert!(out.status.success());

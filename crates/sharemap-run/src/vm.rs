@@ -4,7 +4,7 @@
 //! a host that has one node. Timings inside it mean nothing (QEMU emulates the CPUs).
 //! docs/vm.md says how to get the kernel and what the guest holds.
 
-use crate::{Error, Result};
+use sharemap::{Error, Result};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

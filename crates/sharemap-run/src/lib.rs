@@ -6,13 +6,15 @@
 pub mod counters;
 pub mod mechanism;
 mod observe;
-mod plan;
+mod placer;
+pub mod vm;
 
 pub use observe::{Observed, ThreadSeen, cpu_list, cpu_ranges};
-pub use plan::{Plan, PlanOutcome, optimal_plan};
+pub use placer::PlanOutcome;
+pub use sharemap::plan::{Plan, optimal_plan};
 
-use crate::{Error, Result, ThreadMap};
 use serde::Serialize;
+use sharemap::{Error, Result, ThreadMap};
 use sharemap_core::SharingMatrix;
 use sharemap_machine::Machine;
 use sharemap_mapping::{CostModel, PairCosts};
