@@ -118,10 +118,10 @@ pub fn run(
     let dir = out.staging();
     let bar = progress::bar(reader.access_count_hint(), "detecting sharing");
     let analysis = crate::trace_cmds::excluding(&mut reader, ranges, |source| {
-        sharemap::analyze(source, &machine, request, &|n| bar.set_position(n)).map_err(|e| match e {
-            sharemap::Error::Setting { what: "window", why } => anyhow!("--window {why}"),
-            sharemap::Error::PageSize(p) => anyhow!("{}: {p}", trace.display()),
-            e => anyhow::Error::new(e),
+        sharemap::analyze(source, &machine, request, &|n| bar.set_position(n)).map_err(|e| match e.kind() {
+            sharemap::ErrorKind::Window => anyhow!("--window {}", e.why()),
+            sharemap::ErrorKind::PageSize => anyhow!("{}: {e}", trace.display()),
+            _ => anyhow::Error::new(e),
         })
     })?;
     bar.finish_and_clear();

@@ -4,6 +4,7 @@ mod analyze;
 mod cc;
 mod demo;
 mod filter;
+mod flags;
 mod info;
 mod machine;
 mod map;

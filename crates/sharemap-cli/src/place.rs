@@ -107,26 +107,10 @@ impl ModelArgs {
 
 /// The flag a facade error came from.
 pub fn flag_context(e: sharemap::Error, args: &ModelArgs) -> anyhow::Error {
-    match &e {
-        sharemap::Error::Setting { what, why } => {
-            let flag = match *what {
-                "thread placement" => "--thread-map",
-                "cost parameters" => "--cost",
-                "references per ms" => "--refs-per-ms",
-                "memory budget" => "--memory-mb",
-                "policy setting" | "policy" => "--policy/--set",
-                "sharing matrix" => return anyhow!("--sharing {}: {why} ({})", args.sharing, args.trace.display()),
-                "machine" => "--machine",
-                "vary" => "--vary",
-                "values" => "--values",
-                "sweep" => "--values",
-                other => other,
-            };
-            anyhow!("{flag}: {why}")
-        }
-        sharemap::Error::PageSize(p) => anyhow!("--page-size {}: expected a power of two from 64 bytes to 1 GiB", p.0),
-        _ => anyhow::Error::new(e),
+    if e.kind() == sharemap::ErrorKind::Sharing {
+        return anyhow!("--sharing {}: {} ({})", args.sharing, e.why(), args.trace.display());
     }
+    crate::flags::with_flag(e)
 }
 
 /// Resolves `--policy`: a comma list of names, or `all`.
@@ -135,9 +119,9 @@ pub fn policy_list(spec: &str, set: &[String]) -> Result<Vec<(String, Box<dyn Po
     for s in set {
         settings.add(s).map_err(|e| anyhow!(e))?;
     }
-    sharemap::policies(spec, &settings).map_err(|e| match e {
-        sharemap::Error::Setting { why, .. } => anyhow!(why),
-        e => anyhow::Error::new(e),
+    sharemap::policies(spec, &settings).map_err(|e| match e.kind() {
+        sharemap::ErrorKind::Policy | sharemap::ErrorKind::PolicySetting => anyhow!(e.why()),
+        _ => anyhow::Error::new(e),
     })
 }
 

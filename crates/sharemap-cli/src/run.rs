@@ -2,7 +2,7 @@
 //! several configurations measured against each other.
 
 use anyhow::{Result, anyhow, bail};
-use sharemap::ThreadMap;
+use sharemap::{ErrorKind, ThreadMap};
 use sharemap_machine::Machine;
 use sharemap_run::{
     Configuration, ConfigurationResult, DataPlacement, FailedRun, Failure, MemoryPolicy, Observed, Pinning,
@@ -116,12 +116,14 @@ fn add_mechanisms(args: &RunArgs, host: &Machine, configs: &mut Vec<Configuratio
         if configs.iter().any(|c| c.name == spec) {
             continue;
         }
-        let config = configuration(&spec, &ctx).map_err(|e| match e {
-            sharemap::Error::Setting { why, .. } if why.ends_with("needs a recording of the program") => {
-                anyhow!("--mechanism: {why} (--recording)")
+        let config = configuration(&spec, &ctx).map_err(|e| match e.kind() {
+            ErrorKind::NeedsRecording => anyhow!("--mechanism: {} (--recording)", e.why()),
+            // What the mechanism read (its recording) says where it failed itself.
+            ErrorKind::Trace | ErrorKind::Machine | ErrorKind::Spec | ErrorKind::Io => {
+                anyhow!("--mechanism {spec}: {e}")
             }
-            sharemap::Error::Setting { why, .. } => anyhow!("--mechanism: {why}"),
-            e => anyhow!("--mechanism {spec}: {e}"),
+            ErrorKind::PageSize if e.page_size().is_some() => anyhow!("--mechanism {spec}: {e}"),
+            _ => anyhow!("--mechanism: {}", e.why()),
         })?;
         configs.push(config);
     }
@@ -137,11 +139,10 @@ fn add_mechanisms(args: &RunArgs, host: &Machine, configs: &mut Vec<Configuratio
 
 /// A facade error as the flag it came from.
 fn flag(e: sharemap::Error) -> anyhow::Error {
-    match e {
-        sharemap::Error::Setting { what: "thread placement", why } => anyhow!("--thread-map: {why}"),
-        sharemap::Error::Setting { what: "data placement", why } => anyhow!("--placement: {why}"),
-        sharemap::Error::Setting { what: "program", why } => anyhow!(why),
-        e => anyhow!(e),
+    match e.kind() {
+        ErrorKind::ThreadMap | ErrorKind::DataPlacement => crate::flags::with_flag(e),
+        ErrorKind::Program => anyhow!(e.why()),
+        _ => anyhow!(e),
     }
 }
 

@@ -113,24 +113,24 @@ fn parse_indexes(s: &str) -> Option<Indexes> {
 }
 
 /// OS indexes in logical order for `total` objects.
-fn resolve_indexes(ix: &Indexes, total: u64) -> Result<Vec<u32>, String> {
+fn resolve_indexes(ix: &Indexes, total: u64) -> Result<Vec<u32>, MachineError> {
     match ix {
         Indexes::List(v) => {
             if v.len() as u64 != total {
-                return Err(format!("{} indexes given for {total} objects", v.len()));
+                return Err(MachineError(format!("{} indexes given for {total} objects", v.len())));
             }
             let mut seen = v.clone();
             seen.sort_unstable();
             seen.dedup();
             if seen.len() != v.len() {
-                return Err("duplicate indexes".into());
+                return Err(MachineError("duplicate indexes".into()));
             }
             Ok(v.clone())
         }
         Indexes::Interleave(loops) => {
             let width: u64 = loops.iter().map(|&(_, n)| n).product();
             if width != total || loops.iter().any(|&(s, n)| s == 0 || n == 0) {
-                return Err(format!("index interleaving covers {width} objects instead of {total}"));
+                return Err(MachineError(format!("index interleaving covers {width} objects instead of {total}")));
             }
             // Walking OS indexes 0.., loop k advances the logical index by its step s_k.
             let mut logical_to_os = vec![u32::MAX; total as usize];
@@ -140,9 +140,11 @@ fn resolve_indexes(ix: &Indexes, total: u64) -> Result<Vec<u32>, String> {
                     logical += (rest % n) * step;
                     rest /= n;
                 }
-                let slot = logical_to_os.get_mut(logical as usize).ok_or("index interleaving out of range")?;
+                let slot = logical_to_os
+                    .get_mut(logical as usize)
+                    .ok_or_else(|| MachineError("index interleaving out of range".into()))?;
                 if *slot != u32::MAX {
-                    return Err("index interleaving maps two objects to one index".into());
+                    return Err(MachineError("index interleaving maps two objects to one index".into()));
                 }
                 *slot = os as u32;
             }

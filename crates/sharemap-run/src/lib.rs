@@ -14,7 +14,7 @@ pub use placer::PlanOutcome;
 pub use sharemap::plan::{Plan, optimal_plan};
 
 use serde::Serialize;
-use sharemap::{Error, Result, ThreadMap};
+use sharemap::{Error, ErrorKind, Result, ThreadMap};
 use sharemap_core::SharingMatrix;
 use sharemap_machine::Machine;
 use sharemap_mapping::{CostModel, PairCosts};
@@ -74,7 +74,7 @@ impl DataPlacement {
         } else if let Some(node) = text.strip_prefix("bind:") {
             match node.parse::<usize>() {
                 Ok(node) => DataPlacement::Policy(MemoryPolicy::Bind(node)),
-                Err(_) => return Err(Error::setting("data placement", format!("'{text}': expected bind:NODE"))),
+                Err(_) => return Err(Error::new(ErrorKind::DataPlacement, format!("'{text}': expected bind:NODE"))),
             }
         } else if let Some(trace) = text.strip_prefix("optimal:") {
             DataPlacement::Optimal(PathBuf::from(trace))
@@ -84,8 +84,8 @@ impl DataPlacement {
             // Read once the host is known to have nodes to place on (below).
             DataPlacement::Plan(std::sync::Arc::new(Plan { pages: Vec::new(), nodes: Vec::new() }))
         } else {
-            return Err(Error::setting(
-                "data placement",
+            return Err(Error::new(
+                ErrorKind::DataPlacement,
                 format!(
                     "'{text}': expected first-touch, interleave, bind:NODE, optimal:TRACE, marathe:TRACE or a plan file"
                 ),
@@ -93,8 +93,8 @@ impl DataPlacement {
         };
         let nodes = host.numa_count();
         if nodes < 2 {
-            return Err(Error::setting(
-                "data placement",
+            return Err(Error::new(
+                ErrorKind::DataPlacement,
                 format!(
                     "{text} needs a NUMA host: this one has a single NUMA node, where every page is local \
                      (thread pinning works here; `sharemap vm` checks a placement in a multi-node guest)"
@@ -104,7 +104,10 @@ impl DataPlacement {
         if let DataPlacement::Policy(MemoryPolicy::Bind(node)) = placement
             && node >= nodes
         {
-            return Err(Error::setting("data placement", format!("bind:{node}: the host has nodes 0-{}", nodes - 1)));
+            return Err(Error::new(
+                ErrorKind::DataPlacement,
+                format!("bind:{node}: the host has nodes 0-{}", nodes - 1),
+            ));
         }
         if let DataPlacement::Plan(_) = placement {
             return Ok(DataPlacement::Plan(std::sync::Arc::new(Plan::read(Path::new(text), host, page_size())?)));
@@ -182,8 +185,8 @@ pub fn pinning(map: &ThreadMap, host: &Machine, sharing: Option<&SharingMatrix>,
     let Pinning::Pus(pus) = &pinning else { return Ok(pinning) };
     let allowed = allowed_cpus()?;
     if let Some(&pu) = pus.iter().find(|&&p| !allowed.contains(&(host.pu_os_index(p) as usize))) {
-        return Err(Error::setting(
-            "thread placement",
+        return Err(Error::new(
+            ErrorKind::ThreadMap,
             format!(
                 "PU {pu} (CPU {}) is outside the CPUs this process may use (a cpuset or taskset limits it to {}): \
                  the kernel would refuse it",
@@ -212,13 +215,13 @@ fn map_threads(map: &ThreadMap, host: &Machine, sharing: Option<&SharingMatrix>,
             let costs = PairCosts::new(&slots, CostModel::Latency);
             let on_slots = alg
                 .map(matrix, &slots, &costs)
-                .map_err(|e| Error::setting("thread placement", format!("{name}: {e}")))?;
+                .map_err(|e| Error::new(ErrorKind::ThreadMap, format!("{name}: {e}")))?;
             on_slots.into_iter().map(|slot| slot / per).collect()
         }
     };
     if let Some(&bad) = pus.iter().find(|&&p| p >= host.pu_count()) {
-        return Err(Error::setting(
-            "thread placement",
+        return Err(Error::new(
+            ErrorKind::ThreadMap,
             format!("PU {bad} does not exist: the host has PUs 0-{} (logical indices)", host.pu_count() - 1),
         ));
     }
@@ -229,13 +232,13 @@ fn map_threads(map: &ThreadMap, host: &Machine, sharing: Option<&SharingMatrix>,
 /// p*per .. p*per+per-1 of the result: PUs are numbered core by core).
 fn oversubscribed(host: &Machine, per: usize) -> Result<Machine> {
     let synthetic = host.synthetic().ok_or_else(|| {
-        Error::setting("thread placement", "more threads than PUs on an asymmetric host: give a mapping of PUs")
+        Error::new(ErrorKind::ThreadMap, "more threads than PUs on an asymmetric host: give a mapping of PUs")
     })?;
     let (levels, last) = synthetic.rsplit_once(' ').unwrap_or(("", synthetic.as_str()));
     let pus: usize = last
         .strip_prefix("PU:")
         .and_then(|n| n.parse().ok())
-        .ok_or_else(|| Error::setting("thread placement", format!("unexpected synthetic topology '{synthetic}'")))?;
+        .ok_or_else(|| Error::new(ErrorKind::ThreadMap, format!("unexpected synthetic topology '{synthetic}'")))?;
     Ok(Machine::from_spec(&format!("{levels} PU:{}", pus * per))?)
 }
 
@@ -245,7 +248,7 @@ fn allowed_cpus() -> Result<Vec<usize>> {
     let set = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Err(Error::Io(std::io::Error::last_os_error()));
+            return Err(Error::from(std::io::Error::last_os_error()));
         }
         set
     };
@@ -302,7 +305,10 @@ impl Runner {
     pub fn run(&self, config: &Configuration, run: u64) -> Result<RunOutcome> {
         if let mechanism::Procedure::NumaBalancing = config.procedure {
             let was = mechanism::set_numa_balancing(true).map_err(|e| {
-                Error::setting("mechanism", format!("numa-balancing: cannot switch the kernel's NUMA balancing: {e}"))
+                Error::new(
+                    ErrorKind::Mechanism,
+                    format!("numa-balancing: cannot switch the kernel's NUMA balancing: {e}"),
+                )
             })?;
             let outcome = self.run_once(config, run);
             mechanism::restore_numa_balancing(&was);
@@ -345,7 +351,7 @@ impl Runner {
             cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
         }
         let cannot =
-            |e: std::io::Error| Error::setting("program", format!("cannot run {}: {e}", self.program.display()));
+            |e: std::io::Error| Error::new(ErrorKind::Program, format!("cannot run {}: {e}", self.program.display()));
         let start = Instant::now();
         // Traced when anything needs the kernel's answers at the threads' exits; then every
         // configuration of a measurement is (`traced` is the runner's), so they differ only
@@ -353,9 +359,11 @@ impl Runner {
         let (status, observed) = if self.traced || config.plan.is_some() {
             let counters = &counters::HARDWARE_COUNTERS;
             let out = observe::run_traced(&mut cmd, config.plan.as_deref(), self.plan_interval, counters).map_err(
-                |e| match e {
-                    Error::Io(e) => cannot(e),
-                    e => e,
+                |e| match e.kind() {
+                    ErrorKind::Io => {
+                        Error::new(ErrorKind::Program, format!("cannot run {}: {e}", self.program.display()))
+                    }
+                    _ => e,
                 },
             )?;
             (out.status, Some(out.observed))
@@ -605,7 +613,7 @@ pub fn resolve_program(program: &Path) -> Result<PathBuf> {
         return if program.is_file() {
             Ok(program.to_path_buf())
         } else {
-            Err(Error::setting("program", format!("cannot run {}: no such file", program.display())))
+            Err(Error::new(ErrorKind::Program, format!("cannot run {}: no such file", program.display())))
         };
     }
     std::env::var_os("PATH")
@@ -613,7 +621,7 @@ pub fn resolve_program(program: &Path) -> Result<PathBuf> {
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
         .map(|dir| dir.join(program))
         .find(|p| p.is_file())
-        .ok_or_else(|| Error::setting("program", format!("cannot run {}: not found in PATH", program.display())))
+        .ok_or_else(|| Error::new(ErrorKind::Program, format!("cannot run {}: not found in PATH", program.display())))
 }
 
 /// Whether a file is an ELF executable without a program interpreter (statically linked).

@@ -3,7 +3,7 @@
 //! candidates; numa-balancing switches the kernel's own mechanism on for its runs).
 
 use crate::{Configuration, MemoryPolicy, Pinning, Plan, optimal_plan, pinning};
-use sharemap::{Error, Result, ThreadMap};
+use sharemap::{Error, ErrorKind, Result, ThreadMap};
 use sharemap_machine::Machine;
 use std::path::Path;
 use std::sync::Arc;
@@ -175,22 +175,22 @@ impl Request<'_> {
 
 /// The configuration a mechanism spec (`marathe:every=10`) stands for on this host.
 pub fn configuration(spec: &str, ctx: &MechanismContext) -> Result<Configuration> {
-    let spec = sharemap_core::Spec::parse(spec).map_err(|e| Error::setting("mechanism", e.to_string()))?;
+    let spec = sharemap_core::Spec::parse(spec).map_err(|e| Error::new(ErrorKind::Mechanism, e.to_string()))?;
     let name = spec.name.as_str();
     let info = MECHANISMS.iter().find(|m| m.name == name).ok_or_else(|| {
         let known: Vec<&str> = MECHANISMS.iter().map(|m| m.name).collect();
-        Error::setting("mechanism", format!("unknown mechanism '{name}' (mechanisms: {})", known.join(", ")))
+        Error::new(ErrorKind::Mechanism, format!("unknown mechanism '{name}' (mechanisms: {})", known.join(", ")))
     })?;
     if let Some((key, _)) = spec.options.iter().find(|(k, _)| !info.params.iter().any(|p| p.key == k)) {
-        return Err(Error::setting("mechanism", format!("{name} takes no option '{key}'")));
+        return Err(Error::new(ErrorKind::Mechanism, format!("{name} takes no option '{key}'")));
     }
     if info.needs_recording && ctx.recording.is_none() {
-        return Err(Error::setting("mechanism", format!("{name} needs a recording of the program")));
+        return Err(Error::new(ErrorKind::NeedsRecording, format!("{name} needs a recording of the program")));
     }
     let numa = ctx.host.numa_count() > 1;
     if info.needs_numa && !numa {
-        return Err(Error::setting(
-            "mechanism",
+        return Err(Error::new(
+            ErrorKind::Mechanism,
             format!("{name} needs a NUMA host: this one has a single node (`sharemap vm` runs a multi-node guest)"),
         ));
     }
@@ -226,20 +226,17 @@ fn oracle(r: &Request) -> Result<Configuration> {
 fn marathe(r: &Request) -> Result<Configuration> {
     let trace = r.recording();
     let every = match r.option("every") {
-        Some(v) => v
-            .parse::<u64>()
-            .ok()
-            .filter(|&v| v > 0)
-            .ok_or_else(|| Error::setting("mechanism", format!("marathe:every={v}: expected a positive number")))?,
+        Some(v) => v.parse::<u64>().ok().filter(|&v| v > 0).ok_or_else(|| {
+            Error::new(ErrorKind::Mechanism, format!("marathe:every={v}: expected a positive number"))
+        })?,
         None => 100,
     };
-    let prefix =
-        match r.option("prefix") {
-            Some(v) => Some(v.parse::<f64>().ok().filter(|&v| v > 0.0 && v <= 1.0).ok_or_else(|| {
-                Error::setting("mechanism", format!("marathe:prefix={v}: expected a share in (0, 1]"))
-            })?),
-            None => None,
-        };
+    let prefix = match r.option("prefix") {
+        Some(v) => Some(v.parse::<f64>().ok().filter(|&v| v > 0.0 && v <= 1.0).ok_or_else(|| {
+            Error::new(ErrorKind::Mechanism, format!("marathe:prefix={v}: expected a share in (0, 1]"))
+        })?),
+        None => None,
+    };
     let pus: Vec<usize> = (0..r.ctx.host.pu_count()).collect();
     let (plan, samples) = profile_plan(trace, &pus, r.ctx.host, every, prefix)?;
     let meta = sharemap_trace::TraceSource::metadata(&sharemap::open(trace, None)?).clone();
@@ -302,7 +299,7 @@ pub fn profile_plan(
     let limit = match (prefix, total) {
         (Some(share), Some(total)) => (share * total as f64).ceil() as u64,
         (Some(_), None) => {
-            return Err(Error::setting("mechanism", "marathe:prefix needs a trace whose length is known"));
+            return Err(Error::new(ErrorKind::Mechanism, "marathe:prefix needs a trace whose length is known"));
         }
         (None, _) => u64::MAX,
     };
@@ -336,7 +333,7 @@ pub fn profile_plan(
         plan.nodes.push(host.numa_os_index(best) as i32);
     }
     if plan.pages.is_empty() {
-        return Err(Error::setting("mechanism", format!("{}: the profile holds no access", trace.display())));
+        return Err(Error::new(ErrorKind::Mechanism, format!("{}: the profile holds no access", trace.display())));
     }
     Ok((plan, samples))
 }
@@ -346,11 +343,14 @@ const NUMA_BALANCING: &str = "/proc/sys/kernel/numa_balancing";
 /// Whether the kernel's NUMA balancing can be switched here: the file exists and is writable.
 fn check_numa_balancing() -> Result<()> {
     let now = std::fs::read_to_string(NUMA_BALANCING).map_err(|e| {
-        Error::setting("mechanism", format!("numa-balancing: {NUMA_BALANCING}: {e} (a kernel without NUMA balancing)"))
+        Error::new(
+            ErrorKind::Mechanism,
+            format!("numa-balancing: {NUMA_BALANCING}: {e} (a kernel without NUMA balancing)"),
+        )
     })?;
     std::fs::write(NUMA_BALANCING, now.trim()).map_err(|e| {
-        Error::setting(
-            "mechanism",
+        Error::new(
+            ErrorKind::Mechanism,
             format!(
                 "numa-balancing: cannot switch {NUMA_BALANCING} ({e}): it needs root (or run the guest: `sharemap vm`)"
             ),

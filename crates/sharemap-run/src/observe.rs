@@ -9,7 +9,7 @@ use crate::counters::{Counter, Counts, Open};
 use crate::placer::{Placer, PlanOutcome, query_nodes};
 use serde::Serialize;
 use sharemap::plan::Plan;
-use sharemap::{Error, Result};
+use sharemap::{Error, ErrorKind, Result};
 use std::collections::HashMap;
 use std::process::Command;
 
@@ -72,7 +72,7 @@ pub fn run_traced(
     // The child stops with SIGTRAP once exec has succeeded.
     let status = wait(pid)?;
     if !libc::WIFSTOPPED(status) {
-        return Err(Error::setting("program", "it ended before it started"));
+        return Err(Error::new(ErrorKind::Program, "it ended before it started"));
     }
     // Opened at the exec stop: the counts start with the program's first instruction.
     let (open, refused) = Open::on(pid, counters);
@@ -84,7 +84,7 @@ pub fn run_traced(
         if libc::ptrace(libc::PTRACE_SETOPTIONS, pid, 0, options as libc::c_long) != 0 {
             let e = std::io::Error::last_os_error();
             libc::kill(pid, libc::SIGKILL);
-            return Err(Error::setting("program", format!("cannot observe it (ptrace: {e})")));
+            return Err(Error::new(ErrorKind::Program, format!("cannot observe it (ptrace: {e})")));
         }
         libc::ptrace(libc::PTRACE_CONT, pid, 0, 0);
     }
@@ -103,7 +103,7 @@ pub fn run_traced(
             if e.kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
-            return Err(Error::Io(e));
+            return Err(Error::from(e));
         }
         if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
             if tid == pid {
@@ -211,7 +211,7 @@ fn wait(pid: i32) -> Result<i32> {
         }
         let e = std::io::Error::last_os_error();
         if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(Error::Io(e));
+            return Err(Error::from(e));
         }
     }
 }

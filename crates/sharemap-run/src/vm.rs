@@ -4,7 +4,7 @@
 //! a host that has one node. Timings inside it mean nothing (QEMU emulates the CPUs).
 //! docs/vm.md says how to get the kernel and what the guest holds.
 
-use sharemap::{Error, Result};
+use sharemap::{Error, ErrorKind, Result};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -32,13 +32,13 @@ pub struct Guest {
 impl Guest {
     pub fn new(kernel: PathBuf, nodes: usize, cpus: usize) -> Result<Guest> {
         if nodes == 0 || cpus == 0 || !cpus.is_multiple_of(nodes) {
-            return Err(Error::setting(
-                "guest",
+            return Err(Error::new(
+                ErrorKind::Guest,
                 format!("{cpus} CPUs cannot be spread evenly over {nodes} nodes: give a multiple of the node count"),
             ));
         }
         if nodes > 64 || cpus > 255 {
-            return Err(Error::setting("guest", "at most 64 nodes and 255 CPUs"));
+            return Err(Error::new(ErrorKind::Guest, "at most 64 nodes and 255 CPUs"));
         }
         Ok(Guest {
             kernel,
@@ -106,11 +106,14 @@ impl Guest {
     /// printed between its start and end markers, and the status its commands ended with.
     pub fn boot(&self, image: Image) -> Result<GuestOutput> {
         let qemu = which("qemu-system-x86_64").ok_or_else(|| {
-            Error::setting("guest", "qemu-system-x86_64 is not installed (Debian: apt-get install qemu-system-x86)")
+            Error::new(
+                ErrorKind::Guest,
+                "qemu-system-x86_64 is not installed (Debian: apt-get install qemu-system-x86)",
+            )
         })?;
         if !Path::new("/usr/share/qemu/qboot.rom").is_file() {
-            return Err(Error::setting(
-                "guest",
+            return Err(Error::new(
+                ErrorKind::Guest,
                 "/usr/share/qemu/qboot.rom is missing (it comes with qemu-system-x86)",
             ));
         }
@@ -150,8 +153,8 @@ impl Guest {
         let console = String::from_utf8_lossy(&reader.join().unwrap_or_default()).replace('\r', "");
         let errors = errors.join().unwrap_or_default();
         let Some(status) = status else {
-            return Err(Error::setting(
-                "guest",
+            return Err(Error::new(
+                ErrorKind::Guest,
                 format!(
                     "it did not finish within {} s; its console ended with: {}",
                     self.timeout.as_secs(),
@@ -161,7 +164,7 @@ impl Guest {
         };
         if !status.success() {
             let why = errors.lines().find(|l| !l.trim().is_empty()).unwrap_or("no message");
-            return Err(Error::setting("guest", format!("QEMU failed ({status}): {why}")));
+            return Err(Error::new(ErrorKind::Guest, format!("QEMU failed ({status}): {why}")));
         }
         GuestOutput::parse(&console)
     }
@@ -187,18 +190,18 @@ pub struct GuestOutput {
 impl GuestOutput {
     fn parse(console: &str) -> Result<GuestOutput> {
         if console.contains(INCOMPLETE) {
-            return Err(Error::setting(
-                "guest",
+            return Err(Error::new(
+                ErrorKind::Guest,
                 "its RAM disk did not fit in its memory (the kernel unpacked part of it): give it more memory",
             ));
         }
         let Some(begin) = console.find(BEGIN) else {
-            return Err(Error::setting("guest", format!("its init never started; console: {}", tail(console))));
+            return Err(Error::new(ErrorKind::Guest, format!("its init never started; console: {}", tail(console))));
         };
         let rest = &console[begin + BEGIN.len()..];
         let rest = rest.strip_prefix('\n').unwrap_or(rest);
         let Some(end) = rest.rfind(END) else {
-            return Err(Error::setting("guest", format!("it stopped before its commands ended: {}", tail(rest))));
+            return Err(Error::new(ErrorKind::Guest, format!("it stopped before its commands ended: {}", tail(rest))));
         };
         let status = rest[end + END.len()..].split_whitespace().next().and_then(|s| s.parse().ok()).unwrap_or(-1);
         Ok(GuestOutput { output: rest[..end].to_string(), status })
@@ -290,13 +293,14 @@ impl Image {
     /// A host program at `at` in the guest (without its debugging sections), with the shared
     /// libraries it loads (as the host's dynamic loader resolves them, at the same paths).
     pub fn host_program(&mut self, path: &Path, at: &str) -> Result<()> {
-        let data = without_debug_info(path).map_err(|e| Error::setting("guest", format!("{}: {e}", path.display())))?;
+        let data =
+            without_debug_info(path).map_err(|e| Error::new(ErrorKind::Guest, format!("{}: {e}", path.display())))?;
         self.file(at, &data, true);
         for lib in libraries(path)? {
             let name = lib.display().to_string();
             if !self.files.contains(name.trim_start_matches('/')) {
                 let data =
-                    std::fs::read(&lib).map_err(|e| Error::setting("guest", format!("{}: {e}", lib.display())))?;
+                    std::fs::read(&lib).map_err(|e| Error::new(ErrorKind::Guest, format!("{}: {e}", lib.display())))?;
                 self.file(&name, &data, true);
             }
         }
@@ -368,10 +372,10 @@ pub fn init_script(commands: &str, numa_balancing: bool) -> String {
 pub fn base_image(commands: &str, numa_balancing: bool) -> Result<Image> {
     let busybox =
         ["/bin/busybox", "/usr/bin/busybox"].into_iter().map(Path::new).find(|p| p.is_file()).ok_or_else(|| {
-            Error::setting("guest", "busybox is not installed (Debian: apt-get install busybox-static)")
+            Error::new(ErrorKind::Guest, "busybox is not installed (Debian: apt-get install busybox-static)")
         })?;
     if !libraries(busybox)?.is_empty() {
-        return Err(Error::setting("guest", "busybox is linked dynamically: install busybox-static"));
+        return Err(Error::new(ErrorKind::Guest, "busybox is linked dynamically: install busybox-static"));
     }
     let mut image = Image::new();
     image.file("bin/busybox", &std::fs::read(busybox)?, true);
@@ -396,7 +400,7 @@ pub fn run_program(
     files: &[(PathBuf, String)],
 ) -> Result<GuestOutput> {
     let program = std::fs::canonicalize(program)
-        .map_err(|e| Error::setting("program", format!("cannot run {}: {e}", program.display())))?;
+        .map_err(|e| Error::new(ErrorKind::Program, format!("cannot run {}: {e}", program.display())))?;
     // Programs go to /opt/sharemap/bin: the guest's /tmp is a fresh tmpfs.
     let name = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "program".into());
     let guest_program = format!("/opt/sharemap/bin/{name}");
@@ -413,7 +417,7 @@ pub fn run_program(
     image.sharemap(sharemap, library)?;
     image.host_program(&program, &guest_program)?;
     for (from, at) in files {
-        let data = std::fs::read(from).map_err(|e| Error::setting("guest", format!("{}: {e}", from.display())))?;
+        let data = std::fs::read(from).map_err(|e| Error::new(ErrorKind::Guest, format!("{}: {e}", from.display())))?;
         image.file(at, &data, false);
     }
     guest.boot(image)
@@ -465,8 +469,8 @@ pub fn find_kernel(given: Option<&Path>) -> Result<PathBuf> {
     if chosen.is_file() {
         return Ok(chosen);
     }
-    Err(Error::setting(
-        "guest",
+    Err(Error::new(
+        ErrorKind::Guest,
         format!(
             "no guest kernel at {}: run `sharemap vm --fetch-kernel` (Debian's cloud kernel, about 27 MB) or give --kernel",
             chosen.display()
@@ -478,7 +482,7 @@ pub fn find_kernel(given: Option<&Path>) -> Result<PathBuf> {
 /// extracts its kernel and decompresses it to `cache_dir()/vmlinux`. Needs apt-get,
 /// dpkg-deb and lz4.
 pub fn fetch_kernel() -> Result<PathBuf> {
-    let fail = |why: String| Error::setting("guest kernel", why);
+    let fail = |why: String| Error::new(ErrorKind::GuestKernel, why);
     let depends = run_text(Command::new("apt-cache").args(["depends", "linux-image-cloud-amd64"]))
         .map_err(|e| fail(format!("apt-cache: {e}")))?;
     let package = depends
@@ -545,11 +549,13 @@ pub fn fetch_kernel() -> Result<PathBuf> {
     Ok(target)
 }
 
-fn run_text(cmd: &mut Command) -> std::result::Result<String, String> {
-    match cmd.output() {
-        Ok(out) if out.status.success() => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
-        Ok(out) => Err(String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("failed").to_string()),
-        Err(e) => Err(e.to_string()),
+/// A command's output, or the last line of what it said on failing.
+fn run_text(cmd: &mut Command) -> std::io::Result<String> {
+    let out = cmd.output()?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(std::io::Error::other(String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("failed").to_string()))
     }
 }
 

@@ -14,8 +14,9 @@ pub mod stats;
 #[cfg(test)]
 mod tests_support;
 
+pub use mechanisms::MechanismError;
 pub use mechanisms::{Context, MECHANISMS, Mechanism, MechanismInfo, Profile};
-pub use model::{Model, ModelError, Params};
+pub use model::{Model, ModelError, ParamError, Params};
 pub use run::{SimError, simulate};
 pub use sim::{FirstPlacement, Sim};
 pub use stats::{Outcome, Stats};

@@ -12,7 +12,7 @@ pub const MAX_SIMULATED_LINES: u64 = 1 << 28;
 /// Most caches of one kind (private or shared) a line can be in at once, tracked by bits.
 pub const MAX_SHARED_CACHES: usize = 32;
 
-pub use crate::params::Params;
+pub use crate::params::{ParamError, Params};
 
 /// One simulated cache.
 #[derive(Clone, Debug, Serialize)]

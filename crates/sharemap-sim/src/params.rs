@@ -102,29 +102,29 @@ impl Params {
     /// Sets one parameter from `KEY=VALUE` (`simulate --param`). Latencies are
     /// non-negative ns; counts are whole numbers (a line size a power of two of at least 8
     /// bytes, a first-level TLB at least one entry).
-    pub fn set(&mut self, setting: &str) -> Result<(), String> {
+    pub fn set(&mut self, setting: &str) -> Result<(), ParamError> {
         let Some((key, value)) = setting.split_once('=') else {
-            return Err(format!("parameter '{setting}': expected KEY=VALUE"));
+            return Err(ParamError(format!("parameter '{setting}': expected KEY=VALUE")));
         };
         let (key, value) = (key.trim(), value.trim());
         let Some((_, field, _)) = FIELDS.iter().find(|(name, _, _)| *name == key) else {
             let known: Vec<&str> = FIELDS.iter().map(|(name, _, _)| *name).collect();
-            return Err(format!("parameter '{key}': unknown (known: {})", known.join(", ")));
+            return Err(ParamError(format!("parameter '{key}': unknown (known: {})", known.join(", "))));
         };
         match field {
             Field::Ns(place) => match value.parse::<f64>() {
                 Ok(v) if v.is_finite() && v >= 0.0 => *place(self) = v,
-                _ => return Err(format!("parameter {key}={value}: expected a number of ns, 0 or more")),
+                _ => return Err(ParamError(format!("parameter {key}={value}: expected a number of ns, 0 or more"))),
             },
             Field::Count(place) => {
                 let v = value
                     .parse::<u32>()
-                    .map_err(|_| format!("parameter {key}={value}: expected a whole number, 0 or more"))?;
+                    .map_err(|_| ParamError(format!("parameter {key}={value}: expected a whole number, 0 or more")))?;
                 if key == "line" && (!v.is_power_of_two() || v < 8) {
-                    return Err(format!("parameter line={value}: expected a power of two, 8 or more"));
+                    return Err(ParamError(format!("parameter line={value}: expected a power of two, 8 or more")));
                 }
                 if key == "tlb_entries" && v == 0 {
-                    return Err(format!("parameter tlb_entries={value}: a TLB has at least one entry"));
+                    return Err(ParamError(format!("parameter tlb_entries={value}: a TLB has at least one entry")));
                 }
                 *place(self) = v;
             }
@@ -189,3 +189,15 @@ mod tests {
         assert_eq!(p.walk_ns, 40.0);
     }
 }
+
+/// A model parameter that cannot be set: unknown, or a value it does not take.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamError(pub String);
+
+impl std::fmt::Display for ParamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ParamError {}

@@ -1,7 +1,7 @@
 //! A trace through every mechanism at once: the trace is read once, in order; each chunk goes
 //! to every mechanism's simulation, the simulations running side by side on the pool.
 
-use crate::mechanisms::{Chosen, Context, Mechanism};
+use crate::mechanisms::{Chosen, Context, Mechanism, MechanismError};
 use crate::model::Model;
 use crate::sim::Sim;
 use crate::stats::Outcome;
@@ -53,14 +53,14 @@ impl Run<'_> {
 #[derive(Debug)]
 pub enum SimError {
     Trace(sharemap_trace::TraceError),
-    Mechanism(String),
+    Mechanism(crate::mechanisms::MechanismError),
 }
 
 impl std::fmt::Display for SimError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SimError::Trace(e) => write!(f, "{e}"),
-            SimError::Mechanism(e) => f.write_str(e),
+            SimError::Mechanism(e) => e.fmt(f),
         }
     }
 }
@@ -77,8 +77,9 @@ pub fn simulate(
 ) -> Result<Vec<Outcome>, SimError> {
     let mut runs = Vec::new();
     for chosen in mechanisms {
-        let mut mechanism = chosen.build(ctx.seed).map_err(|e| SimError::Mechanism(e.to_string()))?;
-        let start = mechanism.start(ctx).map_err(|e| SimError::Mechanism(format!("{}: {e}", chosen.label)))?;
+        let mut mechanism = chosen.build(ctx.seed).map_err(|e| SimError::Mechanism(MechanismError::of(e)))?;
+        let start =
+            mechanism.start(ctx).map_err(|e| SimError::Mechanism(MechanismError(format!("{}: {e}", chosen.label))))?;
         let mut sim = Sim::new(model, ctx.page_size, &start.pus, start.placement);
         for (page, node) in start.homes {
             sim.set_home(page, node);

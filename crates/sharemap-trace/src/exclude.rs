@@ -14,10 +14,11 @@ pub struct Ranges(Vec<(u64, u64)>);
 
 impl Ranges {
     /// `LO-HI` (HI excluded) or `LO+SIZE`, hexadecimal with 0x or decimal, comma-separated.
-    pub fn parse(text: &str) -> std::result::Result<Ranges, String> {
+    pub fn parse(text: &str) -> std::result::Result<Ranges, RangesError> {
         let mut out = Ranges::default();
         for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let bad = || format!("'{item}': expected LO-HI or LO+SIZE (0x-hex or decimal), e.g. 0x601040+64");
+            let bad =
+                || RangesError(format!("'{item}': expected LO-HI or LO+SIZE (0x-hex or decimal), e.g. 0x601040+64"));
             let (lo, hi) = if let Some((a, b)) = item.split_once('+') {
                 let lo = number(a).ok_or_else(bad)?;
                 (lo, lo.checked_add(number(b).ok_or_else(bad)?).ok_or_else(bad)?)
@@ -27,7 +28,7 @@ impl Ranges {
                 return Err(bad());
             };
             if hi <= lo {
-                return Err(format!("'{item}': the range is empty"));
+                return Err(RangesError(format!("'{item}': the range is empty")));
             }
             out.add(lo, hi);
         }
@@ -65,6 +66,18 @@ impl Ranges {
         self.0.get(i).is_some_and(|&(lo, _)| lo < end)
     }
 }
+
+/// Address ranges that do not parse, in words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RangesError(pub String);
+
+impl std::fmt::Display for RangesError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RangesError {}
 
 fn number(s: &str) -> Option<u64> {
     let s = s.trim();

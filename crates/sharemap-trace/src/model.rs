@@ -174,23 +174,41 @@ impl Metadata {
 
     /// What is impossible in metadata read from a file, so that no analysis divides by a page
     /// size of 0 or sizes a table by a thread count no trace can hold.
-    pub fn check(&self) -> std::result::Result<(), String> {
-        sharemap_core::PageSize::new(self.page_size).map_err(|e| e.to_string())?;
+    pub fn check(&self) -> std::result::Result<(), MetadataError> {
+        sharemap_core::PageSize::new(self.page_size).map_err(|e| MetadataError(e.to_string()))?;
         if !self.line_size.is_power_of_two() || self.line_size > self.page_size {
-            return Err(format!("line size {}: expected a power of two no larger than the page", self.line_size));
+            return Err(MetadataError(format!(
+                "line size {}: expected a power of two no larger than the page",
+                self.line_size
+            )));
         }
         if self.threads > MAX_THREADS {
-            return Err(format!("{} threads: a trace holds at most {MAX_THREADS}", self.threads));
+            return Err(MetadataError(format!("{} threads: a trace holds at most {MAX_THREADS}", self.threads)));
         }
         if self.run_ns == Some(0) {
-            return Err("run time 0 ns".into());
+            return Err(MetadataError("run time 0 ns".into()));
         }
         if self.sampling_period == 0 {
-            return Err("sampling period 0: expected 1 (every access) or more".into());
+            return Err(MetadataError("sampling period 0: expected 1 (every access) or more".into()));
         }
         if self.os_tids.len() > MAX_THREADS as usize {
-            return Err(format!("{} OS thread ids: a trace holds at most {MAX_THREADS} threads", self.os_tids.len()));
+            return Err(MetadataError(format!(
+                "{} OS thread ids: a trace holds at most {MAX_THREADS} threads",
+                self.os_tids.len()
+            )));
         }
         Ok(())
     }
 }
+
+/// Metadata that no trace can have, in words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetadataError(pub String);
+
+impl std::fmt::Display for MetadataError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for MetadataError {}

@@ -1,7 +1,7 @@
 //! Sharing detection on a trace: one detector, optionally against a reference detector run
 //! in the same pass, optionally cut into windows to find phase changes.
 
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 use serde::Serialize;
 use sharemap_core::{SharingMatrix, ThreadPlacement};
 use sharemap_detect::{Detection, DetectorContext, Granularity, detector, phase_changes};
@@ -69,7 +69,7 @@ pub fn analyze(
     let det = detector::parse(&request.detector)?;
     if request.window > 0 && matches!(det.name.as_str(), "stmap" | "sammu") {
         // Their state (STMap's decision, SAMMU's TLBs and thresholds) spans the whole run.
-        return Err(Error::setting("window", "works with the oracle, sampled and faults detectors"));
+        return Err(Error::new(ErrorKind::Window, "works with the oracle, sampled and faults detectors"));
     }
     let reference = request.compare.as_deref().map(detector::parse).transpose()?;
     let placement = ThreadPlacement::identity(machine);

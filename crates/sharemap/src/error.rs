@@ -1,55 +1,231 @@
-//! One error type for the facade: what went wrong, in words that name no command-line flag
-//! (the CLI adds which flag or file it came from).
+//! One error type for the facade and the actors built on it: a kind a program can match on
+//! (the command line turns each kind into the flag it came from), and words that name no
+//! command-line flag.
 
 use sharemap_core::{PageSizeError, PlacementError, SpecError};
 use sharemap_detect::DetectError;
 use sharemap_machine::MachineError;
 use sharemap_trace::TraceError;
+use std::fmt;
 
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// Reading or writing a trace (exit status 2 for corruption).
-    #[error(transparent)]
-    Trace(#[from] TraceError),
-    #[error("{0}")]
-    Machine(#[from] MachineError),
-    #[error(transparent)]
-    Spec(#[from] SpecError),
-    #[error(transparent)]
-    PageSize(#[from] PageSizeError),
-    /// A setting and what is wrong with it ("thread placement: PU 9 does not exist").
-    #[error("{what}: {why}")]
-    Setting { what: &'static str, why: String },
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
+/// What a failure is about. The command line matches every kind (a new kind does not
+/// compile there until it says which flag it belongs to); `Error` itself may grow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// Reading or writing a trace (exit status 2 for a corrupt one).
+    Trace,
+    /// A machine description that cannot be read (an unknown name, a bad hwloc string or XML).
+    Machine,
+    /// A machine the analysis cannot model (too many nodes, caches the simulator cannot hold).
+    MachineModel,
+    /// A mechanism spec (`name:key=value`) that does not parse or names an unknown option.
+    Spec,
+    PageSize,
+    /// Where threads run: a thread map, or what a mapping algorithm was given.
+    ThreadMap,
+    /// A sharing matrix given to map.
+    Sharing,
+    /// The cost parameters r, R, g, G.
+    Cost,
+    /// References per millisecond of the traced run.
+    TimeScale,
+    MemoryBudget,
+    /// A placement policy, or a policy's option in its spec.
+    Policy,
+    /// A `policy.key=value` setting.
+    PolicySetting,
+    /// Detection windows.
+    Window,
+    /// The parameter a sweep varies.
+    Vary,
+    /// The values of a sweep.
+    Values,
+    /// The perturbation filters.
+    Filters,
+    /// A mapping algorithm that cannot map (too many threads for exhaustive search, ...).
+    Mapping,
+    /// How a mapping prices the machine's levels.
+    CostModel,
+    /// A mechanism of the simulator or of real runs.
+    Mechanism,
+    /// A mechanism that needs a recording of the program, and none was given.
+    NeedsRecording,
+    /// The program to run or record.
+    Program,
+    /// Where a real run's pages go.
+    DataPlacement,
+    /// The multi-node guest.
+    Guest,
+    GuestKernel,
+    /// A pass stopped by its caller (Ctrl-C in Python).
+    Interrupted,
+    /// Any other input or output.
+    Io,
+}
+
+impl ErrorKind {
+    /// The words an error of this kind starts with.
+    fn what(self) -> &'static str {
+        match self {
+            ErrorKind::Trace => "trace",
+            ErrorKind::Machine | ErrorKind::MachineModel => "machine",
+            ErrorKind::Spec => "spec",
+            ErrorKind::PageSize => "page size",
+            ErrorKind::ThreadMap => "thread placement",
+            ErrorKind::Sharing => "sharing matrix",
+            ErrorKind::Cost => "cost parameters",
+            ErrorKind::TimeScale => "references per ms",
+            ErrorKind::MemoryBudget => "memory budget",
+            ErrorKind::Policy => "policy",
+            ErrorKind::PolicySetting => "policy setting",
+            ErrorKind::Window => "window",
+            ErrorKind::Vary => "vary",
+            ErrorKind::Values => "values",
+            ErrorKind::Filters => "filters",
+            ErrorKind::Mapping => "mapping",
+            ErrorKind::CostModel => "cost model",
+            ErrorKind::Mechanism | ErrorKind::NeedsRecording => "mechanism",
+            ErrorKind::Program => "program",
+            ErrorKind::DataPlacement => "data placement",
+            ErrorKind::Guest => "guest",
+            ErrorKind::GuestKernel => "guest kernel",
+            ErrorKind::Interrupted => "interrupted",
+            ErrorKind::Io => "input/output",
+        }
+    }
+}
+
+/// A failure: its kind and what went wrong.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Error {
+    kind: ErrorKind,
+    inner: Inner,
+}
+
+#[derive(Debug)]
+enum Inner {
+    /// In words, after the kind's.
+    Why(String),
+    Trace(TraceError),
+    Machine(MachineError),
+    Spec(SpecError),
+    PageSize(PageSizeError),
+    Io(std::io::Error),
 }
 
 impl Error {
-    pub fn setting(what: &'static str, why: impl Into<String>) -> Error {
-        Error::Setting { what, why: why.into() }
+    /// An error of `kind`, `why` saying what is wrong ("PU 9 does not exist").
+    pub fn new(kind: ErrorKind, why: impl Into<String>) -> Error {
+        Error { kind, inner: Inner::Why(why.into()) }
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// What is wrong without the kind's words: what a caller prints after naming where the
+    /// setting came from (`--thread-map: PU 9 does not exist`).
+    pub fn why(&self) -> String {
+        match &self.inner {
+            Inner::Why(why) => why.clone(),
+            _ => self.to_string(),
+        }
+    }
+
+    /// The trace error behind it, when reading or writing a trace failed.
+    pub fn trace_error(&self) -> Option<&TraceError> {
+        match &self.inner {
+            Inner::Trace(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The page size refused, when it is a page size error.
+    pub fn page_size(&self) -> Option<u64> {
+        match &self.inner {
+            Inner::PageSize(p) => Some(p.0),
+            _ => None,
+        }
     }
 
     /// The command line's exit status: 2 for a corrupt trace, 1 otherwise.
     pub fn exit_code(&self) -> i32 {
-        match self {
-            Error::Trace(t) => t.exit_code(),
+        match &self.inner {
+            Inner::Trace(t) => t.exit_code(),
             _ => 1,
         }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.inner {
+            Inner::Why(why) => write!(f, "{}: {why}", self.kind.what()),
+            Inner::Trace(e) => e.fmt(f),
+            Inner::Machine(e) => e.fmt(f),
+            Inner::Spec(e) => e.fmt(f),
+            Inner::PageSize(e) => e.fmt(f),
+            Inner::Io(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.inner {
+            Inner::Why(_) => None,
+            Inner::Trace(e) => std::error::Error::source(e),
+            Inner::Machine(e) => Some(e),
+            Inner::Spec(e) => Some(e),
+            Inner::PageSize(e) => Some(e),
+            Inner::Io(e) => Some(e),
+        }
+    }
+}
+
+impl From<TraceError> for Error {
+    fn from(e: TraceError) -> Error {
+        Error { kind: ErrorKind::Trace, inner: Inner::Trace(e) }
+    }
+}
+
+impl From<MachineError> for Error {
+    fn from(e: MachineError) -> Error {
+        Error { kind: ErrorKind::Machine, inner: Inner::Machine(e) }
+    }
+}
+
+impl From<SpecError> for Error {
+    fn from(e: SpecError) -> Error {
+        Error { kind: ErrorKind::Spec, inner: Inner::Spec(e) }
+    }
+}
+
+impl From<PageSizeError> for Error {
+    fn from(e: PageSizeError) -> Error {
+        Error { kind: ErrorKind::PageSize, inner: Inner::PageSize(e) }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error { kind: ErrorKind::Io, inner: Inner::Io(e) }
     }
 }
 
 impl From<DetectError> for Error {
     fn from(e: DetectError) -> Error {
         match e {
-            DetectError::Spec(s) => Error::Spec(s),
-            DetectError::Trace(t) => Error::Trace(t),
-            DetectError::PageSize(p) => Error::PageSize(p),
+            DetectError::Spec(s) => s.into(),
+            DetectError::Trace(t) => t.into(),
+            DetectError::PageSize(p) => p.into(),
         }
     }
 }
 
 impl From<PlacementError> for Error {
     fn from(e: PlacementError) -> Error {
-        Error::setting("thread placement", e.to_string())
+        Error::new(ErrorKind::ThreadMap, e.to_string())
     }
 }

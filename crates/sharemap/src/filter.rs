@@ -2,7 +2,7 @@
 //! much that moves the optimum (a placement robust to timing should hardly move).
 
 use crate::situation::{Setup, Situation};
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 use serde::Serialize;
 use sharemap_sources::Sink;
 use sharemap_sources::filters::{Gaps, Reorder};
@@ -111,7 +111,7 @@ pub fn sensitivity(
     keep: &dyn Fn(Filter) -> Option<std::path::PathBuf>,
 ) -> Result<(Situation, Sensitivity)> {
     if filters.is_empty() {
-        return Err(Error::setting("filters", "none given"));
+        return Err(Error::new(ErrorKind::Filters, "none given"));
     }
     let situation = Situation::resolve(setup, open()?.as_mut())?;
     let optimum = |trace: &mut dyn TraceSource| -> Result<(f64, f64)> {

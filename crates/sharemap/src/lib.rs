@@ -31,7 +31,7 @@ mod situation;
 pub mod sweep;
 
 pub use analyze::{Analysis, AnalyzeRequest, analyze};
-pub use error::Error;
+pub use error::{Error, ErrorKind};
 pub use map::{Mapped, map};
 pub use place::{PlaceOptions, Placement, Prepared, check_bind, place, policies, prepare};
 pub use situation::{DEFAULT_REFS_PER_MS, Setup, Sharing, Situation, ThreadMap, TimeScale, parse_cost};

@@ -1,7 +1,7 @@
 //! Thread mapping: every requested algorithm on one sharing matrix, with its cost and how
 //! much sharing each level of the machine keeps.
 
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 use serde::Serialize;
 use sharemap_core::SharingMatrix;
 use sharemap_machine::Machine;
@@ -32,7 +32,7 @@ pub fn cost_model(name: &str) -> Result<CostModel> {
     match name {
         "latency" => Ok(CostModel::Latency),
         "hops" => Ok(CostModel::Hops),
-        other => Err(Error::setting("cost model", format!("'{other}': expected latency or hops"))),
+        other => Err(Error::new(ErrorKind::CostModel, format!("'{other}': expected latency or hops"))),
     }
 }
 
@@ -61,7 +61,7 @@ pub fn map(
     seed: u64,
 ) -> Result<Vec<Mapped>> {
     if matrix.threads() == 0 {
-        return Err(Error::setting("sharing matrix", "no threads"));
+        return Err(Error::new(ErrorKind::Sharing, "no threads"));
     }
     let all = algorithms.trim() == "all";
     let specs: Vec<String> = if all {
@@ -78,7 +78,7 @@ pub fn map(
             continue; // `all` skips what exhaustive cannot do; asking for it alone is an error.
         }
         let start = Instant::now();
-        let mapping = alg.map(matrix, machine, &costs).map_err(|e| Error::setting("mapping", e.to_string()))?;
+        let mapping = alg.map(matrix, machine, &costs).map_err(|e| Error::new(ErrorKind::Mapping, e.to_string()))?;
         let elapsed_ms = start.elapsed().as_secs_f64() * 1e3;
         let sharing_by_level = sharing_by_level(matrix, &mapping, machine)
             .into_iter()

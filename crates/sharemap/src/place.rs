@@ -2,7 +2,7 @@
 //! the trace by page and one parallel pass over the pages.
 
 use crate::situation::Situation;
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 use sharemap_core::{Spec, SpecError};
 use sharemap_placement::Costs;
 use sharemap_placement::evaluate::{EvalOptions, Evaluation, evaluate};
@@ -34,14 +34,14 @@ pub fn policies(spec: &str, settings: &Settings) -> Result<Vec<(String, Box<dyn 
         let name = spec.name.as_str();
         let info = policies::find(name).ok_or_else(|| {
             let known: Vec<&str> = POLICIES.iter().map(|p| p.name).collect();
-            Error::setting("policy", format!("unknown policy '{name}' (policies: {}, or all)", known.join(", ")))
+            Error::new(ErrorKind::Policy, format!("unknown policy '{name}' (policies: {}, or all)", known.join(", ")))
         })?;
         let mut own = settings.clone();
         for (key, value) in &spec.options {
             let value = value.as_deref().ok_or_else(|| spec.error("policy", format!("{key} needs a value")))?;
-            own.add(&format!("{name}.{key}={value}")).map_err(|e| Error::setting("policy", e.to_string()))?;
+            own.add(&format!("{name}.{key}={value}")).map_err(|e| Error::new(ErrorKind::Policy, e.to_string()))?;
         }
-        out.push((name.to_string(), info.build(&own).map_err(|e| Error::setting("policy", e.to_string()))?));
+        out.push((name.to_string(), info.build(&own).map_err(|e| Error::new(ErrorKind::Policy, e.to_string()))?));
     }
     Ok(out)
 }
@@ -129,13 +129,13 @@ pub fn check_bind(situation: &Situation, policy_spec: &str) -> Result<()> {
     let Some(bind) = specs.iter().find(|s| s.name == "bind") else { return Ok(()) };
     let mut settings = situation.settings.clone();
     if let Some(Some(node)) = bind.get("node") {
-        settings.add(&format!("bind.node={node}")).map_err(|e| Error::setting("policy", e.to_string()))?;
+        settings.add(&format!("bind.node={node}")).map_err(|e| Error::new(ErrorKind::Policy, e.to_string()))?;
     }
     if let Some(n) = policies::find("bind").and_then(|b| b.value(&settings, "node").parse::<usize>().ok())
         && n >= nodes
     {
-        return Err(Error::setting(
-            "policy setting",
+        return Err(Error::new(
+            ErrorKind::PolicySetting,
             format!("bind.node={n}: the machine has {nodes} NUMA nodes (0..{})", nodes - 1),
         ));
     }

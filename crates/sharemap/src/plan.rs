@@ -3,7 +3,7 @@
 //! plan a real run applies, one home node per page, read from that file or a CSV
 //! `page,node` of one's own.
 
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 use serde::Serialize;
 use sharemap_machine::Machine;
 use sharemap_placement::cost;
@@ -27,9 +27,10 @@ impl Plan {
     /// Nodes are the machine's logical NUMA indices; pages must be of the host's page size.
     pub fn read(path: &Path, host: &Machine, page_size: u64) -> Result<Plan> {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::setting("data placement", format!("{}: {e}", path.display())))?;
-        let at =
-            |line: usize, why: String| Error::setting("data placement", format!("{}:{line}: {why}", path.display()));
+            .map_err(|e| Error::new(ErrorKind::DataPlacement, format!("{}: {e}", path.display())))?;
+        let at = |line: usize, why: String| {
+            Error::new(ErrorKind::DataPlacement, format!("{}:{line}: {why}", path.display()))
+        };
         let mut rows: Vec<(u64, Option<usize>, Option<u64>)> = Vec::new();
         if text.trim_start().starts_with('[') {
             #[derive(serde::Deserialize)]
@@ -110,7 +111,7 @@ impl Plan {
             plan.nodes.push(host.numa_os_index(node) as i32);
         }
         if plan.pages.is_empty() {
-            return Err(Error::setting("data placement", format!("{}: the plan places no page", path.display())));
+            return Err(Error::new(ErrorKind::DataPlacement, format!("{}: the plan places no page", path.display())));
         }
         Ok(plan)
     }
@@ -146,7 +147,7 @@ pub fn optimal_plan(trace: &Path, threads: crate::ThreadMap, page_size: u64, hos
         }
     }
     if plan.pages.is_empty() {
-        return Err(Error::setting("data placement", format!("{}: the optimum places no page", trace.display())));
+        return Err(Error::new(ErrorKind::DataPlacement, format!("{}: the optimum places no page", trace.display())));
     }
     Ok(plan)
 }

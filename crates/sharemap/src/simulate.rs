@@ -1,7 +1,7 @@
 //! The NUMA machine simulator (docs/simulator.md): a trace run under each mechanism on a
 //! simulated machine, with caches, coherence, TLBs, DRAM and per-thread clocks.
 
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 use serde::Serialize;
 use sharemap_machine::Machine;
 use sharemap_sim::mechanisms::planned::{PlannedPlacement, policy_and_threads};
@@ -73,13 +73,13 @@ pub fn simulate(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Simulation> {
     let machine = Machine::from_spec(&request.machine)?;
-    let model = Model::new(&machine, request.params.clone()).map_err(|e| Error::setting("machine", e.0))?;
+    let model = Model::new(&machine, request.params.clone()).map_err(|e| Error::new(ErrorKind::MachineModel, e.0))?;
     let chosen = mechanisms::parse_list(&request.mechanisms)?;
     let mut trace = open()?;
     let meta = trace.metadata().clone();
     let page_size = request.page_size.unwrap_or(meta.page_size).max(model.line as u64);
     if !page_size.is_power_of_two() {
-        return Err(Error::setting("page size", format!("{page_size} bytes: expected a power of two")));
+        return Err(Error::new(ErrorKind::PageSize, format!("{page_size} bytes: expected a power of two")));
     }
     let profile = if chosen.iter().any(|m| m.needs_profile()) {
         let placement = sharemap_core::ThreadPlacement::identity(&machine);
@@ -119,8 +119,8 @@ pub fn simulate(
         plans: &plans,
     };
     let outcomes = sharemap_sim::simulate(&mut *trace, &model, &chosen, &ctx, progress).map_err(|e| match e {
-        SimError::Trace(t) => Error::Trace(t),
-        SimError::Mechanism(m) => Error::setting("mechanism", m),
+        SimError::Trace(t) => Error::from(t),
+        SimError::Mechanism(m) => Error::new(ErrorKind::Mechanism, m.0),
     })?;
     Ok(Simulation {
         machine: machine.name.clone(),
@@ -170,7 +170,7 @@ fn plan(
     let situation = crate::Situation::resolve(&setup, &mut *open()?)?;
     let policies = if policy == "optimal" { Vec::new() } else { crate::policies(&policy, &situation.settings)? };
     if policies.len() > 1 {
-        return Err(Error::setting("mechanism", format!("{spec}: one policy per place mechanism")));
+        return Err(Error::new(ErrorKind::Mechanism, format!("{spec}: one policy per place mechanism")));
     }
     let prepared = crate::prepare(&mut *open()?, &situation, &policies, &|_| {})?;
     let costs = sharemap_placement::Costs::new(&situation.costs);

@@ -1,7 +1,7 @@
 //! The situation an analysis runs in, described once and validated once: the machine, the
 //! cost parameters, where threads run, the page size, the time scale and the seed.
 
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 use serde::Serialize;
 use sharemap_core::{PageSize, SharingMatrix, ThreadPlacement};
 use sharemap_detect::DetectorContext;
@@ -37,8 +37,8 @@ impl ThreadMap {
         }
         let path = std::path::Path::new(spec);
         let text = if path.is_file() {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| Error::setting("thread placement", format!("{spec}: {e}")))?;
+            let text =
+                std::fs::read_to_string(path).map_err(|e| Error::new(ErrorKind::ThreadMap, format!("{spec}: {e}")))?;
             if text.trim_start().starts_with('[') {
                 return Self::from_map_json(spec, &text);
             }
@@ -51,22 +51,22 @@ impl ThreadMap {
             .filter(|x| !x.is_empty())
             .map(|x| {
                 x.parse::<usize>().map_err(|_| {
-                    Error::setting(
-                        "thread placement",
+                    Error::new(
+                        ErrorKind::ThreadMap,
                         format!("'{x}' is not a PU number, a mapping algorithm or a file (see `sharemap algorithms`)"),
                     )
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         if pus.is_empty() {
-            return Err(Error::setting("thread placement", format!("'{spec}' names no PU")));
+            return Err(Error::new(ErrorKind::ThreadMap, format!("'{spec}' names no PU")));
         }
         Ok(ThreadMap::Pus(pus))
     }
 
     /// The first mapping of `sharemap map --json`'s output.
     fn from_map_json(path: &str, text: &str) -> Result<ThreadMap> {
-        let bad = |why: &str| Error::setting("thread placement", format!("{path}: {why}"));
+        let bad = |why: &str| Error::new(ErrorKind::ThreadMap, format!("{path}: {why}"));
         let v: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(&format!("not valid JSON ({e})")))?;
         let mapping = v.get(0).and_then(|m| m.get("mapping")).and_then(|m| m.as_array()).ok_or_else(|| {
             bad("expected the array `sharemap map --json` prints, with a `mapping` in its first entry")
@@ -164,8 +164,8 @@ impl Situation {
         let machine = Machine::from_spec(&setup.machine)?;
         let nodes = machine.numa_count();
         if nodes > MAX_NODES {
-            return Err(Error::setting(
-                "machine",
+            return Err(Error::new(
+                ErrorKind::MachineModel,
                 format!("'{}' has {nodes} NUMA nodes; the placement model handles at most {MAX_NODES}", setup.machine),
             ));
         }
@@ -173,11 +173,11 @@ impl Situation {
         let line_size = meta.line_size.max(1);
         let costs =
             parse_cost(setup.cost.as_deref(), machine.cost_for(page_size.bytes(), line_size), page_size.bytes())?;
-        costs.validate().map_err(|e| Error::setting("cost parameters", e.to_string()))?;
+        costs.validate().map_err(|e| Error::new(ErrorKind::Cost, e.to_string()))?;
         let (refs_per_ms, time_scale) = match setup.refs_per_ms {
             Some(r) if r > 0.0 && r.is_finite() => (r, TimeScale::Given),
             Some(r) => {
-                return Err(Error::setting("references per ms", format!("{r}: expected a positive number")));
+                return Err(Error::new(ErrorKind::TimeScale, format!("{r}: expected a positive number")));
             }
             None => match (meta.run_ns, trace.access_count_hint()) {
                 (Some(ns), Some(n)) if n > 0 => ((n as f64 / (ns as f64 / 1e6)).max(1e-6), TimeScale::Recorded),
@@ -187,14 +187,14 @@ impl Situation {
         if let Some(total) = physical_memory()
             && setup.memory_budget as u64 > total
         {
-            return Err(Error::setting(
-                "memory budget",
+            return Err(Error::new(
+                ErrorKind::MemoryBudget,
                 format!("{} MiB is more than this machine's memory ({} MiB)", setup.memory_budget >> 20, total >> 20),
             ));
         }
         let mut settings = Settings::default();
         for s in &setup.settings {
-            settings.add(s).map_err(|e| Error::setting("policy setting", e.to_string()))?;
+            settings.add(s).map_err(|e| Error::new(ErrorKind::PolicySetting, e.to_string()))?;
         }
         let mut notes = Vec::new();
         let placement = match &setup.thread_map {
@@ -202,7 +202,7 @@ impl Situation {
             ThreadMap::Pus(pus) => ThreadPlacement::on_pus(&machine, pus.clone())?,
             ThreadMap::Algorithm(name) => {
                 let alg = sharemap_mapping::build(name, setup.seed)
-                    .map_err(|e| Error::setting("thread placement", e.to_string()))?;
+                    .map_err(|e| Error::new(ErrorKind::ThreadMap, e.to_string()))?;
                 match thread_sharing(&setup.sharing, &machine, trace)? {
                     ThreadSharing::Stay(why) => {
                         notes.push(format!("{why}: threads stay where the OS put them (identity)"));
@@ -213,7 +213,7 @@ impl Situation {
                         let costs = PairCosts::new(&machine, CostModel::Latency);
                         let pus = alg
                             .map(&matrix, &machine, &costs)
-                            .map_err(|e| Error::setting("thread placement", format!("{name}: {e}")))?;
+                            .map_err(|e| Error::new(ErrorKind::ThreadMap, format!("{name}: {e}")))?;
                         ThreadPlacement::on_pus(&machine, pus)?
                     }
                 }
@@ -274,8 +274,8 @@ fn thread_sharing(sharing: &Sharing, machine: &Machine, trace: &mut dyn TraceSou
     match sharing {
         Sharing::Matrix(m) => {
             if threads > 0 && m.threads() != threads {
-                return Err(Error::setting(
-                    "sharing matrix",
+                return Err(Error::new(
+                    ErrorKind::Sharing,
                     format!("the matrix has {} threads, the trace has {threads}", m.threads()),
                 ));
             }
@@ -305,7 +305,7 @@ pub fn parse_cost(spec: Option<&str>, base: CostParams, page_size: u64) -> Resul
         "butterfly" => return Ok(CostParams::butterfly(page_size)),
         _ => {}
     }
-    let bad = |why: String| Error::setting("cost parameters", why);
+    let bad = |why: String| Error::new(ErrorKind::Cost, why);
     let mut p = base;
     for part in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, v) = part.split_once('=').ok_or_else(|| {

@@ -2,7 +2,7 @@
 //! cost parameter, or the page size, varies.
 
 use crate::situation::{Setup, Situation};
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 use serde::Serialize;
 use sharemap_machine::CostParams;
 use sharemap_placement::evaluate::EvalOptions;
@@ -32,7 +32,7 @@ impl Vary {
             "g" => Vary::SmallG,
             "r" => Vary::SmallR,
             "page-size" => Vary::PageSize,
-            _ => return Err(Error::setting("vary", format!("'{s}': expected G, R, g, r or page-size"))),
+            _ => return Err(Error::new(ErrorKind::Vary, format!("'{s}': expected G, R, g, r or page-size"))),
         })
     }
 
@@ -93,13 +93,16 @@ pub fn sweep(
     policy_spec: &str,
 ) -> Result<Vec<SweepPoint>> {
     if values.is_empty() {
-        return Err(Error::setting("values", "no values"));
+        return Err(Error::new(ErrorKind::Values, "no values"));
     }
     let mut points = Vec::new();
     if vary == Vary::PageSize {
         for &v in values {
             if !(v >= 64.0 && (v as u64).is_power_of_two() && v.fract() == 0.0) {
-                return Err(Error::setting("values", format!("page size {v} is not a power of two of at least 64")));
+                return Err(Error::new(
+                    ErrorKind::Values,
+                    format!("page size {v} is not a power of two of at least 64"),
+                ));
             }
             let setup = Setup { page_size: Some(v as u64), ..setup.clone() };
             let situation = Situation::resolve(&setup, open()?.as_mut())?;
@@ -123,8 +126,8 @@ pub fn sweep(
     }
     let situation = Situation::resolve(setup, open()?.as_mut())?;
     if matches!(vary, Vary::BigG | Vary::SmallG) && situation.costs.g.is_none() {
-        return Err(Error::setting(
-            "vary",
+        return Err(Error::new(
+            ErrorKind::Vary,
             format!("{}: the cost model has no global memory (give g and G with --cost, or --cost ace)", vary.label()),
         ));
     }
@@ -139,7 +142,7 @@ pub fn sweep(
     )?;
     for &v in values {
         let params = vary.apply(situation.costs, v);
-        params.validate().map_err(|e| Error::setting("sweep", format!("{}={v}: {e}", vary.label())))?;
+        params.validate().map_err(|e| Error::new(ErrorKind::Values, format!("{}={v}: {e}", vary.label())))?;
         let costs = Costs::new(&params);
         let opt = prepared.evaluate(&situation, costs, &[], &EvalOptions::default())?;
         let mut results =

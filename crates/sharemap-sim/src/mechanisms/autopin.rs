@@ -3,7 +3,7 @@
 //! made the most accesses per simulated ns (the simulator's IPC) is kept for the rest.
 
 use super::fixed::oracle_mapping;
-use super::{Context, KIND, Mechanism, Start, positive_f64};
+use super::{Context, KIND, Mechanism, MechanismError, Start, positive_f64};
 use crate::sim::{FirstPlacement, Sim};
 use sharemap_core::SharingMatrix;
 use sharemap_core::spec::{Spec, SpecError};
@@ -37,14 +37,14 @@ struct Autopin {
 }
 
 impl Mechanism for Autopin {
-    fn start(&mut self, ctx: &Context) -> Result<Start, String> {
+    fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
         let costs = PairCosts::new(ctx.machine, CostModel::Latency);
         let none = SharingMatrix::new(ctx.threads.max(1));
         self.candidates = vec![oracle_mapping(ctx)?];
         for i in 1..self.k {
             let random =
-                sharemap_mapping::build("random", self.seed.wrapping_add(i as u64)).map_err(|e| e.to_string())?;
-            self.candidates.push(random.map(&none, ctx.machine, &costs).map_err(|e| e.to_string())?);
+                sharemap_mapping::build("random", self.seed.wrapping_add(i as u64)).map_err(MechanismError::of)?;
+            self.candidates.push(random.map(&none, ctx.machine, &costs).map_err(MechanismError::of)?);
         }
         Ok(Start { pus: self.candidates[0].clone(), placement: FirstPlacement::FirstTouch, homes: Vec::new() })
     }

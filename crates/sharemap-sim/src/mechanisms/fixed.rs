@@ -1,6 +1,6 @@
 //! Static mechanisms: the mapping and the placement are decided before the run.
 
-use super::{Context, KIND, Mechanism, Start};
+use super::{Context, KIND, Mechanism, MechanismError, Start};
 use crate::sim::FirstPlacement;
 use sharemap_core::spec::{Spec, SpecError};
 use sharemap_mapping::{CostModel, PairCosts};
@@ -8,7 +8,7 @@ use sharemap_mapping::{CostModel, PairCosts};
 pub struct Os;
 
 impl Mechanism for Os {
-    fn start(&mut self, ctx: &Context) -> Result<Start, String> {
+    fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
         let pus = (0..ctx.threads).map(|t| t % ctx.model.pus()).collect();
         Ok(Start { pus, placement: FirstPlacement::FirstTouch, homes: Vec::new() })
     }
@@ -19,11 +19,11 @@ pub struct Random {
 }
 
 impl Mechanism for Random {
-    fn start(&mut self, ctx: &Context) -> Result<Start, String> {
-        let mapper = sharemap_mapping::build("random", self.seed).map_err(|e| e.to_string())?;
+    fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
+        let mapper = sharemap_mapping::build("random", self.seed).map_err(MechanismError::of)?;
         let matrix = sharemap_core::SharingMatrix::new(ctx.threads.max(1));
         let costs = PairCosts::new(ctx.machine, CostModel::Latency);
-        let pus = mapper.map(&matrix, ctx.machine, &costs).map_err(|e| e.to_string())?;
+        let pus = mapper.map(&matrix, ctx.machine, &costs).map_err(MechanismError::of)?;
         Ok(Start { pus, placement: FirstPlacement::Random(self.seed), homes: Vec::new() })
     }
 }
@@ -50,25 +50,28 @@ pub fn dominant_nodes(ctx: &Context, pus: &[usize], pages: &[(u64, Vec<u64>)]) -
 }
 
 /// The oracle's thread mapping: the whole trace's sharing, sharemap's default algorithm.
-pub fn oracle_mapping(ctx: &Context) -> Result<Vec<usize>, String> {
-    let profile = ctx.profile.ok_or("needs the trace's profile")?;
-    let mapper = sharemap_mapping::build("sharemap", ctx.seed).map_err(|e| e.to_string())?;
+pub fn oracle_mapping(ctx: &Context) -> Result<Vec<usize>, MechanismError> {
+    let profile = ctx.profile.ok_or_else(|| MechanismError::of("needs the trace's profile"))?;
+    let mapper = sharemap_mapping::build("sharemap", ctx.seed).map_err(MechanismError::of)?;
     let costs = PairCosts::new(ctx.machine, CostModel::Latency);
     let mut matrix = profile.matrix.clone();
     matrix.grow(ctx.threads.max(1));
-    mapper.map(&matrix, ctx.machine, &costs).map_err(|e| e.to_string())
+    mapper.map(&matrix, ctx.machine, &costs).map_err(MechanismError::of)
 }
 
-fn profile<'a>(ctx: &'a Context) -> Result<&'a super::Profile, String> {
-    let profile = ctx.profile.ok_or("needs the trace's profile")?;
+fn profile<'a>(ctx: &'a Context) -> Result<&'a super::Profile, MechanismError> {
+    let profile = ctx.profile.ok_or_else(|| MechanismError::of("needs the trace's profile"))?;
     if profile.page_size != ctx.page_size {
-        return Err(format!("the profile has pages of {} bytes, the run {}", profile.page_size, ctx.page_size));
+        return Err(MechanismError(format!(
+            "the profile has pages of {} bytes, the run {}",
+            profile.page_size, ctx.page_size
+        )));
     }
     Ok(profile)
 }
 
 impl Mechanism for Oracle {
-    fn start(&mut self, ctx: &Context) -> Result<Start, String> {
+    fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
         let profile = profile(ctx)?;
         let pus = oracle_mapping(ctx)?;
         let homes = dominant_nodes(ctx, &pus, &profile.pages);
@@ -79,7 +82,7 @@ impl Mechanism for Oracle {
 pub struct Marathe;
 
 impl Mechanism for Marathe {
-    fn start(&mut self, ctx: &Context) -> Result<Start, String> {
+    fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
         let profile = profile(ctx)?;
         let pus: Vec<usize> = (0..ctx.threads).map(|t| t % ctx.model.pus()).collect();
         let homes = dominant_nodes(ctx, &pus, &profile.sampled_pages);
@@ -115,18 +118,18 @@ pub fn build_static(spec: &Spec, seed: u64) -> Result<Box<dyn Mechanism>, SpecEr
 }
 
 impl Mechanism for Static {
-    fn start(&mut self, ctx: &Context) -> Result<Start, String> {
+    fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
         let pus: Vec<usize> = if self.threads == "identity" {
             (0..ctx.threads).map(|t| t % ctx.model.pus()).collect()
         } else {
-            let mapper = sharemap_mapping::build(&self.threads, self.seed).map_err(|e| e.to_string())?;
+            let mapper = sharemap_mapping::build(&self.threads, self.seed).map_err(MechanismError::of)?;
             let costs = PairCosts::new(ctx.machine, CostModel::Latency);
             let mut matrix = match ctx.profile {
                 Some(p) => p.matrix.clone(),
                 None => sharemap_core::SharingMatrix::new(ctx.threads.max(1)),
             };
             matrix.grow(ctx.threads.max(1));
-            mapper.map(&matrix, ctx.machine, &costs).map_err(|e| e.to_string())?
+            mapper.map(&matrix, ctx.machine, &costs).map_err(MechanismError::of)?
         };
         let (placement, homes) = match self.pages.as_str() {
             "round-robin" => (FirstPlacement::RoundRobin, Vec::new()),

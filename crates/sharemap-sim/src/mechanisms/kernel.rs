@@ -3,7 +3,7 @@
 //! periods are simulated milliseconds; each fault they take costs its thread `fault-us`.
 
 use super::remap::Remapper;
-use super::{Context, KIND, Mechanism, Start, positive_f64};
+use super::{Context, KIND, Mechanism, MechanismError, Start, positive_f64};
 use crate::sim::{FirstPlacement, Sim};
 use rustc_hash::FxHashMap;
 use sharemap_core::SharingMatrix;
@@ -51,7 +51,7 @@ struct NumaBalancing {
 }
 
 impl Mechanism for NumaBalancing {
-    fn start(&mut self, ctx: &Context) -> Result<Start, String> {
+    fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
         Ok(os_start(ctx))
     }
 
@@ -136,7 +136,7 @@ struct KmafPage {
 }
 
 impl Mechanism for Kmaf {
-    fn start(&mut self, ctx: &Context) -> Result<Start, String> {
+    fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
         self.state = Some(KmafState {
             nodes: ctx.model.nodes,
             pages: FxHashMap::default(),
@@ -234,7 +234,7 @@ struct Carrefour {
 }
 
 impl Mechanism for Carrefour {
-    fn start(&mut self, ctx: &Context) -> Result<Start, String> {
+    fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
         self.nodes = ctx.model.nodes;
         self.next_epoch_ns = self.epoch_ns;
         Ok(os_start(ctx))

@@ -52,8 +52,28 @@ pub struct Start {
     pub homes: Vec<(u64, usize)>,
 }
 
+/// Why a mechanism cannot start (its mapping algorithm failed, its profile does not fit the
+/// run), in words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MechanismError(pub String);
+
+impl MechanismError {
+    /// Any error, in its own words.
+    pub fn of(e: impl std::fmt::Display) -> MechanismError {
+        MechanismError(e.to_string())
+    }
+}
+
+impl std::fmt::Display for MechanismError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for MechanismError {}
+
 pub trait Mechanism: Send {
-    fn start(&mut self, ctx: &Context) -> Result<Start, String>;
+    fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError>;
 
     /// Whether it wants `after_access` (static mechanisms cost nothing per access).
     fn online(&self) -> bool {

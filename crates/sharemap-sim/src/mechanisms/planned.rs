@@ -4,7 +4,7 @@
 //! the plan before the run; the mechanism moves and replicates pages as the plan says, at
 //! the page's reference where the policy did.
 
-use super::{Context, KIND, Mechanism, Start};
+use super::{Context, KIND, Mechanism, MechanismError, Start};
 use crate::sim::{FirstPlacement, Sim};
 use rustc_hash::FxHashMap;
 use sharemap_core::spec::{Spec, SpecError};
@@ -41,13 +41,13 @@ struct Planned {
 }
 
 impl Mechanism for Planned {
-    fn start(&mut self, ctx: &Context) -> Result<Start, String> {
+    fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
         let plan = ctx
             .plans
             .iter()
             .find(|(label, _)| *label == self.label)
             .map(|(_, p)| p.clone())
-            .ok_or("no plan was computed for it")?;
+            .ok_or_else(|| MechanismError::of("no plan was computed for it"))?;
         // Initial placements of a single node are known before the run.
         let mut homes = Vec::new();
         for (&page, entries) in &plan.pages {

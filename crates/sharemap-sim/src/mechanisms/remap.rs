@@ -3,6 +3,7 @@
 //! a new mapping only when it is cheaper than the current one by the hysteresis.
 
 use super::Context;
+use super::MechanismError;
 use crate::sim::Sim;
 use sharemap_core::SharingMatrix;
 use sharemap_machine::Machine;
@@ -18,11 +19,11 @@ pub struct Remapper {
 }
 
 impl Remapper {
-    pub fn new(ctx: &Context, gate: f64, hysteresis: f64) -> Result<Remapper, String> {
+    pub fn new(ctx: &Context, gate: f64, hysteresis: f64) -> Result<Remapper, MechanismError> {
         Ok(Remapper {
             machine: ctx.machine.clone(),
             costs: PairCosts::new(ctx.machine, CostModel::Latency),
-            algorithm: sharemap_mapping::build("sharemap", ctx.seed).map_err(|e| e.to_string())?,
+            algorithm: sharemap_mapping::build("sharemap", ctx.seed).map_err(MechanismError::of)?,
             gate,
             hysteresis,
         })

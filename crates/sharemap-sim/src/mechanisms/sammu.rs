@@ -4,7 +4,7 @@
 //! node's by NT.
 
 use super::remap::Remapper;
-use super::{Context, KIND, Mechanism, Start, positive_f64};
+use super::{Context, KIND, Mechanism, MechanismError, Start, positive_f64};
 use crate::sim::{FirstPlacement, Sim};
 use rustc_hash::FxHashMap;
 use sharemap_core::spec::{Spec, SpecError};
@@ -57,7 +57,7 @@ struct State {
 }
 
 impl Mechanism for SammuMechanism {
-    fn start(&mut self, ctx: &Context) -> Result<Start, String> {
+    fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
         let m = ctx.model;
         self.state = Some(State {
             detector: Sammu::new(self.params, m.cores, m.nodes).log_updates(),
