@@ -183,7 +183,7 @@ mod tests {
             ("tlb_entries=0", "at least one"),
         ] {
             let e = p.set(bad).unwrap_err();
-            assert!(e.contains(says), "{bad}: {e}");
+            assert!(e.0.contains(says), "{bad}: {e}");
         }
         p.set(" walk_ns = 40 ").unwrap();
         assert_eq!(p.walk_ns, 40.0);
