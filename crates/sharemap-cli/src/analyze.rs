@@ -1,20 +1,18 @@
 //! `sharemap analyze`: who shares data with whom, and how pages are used.
 
 use crate::plot;
-use crate::progress;
+use crate::progress::Bars;
 use crate::registry::{self, Row};
-use crate::trace_cmds::{format_arg, warn_if_truncated};
+use crate::trace_cmds::{say_excluded, warn_if_truncated};
 use anyhow::{Result, anyhow};
 use serde::Serialize;
-use sharemap::AnalyzeRequest;
-use sharemap_detect::{PageUsage, detector};
-use sharemap_machine::Machine;
-use sharemap_trace::TraceReader;
-use sharemap_trace::TraceSource;
-use sharemap_trace::output::{AtomicOutput, OutputDir, flush};
+use sharemap::registry::Kind;
+use sharemap::trace::{AtomicOutput, OutputDir, flush};
+use sharemap::{AnalyzeRequest, Machine, PageUsage, Session};
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(Serialize)]
 struct Summary {
@@ -102,29 +100,23 @@ pub fn run(
     dir: &Path,
 ) -> Result<ExitCode> {
     // Specs are checked before the output directory is made.
-    detector::parse(&request.detector)?;
-    if let Some(c) = &request.compare {
-        detector::parse(c)?;
-    }
-    let ranges = crate::trace_cmds::exclusion(exclude)?;
+    request.check()?;
+    let input = crate::trace_cmds::input(trace, from, exclude)?;
     let window = request.window;
     let machine = Machine::from_spec(machine).map_err(|e| anyhow!("{e}"))?;
-    let mut reader = TraceReader::open(trace, format_arg(from)?)?;
-    warn_if_truncated(&reader, trace);
+    warn_if_truncated(&input)?;
+    let session = Session::new(input, machine.clone(), 1).with_observer(Arc::new(Bars::new()));
     // Everything is written into a hidden staging directory and moved into `dir` at the end,
     // so a failed or stopped run leaves no empty directory and no old and new files mixed.
     let out = OutputDir::create(dir)?;
     let dest = dir;
     let dir = out.staging();
-    let bar = progress::bar(reader.access_count_hint(), "detecting sharing");
-    let analysis = crate::trace_cmds::excluding(&mut reader, ranges, |source| {
-        sharemap::analyze(source, &machine, request, &|n| bar.set_position(n)).map_err(|e| match e.kind() {
-            sharemap::ErrorKind::Window => anyhow!("--window {}", e.why()),
-            sharemap::ErrorKind::PageSize => anyhow!("{}: {e}", trace.display()),
-            _ => anyhow::Error::new(e),
-        })
+    let analysis = session.analyze(request).map_err(|e| match e.kind() {
+        sharemap::ErrorKind::Window => anyhow!("--window {}", e.why()),
+        sharemap::ErrorKind::PageSize => anyhow!("{}: {e}", trace.display()),
+        _ => anyhow::Error::new(e),
     })?;
-    bar.finish_and_clear();
+    say_excluded(session.input());
     let (found, windows, det_name) = (&analysis.detection, &analysis.windows, &analysis.detector);
     let (matrix, usage) = (&found.matrix, &found.pages);
     let accuracy = analysis.accuracy.as_ref().map(|a| (a.reference.clone(), a.mse, a.correlation));
@@ -141,11 +133,8 @@ pub fn run(
         }
     }
     write_file(&dir.join("comm.mat"), &matrix.to_topomatch())?;
-    write_file(&dir.join("comm.grf"), &sharemap_mapping::scotch::graph(matrix))?;
-    write_file(
-        &dir.join("machine.tgt"),
-        &sharemap_mapping::scotch::tleaf(&machine, sharemap_mapping::CostModel::Latency),
-    )?;
+    write_file(&dir.join("comm.grf"), &sharemap::map::scotch_graph(matrix))?;
+    write_file(&dir.join("machine.tgt"), &sharemap::map::scotch_target(&machine))?;
     write_file(&dir.join("pages.csv"), &usage.to_numalize_csv(n, node_of))?;
     write_file(&dir.join("page-nodes.csv"), &usage.to_node_csv(machine.numa_count(), node_of))?;
     // The two plots are rendered side by side (rendering costs about as much as detection on
@@ -224,14 +213,9 @@ pub fn run(
 
 /// `sharemap detectors`: every detector, its source and its options.
 pub fn list() -> Result<ExitCode> {
-    let rows = sharemap_detect::DETECTORS.iter().map(|d| Row {
-        name: d.name,
-        source: d.source,
-        summary: d.summary,
-        params: d.params,
-    });
+    let rows = sharemap::registry::rows(Kind::Detector);
     registry::header("detector");
-    registry::rows(rows, |name, p| {
+    registry::rows(rows.iter().map(Row::of), |name, p| {
         if p.default.is_empty() { format!("{name}:{}", p.key) } else { format!("{name}:{}={}", p.key, p.default) }
     });
     Ok(ExitCode::SUCCESS)

@@ -5,12 +5,10 @@ use crate::machine::describe;
 use crate::place;
 use crate::trace_cmds::generate_to;
 use anyhow::{Result, anyhow, bail};
-use sharemap_machine::Machine;
-use sharemap_placement::evaluate::EvalOptions;
-use sharemap_sources::generate::{GenParams, PATTERNS};
-use sharemap_trace::TraceReader;
-use sharemap_trace::TraceSource;
-use sharemap_trace::summary::summarize;
+use sharemap::generate::{GenParams, PATTERNS};
+use sharemap::map::{MapRequest, Mapping};
+use sharemap::trace::{Chunk, TraceSource};
+use sharemap::{Machine, PlaceRequest, Session, SharingMatrix, SimulateRequest, TraceInput};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -39,7 +37,7 @@ pub fn run(dir: Option<&Path>, accesses: u64) -> Result<ExitCode> {
         let params = GenParams::new(DEMO_THREADS, accesses, 1);
         let path = dir.join(format!("{}.trace", p.name));
         let report = generate_to(p, &params, &path, None)?;
-        let s = summarize(&mut TraceReader::open(&path, None)?, |_| {})?;
+        let s = sharemap::info(&TraceInput::file(&path), &())?;
         let max_sharers = s.sharing.pages_by_sharers.keys().max().copied().unwrap_or(0);
         let pairs = sharing_pairs(&path)?;
         println!(
@@ -109,7 +107,6 @@ fn placement_table(dir: &Path, accesses: u64) -> Result<()> {
     let pus = demo_thread_map(&m);
     let map = pus.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(",");
     let setup = sharemap::Setup {
-        machine: DEMO_MACHINE.into(),
         thread_map: sharemap::ThreadMap::Pus(pus),
         memory_budget: 512 << 20,
         refs_per_ms: Some(refs_per_ms(accesses)),
@@ -118,10 +115,10 @@ fn placement_table(dir: &Path, accesses: u64) -> Result<()> {
     let mut columns = Vec::new();
     let mut label = String::new();
     for name in PLACEMENT_PATTERNS {
-        let mut trace = TraceReader::open(&dir.join(format!("{name}.trace")), None)?;
-        let situation = sharemap::Situation::resolve(&setup, &mut trace)?;
-        label = place::cost_label(&situation.costs);
-        columns.push(sharemap::place(&mut trace, &situation, "all", &EvalOptions::default())?.evaluation.results);
+        let session = Session::new(TraceInput::file(dir.join(format!("{name}.trace"))), m.clone(), 1);
+        let placed = session.place(&PlaceRequest { setup: setup.clone(), ..PlaceRequest::new("all") })?;
+        label = place::cost_label(&placed.situation.costs);
+        columns.push(placed.evaluation.results);
     }
     println!("Data placement: mean cost per reference (MCPR, 1 = every reference local) on {DEMO_MACHINE},");
     println!("threads on PUs {map} (two per NUMA node); seed 004 costs {label};");
@@ -156,7 +153,6 @@ fn placement_table(dir: &Path, accesses: u64) -> Result<()> {
 /// thread mappings on the SAMMU machine, relative to a random mapping.
 fn mapping_table(dir: &Path) -> Result<()> {
     let m = Machine::from_spec(DEMO_MACHINE).map_err(|e| anyhow!(e))?;
-    let costs = sharemap_mapping::PairCosts::new(&m, sharemap_mapping::CostModel::Latency);
     let algs = ["sharemap", "compact", "scatter", "round-robin"];
     println!("Sharing (oracle, cache lines) and thread mapping on {DEMO_MACHINE}: mapping cost relative to random");
     println!(
@@ -165,9 +161,8 @@ fn mapping_table(dir: &Path) -> Result<()> {
     );
     for name in ["neighbor", "all-to-all", "matmult", "producer-consumer", "migratory", "phase-change"] {
         let path = dir.join(format!("{name}.trace"));
-        let one_pu = Machine::from_spec("pu:1").map_err(|e| anyhow!(e))?;
-        let found = sharemap::detect(&mut TraceReader::open(&path, None)?, "oracle", &one_pu)?;
-        let matrix = found.matrix;
+        let sharing = sharemap::map::load_sharing(&TraceInput::file(&path), &())?;
+        let matrix = &sharing.matrix;
         let n = matrix.threads();
         let note = format!("threads 0..{} (rows and columns); darker = more sharing", n.saturating_sub(1));
         let svg =
@@ -175,16 +170,11 @@ fn mapping_table(dir: &Path) -> Result<()> {
                 matrix.get(i, j)
             })?;
         crate::plot::save_svg(&svg, &dir.join(format!("heatmap-{name}.svg")))?;
-        let random = sharemap::map::random_cost(&matrix, &m, &costs, 1);
-        let rel: Vec<f64> = algs
-            .iter()
-            .map(|a| {
-                let mp = sharemap_mapping::build(a, 1)?.map(&matrix, &m, &costs)?;
-                Ok(sharemap_mapping::mapping_cost(&matrix, &mp, &costs) / random.max(f64::MIN_POSITIVE))
-            })
-            .collect::<Result<_>>()?;
-        let gate = sharemap_mapping::potential::gate(&matrix, &m, &costs, found.seen);
-        let rows = text_heatmap(&matrix);
+        let mapped = mappings(&sharing, &m, &algs)?;
+        let random = mapped.random_cost.max(f64::MIN_POSITIVE);
+        let rel: Vec<f64> = mapped.mappings.iter().map(|r| r.cost / random).collect();
+        let gate = mapped.potential.score;
+        let rows = text_heatmap(matrix);
         println!(
             "{:<18} {:<10} {:>9.3} {:>9.3} {:>9.3} {:>11.3} {:>9.3}",
             name, rows[0], rel[0], rel[1], rel[2], rel[3], gate
@@ -197,6 +187,13 @@ fn mapping_table(dir: &Path) -> Result<()> {
         "(a row per thread, darker = more sharing; heatmap-PATTERN.png/.svg beside the traces; sharemap map TRACE --algo all)"
     );
     Ok(())
+}
+
+/// The mappings of these algorithms on the demo machine (latency-priced), with the random
+/// mapping's cost and the mapping potential.
+fn mappings(sharing: &sharemap::LoadedSharing, m: &Machine, algs: &[&str]) -> Result<Mapping> {
+    let request = MapRequest { algorithms: algs.join(","), ..Default::default() };
+    Ok(sharemap::map::map(sharing, m, &request, 1)?)
 }
 
 const STENCIL: &str = include_str!("../../../workloads/stencil3d.c");
@@ -235,15 +232,14 @@ fn try_recorded_program(dir: &Path) -> Result<()> {
             .arg("32")
             .env("OMP_NUM_THREADS", DEMO_THREADS.to_string()),
     )?;
-    let summary = summarize(&mut TraceReader::open(&trace, None)?, |_| {})?;
+    let summary = sharemap::info(&TraceInput::file(&trace), &())?;
     let bytes = std::fs::metadata(&trace)?.len();
-    let matrix = sharemap::oracle_matrix(&mut TraceReader::open(&trace, None)?)?;
+    let sharing = sharemap::map::load_sharing(&TraceInput::file(&trace), &())?;
+    let matrix = &sharing.matrix;
     let m = Machine::from_spec(DEMO_MACHINE).map_err(|e| anyhow!(e))?;
-    let costs = sharemap_mapping::PairCosts::new(&m, sharemap_mapping::CostModel::Latency);
-    let cost_of = |alg: &str| -> Result<f64> {
-        Ok(sharemap_mapping::mapping_cost(&matrix, &sharemap_mapping::build(alg, 1)?.map(&matrix, &m, &costs)?, &costs))
-    };
-    let random = cost_of("random")?.max(f64::MIN_POSITIVE);
+    let mapped = mappings(&sharing, &m, &["sharemap", "compact", "scatter", "random:seed=1"])?;
+    let cost_of = |k: usize| mapped.mappings[k].cost;
+    let random = cost_of(3).max(f64::MIN_POSITIVE);
     println!(
         "A real program: workloads/stencil3d.c built with `sharemap cc -fopenmp`, recorded with {} threads: {} accesses, {:.2} bytes/access",
         summary.threads,
@@ -252,11 +248,11 @@ fn try_recorded_program(dir: &Path) -> Result<()> {
     );
     println!(
         "mapping cost relative to random: sharemap {:.3}, compact {:.3}, scatter {:.3}; its sharing (oracle):",
-        cost_of("sharemap")? / random,
-        cost_of("compact")? / random,
-        cost_of("scatter")? / random
+        cost_of(0) / random,
+        cost_of(1) / random,
+        cost_of(2) / random
     );
-    for row in text_heatmap(&matrix) {
+    for row in text_heatmap(matrix) {
         println!("  {row}");
     }
     println!("(CC='sharemap cc' make; sharemap record -o prog.trace -- ./prog; see docs/source-tracer.md)");
@@ -266,19 +262,15 @@ fn try_recorded_program(dir: &Path) -> Result<()> {
 /// The recording on the simulated SAMMU machine under every mechanism: time, last-level
 /// misses and traffic against `os`, as a table and as seed 000's bar plots.
 fn simulated(dir: &Path, trace: &Path) -> Result<()> {
-    let request = sharemap::simulate::SimulateRequest {
-        machine: DEMO_MACHINE.into(),
+    let request = SimulateRequest {
         // Periods scaled to the recording's few simulated milliseconds.
         mechanisms: "os,random,oracle,marathe,sammu:period-ms=0.05,autopin:probation-ms=0.02,\
                      numa-balancing:scan-delay-ms=0.1,scan-period-ms=0.1,kmaf:window-ms=0.05,period-ms=0.05,carrefour:epoch-ms=0.1"
             .into(),
-        page_size: None,
-        seed: 1,
-        params: Default::default(),
-        settings: Vec::new(),
+        ..Default::default()
     };
-    let mut open = || -> sharemap::Result<Box<dyn TraceSource>> { Ok(Box::new(TraceReader::open(trace, None)?)) };
-    let sim = sharemap::simulate::simulate(&mut open, &request, &|_| {}).map_err(|e| anyhow!(e))?;
+    let machine = Machine::from_spec(DEMO_MACHINE).map_err(|e| anyhow!(e))?;
+    let sim = Session::new(TraceInput::file(trace), machine, 1).simulate(&request).map_err(|e| anyhow!(e))?;
     let base = dir.join("stencil3d-simulated");
     crate::simulate::plots(&sim, &base, "stencil3d")?;
     println!(
@@ -437,7 +429,7 @@ fn try_stm_runs(dir: &Path) -> Result<()> {
     for line in String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.starts_with("worker")) {
         println!("  {line}");
     }
-    let m = sharemap_core::SharingMatrix::read(&matrix).map_err(|e| anyhow!(e))?;
+    let m = SharingMatrix::read(&matrix).map_err(|e| anyhow!(e))?;
     println!("  its matrix (SHAREMAP_STMAP_MATRIX, rows by STMap id):");
     for row in text_heatmap(&m) {
         println!("    {row}");
@@ -466,7 +458,7 @@ fn try_stm_runs(dir: &Path) -> Result<()> {
     );
     let trace = stm.join("pairs.trace");
     output(Command::new(&me).args(["record", "-o"]).arg(&trace).arg("--").arg(&traced).args(["4", "20000", "1"]))?;
-    let s = summarize(&mut TraceReader::open(&trace, None)?, |_| {})?;
+    let s = sharemap::info(&TraceInput::file(&trace), &())?;
     let count = |k: &str| s.events.get(k).copied().unwrap_or(0);
     println!(
         "  traced (`sharemap cc --stm`) and recorded: {} transactional accesses, tx-begin {}, tx-commit {}, tx-abort {}",
@@ -480,7 +472,7 @@ fn try_stm_runs(dir: &Path) -> Result<()> {
 }
 
 /// The matrix as text rows, one character per thread pair, darker for more sharing.
-fn text_heatmap(m: &sharemap_detect::SharingMatrix) -> Vec<String> {
+fn text_heatmap(m: &SharingMatrix) -> Vec<String> {
     const SHADES: &[u8] = b" .:-=+*#%@";
     let max = m.max();
     (0..m.threads())
@@ -509,10 +501,10 @@ fn short(pattern: &str) -> &str {
 
 /// Which thread pairs share at least one page, in short form ("0-1 1-2 ..." or a count).
 fn sharing_pairs(path: &Path) -> Result<String> {
-    let mut r = TraceReader::open(path, None)?;
+    let mut r = TraceInput::file(path).open()?;
     let shift = r.metadata().page_size.trailing_zeros();
     let mut pages: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
-    let mut chunk = sharemap_trace::Chunk::default();
+    let mut chunk = Chunk::default();
     while r.next_chunk(&mut chunk)? {
         for (t, a) in chunk.accesses.thread.iter().zip(&chunk.accesses.addr) {
             *pages.entry(a >> shift).or_default() |= 1u64 << (t % 64);

@@ -22,12 +22,15 @@ pub fn flag(kind: ErrorKind) -> Option<&'static str> {
         ErrorKind::CostModel => "--cost-model",
         ErrorKind::Mechanism | ErrorKind::NeedsRecording => "--mechanism",
         ErrorKind::DataPlacement => "--placement",
+        ErrorKind::Exclude => "--exclude",
         ErrorKind::Trace
         | ErrorKind::Machine
         | ErrorKind::Spec
         | ErrorKind::Filters
         | ErrorKind::Mapping
         | ErrorKind::Program
+        | ErrorKind::Record
+        | ErrorKind::Pattern
         | ErrorKind::Guest
         | ErrorKind::GuestKernel
         | ErrorKind::Interrupted

@@ -1,12 +1,10 @@
 //! `sharemap info`: what a trace holds and how its threads share pages.
 
-use crate::progress;
-use crate::trace_cmds::{format_arg, warn_if_truncated};
+use crate::progress::Bars;
+use crate::trace_cmds::{input, warn_if_truncated};
 use anyhow::Result;
 use serde::Serialize;
-use sharemap_trace::TraceReader;
-use sharemap_trace::TraceSource;
-use sharemap_trace::summary::{TraceSummary, summarize};
+use sharemap::trace::{TraceSource, TraceSummary};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -30,11 +28,10 @@ struct InfoJson<'a> {
 }
 
 pub fn run(path: &Path, from: Option<&str>, json: bool) -> Result<ExitCode> {
-    let mut reader = TraceReader::open(path, format_arg(from)?)?;
-    warn_if_truncated(&reader, path);
-    let bar = progress::bar(reader.access_count_hint(), "info");
-    let summary = summarize(&mut reader, |n| bar.inc(n))?;
-    bar.finish_and_clear();
+    let input = input(path, from, None)?;
+    let reader = input.reader()?;
+    warn_if_truncated(&input)?;
+    let summary = sharemap::info(&input, &Bars::new())?;
     let bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let file = FileInfo {
         path: path.display().to_string(),

@@ -1,12 +1,13 @@
 //! `sharemap machine`: the modelled machine, as text or JSON.
 
 use anyhow::{Result, anyhow};
-use sharemap_machine::{Machine, presets};
+use sharemap::Machine;
+use sharemap::machine::PRESETS;
 use std::process::ExitCode;
 
 pub fn run(spec: Option<&str>, json: bool, list: bool) -> Result<ExitCode> {
     if list {
-        for p in presets::PRESETS {
+        for p in PRESETS {
             let aliases =
                 if p.aliases.is_empty() { String::new() } else { format!(" (also {})", p.aliases.join(", ")) };
             println!("{}{aliases}\n    {}\n    {}", p.name, p.description, p.synthetic);

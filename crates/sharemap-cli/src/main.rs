@@ -19,7 +19,6 @@ mod trace_cmds;
 mod vm;
 
 use clap::{Parser, Subcommand};
-use sharemap_trace::TraceError;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -407,7 +406,7 @@ fn main() -> ExitCode {
             trace_cmds::convert(&input, &output, from.as_deref(), to.as_deref(), exclude.text())
         }
         Command::Record { backend, event, sample, exclude_stack, no_aslr, exclude, output, to, command } => {
-            if no_aslr && let Err(e) = sharemap_sources::disable_aslr() {
+            if no_aslr && let Err(e) = sharemap_run::record::disable_aslr() {
                 eprintln!("sharemap: --no-aslr: the kernel refused to turn address randomisation off: {e}");
                 return ExitCode::from(1);
             }
@@ -461,8 +460,8 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("sharemap: {}", one_line(&e));
             let code = e
-                .downcast_ref::<TraceError>()
-                .map(TraceError::exit_code)
+                .downcast_ref::<sharemap::trace::TraceError>()
+                .map(sharemap::trace::TraceError::exit_code)
                 .or_else(|| e.downcast_ref::<sharemap::Error>().map(sharemap::Error::exit_code))
                 .unwrap_or(1);
             ExitCode::from(code as u8)
@@ -478,7 +477,7 @@ fn remove_temporaries_on_signal() {
     let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else { return };
     std::thread::spawn(move || {
         if let Some(sig) = signals.forever().next() {
-            sharemap_trace::output::remove_temporaries();
+            sharemap::trace::remove_temporaries();
             std::process::exit(128 + sig);
         }
     });
@@ -514,7 +513,7 @@ mod tests {
         let cmd = Cli::command();
         let analyze = cmd.find_subcommand("analyze").unwrap();
         let help = analyze.get_arguments().find(|a| a.get_id() == "detector").unwrap().get_help().unwrap().to_string();
-        for d in sharemap_detect::DETECTORS {
+        for d in sharemap::registry::rows(sharemap::registry::Kind::Detector) {
             assert!(help.contains(d.name), "--detector help lacks {}: {help}", d.name);
         }
     }

@@ -1,14 +1,12 @@
 //! `sharemap map`: a thread-to-PU mapping from a sharing matrix (or a trace's).
 
-use crate::progress;
+use crate::progress::Bars;
 use crate::registry::{self, Row};
-use crate::trace_cmds::{format_arg, warn_if_truncated};
+use crate::trace_cmds::warn_if_truncated;
 use anyhow::{Result, anyhow, bail};
-use sharemap_detect::SharingMatrix;
-use sharemap_machine::Machine;
-use sharemap_mapping::{CostModel, PairCosts};
-use sharemap_trace::TraceReader;
-use sharemap_trace::TraceSource;
+use sharemap::map::{CostModel, MapRequest};
+use sharemap::registry::Kind;
+use sharemap::{ErrorKind, LoadedSharing, Machine};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -22,67 +20,45 @@ pub struct Input<'a> {
 
 /// A matrix file (numalize CSV, TopoMatch .mat), or a trace whose oracle matrix is used,
 /// with the trace's access count (a matrix file has none).
-pub fn load_matrix(input: &Input) -> Result<(SharingMatrix, Option<u64>)> {
-    let Input { path: input, from, exclude } = *input;
-    let is_matrix = match input.extension().and_then(|e| e.to_str()) {
-        Some("mat") => true,
-        Some("csv") if from.is_none() => {
-            // The first bytes tell a CSV trace (header `thread,...`) from a matrix; the file
-            // may be gigabytes.
-            use std::io::Read;
-            let mut head = Vec::with_capacity(64);
-            std::fs::File::open(input)
-                .and_then(|f| f.take(64).read_to_end(&mut head))
-                .map_err(|e| anyhow!("{}: {e}", input.display()))?;
-            !String::from_utf8_lossy(&head).trim_start().trim_start_matches('"').starts_with("thread")
-        }
-        _ => false,
+pub fn load_matrix(input: &Input) -> Result<LoadedSharing> {
+    let trace = crate::trace_cmds::input(input.path, input.from, None)?;
+    let trace = match input.exclude {
+        Some(text) => trace.exclude(text).map_err(|e| anyhow!("--exclude {}", e.why()))?,
+        None => trace,
     };
-    if is_matrix {
-        if exclude.is_some() {
-            bail!("--exclude works on traces, not on a matrix file");
-        }
-        return Ok((SharingMatrix::read(input).map_err(|e| anyhow!("{e}"))?, None));
+    // A matrix file is not a trace: no truncation to warn of.
+    if !sharemap::map::is_matrix_file(&trace) {
+        warn_if_truncated(&trace)?;
     }
-    let ranges = crate::trace_cmds::exclusion(exclude)?;
-    let mut reader = TraceReader::open(input, format_arg(from)?)?;
-    warn_if_truncated(&reader, input);
-    let bar = progress::bar(reader.access_count_hint(), "detecting sharing");
-    let machine = sharemap_machine::Machine::from_spec("pu:1").map_err(|e| anyhow!(e))?;
-    let placement = sharemap_core::ThreadPlacement::identity(&machine);
-    let spec = sharemap_detect::detector::parse("oracle")?;
-    let ctx = sharemap_detect::DetectorContext::new(reader.metadata(), &placement)?;
-    let d = sharemap_detect::detector::build(&spec, &ctx)?;
-    let found = crate::trace_cmds::excluding(&mut reader, ranges, |source| {
-        Ok(sharemap_detect::run(source, vec![d], 0, &|n| bar.set_position(n))?)
+    let sharing = sharemap::map::load_sharing(&trace, &Bars::new()).map_err(|e| match e.kind() {
+        ErrorKind::Exclude => anyhow!("--exclude {}", e.why()),
+        ErrorKind::Sharing => anyhow!(e.why()),
+        _ => anyhow::Error::new(e),
     })?;
-    bar.finish_and_clear();
-    let detection = found.into_iter().next().expect("one detector").detection;
-    Ok((detection.matrix, Some(detection.seen)))
+    crate::trace_cmds::say_excluded(&trace);
+    Ok(sharing)
 }
 
 pub fn run(input: &Input, machine: &str, algo: &str, model: &str, seed: u64, json: bool) -> Result<ExitCode> {
     let model =
         sharemap::map::cost_model(model).map_err(|_| anyhow!("--cost-model '{model}': expected latency or hops"))?;
-    if algo.trim() != "all" {
-        // Names are checked before the matrix is read.
-        for spec in sharemap_core::Spec::parse_list(algo)? {
-            sharemap_mapping::build(&spec.to_string(), seed)?;
-        }
-    }
+    let request = MapRequest { algorithms: algo.into(), cost_model: model };
+    // Names are checked before the matrix is read.
+    request.check(seed)?;
     let machine = Machine::from_spec(machine).map_err(|e| anyhow!("{e}"))?;
-    let (m, accesses) = load_matrix(input)?;
+    let sharing = load_matrix(input)?;
+    let m = &sharing.matrix;
     let input = input.path;
     if m.threads() == 0 {
         bail!("{}: no threads", input.display());
     }
-    let costs = PairCosts::new(&machine, model);
-    let results = sharemap::map(&m, &machine, algo, model, seed)?;
+    let mapped = sharemap::map::map(&sharing, &machine, &request, seed)?;
+    let results = &mapped.mappings;
     if json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        println!("{}", serde_json::to_string_pretty(results)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let random = sharemap::map::random_cost(&m, &machine, &costs, seed);
+    let random = mapped.random_cost;
     let best = results.iter().map(|r| r.cost).fold(f64::INFINITY, f64::min);
     println!(
         "{}: {} threads on {} ({} PUs); cost = sum of sharing x {} of the lowest shared level",
@@ -95,7 +71,7 @@ pub fn run(input: &Input, machine: &str, algo: &str, model: &str, seed: u64, jso
     println!("{:<12} {:>16} {:>10} {:>10} {:>10}", "algorithm", "cost", "vs random", "vs best", "ms");
     // Ratios to a cost of 0 say nothing: shown as "-".
     let ratio = |cost: f64, to: f64| if to > 0.0 { format!("{:.3}", cost / to) } else { "-".to_string() };
-    for r in &results {
+    for r in results {
         println!(
             "{:<12} {:>16.0} {:>10} {:>10} {:>10.3}",
             r.algorithm,
@@ -115,34 +91,25 @@ pub fn run(input: &Input, machine: &str, algo: &str, model: &str, seed: u64, jso
 sharing kept within each level (%, EagerMap's quality view; lower levels are better)"
     );
     println!("{:<12} {}", "algorithm", levels.iter().map(|l| format!("{l:>10}")).collect::<String>());
-    for r in &results {
+    for r in results {
         println!(
             "{:<12} {}",
             r.algorithm,
             r.sharing_by_level.iter().map(|l| format!("{:>10.1}", 100.0 * l.share)).collect::<String>()
         );
     }
-    use sharemap_mapping::potential;
-    let structural = potential::potential(&m, &machine, &costs);
-    let (score, how) = match accesses {
-        Some(n) => {
-            let weight = potential::sharing_weight(m.total(), n);
-            (
-                structural * weight,
-                format!(
-                    "grouping gain {structural:.3} x sharing weight {weight:.3} ({:.4} % of {n} accesses share)",
-                    100.0 * m.total() / n.max(1) as f64
-                ),
-            )
-        }
-        None => (
-            structural,
-            "1 - grouped cost / expected random cost; unweighted: a matrix file has no access count".into(),
+    let potential = &mapped.potential;
+    let how = match (potential.accesses, potential.weight, potential.sharing_percent) {
+        (Some(n), Some(weight), Some(percent)) => format!(
+            "grouping gain {:.3} x sharing weight {weight:.3} ({percent:.4} % of {n} accesses share)",
+            potential.structural
         ),
+        _ => "1 - grouped cost / expected random cost; unweighted: a matrix file has no access count".into(),
     };
     println!(
-        "\nmapping potential {score:.3} ({how}): {}",
-        if score >= potential::DEFAULT_THRESHOLD { "worth mapping" } else { "below 0.1: a mapping would gain little" }
+        "\nmapping potential {:.3} ({how}): {}",
+        potential.score,
+        if potential.worth_mapping() { "worth mapping" } else { "below 0.1: a mapping would gain little" }
     );
     let first = &results[0];
     let os: Vec<String> = first.mapping.iter().map(|&pu| machine.pu_os_index(pu).to_string()).collect();
@@ -161,13 +128,8 @@ sharing kept within each level (%, EagerMap's quality view; lower levels are bet
 
 /// `sharemap algorithms`: every mapping algorithm, its source and its options.
 pub fn list() -> Result<ExitCode> {
-    let rows = sharemap_mapping::ALGORITHMS.iter().map(|a| Row {
-        name: a.name,
-        source: a.source,
-        summary: a.summary,
-        params: a.params,
-    });
+    let rows = sharemap::registry::rows(Kind::Algorithm);
     registry::header("algorithm");
-    registry::rows(rows, |name, p| format!("{name}:{}={}", p.key, p.default));
+    registry::rows(rows.iter().map(Row::of), |name, p| format!("{name}:{}={}", p.key, p.default));
     Ok(ExitCode::SUCCESS)
 }

@@ -1,22 +1,18 @@
 //! `sharemap place`: every placement policy and the off-line optimum on a trace, on a
 //! modelled machine. Also the setup `sweep` and `filter --sensitivity` share.
 
-use crate::progress;
+use crate::progress::Bars;
 use crate::registry::{self, Row};
-use crate::trace_cmds::{excluding, excluding_and_saying, exclusion, format_arg, warn_if_truncated};
-use anyhow::{Context as _, Result, anyhow};
+use crate::trace_cmds::{say_excluded, warn_if_truncated};
+use anyhow::{Result, anyhow};
 use clap::Args;
 use serde::Serialize;
-use sharemap::{Setup, Sharing, Situation, ThreadMap};
-use sharemap_detect::SharingMatrix;
-use sharemap_machine::CostParams;
-use sharemap_placement::Costs;
-use sharemap_placement::evaluate::{EvalOptions, Evaluation, PolicyResult};
-use sharemap_placement::policies::{POLICIES, Policy, Settings};
-use sharemap_trace::output::AtomicOutput;
-use sharemap_trace::{TraceReader, TraceSource};
+use sharemap::place::{Evaluation, PageCost, PolicyResult};
+use sharemap::registry::Kind;
+use sharemap::{CostParams, Machine, PlaceRequest, Placement, Session, Setup, Sharing, SharingMatrix, ThreadMap};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// What every placement command needs: the trace, the machine and the model's parameters.
 #[derive(Args, Clone, Debug)]
@@ -76,75 +72,34 @@ impl ModelArgs {
             Sharing::Detector(self.sharing.clone())
         };
         Ok(Setup {
-            machine: self.machine.clone(),
             cost: self.cost.clone(),
             page_size: self.page_size,
             thread_map,
             sharing,
             refs_per_ms: self.refs_per_ms,
-            seed: self.seed,
             settings: self.set.clone(),
             memory_budget: self.memory_mb.max(16).saturating_mul(1 << 20),
         })
     }
 
-    pub fn open(&self) -> Result<TraceReader> {
-        Ok(TraceReader::open(&self.trace, format_arg(self.from.as_deref())?)?)
-    }
-
-    /// The validated situation (reading the trace's sharing first when --thread-map names an
-    /// algorithm).
-    pub fn situation(&self) -> Result<Situation> {
-        let setup = self.setup()?;
-        let mut reader = self.open()?;
-        let ranges = exclusion(self.exclude.text())?;
-        // The placement pass that follows reads the trace again and says what was left out.
-        excluding_and_saying(&mut reader, ranges, false, |source| {
-            Situation::resolve(&setup, source).map_err(|e| flag_context(e, self))
-        })
+    /// The session these flags describe: the trace (with `--from` and `--exclude`), the
+    /// machine and the seed, progress drawn as bars. Warns once when the trace is truncated.
+    pub fn session(&self) -> Result<Session> {
+        let input = crate::trace_cmds::input(&self.trace, self.from.as_deref(), self.exclude.text())?;
+        let machine = Machine::from_spec(&self.machine).map_err(|e| anyhow!(e))?;
+        warn_if_truncated(&input)?;
+        Ok(Session::new(input, machine, self.seed).with_observer(Arc::new(Bars::new())))
     }
 }
 
 /// The flag a facade error came from.
 pub fn flag_context(e: sharemap::Error, args: &ModelArgs) -> anyhow::Error {
-    if e.kind() == sharemap::ErrorKind::Sharing {
-        return anyhow!("--sharing {}: {} ({})", args.sharing, e.why(), args.trace.display());
+    match e.kind() {
+        sharemap::ErrorKind::Sharing => anyhow!("--sharing {}: {} ({})", args.sharing, e.why(), args.trace.display()),
+        // Policy names and options say what is wrong in their own words.
+        sharemap::ErrorKind::Policy => anyhow!(e.why()),
+        _ => crate::flags::with_flag(e),
     }
-    crate::flags::with_flag(e)
-}
-
-/// Resolves `--policy`: a comma list of names, or `all`.
-pub fn policy_list(spec: &str, set: &[String]) -> Result<Vec<(String, Box<dyn Policy>)>> {
-    let mut settings = Settings::default();
-    for s in set {
-        settings.add(s).map_err(|e| anyhow!(e))?;
-    }
-    sharemap::policies(spec, &settings).map_err(|e| match e.kind() {
-        sharemap::ErrorKind::Policy | sharemap::ErrorKind::PolicySetting => anyhow!(e.why()),
-        _ => anyhow::Error::new(e),
-    })
-}
-
-pub struct Prepared {
-    pub situation: Situation,
-    pub prepared: sharemap::Prepared,
-    /// Threads of the trace (known once it is read).
-    pub threads: u32,
-}
-
-/// Reads the trace once into per-page streams.
-pub fn prepare(args: &ModelArgs, policies: &[(String, Box<dyn Policy>)]) -> Result<Prepared> {
-    let situation = args.situation()?;
-    let mut reader = args.open()?;
-    warn_if_truncated(&reader, &args.trace);
-    let bar = progress::bar(reader.access_count_hint(), "reading pages");
-    let ranges = exclusion(args.exclude.text())?;
-    let prepared = excluding(&mut reader, ranges, |source| {
-        Ok(sharemap::prepare(source, &situation, policies, &|n| bar.set_position(n))?)
-    })?;
-    bar.finish_and_clear();
-    let threads = reader.metadata().threads;
-    Ok(Prepared { situation, prepared, threads })
 }
 
 /// Where each thread runs: its PU and NUMA node.
@@ -155,9 +110,9 @@ struct ThreadOn {
     node: usize,
 }
 
-fn threads_on(prep: &Prepared) -> Vec<ThreadOn> {
-    let p = &prep.situation.placement;
-    (0..prep.threads).map(|t| ThreadOn { thread: t, pu: p.pu(t), node: p.node(t) }).collect()
+fn threads_on(placed: &Placement) -> Vec<ThreadOn> {
+    let p = &placed.situation.placement;
+    (0..placed.threads).map(|t| ThreadOn { thread: t, pu: p.pu(t), node: p.node(t) }).collect()
 }
 
 /// "node 0: threads 0-3, 8; node 1: threads 4-7": the thread placement in one line.
@@ -187,25 +142,6 @@ fn ranges(ids: &[u32]) -> String {
     out.join(", ")
 }
 
-impl Prepared {
-    pub fn partition(&self) -> &sharemap_placement::partition::Partition {
-        &self.prepared.partition
-    }
-
-    pub fn evaluate(
-        &self,
-        costs: Costs,
-        policies: &[(String, Box<dyn Policy>)],
-        opts: &EvalOptions,
-    ) -> Result<Evaluation> {
-        Ok(self.prepared.evaluate(&self.situation, costs, policies, opts)?)
-    }
-
-    pub fn costs(&self) -> Costs {
-        Costs::new(&self.situation.costs)
-    }
-}
-
 #[derive(Serialize)]
 struct PlaceJson<'a> {
     trace: String,
@@ -222,7 +158,7 @@ struct PlaceJson<'a> {
     notes: &'a [String],
     policies: &'a [PolicyResult],
     #[serde(skip_serializing_if = "Option::is_none")]
-    costliest_pages: Option<&'a [sharemap_placement::evaluate::PageCost]>,
+    costliest_pages: Option<&'a [PageCost]>,
 }
 
 pub fn list() -> Result<ExitCode> {
@@ -231,55 +167,54 @@ pub fn list() -> Result<ExitCode> {
         "{:<28} seed 004 (Bolosky & Scott) section 3: the off-line optimal placement, always reported first",
         "optimal"
     );
-    let rows = POLICIES.iter().map(|p| Row { name: p.name, source: p.source, summary: p.summary, params: p.params });
-    registry::rows(rows, |name, p| format!("--set {name}.{}={}", p.key, p.default));
+    let rows = sharemap::registry::rows(Kind::Policy);
+    registry::rows(rows.iter().map(Row::of), |name, p| format!("--set {name}.{}={}", p.key, p.default));
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn run(args: &ModelArgs, policy: &str, json: bool, breakdown: bool, placement: Option<&Path>) -> Result<ExitCode> {
-    // Names and settings are checked before the long pass over the trace.
-    let policies = policy_list(policy, &args.set)?;
-    // Refuse an output that cannot be written before the long pass.
-    let out = placement.map(AtomicOutput::create).transpose()?;
-    let prep = prepare(args, &policies)?;
-    sharemap::check_bind(&prep.situation, policy).map_err(|e| flag_context(e, args))?;
-    let nodes = prep.situation.machine.numa_count();
-    let opts = EvalOptions { costliest: if breakdown { 10 } else { 0 }, placement: out.is_some(), skip_optimal: false };
-    let eval = prep.evaluate(prep.costs(), &policies, &opts).context("evaluating policies")?;
-    if let Some(out) = out {
-        drop(out);
-        let path = placement.expect("out comes from it");
-        sharemap::plan::write_placement(path, &eval, prep.situation.page_size.bytes())?;
-    }
+    let session = args.session()?;
+    let request = PlaceRequest {
+        setup: args.setup()?,
+        policies: policy.into(),
+        costliest: if breakdown { 10 } else { 0 },
+        plan: placement.map(Path::to_path_buf),
+        keep_placement: false,
+    };
+    let placed = session.place(&request).map_err(|e| flag_context(e, args))?;
+    say_excluded(session.input());
+    let eval = &placed.evaluation;
     if json {
+        let situation = &placed.situation;
         let doc = PlaceJson {
             trace: args.trace.display().to_string(),
-            machine: &prep.situation.machine.name,
-            numa_nodes: nodes,
-            page_size: prep.situation.page_size.bytes(),
-            accesses: prep.partition().refs,
-            pages: prep.partition().pages(),
-            costs: &prep.situation.costs,
-            threads: threads_on(&prep),
-            notes: &prep.situation.notes,
+            machine: &situation.machine.name,
+            numa_nodes: situation.machine.numa_count(),
+            page_size: situation.page_size.bytes(),
+            accesses: placed.accesses,
+            pages: placed.pages,
+            costs: &situation.costs,
+            threads: threads_on(&placed),
+            notes: &situation.notes,
             policies: &eval.results,
             costliest_pages: breakdown.then_some(&eval.costliest[..]),
         };
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        print_table(args, &prep, &eval, breakdown);
+        print_table(args, &placed, breakdown);
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_table(args: &ModelArgs, prep: &Prepared, eval: &Evaluation, breakdown: bool) {
+fn print_table(args: &ModelArgs, placed: &Placement, breakdown: bool) {
+    let (prep, eval): (&Placement, &Evaluation) = (placed, &placed.evaluation);
     let p = &prep.situation.costs;
     let costs = cost_label(p);
     println!(
         "{}: {} accesses, {} pages of {} B on {} ({} NUMA nodes); {costs}",
         args.trace.display(),
-        prep.partition().refs,
-        prep.partition().pages(),
+        prep.accesses,
+        prep.pages,
         prep.situation.page_size,
         prep.situation.machine.name,
         prep.situation.machine.numa_count()
@@ -329,7 +264,7 @@ fn print_table(args: &ModelArgs, prep: &Prepared, eval: &Evaluation, breakdown: 
         println!(
             "marathe profile: {} samples ({:.3}% of accesses)",
             r.profile_samples,
-            100.0 * r.profile_samples as f64 / prep.partition().refs.max(1) as f64
+            100.0 * r.profile_samples as f64 / prep.accesses.max(1) as f64
         );
     }
     if breakdown && !eval.costliest.is_empty() {

@@ -3,7 +3,7 @@
 
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
-use sharemap_trace::output::{AtomicOutput, flush};
+use sharemap::trace::{AtomicOutput, flush};
 use std::io::Write;
 use std::path::Path;
 

@@ -1,6 +1,7 @@
-//! `sharemap policies|detectors|algorithms`: a registry listed the same way for each kind.
+//! `sharemap policies|detectors|algorithms|mechanisms`: a registry listed the same way for
+//! each kind.
 
-use sharemap_core::Param;
+use sharemap::registry::Param;
 
 /// One registry row as listed.
 pub struct Row<'a> {
@@ -8,6 +9,12 @@ pub struct Row<'a> {
     pub source: &'a str,
     pub summary: &'a str,
     pub params: &'a [Param],
+}
+
+impl<'a> Row<'a> {
+    pub fn of(r: &'a sharemap::registry::Row) -> Row<'a> {
+        Row { name: r.name, source: r.source, summary: r.summary, params: r.params }
+    }
 }
 
 pub fn header(kind: &str) {

@@ -2,8 +2,8 @@
 //! several configurations measured against each other.
 
 use anyhow::{Result, anyhow, bail};
+use sharemap::Machine;
 use sharemap::{ErrorKind, ThreadMap};
-use sharemap_machine::Machine;
 use sharemap_run::{
     Configuration, ConfigurationResult, DataPlacement, FailedRun, Failure, MemoryPolicy, Observed, Pinning,
     PlanOutcome, RunOutcome, Runner,
@@ -150,7 +150,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     if args.repeat == 0 {
         bail!("--repeat 0: expected a positive number of runs");
     }
-    let library = sharemap_run::library_beside(&std::env::current_exe()?);
+    let library = sharemap_run::Tools::beside(&std::env::current_exe()?).pin_library();
     if !library.is_file() {
         bail!(
             "the run actor {} is missing: run `cargo build --release` (`cargo test` alone does not build it)",
@@ -164,7 +164,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let sharing = match &args.sharing {
         Some(path) => {
             let input = crate::map::Input { path, from: None, exclude: None };
-            Some(crate::map::load_matrix(&input)?.0)
+            Some(crate::map::load_matrix(&input)?.matrix)
         }
         None => None,
     };
@@ -185,7 +185,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         } else if let Some(path) = name.strip_prefix("trace:").or_else(|| name.strip_prefix("matrix:")) {
             // The default algorithm on a recording's (or a matrix file's) sharing, for this host.
             let input = crate::map::Input { path: Path::new(path), from: None, exclude: None };
-            let matrix = crate::map::load_matrix(&input).map_err(|e| anyhow!("--thread-map {name}: {e}"))?.0;
+            let matrix = crate::map::load_matrix(&input).map_err(|e| anyhow!("--thread-map {name}: {e}"))?.matrix;
             let map = ThreadMap::Algorithm("sharemap".into());
             sharemap_run::pinning(&map, &host, Some(&matrix), args.seed).map_err(flag)?
         } else {
@@ -423,7 +423,7 @@ fn print_table(results: &[ConfigurationResult], repeat: usize) {
 
 /// Every run's time, a row each (pandas reads it as is).
 fn write_csv(path: &Path, results: &[ConfigurationResult]) -> Result<()> {
-    let out = sharemap_trace::output::AtomicOutput::create(path)?;
+    let out = sharemap::trace::AtomicOutput::create(path)?;
     let mut w = out.writer()?;
     let io = |e: std::io::Error| anyhow!("{}: {e}", path.display());
     writeln!(w, "configuration,run,seconds").map_err(io)?;
@@ -432,7 +432,7 @@ fn write_csv(path: &Path, results: &[ConfigurationResult]) -> Result<()> {
             writeln!(w, "{},{},{s}", r.name, i + 1).map_err(io)?;
         }
     }
-    sharemap_trace::output::flush(&mut w, path)?;
+    sharemap::trace::flush(&mut w, path)?;
     drop(w);
     out.commit()?;
     Ok(())

@@ -1,14 +1,16 @@
 //! `sharemap simulate`: a trace under each mechanism on a simulated NUMA machine
 //! (docs/simulator.md).
 
-use crate::progress;
-use crate::trace_cmds::{format_arg, warn_if_truncated};
+use crate::progress::Bars;
+use crate::trace_cmds::warn_if_truncated;
 use anyhow::{Result, anyhow};
 use clap::Args;
-use sharemap::simulate::{SimulateRequest, Simulation};
-use sharemap_trace::{TraceReader, TraceSource};
+use sharemap::registry::Kind;
+use sharemap::simulate::{Outcome, Params, SimulateRequest, Simulation};
+use sharemap::{Machine, Session};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(Args, Clone, Debug)]
 pub struct SimulateArgs {
@@ -56,38 +58,22 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode> {
         return list();
     }
     let path = args.trace.clone().expect("clap requires it");
-    let format = format_arg(args.from.as_deref())?;
-    let mut params = sharemap_sim::Params::default();
+    let input = crate::trace_cmds::input(&path, args.from.as_deref(), args.exclude.text())?;
+    let mut params = Params::default();
     for setting in &args.param {
         params.set(setting).map_err(|e| anyhow!("--param: {e}"))?;
     }
     let request = SimulateRequest {
-        machine: args.machine.clone(),
         mechanisms: args.mechanism.clone(),
         page_size: args.page_size,
-        seed: args.seed,
         params,
         settings: args.set.clone(),
     };
-    let ranges = crate::trace_cmds::exclusion(args.exclude.text())?;
-    let first = TraceReader::open(&path, format)?;
-    warn_if_truncated(&first, &path);
-    let bar = progress::bar(first.access_count_hint(), "simulating");
-    let mut spare = Some(first);
-    // Every pass reads the trace afresh, without the excluded ranges.
-    let mut open = || -> sharemap::Result<Box<dyn TraceSource>> {
-        let reader = match spare.take() {
-            Some(r) => r,
-            None => TraceReader::open(&path, format)?,
-        };
-        Ok(match &ranges {
-            Some(r) => Box::new(sharemap_trace::exclude::Excluding::new(reader, r.clone())),
-            None => Box::new(reader),
-        })
-    };
+    let machine = Machine::from_spec(&args.machine).map_err(|e| anyhow!(e))?;
+    warn_if_truncated(&input)?;
+    let session = Session::new(input, machine, args.seed).with_observer(Arc::new(Bars::new()));
     // Errors name their file (the trace's) or their setting already.
-    let sim = sharemap::simulate::simulate(&mut open, &request, &|n| bar.set_position(n)).map_err(|e| anyhow!(e))?;
-    bar.finish_and_clear();
+    let sim = session.simulate(&request).map_err(|e| anyhow!(e))?;
     if let Some(base) = &args.plot {
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         plots(&sim, base, &name)?;
@@ -108,7 +94,7 @@ pub fn plots(s: &Simulation, base: &std::path::Path, trace: &str) -> Result<()> 
         name.push(format!("-{suffix}"));
         base.with_file_name(name)
     };
-    let bars = |f: &dyn Fn(&sharemap_sim::Outcome) -> f64| -> Vec<(String, f64, Option<f64>)> {
+    let bars = |f: &dyn Fn(&Outcome) -> f64| -> Vec<(String, f64, Option<f64>)> {
         s.mechanisms.iter().map(|m| (m.mechanism.clone(), f(m), None)).collect()
     };
     let os = s.mechanisms.iter().find(|m| m.mechanism == "os").map(|m| m.time_ns).filter(|&t| t > 0.0);
@@ -203,18 +189,15 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
 
 /// `sharemap simulate --list`: every mechanism, its source and what it does.
 pub fn list() -> Result<ExitCode> {
-    let rows = sharemap_sim::MECHANISMS.iter().map(|m| crate::registry::Row {
-        name: m.name,
-        source: m.source,
-        summary: m.summary,
-        params: m.params,
-    });
+    let rows = sharemap::registry::rows(Kind::Mechanism);
     crate::registry::header("mechanism");
-    crate::registry::rows(rows, |name, p| format!("{name}:{}={}", p.key, p.default));
+    crate::registry::rows(rows.iter().map(crate::registry::Row::of), |name, p| {
+        format!("{name}:{}={}", p.key, p.default)
+    });
     println!();
     println!("model parameters (--param KEY=VALUE; the defaults' sources: docs/simulator.md):");
-    let defaults = sharemap_sim::Params::default();
-    for (key, what) in sharemap_sim::Params::keys() {
+    let defaults = Params::default();
+    for (key, what) in Params::keys() {
         println!("  {:<22}{:>8}  {what}", key, defaults.value(key).unwrap_or_default());
     }
     Ok(ExitCode::SUCCESS)

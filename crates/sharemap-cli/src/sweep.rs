@@ -1,15 +1,12 @@
 //! `sharemap sweep`: the optimum and the policies as one model parameter varies (seed 004
 //! figures 4-7 and 12): a CSV and three plots.
 
-use crate::place::{ModelArgs, cost_label, flag_context, policy_list};
+use crate::place::{ModelArgs, cost_label, flag_context};
 use crate::plot::{self, Chart, Series};
-use crate::trace_cmds::{format_arg, warn_if_truncated};
 use anyhow::{Result, anyhow, bail};
-use sharemap::sweep::{SweepResult, Vary};
-use sharemap_machine::CostParams;
-use sharemap_placement::Tally;
-use sharemap_trace::output::{AtomicOutput, flush};
-use sharemap_trace::{TraceReader, TraceSource};
+use sharemap::place::Tally;
+use sharemap::trace::{AtomicOutput, flush};
+use sharemap::{CostParams, SweepRequest, SweepResult, Vary};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -43,16 +40,13 @@ pub fn parse_values(s: &str) -> Result<Vec<f64>> {
 
 pub fn run(args: &ModelArgs, vary: Vary, values: &[f64], policy: &str, output: &Path) -> Result<ExitCode> {
     // Names and settings are checked before the passes over the trace.
-    policy_list(policy, &args.set)?;
+    sharemap::place::policies(policy, &args.set).map_err(|e| flag_context(e, args))?;
     let setup = args.setup()?;
     let out = AtomicOutput::create(output)?;
-    let format = format_arg(args.from.as_deref())?;
-    let mut open = || -> sharemap::Result<Box<dyn TraceSource>> {
-        let reader = TraceReader::open(&args.trace, format)?;
-        warn_if_truncated(&reader, &args.trace);
-        Ok(Box::new(reader))
-    };
-    let points = sharemap::sweep::sweep(&mut open, &setup, vary, values, policy).map_err(|e| flag_context(e, args))?;
+    let session = args.session()?;
+    let request = SweepRequest { setup, vary, values: values.to_vec(), policies: policy.into() };
+    let points = session.sweep(&request).map_err(|e| flag_context(e, args))?;
+    crate::trace_cmds::say_excluded(session.input());
     let mut w = out.writer()?;
     let io = |e: std::io::Error| anyhow!("{}: {e}", output.display());
     writeln!(w, "vary,value,policy,cost,mcpr,local,remote,global,moves,replications,moves_per_page,r,R,g,G")

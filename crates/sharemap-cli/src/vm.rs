@@ -78,7 +78,7 @@ pub fn run(args: VmArgs) -> Result<ExitCode> {
     guest.numa_balancing = args.numa_balancing;
     guest.timeout = std::time::Duration::from_secs(args.timeout);
     let exe = std::env::current_exe()?;
-    let library = sharemap_run::library_beside(&exe);
+    let library = sharemap_run::Tools::beside(&exe).pin_library();
     if !library.is_file() {
         bail!("the run actor {} is missing: run `cargo build --release`", library.display());
     }

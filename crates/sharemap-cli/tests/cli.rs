@@ -2,7 +2,7 @@
 
 mod common;
 use common::{json, ok, p, s, sharemap};
-use sharemap_trace::{Chunk, Event, TraceReader, TraceSource};
+use sharemap::trace::{Chunk, Event, TraceReader, TraceSource};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -22,7 +22,7 @@ fn fails_with(args: &[&str], code: i32, expect: &str) {
     assert_eq!(err.matches("sharemap:").count(), 1, "sharemap {args:?}: the prefix repeated in '{err}'");
 }
 
-fn read_all(path: &Path) -> (Vec<sharemap_trace::Access>, Vec<Event>, sharemap_trace::Metadata) {
+fn read_all(path: &Path) -> (Vec<sharemap::trace::Access>, Vec<Event>, sharemap::trace::Metadata) {
     let mut r = TraceReader::open(path, None).unwrap();
     let mut c = Chunk::default();
     let (mut a, mut e) = (Vec::new(), Vec::new());
@@ -106,7 +106,7 @@ fn native_parquet_native_round_trip_keeps_events_and_metadata() {
     let (acc_a, ev_a, meta_a) = read_all(&a);
     let (acc_b, ev_b, meta_b) = read_all(&b);
     assert_eq!(acc_a, acc_b);
-    assert!(ev_a.iter().any(|e| e.kind == sharemap_trace::EventKind::PhaseChange));
+    assert!(ev_a.iter().any(|e| e.kind == sharemap::trace::EventKind::PhaseChange));
     assert_eq!(ev_a, ev_b);
     assert_eq!(meta_a, meta_b);
     // Every command reads every format: info on the Parquet file agrees.
@@ -129,7 +129,7 @@ fn din_export_has_one_line_per_access() {
     let lines: Vec<String> = std::fs::read_to_string(&din).unwrap().lines().map(String::from).collect();
     assert_eq!(lines.len(), acc.len());
     for (l, a) in lines.iter().zip(&acc) {
-        let expect = format!("{} {:x}", if a.kind == sharemap_trace::Kind::Write { 1 } else { 0 }, a.addr);
+        let expect = format!("{} {:x}", if a.kind == sharemap::trace::Kind::Write { 1 } else { 0 }, a.addr);
         assert_eq!(l, &expect);
     }
     fails_with(&["info", s(&din)], 1, "din");
@@ -149,8 +149,8 @@ fn truncated_trace_is_read_up_to_the_last_complete_chunk() {
     let v = json(&out);
     assert_eq!(v["file"]["complete"], false);
     let chunks = v["file"]["chunks"].as_u64().unwrap();
-    assert!(chunks >= 1 && chunks < 500_000 / sharemap_trace::native::DEFAULT_CHUNK_ACCESSES as u64);
-    assert_eq!(v["accesses"].as_u64().unwrap(), chunks * sharemap_trace::native::DEFAULT_CHUNK_ACCESSES as u64);
+    assert!(chunks >= 1 && chunks < 500_000 / sharemap::trace::native::DEFAULT_CHUNK_ACCESSES as u64);
+    assert_eq!(v["accesses"].as_u64().unwrap(), chunks * sharemap::trace::native::DEFAULT_CHUNK_ACCESSES as u64);
     let at = v["file"]["truncated_at"].as_u64().unwrap();
     assert!(err.contains(&format!("byte {at}")));
     // Every command reading a trace says so, `map` included.
@@ -165,7 +165,7 @@ fn corruption_exits_2_naming_file_and_chunk_offset() {
     let d = tempfile::tempdir().unwrap();
     let t = p(&d, "c.trace");
     ok(&["gen", "neighbor", "--threads", "4", "--accesses", "300k", "-o", s(&t)]);
-    let r = sharemap_trace::native::NativeReader::open(&t).unwrap();
+    let r = sharemap::trace::native::NativeReader::open(&t).unwrap();
     let second = r.chunks()[1].offset;
     let mut bytes = std::fs::read(&t).unwrap();
     bytes[second as usize + 60] ^= 0xff; // inside the second chunk's payload

@@ -214,7 +214,7 @@ fn mutate_native(base: &[u8], rng: &mut ChaCha8Rng) -> (String, Vec<u8>) {
                 ("sampling_period", 0),
             ][rng.gen_range(0..7)];
             meta[key] = v.into();
-            let out = sharemap_trace::native::with_header_metadata(&b, &serde_json::to_vec(&meta).unwrap()).unwrap();
+            let out = sharemap::trace::native::with_header_metadata(&b, &serde_json::to_vec(&meta).unwrap()).unwrap();
             (format!("meta-{key}-{v}"), out)
         }
         4 => {

@@ -148,7 +148,7 @@ fn boot(kernel: PathBuf, programs: &[&Path], files: &[(&Path, &str)], commands: 
     let guest = Guest::new(kernel, 2, 4).unwrap();
     let mut image = sharemap_run::vm::base_image(commands, false).unwrap();
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_sharemap"));
-    image.sharemap(&exe, &sharemap_run::library_beside(&exe)).unwrap();
+    image.sharemap(&exe, &sharemap_run::Tools::beside(&exe).pin_library()).unwrap();
     for prog in programs {
         let at = format!("/opt/sharemap/bin/{}", prog.file_name().unwrap().to_string_lossy());
         image.host_program(prog, &at).unwrap();

@@ -2,10 +2,6 @@
 
 mod common;
 use common::{json, ok, p, s, sharemap};
-use sharemap_placement::optimal::replay;
-use sharemap_placement::{Costs, Ref};
-use sharemap_trace::{Chunk, TraceReader, TraceSource};
-use std::collections::BTreeMap;
 use std::process::Command;
 
 fn policy<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
@@ -115,65 +111,6 @@ fn delay_is_within_15_percent_of_optimal_on_ace() {
     assert!(ratio <= 1.15, "delay / optimal = {ratio}");
 }
 
-/// The exported placement, replayed independently against the trace, costs the optimum.
-#[test]
-fn exported_placement_replays_to_the_optimal_cost() {
-    let d = tempfile::tempdir().unwrap();
-    let t = p(&d, "mig.trace");
-    let csv = p(&d, "opt.csv");
-    ok(&["gen", "migratory", "--threads", "4", "--accesses", "50k", "-o", s(&t)]);
-    let v = json(&ok(&[
-        "place",
-        s(&t),
-        "--machine",
-        "numa:4 pu:1",
-        "--cost",
-        "r=4,R=60",
-        "--policy",
-        "first-touch",
-        "--json",
-        "--placement",
-        s(&csv),
-    ]));
-    let text = std::fs::read_to_string(&csv).unwrap();
-    let mut changes: BTreeMap<u64, Vec<(u64, u128)>> = BTreeMap::new();
-    for line in text.lines().skip(1) {
-        let f: Vec<&str> = line.split(',').collect();
-        let page = u64::from_str_radix(f[0].trim_start_matches("0x"), 16).unwrap() / 4096;
-        let set = f[2].split(';').map(|n| 1u128 << n.parse::<u32>().unwrap()).fold(0, |a, b| a | b);
-        changes.entry(page).or_default().push((f[1].parse().unwrap(), set));
-    }
-    // The trace's references by page, with thread t on node t (4 PUs, 4 nodes).
-    let mut refs: BTreeMap<u64, Vec<Ref>> = BTreeMap::new();
-    let mut r = TraceReader::open(&t, None).unwrap();
-    let mut c = Chunk::default();
-    while r.next_chunk(&mut c).unwrap() {
-        for (i, a) in c.accesses.iter().enumerate() {
-            let at = c.first_access + i as u64;
-            refs.entry(a.addr / 4096).or_default().push(Ref {
-                at,
-                node: a.thread as u16,
-                write: a.kind == sharemap_trace::Kind::Write,
-                sampled: false,
-            });
-        }
-    }
-    let costs = Costs { r: 4.0, big_r: 60.0, g: f64::INFINITY, big_g: f64::INFINITY };
-    let mut total = 0.0;
-    for (page, rs) in &refs {
-        let ch: Vec<(usize, u128)> =
-            changes[page].iter().map(|&(at, set)| (rs.iter().position(|r| r.at == at).unwrap(), set)).collect();
-        assert_eq!(ch[0].0, 0, "the first row of a page is its initial placement");
-        total += replay(rs, &ch, &costs).cost(&costs);
-    }
-    assert_eq!(total, policy(&v, "optimal")["cost"].as_f64().unwrap());
-    // JSON export has the same rows.
-    let js = p(&d, "opt.json");
-    ok(&["place", s(&t), "--machine", "numa:4 pu:1", "--cost", "r=4,R=60", "--policy", "bind", "--placement", s(&js)]);
-    let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(&js).unwrap()).unwrap();
-    assert_eq!(rows.as_array().unwrap().len(), text.lines().count() - 1);
-}
-
 #[test]
 fn sweep_writes_csv_and_plots() {
     let d = tempfile::tempdir().unwrap();
@@ -279,7 +216,7 @@ fn analyze_writes_numalize_files_and_a_heatmap() {
     ok(&["gen", "neighbor", "--threads", "6", "--accesses", "200k", "-o", s(&t)]);
     let out = p(&d, "an");
     ok(&["analyze", s(&t), "--detector", "oracle", "-o", s(&out)]);
-    let m = sharemap_detect::SharingMatrix::read(&out.join("comm.csv")).unwrap();
+    let m = sharemap::SharingMatrix::read(&out.join("comm.csv")).unwrap();
     assert_eq!(m.threads(), 6);
     for i in 0..6usize {
         for j in 0..6usize {
@@ -460,10 +397,9 @@ fn scotch_reads_the_export_and_the_default_is_no_worse() {
             let f: Vec<usize> = line.split_whitespace().map(|x| x.parse().unwrap()).collect();
             mapping[f[0]] = f[1];
         }
-        let m = sharemap_detect::SharingMatrix::read(&dir.join("comm.csv")).unwrap();
-        let mach = sharemap_machine::Machine::from_spec(machine).unwrap();
-        let costs = sharemap_mapping::PairCosts::new(&mach, sharemap_mapping::CostModel::Latency);
-        let scotch = sharemap_mapping::mapping_cost(&m, &mapping, &costs);
+        let m = sharemap::SharingMatrix::read(&dir.join("comm.csv")).unwrap();
+        let mach = sharemap::Machine::from_spec(machine).unwrap();
+        let scotch = sharemap::map::cost(&m, &mapping, &mach, sharemap::CostModel::Latency);
         let v = json(&ok(&["map", s(&dir.join("comm.csv")), "--machine", machine, "--json"]));
         let ours = v[0]["cost"].as_f64().unwrap();
         assert!(ours <= scotch * (1.0 + 1e-9), "{pattern}: sharemap {ours} vs Scotch {scotch}");
@@ -530,7 +466,7 @@ fn analyze_windows_cut_the_matrix() {
     assert_eq!(v["windows"]["count"], 3);
     assert_eq!(v["windows"]["phase_changes"].as_array().unwrap().len(), 0, "a steady pattern has one phase");
     let total: f64 = (0..3)
-        .map(|k| sharemap_detect::SharingMatrix::read(&out.join(format!("windows/comm-{k:04}.csv"))).unwrap().total())
+        .map(|k| sharemap::SharingMatrix::read(&out.join(format!("windows/comm-{k:04}.csv"))).unwrap().total())
         .sum();
     assert_eq!(total, v["total_sharing"].as_f64().unwrap(), "windows add up to the whole");
     let bad = sharemap(&["analyze", s(&t), "--window", "1000", "--detector", "stmap", "-o", s(&out)]);
@@ -676,7 +612,7 @@ fn peak_mib(args: &[&str]) -> (std::process::ExitStatus, f64) {
 fn a_hot_page_stays_within_the_memory_budget() {
     let dir = tempfile::tempdir().unwrap();
     let trace = p(&dir, "hot.trace");
-    let mut w = sharemap_trace::TraceWriter::create(&trace, None, sharemap_trace::Metadata::default()).unwrap();
+    let mut w = sharemap::trace::TraceWriter::create(&trace, None, sharemap::trace::Metadata::default()).unwrap();
     let mut x = 3u64;
     for _ in 0..6_000_000u64 {
         x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -685,9 +621,9 @@ fn a_hot_page_stays_within_the_memory_budget() {
             // Each thread sets its own flag now and then, and spins reading the others'.
             let own = x >> 32 & 31 == 0;
             let flag = 0x7000_0000 + 64 * if own { t as u64 } else { x >> 20 & 7 };
-            if own { sharemap_trace::Access::write(t, flag, 8) } else { sharemap_trace::Access::read(t, flag, 8) }
+            if own { sharemap::trace::Access::write(t, flag, 8) } else { sharemap::trace::Access::read(t, flag, 8) }
         } else {
-            sharemap_trace::Access::write(t, 0x1000_0000_0000 + ((t as u64) << 24) + 8 * (x >> 8 & 0xffff), 8)
+            sharemap::trace::Access::write(t, 0x1000_0000_0000 + ((t as u64) << 24) + 8 * (x >> 8 & 0xffff), 8)
         };
         w.access(a).unwrap();
     }

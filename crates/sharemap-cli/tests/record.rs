@@ -1,7 +1,7 @@
 //! `sharemap record --backend valgrind` on a real pthread program compiled here, checked
 //! against the exact accesses the program makes to its data array.
 
-use sharemap_trace::{Chunk, EventKind, Kind, TraceReader, TraceSource};
+use sharemap::trace::{Chunk, EventKind, Kind, TraceReader, TraceSource};
 use std::collections::BTreeMap;
 use std::process::Command;
 

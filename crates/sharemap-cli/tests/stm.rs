@@ -6,7 +6,7 @@
 
 mod common;
 use common::{ok, p, s};
-use sharemap_core::SharingMatrix;
+use sharemap::SharingMatrix;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

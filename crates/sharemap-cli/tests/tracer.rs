@@ -2,7 +2,7 @@
 //! recorded with `sharemap record`, checked against the exact accesses it makes to its
 //! arrays, its annotations, its threads, and a SIGKILL in the middle of its run.
 
-use sharemap_trace::{Chunk, Event, EventKind, Kind, Metadata, TraceReader, TraceSource};
+use sharemap::trace::{Chunk, Event, EventKind, Kind, Metadata, TraceReader, TraceSource};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -2,8 +2,8 @@
 //! tracer; each checks its own result; each recorded trace shows the sharing the program is
 //! written to have.
 
-use sharemap_detect::SharingMatrix;
-use sharemap_trace::{Chunk, EventKind, TraceReader, TraceSource};
+use sharemap::SharingMatrix;
+use sharemap::trace::{Chunk, EventKind, TraceReader, TraceSource};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;

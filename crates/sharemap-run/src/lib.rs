@@ -7,6 +7,7 @@ pub mod counters;
 pub mod mechanism;
 mod observe;
 mod placer;
+pub mod record;
 pub mod vm;
 
 pub use observe::{Observed, ThreadSeen, cpu_list, cpu_ranges};
@@ -649,9 +650,33 @@ pub fn preload_value(library: &Path) -> OsString {
     v
 }
 
-/// Where `sharemap run`'s actor library is: beside the given binary.
-pub fn library_beside(exe: &Path) -> PathBuf {
-    exe.parent().unwrap_or(Path::new(".")).join("libsharemap_pin.so")
+/// Where sharemap's runtime pieces are: the libraries that `run`, `record` and `cc` put
+/// into programs, and the sharemap binary a guest runs. The command line finds them beside
+/// its own binary; another host (Python) says where they are.
+#[derive(Clone, Debug)]
+pub struct Tools {
+    /// The directory holding `libsharemap_pin.so`, `libsharemap_rt.a` and the STM's
+    /// libraries.
+    pub dir: PathBuf,
+    /// The `sharemap` binary, copied into a guest to run the program there.
+    pub sharemap: Option<PathBuf>,
+}
+
+impl Tools {
+    /// The pieces built beside a `sharemap` binary (as `cargo build` leaves them).
+    pub fn beside(sharemap: &Path) -> Tools {
+        Tools { dir: sharemap.parent().unwrap_or(Path::new(".")).to_path_buf(), sharemap: Some(sharemap.to_path_buf()) }
+    }
+
+    /// `sharemap run`'s actor, preloaded into the programs it starts.
+    pub fn pin_library(&self) -> PathBuf {
+        self.library("libsharemap_pin.so")
+    }
+
+    /// A library of the directory, by file name.
+    pub fn library(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
 }
 
 #[cfg(test)]

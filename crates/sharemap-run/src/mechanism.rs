@@ -239,7 +239,7 @@ fn marathe(r: &Request) -> Result<Configuration> {
     };
     let pus: Vec<usize> = (0..r.ctx.host.pu_count()).collect();
     let (plan, samples) = profile_plan(trace, &pus, r.ctx.host, every, prefix)?;
-    let meta = sharemap_trace::TraceSource::metadata(&sharemap::open(trace, None)?).clone();
+    let meta = sharemap::TraceInput::file(trace).metadata()?;
     let sampling = match prefix {
         Some(share) => format!("the first {:.0}% of accesses", share * 100.0),
         None => format!("1 in {every} accesses"),
@@ -275,8 +275,8 @@ fn numa_balancing(r: &Request) -> Result<Configuration> {
 
 /// The default algorithm's mapping of the recording's whole sharing onto the host.
 fn oracle_pus(trace: &Path, ctx: &MechanismContext) -> Result<Vec<usize>> {
-    let mut source = sharemap::open(trace, None)?;
-    let matrix = sharemap::oracle_matrix(&mut source)?;
+    let one_pu = Machine::from_spec("pu:1")?;
+    let matrix = sharemap::Session::new(sharemap::TraceInput::file(trace), one_pu, ctx.seed).sharing()?;
     match pinning(&ThreadMap::Algorithm("sharemap".into()), ctx.host, Some(&matrix), ctx.seed)? {
         Pinning::Pus(pus) => Ok(pus),
         other => unreachable!("an algorithm gives PUs: {other:?}"),
@@ -294,7 +294,7 @@ pub fn profile_plan(
     every: u64,
     prefix: Option<f64>,
 ) -> Result<(Plan, u64)> {
-    let mut source = sharemap::open(trace, None)?;
+    let mut source = sharemap::TraceInput::file(trace).open()?;
     let total = source.access_count_hint();
     let limit = match (prefix, total) {
         (Some(share), Some(total)) => (share * total as f64).ceil() as u64,

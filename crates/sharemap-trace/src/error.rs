@@ -15,6 +15,9 @@ pub enum TraceError {
     /// Anything else about the input (unknown format, unsupported content).
     #[error("{path}: {what}")]
     Invalid { path: PathBuf, what: String },
+    /// The reader's caller asked it to stop.
+    #[error("interrupted")]
+    Interrupted,
 }
 
 impl TraceError {

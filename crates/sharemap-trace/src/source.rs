@@ -153,6 +153,11 @@ impl MemoryTrace {
         self.accesses
     }
 
+    /// The k-th chunk, for readers of a shared trace.
+    pub fn chunk(&self, k: usize) -> Option<&Chunk> {
+        self.chunks.get(k)
+    }
+
     /// Reads from the start again.
     pub fn rewind(&mut self) {
         self.next = 0;

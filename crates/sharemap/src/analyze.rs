@@ -1,13 +1,13 @@
 //! Sharing detection on a trace: one detector, optionally against a reference detector run
 //! in the same pass, optionally cut into windows to find phase changes.
 
-use crate::{Error, ErrorKind, Result};
+use crate::observer::{Observer, pass};
+use crate::{Error, ErrorKind, Result, TraceInput};
 use serde::Serialize;
 use sharemap_core::{SharingMatrix, ThreadPlacement};
 use sharemap_detect::{Detection, DetectorContext, Granularity, detector, phase_changes};
 use sharemap_machine::Machine;
 use sharemap_mapping::{CostModel, PairCosts};
-use sharemap_trace::TraceSource;
 
 /// What to detect.
 #[derive(Clone, Debug, Default)]
@@ -18,6 +18,17 @@ pub struct AnalyzeRequest {
     pub compare: Option<String>,
     /// Accesses per window (0: no windows).
     pub window: u64,
+}
+
+impl AnalyzeRequest {
+    /// The specs parse: checked before any output is made or the trace read.
+    pub fn check(&self) -> Result<()> {
+        detector::parse(&self.detector)?;
+        if let Some(c) = &self.compare {
+            detector::parse(c)?;
+        }
+        Ok(())
+    }
 }
 
 /// What the detector found.
@@ -49,22 +60,23 @@ pub struct Accuracy {
 ///
 /// ```
 /// use sharemap::trace::{Access, MemoryTrace};
-/// use sharemap::AnalyzeRequest;
+/// use sharemap::{AnalyzeRequest, Machine, Session, TraceInput};
 /// // 0-1 share a line for 400 accesses, then 2-3 share another: a phase change.
-/// let mut trace = MemoryTrace::from_accesses(
+/// let trace = MemoryTrace::from_accesses(
 ///     (0..800u64).map(|i| Access::read((i % 2 + if i < 400 { 0 } else { 2 }) as u32, 0x40 * (1 + i / 400), 8)),
 /// );
-/// let machine = sharemap::machine::Machine::from_spec("pack:2 core:2 pu:1").unwrap();
+/// let machine = Machine::from_spec("pack:2 core:2 pu:1").unwrap();
+/// let session = Session::new(TraceInput::memory(trace), machine, 1);
 /// let request = AnalyzeRequest { detector: "oracle".into(), compare: Some("sampled:every=2".into()), window: 100 };
-/// let a = sharemap::analyze(&mut trace, &machine, &request, &|_| {}).unwrap();
+/// let a = session.analyze(&request).unwrap();
 /// assert_eq!((a.windows.len(), a.phase_changes.clone()), (8, vec![4]));
 /// assert!(a.accuracy.unwrap().correlation > 0.9);
 /// ```
-pub fn analyze(
-    trace: &mut dyn TraceSource,
+pub(crate) fn analyze(
+    input: &TraceInput,
     machine: &Machine,
     request: &AnalyzeRequest,
-    progress: &(dyn Fn(u64) + Sync),
+    observer: &dyn Observer,
 ) -> Result<Analysis> {
     let det = detector::parse(&request.detector)?;
     if request.window > 0 && matches!(det.name.as_str(), "stmap" | "sammu") {
@@ -72,6 +84,7 @@ pub fn analyze(
         return Err(Error::new(ErrorKind::Window, "works with the oracle, sampled and faults detectors"));
     }
     let reference = request.compare.as_deref().map(detector::parse).transpose()?;
+    let mut trace = input.open()?;
     let placement = ThreadPlacement::identity(machine);
     let ctx = DetectorContext::new(trace.metadata(), &placement)?;
     let mut detectors = vec![detector::build(&det, &ctx)?];
@@ -88,7 +101,10 @@ pub fn analyze(
     }
     let name = detectors[0].spec();
     let reference_name = detectors.get(1).map(|d| d.spec());
-    let mut found = sharemap_detect::run(trace, detectors, request.window, progress)?;
+    let total = trace.access_count_hint();
+    let mut found = pass(observer, "detecting sharing", total, |progress| {
+        sharemap_detect::run(trace.as_mut(), detectors, request.window, progress)
+    })?;
     let truth = (found.len() > 1).then(|| found.pop().expect("two detectors").detection.matrix);
     let found = found.pop().expect("one detector");
     let matrix = &found.detection.matrix;

@@ -52,11 +52,17 @@ pub enum ErrorKind {
     NeedsRecording,
     /// The program to run or record.
     Program,
+    /// Recording a program (its backend, options, exclusions).
+    Record,
     /// Where a real run's pages go.
     DataPlacement,
     /// The multi-node guest.
     Guest,
     GuestKernel,
+    /// Address ranges to leave out of a trace.
+    Exclude,
+    /// A generator's pattern or parameters.
+    Pattern,
     /// A pass stopped by its caller (Ctrl-C in Python).
     Interrupted,
     /// Any other input or output.
@@ -86,9 +92,12 @@ impl ErrorKind {
             ErrorKind::CostModel => "cost model",
             ErrorKind::Mechanism | ErrorKind::NeedsRecording => "mechanism",
             ErrorKind::Program => "program",
+            ErrorKind::Record => "record",
             ErrorKind::DataPlacement => "data placement",
             ErrorKind::Guest => "guest",
             ErrorKind::GuestKernel => "guest kernel",
+            ErrorKind::Exclude => "excluded ranges",
+            ErrorKind::Pattern => "pattern",
             ErrorKind::Interrupted => "interrupted",
             ErrorKind::Io => "input/output",
         }
@@ -186,7 +195,8 @@ impl std::error::Error for Error {
 
 impl From<TraceError> for Error {
     fn from(e: TraceError) -> Error {
-        Error { kind: ErrorKind::Trace, inner: Inner::Trace(e) }
+        let kind = if matches!(e, TraceError::Interrupted) { ErrorKind::Interrupted } else { ErrorKind::Trace };
+        Error { kind, inner: Inner::Trace(e) }
     }
 }
 

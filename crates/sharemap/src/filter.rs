@@ -1,13 +1,16 @@
 //! Seed 004's perturbation filters (section 4.3): a trace's interleaving perturbed, and how
 //! much that moves the optimum (a placement robust to timing should hardly move).
 
+use crate::session::PolicySet;
 use crate::situation::{Setup, Situation};
-use crate::{Error, ErrorKind, Result};
+use crate::{Error, ErrorKind, Result, Session, TraceInput};
 use serde::Serialize;
+use sharemap_placement::Costs;
 use sharemap_sources::Sink;
 use sharemap_sources::filters::{Gaps, Reorder};
-use sharemap_trace::{Access, Event, Metadata, TraceSource, TraceWriter};
+use sharemap_trace::{Access, Event, Format, Metadata, TraceSource, TraceWriter};
 use std::collections::VecDeque;
+use std::path::Path;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -37,7 +40,7 @@ impl Filter {
 
 /// Streams the trace through the filter into `sink`; events keep their positions in the
 /// stream. Returns the accesses written.
-pub fn apply(source: &mut dyn TraceSource, filter: Filter, seed: u64, sink: &mut dyn Sink) -> Result<u64> {
+pub(crate) fn apply(source: &mut dyn TraceSource, filter: Filter, seed: u64, sink: &mut dyn Sink) -> Result<u64> {
     let threads = source.metadata().threads.max(1);
     let mut events: VecDeque<Event> = VecDeque::new();
     let mut written = 0u64;
@@ -100,36 +103,45 @@ pub struct Filtered {
     pub change_percent: f64,
 }
 
-/// How much each filter moves the optimum. `open` opens the trace afresh; the filtered
-/// traces go to native files in a temporary directory, or to `keep(filter)` when it gives a
-/// path.
-pub fn sensitivity(
-    open: &mut dyn FnMut() -> Result<Box<dyn TraceSource>>,
+/// Writes the session's trace through `filter` to `output` (its format from the extension
+/// unless given): the filtered trace's metadata names the filter and the seed. Returns the
+/// accesses written.
+pub(crate) fn write(session: &Session, filter: Filter, output: &Path, format: Option<Format>) -> Result<u64> {
+    let mut source = session.input().open()?;
+    let seed = session.seed();
+    let mut writer = TraceWriter::create(output, format, filter.metadata(source.metadata(), seed))?;
+    let written = apply(source.as_mut(), filter, seed, &mut writer)?;
+    writer.finish()?;
+    Ok(written)
+}
+
+/// How much each filter moves the optimum. The filtered traces go to native files in a
+/// temporary directory, or to `keep` when there is one filter.
+pub(crate) fn sensitivity(
+    session: &Session,
     setup: &Setup,
     filters: &[Filter],
-    seed: u64,
-    keep: &dyn Fn(Filter) -> Option<std::path::PathBuf>,
+    keep: Option<&Path>,
 ) -> Result<(Situation, Sensitivity)> {
     if filters.is_empty() {
         return Err(Error::new(ErrorKind::Filters, "none given"));
     }
-    let situation = Situation::resolve(setup, open()?.as_mut())?;
-    let optimum = |trace: &mut dyn TraceSource| -> Result<(f64, f64)> {
-        let r = crate::place(trace, &situation, "", &Default::default())?;
-        Ok((r.evaluation.results[0].cost, r.evaluation.results[0].mcpr))
+    let situation = session.situation(setup)?;
+    let optimum = |input: &TraceInput| -> Result<(f64, f64)> {
+        let prepared = crate::place::prepare(input, situation.clone(), &PolicySet(Vec::new()), session.observer())?;
+        let eval = prepared.evaluate(Costs::new(&situation.costs), &PolicySet(Vec::new()), &Default::default())?;
+        Ok((eval.results[0].cost, eval.results[0].mcpr))
     };
-    let (base, base_mcpr) = optimum(open()?.as_mut())?;
+    let (base, base_mcpr) = optimum(session.input())?;
     let dir = tempfile::tempdir()?;
     let mut filtered = Vec::new();
     for &filter in filters {
-        let path = keep(filter).unwrap_or_else(|| dir.path().join(format!("{}.trace", filter.name())));
-        let mut source = open()?;
-        let meta = filter.metadata(source.metadata(), seed);
-        let mut writer = TraceWriter::create(&path, None, meta)?;
-        apply(source.as_mut(), filter, seed, &mut writer)?;
-        writer.finish()?;
-        let mut reader = sharemap_trace::TraceReader::open(&path, None)?;
-        let (cost, mcpr) = optimum(&mut reader)?;
+        let path = match keep.filter(|_| filters.len() == 1) {
+            Some(p) => p.to_path_buf(),
+            None => dir.path().join(format!("{}.trace", filter.name())),
+        };
+        write(session, filter, &path, None)?;
+        let (cost, mcpr) = optimum(&TraceInput::file(&path))?;
         let change_percent = 100.0 * (cost - base).abs() / base.max(1.0);
         filtered.push(Filtered { filter, optimum: cost, mcpr, change_percent });
     }

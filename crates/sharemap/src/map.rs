@@ -1,13 +1,61 @@
-//! Thread mapping: every requested algorithm on one sharing matrix, with its cost and how
-//! much sharing each level of the machine keeps.
+//! Thread mapping: every requested algorithm on one sharing matrix, with its cost, how much
+//! sharing each level of the machine keeps, and whether mapping is worth it at all.
 
-use crate::{Error, ErrorKind, Result};
+use crate::observer::{Observer, pass};
+use crate::{Error, ErrorKind, Result, TraceInput};
 use serde::Serialize;
-use sharemap_core::SharingMatrix;
+use sharemap_core::{SharingMatrix, ThreadPlacement};
 use sharemap_machine::Machine;
 use sharemap_mapping::exhaustive::EXHAUSTIVE_MAX_PUS;
-use sharemap_mapping::{ALGORITHMS, CostModel, PairCosts, mapping_cost, sharing_by_level};
+use sharemap_mapping::{ALGORITHMS, PairCosts, mapping_cost, potential, sharing_by_level};
 use std::time::Instant;
+
+pub use sharemap_mapping::CostModel;
+pub use sharemap_mapping::potential::DEFAULT_THRESHOLD as POTENTIAL_THRESHOLD;
+
+/// What to map.
+#[derive(Clone, Debug)]
+pub struct MapRequest {
+    /// A comma list of algorithm specs (`sharemap,random:seed=3`) or `all` (which leaves
+    /// out `exhaustive` where it cannot run).
+    pub algorithms: String,
+    /// How the machine's levels are priced.
+    pub cost_model: CostModel,
+}
+
+impl Default for MapRequest {
+    fn default() -> Self {
+        MapRequest { algorithms: "sharemap".into(), cost_model: CostModel::Latency }
+    }
+}
+
+impl MapRequest {
+    /// Every algorithm named exists and takes its options: checked before any matrix is read.
+    pub fn check(&self, seed: u64) -> Result<()> {
+        if self.algorithms.trim() != "all" {
+            for spec in sharemap_core::Spec::parse_list(&self.algorithms)? {
+                sharemap_mapping::build(&spec.to_string(), seed)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `latency` (ns of the lowest shared level) or `hops`.
+pub fn cost_model(name: &str) -> Result<CostModel> {
+    match name {
+        "latency" => Ok(CostModel::Latency),
+        "hops" => Ok(CostModel::Hops),
+        other => Err(Error::new(ErrorKind::CostModel, format!("'{other}': expected latency or hops"))),
+    }
+}
+
+/// A sharing matrix and, when it came from a trace, the accesses it was counted over.
+#[derive(Clone, Debug)]
+pub struct Sharing {
+    pub matrix: SharingMatrix,
+    pub accesses: Option<u64>,
+}
 
 /// One algorithm's mapping.
 #[derive(Clone, Debug, Serialize)]
@@ -27,51 +75,85 @@ pub struct LevelShare {
     pub share: f64,
 }
 
-/// `latency` (ns of the lowest shared level) or `hops`.
-pub fn cost_model(name: &str) -> Result<CostModel> {
-    match name {
-        "latency" => Ok(CostModel::Latency),
-        "hops" => Ok(CostModel::Hops),
-        other => Err(Error::new(ErrorKind::CostModel, format!("'{other}': expected latency or hops"))),
+/// Every mapping of a matrix, and what to compare them with.
+#[derive(Clone, Debug, Serialize)]
+pub struct Mapping {
+    pub threads: usize,
+    pub mappings: Vec<Mapped>,
+    /// The seeded random mapping's cost: the baseline the others are compared with.
+    pub random_cost: f64,
+    /// Whether mapping is worth it at all.
+    pub potential: Potential,
+}
+
+/// The mapping-potential gate: how much a grouped mapping gains over a random one
+/// (structural), weighted by how much of the run's accesses share (when known).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Potential {
+    pub score: f64,
+    /// 1 - grouped cost / expected random cost.
+    pub structural: f64,
+    /// The sharing weight, and the share of accesses that share (percent), when the
+    /// matrix came from a trace.
+    pub weight: Option<f64>,
+    pub sharing_percent: Option<f64>,
+    pub accesses: Option<u64>,
+    /// The score at which mapping is deemed worth it.
+    pub threshold: f64,
+}
+
+impl Potential {
+    /// The gate of a matrix on a machine.
+    pub fn of(matrix: &SharingMatrix, machine: &Machine, model: CostModel, accesses: Option<u64>) -> Potential {
+        let costs = PairCosts::new(machine, model);
+        let structural = potential::potential(matrix, machine, &costs);
+        let weight = accesses.map(|n| potential::sharing_weight(matrix.total(), n));
+        Potential {
+            score: structural * weight.unwrap_or(1.0),
+            structural,
+            weight,
+            sharing_percent: accesses.map(|n| 100.0 * matrix.total() / n.max(1) as f64),
+            accesses,
+            threshold: potential::DEFAULT_THRESHOLD,
+        }
+    }
+
+    pub fn worth_mapping(&self) -> bool {
+        self.score >= self.threshold
     }
 }
 
-/// Runs the algorithms of a comma list (or `all`, which leaves out `exhaustive` where it
-/// cannot run) on the matrix. `seed` seeds `random` unless its spec gives one.
+/// Runs the request's algorithms on the matrix. `seed` seeds `random` unless its spec gives
+/// one.
 ///
 /// ```
-/// use sharemap::core::SharingMatrix;
-/// use sharemap::machine::Machine;
+/// use sharemap::{Machine, SharingMatrix};
+/// use sharemap::map::{MapRequest, Sharing};
 /// // Two pairs of threads share; two packages of two cores.
 /// let mut m = SharingMatrix::new(4);
 /// m.add(0, 3, 100.0);
 /// m.add(1, 2, 100.0);
 /// let machine = Machine::from_spec("pack:2 core:2 pu:1").unwrap();
-/// let model = sharemap::map::cost_model("latency").unwrap();
-/// let mapped = sharemap::map(&m, &machine, "sharemap,random:seed=3", model, 1).unwrap();
-/// let best = &mapped[0].mapping;
+/// let request = MapRequest { algorithms: "sharemap,random:seed=3".into(), ..Default::default() };
+/// let mapped = sharemap::map::map(&Sharing { matrix: m, accesses: None }, &machine, &request, 1).unwrap();
+/// let best = &mapped.mappings[0].mapping;
 /// assert_eq!(best[0] / 2, best[3] / 2, "a sharing pair shares a package");
-/// assert!(mapped[0].cost <= mapped[1].cost);
+/// assert!(mapped.mappings[0].cost <= mapped.mappings[1].cost);
 /// ```
-pub fn map(
-    matrix: &SharingMatrix,
-    machine: &Machine,
-    algorithms: &str,
-    model: CostModel,
-    seed: u64,
-) -> Result<Vec<Mapped>> {
+pub fn map(sharing: &Sharing, machine: &Machine, request: &MapRequest, seed: u64) -> Result<Mapping> {
+    let matrix = &sharing.matrix;
     if matrix.threads() == 0 {
         return Err(Error::new(ErrorKind::Sharing, "no threads"));
     }
-    let all = algorithms.trim() == "all";
+    let all = request.algorithms.trim() == "all";
     let specs: Vec<String> = if all {
         ALGORITHMS.iter().map(|a| a.name.to_string()).collect()
     } else {
-        sharemap_core::Spec::parse_list(algorithms)?.iter().map(|s| s.to_string()).collect()
+        sharemap_core::Spec::parse_list(&request.algorithms)?.iter().map(|s| s.to_string()).collect()
     };
     let built = specs.iter().map(|s| sharemap_mapping::build(s, seed)).collect::<std::result::Result<Vec<_>, _>>()?;
-    let costs = PairCosts::new(machine, model);
-    let mut out = Vec::new();
+    let costs = PairCosts::new(machine, request.cost_model);
+    let mut mappings = Vec::new();
     for (spec, alg) in specs.iter().zip(built) {
         let cannot = machine.pu_count() > EXHAUSTIVE_MAX_PUS || matrix.threads() > machine.pu_count();
         if all && spec == "exhaustive" && cannot {
@@ -84,7 +166,7 @@ pub fn map(
             .into_iter()
             .map(|(level, share)| LevelShare { level, share })
             .collect();
-        out.push(Mapped {
+        mappings.push(Mapped {
             algorithm: spec.clone(),
             cost: mapping_cost(matrix, &mapping, &costs),
             mapping,
@@ -92,12 +174,82 @@ pub fn map(
             sharing_by_level,
         });
     }
-    Ok(out)
+    Ok(Mapping {
+        threads: matrix.threads(),
+        mappings,
+        random_cost: random_cost(matrix, machine, &costs, seed),
+        potential: Potential::of(matrix, machine, request.cost_model, sharing.accesses),
+    })
+}
+
+/// What a mapping costs: the sum over thread pairs of their sharing times the price of the
+/// lowest level they share.
+pub fn cost(matrix: &SharingMatrix, mapping: &[usize], machine: &Machine, model: CostModel) -> f64 {
+    mapping_cost(matrix, mapping, &PairCosts::new(machine, model))
 }
 
 /// The cost of the seeded random mapping: the baseline the others are compared with.
-pub fn random_cost(matrix: &SharingMatrix, machine: &Machine, costs: &PairCosts, seed: u64) -> f64 {
+fn random_cost(matrix: &SharingMatrix, machine: &Machine, costs: &PairCosts, seed: u64) -> f64 {
     let random = sharemap_mapping::build("random", seed).expect("registered");
     let mapping = random.map(matrix, machine, costs).expect("random maps any matrix");
     mapping_cost(matrix, &mapping, costs)
+}
+
+/// The oracle's sharing of a trace (cache-line blocks), with the accesses it saw.
+pub(crate) fn oracle_sharing(input: &TraceInput, observer: &dyn Observer) -> Result<Sharing> {
+    let mut trace = input.open()?;
+    let machine = Machine::from_spec("pu:1")?;
+    let placement = ThreadPlacement::identity(&machine);
+    let spec = sharemap_detect::detector::parse("oracle")?;
+    let ctx = sharemap_detect::DetectorContext::new(trace.metadata(), &placement)?;
+    let d = sharemap_detect::detector::build(&spec, &ctx)?;
+    let total = trace.access_count_hint();
+    let found = pass(observer, "detecting sharing", total, |progress| {
+        sharemap_detect::run(trace.as_mut(), vec![d], 0, progress)
+    })?;
+    let detection = found.into_iter().next().expect("one detector").detection;
+    Ok(Sharing { matrix: detection.matrix, accesses: Some(detection.seen) })
+}
+
+/// The sharing `input` holds: a matrix file (numalize CSV, TopoMatch .mat) as it is, or a
+/// trace's oracle matrix with its access count. A `.csv` file is a trace when it starts with
+/// a `thread` header.
+pub fn load_sharing(input: &TraceInput, observer: &dyn Observer) -> Result<Sharing> {
+    if let Some(path) = input.path().filter(|_| is_matrix_file(input)) {
+        if input.exclusion().is_some() {
+            return Err(Error::new(ErrorKind::Exclude, "works on traces, not on a matrix file"));
+        }
+        let matrix = SharingMatrix::read(path).map_err(|e| Error::new(ErrorKind::Sharing, e.to_string()))?;
+        return Ok(Sharing { matrix, accesses: None });
+    }
+    oracle_sharing(input, observer)
+}
+
+/// Whether a file holds a matrix rather than a trace: `.mat`, or a `.csv` whose first bytes
+/// are not a trace's header (the file may be gigabytes).
+pub fn is_matrix_file(input: &TraceInput) -> bool {
+    let Some(path) = input.path() else { return false };
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("mat") => true,
+        Some("csv") if !input.has_format() => {
+            use std::io::Read;
+            let mut head = Vec::with_capacity(64);
+            if std::fs::File::open(path).and_then(|f| f.take(64).read_to_end(&mut head)).is_err() {
+                // Unreadable: the trace reader says why.
+                return false;
+            }
+            !String::from_utf8_lossy(&head).trim_start().trim_start_matches('"').starts_with("thread")
+        }
+        _ => false,
+    }
+}
+
+/// The matrix as a Scotch source graph (`scotch_gmap` input).
+pub fn scotch_graph(matrix: &SharingMatrix) -> String {
+    sharemap_mapping::scotch::graph(matrix)
+}
+
+/// The machine as a Scotch tree-leaf target architecture, priced by latency.
+pub fn scotch_target(machine: &Machine) -> String {
+    sharemap_mapping::scotch::tleaf(machine, CostModel::Latency)
 }

@@ -122,17 +122,10 @@ impl Plan {
 /// (its initial placement, chosen knowing the whole run; of a replicated set the lowest
 /// node). Pages it keeps only in global memory are left to the kernel.
 pub fn optimal_plan(trace: &Path, threads: crate::ThreadMap, page_size: u64, host: &Machine) -> Result<Plan> {
-    let mut source = crate::open(trace, None)?;
-    let setup = crate::Setup {
-        machine: "live".into(),
-        page_size: Some(page_size),
-        thread_map: threads,
-        ..crate::Setup::default()
-    };
-    let situation = crate::Situation::resolve(&setup, &mut source)?;
-    let mut source = crate::open(trace, None)?;
-    let opts = crate::PlaceOptions { placement: true, ..Default::default() };
-    let placed = crate::place(&mut source, &situation, "first-touch", &opts)?;
+    let session = crate::Session::new(crate::TraceInput::file(trace), host.clone(), 1);
+    let setup = crate::Setup { page_size: Some(page_size), thread_map: threads, ..crate::Setup::default() };
+    let request = crate::PlaceRequest { setup, keep_placement: true, ..crate::PlaceRequest::new("first-touch") };
+    let placed = session.place(&request)?;
     let mut plan = Plan { pages: Vec::new(), nodes: Vec::new() };
     let mut last = None;
     for &(page, _, set) in &placed.evaluation.placement {
@@ -163,7 +156,13 @@ fn address(text: &str) -> Option<u64> {
 /// JSON by the file's extension. The page size lets `run --placement` refuse a plan for
 /// other pages. Written to a temporary file, then renamed over `path`.
 pub fn write_placement(path: &Path, eval: &Evaluation, page_size: u64) -> Result<()> {
-    let out = AtomicOutput::create(path)?;
+    write_placement_to(AtomicOutput::create(path)?, eval, page_size)
+}
+
+/// `write_placement` into an output already created.
+pub(crate) fn write_placement_to(out: AtomicOutput, eval: &Evaluation, page_size: u64) -> Result<()> {
+    let path = out.path().to_path_buf();
+    let path = path.as_path();
     let json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
     let mut w = out.writer()?;
     if json {

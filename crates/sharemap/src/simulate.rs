@@ -1,27 +1,34 @@
 //! The NUMA machine simulator (docs/simulator.md): a trace run under each mechanism on a
 //! simulated machine, with caches, coherence, TLBs, DRAM and per-thread clocks.
 
-use crate::{Error, ErrorKind, Result};
+use crate::observer::pass;
+use crate::{Error, ErrorKind, Result, Session};
 use serde::Serialize;
-use sharemap_machine::Machine;
 use sharemap_sim::mechanisms::planned::{PlannedPlacement, policy_and_threads};
 use sharemap_sim::mechanisms::{self, Context, Profile};
-use sharemap_sim::{Model, Outcome, Params, SimError};
+use sharemap_sim::{Model, SimError};
 use sharemap_trace::TraceSource;
 
-/// What to simulate.
+pub use sharemap_sim::{Outcome, Params};
+
+/// What to simulate (on the session's machine, with its seed).
 #[derive(Clone, Debug)]
 pub struct SimulateRequest {
-    /// Machine: preset, hwloc synthetic string or XML file.
-    pub machine: String,
     /// Mechanisms: a comma list, or `all`.
     pub mechanisms: String,
     /// Page size in bytes (default: the trace's).
     pub page_size: Option<u64>,
-    pub seed: u64,
+    /// The machine model's parameters (latencies, TLBs, ...).
     pub params: Params,
     /// Settings of the placement policies `place` mechanisms replay, `policy.key=value`.
     pub settings: Vec<String>,
+}
+
+impl Default for SimulateRequest {
+    /// Every mechanism, with the model's default parameters.
+    fn default() -> Self {
+        SimulateRequest { mechanisms: "all".into(), page_size: None, params: Params::default(), settings: Vec::new() }
+    }
 }
 
 /// Each mechanism's outcome on one trace.
@@ -37,42 +44,30 @@ pub struct Simulation {
     pub mechanisms: Vec<Outcome>,
 }
 
-/// Simulates a trace under the request's mechanisms. `open` opens the trace afresh: it is
-/// read twice when a mechanism needs the whole trace's profile first (the oracle), once
-/// otherwise. `progress` gets the accesses read by the simulation's pass.
+/// Simulates the session's trace under the request's mechanisms. The trace is read twice
+/// when a mechanism needs the whole trace's profile first (the oracle), once otherwise.
 ///
 /// ```
 /// use sharemap::trace::{Access, MemoryTrace};
-/// use sharemap::simulate::{SimulateRequest, simulate};
+/// use sharemap::{Machine, Session, SimulateRequest, TraceInput};
 /// // Threads 0 and 2 write one line in turn, thread 1 reads its own data.
-/// let accesses: Vec<Access> = (0..3000u64)
-///     .map(|i| match i % 3 {
-///         1 => Access::read(1, 0x100000 + 64 * (i % 512), 8),
-///         t => Access::write(t as u32, 0x40, 8),
-///     })
-///     .collect();
+/// let trace = MemoryTrace::from_accesses((0..3000u64).map(|i| match i % 3 {
+///     1 => Access::read(1, 0x100000 + 64 * (i % 512), 8),
+///     t => Access::write(t as u32, 0x40, 8),
+/// }));
 /// // Two packages of two cores: `os` puts threads 0 and 1 on the first, 2 on the second.
-/// let request = SimulateRequest {
-///     machine: "pack:2 numa:1 l3:1(size=1MiB) l2:2(size=256KiB) l1d:1(size=32KiB) core:1 pu:1".into(),
-///     mechanisms: "os,oracle".into(),
-///     page_size: None,
-///     seed: 1,
-///     params: Default::default(),
-///     settings: Vec::new(),
-/// };
-/// let open = || Ok(Box::new(MemoryTrace::from_accesses(accesses.iter().copied())) as Box<dyn sharemap::trace::TraceSource>);
-/// let s = simulate(&mut { open }, &request, &|_| {}).unwrap();
+/// let machine =
+///     Machine::from_spec("pack:2 numa:1 l3:1(size=1MiB) l2:2(size=256KiB) l1d:1(size=32KiB) core:1 pu:1").unwrap();
+/// let session = Session::new(TraceInput::memory(trace), machine, 1);
+/// let s = session.simulate(&SimulateRequest { mechanisms: "os,oracle".into(), ..Default::default() }).unwrap();
 /// let (os, oracle) = (&s.mechanisms[0], &s.mechanisms[1]);
 /// // The oracle puts the two writers on one package: their line moves less far.
 /// assert!(oracle.counts.transfers_remote < os.counts.transfers_remote);
 /// assert!(oracle.time_ns < os.time_ns);
 /// ```
-pub fn simulate(
-    open: &mut dyn FnMut() -> Result<Box<dyn TraceSource>>,
-    request: &SimulateRequest,
-    progress: &(dyn Fn(u64) + Sync),
-) -> Result<Simulation> {
-    let machine = Machine::from_spec(&request.machine)?;
+pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<Simulation> {
+    let open = || session.input().open();
+    let machine = session.machine().clone();
     let model = Model::new(&machine, request.params.clone()).map_err(|e| Error::new(ErrorKind::MachineModel, e.0))?;
     let chosen = mechanisms::parse_list(&request.mechanisms)?;
     let mut trace = open()?;
@@ -106,7 +101,7 @@ pub fn simulate(
     }
     let mut plans = Vec::new();
     for c in chosen.iter().filter(|c| c.info.name == "place") {
-        plans.push((c.label.clone(), plan(open, request, &c.spec, page_size)?));
+        plans.push((c.label.clone(), plan(session, request, &c.spec, page_size)?));
         trace = open()?;
     }
     let ctx = Context {
@@ -114,11 +109,15 @@ pub fn simulate(
         model: &model,
         threads,
         page_size,
-        seed: request.seed,
+        seed: session.seed(),
         profile: profile.as_ref(),
         plans: &plans,
     };
-    let outcomes = sharemap_sim::simulate(&mut *trace, &model, &chosen, &ctx, progress).map_err(|e| match e {
+    let total = trace.access_count_hint();
+    let outcomes = pass(session.observer(), "simulating", total, |progress| {
+        sharemap_sim::simulate(&mut *trace, &model, &chosen, &ctx, progress)
+    })
+    .map_err(|e| match e {
         SimError::Trace(t) => Error::from(t),
         SimError::Mechanism(m) => Error::new(ErrorKind::Mechanism, m.0),
     })?;
@@ -153,29 +152,25 @@ fn sampled_pages(trace: &mut dyn TraceSource, page_size: u64, every: u64) -> Res
 /// The plan of a `place` mechanism: its policy (or the optimum) run page by page on the trace,
 /// as `sharemap place` runs it, with the threads where its mapping puts them.
 fn plan(
-    open: &mut dyn FnMut() -> Result<Box<dyn TraceSource>>,
+    session: &Session,
     request: &SimulateRequest,
     spec: &sharemap_core::Spec,
     page_size: u64,
 ) -> Result<PlannedPlacement> {
     let (policy, threads) = policy_and_threads(spec);
     let setup = crate::Setup {
-        machine: request.machine.clone(),
         page_size: Some(page_size),
         thread_map: crate::ThreadMap::parse(&threads)?,
-        seed: request.seed,
         settings: request.settings.clone(),
         ..Default::default()
     };
-    let situation = crate::Situation::resolve(&setup, &mut *open()?)?;
-    let policies = if policy == "optimal" { Vec::new() } else { crate::policies(&policy, &situation.settings)? };
-    if policies.len() > 1 {
+    let policies = if policy == "optimal" { String::new() } else { policy };
+    let (prepared, policies) = session.prepare(&setup, &policies)?;
+    if policies.0.len() > 1 {
         return Err(Error::new(ErrorKind::Mechanism, format!("{spec}: one policy per place mechanism")));
     }
-    let prepared = crate::prepare(&mut *open()?, &situation, &policies, &|_| {})?;
-    let costs = sharemap_placement::Costs::new(&situation.costs);
-    let ctx = prepared.context(&situation, costs);
+    let ctx = prepared.context(sharemap_placement::Costs::new(&prepared.situation.costs));
     let schedule =
-        sharemap_placement::schedule::schedule(&prepared.partition, &ctx, policies.first().map(|(_, p)| p.as_ref()))?;
-    Ok(PlannedPlacement { pus: situation.placement.pus().to_vec(), pages: schedule.into_iter().collect() })
+        sharemap_placement::schedule::schedule(&prepared.partition, &ctx, policies.0.first().map(|(_, p)| p.as_ref()))?;
+    Ok(PlannedPlacement { pus: prepared.situation.placement.pus().to_vec(), pages: schedule.into_iter().collect() })
 }

@@ -1,6 +1,7 @@
 //! The situation an analysis runs in, described once and validated once: the machine, the
 //! cost parameters, where threads run, the page size, the time scale and the seed.
 
+use crate::TraceInput;
 use crate::{Error, ErrorKind, Result};
 use serde::Serialize;
 use sharemap_core::{PageSize, SharingMatrix, ThreadPlacement};
@@ -97,11 +98,10 @@ impl Default for Sharing {
     }
 }
 
-/// A situation as the user describes it (the command line's flags, a program's settings).
+/// The placement model as the user describes it (the command line's flags, a program's
+/// settings); the machine and the seed are the session's.
 #[derive(Clone, Debug)]
 pub struct Setup {
-    /// hwloc synthetic string, hwloc XML file, preset name or `live`.
-    pub machine: String,
     /// `ace`, `butterfly`, or `key=value` overrides (r, R, g, G) of the machine's parameters.
     pub cost: Option<String>,
     /// Page size in bytes (default: the trace's).
@@ -111,7 +111,6 @@ pub struct Setup {
     /// References per millisecond of the traced run; None: the trace's own rate (accesses
     /// over its recorded run time), or `DEFAULT_REFS_PER_MS` for a trace without a clock.
     pub refs_per_ms: Option<f64>,
-    pub seed: u64,
     /// Policy parameters, `policy.key=value`.
     pub settings: Vec<String>,
     /// Bytes of page references held in memory before spilling to temporary files.
@@ -121,13 +120,11 @@ pub struct Setup {
 impl Default for Setup {
     fn default() -> Self {
         Setup {
-            machine: "sammu".into(),
             cost: None,
             page_size: None,
             thread_map: ThreadMap::Identity,
             sharing: Sharing::default(),
             refs_per_ms: None,
-            seed: 1,
             settings: Vec::new(),
             memory_budget: 256 << 20,
         }
@@ -157,16 +154,50 @@ pub struct Situation {
 }
 
 impl Situation {
-    /// Validates `setup` for `trace`. When threads are placed by a mapping algorithm on
-    /// detected sharing this reads the trace: open it again (or rewind it) afterwards.
-    pub fn resolve(setup: &Setup, trace: &mut dyn TraceSource) -> Result<Situation> {
-        let meta = trace.metadata().clone();
-        let machine = Machine::from_spec(&setup.machine)?;
+    /// Validates `setup` for the trace on `machine`: everything but the thread placement by
+    /// an algorithm is checked from the trace's metadata alone; that one reads the trace's
+    /// sharing first.
+    pub fn resolve(setup: &Setup, machine: &Machine, seed: u64, input: &TraceInput) -> Result<Situation> {
+        let (meta, count) = {
+            let source = input.open()?;
+            (source.metadata().clone(), source.access_count_hint())
+        };
+        let mut situation = Situation::check(setup, machine, seed, &meta, count)?;
+        if let ThreadMap::Algorithm(name) = &setup.thread_map {
+            let alg =
+                sharemap_mapping::build(name, seed).map_err(|e| Error::new(ErrorKind::ThreadMap, e.to_string()))?;
+            situation.placement = match thread_sharing(&setup.sharing, machine, input.open()?.as_mut())? {
+                ThreadSharing::Stay(why) => {
+                    situation.notes.push(format!("{why}: threads stay where the OS put them (identity)"));
+                    ThreadPlacement::identity(machine)
+                }
+                ThreadSharing::Map(matrix, why) => {
+                    situation.notes.extend(why.map(|w| format!("{w}: threads mapped with the sharing known then")));
+                    let costs = PairCosts::new(machine, CostModel::Latency);
+                    let pus = alg
+                        .map(&matrix, machine, &costs)
+                        .map_err(|e| Error::new(ErrorKind::ThreadMap, format!("{name}: {e}")))?;
+                    ThreadPlacement::on_pus(machine, pus)?
+                }
+            };
+        }
+        Ok(situation)
+    }
+
+    /// What can be checked without reading the trace's accesses: the thread placement is
+    /// the identity's when an algorithm is to choose it.
+    pub(crate) fn check(
+        setup: &Setup,
+        machine: &Machine,
+        seed: u64,
+        meta: &sharemap_trace::Metadata,
+        count: Option<u64>,
+    ) -> Result<Situation> {
         let nodes = machine.numa_count();
         if nodes > MAX_NODES {
             return Err(Error::new(
                 ErrorKind::MachineModel,
-                format!("'{}' has {nodes} NUMA nodes; the placement model handles at most {MAX_NODES}", setup.machine),
+                format!("'{}' has {nodes} NUMA nodes; the placement model handles at most {MAX_NODES}", machine.name),
             ));
         }
         let page_size = PageSize::new(setup.page_size.unwrap_or(meta.page_size.max(PageSize::MIN)))?;
@@ -179,7 +210,7 @@ impl Situation {
             Some(r) => {
                 return Err(Error::new(ErrorKind::TimeScale, format!("{r}: expected a positive number")));
             }
-            None => match (meta.run_ns, trace.access_count_hint()) {
+            None => match (meta.run_ns, count) {
                 (Some(ns), Some(n)) if n > 0 => ((n as f64 / (ns as f64 / 1e6)).max(1e-6), TimeScale::Recorded),
                 _ => (DEFAULT_REFS_PER_MS, TimeScale::Default),
             },
@@ -196,41 +227,25 @@ impl Situation {
         for s in &setup.settings {
             settings.add(s).map_err(|e| Error::new(ErrorKind::PolicySetting, e.to_string()))?;
         }
-        let mut notes = Vec::new();
         let placement = match &setup.thread_map {
-            ThreadMap::Identity => ThreadPlacement::identity(&machine),
-            ThreadMap::Pus(pus) => ThreadPlacement::on_pus(&machine, pus.clone())?,
-            ThreadMap::Algorithm(name) => {
-                let alg = sharemap_mapping::build(name, setup.seed)
-                    .map_err(|e| Error::new(ErrorKind::ThreadMap, e.to_string()))?;
-                match thread_sharing(&setup.sharing, &machine, trace)? {
-                    ThreadSharing::Stay(why) => {
-                        notes.push(format!("{why}: threads stay where the OS put them (identity)"));
-                        ThreadPlacement::identity(&machine)
-                    }
-                    ThreadSharing::Map(matrix, why) => {
-                        notes.extend(why.map(|w| format!("{w}: threads mapped with the sharing known then")));
-                        let costs = PairCosts::new(&machine, CostModel::Latency);
-                        let pus = alg
-                            .map(&matrix, &machine, &costs)
-                            .map_err(|e| Error::new(ErrorKind::ThreadMap, format!("{name}: {e}")))?;
-                        ThreadPlacement::on_pus(&machine, pus)?
-                    }
-                }
-            }
+            ThreadMap::Identity | ThreadMap::Algorithm(_) => ThreadPlacement::identity(machine),
+            ThreadMap::Pus(pus) => ThreadPlacement::on_pus(machine, pus.clone())?,
         };
+        if let ThreadMap::Algorithm(name) = &setup.thread_map {
+            sharemap_mapping::build(name, seed).map_err(|e| Error::new(ErrorKind::ThreadMap, e.to_string()))?;
+        }
         Ok(Situation {
-            machine,
+            machine: machine.clone(),
             costs,
             page_size,
             line_size,
             placement,
             refs_per_ms,
             time_scale,
-            seed: setup.seed,
+            seed,
             settings,
             memory_budget: setup.memory_budget.max(16 << 20),
-            notes,
+            notes: Vec::new(),
         })
     }
 }
@@ -342,16 +357,18 @@ mod tests {
         let meta = Metadata { run_ns: Some(2_000_000), ..Metadata::default() }; // 2 ms
         let mut recorded = MemoryTrace::new(meta);
         (0..30_000u64).for_each(|i| recorded.access(Access::read(0, i * 8, 8)));
-        let setup = Setup { machine: "numa:2 pu:2".into(), ..Setup::default() };
-        let s = Situation::resolve(&setup, &mut recorded).unwrap();
+        let machine = Machine::from_spec("numa:2 pu:2").unwrap();
+        let recorded = TraceInput::memory(recorded);
+        let setup = Setup::default();
+        let s = Situation::resolve(&setup, &machine, 1, &recorded).unwrap();
         assert_eq!((s.refs_per_ms, s.time_scale), (15_000.0, TimeScale::Recorded));
         let given = Setup { refs_per_ms: Some(50.0), ..setup.clone() };
-        let s = Situation::resolve(&given, &mut recorded).unwrap();
+        let s = Situation::resolve(&given, &machine, 1, &recorded).unwrap();
         assert_eq!((s.refs_per_ms, s.time_scale), (50.0, TimeScale::Given));
-        let mut generated = MemoryTrace::from_accesses((0..10u64).map(|i| Access::read(0, i * 8, 8)));
-        let s = Situation::resolve(&setup, &mut generated).unwrap();
+        let generated = TraceInput::memory(MemoryTrace::from_accesses((0..10u64).map(|i| Access::read(0, i * 8, 8))));
+        let s = Situation::resolve(&setup, &machine, 1, &generated).unwrap();
         assert_eq!((s.refs_per_ms, s.time_scale), (DEFAULT_REFS_PER_MS, TimeScale::Default));
         let bad = Setup { refs_per_ms: Some(0.0), ..setup };
-        assert!(Situation::resolve(&bad, &mut generated).is_err());
+        assert!(Situation::resolve(&bad, &machine, 1, &generated).is_err());
     }
 }

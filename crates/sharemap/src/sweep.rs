@@ -1,13 +1,12 @@
 //! Seed 004's parameter sweeps (its figures 4-7 and 12): the optimum and the policies as one
 //! cost parameter, or the page size, varies.
 
-use crate::situation::{Setup, Situation};
-use crate::{Error, ErrorKind, Result};
+use crate::situation::Setup;
+use crate::{Error, ErrorKind, Result, Session};
 use serde::Serialize;
 use sharemap_machine::CostParams;
 use sharemap_placement::evaluate::EvalOptions;
 use sharemap_placement::{Costs, Tally};
-use sharemap_trace::TraceSource;
 
 /// The parameter a sweep varies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -82,16 +81,22 @@ pub struct SweepResult {
     pub tally: Tally,
 }
 
-/// Runs the sweep. `open` opens the trace afresh: varying the page size splits it again at
-/// each value, any other parameter needs one pass (policies do not look at the costs, so one
-/// run gives their tallies at every value).
-pub fn sweep(
-    open: &mut dyn FnMut() -> Result<Box<dyn TraceSource>>,
-    setup: &Setup,
-    vary: Vary,
-    values: &[f64],
-    policy_spec: &str,
-) -> Result<Vec<SweepPoint>> {
+/// What a sweep varies, over which values, for which policies.
+#[derive(Clone, Debug)]
+pub struct SweepRequest {
+    pub setup: Setup,
+    pub vary: Vary,
+    pub values: Vec<f64>,
+    /// Policies evaluated at each value besides the optimum (a comma list, or all).
+    pub policies: String,
+}
+
+/// Runs the sweep. Varying the page size splits the trace again at each value; any other
+/// parameter needs one pass (policies do not look at the costs, so one run gives their
+/// tallies at every value).
+pub(crate) fn sweep(session: &Session, request: &SweepRequest) -> Result<Vec<SweepPoint>> {
+    let SweepRequest { setup, vary, values, policies: policy_spec } = request;
+    let vary = *vary;
     if values.is_empty() {
         return Err(Error::new(ErrorKind::Values, "no values"));
     }
@@ -104,15 +109,14 @@ pub fn sweep(
                     format!("page size {v} is not a power of two of at least 64"),
                 ));
             }
+        }
+        for &v in values {
             let setup = Setup { page_size: Some(v as u64), ..setup.clone() };
-            let situation = Situation::resolve(&setup, open()?.as_mut())?;
-            let policies = crate::policies(policy_spec, &situation.settings)?;
-            let prepared = crate::prepare(open()?.as_mut(), &situation, &policies, &|_| {})?;
-            let eval =
-                prepared.evaluate(&situation, Costs::new(&situation.costs), &policies, &EvalOptions::default())?;
+            let (prepared, policies) = session.prepare(&setup, policy_spec)?;
+            let eval = prepared.evaluate(Costs::new(&prepared.situation.costs), &policies, &EvalOptions::default())?;
             points.push(SweepPoint {
                 value: v,
-                costs: situation.costs,
+                costs: prepared.situation.costs,
                 pages: prepared.partition.pages(),
                 accesses: prepared.partition.refs,
                 results: eval
@@ -124,19 +128,17 @@ pub fn sweep(
         }
         return Ok(points);
     }
-    let situation = Situation::resolve(setup, open()?.as_mut())?;
-    if matches!(vary, Vary::BigG | Vary::SmallG) && situation.costs.g.is_none() {
+    let (checked, policies) = session.checked(setup, policy_spec)?;
+    if matches!(vary, Vary::BigG | Vary::SmallG) && checked.costs.g.is_none() {
         return Err(Error::new(
             ErrorKind::Vary,
             format!("{}: the cost model has no global memory (give g and G with --cost, or --cost ace)", vary.label()),
         ));
     }
-    let policies = crate::policies(policy_spec, &situation.settings)?;
-    let prepared = crate::prepare(open()?.as_mut(), &situation, &policies, &|_| {})?;
-    let base_costs = Costs::new(&situation.costs);
+    let (prepared, policies) = session.prepare_checked(setup, checked, policies)?;
+    let situation = &prepared.situation;
     let base = prepared.evaluate(
-        &situation,
-        base_costs,
+        Costs::new(&situation.costs),
         &policies,
         &EvalOptions { skip_optimal: true, ..Default::default() },
     )?;
@@ -144,7 +146,7 @@ pub fn sweep(
         let params = vary.apply(situation.costs, v);
         params.validate().map_err(|e| Error::new(ErrorKind::Values, format!("{}={v}: {e}", vary.label())))?;
         let costs = Costs::new(&params);
-        let opt = prepared.evaluate(&situation, costs, &[], &EvalOptions::default())?;
+        let opt = prepared.evaluate(costs, &crate::session::PolicySet(Vec::new()), &EvalOptions::default())?;
         let mut results =
             vec![SweepResult { name: "optimal".into(), cost: opt.results[0].cost, tally: opt.results[0].tally }];
         results.extend(base.results.iter().map(|r| SweepResult {

@@ -3,29 +3,19 @@
 //! touch) is already sharing-aware for these 1-D patterns, so the mappings that ignore sharing
 //! are `scatter` (threads spread over the packages) and round-robin pages.
 
-use sharemap::sim::Outcome;
-use sharemap::simulate::{SimulateRequest, Simulation, simulate};
-use sharemap::sources::VecSink;
-use sharemap::sources::generate::{self, GenParams};
-use sharemap::trace::{MemoryTrace, TraceSource};
+use sharemap::generate::{self, GenParams};
+use sharemap::simulate::Outcome;
+use sharemap::trace::MemoryTrace;
+use sharemap::{Machine, Session, SimulateRequest, Simulation, TraceInput};
 
 const MACHINE: &str = "pack:4 numa:1 l3:1(size=2MiB) l2:4(size=256KiB) l1d:1(size=32KiB) core:1 pu:1";
 const MECHANISMS: &str = "os,oracle,sammu:period-ms=0.05,static:threads=scatter,static:threads=sharemap,\
                           static:pages=round-robin,static:pages=dominant,static:threads=scatter,pages=round-robin";
 
 fn run(pattern: &str) -> Simulation {
-    let mut sink = VecSink::default();
-    generate::run(generate::find(pattern).unwrap(), &GenParams::new(16, 3_000_000, 1), &mut sink).unwrap();
-    let request = SimulateRequest {
-        machine: MACHINE.into(),
-        mechanisms: MECHANISMS.into(),
-        page_size: None,
-        seed: 1,
-        params: Default::default(),
-        settings: Vec::new(),
-    };
-    let mut open = || Ok(Box::new(MemoryTrace::from_accesses(sink.accesses.iter().copied())) as Box<dyn TraceSource>);
-    simulate(&mut open, &request, &|_| {}).unwrap()
+    let trace = generate::to_memory(generate::pattern(pattern).unwrap(), &GenParams::new(16, 3_000_000, 1)).unwrap();
+    let session = Session::new(TraceInput::memory(trace), Machine::from_spec(MACHINE).unwrap(), 1);
+    session.simulate(&SimulateRequest { mechanisms: MECHANISMS.into(), ..Default::default() }).unwrap()
 }
 
 fn get<'a>(s: &'a Simulation, name: &str) -> &'a Outcome {
@@ -98,16 +88,13 @@ fn placement_policies_replay_in_the_simulation() {
         let page = t as u64 * 16 + (i / 4) % 16;
         accesses.push(Access::read(t, page * 4096 + 64 * (i / 64 % 64), 8));
     }
+    let machine = Machine::from_spec("pack:4 numa:1 l3:1(size=64KiB) l2:1(size=16KiB) l1d:1(size=4KiB) core:1 pu:1");
+    let session = Session::new(TraceInput::memory(MemoryTrace::from_accesses(accesses)), machine.unwrap(), 1);
     let request = SimulateRequest {
-        machine: "pack:4 numa:1 l3:1(size=64KiB) l2:1(size=16KiB) l1d:1(size=4KiB) core:1 pu:1".into(),
         mechanisms: "os,place:policy=platinum,place:policy=round-robin,place".into(),
-        page_size: None,
-        seed: 1,
-        params: Default::default(),
-        settings: Vec::new(),
+        ..Default::default()
     };
-    let mut open = || Ok(Box::new(MemoryTrace::from_accesses(accesses.iter().copied())) as Box<dyn TraceSource>);
-    let s = simulate(&mut open, &request, &|_| {}).unwrap();
+    let s = session.simulate(&request).unwrap();
     let os = get(&s, "os");
     let platinum = get(&s, "place:policy=platinum");
     let rr = get(&s, "place:policy=round-robin");

@@ -1,0 +1,322 @@
+//! Recording a program: its memory accesses into a trace, by the tracer runtime of a program
+//! built with `sharemap cc`, by Valgrind for any binary, or by perf's samples.
+
+use crate::Tools;
+use sharemap::trace::{Format, Metadata, Ranges, Source, TraceWriter};
+use sharemap::{Error, ErrorKind, Result};
+use sharemap_sources::ExcludingSink;
+use sharemap_sources::perf::PerfEvent;
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+
+pub use sharemap_sources::disable_aslr;
+
+/// How to record, as the user asks.
+#[derive(Clone, Debug)]
+pub struct RecordRequest {
+    /// `auto` (the tracer when the program was built with `sharemap cc`, else valgrind),
+    /// `tracer` (`sancov` is its old name), `valgrind`, `perf`, or `faults` (perf's page faults).
+    pub backend: String,
+    /// The perf backend's event: `page-faults`, `mem-loads[:ldlat=CYCLES]` or `mem-stores`.
+    pub event: String,
+    /// Record one access in this many of each thread (tracer).
+    pub sample: u64,
+    /// Leave out accesses to the threads' stacks (tracer).
+    pub exclude_stack: bool,
+    /// Address-space randomisation was turned off for the program (noted in the trace; the
+    /// run actor is preloaded so that a later `run --no-aslr` sees the same addresses).
+    pub no_aslr: bool,
+    /// Address ranges (`LO-HI`, `LO+SIZE`) and the program's global variables by symbol
+    /// name, comma-separated.
+    pub exclude: Option<String>,
+    pub output: PathBuf,
+    pub format: Option<Format>,
+    /// The program and its arguments.
+    pub command: Vec<OsString>,
+}
+
+/// The backend a recording uses.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Backend {
+    Tracer,
+    Valgrind,
+    Perf(PerfEvent),
+}
+
+/// A recording checked and ready to start: everything that can be refused has been.
+pub struct Recorder {
+    request: RecordRequest,
+    backend: Backend,
+    /// What the user should know before the program starts.
+    pub notes: Vec<String>,
+    ranges: Ranges,
+    in_executable: Vec<(u64, u64)>,
+    env: Vec<(OsString, OsString)>,
+    meta: Metadata,
+}
+
+/// What a recording did.
+#[derive(Debug)]
+pub struct Recorded {
+    pub status: ExitStatus,
+    pub threads: u32,
+    pub accesses: u64,
+    pub bytes: u64,
+    /// Records lost (the recorder fell behind, or too many threads at once).
+    pub lost: u64,
+    /// Accesses left out by `exclude`, when it was given.
+    pub excluded: Option<u64>,
+    /// Times the program forked (the children are not recorded).
+    pub forks: u32,
+}
+
+fn refuse(why: impl Into<String>) -> Error {
+    Error::new(ErrorKind::Record, why)
+}
+
+/// The file a command name runs: itself when it has a slash, else the first match on PATH.
+fn which(program: &OsString) -> Option<PathBuf> {
+    let p = Path::new(program);
+    if p.components().count() > 1 {
+        return p.is_file().then(|| p.to_path_buf());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(p)).find(|c| c.is_file())
+}
+
+impl Recorder {
+    /// Checks the request before anything runs or is written: the backend fits the
+    /// program, the options fit the backend, the exclusions name what exists.
+    pub fn new(request: RecordRequest, tools: &Tools) -> Result<Recorder> {
+        let program = request.command.first().ok_or_else(|| refuse("no program given after --"))?;
+        let name = Path::new(program).file_name().unwrap_or(program).to_string_lossy().to_string();
+        let resolved = which(program);
+        let instrumented = resolved.as_deref().is_some_and(sharemap_sources::runtime::is_instrumented);
+        let mut notes = Vec::new();
+        let asked = request.backend.as_str();
+        let backend = match asked {
+            // `sancov`: the backend's name before it was named for what it is.
+            "auto" | "tracer" | "sancov" if instrumented => "tracer",
+            "tracer" | "sancov" if resolved.is_some() => {
+                // Checked before running: the program would otherwise run to its end unrecorded.
+                return Err(refuse(format!(
+                    "{name} was not built with `sharemap cc` (no tracer runtime in it): rebuild it with CC='sharemap cc', or use --backend valgrind"
+                )));
+            }
+            "sancov" => "tracer",
+            "faults" => "perf",
+            "auto" => {
+                if resolved.is_some() {
+                    notes.push(format!("{name} was not built with `sharemap cc`: recording under valgrind (slow)"));
+                }
+                "valgrind"
+            }
+            b => b,
+        };
+        if request.sample == 0 {
+            return Err(refuse("--sample 0: expected a positive number (1 records every access)"));
+        }
+        if backend != "tracer" && (request.sample != 1 || request.exclude_stack) {
+            return Err(refuse(
+                "--sample and --exclude-stack work with the tracer backend (programs built with `sharemap cc`)",
+            ));
+        }
+        let mut params = BTreeMap::new();
+        if request.no_aslr {
+            params.insert("aslr".to_string(), "off".to_string());
+        }
+        let event = request.event.as_str();
+        let backend = if backend == "perf" {
+            let e = PerfEvent::parse(event).ok_or_else(|| {
+                refuse(format!(
+                    "--event {event}: expected page-faults, mem-loads, mem-loads:ldlat=CYCLES or mem-stores"
+                ))
+            })?;
+            if asked == "faults" && e != PerfEvent::PageFaults {
+                return Err(refuse(format!(
+                    "--backend faults records page faults: use --backend perf --event {event}"
+                )));
+            }
+            params.insert("event".to_string(), e.name());
+            // Before anything runs or is written: a missing PMU feature is said at once.
+            sharemap_sources::perf::check(e).map_err(|e| refuse(e.to_string()))?;
+            Backend::Perf(e)
+        } else {
+            if event != "page-faults" {
+                return Err(refuse("--event works with the perf backend (--backend perf)"));
+            }
+            if backend == "tracer" { Backend::Tracer } else { Backend::Valgrind }
+        };
+        if backend == Backend::Tracer {
+            params.insert("exclude_stack".to_string(), request.exclude_stack.to_string());
+            params.insert("instrumentation".to_string(), "ThreadSanitizer's (sharemap cc)".to_string());
+        }
+        let source = Source {
+            kind: match backend {
+                Backend::Tracer => "tracer",
+                Backend::Valgrind => "valgrind",
+                Backend::Perf(_) => "perf",
+            }
+            .into(),
+            name,
+            command: request.command.iter().map(|a| a.to_string_lossy().to_string()).collect(),
+            params,
+        };
+        let mut meta = Metadata::with_source(source);
+        meta.sampling_period = request.sample;
+        let (ranges, in_executable) = match (&request.exclude, resolved.as_deref()) {
+            (Some(text), Some(program)) => exclusion(text, program)?,
+            (Some(text), None) => (parse_ranges(text)?, Vec::new()),
+            (None, _) => (Ranges::default(), Vec::new()),
+        };
+        if !in_executable.is_empty() && backend != Backend::Tracer {
+            return Err(refuse(
+                "--exclude by symbol works with the tracer backend (programs built with `sharemap cc`); give address ranges",
+            ));
+        }
+        if let Some(text) = &request.exclude {
+            meta.source.params.insert("excluded".into(), text.trim().to_string());
+        }
+        let env =
+            if request.no_aslr && backend == Backend::Tracer { same_libraries_as_run(tools)? } else { Vec::new() };
+        Ok(Recorder { request, backend, notes, ranges, in_executable, env, meta })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Runs the program and records it. The trace keeps every access handed over, whatever
+    /// the program's end.
+    pub fn run(self) -> Result<Recorded> {
+        let Recorder { request, backend, ranges, in_executable, env, meta, .. } = self;
+        let mut writer = TraceWriter::create(&request.output, request.format, meta)?;
+        writer.flush_each_chunk()?;
+        // The trace's clock: the run's wall time, start to end, recording included.
+        let started = std::time::Instant::now();
+        let failed = |e: &dyn std::fmt::Display| refuse(e.to_string());
+        let excluding = request.exclude.is_some();
+        let (status, threads, lost, excluded, forks) = match backend {
+            Backend::Tracer => {
+                let opts = sharemap_sources::runtime::Options {
+                    sample: request.sample,
+                    exclude_stack: request.exclude_stack,
+                    exclude: ranges,
+                    exclude_in_executable: in_executable,
+                    env,
+                    ..Default::default()
+                };
+                let rec =
+                    sharemap_sources::runtime::record(&request.command, &opts, &mut writer).map_err(|e| failed(&e))?;
+                writer.set_threads(rec.threads, rec.os_tids);
+                (rec.status, rec.threads, rec.lost, rec.excluded, rec.forks)
+            }
+            Backend::Perf(event) => {
+                let mut sink = ExcludingSink::new(&mut writer, ranges);
+                let rec = sharemap_sources::perf::record(&request.command, event, &mut sink).map_err(|e| failed(&e))?;
+                let excluded = sink.excluded;
+                writer.set_threads(rec.threads, rec.os_tids);
+                (rec.status, rec.threads, 0, excluded, 0)
+            }
+            Backend::Valgrind => {
+                let mut sink = ExcludingSink::new(&mut writer, ranges);
+                let rec = sharemap_sources::valgrind::record(&request.command, &mut sink).map_err(|e| failed(&e))?;
+                let excluded = sink.excluded;
+                writer.set_threads(rec.threads, Vec::new());
+                (rec.status, rec.threads, 0, excluded, 0)
+            }
+        };
+        writer.set_run_ns(started.elapsed().as_nanos().min(u64::MAX as u128) as u64);
+        let report = writer.finish()?;
+        Ok(Recorded {
+            status,
+            threads,
+            accesses: report.accesses,
+            bytes: report.bytes,
+            lost,
+            excluded: excluding.then_some(excluded),
+            forks,
+        })
+    }
+}
+
+fn parse_ranges(text: &str) -> Result<Ranges> {
+    Ranges::parse(text).map_err(|e| Error::new(ErrorKind::Exclude, e.0))
+}
+
+/// `--exclude` for a recording: address ranges, and the program's symbols (by name) as ranges
+/// relative to its load address, from `nm -S` (static variables included, unless stripped).
+fn exclusion(text: &str, program: &Path) -> Result<(Ranges, Vec<(u64, u64)>)> {
+    let mut ranges = Ranges::default();
+    let mut symbols = Vec::new();
+    let mut table: Option<Vec<(String, u64, u64)>> = None;
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let looks_numeric = item.starts_with(|c: char| c.is_ascii_digit());
+        if looks_numeric {
+            for &(lo, hi) in parse_ranges(item)?.ranges() {
+                ranges.add(lo, hi);
+            }
+            continue;
+        }
+        let table = match &mut table {
+            Some(t) => t,
+            None => table.insert(symbol_table(program)?),
+        };
+        let sized: Vec<&(String, u64, u64)> = table.iter().filter(|(n, _, size)| n == item && *size > 0).collect();
+        match sized.as_slice() {
+            [(_, value, size)] => symbols.push((*value, value + size)),
+            [] => {
+                return Err(refuse(format!(
+                    "--exclude {item}: no sized symbol of that name in {} (give an address range, or build without stripping symbols)",
+                    program.display()
+                )));
+            }
+            _ => {
+                return Err(refuse(format!(
+                    "--exclude {item}: several symbols of that name in {}; give an address range",
+                    program.display()
+                )));
+            }
+        }
+    }
+    Ok((ranges, symbols))
+}
+
+/// (name, value, size) of every defined symbol of `program`, from binutils' `nm`.
+fn symbol_table(program: &Path) -> Result<Vec<(String, u64, u64)>> {
+    let out = std::process::Command::new("nm")
+        .args(["-S", "--defined-only"])
+        .arg(program)
+        .output()
+        .map_err(|e| refuse(format!("--exclude: running nm on {}: {e} (binutils has it)", program.display())))?;
+    if !out.status.success() {
+        return Err(refuse(format!("--exclude: nm cannot read the symbols of {}", program.display())));
+    }
+    let hex = |s: &str| u64::from_str_radix(s, 16).ok();
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            match f.as_slice() {
+                [value, size, _kind, name] => Some((name.to_string(), hex(value)?, hex(size)?)),
+                _ => None,
+            }
+        })
+        .collect())
+}
+
+/// `sharemap run` preloads its actor: a recording meant for a later run preloads it too
+/// (pinning nothing), so that both address spaces map the same libraries at the same
+/// places, and the program's large allocations (mapped after them) land at the same
+/// addresses.
+fn same_libraries_as_run(tools: &Tools) -> Result<Vec<(OsString, OsString)>> {
+    let library = tools.pin_library();
+    if !library.is_file() {
+        return Err(refuse(format!(
+            "--no-aslr: the run actor {} is missing: run `cargo build --release`",
+            library.display()
+        )));
+    }
+    Ok(vec![("LD_PRELOAD".into(), crate::preload_value(&library))])
+}

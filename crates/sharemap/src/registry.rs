@@ -1,0 +1,49 @@
+//! The mechanisms each kind of analysis offers, listed the same way for every kind: name,
+//! source, summary and parameters.
+
+pub use sharemap_core::Param;
+
+/// What kind of mechanism a registry holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Placement policies (`place --policy`).
+    Policy,
+    /// Sharing detectors (`analyze --detector`).
+    Detector,
+    /// Thread-mapping algorithms (`map --algo`, `--thread-map`).
+    Algorithm,
+    /// The simulator's mechanisms (`simulate --mechanism`).
+    Mechanism,
+}
+
+/// One registry row.
+#[derive(Clone, Copy, Debug)]
+pub struct Row {
+    pub name: &'static str,
+    /// Where it comes from (seed paper and section, or tool).
+    pub source: &'static str,
+    pub summary: &'static str,
+    pub params: &'static [Param],
+}
+
+/// Every row of a kind, in the order `all` runs them.
+pub fn rows(kind: Kind) -> Vec<Row> {
+    match kind {
+        Kind::Policy => sharemap_placement::policies::POLICIES
+            .iter()
+            .map(|p| Row { name: p.name, source: p.source, summary: p.summary, params: p.params })
+            .collect(),
+        Kind::Detector => sharemap_detect::DETECTORS
+            .iter()
+            .map(|d| Row { name: d.name, source: d.source, summary: d.summary, params: d.params })
+            .collect(),
+        Kind::Algorithm => sharemap_mapping::ALGORITHMS
+            .iter()
+            .map(|a| Row { name: a.name, source: a.source, summary: a.summary, params: a.params })
+            .collect(),
+        Kind::Mechanism => sharemap_sim::MECHANISMS
+            .iter()
+            .map(|m| Row { name: m.name, source: m.source, summary: m.summary, params: m.params })
+            .collect(),
+    }
+}
