@@ -72,10 +72,10 @@ enum Family {
     Gcc,
 }
 
-/// The directory of the running sharemap binary: the runtime library is built beside it.
+/// The directory of sharemap's runtime libraries: beside the running binary.
 fn tool_dir() -> Result<PathBuf> {
     let exe = std::env::current_exe().map_err(|e| anyhow!("cannot locate the sharemap binary: {e}"))?;
-    Ok(exe.parent().map(Path::to_path_buf).unwrap_or_default())
+    Ok(sharemap_run::Tools::beside(&exe).dir)
 }
 
 /// A library built beside the binary.

@@ -79,40 +79,17 @@ pub struct RunArgs {
 /// The mechanisms' configurations, after the thread maps' (`all`: those that apply on this
 /// host with what was given, the others named in a note).
 fn add_mechanisms(args: &RunArgs, host: &Machine, configs: &mut Vec<Configuration>, measuring: bool) -> Result<()> {
-    use sharemap_run::mechanism::{MECHANISMS, MechanismContext, configuration};
+    use sharemap_run::mechanism::{MechanismContext, configuration, expand};
     let ctx = MechanismContext { host, recording: args.recording.as_deref(), seed: args.seed };
-    let mut specs: Vec<String> = Vec::new();
-    for list in &args.mechanisms {
-        for spec in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            if spec == "all" {
-                let mut left_out = Vec::new();
-                for m in MECHANISMS {
-                    let numa_ok = !m.needs_numa || host.numa_count() > 1;
-                    let rec_ok = !m.needs_recording || args.recording.is_some();
-                    let root_ok = m.name != "numa-balancing" || configuration(m.name, &ctx).is_ok();
-                    if numa_ok && rec_ok && root_ok {
-                        specs.push(m.name.to_string());
-                    } else {
-                        left_out.push(m.name);
-                    }
-                }
-                if !left_out.is_empty() {
-                    eprintln!(
-                        "sharemap: note: all: {} left out (they need {})",
-                        left_out.join(", "),
-                        if args.recording.is_none() {
-                            "--recording, a NUMA host or root"
-                        } else {
-                            "a NUMA host or root"
-                        }
-                    );
-                }
-            } else {
-                specs.push(spec.to_string());
-            }
-        }
+    let expansion = expand(&args.mechanisms, &ctx);
+    if !expansion.left_out.is_empty() {
+        eprintln!(
+            "sharemap: note: all: {} left out (they need {})",
+            expansion.left_out.join(", "),
+            if args.recording.is_none() { "--recording, a NUMA host or root" } else { "a NUMA host or root" }
+        );
     }
-    for spec in specs {
+    for spec in expansion.specs {
         if configs.iter().any(|c| c.name == spec) {
             continue;
         }

@@ -19,6 +19,9 @@ pub struct MechanismInfo {
     pub needs_numa: bool,
     /// Options its spec may carry (`marathe:every=10`).
     pub params: &'static [sharemap_core::Param],
+    /// Whether this process can run it here beyond the recording and the nodes it needs
+    /// (switching a kernel setting needs root).
+    pub available: fn() -> bool,
     pub build: fn(&Request) -> Result<Configuration>,
 }
 
@@ -30,6 +33,7 @@ pub static MECHANISMS: &[MechanismInfo] = &[
         needs_recording: false,
         needs_numa: false,
         params: &[],
+        available: always,
         build: os,
     },
     MechanismInfo {
@@ -39,6 +43,7 @@ pub static MECHANISMS: &[MechanismInfo] = &[
         needs_recording: false,
         needs_numa: false,
         params: &[],
+        available: always,
         build: random,
     },
     MechanismInfo {
@@ -48,6 +53,7 @@ pub static MECHANISMS: &[MechanismInfo] = &[
         needs_recording: false,
         needs_numa: false,
         params: &[],
+        available: always,
         build: hwloc_order,
     },
     MechanismInfo {
@@ -57,6 +63,7 @@ pub static MECHANISMS: &[MechanismInfo] = &[
         needs_recording: false,
         needs_numa: false,
         params: &[],
+        available: always,
         build: hwloc_order,
     },
     MechanismInfo {
@@ -66,6 +73,7 @@ pub static MECHANISMS: &[MechanismInfo] = &[
         needs_recording: false,
         needs_numa: false,
         params: &[],
+        available: always,
         build: hwloc_order,
     },
     MechanismInfo {
@@ -75,6 +83,7 @@ pub static MECHANISMS: &[MechanismInfo] = &[
         needs_recording: true,
         needs_numa: false,
         params: &[],
+        available: always,
         build: oracle,
     },
     MechanismInfo {
@@ -87,6 +96,7 @@ pub static MECHANISMS: &[MechanismInfo] = &[
             sharemap_core::spec::param("every", "100", "profile 1 access in this many"),
             sharemap_core::spec::param("prefix", "-", "profile instead the first share (0-1] of the accesses"),
         ],
+        available: always,
         build: marathe,
     },
     MechanismInfo {
@@ -96,6 +106,7 @@ pub static MECHANISMS: &[MechanismInfo] = &[
         needs_recording: true,
         needs_numa: false,
         params: &[],
+        available: always,
         build: autopin,
     },
     MechanismInfo {
@@ -105,9 +116,46 @@ pub static MECHANISMS: &[MechanismInfo] = &[
         needs_recording: false,
         needs_numa: true,
         params: &[],
+        available: || check_numa_balancing().is_ok(),
         build: numa_balancing,
     },
 ];
+
+fn always() -> bool {
+    true
+}
+
+/// What a list of mechanism specs stands for: `all` expanded to the mechanisms that apply
+/// here with what was given, and those it left out.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Expansion {
+    pub specs: Vec<String>,
+    pub left_out: Vec<&'static str>,
+}
+
+/// Expands comma lists of specs (as `--mechanism` repeats them): `all` gives every
+/// mechanism that can run on this host with what the context has; others are kept as given.
+pub fn expand(lists: &[String], ctx: &MechanismContext) -> Expansion {
+    let mut out = Expansion::default();
+    for list in lists {
+        for spec in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            if spec != "all" {
+                out.specs.push(spec.to_string());
+                continue;
+            }
+            for m in MECHANISMS {
+                let numa_ok = !m.needs_numa || ctx.host.numa_count() > 1;
+                let recording_ok = !m.needs_recording || ctx.recording.is_some();
+                if numa_ok && recording_ok && (m.available)() {
+                    out.specs.push(m.name.to_string());
+                } else {
+                    out.left_out.push(m.name);
+                }
+            }
+        }
+    }
+    out
+}
 
 /// What a mechanism needs to become configurations.
 pub struct MechanismContext<'a> {

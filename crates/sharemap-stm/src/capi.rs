@@ -138,17 +138,7 @@ pub extern "C" fn stm_current_tx() -> *mut Thread {
     thread::current()
 }
 
-/// The calling thread, registered if it was not.
-#[inline]
-fn me() -> &'static mut Thread {
-    let mut p = thread::current();
-    if p.is_null() {
-        p = thread::init_thread();
-    }
-    // SAFETY: the pointer is the calling thread's own, live until it exits the STM; no
-    // other reference to it is held across calls.
-    unsafe { &mut *p }
-}
+use thread::me;
 
 // ---------------------------------------------------------------------------------------
 // Transactions.
@@ -273,8 +263,12 @@ pub extern "C" fn stm_abort(reason: c_int) {
 }
 
 /// The transactional load behind `stm_load` and the wrappers.
+///
+/// # Safety
+/// `addr` is an aligned word the program may read (the STM reads it, inside a transaction
+/// or out).
 #[inline]
-pub fn load_word(th: &mut Thread, addr: usize) -> Word {
+pub unsafe fn load_word(th: &mut Thread, addr: usize) -> Word {
     if th.nesting == 0 {
         // Outside a transaction: a unit load (consistent, never aborts).
         // SAFETY: the client passes a valid aligned word, as stm_load requires.
@@ -293,8 +287,12 @@ pub fn load_word(th: &mut Thread, addr: usize) -> Word {
 }
 
 /// The transactional store behind `stm_store`, `stm_store2` and the wrappers.
+///
+/// # Safety
+/// `addr` is an aligned word the program may read and write (written at commit, or at once
+/// outside a transaction).
 #[inline]
-pub fn store_word(th: &mut Thread, addr: usize, value: Word, mask: Word) {
+pub unsafe fn store_word(th: &mut Thread, addr: usize, value: Word, mask: Word) {
     if th.nesting == 0 {
         // SAFETY: the client passes a valid aligned word, as stm_store requires.
         unsafe { core::unit_store(addr, value, mask, None) };
@@ -308,19 +306,28 @@ pub fn store_word(th: &mut Thread, addr: usize, value: Word, mask: Word) {
     }
 }
 
+/// # Safety
+/// `addr` is an aligned word the program may read.
 #[unsafe(no_mangle)]
-pub extern "C" fn stm_load(addr: *const Word) -> Word {
-    load_word(me(), addr as usize)
+pub unsafe extern "C" fn stm_load(addr: *const Word) -> Word {
+    // SAFETY: as the caller promises.
+    unsafe { load_word(me(), addr as usize) }
 }
 
+/// # Safety
+/// `addr` is an aligned word the program may read and write.
 #[unsafe(no_mangle)]
-pub extern "C" fn stm_store(addr: *mut Word, value: Word) {
-    store_word(me(), addr as usize, value, Word::MAX);
+pub unsafe extern "C" fn stm_store(addr: *mut Word, value: Word) {
+    // SAFETY: as the caller promises.
+    unsafe { store_word(me(), addr as usize, value, Word::MAX) }
 }
 
+/// # Safety
+/// `addr` is an aligned word the program may read and write.
 #[unsafe(no_mangle)]
-pub extern "C" fn stm_store2(addr: *mut Word, value: Word, mask: Word) {
-    store_word(me(), addr as usize, value, mask);
+pub unsafe extern "C" fn stm_store2(addr: *mut Word, value: Word, mask: Word) {
+    // SAFETY: as the caller promises.
+    unsafe { store_word(me(), addr as usize, value, mask) }
 }
 
 #[unsafe(no_mangle)]

@@ -24,3 +24,51 @@ pub mod thread;
 pub mod wrappers;
 
 pub use crate::core::{Abort, Tx, Word};
+
+#[cfg(test)]
+mod soundness {
+    /// Exported functions that take a raw pointer but never dereference it: they store it
+    /// for the caller (specific data, the callbacks' argument) or ignore it.
+    const KEEP_ONLY: [&str; 3] = ["stm_register", "stm_set_specific", "stm_set_parameter"];
+
+    /// Every exported C function that takes a raw pointer from its caller is `unsafe`: a
+    /// Rust program linking the crate cannot reach a dereference without an `unsafe` block.
+    #[test]
+    fn exported_functions_taking_pointers_are_unsafe() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = vec![];
+        let mut stack = vec![dir];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    files.push(p);
+                }
+            }
+        }
+        let mut unsound = Vec::new();
+        let mut seen = 0;
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            for (at, _) in text.match_indices("extern \"C\" fn ") {
+                let head = &text[at..];
+                let name = head["extern \"C\" fn ".len()..].split(['(', '<']).next().unwrap().trim().to_string();
+                let params = &head[..head.find(')').unwrap()];
+                let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+                let before = text[line_start..at].trim();
+                if before != "pub" && !before.starts_with("pub ") {
+                    continue; // not exported (a callback type, a private helper)
+                }
+                seen += 1;
+                let takes_pointer = params.contains("*const") || params.contains("*mut");
+                if takes_pointer && !before.contains("unsafe") && !KEEP_ONLY.contains(&name.as_str()) {
+                    unsound.push(format!("{}: {name}", f.display()));
+                }
+            }
+        }
+        assert!(seen > 40, "found only {seen} exported functions: the scan is broken");
+        assert!(unsound.is_empty(), "safe exported functions taking pointers: {unsound:?}");
+    }
+}

@@ -169,7 +169,9 @@ pub unsafe extern "C" fn stm_free(addr: *mut c_void, size: usize) {
         let granule = 1usize << crate::core::LOCK_GRANULE_BITS;
         let mut w = addr as usize & !(granule - 1);
         while w < addr as usize + size {
-            capi::store_word(th, w, 0, 0);
+            // SAFETY: a word of the block being freed, which the program owned: the store
+            // writes nothing (mask 0), it only takes the word's lock.
+            unsafe { capi::store_word(th, w, 0, 0) };
             w += granule;
         }
     }

@@ -145,6 +145,19 @@ pub fn current() -> *mut Thread {
     CURRENT.with(|c| c.get())
 }
 
+/// The calling thread's state, registered if it was not: the one way every entry point
+/// reaches it.
+#[inline]
+pub fn me() -> &'static mut Thread {
+    let mut p = current();
+    if p.is_null() {
+        p = init_thread();
+    }
+    // SAFETY: the pointer is the calling thread's own, live until it exits the STM; no
+    // other reference to it is held across calls.
+    unsafe { &mut *p }
+}
+
 fn gettid() -> i32 {
     // SAFETY: gettid has no preconditions.
     unsafe { libc::gettid() }

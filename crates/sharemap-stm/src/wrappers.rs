@@ -4,59 +4,69 @@
 
 use crate::capi::{load_word, store_word};
 use crate::core::Word;
-use crate::thread::Thread;
+use crate::thread::me;
 use std::ffi::c_void;
 
 const WORD: usize = std::mem::size_of::<Word>();
 
-fn me() -> &'static mut Thread {
-    let mut p = crate::thread::current();
-    if p.is_null() {
-        p = crate::thread::init_thread();
-    }
-    // SAFETY: the calling thread's own state, as in capi.
-    unsafe { &mut *p }
-}
-
 /// The `size` bytes (1..=8) at `addr`, little-endian.
-fn load_bytes(addr: usize, size: usize) -> u64 {
+///
+/// # Safety
+/// The words holding them are memory the program may read.
+unsafe fn load_bytes(addr: usize, size: usize) -> u64 {
     let th = me();
     let base = addr & !(WORD - 1);
     let off = addr - base;
-    let first = load_word(th, base) as u64 >> (off * 8);
-    let value =
-        if off + size <= WORD { first } else { first | (load_word(th, base + WORD) as u64) << ((WORD - off) * 8) };
+    // SAFETY: the words holding the bytes, as the caller promises.
+    let first = unsafe { load_word(th, base) } as u64 >> (off * 8);
+    let value = if off + size <= WORD {
+        first
+    } else {
+        // SAFETY: as above.
+        first | (unsafe { load_word(th, base + WORD) } as u64) << ((WORD - off) * 8)
+    };
     if size == 8 { value } else { value & ((1u64 << (size * 8)) - 1) }
 }
 
 /// Stores the `size` low bytes (1..=8) of `value` at `addr`.
-fn store_bytes(addr: usize, value: u64, size: usize) {
+///
+/// # Safety
+/// The words holding them are memory the program may read and write.
+unsafe fn store_bytes(addr: usize, value: u64, size: usize) {
     let th = me();
     let base = addr & !(WORD - 1);
     let off = addr - base;
     let bits = if size == 8 { u64::MAX } else { (1u64 << (size * 8)) - 1 };
-    store_word(th, base, (value << (off * 8)) as Word, (bits << (off * 8)) as Word);
+    // SAFETY: the words holding the bytes, as the caller promises.
+    unsafe { store_word(th, base, (value << (off * 8)) as Word, (bits << (off * 8)) as Word) };
     if off + size > WORD {
         let shift = (WORD - off) * 8;
-        store_word(th, base + WORD, (value >> shift) as Word, (bits >> shift) as Word);
+        // SAFETY: as above.
+        unsafe { store_word(th, base + WORD, (value >> shift) as Word, (bits >> shift) as Word) };
     }
 }
 
 macro_rules! typed {
     ($($load:ident, $store:ident, $t:ty, $to:expr, $from:expr;)*) => {
         $(
+            /// # Safety
+            /// `addr` points to a value the program may read.
             #[unsafe(no_mangle)]
-            pub extern "C" fn $load(addr: *const $t) -> $t {
-                let bits = load_bytes(addr as usize, std::mem::size_of::<$t>());
+            pub unsafe extern "C" fn $load(addr: *const $t) -> $t {
+                // SAFETY: as the caller promises.
+                let bits = unsafe { load_bytes(addr as usize, std::mem::size_of::<$t>()) };
                 #[allow(clippy::redundant_closure_call)]
                 ($from)(bits)
             }
 
+            /// # Safety
+            /// `addr` points to a value the program may read and write.
             #[unsafe(no_mangle)]
-            pub extern "C" fn $store(addr: *mut $t, value: $t) {
+            pub unsafe extern "C" fn $store(addr: *mut $t, value: $t) {
                 #[allow(clippy::redundant_closure_call)]
                 let bits: u64 = ($to)(value);
-                store_bytes(addr as usize, bits, std::mem::size_of::<$t>());
+                // SAFETY: as the caller promises.
+                unsafe { store_bytes(addr as usize, bits, std::mem::size_of::<$t>()) };
             }
         )*
     };
@@ -90,7 +100,8 @@ pub unsafe extern "C" fn stm_load_bytes(addr: *const u8, buf: *mut u8, size: usi
     while done < size {
         let a = addr as usize + done;
         let n = (WORD - a % WORD).min(size - done);
-        let bytes = load_bytes(a, n).to_le_bytes();
+        // SAFETY: within addr..addr+size, as the caller promises.
+        let bytes = unsafe { load_bytes(a, n) }.to_le_bytes();
         // SAFETY: buf holds size bytes, as the caller promises.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.add(done), n) };
         done += n;
@@ -110,7 +121,8 @@ pub unsafe extern "C" fn stm_store_bytes(addr: *mut u8, buf: *const u8, size: us
         let mut bytes = [0u8; 8];
         // SAFETY: buf holds size bytes, as the caller promises.
         unsafe { std::ptr::copy_nonoverlapping(buf.add(done), bytes.as_mut_ptr(), n) };
-        store_bytes(a, u64::from_le_bytes(bytes), n);
+        // SAFETY: within addr..addr+size, as the caller promises.
+        unsafe { store_bytes(a, u64::from_le_bytes(bytes), n) };
         done += n;
     }
 }
@@ -125,7 +137,8 @@ pub unsafe extern "C" fn stm_set_bytes(addr: *mut u8, byte: u8, count: usize) {
     while done < count {
         let a = addr as usize + done;
         let n = (WORD - a % WORD).min(count - done);
-        store_bytes(a, u64::from_le_bytes([byte; 8]), n);
+        // SAFETY: within addr..addr+count, as the caller promises.
+        unsafe { store_bytes(a, u64::from_le_bytes([byte; 8]), n) };
         done += n;
     }
 }
