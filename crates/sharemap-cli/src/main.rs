@@ -247,13 +247,24 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List the placement policies, their sources and parameters
+    /// List what sharemap offers of one kind: placement policies, sharing detectors,
+    /// mapping algorithms, run mechanisms, simulator mechanisms and model parameters,
+    /// generator patterns or machine presets
+    List {
+        /// What to list
+        #[arg(value_enum)]
+        kind: ListKind,
+    },
+    /// List the placement policies, their sources and parameters (as `list policies`)
     Policies,
-    /// List the sharing detectors, their sources and options (`--detector NAME:KEY=VALUE,...`)
+    /// List the sharing detectors, their sources and options (`--detector NAME:KEY=VALUE,...`;
+    /// as `list detectors`)
     Detectors,
-    /// List the thread-mapping algorithms, their sources and options (`--algo`, `--thread-map`)
+    /// List the thread-mapping algorithms, their sources and options (`--algo`, `--thread-map`;
+    /// as `list algorithms`)
     Algorithms,
-    /// List the mechanisms `sharemap run --mechanism` measures, their sources and options
+    /// List the mechanisms `sharemap run --mechanism` measures, their sources and options (as
+    /// `list mechanisms`)
     Mechanisms,
     /// Simulate a trace on a NUMA machine (caches, coherence, TLBs, DRAM, per-thread clocks)
     /// under thread and data mapping mechanisms: time, misses, traffic, each against `os`
@@ -303,6 +314,25 @@ enum Command {
         #[arg(long, default_value = "1M", value_parser = parse_count)]
         accesses: u64,
     },
+}
+
+/// The kinds `sharemap list` lists.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ListKind {
+    /// Placement policies (`place --policy`, `--set POLICY.KEY=VALUE`)
+    Policies,
+    /// Sharing detectors (`analyze --detector NAME:KEY=VALUE`)
+    Detectors,
+    /// Thread-mapping algorithms (`map --algo`, `--thread-map`)
+    Algorithms,
+    /// Mechanisms of real runs (`run --mechanism`)
+    Mechanisms,
+    /// The simulator's mechanisms and model parameters (`simulate --mechanism`, `--param`)
+    Simulator,
+    /// Sharing patterns of the generator (`gen PATTERN`)
+    Patterns,
+    /// Machine presets (`--machine NAME`)
+    Machines,
 }
 
 /// "250000", "250k", "1M", "2G" (powers of 1000).
@@ -429,6 +459,18 @@ fn main() -> ExitCode {
         Command::Place { model, policy, json, breakdown, placement } => {
             place::run(&model, &policy, json, breakdown, placement.as_deref())
         }
+        Command::List { kind } => match kind {
+            ListKind::Policies => place::list(),
+            ListKind::Detectors => analyze::list(),
+            ListKind::Algorithms => map::list(),
+            ListKind::Mechanisms => run::list(),
+            ListKind::Simulator => simulate::list(),
+            ListKind::Patterns => {
+                trace_cmds::list_patterns();
+                Ok(ExitCode::SUCCESS)
+            }
+            ListKind::Machines => machine::run(None, false, true),
+        },
         Command::Policies => place::list(),
         Command::Detectors => analyze::list(),
         Command::Algorithms => map::list(),

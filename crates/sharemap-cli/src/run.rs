@@ -422,13 +422,13 @@ pub fn list() -> Result<ExitCode> {
         .iter()
         .map(|m| {
             let mut n = Vec::new();
-            if m.needs_recording {
+            if m.caps.recording {
                 n.push("--recording");
             }
-            if m.needs_numa {
+            if m.caps.numa {
                 n.push("a NUMA host");
             }
-            if n.is_empty() { m.about.to_string() } else { format!("{} (needs {})", m.about, n.join(" and ")) }
+            if n.is_empty() { m.summary.to_string() } else { format!("{} (needs {})", m.summary, n.join(" and ")) }
         })
         .collect();
     let rows = MECHANISMS.iter().zip(&needs).map(|(m, about)| crate::registry::Row {

@@ -333,3 +333,29 @@ fn stopped_or_failed_runs_leave_nothing_and_outputs_respect_what_they_replace() 
     ok(&["convert", s(&t), "/dev/null", "--to", "csv"]);
     assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
 }
+
+/// `sharemap list KIND` lists each kind as its older command or flag does, and names every
+/// row of the library's registries.
+#[test]
+fn list_gives_every_kind_as_the_older_commands_do() {
+    let same = [
+        ("policies", vec!["policies"]),
+        ("detectors", vec!["detectors"]),
+        ("algorithms", vec!["algorithms"]),
+        ("mechanisms", vec!["mechanisms"]),
+        ("simulator", vec!["simulate", "--list"]),
+        ("patterns", vec!["gen", "--list"]),
+        ("machines", vec!["machine", "--list"]),
+    ];
+    for (kind, older) in same {
+        let listed = ok(&["list", kind]).stdout;
+        assert!(!listed.is_empty(), "list {kind} is empty");
+        assert_eq!(String::from_utf8_lossy(&listed), String::from_utf8_lossy(&ok(&older).stdout), "list {kind}");
+    }
+    let policies = String::from_utf8(ok(&["list", "policies"]).stdout).unwrap();
+    for row in sharemap::registry::rows(sharemap::registry::Kind::Policy) {
+        assert!(policies.lines().any(|l| l.starts_with(&format!("{} ", row.name))), "{} not listed", row.name);
+    }
+    let err = String::from_utf8(sharemap(&["list", "nothing"]).stderr).unwrap();
+    assert!(err.contains("policies") && err.contains("machines"), "{err}");
+}

@@ -6,6 +6,7 @@ pub mod matrix;
 pub mod page_size;
 pub mod pages;
 pub mod placement;
+pub mod plugin;
 pub mod spec;
 
 pub use index::{DenseIndex, RecentPerThread};
@@ -13,7 +14,8 @@ pub use matrix::{MatrixError, SharingMatrix};
 pub use page_size::{PageSize, PageSizeError};
 pub use pages::{PageCounter, PageUsage};
 pub use placement::{PlacementError, ThreadPlacement};
-pub use spec::{Param, Spec, SpecError};
+pub use plugin::{Caps, Param, ParamKind, Params, Plugin};
+pub use spec::{Spec, SpecError};
 
 /// Most threads a trace may hold (thread ids 0..MAX_THREADS). Readers refuse larger ids and
 /// analyses size their per-thread tables (a sharing matrix is n² counters: 128 MiB at this

@@ -5,19 +5,7 @@
 
 use std::fmt;
 
-/// A parameter a mechanism takes: its key, default and meaning (listed by
-/// `sharemap detectors|algorithms|policies`).
-#[derive(Clone, Copy, Debug)]
-pub struct Param {
-    pub key: &'static str,
-    pub default: &'static str,
-    pub doc: &'static str,
-}
-
-/// Shorthand for registry tables.
-pub const fn param(key: &'static str, default: &'static str, doc: &'static str) -> Param {
-    Param { key, default, doc }
-}
+pub use crate::plugin::Param;
 
 /// A parsed spec: the mechanism's name and its options in the order given; a bare option
 /// (`oracle:page`) has no value.
@@ -167,7 +155,7 @@ mod tests {
 
     #[test]
     fn keys_are_checked_against_the_parameters() {
-        let params = [param("every", "100", "")];
+        let params = [crate::plugin::count("every", "100", "")];
         let s = Spec::parse("sampled:every=0").unwrap();
         assert!(s.check_keys("detector", &params).is_ok());
         let e = s.positive("detector", "every", 1).unwrap_err();

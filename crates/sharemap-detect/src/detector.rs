@@ -3,7 +3,8 @@
 //! detector is one new file (its state, its `Detector` impl and its `INFO`) plus one row here.
 
 use crate::{faults, oracle, sammu, sampled, stmap};
-use sharemap_core::{PageSize, PageUsage, Param, SharingMatrix, Spec, SpecError, ThreadPlacement};
+use sharemap_core::plugin::{self, Params, Plugin};
+use sharemap_core::{PageSize, PageUsage, SharingMatrix, Spec, SpecError, ThreadPlacement};
 use sharemap_trace::{Chunk, Metadata};
 
 /// A sharing detector run over a trace.
@@ -105,45 +106,49 @@ impl<'a> DetectorContext<'a> {
     }
 }
 
-/// A registry row: how `sharemap detectors` lists a detector and how a spec builds it.
-pub struct DetectorInfo {
-    pub name: &'static str,
-    /// Where it comes from (seed paper and section, or tool).
-    pub source: &'static str,
-    pub summary: &'static str,
-    pub params: &'static [Param],
-    pub build: BuildDetector,
-}
+/// A registry row: how `sharemap detectors` lists a detector and how its parameters build it.
+pub type DetectorInfo = Plugin<BuildDetector>;
 
-/// How a registry row builds its detector from a spec.
-pub type BuildDetector = fn(&Spec, &DetectorContext) -> Result<Box<dyn Detector>, SpecError>;
+/// How a registry row builds its detector from its parameters.
+pub type BuildDetector = fn(&Params, &DetectorContext) -> Result<Box<dyn Detector>, SpecError>;
+
+/// The registry's name in errors.
+pub const KIND: &str = "detector";
 
 /// Every detector, in the order `sharemap detectors` lists them.
 pub static DETECTORS: &[DetectorInfo] = &[oracle::INFO, sampled::INFO, faults::INFO, stmap::INFO, sammu::INFO];
 
 pub fn find(name: &str) -> Option<&'static DetectorInfo> {
-    DETECTORS.iter().find(|d| d.name == name)
+    plugin::find(DETECTORS, name)
 }
 
 /// Parses a spec and checks its name and option keys (values are checked by `build`).
 pub fn parse(text: &str) -> Result<Spec, SpecError> {
-    let spec = Spec::parse(text).map_err(|e| SpecError { kind: "detector", ..e })?;
-    let info = find(&spec.name).ok_or_else(|| {
-        let names: Vec<&str> = DETECTORS.iter().map(|d| d.name).collect();
-        SpecError {
-            kind: "detector",
-            spec: text.trim().to_string(),
-            what: format!("unknown detector '{}' (detectors: {})", spec.name, names.join(", ")),
-        }
+    let spec = Spec::parse(text).map_err(|e| SpecError { kind: KIND, ..e })?;
+    let info = find(&spec.name).ok_or_else(|| SpecError {
+        kind: KIND,
+        spec: spec.to_string(),
+        what: format!("unknown detector '{}' (detectors: {})", spec.name, plugin::names(DETECTORS)),
     })?;
-    spec.check_keys("detector", info.params)?;
+    spec.check_keys(KIND, info.params)?;
     Ok(spec)
+}
+
+/// The parameters a spec sets, checked against its detector's table.
+pub fn params(spec: &Spec) -> Result<Params, SpecError> {
+    let info = find(&spec.name).ok_or_else(|| SpecError {
+        kind: KIND,
+        spec: spec.to_string(),
+        what: format!("unknown detector '{}' (detectors: {})", spec.name, plugin::names(DETECTORS)),
+    })?;
+    info.params(KIND, &[&spec.options])
 }
 
 /// Builds the detector a spec names.
 pub fn build(spec: &Spec, ctx: &DetectorContext) -> Result<Box<dyn Detector>, SpecError> {
-    let info = find(&spec.name).ok_or_else(|| spec.error("detector", "unknown detector"))?;
-    (info.build)(spec, ctx)
+    let params = params(spec)?;
+    let info = find(&spec.name).expect("checked by params");
+    (info.build)(&params, ctx)
 }
 
 /// `matrix` cut or padded to `threads` rows.

@@ -6,15 +6,16 @@ use crate::detector::{Detection, Detector, DetectorContext, DetectorInfo};
 use crate::oracle::Seen;
 use rustc_hash::FxHashMap;
 use sharemap_core::SharingMatrix;
-use sharemap_core::spec::param;
+use sharemap_core::plugin::{Caps, count};
 use sharemap_trace::Chunk;
 
 pub(crate) const INFO: DetectorInfo = DetectorInfo {
     name: "faults",
     source: "page-fault sampling (kMAF; `sharemap record --backend faults`)",
     summary: "a thread's first access to a page in each window of accesses, as faults on pages made inaccessible every window would show",
-    params: &[param("window", "1000000", "accesses per window")],
-    build: |spec, ctx| Ok(Box::new(Faults::new(spec.positive("detector", "window", 1_000_000)?, ctx))),
+    params: &[count("window", "1000000", "accesses per window")],
+    caps: Caps::WINDOWS,
+    build: |params, ctx| Ok(Box::new(Faults::new(params.integer("window"), ctx))),
 };
 
 pub struct Faults {

@@ -3,7 +3,7 @@
 //! an access by a thread adds one unit of sharing with each of them that is another thread.
 
 use crate::detector::{Detection, Detector, DetectorContext, DetectorInfo};
-use sharemap_core::spec::param;
+use sharemap_core::plugin::{Caps, ParamKind, given};
 use sharemap_core::{DenseIndex, PageCounter, RecentPerThread, SharingMatrix};
 use sharemap_trace::Chunk;
 
@@ -174,15 +174,13 @@ pub(crate) const INFO: DetectorInfo = DetectorInfo {
     name: "oracle",
     source: "numalize / SPCD's definition of sharing: every access seen",
     summary: "each block remembers its last two threads; an access by another thread adds one unit of sharing with each of them (a thread repeating its own access adds nothing)",
-    params: &[param("line", "", "cache-line blocks (the default)"), param("page", "", "page blocks instead")],
-    build: |spec, ctx| {
-        let granularity = match (spec.get("line"), spec.get("page")) {
-            (_, Some(None)) => Granularity::Page,
-            (_, Some(Some(_))) | (Some(Some(_)), _) => {
-                return Err(spec.error("detector", "line and page take no value"));
-            }
-            _ => Granularity::Line,
-        };
+    params: &[
+        given("line", "", ParamKind::Switch, "cache-line blocks (the default)"),
+        given("page", "", ParamKind::Switch, "page blocks instead"),
+    ],
+    caps: Caps::WINDOWS,
+    build: |params, ctx| {
+        let granularity = if params.get_switch("page") == Some(true) { Granularity::Page } else { Granularity::Line };
         Ok(Box::new(OracleDetector::new(granularity, ctx)))
     },
 };

@@ -13,7 +13,7 @@
 use crate::detector::{Detection, Detector, DetectorContext, DetectorInfo, Report};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use sharemap_core::spec::param;
+use sharemap_core::plugin::{Caps, Param, Params, count, ranged, switch};
 use sharemap_core::{PageUsage, SharingMatrix, ThreadPlacement};
 use sharemap_trace::Chunk;
 
@@ -21,36 +21,29 @@ pub(crate) const INFO: DetectorInfo = DetectorInfo {
     name: "sammu",
     source: "seed 000 (SAMMU), section 3: sharing and page usage detected in the MMU",
     summary: "per-core two-level data TLBs (shared by SMT siblings) with access counters; an eviction or a saturated counter with AC >= AT updates the page's sharers and NUMA counters (page granularity, on --machine's cores)",
-    params: &[
-        param("l1", "64", "L1 TLB entries"),
-        param("l1ways", "4", "L1 TLB associativity"),
-        param("l2", "512", "L2 TLB entries"),
-        param("l2ways", "4", "L2 TLB associativity"),
-        param("ac", "32", "bits of the access counter AC and threshold AT (1-32)"),
-        param("nc", "4", "bits of each NUMA counter (at most 16)"),
-        param("nt", "10", "NUMA threshold NT"),
-        param(
-            "flush",
-            "0",
-            "1: empty every TLB at the end of the trace, activating SAMMU for each entry (no equivalent in the paper)",
-        ),
-    ],
-    build: |spec, ctx| {
-        let d = SammuParams::default();
-        let n = |key: &str, default: u64| spec.positive("detector", key, default);
-        let p = SammuParams {
-            l1_entries: n("l1", d.l1_entries as u64)? as usize,
-            l1_ways: n("l1ways", d.l1_ways as u64)? as usize,
-            l2_entries: n("l2", d.l2_entries as u64)? as usize,
-            l2_ways: n("l2ways", d.l2_ways as u64)? as usize,
-            ac_bits: n("ac", d.ac_bits as u64)?.clamp(1, 32) as u32,
-            nc_bits: n("nc", d.nc_bits as u64)?.min(16) as u32,
-            nt: n("nt", d.nt as u64)?.min(u32::MAX as u64) as u32,
-            flush_at_end: spec.switch("detector", "flush")?,
-        };
-        Ok(Box::new(SammuDetector::new(p, ctx)))
-    },
+    params: PARAMS,
+    caps: Caps::NONE,
+    build: |params, ctx| Ok(Box::new(SammuDetector::new(SammuParams::from_params(params), ctx))),
 };
+
+// SAMMU's parameters, seed 000's table 1: the one place their defaults are written. The
+// detector takes them all; the `sammu` placement policy and simulator mechanism take those
+// they model, under these keys.
+pub const L1: Param = ranged("l1", "64", 1, 1 << 20, "L1 TLB entries");
+pub const L1_WAYS: Param = ranged("l1ways", "4", 1, 64, "L1 TLB associativity");
+pub const L2: Param = ranged("l2", "512", 1, 1 << 24, "L2 TLB entries");
+pub const L2_WAYS: Param = ranged("l2ways", "4", 1, 64, "L2 TLB associativity");
+pub const AC: Param = ranged("ac", "32", 1, 32, "bits of the access counter AC and threshold AT (1-32)");
+pub const NC: Param = ranged("nc", "4", 1, 16, "bits of each NUMA counter (at most 16)");
+pub const NT: Param = count("nt", "10", "NUMA threshold NT");
+pub const FLUSH: Param = switch(
+    "flush",
+    "0",
+    "1: empty every TLB at the end of the trace, activating SAMMU for each entry (no equivalent in the paper)",
+);
+
+/// The detector's table: every parameter of SAMMU.
+pub const PARAMS: &[Param] = &[L1, L1_WAYS, L2, L2_WAYS, AC, NC, NT, FLUSH];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SammuParams {
@@ -72,17 +65,27 @@ pub struct SammuParams {
 
 impl Default for SammuParams {
     /// Seed 000's table 1: L1 64 entries 4-way, L2 512 entries 4-way, AC/AT 32 bits,
-    /// NC 4 bits, NT = 10.
+    /// NC 4 bits, NT = 10 (from `PARAMS`).
     fn default() -> Self {
+        SammuParams::from_params(&Params::defaults(crate::detector::KIND, "sammu", PARAMS))
+    }
+}
+
+impl SammuParams {
+    /// From a plugin's parameters: the keys of `PARAMS` its table has (a TLB model's
+    /// geometry, SAMMU's counters), the others at seed 000's values.
+    pub fn from_params(p: &Params) -> SammuParams {
+        let all = Params::defaults(crate::detector::KIND, "sammu", PARAMS);
+        let get = |key: &str| if p.has(key) { p.integer(key) } else { all.integer(key) };
         SammuParams {
-            l1_entries: 64,
-            l1_ways: 4,
-            l2_entries: 512,
-            l2_ways: 4,
-            ac_bits: 32,
-            nc_bits: 4,
-            nt: 10,
-            flush_at_end: false,
+            l1_entries: get("l1") as usize,
+            l1_ways: get("l1ways") as usize,
+            l2_entries: get("l2") as usize,
+            l2_ways: get("l2ways") as usize,
+            ac_bits: get("ac") as u32,
+            nc_bits: get("nc") as u32,
+            nt: get("nt").min(u32::MAX as u64) as u32,
+            flush_at_end: p.has("flush") && p.switch("flush"),
         }
     }
 }

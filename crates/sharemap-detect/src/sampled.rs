@@ -6,7 +6,7 @@ use crate::cache::PerThreadCache;
 use crate::detector::{Detection, Detector, DetectorContext, DetectorInfo};
 use crate::oracle::Seen;
 use sharemap_core::SharingMatrix;
-use sharemap_core::spec::param;
+use sharemap_core::plugin::{Caps, count};
 use sharemap_trace::Chunk;
 
 pub(crate) const INFO: DetectorInfo = DetectorInfo {
@@ -14,21 +14,22 @@ pub(crate) const INFO: DetectorInfo = DetectorInfo {
     source: "seed 001 (Marathe & Mueller) and seed 002's sampling: hardware-style profiles",
     summary: "the oracle's rule on a sample: every k-th access of each thread (line blocks), the misses of a per-thread 8-way cache (line blocks), or of a per-thread 4-way data TLB (page blocks)",
     params: &[
-        param("every", "100", "keep every k-th access of each thread (the default, k = 100)"),
-        param("cache", "32", "keep misses of a per-thread cache of this many KiB"),
-        param("tlb", "64", "keep misses of a per-thread data TLB of this many entries"),
+        count("every", "100", "keep every k-th access of each thread (the default, k = 100)"),
+        count("cache", "32", "keep misses of a per-thread cache of this many KiB"),
+        count("tlb", "64", "keep misses of a per-thread data TLB of this many entries"),
     ],
-    build: |spec, ctx| {
-        let chosen = ["every", "cache", "tlb"].into_iter().filter(|k| spec.get(k).is_some()).count();
+    caps: Caps::WINDOWS,
+    build: |params, ctx| {
+        let chosen = ["every", "cache", "tlb"].into_iter().filter(|k| params.is_set(k)).count();
         if chosen > 1 {
-            return Err(spec.error("detector", "give one of every, cache or tlb"));
+            return Err(params.error("give one of every, cache or tlb"));
         }
-        let filter = if spec.get("cache").is_some() {
-            Filter::CacheMiss { kb: spec.positive("detector", "cache", 32)? }
-        } else if spec.get("tlb").is_some() {
-            Filter::TlbMiss { entries: spec.positive("detector", "tlb", 64)? }
+        let filter = if params.is_set("cache") {
+            Filter::CacheMiss { kb: params.integer("cache") }
+        } else if params.is_set("tlb") {
+            Filter::TlbMiss { entries: params.integer("tlb") }
         } else {
-            Filter::Every(spec.positive("detector", "every", 100)?)
+            Filter::Every(params.integer("every"))
         };
         Ok(Box::new(Sampled::new(filter, ctx)))
     },

@@ -11,7 +11,7 @@
 use crate::detector::{Detection, Detector, DetectorInfo, Report};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use sharemap_core::spec::param;
+use sharemap_core::plugin::{Caps, Param, Params, count, integer, ranged};
 use sharemap_core::{PageUsage, SharingMatrix};
 use sharemap_trace::{Chunk, EventKind};
 
@@ -19,24 +19,19 @@ pub(crate) const INFO: DetectorInfo = DetectorInfo {
     name: "stmap",
     source: "seed 002 (STMap), Algorithms 1 and 2 and Equation 1",
     summary: "per address, the last two threads (Algorithm 1) on one access in si+1 of each thread; at mi accesses of the counting thread it decides whether mapping pays (Equation 1); inside transactions only, when the trace has transaction events",
-    params: &[
-        param("si", "100", "sampling interval: Algorithm 1 runs once every si+1 accesses of a thread"),
-        param("mi", "100000", "mapping interval: accesses of the counting thread before the decision"),
-        param("da", "10000", "Equation 1's distinct-address threshold"),
-        param("thread", "1", "the counting thread"),
-    ],
-    build: |spec, ctx| {
-        let d = StmapParams::default();
-        let p = StmapParams {
-            si: spec.integer("detector", "si", d.si)?,
-            mi: spec.positive("detector", "mi", d.mi)?,
-            da_threshold: spec.positive("detector", "da", d.da_threshold)?,
-            counting_thread: u32::try_from(spec.integer("detector", "thread", d.counting_thread as u64)?)
-                .map_err(|_| spec.error("detector", "thread must be a thread id"))?,
-        };
-        Ok(Box::new(Stmap::new(p, ctx.page_size.bytes(), ctx.threads)))
-    },
+    params: PARAMS,
+    caps: Caps::NONE,
+    build: |params, ctx| Ok(Box::new(Stmap::new(StmapParams::from_params(params), ctx.page_size.bytes(), ctx.threads))),
 };
+
+/// STMap's parameters, with seed 002's defaults: the one table the detector and its
+/// listing read.
+pub const PARAMS: &[Param] = &[
+    integer("si", "100", "sampling interval: Algorithm 1 runs once every si+1 accesses of a thread"),
+    count("mi", "100000", "mapping interval: accesses of the counting thread before the decision"),
+    count("da", "10000", "Equation 1's distinct-address threshold"),
+    ranged("thread", "1", 0, u32::MAX as u64, "the counting thread"),
+];
 
 const NONE: u32 = u32::MAX;
 
@@ -53,8 +48,21 @@ pub struct StmapParams {
 }
 
 impl Default for StmapParams {
+    /// Seed 002's: SI 100, MI 100,000, DA 10,000, thread 1 counting (from `PARAMS`).
     fn default() -> Self {
-        StmapParams { si: 100, mi: 100_000, da_threshold: 10_000, counting_thread: 1 }
+        StmapParams::from_params(&Params::defaults(crate::detector::KIND, "stmap", PARAMS))
+    }
+}
+
+impl StmapParams {
+    /// From a table that has `PARAMS`' keys.
+    pub fn from_params(p: &Params) -> StmapParams {
+        StmapParams {
+            si: p.integer("si"),
+            mi: p.integer("mi"),
+            da_threshold: p.integer("da"),
+            counting_thread: p.integer("thread") as u32,
+        }
     }
 }
 

@@ -5,13 +5,20 @@
 
 use crate::cost::PairCosts;
 use crate::{bisect, eager, exhaustive, orders, refined, treematch};
-use sharemap_core::spec::param;
-use sharemap_core::{Param, SharingMatrix, Spec, SpecError};
+use sharemap_core::plugin::{self, Caps, ParamKind, Params, Plugin, given};
+use sharemap_core::{SharingMatrix, Spec, SpecError};
 use sharemap_machine::Machine;
 
 pub trait MappingAlgorithm: Send + Sync {
     /// The spec that builds it again.
     fn spec(&self) -> String;
+
+    /// Whether it can map this many threads on this many PUs (exhaustive search cannot on
+    /// large machines): `--algo all` leaves out those that cannot.
+    fn fits(&self, threads: usize, pus: usize) -> Result<(), MappingError> {
+        let _ = (threads, pus);
+        Ok(())
+    }
 
     /// Each thread's logical PU.
     fn map(&self, m: &SharingMatrix, machine: &Machine, costs: &PairCosts) -> Result<Vec<usize>, MappingError>;
@@ -26,16 +33,15 @@ pub enum MappingError {
     MoreThreadsThanPus { threads: usize, pus: usize },
 }
 
-/// How a registry row builds its algorithm from a spec; the seed is the default of seeded ones.
-pub type BuildAlgorithm = fn(&Spec, u64) -> Result<Box<dyn MappingAlgorithm>, SpecError>;
+/// How a registry row builds its algorithm from its parameters; the seed is the default
+/// of seeded ones.
+pub type BuildAlgorithm = fn(&Params, u64) -> Box<dyn MappingAlgorithm>;
 
-pub struct AlgorithmInfo {
-    pub name: &'static str,
-    pub source: &'static str,
-    pub summary: &'static str,
-    pub params: &'static [Param],
-    pub build: BuildAlgorithm,
-}
+/// A registry row: how `sharemap algorithms` lists an algorithm and how it is built.
+pub type AlgorithmInfo = Plugin<BuildAlgorithm>;
+
+/// The registry's name in errors.
+pub const KIND: &str = "algorithm";
 
 const fn plain(
     name: &'static str,
@@ -43,7 +49,7 @@ const fn plain(
     summary: &'static str,
     build: BuildAlgorithm,
 ) -> AlgorithmInfo {
-    AlgorithmInfo { name, source, summary, params: &[], build }
+    AlgorithmInfo { name, source, summary, params: &[], caps: Caps::NONE, build }
 }
 
 /// Every algorithm, in the order `--algo all` runs them.
@@ -52,60 +58,60 @@ pub static ALGORITHMS: &[AlgorithmInfo] = &[
         "sharemap",
         "sharemap",
         "the cheapest of bisection, eagermap (up to 256 threads) and the order-based mappings, refined by cost-aware pairwise swaps (the default)",
-        |_, _| Ok(Box::new(refined::Refined)),
+        |_, _| Box::new(refined::Refined),
     ),
     plain(
         "eagermap",
         "EagerMap (Cruz et al.)",
         "hierarchical greedy grouping, bottom-up over the shared levels",
-        |_, _| Ok(Box::new(eager::Eager)),
+        |_, _| Box::new(eager::Eager),
     ),
     plain(
         "treematch",
         "TreeMatch (Jeannot and Mercier)",
         "tree matching by levels: groups that leave the least sharing outside them",
-        |_, _| Ok(Box::new(treematch::TreeMatch)),
+        |_, _| Box::new(treematch::TreeMatch),
     ),
     plain(
         "bisection",
         "Scotch's dual recursive bipartitioning",
         "top-down recursive bisection of the threads with Kernighan-Lin swaps, as Scotch maps",
-        |_, _| Ok(Box::new(bisect::Bisection)),
+        |_, _| Box::new(bisect::Bisection),
     ),
     plain("compact", "hwloc logical order", "hwloc logical order: neighbours share every cache level", |_, _| {
-        Ok(Box::new(orders::Compact))
+        Box::new(orders::Compact)
     }),
-    plain("scatter", "hwloc distrib", "spread over packages first", |_, _| Ok(Box::new(orders::Scatter))),
+    plain("scatter", "hwloc distrib", "spread over packages first", |_, _| Box::new(orders::Scatter)),
     plain("round-robin", "seed 002's round-robin", "one thread per core, sharing the last-level cache", |_, _| {
-        Ok(Box::new(orders::RoundRobin))
+        Box::new(orders::RoundRobin)
     }),
-    plain("identity", "the OS's order", "the OS order", |_, _| Ok(Box::new(orders::Identity))),
+    plain("identity", "the OS's order", "the OS order", |_, _| Box::new(orders::Identity)),
     AlgorithmInfo {
         name: "random",
         source: "baseline",
         summary: "a seeded random permutation",
-        params: &[param("seed", "--seed", "the permutation's seed")],
-        build: |spec, seed| Ok(Box::new(orders::Random(spec.integer("algorithm", "seed", seed)?))),
+        params: &[given("seed", "--seed", ParamKind::Integer { min: 0, max: u64::MAX }, "the permutation's seed")],
+        caps: Caps::NONE,
+        build: |params, seed| Box::new(orders::Random(params.get_integer("seed").unwrap_or(seed))),
     },
     plain("exhaustive", "branch and bound", "the exact optimum (machines of at most 10 PUs)", |_, _| {
-        Ok(Box::new(exhaustive::Exhaustive))
+        Box::new(exhaustive::Exhaustive)
     }),
 ];
 
 pub fn find(name: &str) -> Option<&'static AlgorithmInfo> {
-    ALGORITHMS.iter().find(|a| a.name == name)
+    plugin::find(ALGORITHMS, name)
 }
 
 /// Builds the algorithm a spec names (`eagermap`, `random:seed=3`); `seed` is the default
 /// of seeded algorithms.
 pub fn build(text: &str, seed: u64) -> Result<Box<dyn MappingAlgorithm>, SpecError> {
-    let spec = Spec::parse(text).map_err(|e| SpecError { kind: "algorithm", ..e })?;
+    let spec = Spec::parse(text).map_err(|e| SpecError { kind: KIND, ..e })?;
     let info = find(&spec.name).ok_or_else(|| {
-        let names: Vec<&str> = ALGORITHMS.iter().map(|a| a.name).collect();
-        spec.error("algorithm", format!("unknown algorithm '{}' (algorithms: {}, or all)", spec.name, names.join(", ")))
+        let names = plugin::names(ALGORITHMS);
+        spec.error(KIND, format!("unknown algorithm '{}' (algorithms: {names}, or all)", spec.name))
     })?;
-    spec.check_keys("algorithm", info.params)?;
-    (info.build)(&spec, seed)
+    Ok((info.build)(&info.params(KIND, &[&spec.options])?, seed))
 }
 
 /// Whether `text` names an algorithm.

@@ -17,14 +17,18 @@ impl MappingAlgorithm for Exhaustive {
         "exhaustive".into()
     }
 
+    fn fits(&self, threads: usize, pus: usize) -> Result<(), MappingError> {
+        if pus > EXHAUSTIVE_MAX_PUS {
+            return Err(MappingError::TooManyPus { pus, max: EXHAUSTIVE_MAX_PUS });
+        }
+        if threads > pus {
+            return Err(MappingError::MoreThreadsThanPus { threads, pus });
+        }
+        Ok(())
+    }
+
     fn map(&self, m: &SharingMatrix, machine: &Machine, costs: &PairCosts) -> Result<Vec<usize>, MappingError> {
-        let (n, p) = (m.threads(), machine.pu_count());
-        if p > EXHAUSTIVE_MAX_PUS {
-            return Err(MappingError::TooManyPus { pus: p, max: EXHAUSTIVE_MAX_PUS });
-        }
-        if n > p {
-            return Err(MappingError::MoreThreadsThanPus { threads: n, pus: p });
-        }
+        self.fits(m.threads(), machine.pu_count())?;
         Ok(exhaustive(m, costs))
     }
 }

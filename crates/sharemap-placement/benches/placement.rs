@@ -47,7 +47,8 @@ fn bench(c: &mut Criterion) {
     let mut policies = c.benchmark_group("policies");
     policies.throughput(Throughput::Elements(ACCESSES * POLICIES.len() as u64));
     policies.sample_size(10);
-    let built: Vec<_> = POLICIES.iter().map(|p| p.build(&Settings::default()).unwrap()).collect();
+    let built: Vec<_> =
+        POLICIES.iter().map(|p| sharemap_placement::policies::build(p, &Settings::default(), &[]).unwrap()).collect();
     for (name, pages) in &all {
         let ctx = plain_context(NODES, costs, pages.len());
         policies.bench_with_input(BenchmarkId::from_parameter(name), pages, |b, pages| {

@@ -30,7 +30,7 @@ fn main() {
         let mut slowest = (f64::MAX, "");
         let mut total = 0.0;
         for info in POLICIES {
-            let pol = info.build(&Settings::default()).unwrap();
+            let pol = sharemap_placement::policies::build(info, &Settings::default(), &[]).unwrap();
             let t = Instant::now();
             for (i, pg) in pages.iter().enumerate() {
                 std::hint::black_box(pol.run(&page(i, pg), &ctx));

@@ -78,10 +78,10 @@ struct Worker {
     error: Option<std::io::Error>,
 }
 
-pub fn evaluate(
+pub fn evaluate<P: std::ops::Deref<Target = dyn Policy> + Sync>(
     part: &Partition,
     ctx: &Context,
-    policies: &[(String, Box<dyn Policy>)],
+    policies: &[(String, P)],
     page_size: u64,
     opts: &EvalOptions,
 ) -> std::io::Result<Evaluation> {
@@ -240,8 +240,9 @@ mod tests {
             let part = Partition::build(&mut trace, &opts, &|_| {}).unwrap();
             let costs = Costs::new(&sharemap_machine::CostParams::butterfly(4096));
             let ctx = crate::testing::plain_context(4, costs, part.pages());
-            let fast = evaluate(&part, &ctx, &[], 4096, &EvalOptions::default()).unwrap();
-            let full = evaluate(&part, &ctx, &[], 4096, &EvalOptions { costliest: 1, ..Default::default() }).unwrap();
+            let none: &[(String, Box<dyn Policy>)] = &[];
+            let fast = evaluate(&part, &ctx, none, 4096, &EvalOptions::default()).unwrap();
+            let full = evaluate(&part, &ctx, none, 4096, &EvalOptions { costliest: 1, ..Default::default() }).unwrap();
             assert_eq!(fast.results[0].tally, full.results[0].tally, "budget {budget}");
             assert_eq!(fast.results[0].cost, full.results[0].cost);
             assert!(full.results[0].tally.remote + full.results[0].tally.node_moves > 0, "some pages are shared");
@@ -272,11 +273,15 @@ mod tests {
         let machine = sharemap_machine::Machine::from_spec("numa:4 pu:2").unwrap();
         let costs = Costs::new(&sharemap_machine::CostParams::butterfly(4096));
         let settings = crate::policies::Settings::default();
-        let all: Vec<(String, Box<dyn Policy>)> =
-            crate::policies::POLICIES.iter().map(|p| (p.name.to_string(), p.build(&settings).unwrap())).collect();
+        let all: Vec<(String, Box<dyn Policy>)> = crate::policies::POLICIES
+            .iter()
+            .map(|p| (p.name.to_string(), crate::policies::build(p, &settings, &[]).unwrap()))
+            .collect();
         let plain: Vec<(String, Box<dyn Policy>)> = ["first-touch", "next-touch", "carrefour", "ace"]
             .iter()
-            .map(|&n| (n.to_string(), crate::policies::find(n).unwrap().build(&settings).unwrap()))
+            .map(|&n| {
+                (n.to_string(), crate::policies::build(crate::policies::find(n).unwrap(), &settings, &[]).unwrap())
+            })
             .collect();
         for policies in [&all, &plain] {
             let mut seen = None;
@@ -287,7 +292,11 @@ mod tests {
                     page_size: PageSize::DEFAULT,
                     placement: ThreadPlacement::identity(&machine),
                     memory_budget: budget,
-                    prepass: crate::policies::Prepass::of(policies, 64),
+                    prepass: {
+                        let groups = crate::policies::Prepass::groups(policies, 64);
+                        assert_eq!(groups.len(), 1, "these policies share one pass");
+                        groups[0].0
+                    },
                 };
                 let mut trace = MemoryTrace::from_accesses(accesses.clone()).with_chunk_accesses(1000);
                 let part = Partition::build(&mut trace, &opts, &|_| {}).unwrap().with_page_memory(page_memory);

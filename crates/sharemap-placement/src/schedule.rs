@@ -36,7 +36,7 @@ pub fn schedule(part: &Partition, ctx: &Context, policy: Option<&dyn Policy>) ->
 mod tests {
     use super::*;
     use crate::cost::node_bit;
-    use crate::policies::{POLICIES, Settings};
+    use crate::policies::Settings;
     use crate::testing::plain_context;
     use sharemap_machine::CostParams;
 
@@ -51,7 +51,7 @@ mod tests {
         let mut ctx = plain_context(2, crate::Costs::new(&CostParams::for_numa(2.0, 4096, 64)), 1);
         ctx.refs_per_ms = 0.1;
         for name in ["first-touch", "round-robin", "next-touch", "numa-balancing", "carrefour"] {
-            let p = POLICIES.iter().find(|p| p.name == name).unwrap().build(&Settings::default()).unwrap();
+            let p = crate::policies::build(crate::policies::find(name).unwrap(), &Settings::default(), &[]).unwrap();
             let page = crate::Page::new(0, 0, 0, &refs, &[]);
             let (tally, log) = record_placements(|| p.run(&page, &ctx));
             if log.is_empty() {

@@ -4,126 +4,96 @@
 
 use crate::{Configuration, MemoryPolicy, Pinning, Plan, optimal_plan, pinning};
 use sharemap::{Error, ErrorKind, Result, ThreadMap};
+use sharemap_core::plugin::{Caps, ParamKind, Params, Plugin, count, given};
 use sharemap_machine::Machine;
 use std::path::Path;
 use std::sync::Arc;
 
-/// One mechanism: its name, what it does, what it needs, and how it becomes a
-/// configuration. A new mechanism is a build function and a row of `MECHANISMS`.
-pub struct MechanismInfo {
-    pub name: &'static str,
-    /// Where it comes from.
-    pub source: &'static str,
-    pub about: &'static str,
-    pub needs_recording: bool,
-    pub needs_numa: bool,
-    /// Options its spec may carry (`marathe:every=10`).
-    pub params: &'static [sharemap_core::Param],
-    /// Whether this process can run it here beyond the recording and the nodes it needs
-    /// (switching a kernel setting needs root).
-    pub available: fn() -> bool,
-    pub build: fn(&Request) -> Result<Configuration>,
-}
+/// One mechanism: its name, what it does, what it needs (`caps`: a recording, a NUMA host,
+/// root), and how it becomes a configuration. A new mechanism is a build function and a
+/// row of `MECHANISMS`.
+pub type MechanismInfo = Plugin<fn(&Request) -> Result<Configuration>>;
+
+/// The registry's name in errors.
+const KIND: &str = "mechanism";
 
 pub static MECHANISMS: &[MechanismInfo] = &[
     MechanismInfo {
         name: "os",
         source: "seed 000 §4.3, seed 002 (the Linux scheduler)",
-        about: "the kernel's scheduler and first touch (the baseline)",
-        needs_recording: false,
-        needs_numa: false,
+        summary: "the kernel's scheduler and first touch (the baseline)",
         params: &[],
-        available: always,
+        caps: Caps::NONE,
         build: os,
     },
     MechanismInfo {
         name: "random",
         source: "seed 000 §4.3",
-        about: "threads on a random permutation of the PUs drawn for each run; pages interleaved over the nodes on a NUMA host",
-        needs_recording: false,
-        needs_numa: false,
+        summary: "threads on a random permutation of the PUs drawn for each run; pages interleaved over the nodes on a NUMA host",
         params: &[],
-        available: always,
+        caps: Caps::NONE,
         build: random,
     },
     MechanismInfo {
         name: "compact",
         source: "seed 002 (hwloc)",
-        about: "hwloc's compact order (neighbours share every cache)",
-        needs_recording: false,
-        needs_numa: false,
+        summary: "hwloc's compact order (neighbours share every cache)",
         params: &[],
-        available: always,
+        caps: Caps::NONE,
         build: hwloc_order,
     },
     MechanismInfo {
         name: "scatter",
         source: "seed 002 (hwloc)",
-        about: "spread over packages first",
-        needs_recording: false,
-        needs_numa: false,
+        summary: "spread over packages first",
         params: &[],
-        available: always,
+        caps: Caps::NONE,
         build: hwloc_order,
     },
     MechanismInfo {
         name: "round-robin",
         source: "seed 002 (hwloc)",
-        about: "one thread per core sharing the last-level cache",
-        needs_recording: false,
-        needs_numa: false,
+        summary: "one thread per core sharing the last-level cache",
         params: &[],
-        available: always,
+        caps: Caps::NONE,
         build: hwloc_order,
     },
     MechanismInfo {
         name: "oracle",
         source: "seed 000 §4.3 (full trace), seed 004 (the optimum)",
-        about: "the sharing-aware mapping of the recording's whole sharing, and on a NUMA host the optimum's home node per page for it",
-        needs_recording: true,
-        needs_numa: false,
+        summary: "the sharing-aware mapping of the recording's whole sharing, and on a NUMA host the optimum's home node per page for it",
         params: &[],
-        available: always,
+        caps: Caps { recording: true, ..Caps::NONE },
         build: oracle,
     },
     MechanismInfo {
         name: "marathe",
         source: "seed 001 (Marathe & Mueller)",
-        about: "threads in recorded order (thread k on PU k), each page on the node whose threads took most of its sampled accesses",
-        needs_recording: true,
-        needs_numa: true,
+        summary: "threads in recorded order (thread k on PU k), each page on the node whose threads took most of its sampled accesses",
         params: &[
-            sharemap_core::spec::param("every", "100", "profile 1 access in this many"),
-            sharemap_core::spec::param("prefix", "-", "profile instead the first share (0-1] of the accesses"),
+            count("every", "100", "profile 1 access in this many"),
+            given("prefix", "-", ParamKind::Share, "profile instead the first share (0-1] of the accesses"),
         ],
-        available: always,
+        caps: Caps { recording: true, numa: true, ..Caps::NONE },
         build: marathe,
     },
     MechanismInfo {
         name: "autopin",
         source: "seed 000 §4.3 (Autopin)",
-        about: "each round tries compact, scatter, round-robin and the oracle's mapping once, then runs the fastest",
-        needs_recording: true,
-        needs_numa: false,
+        summary: "each round tries compact, scatter, round-robin and the oracle's mapping once, then runs the fastest",
         params: &[],
-        available: always,
+        caps: Caps { recording: true, ..Caps::NONE },
         build: autopin,
     },
     MechanismInfo {
         name: "numa-balancing",
         source: "seed 000 §4.3 (Linux NUMA balancing)",
-        about: "the kernel's NUMA balancing switched on for its runs, restored after (root may switch it)",
-        needs_recording: false,
-        needs_numa: true,
+        summary: "the kernel's NUMA balancing switched on for its runs, restored after (root may switch it)",
         params: &[],
-        available: || check_numa_balancing().is_ok(),
+        caps: Caps { numa: true, available: || check_numa_balancing().is_ok(), ..Caps::NONE },
         build: numa_balancing,
     },
 ];
-
-fn always() -> bool {
-    true
-}
 
 /// What a list of mechanism specs stands for: `all` expanded to the mechanisms that apply
 /// here with what was given, and those it left out.
@@ -144,9 +114,9 @@ pub fn expand(lists: &[String], ctx: &MechanismContext) -> Expansion {
                 continue;
             }
             for m in MECHANISMS {
-                let numa_ok = !m.needs_numa || ctx.host.numa_count() > 1;
-                let recording_ok = !m.needs_recording || ctx.recording.is_some();
-                if numa_ok && recording_ok && (m.available)() {
+                let numa_ok = !m.caps.numa || ctx.host.numa_count() > 1;
+                let recording_ok = !m.caps.recording || ctx.recording.is_some();
+                if numa_ok && recording_ok && (m.caps.available)() {
                     out.specs.push(m.name.to_string());
                 } else {
                     out.left_out.push(m.name);
@@ -191,7 +161,8 @@ pub struct Profile {
 /// A mechanism's spec, checked, with what it may use to build its configuration.
 pub struct Request<'a> {
     pub name: String,
-    options: Vec<(String, Option<String>)>,
+    /// Its parameters, checked.
+    pub params: Params,
     /// The recording (present when the mechanism needs one).
     pub recording: Option<&'a Path>,
     pub ctx: &'a MechanismContext<'a>,
@@ -200,10 +171,6 @@ pub struct Request<'a> {
 }
 
 impl Request<'_> {
-    fn option(&self, key: &str) -> Option<&str> {
-        self.options.iter().find(|(k, _)| k == key).and_then(|(_, v)| v.as_deref())
-    }
-
     fn recording(&self) -> &Path {
         self.recording.expect("checked: the mechanism needs a recording")
     }
@@ -232,18 +199,18 @@ pub fn configuration(spec: &str, ctx: &MechanismContext) -> Result<Configuration
     if let Some((key, _)) = spec.options.iter().find(|(k, _)| !info.params.iter().any(|p| p.key == k)) {
         return Err(Error::new(ErrorKind::Mechanism, format!("{name} takes no option '{key}'")));
     }
-    if info.needs_recording && ctx.recording.is_none() {
+    let params = info.params(KIND, &[&spec.options]).map_err(|e| Error::new(ErrorKind::Mechanism, e.to_string()))?;
+    if info.caps.recording && ctx.recording.is_none() {
         return Err(Error::new(ErrorKind::NeedsRecording, format!("{name} needs a recording of the program")));
     }
     let numa = ctx.host.numa_count() > 1;
-    if info.needs_numa && !numa {
+    if info.caps.numa && !numa {
         return Err(Error::new(
             ErrorKind::Mechanism,
             format!("{name} needs a NUMA host: this one has a single node (`sharemap vm` runs a multi-node guest)"),
         ));
     }
-    let request =
-        Request { name: spec.to_string(), options: spec.options.clone(), recording: ctx.recording, ctx, numa };
+    let request = Request { name: spec.to_string(), params, recording: ctx.recording, ctx, numa };
     (info.build)(&request)
 }
 
@@ -273,18 +240,11 @@ fn oracle(r: &Request) -> Result<Configuration> {
 
 fn marathe(r: &Request) -> Result<Configuration> {
     let trace = r.recording();
-    let every = match r.option("every") {
-        Some(v) => v.parse::<u64>().ok().filter(|&v| v > 0).ok_or_else(|| {
-            Error::new(ErrorKind::Mechanism, format!("marathe:every={v}: expected a positive number"))
-        })?,
-        None => 100,
-    };
-    let prefix = match r.option("prefix") {
-        Some(v) => Some(v.parse::<f64>().ok().filter(|&v| v > 0.0 && v <= 1.0).ok_or_else(|| {
-            Error::new(ErrorKind::Mechanism, format!("marathe:prefix={v}: expected a share in (0, 1]"))
-        })?),
-        None => None,
-    };
+    let every = r.params.integer("every");
+    let prefix = r.params.get_number("prefix");
+    if prefix == Some(0.0) {
+        return Err(Error::new(ErrorKind::Mechanism, "marathe:prefix=0: expected a share in (0, 1]"));
+    }
     let pus: Vec<usize> = (0..r.ctx.host.pu_count()).collect();
     let (plan, samples) = profile_plan(trace, &pus, r.ctx.host, every, prefix)?;
     let meta = sharemap::TraceInput::file(trace).metadata()?;
@@ -471,5 +431,28 @@ mod tests {
         assert!(configuration("numa-balancing", &ctx).unwrap_err().to_string().contains("needs a NUMA host"));
         assert!(matches!(configuration("os", &ctx).unwrap().pinning, Pinning::Os));
         assert!(matches!(configuration("random", &ctx).unwrap().memory, MemoryPolicy::FirstTouch));
+    }
+
+    /// Each parameter's documented default is what the mechanism builds with, and each
+    /// parameter is used.
+    #[test]
+    fn mechanisms_build_with_their_documented_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let page = crate::page_size();
+        let accesses: Vec<Access> = (0..5000u64).map(|i| Access::read((i % 2) as u32, (i % 37) * page, 8)).collect();
+        let trace = write_trace(&dir, &accesses);
+        let host = Machine::from_spec("numa:2 pu:1").unwrap();
+        let ctx = MechanismContext { host: &host, recording: Some(&trace), seed: 1 };
+        for row in MECHANISMS.iter().filter(|m| (m.caps.available)()) {
+            let describe = |spec: &str| configuration(spec, &ctx).map(|c| format!("{c:?}").replace(spec, row.name));
+            let defaults = describe(row.name).unwrap();
+            for p in row.params.iter().filter(|p| !p.given) {
+                let explicit = describe(&format!("{}:{}={}", row.name, p.key, p.default)).unwrap();
+                assert_eq!(explicit, defaults, "{}: {}={}", row.name, p.key, p.default);
+                let other: u64 = p.default.parse::<u64>().unwrap() + 1;
+                let changed = describe(&format!("{}:{}={other}", row.name, p.key)).unwrap();
+                assert_ne!(changed, defaults, "{}: {}={other} changes nothing", row.name, p.key);
+            }
+        }
     }
 }

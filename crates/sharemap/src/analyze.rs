@@ -79,9 +79,12 @@ pub(crate) fn analyze(
     observer: &dyn Observer,
 ) -> Result<Analysis> {
     let det = detector::parse(&request.detector)?;
-    if request.window > 0 && matches!(det.name.as_str(), "stmap" | "sammu") {
+    let windows = sharemap_detect::detector::find(&det.name).is_some_and(|d| d.caps.windows);
+    if request.window > 0 && !windows {
         // Their state (STMap's decision, SAMMU's TLBs and thresholds) spans the whole run.
-        return Err(Error::new(ErrorKind::Window, "works with the oracle, sampled and faults detectors"));
+        let able: Vec<&str> = sharemap_detect::DETECTORS.iter().filter(|d| d.caps.windows).map(|d| d.name).collect();
+        let (last, rest) = able.split_last().expect("some detector reads windows");
+        return Err(Error::new(ErrorKind::Window, format!("works with the {} and {last} detectors", rest.join(", "))));
     }
     let reference = request.compare.as_deref().map(detector::parse).transpose()?;
     let mut trace = input.open()?;

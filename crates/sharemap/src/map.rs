@@ -6,7 +6,6 @@ use crate::{Error, ErrorKind, Result, TraceInput};
 use serde::Serialize;
 use sharemap_core::{SharingMatrix, ThreadPlacement};
 use sharemap_machine::Machine;
-use sharemap_mapping::exhaustive::EXHAUSTIVE_MAX_PUS;
 use sharemap_mapping::{ALGORITHMS, PairCosts, mapping_cost, potential, sharing_by_level};
 use std::time::Instant;
 
@@ -155,9 +154,8 @@ pub fn map(sharing: &Sharing, machine: &Machine, request: &MapRequest, seed: u64
     let costs = PairCosts::new(machine, request.cost_model);
     let mut mappings = Vec::new();
     for (spec, alg) in specs.iter().zip(built) {
-        let cannot = machine.pu_count() > EXHAUSTIVE_MAX_PUS || matrix.threads() > machine.pu_count();
-        if all && spec == "exhaustive" && cannot {
-            continue; // `all` skips what exhaustive cannot do; asking for it alone is an error.
+        if all && alg.fits(matrix.threads(), machine.pu_count()).is_err() {
+            continue; // `all` skips what an algorithm cannot do; asking for it alone is an error.
         }
         let start = Instant::now();
         let mapping = alg.map(matrix, machine, &costs).map_err(|e| Error::new(ErrorKind::Mapping, e.to_string()))?;

@@ -63,81 +63,153 @@ pub fn policies(spec: &str, settings: &[String]) -> Result<Vec<(String, Box<dyn 
 
 pub(crate) fn built_policies(spec: &str, settings: &Settings) -> Result<Vec<(String, Box<dyn Policy>)>> {
     let specs: Vec<Spec> = if spec.trim() == "all" {
-        POLICIES.iter().map(|p| Spec { name: p.name.into(), options: Vec::new() }).collect()
+        POLICIES.iter().filter(|p| p.caps.in_all).map(|p| Spec { name: p.name.into(), options: Vec::new() }).collect()
     } else {
         Spec::parse_list(spec).map_err(|e| SpecError { kind: "policy", ..e })?
     };
+    let specs: Vec<&Spec> = specs.iter().filter(|s| s.name != "optimal").collect();
     let mut out = Vec::new();
-    for spec in specs.iter().filter(|s| s.name != "optimal") {
+    for spec in &specs {
         let name = spec.name.as_str();
         let info = policies::find(name).ok_or_else(|| {
             let known: Vec<&str> = POLICIES.iter().map(|p| p.name).collect();
             Error::new(ErrorKind::Policy, format!("unknown policy '{name}' (policies: {}, or all)", known.join(", ")))
         })?;
-        let mut own = settings.clone();
-        for (key, value) in &spec.options {
-            let value = value.as_deref().ok_or_else(|| spec.error("policy", format!("{key} needs a value")))?;
-            own.add(&format!("{name}.{key}={value}")).map_err(|e| Error::new(ErrorKind::Policy, e.to_string()))?;
+        let policy =
+            policies::build(info, settings, &spec.options).map_err(|e| Error::new(ErrorKind::Policy, e.to_string()))?;
+        // Two variants of one policy are told apart by their specs.
+        let twice = specs.iter().filter(|s| s.name == spec.name).count() > 1;
+        let label = if twice { spec.to_string() } else { name.to_string() };
+        if out.iter().any(|(l, _)| *l == label) {
+            continue;
         }
-        out.push((name.to_string(), info.build(&own).map_err(|e| Error::new(ErrorKind::Policy, e.to_string()))?));
+        out.push((label, policy));
     }
     Ok(out)
 }
 
 /// A trace split by page for a situation: what every placement analysis starts from.
+/// Policies asking for different pre-passes (two samplers) get splits of their own.
 pub struct Prepared {
     pub situation: Situation,
+    /// The split the optimum and the policies without needs of their own are evaluated on.
     pub partition: Partition,
+    /// Further splits, each with the indices of the policies it serves.
+    extra: Vec<(Partition, Vec<usize>)>,
+    /// The indices of the policies `partition` serves.
+    first: Vec<usize>,
     /// Threads of the trace (known once it is read).
     pub threads: u32,
 }
 
-/// Reads the trace once into per-page streams, computing in the same pass what the policies
-/// need (`Policy::prepass`).
+/// Reads the trace into per-page streams, computing in the same pass what the policies
+/// need (`Policy::prepass`): once, or once per set of pre-passes that cannot share a pass.
 pub(crate) fn prepare(
     input: &TraceInput,
     situation: Situation,
     policies: &PolicySet,
     observer: &dyn Observer,
 ) -> Result<Prepared> {
-    let mut trace = input.open()?;
-    // No more memory than the trace's references can fill (4 bytes each, twice over for
-    // partly filled blocks), when their number is known.
-    let total = trace.access_count_hint();
-    let justified = total.map_or(usize::MAX, |n| (n as usize).saturating_mul(8) + (1 << 20));
-    let opts = PartitionOptions {
-        page_size: situation.page_size,
-        placement: situation.placement.clone(),
-        memory_budget: situation.memory_budget.min(justified),
-        prepass: Prepass::of(&policies.0, situation.line_size),
-    };
-    let partition =
-        pass(observer, "reading pages", total, |progress| Partition::build(trace.as_mut(), &opts, progress))?;
-    let threads = trace.metadata().threads;
-    Ok(Prepared { situation, partition, threads })
+    let mut splits = Vec::new();
+    let mut threads = 0;
+    for (prepass, serves) in Prepass::groups(&policies.0, situation.line_size) {
+        let mut trace = input.open()?;
+        // No more memory than the trace's references can fill (4 bytes each, twice over for
+        // partly filled blocks), when their number is known.
+        let total = trace.access_count_hint();
+        let justified = total.map_or(usize::MAX, |n| (n as usize).saturating_mul(8) + (1 << 20));
+        let opts = PartitionOptions {
+            page_size: situation.page_size,
+            placement: situation.placement.clone(),
+            memory_budget: situation.memory_budget.min(justified),
+            prepass,
+        };
+        let partition =
+            pass(observer, "reading pages", total, |progress| Partition::build(trace.as_mut(), &opts, progress))?;
+        threads = trace.metadata().threads;
+        splits.push((partition, serves));
+    }
+    let (partition, first) = splits.remove(0);
+    Ok(Prepared { situation, partition, extra: splits, first, threads })
 }
 
 impl Prepared {
     /// What a policy may know, with these costs (a sweep varies them).
     pub fn context(&self, costs: Costs) -> Context<'_> {
-        let situation = &self.situation;
-        Context {
-            nodes: situation.machine.numa_count(),
-            costs,
-            page_size: situation.page_size.bytes(),
-            pages: self.partition.pages() as u64,
-            init_done: self.partition.init_done,
-            phase_changes: &self.partition.phase_changes,
-            annotations: &self.partition.annotations,
-            refs_per_ms: situation.refs_per_ms,
-            seed: situation.seed,
-        }
+        context(&self.situation, &self.partition, costs)
     }
 
-    /// The optimum and the policies over every page.
+    /// The optimum and the policies over every page, the policies in their given order.
     pub fn evaluate(&self, costs: Costs, policies: &PolicySet, opts: &EvalOptions) -> Result<Evaluation> {
         let page_size = self.situation.page_size.bytes();
-        Ok(sharemap_placement::evaluate::evaluate(&self.partition, &self.context(costs), &policies.0, page_size, opts)?)
+        let eval = |part: &Partition, serves: &[usize], opts: &EvalOptions| -> Result<Evaluation> {
+            let chosen: Vec<(String, &dyn Policy)> =
+                serves.iter().filter_map(|&i| policies.0.get(i)).map(|(l, p)| (l.clone(), p.as_ref())).collect();
+            let ctx = context(&self.situation, part, costs);
+            Ok(sharemap_placement::evaluate::evaluate(part, &ctx, &chosen, page_size, opts)?)
+        };
+        if self.extra.is_empty() || policies.0.is_empty() {
+            return Ok(sharemap_placement::evaluate::evaluate(
+                &self.partition,
+                &self.context(costs),
+                &policies.0,
+                page_size,
+                opts,
+            )?);
+        }
+        let mut merged = eval(&self.partition, &self.first, opts)?;
+        let optimal = usize::from(!opts.skip_optimal);
+        let mut columns: Vec<(usize, usize, usize)> = (0..self.first.len()).map(|k| (self.first[k], 0, k)).collect();
+        let mut others = Vec::new();
+        for (n, (part, serves)) in self.extra.iter().enumerate() {
+            // The optimum is the same on every split: its pages rank the costliest alike.
+            let own = EvalOptions { placement: false, skip_optimal: opts.costliest == 0, ..opts.clone() };
+            let e = eval(part, serves, &own)?;
+            let skip = usize::from(!own.skip_optimal);
+            columns.extend(serves.iter().enumerate().map(|(k, &i)| (i, n + 1, k)));
+            others.push((e, skip));
+        }
+        columns.sort_unstable();
+        let result = |split: usize, k: usize| match split {
+            0 => merged.results[optimal + k].clone(),
+            s => others[s - 1].0.results[others[s - 1].1 + k].clone(),
+        };
+        let mut results: Vec<PolicyResult> = merged.results[..optimal].to_vec();
+        let optimum = results.first().map(|o| o.cost);
+        results.extend(columns.iter().map(|&(_, split, k)| {
+            let mut r = result(split, k);
+            // Each split's result is relative to its own optimum, if it had one: the first's.
+            if let Some(opt) = optimum {
+                r.vs_optimal = if opt > 0.0 { r.cost / opt } else { 1.0 };
+            }
+            r
+        }));
+        for (row, page) in merged.costliest.iter_mut().enumerate() {
+            let first = std::mem::take(&mut page.policies);
+            page.policies = columns
+                .iter()
+                .map(|&(_, split, k)| match split {
+                    0 => first[k],
+                    s => others[s - 1].0.costliest.get(row).map_or(f64::NAN, |p| p.policies[k]),
+                })
+                .collect();
+        }
+        merged.results = results;
+        Ok(merged)
+    }
+}
+
+fn context<'a>(situation: &Situation, partition: &'a Partition, costs: Costs) -> Context<'a> {
+    Context {
+        nodes: situation.machine.numa_count(),
+        costs,
+        page_size: situation.page_size.bytes(),
+        pages: partition.pages() as u64,
+        init_done: partition.init_done,
+        phase_changes: &partition.phase_changes,
+        annotations: &partition.annotations,
+        refs_per_ms: situation.refs_per_ms,
+        seed: situation.seed,
     }
 }
 
@@ -153,22 +225,11 @@ pub struct Placement {
     pub evaluation: Evaluation,
 }
 
-/// `bind` must name a node of the machine (its `node` from the policy's spec or the settings).
-pub(crate) fn check_bind(situation: &Situation, policy_spec: &str) -> Result<()> {
+/// Every policy can run on the machine (a node it names exists): checked before any pass.
+pub(crate) fn check_machine(situation: &Situation, policies: &PolicySet) -> Result<()> {
     let nodes = situation.machine.numa_count();
-    let Ok(specs) = Spec::parse_list(policy_spec) else { return Ok(()) };
-    let Some(bind) = specs.iter().find(|s| s.name == "bind") else { return Ok(()) };
-    let mut settings = situation.settings.clone();
-    if let Some(Some(node)) = bind.get("node") {
-        settings.add(&format!("bind.node={node}")).map_err(|e| Error::new(ErrorKind::Policy, e.to_string()))?;
-    }
-    if let Some(n) = policies::find("bind").and_then(|b| b.value(&settings, "node").parse::<usize>().ok())
-        && n >= nodes
-    {
-        return Err(Error::new(
-            ErrorKind::PolicySetting,
-            format!("bind.node={n}: the machine has {nodes} NUMA nodes (0..{})", nodes - 1),
-        ));
+    for (_, p) in &policies.0 {
+        p.check(nodes).map_err(|e| Error::new(ErrorKind::PolicySetting, e.to_string()))?;
     }
     Ok(())
 }

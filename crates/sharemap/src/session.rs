@@ -124,7 +124,7 @@ impl Session {
     /// The optimum and the policies on the trace.
     pub fn place(&self, request: &PlaceRequest) -> Result<Placement> {
         let (situation, policies) = self.checked(&request.setup, &request.policies)?;
-        crate::place::check_bind(&situation, &request.policies)?;
+        crate::place::check_machine(&situation, &policies)?;
         // An output that cannot be written is refused before the long passes.
         let plan = request.plan.as_deref().map(sharemap_trace::output::AtomicOutput::create).transpose()?;
         let situation = self.resolved(&request.setup, situation)?;

@@ -4,7 +4,7 @@
 use crate::observer::pass;
 use crate::{Error, ErrorKind, Result, Session};
 use serde::Serialize;
-use sharemap_sim::mechanisms::planned::{PlannedPlacement, policy_and_threads};
+use sharemap_sim::mechanisms::planned::PlannedPlacement;
 use sharemap_sim::mechanisms::{self, Context, Profile};
 use sharemap_sim::{Model, SimError};
 use sharemap_trace::TraceSource;
@@ -100,8 +100,8 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
         trace = open()?;
     }
     let mut plans = Vec::new();
-    for c in chosen.iter().filter(|c| c.info.name == "place") {
-        plans.push((c.label.clone(), plan(session, request, &c.spec, page_size)?));
+    for (c, wanted) in chosen.iter().filter_map(|c| c.plan().map(|p| (c, p))) {
+        plans.push((c.label.clone(), plan(session, request, &c.label, wanted, page_size)?));
         trace = open()?;
     }
     let ctx = Context {
@@ -154,10 +154,11 @@ fn sampled_pages(trace: &mut dyn TraceSource, page_size: u64, every: u64) -> Res
 fn plan(
     session: &Session,
     request: &SimulateRequest,
-    spec: &sharemap_core::Spec,
+    label: &str,
+    wanted: sharemap_sim::mechanisms::PlanRequest,
     page_size: u64,
 ) -> Result<PlannedPlacement> {
-    let (policy, threads) = policy_and_threads(spec);
+    let (policy, threads) = (wanted.policy, wanted.threads);
     let setup = crate::Setup {
         page_size: Some(page_size),
         thread_map: crate::ThreadMap::parse(&threads)?,
@@ -167,7 +168,7 @@ fn plan(
     let policies = if policy == "optimal" { String::new() } else { policy };
     let (prepared, policies) = session.prepare(&setup, &policies)?;
     if policies.0.len() > 1 {
-        return Err(Error::new(ErrorKind::Mechanism, format!("{spec}: one policy per place mechanism")));
+        return Err(Error::new(ErrorKind::Mechanism, format!("{label}: one policy per place mechanism")));
     }
     let ctx = prepared.context(sharemap_placement::Costs::new(&prepared.situation.costs));
     let schedule =

@@ -63,3 +63,30 @@ fn exported_placement_replays_to_the_optimal_cost() {
     let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(&js).unwrap()).unwrap();
     assert_eq!(rows.as_array().unwrap().len(), text.lines().count() - 1);
 }
+
+/// Two variants of one policy asking for different samplers (marathe's cache-miss and
+/// tlb-miss profiles) each get their own: in one request, each reports what it reports alone.
+#[test]
+fn variants_of_one_policy_keep_their_own_prepass() {
+    let pattern = sharemap::generate::pattern("random").unwrap();
+    let trace = sharemap::generate::to_memory(pattern, &sharemap::generate::GenParams::new(8, 200_000, 1)).unwrap();
+    let session = Session::new(TraceInput::memory(trace), Machine::from_spec("numa:2 pu:4").unwrap(), 1);
+    let place = |policies: &str| session.place(&PlaceRequest::new(policies)).unwrap().evaluation.results;
+    let both = place("marathe:source=cache-miss,marathe:source=tlb-miss");
+    let cache = place("marathe:source=cache-miss");
+    let tlb = place("marathe:source=tlb-miss");
+    assert_eq!(both.len(), 3);
+    assert_eq!(
+        (both[1].name.as_str(), both[2].name.as_str()),
+        ("marathe:source=cache-miss", "marathe:source=tlb-miss")
+    );
+    for (together, alone) in [(&both[1], &cache[1]), (&both[2], &tlb[1])] {
+        assert_eq!(together.tally, alone.tally, "{}", together.name);
+        assert_eq!(together.cost, alone.cost);
+        assert_eq!(together.vs_optimal, alone.vs_optimal);
+    }
+    assert_ne!(
+        cache[1].tally.profile_samples, tlb[1].tally.profile_samples,
+        "the samplers should see different accesses"
+    );
+}

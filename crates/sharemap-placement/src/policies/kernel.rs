@@ -9,6 +9,7 @@ use sharemap_detect::sammu::SammuParams;
 /// period, in address order, wrapping around; the first access to a marked page is a
 /// hinting fault. A fault from the node that also took the previous fault on the page
 /// migrates it there (the two-stage filter); any fault records the node.
+#[derive(Debug)]
 pub struct NumaBalancing {
     pub delay_ms: f64,
     pub period_ms: f64,
@@ -65,6 +66,7 @@ impl Policy for NumaBalancing {
 /// references or more after that node's previous access (its TLB entry would have been
 /// evicted meanwhile), or every `burst` accesses of one residency (the access counter
 /// saturating).
+#[derive(Debug)]
 pub struct Sammu {
     pub max: u16,
     pub threshold: u16,
@@ -179,6 +181,7 @@ impl Sammu {
 
 /// kMAF: faults (a node's first access to the page in each window) are counted per node;
 /// the page goes to the node with the most once max > 2 x (second + 1).
+#[derive(Debug)]
 pub struct Kmaf {
     pub window_ms: f64,
 }
@@ -226,6 +229,7 @@ impl Policy for Kmaf {
 }
 
 /// Carrefour's per-page rules, applied at each epoch boundary from the last epoch's accesses.
+#[derive(Debug)]
 pub struct Carrefour {
     pub epoch_ms: f64,
     pub share: f64,

@@ -3,7 +3,7 @@
 //! k-th one, or those missing a modelled per-thread cache (long-latency loads) or TLB.
 //! Profile and evaluation use the same trace: the best case for a profile-guided run.
 
-use super::{Context, Policy, PolicyError, Prepass, Values};
+use super::{Context, Policy, Prepass};
 use crate::cost::{MAX_NODES, Residence, Tally, node_bit};
 use crate::page::Page;
 use crate::partition::SamplerKind;
@@ -16,16 +16,17 @@ pub enum Source {
 }
 
 impl Source {
-    pub fn parse(v: &Values) -> Result<Source, PolicyError> {
-        match v.text("source") {
-            "every" => Ok(Source::Every),
-            "cache-miss" => Ok(Source::CacheMiss),
-            "tlb-miss" => Ok(Source::TlbMiss),
-            _ => Err(v.bad("source", "every, cache-miss or tlb-miss")),
+    /// One of the words the `source` parameter takes.
+    pub fn parse(word: &str) -> Source {
+        match word {
+            "cache-miss" => Source::CacheMiss,
+            "tlb-miss" => Source::TlbMiss,
+            _ => Source::Every,
         }
     }
 }
 
+#[derive(Debug)]
 pub struct Marathe {
     pub source: Source,
     pub k: u64,

@@ -12,8 +12,8 @@ use crate::cost::{Costs, Residence, Tally, node_bit};
 use crate::page::{Page, Ref};
 use crate::partition::SamplerKind;
 pub use sharemap_core::Param;
-use sharemap_core::spec::param as p;
-use sharemap_detect::sammu::SammuParams;
+use sharemap_core::plugin::{self, Caps, ParamKind, Params, Plugin, choice, count, integer, number, share};
+use sharemap_detect::sammu::{self as sammu_tables, SammuParams};
 use std::collections::BTreeMap;
 
 /// What a policy may know besides the page's own references.
@@ -41,7 +41,7 @@ impl Context<'_> {
     }
 }
 
-pub trait Policy: Send + Sync {
+pub trait Policy: Send + Sync + std::fmt::Debug {
     /// Runs the policy over one page's references.
     fn run(&self, page: &Page, ctx: &Context) -> Tally;
 
@@ -49,6 +49,12 @@ pub trait Policy: Send + Sync {
     /// the trace's cache-line size.
     fn prepass(&self, _line: u64) -> Prepass {
         Prepass::default()
+    }
+
+    /// Whether it can run on a machine of `nodes` NUMA nodes (a node it names must exist).
+    fn check(&self, nodes: usize) -> Result<(), PolicyError> {
+        let _ = nodes;
+        Ok(())
     }
 }
 
@@ -62,25 +68,61 @@ pub struct Prepass {
 }
 
 impl Prepass {
-    /// What a set of policies needs together (the first policy asking for a sampler or a TLB
-    /// model sets it).
-    pub fn of(policies: &[(String, Box<dyn Policy>)], line: u64) -> Prepass {
-        policies
-            .iter()
-            .map(|(_, p)| p.prepass(line))
-            .fold(Prepass::default(), |acc, p| Prepass { sampler: acc.sampler.or(p.sampler), tlb: acc.tlb.or(p.tlb) })
+    /// Both passes' work in one, if they do not ask for different samplers or TLB models.
+    fn with(self, other: Prepass) -> Option<Prepass> {
+        let sampler = match (self.sampler, other.sampler) {
+            (Some(a), Some(b)) if a != b => return None,
+            (a, b) => a.or(b),
+        };
+        let tlb = match (self.tlb, other.tlb) {
+            (Some(a), Some(b)) if a != b => return None,
+            (a, b) => a.or(b),
+        };
+        Some(Prepass { sampler, tlb })
+    }
+
+    /// The passes a set of policies needs: each with the indices of the policies it serves.
+    /// Policies that ask for different samplers (two variants of one policy) get passes of
+    /// their own; policies that need nothing share the first.
+    pub fn groups(policies: &[(String, Box<dyn Policy>)], line: u64) -> Vec<(Prepass, Vec<usize>)> {
+        let mut groups: Vec<(Prepass, Vec<usize>)> = Vec::new();
+        let mut plain = Vec::new();
+        for (i, (_, p)) in policies.iter().enumerate() {
+            let need = p.prepass(line);
+            if need == Prepass::default() {
+                plain.push(i);
+                continue;
+            }
+            match groups.iter_mut().find_map(|g| g.0.with(need).map(|merged| (g, merged))) {
+                Some((g, merged)) => {
+                    g.0 = merged;
+                    g.1.push(i);
+                }
+                None => groups.push((need, vec![i])),
+            }
+        }
+        match groups.first_mut() {
+            Some(first) => {
+                first.1.extend(plain);
+                first.1.sort_unstable();
+            }
+            None => groups.push((Prepass::default(), plain)),
+        }
+        groups
     }
 }
 
+/// How a registry row builds its policy from its parameters.
+pub type BuildPolicy = fn(&Params) -> Result<Box<dyn Policy>, PolicyError>;
+
 /// A registry row: how `sharemap policies` lists a policy and how settings build it.
-pub struct PolicyInfo {
-    pub name: &'static str,
-    /// Where it comes from.
-    pub source: &'static str,
-    pub summary: &'static str,
-    pub params: &'static [Param],
-    build: fn(&Values) -> Result<Box<dyn Policy>, PolicyError>,
-}
+pub type PolicyInfo = Plugin<BuildPolicy>;
+
+/// The registry's name in errors.
+pub const KIND: &str = "policy";
+
+/// TLB entries of a 4-way model.
+const AT_LEAST_4: ParamKind = ParamKind::Integer { min: 4, max: 1 << 24 };
 
 /// Every policy, in the order `--policy all` reports them.
 pub static POLICIES: &[PolicyInfo] = &[
@@ -89,20 +131,23 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "Linux default; seed 003 (Marchetti et al.) with its init-done annotation",
         summary: "the page lives on the node that touches it first; after an init-done annotation, the first node to touch it after that",
         params: &[],
+        caps: Caps::NONE,
         build: |_| Ok(Box::new(simple::FirstTouch)),
     },
     PolicyInfo {
         name: "first-n-fills",
         source: "seed 003 (Marchetti et al.), section 3.2",
         summary: "first touch, then the first node to make n references (after init-done, if annotated) becomes the home",
-        params: &[p("n", "16", "references that make a node the page's home")],
-        build: |v| Ok(Box::new(simple::FirstNFills { n: v.u64("n")? as u32 })),
+        params: &[count("n", "16", "references that make a node the page's home")],
+        caps: Caps::NONE,
+        build: |v| Ok(Box::new(simple::FirstNFills { n: u32_of(v, "n") })),
     },
     PolicyInfo {
         name: "round-robin",
         source: "seed 003's baseline; numactl-style spreading",
         summary: "the k-th page touched (in trace order) lives on node k mod nodes",
         params: &[],
+        caps: Caps::NONE,
         build: |_| Ok(Box::new(simple::Static(simple::Spread::ByTouch))),
     },
     PolicyInfo {
@@ -110,6 +155,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "numactl --interleave=all",
         summary: "page number mod nodes",
         params: &[],
+        caps: Caps::NONE,
         build: |_| Ok(Box::new(simple::Static(simple::Spread::ByNumber))),
     },
     PolicyInfo {
@@ -117,20 +163,23 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "seed 004's random static placement baseline",
         summary: "each page on a node drawn from a hash of its number and --seed",
         params: &[],
+        caps: Caps::NONE,
         build: |_| Ok(Box::new(simple::Static(simple::Spread::Random))),
     },
     PolicyInfo {
         name: "bind",
         source: "numactl --membind",
         summary: "every page on one node",
-        params: &[p("node", "0", "the node")],
-        build: |v| Ok(Box::new(simple::Static(simple::Spread::Bind(v.u64("node")? as u16)))),
+        params: &[integer("node", "0", "the node")],
+        caps: Caps::NONE,
+        build: |v| Ok(Box::new(simple::Static(simple::Spread::Bind(v.integer("node").min(u16::MAX as u64) as u16)))),
     },
     PolicyInfo {
         name: "next-touch",
         source: "affinity-on-next-touch (madvise-style), marked at every annotation",
         summary: "first touch; after each annotation (init-done, phase-change, roi-begin) the next node to touch a page gets it",
         params: &[],
+        caps: Caps::NONE,
         build: |_| Ok(Box::new(simple::NextTouch { phases_only: false })),
     },
     PolicyInfo {
@@ -138,6 +187,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "seed 003 (Marchetti et al.), section 4.2",
         summary: "first touch honouring init-done; placements are forgotten at phase-change annotations and the next node to touch a page gets it",
         params: &[],
+        caps: Caps::NONE,
         build: |_| Ok(Box::new(simple::NextTouch { phases_only: true })),
     },
     PolicyInfo {
@@ -145,15 +195,16 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "Linux automatic NUMA balancing (kernel/sched/fair.c defaults)",
         summary: "every scan period the scanner marks scan-size MB of pages in address order; the next access faults, and the page migrates to the faulting node if the previous fault came from that node too (two-stage filter)",
         params: &[
-            p("scan-delay-ms", "1000", "numa_balancing_scan_delay_ms: first scan after start"),
-            p("scan-period-ms", "1000", "numa_balancing_scan_period_min_ms: time between scans"),
-            p("scan-size-mb", "256", "numa_balancing_scan_size_mb: address space marked per scan"),
+            number("scan-delay-ms", "1000", "numa_balancing_scan_delay_ms: first scan after start"),
+            number("scan-period-ms", "1000", "numa_balancing_scan_period_min_ms: time between scans"),
+            number("scan-size-mb", "256", "numa_balancing_scan_size_mb: address space marked per scan"),
         ],
+        caps: Caps::NONE,
         build: |v| {
             Ok(Box::new(kernel::NumaBalancing {
-                delay_ms: v.f64("scan-delay-ms")?,
-                period_ms: v.f64("scan-period-ms")?,
-                size_mb: v.f64("scan-size-mb")?,
+                delay_ms: v.number("scan-delay-ms"),
+                period_ms: v.number("scan-period-ms"),
+                size_mb: v.number("scan-size-mb"),
             }))
         },
     },
@@ -162,48 +213,38 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "seed 000 (SAMMU), section 3.3: NUMA counters",
         summary: "saturating per-node counters, +1 for the node of a TLB event and -1 for the others; migrate when NC[n] - NC[home] >= NT; TLB events from SAMMU's per-core TLB model run over the trace (statistics updates: evictions and saturations with AC >= AT)",
         params: &[
-            p("bits", "4", "counter width"),
-            p("nt", "10", "migration threshold NT"),
-            p(
+            Param { key: "bits", doc: "counter width", ..sammu_tables::NC },
+            Param { doc: "migration threshold NT", ..sammu_tables::NT },
+            choice(
                 "events",
                 "tlb",
+                &["tlb", "proxy"],
                 "tlb: SAMMU's TLB model (per-core L1 64x4, L2 512x4, SMT siblings sharing) drives the counters; proxy: events guessed from the page's own accesses (gap, burst)",
             ),
-            p("l1", "64", "L1 data TLB entries (4-way) of the TLB model"),
-            p("l2", "512", "L2 TLB entries (4-way) of the TLB model"),
-            p(
-                "ac",
-                "32",
-                "bits of the TLB model's access counters AC and thresholds AT (seed 000: 32; fewer bits saturate sooner, giving events on working sets that stay in the TLBs)",
-            ),
-            p(
+            // The model's sets are 4-way: at least one set of entries.
+            Param { doc: "L1 data TLB entries (4-way) of the TLB model", kind: AT_LEAST_4, ..sammu_tables::L1 },
+            Param { doc: "L2 TLB entries (4-way) of the TLB model", kind: AT_LEAST_4, ..sammu_tables::L2 },
+            Param {
+                doc: "bits of the TLB model's access counters AC and thresholds AT (seed 000: 32; fewer bits saturate sooner, giving events on working sets that stay in the TLBs)",
+                ..sammu_tables::AC
+            },
+            count(
                 "gap",
                 "1000",
                 "proxy: a node's access this many references after its previous one counts as a TLB eviction event",
             ),
-            p("burst", "256", "proxy: accesses of one residency that count as an access-counter saturation event"),
+            count("burst", "256", "proxy: accesses of one residency that count as an access-counter saturation event"),
         ],
+        caps: Caps::NONE,
         build: |v| {
-            let proxy = match v.text("events") {
-                "tlb" => false,
-                "proxy" => true,
-                other => {
-                    let value = other.to_string();
-                    return Err(PolicyError::NotOneOf {
-                        policy: "sammu",
-                        key: "events".into(),
-                        value,
-                        choices: "tlb or proxy",
-                    });
-                }
-            };
+            let proxy = v.text("events") == "proxy";
             Ok(Box::new(kernel::Sammu {
-                max: ((1u32 << v.u64("bits")?.clamp(1, 15)) - 1) as u16,
-                threshold: v.u64("nt")? as u16,
+                max: ((1u32 << v.integer("bits")) - 1) as u16,
+                threshold: v.integer("nt").min(u16::MAX as u64) as u16,
                 proxy,
-                tlb: if proxy { None } else { Some(sammu_tlb(v)?) },
-                gap: v.u64("gap")?.max(1),
-                burst: v.u64("burst")?.max(1) as u32,
+                tlb: if proxy { None } else { Some(SammuParams::from_params(v)) },
+                gap: v.integer("gap"),
+                burst: v.integer("burst").min(u32::MAX as u64) as u32,
             }))
         },
     },
@@ -211,23 +252,25 @@ pub static POLICIES: &[PolicyInfo] = &[
         name: "kmaf",
         source: "kMAF (kernel Memory Affinity Framework)",
         summary: "counts page faults per node (first access per node per window); migrates to the node with most faults when max > 2 x (second + 1)",
-        params: &[p("window-ms", "100", "fault window: a node faults once per page per window")],
-        build: |v| Ok(Box::new(kernel::Kmaf { window_ms: v.f64("window-ms")? })),
+        params: &[number("window-ms", "100", "fault window: a node faults once per page per window")],
+        caps: Caps::NONE,
+        build: |v| Ok(Box::new(kernel::Kmaf { window_ms: v.number("window-ms") })),
     },
     PolicyInfo {
         name: "carrefour",
         source: "Carrefour (Dashti et al., ASPLOS 2013)",
         summary: "per epoch and page: migrate if one node makes >= share of the accesses, replicate if read-only and shared, else interleave",
         params: &[
-            p("epoch-ms", "1000", "decision period"),
-            p("share", "0.9", "fraction of a page's accesses that makes it a single node's page"),
-            p("min-accesses", "16", "pages with fewer accesses in an epoch are left alone"),
+            number("epoch-ms", "1000", "decision period"),
+            share("share", "0.9", "fraction of a page's accesses that makes it a single node's page"),
+            integer("min-accesses", "16", "pages with fewer accesses in an epoch are left alone"),
         ],
+        caps: Caps::NONE,
         build: |v| {
             Ok(Box::new(kernel::Carrefour {
-                epoch_ms: v.f64("epoch-ms")?,
-                share: v.f64("share")?,
-                min_accesses: v.u64("min-accesses")? as u32,
+                epoch_ms: v.number("epoch-ms"),
+                share: v.number("share"),
+                min_accesses: v.integer("min-accesses").min(u32::MAX as u64) as u32,
             }))
         },
     },
@@ -236,17 +279,23 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "seed 001 (Marathe & Mueller): hardware profile-guided placement",
         summary: "a profile of sampled accesses places each page, for the whole run, on the node with the most samples (unsampled pages: first touch)",
         params: &[
-            p("source", "every", "every (each k-th access), cache-miss (long-latency-load proxy) or tlb-miss"),
-            p("k", "100", "sampling period for source=every"),
-            p("cache-kb", "32", "per-thread cache for source=cache-miss (KiB, 8-way, line size of the trace)"),
-            p("tlb-entries", "64", "per-thread data TLB for source=tlb-miss (4-way)"),
+            choice(
+                "source",
+                "every",
+                &["every", "cache-miss", "tlb-miss"],
+                "every (each k-th access), cache-miss (long-latency-load proxy) or tlb-miss",
+            ),
+            integer("k", "100", "sampling period for source=every"),
+            integer("cache-kb", "32", "per-thread cache for source=cache-miss (KiB, 8-way, line size of the trace)"),
+            integer("tlb-entries", "64", "per-thread data TLB for source=tlb-miss (4-way)"),
         ],
+        caps: Caps::NONE,
         build: |v| {
             Ok(Box::new(marathe::Marathe {
-                source: marathe::Source::parse(v)?,
-                k: v.u64("k")?.max(1),
-                cache_kb: v.u64("cache-kb")?.max(1),
-                tlb_entries: v.u64("tlb-entries")?.clamp(1, u32::MAX as u64) as u32,
+                source: marathe::Source::parse(v.text("source")),
+                k: v.integer("k").max(1),
+                cache_kb: v.integer("cache-kb").max(1),
+                tlb_entries: v.integer("tlb-entries").clamp(1, u32::MAX as u64) as u32,
             }))
         },
     },
@@ -254,53 +303,65 @@ pub static POLICIES: &[PolicyInfo] = &[
         name: "replicate-time",
         source: "seed 003 (Marchetti et al.), section 4.2: time policy",
         summary: "home by first touch; a node whose mapping of a page lasted t ms gets a read copy the next time it maps it (writes invalidate copies and mappings)",
-        params: &[p("t-ms", "10", "mapping lifetime that earns a copy")],
-        build: |v| Ok(Box::new(replication::Replicate { rule: replication::Rule::Time(v.f64("t-ms")?) })),
+        params: &[number("t-ms", "10", "mapping lifetime that earns a copy")],
+        caps: Caps::NONE,
+        build: |v| Ok(Box::new(replication::Replicate { rule: replication::Rule::Time(v.number("t-ms")) })),
     },
     PolicyInfo {
         name: "replicate-counter",
         source: "seed 003 (Marchetti et al.), section 4.2: counter policy",
         summary: "a node that made n references during a mapping gets a read copy the next time it maps the page",
-        params: &[p("n", "64", "references during a mapping that earn a copy")],
-        build: |v| Ok(Box::new(replication::Replicate { rule: replication::Rule::Counter(v.u64("n")? as u32) })),
+        params: &[integer("n", "64", "references during a mapping that earn a copy")],
+        caps: Caps::NONE,
+        build: |v| Ok(Box::new(replication::Replicate { rule: replication::Rule::Counter(u32_of(v, "n")) })),
     },
     PolicyInfo {
         name: "replicate-counter-interrupt",
         source: "seed 003 (Marchetti et al.), section 4.2: counter-interrupt policy",
         summary: "a node gets a read copy as soon as it has made n references since mapping the page",
-        params: &[p("n", "64", "references since mapping that earn a copy")],
-        build: |v| Ok(Box::new(replication::Replicate { rule: replication::Rule::Interrupt(v.u64("n")? as u32) })),
+        params: &[integer("n", "64", "references since mapping that earn a copy")],
+        caps: Caps::NONE,
+        build: |v| Ok(Box::new(replication::Replicate { rule: replication::Rule::Interrupt(u32_of(v, "n")) })),
     },
     PolicyInfo {
         name: "ace",
         source: "seed 004 section 4.4.1: the ACE policy",
         summary: "pages start in global memory and are replicated to readers; a write leaves one local copy at the writer; after 4 invalidations a page is frozen in global memory for good",
-        params: &[p("invalidations", "4", "invalidations allowed before freezing")],
-        build: |v| Ok(Box::new(seed004::Ace { limit: v.u64("invalidations")? as u32, delay: 0 })),
+        params: &[integer("invalidations", "4", "invalidations allowed before freezing")],
+        caps: Caps::NONE,
+        build: |v| Ok(Box::new(seed004::Ace { limit: u32_of(v, "invalidations"), delay: 0 })),
     },
     PolicyInfo {
         name: "platinum",
         source: "seed 004 section 4.4.1: PLATINUM (Cox & Fowler)",
         summary: "replicate on read, migrate on write; freeze a page referenced by another node within t1 of an invalidation; a daemon defrosts every t2",
-        params: &[p("t1-ms", "10", "freeze window after an invalidation"), p("t2-ms", "1000", "defrost period")],
-        build: |v| Ok(Box::new(seed004::Platinum { t1_ms: v.f64("t1-ms")?, t2_ms: v.f64("t2-ms")? })),
+        params: &[
+            number("t1-ms", "10", "freeze window after an invalidation"),
+            number("t2-ms", "1000", "defrost period"),
+        ],
+        caps: Caps::NONE,
+        build: |v| Ok(Box::new(seed004::Platinum { t1_ms: v.number("t1-ms"), t2_ms: v.number("t2-ms") })),
     },
     PolicyInfo {
         name: "delay",
         source: "seed 004 section 4.4.1: the Delay policy",
         summary: "ACE, but a node new to a page is mapped remotely with a counter of c references; the ACE decision is made when it runs out",
         params: &[
-            p("c", "100", "references before deciding"),
-            p("invalidations", "4", "invalidations allowed before freezing"),
+            integer("c", "100", "references before deciding"),
+            integer("invalidations", "4", "invalidations allowed before freezing"),
         ],
-        build: |v| {
-            Ok(Box::new(seed004::Ace { limit: v.u64("invalidations")? as u32, delay: v.u64("c")?.max(1) as u32 }))
-        },
+        caps: Caps::NONE,
+        build: |v| Ok(Box::new(seed004::Ace { limit: u32_of(v, "invalidations"), delay: u32_of(v, "c").max(1) })),
     },
 ];
 
 pub fn find(name: &str) -> Option<&'static PolicyInfo> {
-    POLICIES.iter().find(|p| p.name == name)
+    plugin::find(POLICIES, name)
+}
+
+/// A whole-number parameter that a policy counts in 32 bits.
+fn u32_of(v: &Params, key: &str) -> u32 {
+    v.integer(key).min(u32::MAX as u64) as u32
 }
 
 /// A policy or one of its settings that cannot be used.
@@ -312,15 +373,18 @@ pub enum PolicyError {
     UnknownPolicy { setting: String, policy: String },
     #[error("setting '{setting}': {policy} has no parameter '{key}' (it has: {known})")]
     UnknownParameter { setting: String, policy: &'static str, key: String, known: String },
-    #[error("{policy}.{key} = '{value}': expected {expected}")]
-    BadValue { policy: &'static str, key: String, value: String, expected: &'static str },
+    #[error("{policy}.{key} = '{value}': expected {expected} ({what})")]
+    BadValue { policy: &'static str, key: String, value: String, expected: String, what: &'static str },
     #[error("{policy}.{key}: '{value}' is not {choices}")]
-    NotOneOf { policy: &'static str, key: String, value: String, choices: &'static str },
+    NotOneOf { policy: &'static str, key: String, value: String, choices: String },
+    /// A value the machine cannot honour (a node it does not have).
+    #[error("{policy}.{key}={value}: {why}")]
+    Machine { policy: &'static str, key: &'static str, value: String, why: String },
 }
 
 /// `policy.key=value` settings, checked against the policies' parameters.
 #[derive(Clone, Debug, Default)]
-pub struct Settings(BTreeMap<(String, String), String>);
+pub struct Settings(BTreeMap<String, Vec<(String, Option<String>)>>);
 
 impl Settings {
     /// Parses one `policy.key=value`.
@@ -339,59 +403,53 @@ impl Settings {
                 known: if known.is_empty() { "none".to_string() } else { known.join(", ") },
             });
         }
-        self.0.insert((policy.to_string(), key.to_string()), value.trim().to_string());
+        let layer = self.0.entry(policy.to_string()).or_default();
+        layer.retain(|(k, _)| k != key);
+        layer.push((key.to_string(), Some(value.trim().to_string())));
         Ok(())
     }
-}
 
-/// A policy's resolved parameter values.
-pub struct Values<'a> {
-    info: &'a PolicyInfo,
-    settings: &'a Settings,
-}
-
-impl<'a> Values<'a> {
-    pub fn text(&self, key: &str) -> &'a str {
-        self.settings
-            .0
-            .get(&(self.info.name.to_string(), key.to_string()))
-            .map(String::as_str)
-            .or_else(|| self.info.params.iter().find(|p| p.key == key).map(|p| p.default))
-            .unwrap_or("")
-    }
-
-    /// An error about `key`'s value.
-    pub fn bad(&self, key: &str, expected: &'static str) -> PolicyError {
-        PolicyError::BadValue {
-            policy: self.info.name,
-            key: key.to_string(),
-            value: self.text(key).to_string(),
-            expected,
-        }
-    }
-
-    pub fn f64(&self, key: &str) -> Result<f64, PolicyError> {
-        self.text(key)
-            .parse::<f64>()
-            .ok()
-            .filter(|v| v.is_finite() && *v >= 0.0)
-            .ok_or_else(|| self.bad(key, "a non-negative number"))
-    }
-
-    pub fn u64(&self, key: &str) -> Result<u64, PolicyError> {
-        self.text(key).parse::<u64>().map_err(|_| self.bad(key, "a non-negative integer"))
+    /// The settings of one policy, in the order given.
+    fn of(&self, policy: &str) -> &[(String, Option<String>)] {
+        self.0.get(policy).map_or(&[], Vec::as_slice)
     }
 }
 
-impl PolicyInfo {
-    pub fn build(&self, settings: &Settings) -> Result<Box<dyn Policy>, PolicyError> {
-        (self.build)(&Values { info: self, settings })
+/// The policy of a row with its defaults, then `settings`, then `options` (a spec's, which
+/// win).
+pub fn build(
+    row: &'static PolicyInfo,
+    settings: &Settings,
+    options: &[(String, Option<String>)],
+) -> Result<Box<dyn Policy>, PolicyError> {
+    let mut params = Params::defaults(KIND, row.name, row.params);
+    for (key, value) in settings.of(row.name).iter().chain(options) {
+        params.set(key, value.as_deref()).map_err(|_| match (row.params.iter().find(|p| p.key == key), value) {
+            (Some(Param { kind: ParamKind::Choice(words), .. }), Some(value)) => {
+                let (last, rest) = words.split_last().expect("a choice has words");
+                PolicyError::NotOneOf {
+                    policy: row.name,
+                    key: key.clone(),
+                    value: value.clone(),
+                    choices: if rest.is_empty() { last.to_string() } else { format!("{} or {last}", rest.join(", ")) },
+                }
+            }
+            (Some(p), Some(value)) => PolicyError::BadValue {
+                policy: row.name,
+                key: key.clone(),
+                value: value.clone(),
+                expected: p.kind.expected(),
+                what: p.doc,
+            },
+            _ => PolicyError::UnknownParameter {
+                setting: format!("{}.{key}", row.name),
+                policy: row.name,
+                key: key.clone(),
+                known: row.params.iter().map(|p| p.key).collect::<Vec<_>>().join(", "),
+            },
+        })?;
     }
-
-    /// The value this policy will use for `key` under `settings`.
-    pub fn value<'a>(&'a self, settings: &'a Settings, key: &str) -> &'a str {
-        Values { info: self, settings }.text(key)
-    }
+    (row.build)(&params)
 }
 
 /// Charges one reference.
@@ -417,21 +475,3 @@ pub(crate) fn first_touch(page: &Page) -> Residence {
 
 #[cfg(test)]
 mod tests;
-
-/// SAMMU's TLB model as the `sammu` policy's parameters set it.
-fn sammu_tlb(v: &Values) -> Result<SammuParams, PolicyError> {
-    let entries = |key: &str| -> Result<usize, PolicyError> {
-        v.text(key)
-            .parse::<usize>()
-            .ok()
-            .filter(|&n| n >= 4)
-            .ok_or_else(|| v.bad(key, "a number of TLB entries (at least 4)"))
-    };
-    let ac_bits = v
-        .text("ac")
-        .parse::<u32>()
-        .ok()
-        .filter(|b| (1..=32).contains(b))
-        .ok_or_else(|| v.bad("ac", "a number of bits from 1 to 32"))?;
-    Ok(SammuParams { l1_entries: entries("l1")?, l2_entries: entries("l2")?, ac_bits, ..SammuParams::default() })
-}

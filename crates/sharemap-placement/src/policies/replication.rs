@@ -7,6 +7,7 @@ use super::{Context, Policy, charge, first_touch, private};
 use crate::cost::{MAX_NODES, Tally, node_bit};
 use crate::page::Page;
 
+#[derive(Debug)]
 pub enum Rule {
     /// A mapping that lasted this many ms earns a copy at the next mapping.
     Time(f64),
@@ -16,6 +17,7 @@ pub enum Rule {
     Interrupt(u32),
 }
 
+#[derive(Debug)]
 pub struct Replicate {
     pub rule: Rule,
 }

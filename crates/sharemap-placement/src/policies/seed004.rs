@@ -11,6 +11,7 @@ use crate::page::Page;
 ///
 /// With `delay` > 0 this is the Delay policy: a node new to the page is mapped remotely
 /// with a counter of `delay` references, and ACE's decision is taken when it runs out.
+#[derive(Debug)]
 pub struct Ace {
     pub limit: u32,
     pub delay: u32,
@@ -89,6 +90,7 @@ impl Policy for Ace {
 /// PLATINUM (Cox & Fowler): replicate on read, migrate on write, like ACE; a page that is
 /// referenced by another node within t1 of an invalidation is frozen where it is (in global
 /// memory if the machine has it); every t2 a daemon defrosts all frozen pages.
+#[derive(Debug)]
 pub struct Platinum {
     pub t1_ms: f64,
     pub t2_ms: f64,

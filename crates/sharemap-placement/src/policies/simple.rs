@@ -1,9 +1,10 @@
 //! Placement by rule: first touch and its variants, and static spreading.
 
-use super::{Context, Policy, charge, first_touch, private};
+use super::{Context, Policy, PolicyError, charge, first_touch, private};
 use crate::cost::{Residence, Tally, node_bit};
 use crate::page::Page;
 
+#[derive(Debug)]
 pub struct FirstTouch;
 
 impl Policy for FirstTouch {
@@ -24,6 +25,7 @@ impl Policy for FirstTouch {
     }
 }
 
+#[derive(Debug)]
 pub struct FirstNFills {
     pub n: u32,
 }
@@ -55,6 +57,7 @@ impl Policy for FirstNFills {
 }
 
 /// Where a static policy puts a page.
+#[derive(Debug)]
 pub enum Spread {
     ByTouch,
     ByNumber,
@@ -62,6 +65,7 @@ pub enum Spread {
     Bind(u16),
 }
 
+#[derive(Debug)]
 pub struct Static(pub Spread);
 
 /// A well-mixed hash (splitmix64's finaliser).
@@ -73,6 +77,18 @@ pub(crate) fn mix(mut x: u64) -> u64 {
 }
 
 impl Policy for Static {
+    fn check(&self, nodes: usize) -> Result<(), PolicyError> {
+        match self.0 {
+            Spread::Bind(node) if node as usize >= nodes => Err(PolicyError::Machine {
+                policy: "bind",
+                key: "node",
+                value: node.to_string(),
+                why: format!("the machine has {nodes} NUMA nodes (0..{})", nodes - 1),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
         let n = ctx.nodes as u64;
         let node = match self.0 {
@@ -89,6 +105,7 @@ impl Policy for Static {
 
 /// First touch, re-decided by the next toucher after marks: every annotation (next-touch),
 /// or phase changes only, on top of init-done (migrate-on-phase, seed 003).
+#[derive(Debug)]
 pub struct NextTouch {
     pub phases_only: bool,
 }

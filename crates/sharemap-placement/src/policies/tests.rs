@@ -34,7 +34,7 @@ fn run(name: &str, settings: &[&str], refs: &[Ref], c: &Context) -> Tally {
     for x in settings {
         s.add(x).unwrap();
     }
-    find(name).unwrap().build(&s).unwrap().run(&page(refs), c)
+    build(find(name).unwrap(), &s, &[]).unwrap().run(&page(refs), c)
 }
 
 fn butterfly() -> Costs {
@@ -81,7 +81,7 @@ proptest! {
             for events_from in ["sammu.events=tlb", "sammu.events=proxy"] {
                 let mut s = Settings::default();
                 s.add(events_from).unwrap();
-                let policy = info.build(&s).unwrap();
+                let policy = build(info, &s, &[]).unwrap();
                 prop_assert_eq!(policy.run(&page, &c), policy.run(&page.replayed(), &c), "{}", info.name);
             }
         }
@@ -109,7 +109,7 @@ proptest! {
         let c = ctx(nodes, costs, init, &phases, &phases);
         let best = Optimal::new(nodes, costs).solve(&refs).cost;
         for info in POLICIES {
-            let t = info.build(&Settings::default()).unwrap().run(&page(&refs), &c);
+            let t = build(info, &Settings::default(), &[]).unwrap().run(&page(&refs), &c);
             prop_assert_eq!(t.references(), refs.len() as u64, "{}", info.name);
             prop_assert!(t.cost(&costs) >= best - 1e-9, "{} cost {} < optimum {}", info.name, t.cost(&costs), best);
         }
@@ -179,7 +179,7 @@ fn sammu_acts_on_the_tlb_events_of_the_page() {
     let c = ctx(2, butterfly(), None, &[], &[]);
     let mut s = Settings::default();
     s.add("sammu.nt=3").unwrap();
-    let policy = find("sammu").unwrap().build(&s).unwrap();
+    let policy = build(find("sammu").unwrap(), &s, &[]).unwrap();
     // Node 0 writes the page, node 1 reads it 20 times; node 1's TLB events arrive at
     // positions 5, 7 (from other pages' accesses) and 9 (its own access saturating).
     let mut refs = vec![Ref::write(0, 0)];
@@ -323,5 +323,5 @@ fn settings_are_checked() {
     assert!(s.add("delay").is_err());
     let mut s = Settings::default();
     s.add("delay.c=abc").unwrap();
-    assert!(find("delay").unwrap().build(&s).is_err());
+    assert!(build(find("delay").unwrap(), &s, &[]).is_err());
 }

@@ -3,16 +3,17 @@
 //! made the most accesses per simulated ns (the simulator's IPC) is kept for the rest.
 
 use super::fixed::oracle_mapping;
-use super::{Context, KIND, Mechanism, MechanismError, Start, positive_f64};
+use super::{Context, Mechanism, MechanismError, Start};
 use crate::sim::{FirstPlacement, Sim};
+use sharemap_core::Params;
 use sharemap_core::SharingMatrix;
-use sharemap_core::spec::{Spec, SpecError};
+use sharemap_core::spec::SpecError;
 use sharemap_mapping::{CostModel, PairCosts};
 
-pub fn build(spec: &Spec, seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
+pub fn build(p: &Params, seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
     Ok(Box::new(Autopin {
-        k: spec.positive(KIND, "k", 5)?.min(1000) as usize,
-        probation_ns: positive_f64(spec, "probation-ms", 0.1)? * 1e6,
+        k: p.integer("k") as usize,
+        probation_ns: p.number("probation-ms") * 1e6,
         seed,
         candidates: Vec::new(),
         trying: 0,
@@ -37,6 +38,10 @@ struct Autopin {
 }
 
 impl Mechanism for Autopin {
+    fn needs_profile(&self) -> bool {
+        true
+    }
+
     fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
         let costs = PairCosts::new(ctx.machine, CostModel::Latency);
         let none = SharingMatrix::new(ctx.threads.max(1));
@@ -78,5 +83,16 @@ impl Mechanism for Autopin {
         }
         self.window_start_ns = sim.time_ns();
         self.window_accesses = 0;
+    }
+}
+
+/// Its configuration (the run's state is left out).
+impl std::fmt::Debug for Autopin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Autopin")
+            .field("k", &self.k)
+            .field("probation_ns", &self.probation_ns)
+            .field("seed", &self.seed)
+            .finish_non_exhaustive()
     }
 }

@@ -1,10 +1,12 @@
 //! Static mechanisms: the mapping and the placement are decided before the run.
 
-use super::{Context, KIND, Mechanism, MechanismError, Start};
+use super::{Context, Mechanism, MechanismError, Start};
 use crate::sim::FirstPlacement;
-use sharemap_core::spec::{Spec, SpecError};
+use sharemap_core::Params;
+use sharemap_core::spec::SpecError;
 use sharemap_mapping::{CostModel, PairCosts};
 
+#[derive(Debug)]
 pub struct Os;
 
 impl Mechanism for Os {
@@ -14,6 +16,7 @@ impl Mechanism for Os {
     }
 }
 
+#[derive(Debug)]
 pub struct Random {
     pub seed: u64,
 }
@@ -28,6 +31,7 @@ impl Mechanism for Random {
     }
 }
 
+#[derive(Debug)]
 pub struct Oracle;
 
 /// Each page of `pages` on the node whose threads (on `pus`) count most for it (ties: the
@@ -71,6 +75,10 @@ fn profile<'a>(ctx: &'a Context) -> Result<&'a super::Profile, MechanismError> {
 }
 
 impl Mechanism for Oracle {
+    fn needs_profile(&self) -> bool {
+        true
+    }
+
     fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
         let profile = profile(ctx)?;
         let pus = oracle_mapping(ctx)?;
@@ -79,9 +87,14 @@ impl Mechanism for Oracle {
     }
 }
 
+#[derive(Debug)]
 pub struct Marathe;
 
 impl Mechanism for Marathe {
+    fn needs_profile(&self) -> bool {
+        true
+    }
+
     fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
         let profile = profile(ctx)?;
         let pus: Vec<usize> = (0..ctx.threads).map(|t| t % ctx.model.pus()).collect();
@@ -91,33 +104,26 @@ impl Mechanism for Marathe {
 }
 
 /// Any thread mapping with any initial placement (`static:threads=ALGO,pages=HOW`).
+#[derive(Debug)]
 pub struct Static {
     threads: String,
     pages: String,
     seed: u64,
 }
 
-const PAGES: [&str; 4] = ["first-touch", "round-robin", "random", "dominant"];
-
-pub fn static_needs_profile(spec: &Spec) -> bool {
-    let threads = spec.get("threads").flatten().unwrap_or("identity");
-    let pages = spec.get("pages").flatten().unwrap_or("first-touch");
-    !matches!(threads, "identity" | "random") || pages == "dominant"
-}
-
-pub fn build_static(spec: &Spec, seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
-    let threads = spec.get("threads").flatten().unwrap_or("identity").to_string();
-    let pages = spec.get("pages").flatten().unwrap_or("first-touch").to_string();
+pub fn build_static(p: &Params, seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
+    let threads = p.text("threads").to_string();
     if threads != "identity" {
-        sharemap_mapping::build(&threads, seed).map_err(|e| spec.error(KIND, e.to_string()))?;
+        sharemap_mapping::build(&threads, seed).map_err(|e| p.error(e.to_string()))?;
     }
-    if !PAGES.contains(&pages.as_str()) {
-        return Err(spec.error(KIND, format!("pages '{pages}': expected {}", PAGES.join(", "))));
-    }
-    Ok(Box::new(Static { threads, pages, seed }))
+    Ok(Box::new(Static { threads, pages: p.text("pages").to_string(), seed }))
 }
 
 impl Mechanism for Static {
+    fn needs_profile(&self) -> bool {
+        !matches!(self.threads.as_str(), "identity" | "random") || self.pages == "dominant"
+    }
+
     fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
         let pus: Vec<usize> = if self.threads == "identity" {
             (0..ctx.threads).map(|t| t % ctx.model.pus()).collect()

@@ -3,11 +3,12 @@
 //! periods are simulated milliseconds; each fault they take costs its thread `fault-us`.
 
 use super::remap::Remapper;
-use super::{Context, KIND, Mechanism, MechanismError, Start, positive_f64};
+use super::{Context, Mechanism, MechanismError, Start};
 use crate::sim::{FirstPlacement, Sim};
 use rustc_hash::FxHashMap;
+use sharemap_core::Params;
 use sharemap_core::SharingMatrix;
-use sharemap_core::spec::{Spec, SpecError};
+use sharemap_core::spec::SpecError;
 
 const NO_NODE: u16 = u16::MAX;
 
@@ -28,12 +29,12 @@ fn node_of(sim: &mut Sim, thread: usize) -> usize {
 /// scanner marks the next `scan-size-mb` of pages (in address order, wrapping); the first
 /// access to a marked page is a hinting fault; the page moves to the faulting node when the
 /// page's previous hinting fault came from that node too (the kernel's two-stage filter).
-pub fn build_numa_balancing(spec: &Spec, _seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
+pub fn build_numa_balancing(p: &Params, _seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
     Ok(Box::new(NumaBalancing {
-        next_scan_ns: positive_f64(spec, "scan-delay-ms", 1000.0)? * 1e6,
-        period_ns: positive_f64(spec, "scan-period-ms", 1000.0)? * 1e6,
-        scan_bytes: spec.positive(KIND, "scan-size-mb", 256)? << 20,
-        fault_ns: positive_f64(spec, "fault-us", 1.0)? * 1e3,
+        next_scan_ns: p.number("scan-delay-ms") * 1e6,
+        period_ns: p.number("scan-period-ms") * 1e6,
+        scan_bytes: p.integer("scan-size-mb").min(1 << 40) << 20,
+        fault_ns: p.number("fault-us") * 1e3,
         pages: FxHashMap::default(),
         cursor: 0,
     }))
@@ -101,11 +102,11 @@ impl NumaBalancing {
 /// after each, the page moves to the node with the most faults when that count exceeds
 /// 2 x (second count + 1). Threads faulting on one page in one window share: every
 /// `period-ms` that sharing remaps the threads (gate and hysteresis, as SAMMU's).
-pub fn build_kmaf(spec: &Spec, _seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
+pub fn build_kmaf(p: &Params, _seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
     Ok(Box::new(Kmaf {
-        window_ns: positive_f64(spec, "window-ms", 100.0)? * 1e6,
-        period_ns: positive_f64(spec, "period-ms", 100.0)? * 1e6,
-        fault_ns: positive_f64(spec, "fault-us", 1.0)? * 1e3,
+        window_ns: p.number("window-ms") * 1e6,
+        period_ns: p.number("period-ms") * 1e6,
+        fault_ns: p.number("fault-us") * 1e3,
         state: None,
     }))
 }
@@ -204,19 +205,11 @@ impl Mechanism for Kmaf {
 /// moves to a node that made at least `share` of them; else, unwritten in the epoch, it is
 /// replicated on every node that read it; else it is interleaved (page number mod nodes).
 /// Every access counts (Carrefour samples with IBS; its machine-wide triggers are left out).
-pub fn build_carrefour(spec: &Spec, _seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
-    let share = match spec.get("share") {
-        None | Some(None) => 0.9,
-        Some(Some(v)) => v
-            .parse::<f64>()
-            .ok()
-            .filter(|x| *x > 0.0 && *x <= 1.0)
-            .ok_or_else(|| spec.error(KIND, "share must be a number above 0, at most 1"))?,
-    };
+pub fn build_carrefour(p: &Params, _seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
     Ok(Box::new(Carrefour {
-        epoch_ns: positive_f64(spec, "epoch-ms", 1000.0)? * 1e6,
-        share,
-        min_accesses: spec.positive(KIND, "min-accesses", 16)?,
+        epoch_ns: p.number("epoch-ms") * 1e6,
+        share: p.number("share"),
+        min_accesses: p.integer("min-accesses"),
         next_epoch_ns: 0.0,
         nodes: 1,
         counts: FxHashMap::default(),
@@ -277,5 +270,39 @@ impl Carrefour {
                 sim.move_page(page, (page % self.nodes as u64) as usize, thread);
             }
         }
+    }
+}
+
+/// Its configuration (the run's state is left out).
+impl std::fmt::Debug for NumaBalancing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NumaBalancing")
+            .field("next_scan_ns", &self.next_scan_ns)
+            .field("period_ns", &self.period_ns)
+            .field("scan_bytes", &self.scan_bytes)
+            .field("fault_ns", &self.fault_ns)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Its configuration (the run's state is left out).
+impl std::fmt::Debug for Kmaf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kmaf")
+            .field("window_ns", &self.window_ns)
+            .field("period_ns", &self.period_ns)
+            .field("fault_ns", &self.fault_ns)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Its configuration (the run's state is left out).
+impl std::fmt::Debug for Carrefour {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Carrefour")
+            .field("epoch_ns", &self.epoch_ns)
+            .field("share", &self.share)
+            .field("min_accesses", &self.min_accesses)
+            .finish_non_exhaustive()
     }
 }

@@ -13,7 +13,10 @@ mod sammu;
 use crate::model::Model;
 use crate::sim::{FirstPlacement, Sim};
 use sharemap_core::SharingMatrix;
-use sharemap_core::spec::{Param, Spec, SpecError, param};
+use sharemap_core::plugin::{
+    self, Caps, Param, ParamKind, Params, Plugin, count, given, positive, ranged, share, text,
+};
+use sharemap_core::spec::{Spec, SpecError};
 use sharemap_machine::Machine;
 
 /// What the whole trace says, for the mechanisms that know the future (the oracle) or
@@ -72,7 +75,7 @@ impl std::fmt::Display for MechanismError {
 
 impl std::error::Error for MechanismError {}
 
-pub trait Mechanism: Send {
+pub trait Mechanism: Send + std::fmt::Debug {
     fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError>;
 
     /// Whether it wants `after_access` (static mechanisms cost nothing per access).
@@ -82,21 +85,35 @@ pub trait Mechanism: Send {
 
     /// After each access of the run, with its latency: may move threads and pages.
     fn after_access(&mut self, _sim: &mut Sim, _thread: usize, _addr: u64, _write: bool, _ns: f64) {}
+
+    /// Whether it needs the whole trace's profile before the run (`Context::profile`).
+    fn needs_profile(&self) -> bool {
+        false
+    }
+
+    /// The placement it replays, which the caller computes before the run
+    /// (`Context::plans`, under the mechanism's label): the policy (or `optimal`) and the
+    /// thread mapping it is computed for.
+    fn plan(&self) -> Option<PlanRequest> {
+        None
+    }
 }
+
+/// A placement a mechanism replays: computed by `sharemap place`'s policy (or the optimum)
+/// with the threads where a mapping puts them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanRequest {
+    pub policy: String,
+    pub threads: String,
+}
+
+/// Builds a mechanism from its parameters and the run's seed.
+pub type BuildMechanism = fn(&Params, u64) -> Result<Box<dyn Mechanism>, SpecError>;
 
 /// A registry row: how `sharemap simulate --mechanism` names, lists and builds a mechanism.
-pub struct MechanismInfo {
-    pub name: &'static str,
-    pub source: &'static str,
-    pub summary: &'static str,
-    pub params: &'static [Param],
-    /// Whether a spec of it needs the whole trace's profile before the run.
-    pub needs_profile: fn(&Spec) -> bool,
-    pub build: BuildMechanism,
-}
+pub type MechanismInfo = Plugin<BuildMechanism>;
 
-/// Builds a mechanism from its spec and the run's seed.
-pub type BuildMechanism = fn(spec: &Spec, seed: u64) -> Result<Box<dyn Mechanism>, SpecError>;
+const SEED: ParamKind = ParamKind::Integer { min: 0, max: u64::MAX };
 
 pub const MECHANISMS: &[MechanismInfo] = &[
     MechanismInfo {
@@ -104,23 +121,23 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         source: "the baseline of seed 000 (SAMMU) section 4",
         summary: "thread i on PU i in hwloc's logical order, pages on the node of their first touch",
         params: &[],
-        needs_profile: |_| false,
+        caps: Caps::NONE,
         build: |_, _| Ok(Box::new(fixed::Os)),
     },
     MechanismInfo {
         name: "random",
         source: "seed 000 (SAMMU) section 4.3",
         summary: "a random thread mapping and each page on a random node",
-        params: &[param("seed", "the run's --seed", "seed of the mapping and the placement")],
-        needs_profile: |_| false,
-        build: |spec, seed| Ok(Box::new(fixed::Random { seed: spec.integer(KIND, "seed", seed)? })),
+        params: &[given("seed", "the run's --seed", SEED, "seed of the mapping and the placement")],
+        caps: Caps::NONE,
+        build: |p, seed| Ok(Box::new(fixed::Random { seed: p.get_integer("seed").unwrap_or(seed) })),
     },
     MechanismInfo {
         name: "oracle",
         source: "seed 000 (SAMMU) section 4.3",
         summary: "the whole trace's sharing mapped by sharemap's default algorithm; each page from the start on the node that accesses it most",
         params: &[],
-        needs_profile: |_| true,
+        caps: Caps::NONE,
         build: |_, _| Ok(Box::new(fixed::Oracle)),
     },
     MechanismInfo {
@@ -128,7 +145,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         source: "seed 001 (Marathe & Mueller, PPoPP 2006)",
         summary: "profile then place: threads as os; each page, from the start, on the node whose threads made most of its sampled accesses (one in 100 of the trace, as place's marathe); unsampled pages by first touch",
         params: &[],
-        needs_profile: |_| true,
+        caps: Caps::NONE,
         build: |_, _| Ok(Box::new(fixed::Marathe)),
     },
     MechanismInfo {
@@ -136,14 +153,14 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         source: "seed 000 (SAMMU) section 3",
         summary: "SAMMU's TLB detector on every access: its sharing matrix remaps the threads every period when the mapping-potential gate passes and the new mapping is cheaper by the hysteresis; its NUMA counters move a page to node n when NC[n] - NC[home] >= NT",
         params: &[
-            param("period-ms", "1", "simulated time between remap decisions"),
-            param("nt", "10", "NUMA threshold NT"),
-            param("nc", "4", "bits of each NUMA counter"),
-            param("ac", "32", "bits of the TLB entries' access counters"),
-            param("gate", "0.1", "mapping potential needed to remap"),
-            param("hysteresis", "0.1", "a new mapping must cost this share less than the current one"),
+            positive("period-ms", "1", "simulated time between remap decisions"),
+            sharemap_detect::sammu::NT,
+            Param { doc: "bits of each NUMA counter", ..sharemap_detect::sammu::NC },
+            Param { doc: "bits of the TLB entries' access counters", ..sharemap_detect::sammu::AC },
+            share("gate", "0.1", "mapping potential needed to remap"),
+            share("hysteresis", "0.1", "a new mapping must cost this share less than the current one"),
         ],
-        needs_profile: |_| false,
+        caps: Caps::NONE,
         build: sammu::build,
     },
     MechanismInfo {
@@ -151,10 +168,10 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         source: "Autopin (Klug et al.), as seed 000 section 4.3 runs it",
         summary: "k candidate thread mappings (the oracle's and k-1 random ones) each tried for a probation period; the one with the most accesses per simulated ns is kept; pages by first touch",
         params: &[
-            param("k", "5", "candidate mappings"),
-            param("probation-ms", "0.1", "simulated time each candidate runs"),
+            ranged("k", "5", 1, 1000, "candidate mappings"),
+            positive("probation-ms", "0.1", "simulated time each candidate runs"),
         ],
-        needs_profile: |_| true,
+        caps: Caps::NONE,
         build: autopin::build,
     },
     MechanismInfo {
@@ -162,14 +179,20 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         source: "sharemap: any thread mapping with any initial placement, for comparisons",
         summary: "threads by a mapping (identity, or any of `sharemap algorithms` run on the whole trace's sharing); pages by first touch, round robin (by first access), at random, or each on the node whose threads access it most",
         params: &[
-            param(
+            text(
                 "threads",
                 "identity",
                 "identity, or a mapping algorithm (sharemap, eagermap, scatter, compact, random, ...)",
             ),
-            param("pages", "first-touch", "first-touch, round-robin, random or dominant"),
+            plugin::choice(
+                "pages",
+                "first-touch",
+                &["first-touch", "round-robin", "random", "dominant"],
+                "first-touch, round-robin, random or dominant",
+            ),
         ],
-        needs_profile: fixed::static_needs_profile,
+        // Its defaults are os's.
+        caps: Caps { in_all: false, ..Caps::NONE },
         build: fixed::build_static,
     },
     MechanismInfo {
@@ -177,14 +200,14 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         source: "sharemap place's policies and seed 004's off-line optimum, replayed",
         summary: "any placement policy of `sharemap policies` (or the off-line optimum of seed 004's cost model), computed page by page on the trace for a thread mapping, then replayed in the simulation: pages move and replicate where and when the policy did",
         params: &[
-            param(
+            text(
                 "policy",
                 "optimal",
                 "optimal, or a policy of `sharemap policies` (its parameters from simulate's --set policy.key=value)",
             ),
-            param("threads", "identity", "identity, or a mapping algorithm run on the trace's sharing"),
+            text("threads", "identity", "identity, or a mapping algorithm run on the trace's sharing"),
         ],
-        needs_profile: |_| false,
+        caps: Caps::NONE,
         build: planned::build,
     },
     MechanismInfo {
@@ -192,12 +215,12 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         source: "Linux's automatic NUMA balancing (task_numa_work, do_numa_page), default sysctls",
         summary: "after a delay, every scan period the next scan-size of pages is marked; the first access to a marked page is a hinting fault (its cost charged); the page moves to the faulting node when its previous hinting fault came from that node too",
         params: &[
-            param("scan-delay-ms", "1000", "numa_balancing_scan_delay_ms"),
-            param("scan-period-ms", "1000", "numa_balancing_scan_period_min_ms"),
-            param("scan-size-mb", "256", "numa_balancing_scan_size_mb"),
-            param("fault-us", "1", "cost of a hinting fault"),
+            positive("scan-delay-ms", "1000", "numa_balancing_scan_delay_ms"),
+            positive("scan-period-ms", "1000", "numa_balancing_scan_period_min_ms"),
+            count("scan-size-mb", "256", "numa_balancing_scan_size_mb"),
+            positive("fault-us", "1", "cost of a hinting fault"),
         ],
-        needs_profile: |_| false,
+        caps: Caps::NONE,
         build: kernel::build_numa_balancing,
     },
     MechanismInfo {
@@ -205,11 +228,11 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         source: "kMAF, the kernel Memory Affinity Framework (seed 000's related work)",
         summary: "page faults once per node, page and window; after each, the page moves to the node with most faults when that count exceeds 2 x (second + 1); threads faulting on a page in one window share, and that sharing remaps them every period (gate, hysteresis)",
         params: &[
-            param("window-ms", "100", "fault window"),
-            param("period-ms", "100", "simulated time between remap decisions"),
-            param("fault-us", "1", "cost of a fault"),
+            positive("window-ms", "100", "fault window"),
+            positive("period-ms", "100", "simulated time between remap decisions"),
+            positive("fault-us", "1", "cost of a fault"),
         ],
-        needs_profile: |_| false,
+        caps: Caps::NONE,
         build: kernel::build_kmaf,
     },
     MechanismInfo {
@@ -217,11 +240,11 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         source: "Carrefour (Dashti et al., ASPLOS 2013)",
         summary: "every epoch, a page with min-accesses accesses moves to a node that made share of them; else, unwritten, it is replicated on the nodes that read it; else interleaved (a write leaves one copy)",
         params: &[
-            param("epoch-ms", "1000", "decision period"),
-            param("share", "0.9", "single-node share"),
-            param("min-accesses", "16", "pages with fewer accesses in the epoch are left alone"),
+            positive("epoch-ms", "1000", "decision period"),
+            share("share", "0.9", "single-node share"),
+            count("min-accesses", "16", "pages with fewer accesses in the epoch are left alone"),
         ],
-        needs_profile: |_| false,
+        caps: Caps::NONE,
         build: kernel::build_carrefour,
     },
 ];
@@ -232,63 +255,53 @@ pub const SAMPLE_EVERY: u64 = 100;
 /// The registry kind in spec errors.
 pub const KIND: &str = "mechanism";
 
-/// `key`'s value as a positive number, or `default`.
-pub fn positive_f64(spec: &Spec, key: &str, default: f64) -> Result<f64, SpecError> {
-    match spec.get(key) {
-        None | Some(None) => Ok(default),
-        Some(Some(v)) => v
-            .parse::<f64>()
-            .ok()
-            .filter(|x| *x > 0.0 && x.is_finite())
-            .ok_or_else(|| spec.error(KIND, format!("{key} must be a positive number"))),
-    }
-}
-
 pub fn find(name: &str) -> Option<&'static MechanismInfo> {
-    MECHANISMS.iter().find(|m| m.name == name)
+    plugin::find(MECHANISMS, name)
 }
 
-/// One mechanism to run: its label (the spec as written), row and spec.
+/// One mechanism to run: its label (the spec as written), row and parameters, and an
+/// instance that says what it needs before the run.
 pub struct Chosen {
     pub label: String,
     pub info: &'static MechanismInfo,
-    pub spec: Spec,
+    pub params: Params,
+    probe: Box<dyn Mechanism>,
 }
 
 impl Chosen {
     pub fn build(&self, seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
-        (self.info.build)(&self.spec, seed)
+        (self.info.build)(&self.params, seed)
     }
 
     pub fn needs_profile(&self) -> bool {
-        (self.info.needs_profile)(&self.spec)
+        self.probe.needs_profile()
+    }
+
+    /// The placement it replays, to be computed before the run.
+    pub fn plan(&self) -> Option<PlanRequest> {
+        self.probe.plan()
     }
 }
 
 /// The mechanisms of a comma list of specs (`sammu:nt=4,os`), or all of them with their
-/// defaults (but `static`, whose defaults are `os`).
+/// defaults (but those whose defaults repeat another's).
 pub fn parse_list(list: &str) -> Result<Vec<Chosen>, SpecError> {
     let specs = if list.trim() == "all" {
-        MECHANISMS
-            .iter()
-            .filter(|m| m.name != "static")
-            .map(|m| Spec { name: m.name.into(), options: Vec::new() })
-            .collect()
+        MECHANISMS.iter().filter(|m| m.caps.in_all).map(|m| Spec { name: m.name.into(), options: Vec::new() }).collect()
     } else {
         Spec::parse_list(list)?
     };
     let mut out: Vec<Chosen> = Vec::new();
     for spec in specs {
         let info = find(&spec.name).ok_or_else(|| {
-            let names: Vec<&str> = MECHANISMS.iter().map(|m| m.name).collect();
-            spec.error(KIND, format!("unknown mechanism (known: {}, or all)", names.join(", ")))
+            spec.error(KIND, format!("unknown mechanism (known: {}, or all)", plugin::names(MECHANISMS)))
         })?;
-        spec.check_keys(KIND, info.params)?;
+        let params = info.params(KIND, &[&spec.options])?;
         // Built once here so that bad values fail before the trace is read.
-        (info.build)(&spec, 0)?;
+        let probe = (info.build)(&params, 0)?;
         let label = spec.to_string();
         if !out.iter().any(|o| o.label == label) {
-            out.push(Chosen { label, info, spec });
+            out.push(Chosen { label, info, params, probe });
         }
     }
     if out.is_empty() {

@@ -4,10 +4,11 @@
 //! the plan before the run; the mechanism moves and replicates pages as the plan says, at
 //! the page's reference where the policy did.
 
-use super::{Context, KIND, Mechanism, MechanismError, Start};
+use super::{Context, Mechanism, MechanismError, PlanRequest, Start};
 use crate::sim::{FirstPlacement, Sim};
 use rustc_hash::FxHashMap;
-use sharemap_core::spec::{Spec, SpecError};
+use sharemap_core::Params;
+use sharemap_core::spec::SpecError;
 
 /// The plan of one `place` mechanism.
 #[derive(Clone, Debug, Default)]
@@ -19,28 +20,32 @@ pub struct PlannedPlacement {
     pub pages: FxHashMap<u64, Vec<(u64, u128)>>,
 }
 
-pub fn build(spec: &Spec, _seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
-    let threads = spec.get("threads").flatten().unwrap_or("identity");
+pub fn build(p: &Params, _seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
+    let threads = p.text("threads");
     if threads != "identity" {
-        sharemap_mapping::build(threads, 1).map_err(|e| spec.error(KIND, e.to_string()))?;
+        sharemap_mapping::build(threads, 1).map_err(|e| p.error(e.to_string()))?;
     }
-    Ok(Box::new(Planned { label: spec.to_string(), plan: PlannedPlacement::default(), seen: FxHashMap::default() }))
-}
-
-/// The policy a `place` spec names (`optimal` by default) and its thread mapping.
-pub fn policy_and_threads(spec: &Spec) -> (String, String) {
-    let get = |k: &str, d: &str| spec.get(k).flatten().unwrap_or(d).to_string();
-    (get("policy", "optimal"), get("threads", "identity"))
+    Ok(Box::new(Planned {
+        label: p.spec().to_string(),
+        request: PlanRequest { policy: p.text("policy").to_string(), threads: threads.to_string() },
+        plan: PlannedPlacement::default(),
+        seen: FxHashMap::default(),
+    }))
 }
 
 struct Planned {
     label: String,
+    request: PlanRequest,
     plan: PlannedPlacement,
     /// Per page with a plan: references so far, and the next entry of its plan.
     seen: FxHashMap<u64, (u64, usize)>,
 }
 
 impl Mechanism for Planned {
+    fn plan(&self) -> Option<PlanRequest> {
+        Some(self.request.clone())
+    }
+
     fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
         let plan = ctx
             .plans
@@ -102,5 +107,12 @@ fn apply(sim: &mut Sim, page: u64, set: u128, thread: usize) {
     }
     if nodes.count_ones() > 1 {
         sim.replicate(page, nodes as u64, thread);
+    }
+}
+
+/// Its configuration (the run's state is left out).
+impl std::fmt::Debug for Planned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Planned").field("request", &self.request).finish_non_exhaustive()
     }
 }

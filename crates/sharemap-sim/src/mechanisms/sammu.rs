@@ -4,35 +4,19 @@
 //! node's by NT.
 
 use super::remap::Remapper;
-use super::{Context, KIND, Mechanism, MechanismError, Start, positive_f64};
+use super::{Context, Mechanism, MechanismError, Start};
 use crate::sim::{FirstPlacement, Sim};
 use rustc_hash::FxHashMap;
-use sharemap_core::spec::{Spec, SpecError};
+use sharemap_core::Params;
+use sharemap_core::spec::SpecError;
 use sharemap_detect::sammu::{Sammu, SammuParams};
 
-pub fn build(spec: &Spec, _seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
-    let d = SammuParams::default();
-    let params = SammuParams {
-        ac_bits: spec.positive(KIND, "ac", d.ac_bits as u64)?.clamp(1, 32) as u32,
-        nc_bits: spec.positive(KIND, "nc", d.nc_bits as u64)?.min(16) as u32,
-        nt: spec.positive(KIND, "nt", d.nt as u64)?.min(u32::MAX as u64) as u32,
-        ..d
-    };
-    let share = |key: &str, default: f64| -> Result<f64, SpecError> {
-        match spec.get(key) {
-            None | Some(None) => Ok(default),
-            Some(Some(v)) => v
-                .parse::<f64>()
-                .ok()
-                .filter(|x| (0.0..=1.0).contains(x))
-                .ok_or_else(|| spec.error(KIND, format!("{key} must be a number from 0 to 1"))),
-        }
-    };
+pub fn build(p: &Params, _seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
     Ok(Box::new(SammuMechanism {
-        params,
-        period_ns: positive_f64(spec, "period-ms", 1.0)? * 1e6,
-        gate: share("gate", sharemap_mapping::potential::DEFAULT_THRESHOLD)?,
-        hysteresis: share("hysteresis", 0.1)?,
+        params: SammuParams::from_params(p),
+        period_ns: p.number("period-ms") * 1e6,
+        gate: p.number("gate"),
+        hysteresis: p.number("hysteresis"),
         state: None,
     }))
 }
@@ -118,5 +102,17 @@ impl State {
         {
             sim.move_page(page, n, thread);
         }
+    }
+}
+
+/// Its configuration (the run's state is left out).
+impl std::fmt::Debug for SammuMechanism {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SammuMechanism")
+            .field("params", &self.params)
+            .field("period_ns", &self.period_ns)
+            .field("gate", &self.gate)
+            .field("hysteresis", &self.hysteresis)
+            .finish_non_exhaustive()
     }
 }

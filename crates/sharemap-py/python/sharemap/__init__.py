@@ -1,0 +1,219 @@
+"""sharemap: sharing-aware thread and data mapping for NUMA machines.
+
+A Session holds a trace (native, CSV or Parquet), the machine it is studied on and a seed::
+
+    import sharemap
+    s = sharemap.Session("sor.trace", machine="numa:4 pu:2")
+    a = s.analyze()              # a.matrix: numpy (threads x threads); a.pages: DataFrame
+    s.place(policies="all")      # DataFrame: the optimum first, then each policy
+    s.simulate(mechanisms="os,oracle")
+    s.map(algorithms="all")
+
+Every number is the one the command line prints with ``--json`` on the same inputs.
+Errors are ``sharemap.Error`` subclasses with a ``kind``; Ctrl-C stops a long pass.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional, Sequence
+
+from . import _native
+from ._native import Error, MachineError, SettingError, SpecError, TraceError
+
+__all__ = [
+    "Session",
+    "Analysis",
+    "Mapping",
+    "machine",
+    "gen",
+    "patterns",
+    "Error",
+    "TraceError",
+    "MachineError",
+    "SpecError",
+    "SettingError",
+]
+
+
+def _frame(rows: Sequence[dict], attrs: dict):
+    import pandas as pd
+
+    df = pd.DataFrame(list(rows))
+    df.attrs.update(attrs)
+    return df
+
+
+def _heatmap_svg(matrix, size: int = 320) -> str:
+    """The matrix as an inline SVG heatmap, darker for more sharing."""
+    n = matrix.shape[0]
+    if n == 0:
+        return "<svg/>"
+    top = float(matrix.max()) or 1.0
+    cell = size / n
+    rects = []
+    for i in range(n):
+        for j in range(n):
+            v = float(matrix[i, j]) / top
+            shade = int(255 - 200 * v)
+            rects.append(
+                f'<rect x="{j * cell:.2f}" y="{i * cell:.2f}" width="{cell:.2f}" height="{cell:.2f}" '
+                f'fill="rgb({shade},{shade},255)"><title>{i}-{j}: {matrix[i, j]:g}</title></rect>'
+            )
+    return f'<svg xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}">{"".join(rects)}</svg>'
+
+
+@dataclass
+class Analysis:
+    """What a detector found: its sharing matrix, page usage and the rest of its report."""
+
+    detector: str
+    #: Sharing between each pair of threads (float64, threads x threads, symmetric).
+    matrix: Any
+    #: One row per page: ``page`` (address), ``first_touch`` (thread) and ``t0``.. accesses.
+    pages: Any
+    #: The mapping-potential gate of the matrix on the session's machine.
+    mapping_potential: float
+    #: Everything else the analysis says (accuracy, windows, phase changes, reports).
+    raw: dict = field(repr=False)
+
+    def _repr_html_(self) -> str:
+        n = self.matrix.shape[0]
+        caption = html.escape(f"{self.detector}: {n} threads, {len(self.pages)} pages, mapping potential {self.mapping_potential:.3f}")
+        return f"<figure>{_heatmap_svg(self.matrix)}<figcaption>{caption}</figcaption></figure>"
+
+
+@dataclass
+class Mapping:
+    """Thread mappings of a sharing matrix onto the machine."""
+
+    #: One row per algorithm: ``algorithm``, ``mapping`` (logical PU per thread), ``cost``,
+    #: ``elapsed_ms``.
+    mappings: Any
+    #: The seeded random mapping's cost: the baseline.
+    random_cost: float
+    #: The mapping-potential gate (score, structural gain, sharing weight, threshold).
+    potential: dict
+    raw: dict = field(repr=False)
+
+    def _repr_html_(self) -> str:
+        table = self.mappings[["algorithm", "cost", "elapsed_ms"]].to_html(index=False)
+        worth = "worth mapping" if self.potential["score"] >= self.potential["threshold"] else "little to gain"
+        return f"{table}<p>random mapping cost {self.random_cost:g}; mapping potential {self.potential['score']:.3f} ({worth})</p>"
+
+
+class Session:
+    """A trace studied on a machine: ``Session(path, machine="sammu", seed=1, format=None,
+    exclude=None)``. ``machine`` is a preset, an hwloc synthetic string, an hwloc XML file or
+    ``live``; ``exclude`` leaves address ranges out (``"0x601040+64"``)."""
+
+    def __init__(self, path, machine: str = "sammu", seed: int = 1, format: Optional[str] = None, exclude: Optional[str] = None):
+        self._native = _native.Session(str(path), machine, seed, format, exclude)
+        self.path = str(path)
+
+    def info(self) -> dict:
+        """Accesses, threads, pages, page sharing and per-thread counts."""
+        return json.loads(self._native.info())
+
+    def machine(self) -> dict:
+        """The session's machine: levels, PUs, NUMA nodes, distances, cost parameters."""
+        return json.loads(self._native.machine())
+
+    def analyze(self, detector: str = "oracle", compare: Optional[str] = None, window: int = 0) -> Analysis:
+        """One detector over the trace (``oracle``, ``sammu:l1=32``, ...), optionally scored
+        against ``compare`` and cut into windows of ``window`` accesses."""
+        import numpy as np
+        import pandas as pd
+
+        text, matrix, n = self._native.analyze(detector, compare, window)
+        raw = json.loads(text)
+        matrix = np.frombuffer(matrix, dtype="<f8").reshape(n, n).copy()
+        entries = raw["detection"]["pages"]
+        threads = max([n] + [len(e["accesses"]) for e in entries])
+        counts = np.zeros((len(entries), threads), dtype=np.uint64)
+        for k, e in enumerate(entries):
+            counts[k, : len(e["accesses"])] = e["accesses"]
+        pages = pd.DataFrame(counts, columns=[f"t{t}" for t in range(threads)])
+        pages.insert(0, "first_touch", np.array([e["first_touch"] for e in entries], dtype=np.uint32))
+        pages.insert(0, "page", np.array([e["page"] for e in entries], dtype=np.uint64))
+        return Analysis(raw["detector"], matrix, pages, raw["mapping_potential"], raw)
+
+    def place(
+        self,
+        policies: str = "all",
+        cost: Optional[str] = None,
+        page_size: Optional[int] = None,
+        thread_map: str = "identity",
+        sharing: str = "oracle",
+        refs_per_ms: Optional[float] = None,
+        settings: Iterable[str] = (),
+        costliest: int = 0,
+        memory_mb: int = 256,
+        plan: Optional[str] = None,
+    ):
+        """The off-line optimum and the policies (a comma list of specs, or ``all``): a
+        DataFrame, the optimum first, one row per policy (cost, MCPR, local ratio, remote
+        references, moves, replications, cost relative to the optimum). ``df.attrs`` holds
+        the model it ran in and, with ``costliest``, the costliest pages."""
+        raw = json.loads(
+            self._native.place(policies, cost, page_size, thread_map, sharing, refs_per_ms, list(settings), costliest, memory_mb, plan)
+        )
+        rows = raw["evaluation"]["results"]
+        attrs = {
+            "accesses": raw["accesses"],
+            "pages": raw["pages"],
+            "threads": raw["threads"],
+            "situation": raw["situation"],
+            "costliest": raw["evaluation"]["costliest"],
+        }
+        return _frame(rows, attrs)
+
+    def simulate(
+        self,
+        mechanisms: str = "all",
+        page_size: Optional[int] = None,
+        params: Iterable[str] = (),
+        settings: Iterable[str] = (),
+    ):
+        """The trace on the simulated machine under each mechanism: a DataFrame with one row
+        per mechanism (time, misses per level, local DRAM share, traffic, migrations, and
+        ratios to ``os``). ``params`` set the model (``dram_ns=100``)."""
+        raw = json.loads(self._native.simulate(mechanisms, page_size, list(params), list(settings)))
+        rows = []
+        for m in raw["mechanisms"]:
+            row = {k: v for k, v in m.items() if k not in ("mpka", "vs_os")}
+            for level in m["mpka"]:
+                row[f"L{level['level']}_mpka"] = level["mpka"]
+            for k, v in (m.get("vs_os") or {}).items():
+                if isinstance(v, list):
+                    for level, x in zip(m["mpka"], v):
+                        row[f"vs_os_L{level['level']}_mpka"] = x
+                else:
+                    row[f"vs_os_{k}"] = v
+            rows.append(row)
+        attrs = {k: v for k, v in raw.items() if k != "mechanisms"}
+        return _frame(rows, attrs)
+
+    def map(self, algorithms: str = "sharemap", cost_model: str = "latency") -> Mapping:
+        """Thread mappings of the trace's oracle sharing onto the machine (a comma list of
+        algorithms, or ``all``), priced by ``latency`` or ``hops``."""
+        raw = json.loads(self._native.map(algorithms, cost_model))
+        return Mapping(_frame(raw["mappings"], {}), raw["random_cost"], raw["potential"], raw)
+
+
+def machine(spec: str) -> dict:
+    """A machine's description: a preset, an hwloc synthetic string, an XML file or ``live``."""
+    return json.loads(_native.machine(spec))
+
+
+def gen(pattern: str, output, threads: int = 8, accesses: int = 1_000_000, seed: int = 1, page_size: int = 4096, format: Optional[str] = None) -> dict:
+    """Generates one of the seed programs' sharing patterns into a trace file (see
+    ``patterns()``); returns what was written."""
+    return json.loads(_native.gen(pattern, str(output), threads, accesses, seed, page_size, format))
+
+
+def patterns() -> dict:
+    """The generator's patterns and what each models."""
+    return dict(_native.patterns())

@@ -1,0 +1,269 @@
+//! `sharemap._native`: the facade's Session for Python. Results cross as the facade's own
+//! serde JSON (the numbers the command line prints with `--json`), a sharing matrix as the
+//! bytes of a float64 array; `python/sharemap/__init__.py` turns them into numpy arrays and
+//! pandas DataFrames. Long passes release the GIL and stop at Ctrl-C.
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyKeyboardInterrupt};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use sharemap::{ErrorKind, Machine, TraceInput};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+create_exception!(_native, Error, PyException, "A sharemap error; `kind` names what it is about.");
+create_exception!(_native, TraceError, Error, "A trace that cannot be read or written.");
+create_exception!(_native, MachineError, Error, "A machine that cannot be read or modelled.");
+create_exception!(_native, SpecError, Error, "A mechanism spec (policy, detector, algorithm, mechanism) that is wrong.");
+create_exception!(_native, SettingError, Error, "A setting of the model (costs, thread map, page size, ...) that is wrong.");
+
+/// The Python exception for a facade error, its kind in `kind`.
+fn to_py(e: sharemap::Error) -> PyErr {
+    let message = e.to_string();
+    let kind = e.kind();
+    let err = match kind {
+        ErrorKind::Interrupted => return PyKeyboardInterrupt::new_err(message),
+        ErrorKind::Trace | ErrorKind::Io => TraceError::new_err(message),
+        ErrorKind::Machine | ErrorKind::MachineModel => MachineError::new_err(message),
+        ErrorKind::Spec
+        | ErrorKind::Policy
+        | ErrorKind::Mechanism
+        | ErrorKind::NeedsRecording
+        | ErrorKind::Mapping
+        | ErrorKind::Pattern => SpecError::new_err(message),
+        _ => SettingError::new_err(message),
+    };
+    Python::attach(|py| {
+        let _ = err.value(py).setattr("kind", format!("{kind:?}"));
+    });
+    err
+}
+
+/// Runs `work` on another thread with the GIL released, checking for Ctrl-C meanwhile: a
+/// signal sets `stop`, which ends the pass at its next chunk, and is raised once the work
+/// has stopped.
+fn interruptible<T: Send>(
+    py: Python<'_>,
+    stop: &AtomicBool,
+    work: impl FnOnce() -> sharemap::Result<T> + Send,
+) -> PyResult<T> {
+    stop.store(false, Ordering::Relaxed);
+    std::thread::scope(|scope| {
+        let handle = scope.spawn(work);
+        let mut interrupted = None;
+        while !handle.is_finished() {
+            py.detach(|| {
+                for _ in 0..5 {
+                    if handle.is_finished() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            });
+            if interrupted.is_none()
+                && let Err(e) = py.check_signals()
+            {
+                stop.store(true, Ordering::Relaxed);
+                interrupted = Some(e);
+            }
+        }
+        let out = handle.join().map_err(|_| Error::new_err("sharemap: the analysis panicked"))?;
+        if let Some(e) = interrupted {
+            return Err(e);
+        }
+        out.map_err(to_py)
+    })
+}
+
+fn json<T: serde::Serialize>(value: &T) -> PyResult<String> {
+    serde_json::to_string(value).map_err(|e| Error::new_err(e.to_string()))
+}
+
+/// A trace studied on a machine: the facade's `Session`.
+#[pyclass(module = "sharemap._native", frozen)]
+struct Session {
+    inner: sharemap::Session,
+    stop: Arc<AtomicBool>,
+}
+
+#[pymethods]
+impl Session {
+    #[new]
+    #[pyo3(signature = (path, machine = "sammu", seed = 1, format = None, exclude = None))]
+    fn new(path: PathBuf, machine: &str, seed: u64, format: Option<&str>, exclude: Option<&str>) -> PyResult<Self> {
+        let format = match format {
+            Some(name) => Some(sharemap::trace::Format::from_name(name).ok_or_else(|| {
+                SettingError::new_err(format!(
+                    "unknown format '{name}' (formats: {})",
+                    sharemap::trace::Format::NAMES
+                ))
+            })?),
+            None => None,
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut input = TraceInput::file(path).with_format(format).stop_when(stop.clone());
+        if let Some(ranges) = exclude {
+            input = input.exclude(ranges).map_err(to_py)?;
+        }
+        let machine = Machine::from_spec(machine).map_err(|e| to_py(e.into()))?;
+        Ok(Session { inner: sharemap::Session::new(input, machine, seed), stop })
+    }
+
+    /// The trace's summary, as JSON.
+    fn info(&self, py: Python<'_>) -> PyResult<String> {
+        let summary = interruptible(py, &self.stop, || self.inner.info())?;
+        json(&summary)
+    }
+
+    /// The machine's summary, as JSON.
+    fn machine(&self) -> PyResult<String> {
+        json(&self.inner.machine().summary())
+    }
+
+    /// The analysis as JSON, and its sharing matrix as float64 bytes (threads x threads).
+    #[pyo3(signature = (detector = "oracle", compare = None, window = 0))]
+    fn analyze<'py>(
+        &self,
+        py: Python<'py>,
+        detector: &str,
+        compare: Option<String>,
+        window: u64,
+    ) -> PyResult<(String, Bound<'py, PyBytes>, usize)> {
+        let request = sharemap::AnalyzeRequest { detector: detector.into(), compare, window };
+        request.check().map_err(to_py)?;
+        let analysis = interruptible(py, &self.stop, || self.inner.analyze(&request))?;
+        let matrix = &analysis.detection.matrix;
+        let n = matrix.threads();
+        let mut bytes = Vec::with_capacity(n * n * 8);
+        for i in 0..n {
+            for j in 0..n {
+                bytes.extend_from_slice(&matrix.get(i, j).to_le_bytes());
+            }
+        }
+        Ok((json(&analysis)?, PyBytes::new(py, &bytes), n))
+    }
+
+    /// The optimum and the policies, as JSON (the command line's `place --json` fields).
+    #[pyo3(signature = (
+        policies = "all", cost = None, page_size = None, thread_map = "identity", sharing = "oracle",
+        refs_per_ms = None, settings = Vec::new(), costliest = 0, memory_mb = 256, plan = None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn place(
+        &self,
+        py: Python<'_>,
+        policies: &str,
+        cost: Option<String>,
+        page_size: Option<u64>,
+        thread_map: &str,
+        sharing: &str,
+        refs_per_ms: Option<f64>,
+        settings: Vec<String>,
+        costliest: usize,
+        memory_mb: usize,
+        plan: Option<PathBuf>,
+    ) -> PyResult<String> {
+        let sharing = if std::path::Path::new(sharing).is_file() {
+            let matrix = sharemap::SharingMatrix::read(std::path::Path::new(sharing))
+                .map_err(|e| SettingError::new_err(format!("sharing {sharing}: {e}")))?;
+            sharemap::Sharing::Matrix(matrix)
+        } else {
+            sharemap::Sharing::Detector(sharing.into())
+        };
+        let setup = sharemap::Setup {
+            cost,
+            page_size,
+            thread_map: sharemap::ThreadMap::parse(thread_map).map_err(to_py)?,
+            sharing,
+            refs_per_ms,
+            settings,
+            memory_budget: memory_mb.max(16).saturating_mul(1 << 20),
+        };
+        let request = sharemap::PlaceRequest { setup, policies: policies.into(), costliest, plan, keep_placement: false };
+        let placed = interruptible(py, &self.stop, || self.inner.place(&request))?;
+        json(&placed)
+    }
+
+    /// Every mechanism's outcome on the simulated machine, as JSON.
+    #[pyo3(signature = (mechanisms = "all", page_size = None, params = Vec::new(), settings = Vec::new()))]
+    fn simulate(
+        &self,
+        py: Python<'_>,
+        mechanisms: &str,
+        page_size: Option<u64>,
+        params: Vec<String>,
+        settings: Vec<String>,
+    ) -> PyResult<String> {
+        let mut model = sharemap::simulate::Params::default();
+        for p in &params {
+            model.set(p).map_err(|e| SettingError::new_err(e.to_string()))?;
+        }
+        let request =
+            sharemap::SimulateRequest { mechanisms: mechanisms.into(), page_size, params: model, settings };
+        let simulation = interruptible(py, &self.stop, || self.inner.simulate(&request))?;
+        json(&simulation)
+    }
+
+    /// Thread mappings of the trace's oracle sharing, as JSON.
+    #[pyo3(signature = (algorithms = "sharemap", cost_model = "latency"))]
+    fn map(&self, py: Python<'_>, algorithms: &str, cost_model: &str) -> PyResult<String> {
+        let cost_model = sharemap::map::cost_model(cost_model).map_err(to_py)?;
+        let request = sharemap::MapRequest { algorithms: algorithms.into(), cost_model };
+        let mapping = interruptible(py, &self.stop, || self.inner.map(&request))?;
+        json(&mapping)
+    }
+}
+
+/// A machine's summary (hwloc synthetic string, XML file, preset or `live`), as JSON.
+#[pyfunction]
+fn machine(spec: &str) -> PyResult<String> {
+    let m = Machine::from_spec(spec).map_err(|e| to_py(e.into()))?;
+    json(&m.summary())
+}
+
+/// Generates a pattern into a trace file (its format from the extension unless given); the
+/// writer's report as JSON.
+#[pyfunction(name = "gen")]
+#[pyo3(signature = (pattern, output, threads = 8, accesses = 1_000_000, seed = 1, page_size = 4096, format = None))]
+#[allow(clippy::too_many_arguments)]
+fn generate(
+    py: Python<'_>,
+    pattern: &str,
+    output: PathBuf,
+    threads: u32,
+    accesses: u64,
+    seed: u64,
+    page_size: u64,
+    format: Option<&str>,
+) -> PyResult<String> {
+    let p = sharemap::generate::pattern(pattern).map_err(to_py)?;
+    let params = sharemap::generate::GenParams { page_size, ..sharemap::generate::GenParams::new(threads, accesses, seed) };
+    sharemap::generate::check(&params).map_err(|e| SettingError::new_err(e.to_string()))?;
+    let format = format.and_then(sharemap::trace::Format::from_name);
+    let stop = AtomicBool::new(false);
+    let report = interruptible(py, &stop, || sharemap::generate::to_file(p, &params, &output, format, &()))?;
+    json(&serde_json::json!({ "accesses": report.accesses, "bytes": report.bytes, "path": output }))
+}
+
+/// The generator's patterns: (name, what it models).
+#[pyfunction]
+fn patterns() -> Vec<(&'static str, &'static str)> {
+    sharemap::generate::PATTERNS.iter().map(|p| (p.name, p.models)).collect()
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Session>()?;
+    m.add_function(wrap_pyfunction!(machine, m)?)?;
+    m.add_function(wrap_pyfunction!(generate, m)?)?;
+    m.add_function(wrap_pyfunction!(patterns, m)?)?;
+    let py = m.py();
+    m.add("Error", py.get_type::<Error>())?;
+    m.add("TraceError", py.get_type::<TraceError>())?;
+    m.add("MachineError", py.get_type::<MachineError>())?;
+    m.add("SpecError", py.get_type::<SpecError>())?;
+    m.add("SettingError", py.get_type::<SettingError>())?;
+    Ok(())
+}

@@ -1,0 +1,178 @@
+"""The Python Session against the command line's JSON on the same inputs: identical numbers,
+numpy dtypes and shapes, and errors as exception classes."""
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sharemap
+
+ROOT = Path(__file__).resolve().parents[3]
+CLI = os.environ.get("SHAREMAP_BIN", str(ROOT / "target" / "release" / "sharemap"))
+MACHINE = "numa:4 pu:2"
+
+
+def cli(*args):
+    out = subprocess.run([CLI, *args], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    path = tmp_path_factory.mktemp("traces") / "sor.trace"
+    report = sharemap.gen("sor", path, threads=8, accesses=200_000, seed=3)
+    assert report["accesses"] == 200_000 and path.exists()
+    return path
+
+
+def test_info_matches_the_cli(trace):
+    ours = sharemap.Session(trace).info()
+    theirs = json.loads(cli("info", str(trace), "--json"))
+    for key in ("accesses", "reads", "writes", "threads", "pages", "sharing", "per_thread"):
+        assert ours[key] == theirs[key], key
+
+
+def test_place_matches_the_cli(trace):
+    df = sharemap.Session(trace, machine=MACHINE).place(policies="all")
+    theirs = json.loads(cli("place", str(trace), "--machine", MACHINE, "--policy", "all", "--json"))
+    assert list(df["name"]) == [p["name"] for p in theirs["policies"]]
+    assert df["name"].iloc[0] == "optimal"
+    for column in ("cost", "mcpr", "local_ratio", "remote", "moves", "replications", "vs_optimal"):
+        assert list(df[column]) == [p[column] for p in theirs["policies"]], column
+    assert df["cost"].dtype == np.float64 and df["remote"].dtype == np.int64
+    assert df.attrs["accesses"] == theirs["accesses"] and df.attrs["pages"] == theirs["pages"]
+    assert df.attrs["situation"]["costs"] == theirs["costs"]
+
+
+def test_place_with_a_thread_map_and_settings(trace):
+    s = sharemap.Session(trace, machine=MACHINE)
+    df = s.place(policies="first-n-fills,bind", thread_map="scatter", settings=["first-n-fills.n=4", "bind.node=3"])
+    theirs = json.loads(
+        cli("place", str(trace), "--machine", MACHINE, "-p", "first-n-fills,bind", "--thread-map", "scatter",
+            "--set", "first-n-fills.n=4", "--set", "bind.node=3", "--json")
+    )
+    assert list(df["cost"]) == [p["cost"] for p in theirs["policies"]]
+
+
+def test_analyze_gives_numpy_and_pandas(trace, tmp_path):
+    a = sharemap.Session(trace, machine=MACHINE).analyze(compare="sampled:every=4")
+    assert a.matrix.dtype == np.float64 and a.matrix.shape == (8, 8)
+    assert np.array_equal(a.matrix, a.matrix.T) and np.all(np.diag(a.matrix) == 0)
+    cli("analyze", str(trace), "--machine", MACHINE, "-o", str(tmp_path / "out"))
+    comm = np.loadtxt(tmp_path / "out" / "comm.csv", delimiter=",")
+    assert np.array_equal(a.matrix, comm)
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert a.mapping_potential == summary["mapping_potential"]
+    assert len(a.pages) == summary["pages"]
+    assert list(a.pages.columns[:2]) == ["page", "first_touch"] and a.pages["t0"].dtype == np.uint64
+    assert int(a.pages[[f"t{t}" for t in range(8)]].to_numpy().sum()) == summary["accesses"]
+    assert 0.0 <= a.raw["accuracy"]["correlation"] <= 1.0
+    html = a._repr_html_()
+    assert html.startswith("<figure><svg") and "8 threads" in html
+
+
+def test_simulate_matches_the_cli(trace):
+    df = sharemap.Session(trace, machine="sammu").simulate(mechanisms="os,oracle,random")
+    theirs = json.loads(cli("simulate", str(trace), "--mechanism", "os,oracle,random", "--json"))
+    assert list(df["mechanism"]) == ["os", "oracle", "random"]
+    for k, m in enumerate(theirs["mechanisms"]):
+        assert df["time_ns"].iloc[k] == m["time_ns"]
+        assert df["local_dram_share"].iloc[k] == m["local_dram_share"]
+        assert df["L1_mpka"].iloc[k] == m["mpka"][0]["mpka"]
+    assert df["vs_os_time"].iloc[0] == 1.0
+
+
+def test_map_matches_the_cli(trace):
+    m = sharemap.Session(trace, machine="pack:2 core:4 pu:1").map(algorithms="sharemap,compact,scatter")
+    theirs = json.loads(cli("map", str(trace), "--machine", "pack:2 core:4 pu:1", "--algo", "sharemap,compact,scatter", "--json"))
+    assert list(m.mappings["algorithm"]) == [t["algorithm"] for t in theirs]
+    assert list(m.mappings["cost"]) == [t["cost"] for t in theirs]
+    assert [list(x) for x in m.mappings["mapping"]] == [t["mapping"] for t in theirs]
+    assert 0.0 <= m.potential["structural"] <= 1.0 and m.random_cost >= m.mappings["cost"].min()
+
+
+def test_machine_matches_the_cli():
+    assert sharemap.machine("pack:2 numa:2 core:4 pu:2") == json.loads(cli("machine", "pack:2 numa:2 core:4 pu:2", "--json"))
+
+
+def test_errors_are_exception_classes(trace, tmp_path):
+    with pytest.raises(sharemap.TraceError):
+        sharemap.Session(tmp_path / "missing.trace").info()
+    with pytest.raises(sharemap.MachineError):
+        sharemap.Session(trace, machine="pack:2 core:3")
+    with pytest.raises(sharemap.SpecError) as e:
+        sharemap.Session(trace, machine=MACHINE).place(policies="nosuch")
+    assert "unknown policy 'nosuch'" in str(e.value) and e.value.kind == "Policy"
+    with pytest.raises(sharemap.SettingError) as e:
+        sharemap.Session(trace, machine=MACHINE).place(cost="r=x")
+    assert e.value.kind == "Cost"
+    with pytest.raises(sharemap.SettingError):
+        sharemap.Session(trace, machine=MACHINE).place(policies="bind", settings=["bind.node=9"])
+    with pytest.raises(sharemap.SpecError):
+        sharemap.Session(trace).analyze(detector="oracle:nosuch")
+    with pytest.raises(sharemap.SettingError):
+        sharemap.Session(trace, exclude="0x10")
+    bad = tmp_path / "bad.trace"
+    bad.write_bytes(b"not a trace at all")
+    with pytest.raises(sharemap.TraceError):
+        sharemap.Session(bad).info()
+    assert issubclass(sharemap.TraceError, sharemap.Error)
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    path = tmp_path_factory.mktemp("big") / "random.trace"
+    sharemap.gen("random", path, threads=8, accesses=20_000_000, seed=1)
+    return path
+
+
+def test_long_passes_release_the_gil(big):
+    """Python threads run while sharemap reads: a counter in another thread advances."""
+    import threading
+
+    count, stop = [0], threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            count[0] += 1
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    try:
+        before = count[0]
+        sharemap.Session(big).info()
+        during = count[0] - before
+    finally:
+        stop.set()
+        spinner.join()
+    assert during > 10_000, during
+
+
+def test_ctrl_c_stops_a_pass(big):
+    """A signal during a long pass stops it and raises KeyboardInterrupt, soon."""
+    import signal
+    import threading
+    import time
+
+    session = sharemap.Session(big, machine="sammu")
+    timer = threading.Timer(0.5, lambda: signal.pthread_kill(threading.main_thread().ident, signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        session.simulate(mechanisms="all")
+    timer.join()
+    assert time.monotonic() - start < 5.0
+
+
+def test_type_stubs_cover_the_api():
+    stubs = (Path(sharemap.__file__).parent / "__init__.pyi").read_text()
+    for name in sharemap.__all__:
+        assert f"class {name}" in stubs or f"def {name}" in stubs, name
+    for method in ("info", "machine", "analyze", "place", "simulate", "map"):
+        assert f"def {method}(" in stubs
