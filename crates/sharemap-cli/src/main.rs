@@ -88,6 +88,11 @@ enum Command {
         to: Option<String>,
         #[command(flatten)]
         exclude: trace_cmds::ExcludeArg,
+        /// Write a Parquet dataset partitioned by page range instead: OUTPUT is a directory
+        /// of one Parquet trace per N pages and an index, `_sharemap.json` (for
+        /// `sharemap.dask` in Python, or any Parquet reader)
+        #[arg(long, value_name = "N")]
+        partition_pages: Option<u64>,
     },
     /// Record the memory accesses of a program: sharemap record -o OUT -- PROG ARGS...
     /// (programs built with `sharemap cc` are recorded by its runtime; others under Valgrind)
@@ -432,7 +437,14 @@ fn main() -> ExitCode {
             }
         }
         Command::Info { trace, from, json } => info::run(&trace, from.as_deref(), json),
-        Command::Convert { input, output, from, to, exclude } => {
+        Command::Convert { input, output, from, to, exclude, partition_pages: Some(pages) } => {
+            if to.is_some() {
+                eprintln!("sharemap: --to: a partitioned dataset is Parquet");
+                return ExitCode::from(1);
+            }
+            trace_cmds::partition(&input, &output, from.as_deref(), exclude.text(), pages)
+        }
+        Command::Convert { input, output, from, to, exclude, partition_pages: None } => {
             trace_cmds::convert(&input, &output, from.as_deref(), to.as_deref(), exclude.text())
         }
         Command::Record { backend, event, sample, exclude_stack, no_aslr, exclude, output, to, command } => {

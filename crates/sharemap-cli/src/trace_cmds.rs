@@ -99,6 +99,37 @@ pub fn convert(
     Ok(ExitCode::SUCCESS)
 }
 
+/// `convert --partition-pages N`: a Parquet dataset of one part per N pages.
+pub fn partition(
+    input_path: &Path,
+    output: &Path,
+    from: Option<&str>,
+    exclude: Option<&str>,
+    pages: u64,
+) -> Result<ExitCode> {
+    let input = input(input_path, from, exclude)?;
+    warn_if_truncated(&input)?;
+    let dataset = sharemap::partition::write(&input, output, pages, &Bars::new()).map_err(|e| match e.kind() {
+        ErrorKind::Values => anyhow!(e.why()),
+        _ => anyhow::Error::new(e),
+    })?;
+    say_excluded(&input);
+    eprintln!(
+        "sharemap: wrote {} accesses in {} parts of {} pages to {} (index: _sharemap.json)",
+        dataset.accesses,
+        dataset.parts.len(),
+        pages,
+        output.display()
+    );
+    if dataset.events > 0 {
+        eprintln!(
+            "sharemap: note: the trace's {} events ({} annotations) are not in the parts",
+            dataset.events, dataset.annotations
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `--exclude RANGES` of the commands that read traces.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct ExcludeArg {

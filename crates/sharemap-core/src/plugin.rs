@@ -160,6 +160,9 @@ pub struct Caps {
     pub numa: bool,
     /// Whether this process can run it here (switching a kernel setting needs root).
     pub available: fn() -> bool,
+    /// Decides a page from that page's own references in order, whatever their positions in
+    /// the trace and the other pages (a trace cut by page range gives the same answer).
+    pub per_page: bool,
 }
 
 fn always() -> bool {
@@ -168,10 +171,14 @@ fn always() -> bool {
 
 impl Caps {
     /// No particular capability or need.
-    pub const NONE: Caps = Caps { windows: false, in_all: true, recording: false, numa: false, available: always };
+    pub const NONE: Caps =
+        Caps { windows: false, in_all: true, recording: false, numa: false, available: always, per_page: false };
 
     /// Reads the trace in windows.
     pub const WINDOWS: Caps = Caps { windows: true, ..Caps::NONE };
+
+    /// Decides each page from its own references alone.
+    pub const PER_PAGE: Caps = Caps { per_page: true, ..Caps::NONE };
 }
 
 /// A registry row, the same for every kind of plugin: `B` builds it.

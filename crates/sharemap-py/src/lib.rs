@@ -16,8 +16,18 @@ use std::time::Duration;
 create_exception!(_native, Error, PyException, "A sharemap error; `kind` names what it is about.");
 create_exception!(_native, TraceError, Error, "A trace that cannot be read or written.");
 create_exception!(_native, MachineError, Error, "A machine that cannot be read or modelled.");
-create_exception!(_native, SpecError, Error, "A mechanism spec (policy, detector, algorithm, mechanism) that is wrong.");
-create_exception!(_native, SettingError, Error, "A setting of the model (costs, thread map, page size, ...) that is wrong.");
+create_exception!(
+    _native,
+    SpecError,
+    Error,
+    "A mechanism spec (policy, detector, algorithm, mechanism) that is wrong."
+);
+create_exception!(
+    _native,
+    SettingError,
+    Error,
+    "A setting of the model (costs, thread map, page size, ...) that is wrong."
+);
 
 /// The Python exception for a facade error, its kind in `kind`.
 fn to_py(e: sharemap::Error) -> PyErr {
@@ -95,10 +105,7 @@ impl Session {
     fn new(path: PathBuf, machine: &str, seed: u64, format: Option<&str>, exclude: Option<&str>) -> PyResult<Self> {
         let format = match format {
             Some(name) => Some(sharemap::trace::Format::from_name(name).ok_or_else(|| {
-                SettingError::new_err(format!(
-                    "unknown format '{name}' (formats: {})",
-                    sharemap::trace::Format::NAMES
-                ))
+                SettingError::new_err(format!("unknown format '{name}' (formats: {})", sharemap::trace::Format::NAMES))
             })?),
             None => None,
         };
@@ -181,7 +188,8 @@ impl Session {
             settings,
             memory_budget: memory_mb.max(16).saturating_mul(1 << 20),
         };
-        let request = sharemap::PlaceRequest { setup, policies: policies.into(), costliest, plan, keep_placement: false };
+        let request =
+            sharemap::PlaceRequest { setup, policies: policies.into(), costliest, plan, keep_placement: false };
         let placed = interruptible(py, &self.stop, || self.inner.place(&request))?;
         json(&placed)
     }
@@ -200,8 +208,7 @@ impl Session {
         for p in &params {
             model.set(p).map_err(|e| SettingError::new_err(e.to_string()))?;
         }
-        let request =
-            sharemap::SimulateRequest { mechanisms: mechanisms.into(), page_size, params: model, settings };
+        let request = sharemap::SimulateRequest { mechanisms: mechanisms.into(), page_size, params: model, settings };
         let simulation = interruptible(py, &self.stop, || self.inner.simulate(&request))?;
         json(&simulation)
     }
@@ -239,12 +246,64 @@ fn generate(
     format: Option<&str>,
 ) -> PyResult<String> {
     let p = sharemap::generate::pattern(pattern).map_err(to_py)?;
-    let params = sharemap::generate::GenParams { page_size, ..sharemap::generate::GenParams::new(threads, accesses, seed) };
+    let params =
+        sharemap::generate::GenParams { page_size, ..sharemap::generate::GenParams::new(threads, accesses, seed) };
     sharemap::generate::check(&params).map_err(|e| SettingError::new_err(e.to_string()))?;
     let format = format.and_then(sharemap::trace::Format::from_name);
     let stop = AtomicBool::new(false);
     let report = interruptible(py, &stop, || sharemap::generate::to_file(p, &params, &output, format, &()))?;
     json(&serde_json::json!({ "accesses": report.accesses, "bytes": report.bytes, "path": output }))
+}
+
+/// Writes a trace as a Parquet dataset of one part per `pages` pages; its index as JSON.
+#[pyfunction]
+#[pyo3(signature = (trace, output, pages, format = None))]
+fn partition(py: Python<'_>, trace: PathBuf, output: PathBuf, pages: u64, format: Option<&str>) -> PyResult<String> {
+    let format = format.and_then(sharemap::trace::Format::from_name);
+    let input = TraceInput::file(trace).with_format(format);
+    let stop = AtomicBool::new(false);
+    let dataset = interruptible(py, &stop, || sharemap::partition::write(&input, &output, pages, &()))?;
+    json(&dataset)
+}
+
+/// The policies a list of specs names (`all`: every one), each with whether it decides a
+/// page from its own references alone (so that placing by parts gives the whole trace's
+/// answer).
+#[pyfunction]
+fn policies(spec: &str) -> PyResult<Vec<(String, bool)>> {
+    let names: Vec<String> = if spec.trim() == "all" {
+        sharemap::registry::rows(sharemap::registry::Kind::Policy).iter().map(|r| r.name.to_string()).collect()
+    } else {
+        sharemap::Spec::parse_list(spec).map_err(|e| to_py(e.into()))?.into_iter().map(|s| s.to_string()).collect()
+    };
+    names
+        .into_iter()
+        .filter(|n| n != "optimal")
+        .map(|n| {
+            let name = n.split(':').next().unwrap_or_default().to_string();
+            let per_page = sharemap::registry::policy_is_per_page(&name)
+                .ok_or_else(|| SpecError::new_err(format!("policy '{name}': unknown policy")))?;
+            Ok((n, per_page))
+        })
+        .collect()
+}
+
+/// The mapping-potential gate of a matrix (float64 bytes, threads x threads) on a machine,
+/// weighted by the accesses it was counted over.
+#[pyfunction]
+fn potential(matrix: &[u8], threads: usize, machine: &str, accesses: u64) -> PyResult<f64> {
+    if matrix.len() != threads * threads * 8 {
+        return Err(SettingError::new_err("the matrix bytes do not hold threads x threads float64 values"));
+    }
+    let mut m = sharemap::SharingMatrix::new(threads);
+    for i in 0..threads {
+        for j in i + 1..threads {
+            let at = (i * threads + j) * 8;
+            m.add(i, j, f64::from_le_bytes(matrix[at..at + 8].try_into().expect("8 bytes")));
+        }
+    }
+    let machine = Machine::from_spec(machine).map_err(|e| to_py(e.into()))?;
+    Ok(sharemap::Potential::of(&m, &machine, sharemap::CostModel::Latency, Some(accesses)).score)
 }
 
 /// The generator's patterns: (name, what it models).
@@ -259,6 +318,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(machine, m)?)?;
     m.add_function(wrap_pyfunction!(generate, m)?)?;
     m.add_function(wrap_pyfunction!(patterns, m)?)?;
+    m.add_function(wrap_pyfunction!(partition, m)?)?;
+    m.add_function(wrap_pyfunction!(policies, m)?)?;
+    m.add_function(wrap_pyfunction!(potential, m)?)?;
     let py = m.py();
     m.add("Error", py.get_type::<Error>())?;
     m.add("TraceError", py.get_type::<TraceError>())?;

@@ -65,8 +65,10 @@ def test_analyze_gives_numpy_and_pandas(trace, tmp_path):
     assert a.matrix.dtype == np.float64 and a.matrix.shape == (8, 8)
     assert np.array_equal(a.matrix, a.matrix.T) and np.all(np.diag(a.matrix) == 0)
     cli("analyze", str(trace), "--machine", MACHINE, "-o", str(tmp_path / "out"))
+    # numalize's comm.csv lists threads from the last to the first; TopoMatch's .mat in order.
     comm = np.loadtxt(tmp_path / "out" / "comm.csv", delimiter=",")
-    assert np.array_equal(a.matrix, comm)
+    assert np.array_equal(a.matrix, comm[::-1])
+    assert np.array_equal(a.matrix, np.loadtxt(tmp_path / "out" / "comm.mat"))
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert a.mapping_potential == summary["mapping_potential"]
     assert len(a.pages) == summary["pages"]

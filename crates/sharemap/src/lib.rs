@@ -27,6 +27,8 @@ pub mod generate;
 mod input;
 pub mod map;
 mod observer;
+#[cfg(feature = "parquet")]
+pub mod partition;
 pub mod place;
 pub mod plan;
 pub mod registry;
@@ -48,7 +50,7 @@ pub use simulate::{SimulateRequest, Simulation};
 pub use situation::{DEFAULT_REFS_PER_MS, Setup, Sharing, Situation, ThreadMap, TimeScale, parse_cost};
 pub use sweep::{SweepPoint, SweepRequest, SweepResult, Vary};
 
-pub use sharemap_core::{PageSize, PageUsage, SharingMatrix, ThreadPlacement};
+pub use sharemap_core::{PageSize, PageUsage, SharingMatrix, Spec, ThreadPlacement};
 pub use sharemap_detect::Detection;
 pub use sharemap_machine::{CostParams, Machine};
 

@@ -26,6 +26,12 @@ pub struct Row {
     pub params: &'static [Param],
 }
 
+/// Whether a placement policy decides each page from its own references alone, so that a
+/// trace cut by page range gives the answer the whole trace gives (`sharemap.dask`).
+pub fn policy_is_per_page(name: &str) -> Option<bool> {
+    sharemap_placement::policies::find(name).map(|p| p.caps.per_page)
+}
+
 /// Every row of a kind, in the order `all` runs them.
 pub fn rows(kind: Kind) -> Vec<Row> {
     match kind {

@@ -131,7 +131,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "Linux default; seed 003 (Marchetti et al.) with its init-done annotation",
         summary: "the page lives on the node that touches it first; after an init-done annotation, the first node to touch it after that",
         params: &[],
-        caps: Caps::NONE,
+        caps: Caps::PER_PAGE,
         build: |_| Ok(Box::new(simple::FirstTouch)),
     },
     PolicyInfo {
@@ -139,7 +139,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "seed 003 (Marchetti et al.), section 3.2",
         summary: "first touch, then the first node to make n references (after init-done, if annotated) becomes the home",
         params: &[count("n", "16", "references that make a node the page's home")],
-        caps: Caps::NONE,
+        caps: Caps::PER_PAGE,
         build: |v| Ok(Box::new(simple::FirstNFills { n: u32_of(v, "n") })),
     },
     PolicyInfo {
@@ -155,7 +155,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "numactl --interleave=all",
         summary: "page number mod nodes",
         params: &[],
-        caps: Caps::NONE,
+        caps: Caps::PER_PAGE,
         build: |_| Ok(Box::new(simple::Static(simple::Spread::ByNumber))),
     },
     PolicyInfo {
@@ -163,7 +163,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "seed 004's random static placement baseline",
         summary: "each page on a node drawn from a hash of its number and --seed",
         params: &[],
-        caps: Caps::NONE,
+        caps: Caps::PER_PAGE,
         build: |_| Ok(Box::new(simple::Static(simple::Spread::Random))),
     },
     PolicyInfo {
@@ -171,7 +171,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "numactl --membind",
         summary: "every page on one node",
         params: &[integer("node", "0", "the node")],
-        caps: Caps::NONE,
+        caps: Caps::PER_PAGE,
         build: |v| Ok(Box::new(simple::Static(simple::Spread::Bind(v.integer("node").min(u16::MAX as u64) as u16)))),
     },
     PolicyInfo {
@@ -312,7 +312,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "seed 003 (Marchetti et al.), section 4.2: counter policy",
         summary: "a node that made n references during a mapping gets a read copy the next time it maps the page",
         params: &[integer("n", "64", "references during a mapping that earn a copy")],
-        caps: Caps::NONE,
+        caps: Caps::PER_PAGE,
         build: |v| Ok(Box::new(replication::Replicate { rule: replication::Rule::Counter(u32_of(v, "n")) })),
     },
     PolicyInfo {
@@ -320,7 +320,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "seed 003 (Marchetti et al.), section 4.2: counter-interrupt policy",
         summary: "a node gets a read copy as soon as it has made n references since mapping the page",
         params: &[integer("n", "64", "references since mapping that earn a copy")],
-        caps: Caps::NONE,
+        caps: Caps::PER_PAGE,
         build: |v| Ok(Box::new(replication::Replicate { rule: replication::Rule::Interrupt(u32_of(v, "n")) })),
     },
     PolicyInfo {
@@ -328,7 +328,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "seed 004 section 4.4.1: the ACE policy",
         summary: "pages start in global memory and are replicated to readers; a write leaves one local copy at the writer; after 4 invalidations a page is frozen in global memory for good",
         params: &[integer("invalidations", "4", "invalidations allowed before freezing")],
-        caps: Caps::NONE,
+        caps: Caps::PER_PAGE,
         build: |v| Ok(Box::new(seed004::Ace { limit: u32_of(v, "invalidations"), delay: 0 })),
     },
     PolicyInfo {
@@ -350,7 +350,7 @@ pub static POLICIES: &[PolicyInfo] = &[
             integer("c", "100", "references before deciding"),
             integer("invalidations", "4", "invalidations allowed before freezing"),
         ],
-        caps: Caps::NONE,
+        caps: Caps::PER_PAGE,
         build: |v| Ok(Box::new(seed004::Ace { limit: u32_of(v, "invalidations"), delay: u32_of(v, "c").max(1) })),
     },
 ];

@@ -1,0 +1,20 @@
+from os import PathLike
+from typing import Any, Iterable, Optional, Union
+
+import pandas
+
+from . import Analysis
+
+def partition(trace: Union[str, PathLike[str]], output: Union[str, PathLike[str]], pages: int, format: Optional[str] = None) -> dict[str, Any]: ...
+def read_index(dataset: Union[str, PathLike[str]]) -> dict[str, Any]: ...
+def place(
+    dataset: Union[str, PathLike[str]],
+    machine: str = "sammu",
+    policies: str = "first-touch",
+    seed: int = 1,
+    cost: Optional[str] = None,
+    thread_map: str = "identity",
+    settings: Iterable[str] = (),
+    client: Any = None,
+) -> pandas.DataFrame: ...
+def analyze(dataset: Union[str, PathLike[str]], machine: str = "sammu", seed: int = 1, client: Any = None) -> Analysis: ...

@@ -1,0 +1,73 @@
+"""sharemap.dask on a local cluster of two worker processes: the same answers as one Session
+on the whole trace."""
+
+import math
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sharemap
+import sharemap.dask
+
+ROOT = Path(__file__).resolve().parents[3]
+CLI = str(ROOT / "target" / "release" / "sharemap")
+MACHINE = "numa:4 pu:2"
+POLICIES = "first-touch,first-n-fills,interleave,random,bind,replicate-counter,ace,delay"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc:
+        with distributed.Client(lc) as client:
+            yield client
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    d = tmp_path_factory.mktemp("dask")
+    trace = d / "nb.trace"
+    sharemap.gen("neighbor", trace, threads=8, accesses=400_000, seed=5)
+    parts = d / "nb-parts"
+    # The command line writes the same dataset as the Python function.
+    out = subprocess.run([CLI, "convert", str(trace), str(parts), "--partition-pages", "16"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    index = sharemap.dask.read_index(parts)
+    assert len(index["parts"]) > 2 and index["accesses"] == 400_000
+    again = sharemap.dask.partition(trace, d / "again", pages=16)
+    assert again == index
+    return trace, parts
+
+
+def test_place_by_parts_is_the_whole_traces(cluster, traces):
+    trace, parts = traces
+    whole = sharemap.Session(trace, machine=MACHINE).place(policies=POLICIES, cost="ace")
+    split = sharemap.dask.place(parts, machine=MACHINE, policies=POLICIES, cost="ace", client=cluster)
+    assert list(split["name"]) == list(whole["name"])
+    for column in ("local", "remote", "global", "moves", "replications"):
+        assert list(split[column]) == list(whole[column]), column
+    assert list(split.columns) == list(whole.columns)
+    for a, b in zip(split["cost"], whole["cost"]):
+        assert math.isclose(a, b, rel_tol=1e-12), (a, b)
+    for a, b in zip(split["vs_optimal"], whole["vs_optimal"]):
+        assert math.isclose(a, b, rel_tol=1e-12)
+
+
+def test_analyze_by_parts_is_the_whole_traces(cluster, traces):
+    trace, parts = traces
+    whole = sharemap.Session(trace, machine=MACHINE).analyze()
+    split = sharemap.dask.analyze(parts, machine=MACHINE, client=cluster)
+    assert np.array_equal(split.matrix, whole.matrix)
+    assert split.pages.equals(whole.pages)
+    assert math.isclose(split.mapping_potential, whole.mapping_potential, rel_tol=1e-12)
+
+
+def test_policies_that_need_the_whole_trace_are_refused(traces):
+    _, parts = traces
+    for policy in ("numa-balancing", "round-robin", "sammu", "marathe:source=tlb-miss"):
+        with pytest.raises(sharemap.SpecError, match="whole trace"):
+            sharemap.dask.place(parts, machine=MACHINE, policies=policy)
+    with pytest.raises(sharemap.SettingError, match="fixed placement"):
+        sharemap.dask.place(parts, machine=MACHINE, thread_map="sharemap")
