@@ -68,16 +68,9 @@ impl Ranges {
 }
 
 /// Address ranges that do not parse, in words.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct RangesError(pub String);
-
-impl std::fmt::Display for RangesError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for RangesError {}
 
 fn number(s: &str) -> Option<u64> {
     let s = s.trim();

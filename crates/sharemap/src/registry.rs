@@ -35,21 +35,13 @@ pub fn policy_is_per_page(name: &str) -> Option<bool> {
 /// Every row of a kind, in the order `all` runs them.
 pub fn rows(kind: Kind) -> Vec<Row> {
     match kind {
-        Kind::Policy => sharemap_placement::policies::POLICIES
-            .iter()
-            .map(|p| Row { name: p.name, source: p.source, summary: p.summary, params: p.params })
-            .collect(),
-        Kind::Detector => sharemap_detect::DETECTORS
-            .iter()
-            .map(|d| Row { name: d.name, source: d.source, summary: d.summary, params: d.params })
-            .collect(),
-        Kind::Algorithm => sharemap_mapping::ALGORITHMS
-            .iter()
-            .map(|a| Row { name: a.name, source: a.source, summary: a.summary, params: a.params })
-            .collect(),
-        Kind::Mechanism => sharemap_sim::MECHANISMS
-            .iter()
-            .map(|m| Row { name: m.name, source: m.source, summary: m.summary, params: m.params })
-            .collect(),
+        Kind::Policy => rows_of(sharemap_placement::policies::POLICIES),
+        Kind::Detector => rows_of(sharemap_detect::DETECTORS),
+        Kind::Algorithm => rows_of(sharemap_mapping::ALGORITHMS),
+        Kind::Mechanism => rows_of(sharemap_sim::MECHANISMS),
     }
+}
+
+fn rows_of<B>(plugins: &'static [sharemap_core::Plugin<B>]) -> Vec<Row> {
+    plugins.iter().map(|p| Row { name: p.name, source: p.source, summary: p.summary, params: p.params }).collect()
 }

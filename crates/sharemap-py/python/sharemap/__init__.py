@@ -46,6 +46,22 @@ def _frame(rows: Sequence[dict], attrs: dict):
     return df
 
 
+def _pages_frame(entries: Sequence[dict], threads: int):
+    """Page usage as a DataFrame: ``page`` (address), ``first_touch`` (thread) and one column
+    of accesses per thread, ``t0``.."""
+    import numpy as np
+    import pandas as pd
+
+    threads = max([threads] + [len(e["accesses"]) for e in entries])
+    counts = np.zeros((len(entries), threads), dtype=np.uint64)
+    for k, e in enumerate(entries):
+        counts[k, : len(e["accesses"])] = e["accesses"]
+    pages = pd.DataFrame(counts, columns=[f"t{t}" for t in range(threads)])
+    pages.insert(0, "first_touch", np.array([e["first_touch"] for e in entries], dtype=np.uint32))
+    pages.insert(0, "page", np.array([e["page"] for e in entries], dtype=np.uint64))
+    return pages
+
+
 def _heatmap_svg(matrix, size: int = 320) -> str:
     """The matrix as an inline SVG heatmap, darker for more sharing."""
     n = matrix.shape[0]
@@ -125,19 +141,11 @@ class Session:
         """One detector over the trace (``oracle``, ``sammu:l1=32``, ...), optionally scored
         against ``compare`` and cut into windows of ``window`` accesses."""
         import numpy as np
-        import pandas as pd
 
         text, matrix, n = self._native.analyze(detector, compare, window)
         raw = json.loads(text)
         matrix = np.frombuffer(matrix, dtype="<f8").reshape(n, n).copy()
-        entries = raw["detection"]["pages"]
-        threads = max([n] + [len(e["accesses"]) for e in entries])
-        counts = np.zeros((len(entries), threads), dtype=np.uint64)
-        for k, e in enumerate(entries):
-            counts[k, : len(e["accesses"])] = e["accesses"]
-        pages = pd.DataFrame(counts, columns=[f"t{t}" for t in range(threads)])
-        pages.insert(0, "first_touch", np.array([e["first_touch"] for e in entries], dtype=np.uint32))
-        pages.insert(0, "page", np.array([e["page"] for e in entries], dtype=np.uint64))
+        pages = _pages_frame(raw["detection"]["pages"], n)
         return Analysis(raw["detector"], matrix, pages, raw["mapping_potential"], raw)
 
     def place(

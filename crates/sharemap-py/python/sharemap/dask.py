@@ -129,7 +129,8 @@ def analyze(dataset, machine: str = "sammu", seed: int = 1, client=None) -> Anal
     ``Session.analyze()`` gives on the whole trace."""
     import dask
     import numpy as np
-    import pandas as pd
+
+    from . import _pages_frame
 
     index = read_index(dataset)
     task = dask.delayed(_analyze_part)
@@ -143,12 +144,7 @@ def analyze(dataset, machine: str = "sammu", seed: int = 1, client=None) -> Anal
         seen += s
         accesses += a
     entries.sort(key=lambda e: e["page"])
-    counts = np.zeros((len(entries), n), dtype=np.uint64)
-    for row, e in enumerate(entries):
-        counts[row, : len(e["accesses"])] = e["accesses"]
-    frame = pd.DataFrame(counts, columns=[f"t{t}" for t in range(n)])
-    frame.insert(0, "first_touch", np.array([e["first_touch"] for e in entries], dtype=np.uint32))
-    frame.insert(0, "page", np.array([e["page"] for e in entries], dtype=np.uint64))
+    frame = _pages_frame(entries, n)
     potential = _native.potential(matrix.astype("<f8").tobytes(), n, machine, seen)
     raw = {"detector": "oracle:line", "seen": seen, "accesses": accesses, "parts": len(parts)}
     return Analysis("oracle:line", matrix, frame, potential, raw)

@@ -57,7 +57,8 @@ pub struct Start {
 
 /// Why a mechanism cannot start (its mapping algorithm failed, its profile does not fit the
 /// run), in words.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct MechanismError(pub String);
 
 impl MechanismError {
@@ -66,14 +67,6 @@ impl MechanismError {
         MechanismError(e.to_string())
     }
 }
-
-impl std::fmt::Display for MechanismError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for MechanismError {}
 
 pub trait Mechanism: Send + std::fmt::Debug {
     fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError>;
