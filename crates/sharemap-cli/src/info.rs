@@ -1,7 +1,7 @@
 //! `sharemap info`: what a trace holds and how its threads share pages.
 
 use crate::progress::Bars;
-use crate::trace_cmds::{input, warn_if_truncated};
+use crate::trace_cmds::{input, warn_truncated};
 use anyhow::Result;
 use serde::Serialize;
 use sharemap::trace::{TraceSource, TraceSummary};
@@ -30,7 +30,7 @@ struct InfoJson<'a> {
 pub fn run(path: &Path, from: Option<&str>, json: bool) -> Result<ExitCode> {
     let input = input(path, from, None)?;
     let reader = input.reader()?;
-    warn_if_truncated(&input)?;
+    warn_truncated(&input, sharemap::Truncation::of(&reader));
     let summary = sharemap::info(&input, &Bars::new())?;
     let bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let file = FileInfo {

@@ -167,7 +167,13 @@ pub fn refuse_same_file(input: &Path, output: &Path) -> Result<()> {
 /// Warns when the input is a truncated native trace (its complete chunks are read); fails
 /// as reading it would when it cannot be opened.
 pub fn warn_if_truncated(input: &TraceInput) -> Result<()> {
-    if let Some(t) = input.truncation()? {
+    warn_truncated(input, input.truncation()?);
+    Ok(())
+}
+
+/// Warns of a truncation already found.
+pub fn warn_truncated(input: &TraceInput, truncation: Option<sharemap::Truncation>) {
+    if let Some(t) = truncation {
         eprintln!(
             "sharemap: warning: {} is truncated: data ends at byte {}, after {} complete chunks ({} accesses); reading those",
             input.name(),
@@ -176,7 +182,6 @@ pub fn warn_if_truncated(input: &TraceInput) -> Result<()> {
             t.accesses
         );
     }
-    Ok(())
 }
 
 /// How `record` records (its flags).

@@ -52,6 +52,18 @@ pub struct Truncation {
     pub accesses: u64,
 }
 
+impl Truncation {
+    /// Where an open reader's file is cut short, if it is.
+    pub fn of(reader: &TraceReader) -> Option<Truncation> {
+        match (reader.truncated_at(), reader) {
+            (Some(at), TraceReader::Native(r)) => {
+                Some(Truncation { at, chunks: r.chunks().len(), accesses: r.access_count() })
+            }
+            _ => None,
+        }
+    }
+}
+
 impl TraceInput {
     /// A trace file: native, CSV or Parquet, told by its content or extension.
     pub fn file(path: impl Into<PathBuf>) -> TraceInput {
@@ -132,13 +144,7 @@ impl TraceInput {
     /// Where a truncated native file's data ends (None when it is complete).
     pub fn truncation(&self) -> Result<Option<Truncation>> {
         let Origin::File(_) = &self.origin else { return Ok(None) };
-        let reader = self.reader()?;
-        Ok(match (reader.truncated_at(), &reader) {
-            (Some(at), TraceReader::Native(r)) => {
-                Some(Truncation { at, chunks: r.chunks().len(), accesses: r.access_count() })
-            }
-            _ => None,
-        })
+        Ok(Truncation::of(&self.reader()?))
     }
 
     /// A new reader at the trace's start, the excluded ranges left out.
