@@ -9,7 +9,7 @@ use clap::Args;
 use serde::Serialize;
 use sharemap::place::{Evaluation, PageCost, PolicyResult};
 use sharemap::registry::Kind;
-use sharemap::{CostParams, Machine, PlaceRequest, Placement, Session, Setup, Sharing, SharingMatrix, ThreadMap};
+use sharemap::{CostParams, Machine, PlaceRequest, Placement, Session, Setup, Sharing, ThreadMap};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -66,11 +66,8 @@ impl ModelArgs {
     /// --thread-map and --sharing are read here.
     pub fn setup(&self) -> Result<Setup> {
         let thread_map = ThreadMap::parse(&self.thread_map).map_err(|e| flag_context(e, self))?;
-        let sharing = if Path::new(&self.sharing).is_file() {
-            Sharing::Matrix(SharingMatrix::read(Path::new(&self.sharing)).map_err(|e| anyhow!("{e}"))?)
-        } else {
-            Sharing::Detector(self.sharing.clone())
-        };
+        // A matrix file that cannot be read says so in its own words.
+        let sharing = Sharing::parse(&self.sharing).map_err(|e| anyhow!(e.why()))?;
         Ok(Setup {
             cost: self.cost.clone(),
             page_size: self.page_size,

@@ -172,13 +172,7 @@ impl Session {
         memory_mb: usize,
         plan: Option<PathBuf>,
     ) -> PyResult<String> {
-        let sharing = if std::path::Path::new(sharing).is_file() {
-            let matrix = sharemap::SharingMatrix::read(std::path::Path::new(sharing))
-                .map_err(|e| SettingError::new_err(format!("sharing {sharing}: {e}")))?;
-            sharemap::Sharing::Matrix(matrix)
-        } else {
-            sharemap::Sharing::Detector(sharing.into())
-        };
+        let sharing = sharemap::Sharing::parse(sharing).map_err(to_py)?;
         let setup = sharemap::Setup {
             cost,
             page_size,

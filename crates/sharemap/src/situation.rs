@@ -92,6 +92,19 @@ pub enum Sharing {
     Matrix(SharingMatrix),
 }
 
+impl Sharing {
+    /// A matrix file (numalize comm CSV or TopoMatch .mat) when `text` names one, else a
+    /// detector spec to run on the trace.
+    pub fn parse(text: &str) -> Result<Sharing> {
+        let path = std::path::Path::new(text);
+        if !path.is_file() {
+            return Ok(Sharing::Detector(text.to_string()));
+        }
+        let matrix = SharingMatrix::read(path).map_err(|e| Error::new(ErrorKind::Sharing, e.to_string()))?;
+        Ok(Sharing::Matrix(matrix))
+    }
+}
+
 impl Default for Sharing {
     fn default() -> Self {
         Sharing::Detector("oracle".into())
