@@ -73,7 +73,10 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode> {
     warn_if_truncated(&input)?;
     let session = Session::new(input, machine, args.seed).with_observer(Arc::new(Bars::new()));
     // Errors name their file (the trace's) or their setting already.
-    let sim = session.simulate(&request).map_err(|e| anyhow!(e))?;
+    let sim = session.simulate(&request).map_err(|e| match e.page_size() {
+        Some(_) => crate::flags::with_flag(e),
+        None => anyhow!(e),
+    })?;
     if let Some(base) = &args.plot {
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         plots(&sim, base, &name)?;

@@ -153,3 +153,22 @@ fn bad_input_gets_one_line_and_a_failure() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("bad.csv:3:"), "{err}");
 }
+
+/// A page size given to `simulate` is checked as `place` checks it: never rounded up
+/// silently, never beyond 1 GiB.
+#[test]
+fn page_sizes_are_checked_as_place_checks_them() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "t.csv");
+    std::fs::write(&t, "thread,addr,size,kind\n0,0x1000,8,W\n1,0x2000,8,R\n").unwrap();
+    for size in ["0", "1", "3", "32", "2147483648", "9223372036854775808"] {
+        let out = sharemap(&["simulate", s(&t), "--mechanism", "os", "--page-size", size]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "--page-size {size} was taken");
+        assert!(err.contains(&format!("--page-size {size}: expected a power of two from 64 bytes to 1 GiB")), "{err}");
+        let place = sharemap(&["place", s(&t), "--page-size", size]);
+        assert_eq!(String::from_utf8_lossy(&place.stderr), err, "place and simulate say the same");
+    }
+    let v = json(&ok(&["simulate", s(&t), "--mechanism", "os", "--page-size", "65536", "--json"]));
+    assert_eq!(v["page_size"], 65536);
+}

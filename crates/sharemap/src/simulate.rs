@@ -72,9 +72,17 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
     let chosen = mechanisms::parse_list(&request.mechanisms)?;
     let mut trace = open()?;
     let meta = trace.metadata().clone();
-    let page_size = request.page_size.unwrap_or(meta.page_size).max(model.line as u64);
-    if !page_size.is_power_of_two() {
-        return Err(Error::new(ErrorKind::PageSize, format!("{page_size} bytes: expected a power of two")));
+    // A page size given is checked as `place` checks it (no silent rounding); the trace's
+    // own is at least the simulated line.
+    let page_size = match request.page_size {
+        Some(given) => sharemap_core::PageSize::new(given)?.bytes(),
+        None => meta.page_size.max(model.line as u64),
+    };
+    if page_size < model.line as u64 || !page_size.is_power_of_two() {
+        return Err(Error::new(
+            ErrorKind::PageSize,
+            format!("{page_size} bytes: expected a power of two of at least the {}-byte line", model.line),
+        ));
     }
     let profile = if chosen.iter().any(|m| m.needs_profile()) {
         let placement = sharemap_core::ThreadPlacement::identity(&machine);
