@@ -172,3 +172,29 @@ fn page_sizes_are_checked_as_place_checks_them() {
     let v = json(&ok(&["simulate", s(&t), "--mechanism", "os", "--page-size", "65536", "--json"]));
     assert_eq!(v["page_size"], 65536);
 }
+
+/// A line crossing nodes counts its size in interconnect bytes: thread 1 reads two lines of a
+/// page homed on thread 0's node, 2 remote DRAM reads, 2 lines of traffic whatever the size.
+#[test]
+fn interconnect_bytes_count_the_line_size() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "t.csv");
+    std::fs::write(&t, "thread,addr,size,kind\n0,0x10000,8,W\n1,0x10400,8,R\n1,0x10800,8,R\n").unwrap();
+    for line in [64u64, 128, 256] {
+        let param = format!("line={line}");
+        let v = json(&ok(&[
+            "simulate",
+            s(&t),
+            "--machine",
+            "numa:2 pu:1",
+            "--mechanism",
+            "os",
+            "--param",
+            &param,
+            "--json",
+        ]));
+        let os = &v["mechanisms"][0];
+        assert_eq!(os["dram_remote"], 2, "{os}");
+        assert_eq!(os["interconnect_bytes"], 2 * line, "line={line}");
+    }
+}
