@@ -47,6 +47,9 @@ pub struct VmArgs {
     /// with `record --no-aslr`)
     #[arg(long)]
     pub no_aslr: bool,
+    /// Set this variable for the program in the guest (repeatable), e.g. OMP_NUM_THREADS=4
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
     /// The program and its arguments, after --
     #[arg(last = true)]
     pub command: Vec<OsString>,
@@ -112,11 +115,20 @@ pub fn run(args: VmArgs) -> Result<ExitCode> {
         run_args.push("--no-aslr".into());
     }
     let program_args: Vec<String> = program_args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let env = args
+        .env
+        .iter()
+        .map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| anyhow!("--env {kv}: expected KEY=VALUE"))
+        })
+        .collect::<Result<Vec<_>>>()?;
     eprintln!(
         "sharemap: booting a guest with {} NUMA nodes and {} CPUs under QEMU (emulated: timings inside it mean nothing)",
         args.nodes, args.cpus
     );
-    let out = sharemap_run::vm::run_program(&guest, &exe, &library, &program, &run_args, &program_args, &files)
+    let out = sharemap_run::vm::run_program(&guest, &exe, &library, &program, &run_args, &program_args, &files, &env)
         .map_err(|e| anyhow!(e))?;
     print!("{}", out.output);
     Ok(ExitCode::from(out.status.clamp(0, 255) as u8))

@@ -415,6 +415,22 @@ fn sharemap_vm_runs_a_program_in_a_guest() {
     assert!(err.contains("evenly") && err.lines().count() == 1, "{err}");
 }
 
+/// `vm --env` sets the program's environment in the guest (OpenMP's thread count, here).
+#[test]
+fn vm_passes_the_environment_to_the_program() {
+    let Some(_) = kernel() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let source = "#include <stdlib.h>\n#include <string.h>\n\
+                  int main(void) { const char *v = getenv(\"OMP_NUM_THREADS\"); return v && !strcmp(v, \"3 threads\") ? 9 : 1; }";
+    let prog = build_c(&dir, "env_check", source, &[]);
+    let args = ["vm", "--nodes", "2", "--cpus", "2", "--env", "OMP_NUM_THREADS=3 threads", "--", s(&prog)];
+    let out = common::sharemap(&args);
+    assert_eq!(out.status.code(), Some(9), "{}", String::from_utf8_lossy(&out.stderr));
+    let bad = common::sharemap(&["vm", "--nodes", "2", "--cpus", "2", "--env", "A B=1", "--", s(&prog)]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success() && err.contains("is not a variable name"), "{err}");
+}
+
 /// STMap's data mapping inside the STM: in a 2-node guest, four workers in two pairs each
 /// update their pair's array (first touched interleaved over the nodes); STMap pins each
 /// pair on one node, and the pages of each array move to its pair's node (move_pages from

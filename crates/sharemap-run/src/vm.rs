@@ -389,7 +389,9 @@ pub const GUEST_SHAREMAP: &str = "/opt/sharemap/sharemap";
 /// Runs `sharemap run --where RUN_ARGS -- PROGRAM ARGS` in the guest (this sharemap binary
 /// and its actor `library` copied in, with the program and the libraries each loads) and
 /// returns what it printed: where each thread ran, the pages per node, the plan's outcome.
-/// `files` are copied in too (host path, guest path): a plan or a recording the run reads.
+/// `files` are copied in too (host path, guest path): a plan or a recording the run reads;
+/// `env` is set for the run and the program (`OMP_NUM_THREADS=4`).
+#[allow(clippy::too_many_arguments)]
 pub fn run_program(
     guest: &Guest,
     sharemap: &Path,
@@ -398,13 +400,23 @@ pub fn run_program(
     run_args: &[String],
     args: &[String],
     files: &[(PathBuf, String)],
+    env: &[(String, String)],
 ) -> Result<GuestOutput> {
     let program = std::fs::canonicalize(program)
         .map_err(|e| Error::new(ErrorKind::Program, format!("cannot run {}: {e}", program.display())))?;
     // Programs go to /opt/sharemap/bin: the guest's /tmp is a fresh tmpfs.
     let name = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "program".into());
     let guest_program = format!("/opt/sharemap/bin/{name}");
-    let mut command = format!("{GUEST_SHAREMAP} run --where");
+    let mut command = String::new();
+    for (key, value) in env {
+        let name_ok = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !name_ok {
+            return Err(Error::new(ErrorKind::Guest, format!("--env {key}=...: '{key}' is not a variable name")));
+        }
+        command.push_str(&format!("{key}={} ", quote(value)));
+    }
+    command.push_str(&format!("{GUEST_SHAREMAP} run --where"));
     for a in run_args.iter().chain([&"--".to_string()]) {
         command.push(' ');
         command.push_str(&quote(a));
