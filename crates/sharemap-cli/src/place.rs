@@ -34,10 +34,11 @@ pub struct ModelArgs {
     /// Page size in bytes (default: the trace's)
     #[arg(long)]
     pub page_size: Option<u64>,
-    /// Thread placement: `identity` (thread i on logical PU i mod PUs), a mapping algorithm run
+    /// Thread placement: `os` (where Linux's scheduler puts the threads, modelled; see
+    /// docs/os-model.md), `identity` (thread i on the CPU numbered i), a mapping algorithm run
     /// on the trace's sharing (sharemap, eagermap, compact, scatter, round-robin, random), a
     /// list of PUs (one per thread), or a file holding one
-    #[arg(long, default_value = "identity")]
+    #[arg(long, default_value = "os")]
     pub thread_map: String,
     /// The sharing a --thread-map algorithm maps: a detector run on the trace (oracle, sammu,
     /// stmap, sampled:..., faults; see `sharemap analyze`) or a matrix file (numalize comm CSV

@@ -142,10 +142,14 @@ fn kernel() -> Option<PathBuf> {
 /// programs (in /opt/sharemap/bin) and files, runs the commands, and returns each section's
 /// output (sections start with a line `== NAME`).
 fn boot(kernel: PathBuf, programs: &[&Path], files: &[(&Path, &str)], commands: &str) -> Vec<(String, String)> {
-    // One guest at a time: each emulates 4 CPUs, and the plans race the programs they place.
+    boot_on(Guest::new(kernel, 2, 4).unwrap(), programs, files, commands)
+}
+
+/// As `boot`, on any guest.
+fn boot_on(guest: Guest, programs: &[&Path], files: &[(&Path, &str)], commands: &str) -> Vec<(String, String)> {
+    // One guest at a time: each emulates several CPUs, and the plans race the programs they place.
     static ONE_GUEST: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _alone = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
-    let guest = Guest::new(kernel, 2, 4).unwrap();
     let mut image = sharemap_run::vm::base_image(commands, false).unwrap();
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_sharemap"));
     image.sharemap(&exe, &sharemap_run::Tools::beside(&exe).pin_library()).unwrap();
@@ -361,7 +365,7 @@ fn a_plan_from_a_recording_is_applied_in_a_two_node_guest() {
     let bin = "/opt/sharemap/bin/regions";
     let commands = format!(
         "{sm} record --no-aslr -o /tmp/r.trace -- {bin} || exit 1\n\
-         {sm} place /tmp/r.trace --machine live --policy first-touch --placement /tmp/plan.csv >/dev/null || exit 1\n\
+         {sm} place /tmp/r.trace --machine live --thread-map identity --policy first-touch --placement /tmp/plan.csv >/dev/null || exit 1\n\
          echo; echo '== file'; {sm} run --where --no-aslr --thread-map 3,2,1,0 --placement /tmp/plan.csv -- {bin} || exit 1\n\
          echo; echo '== optimal'; {sm} run --where --no-aslr --thread-map 3,2,1,0 --placement optimal:/tmp/r.trace -- {bin} || exit 1\n\
          echo; echo '== marathe'; {sm} run --where --no-aslr --thread-map 3,2,1,0 --placement marathe:/tmp/r.trace -- {bin} || exit 1\n\
@@ -377,7 +381,7 @@ fn a_plan_from_a_recording_is_applied_in_a_two_node_guest() {
         assert!(on_node as f64 >= AT_LEAST * touched as f64, "{name}: {text}");
         assert!(text.contains(" migrated"), "{text}");
     }
-    // The optimum for threads 0-3 on PUs 0-3 wants regions 0-1 on node 0 and 2-3 on node 1;
+    // The plan for threads 0-3 on PUs 0-3 (identity) wants regions 0-1 on node 0 and 2-3 on node 1;
     // the run's threads sit the other way round: the plan migrated about half the pages.
     let migrated = |text: &str| -> u64 {
         let tail = text.split("; ").last().unwrap();
@@ -481,4 +485,124 @@ fn stmap_moves_each_pairs_pages_to_its_node_in_a_two_node_guest() {
         })
         .unwrap_or_else(|| panic!("no STMap line\n{text}"));
     assert!(moved >= 4, "half the pages start on the other node: {moved} moved\n{text}");
+}
+
+/// Busy threads, the main thread one of them: pthreads (the main thread creates N-1 workers)
+/// or OpenMP (a team of N), for the given seconds.
+const SPIN: &str = r#"
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+static double seconds;
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+static void *spin(void *arg) {
+    (void)arg;
+    volatile unsigned long x = 0;
+    double end = now() + seconds;
+    while (now() < end) for (int i = 0; i < 10000; i++) x++;
+    printf("last ran on CPU %d\n", sched_getcpu());
+    return NULL;
+}
+int main(int argc, char **argv) {
+    int n = atoi(argv[1]);
+    seconds = atof(argv[2]);
+#ifdef _OPENMP
+    #pragma omp parallel num_threads(n)
+    spin(NULL);
+#else
+    pthread_t t[64];
+    for (int i = 1; i < n && i < 64; i++) pthread_create(&t[i], NULL, spin, NULL);
+    spin(NULL);
+    for (int i = 1; i < n && i < 64; i++) pthread_join(t[i], NULL);
+#endif
+    return 0;
+}
+"#;
+
+/// Threads per node, from `run --where`'s lines, on a guest of `per_node` CPUs per node.
+fn threads_per_node(text: &str, nodes: usize, per_node: usize) -> Vec<usize> {
+    let mut count = vec![0; nodes];
+    for line in text.lines() {
+        if let Some(cpu) = line.split("last ran on CPU ").nth(1).and_then(|r| r.split_whitespace().next()) {
+            count[cpu.parse::<usize>().unwrap() / per_node] += 1;
+        }
+    }
+    count
+}
+
+/// Threads the guest placed on other nodes than the model, with the nodes renamed at best
+/// (where the program started is the shell's choice, not the scheduler's).
+fn displaced(model: &[usize], guest: &[usize]) -> usize {
+    fn perms(n: usize) -> Vec<Vec<usize>> {
+        if n == 0 {
+            return vec![vec![]];
+        }
+        let mut out = Vec::new();
+        for p in perms(n - 1) {
+            for i in 0..n {
+                let mut q = p.clone();
+                q.insert(i, n - 1);
+                out.push(q);
+            }
+        }
+        out
+    }
+    perms(model.len())
+        .iter()
+        .map(|p| p.iter().enumerate().map(|(i, &j)| model[i].abs_diff(guest[j])).sum::<usize>() / 2)
+        .min()
+        .unwrap_or(0)
+}
+
+/// The modelled OS (`--thread-map os`, the default placement of place, sweep, filter and
+/// simulate's `os`) against Linux itself: 1-16 busy threads, pthreads and OpenMP, unpinned,
+/// in guests of 2 nodes x 8 CPUs and 4 nodes x 4 CPUs; threads per node compared.
+#[test]
+fn the_os_model_places_threads_as_the_guest_kernel_does() {
+    let Some(kernel) = kernel() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let pthreads = build_c(&dir, "spin", SPIN, &[]);
+    let openmp = build_c(&dir, "spin-omp", SPIN, &["-fopenmp"]);
+    let counts: Vec<usize> = (1..=16).collect();
+    let (mut runs, mut same, mut moved, mut threads) = (0, 0, 0, 0);
+    let mut table = String::new();
+    for (nodes, per_node) in [(2, 8), (4, 4)] {
+        let mut commands = String::new();
+        for n in &counts {
+            for (kind, prog) in [("pthreads", "spin"), ("openmp", "spin-omp")] {
+                commands.push_str(&format!("echo '== {kind} {n}'; /opt/sharemap/bin/{prog} {n} 1.5 || exit 1\n"));
+            }
+        }
+        let guest = Guest::new(kernel.clone(), nodes, nodes * per_node).unwrap();
+        let sections = boot_on(guest, &[&pthreads, &openmp], &[], &commands);
+        let machine = sharemap::Machine::from_spec(&format!("pack:{nodes} numa:1 l3:1 core:{per_node} pu:1")).unwrap();
+        for n in &counts {
+            let mut model = vec![0; nodes];
+            for pu in sharemap::map::os_mapping(&machine, *n) {
+                model[machine.pu_numa[pu]] += 1;
+            }
+            for kind in ["pthreads", "openmp"] {
+                let seen = threads_per_node(section(&sections, &format!("{kind} {n}")), nodes, per_node);
+                assert_eq!(seen.iter().sum::<usize>(), *n, "{kind} {n}: {seen:?}");
+                let off = displaced(&model, &seen);
+                runs += 1;
+                same += usize::from(off == 0);
+                moved += off;
+                threads += n;
+                table.push_str(&format!(
+                    "{nodes} nodes {kind:>8} {n:>2}: model {model:?} guest {seen:?} displaced {off}\n"
+                ));
+            }
+        }
+    }
+    let agreement = same as f64 / runs as f64;
+    let placed = 1.0 - moved as f64 / threads as f64;
+    eprintln!(
+        "{table}node counts agree in {same} of {runs} runs; {:.1} % of threads on the model's node",
+        100.0 * placed
+    );
+    assert!(agreement >= 0.75 && placed >= 0.95, "the model strays from the kernel:\n{table}");
 }

@@ -54,11 +54,15 @@ fn every_policy_runs_and_none_beats_the_optimum() {
     let d = tempfile::tempdir().unwrap();
     let t = p(&d, "pc.trace");
     ok(&["gen", "phase-change", "--threads", "8", "--accesses", "300k", "-o", s(&t)]);
+    // Neighbouring threads on one node (thread i on CPU i), to whom the pattern hands its
+    // data at each phase change.
     let v = json(&ok(&[
         "place",
         s(&t),
         "--machine",
         "pack:4 numa:1 core:2 pu:1",
+        "--thread-map",
+        "identity",
         "--cost",
         "ace",
         "--json",
@@ -350,7 +354,8 @@ fn placement_quality_depends_on_the_thread_mapping() {
         ]));
         policy(&v, "first-touch")["local_ratio"].as_f64().unwrap()
     };
-    assert_eq!(with("stmap:si=10"), aware);
+    // STMap maps once its counting thread reaches the interval (mi), here within the trace.
+    assert_eq!(with("stmap:si=10,mi=100"), aware);
     let an = p(&d, "an");
     ok(&["analyze", s(&t), "-o", s(&an)]);
     assert_eq!(with(s(&an.join("comm.csv"))), aware);
@@ -511,10 +516,24 @@ fn place_shows_each_threads_pu_and_warns_on_one_node() {
     let d = tempfile::tempdir().unwrap();
     let t = d.path().join("n.trace");
     ok(&["gen", "neighbor", "--threads", "8", "--accesses", "20k", "-o", t.to_str().unwrap()]);
+    // Thread i on CPU i: the first eight cores of package 0 (logical PUs 0, 2, ...).
+    let out = ok(&[
+        "place",
+        t.to_str().unwrap(),
+        "--machine",
+        "sammu",
+        "--policy",
+        "first-touch",
+        "--thread-map",
+        "identity",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("threads on PUs 0 2 4 6 8 10 12 14 (node 0: 0-7)"), "{text}");
+    assert!(text.contains("note: all 8 threads run on NUMA node 0"), "{text}");
+    // By default, where Linux puts them: every node used.
     let out = ok(&["place", t.to_str().unwrap(), "--machine", "sammu", "--policy", "first-touch"]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("threads on PUs 0 1 2 3 4 5 6 7 (node 0: 0-7)"), "{text}");
-    assert!(text.contains("note: all 8 threads run on NUMA node 0"), "{text}");
+    assert!(text.contains("node 3:") && !text.contains("note: all"), "{text}");
     let out =
         ok(&["place", t.to_str().unwrap(), "--machine", "sammu", "--policy", "first-touch", "--thread-map", "scatter"]);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -522,10 +541,11 @@ fn place_shows_each_threads_pu_and_warns_on_one_node() {
         text.contains("node 0: 0, 4; node 1: 1, 5; node 2: 2, 6; node 3: 3, 7") && !text.contains("note: all"),
         "{text}"
     );
-    let out = ok(&["place", t.to_str().unwrap(), "--machine", "sammu", "--policy", "first-touch", "--json"]);
+    let args = ["place", t.to_str().unwrap(), "--machine", "sammu", "-p", "first-touch", "--thread-map", "identity"];
+    let out = ok(&[&args[..], &["--json"]].concat());
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["threads"].as_array().unwrap().len(), 8);
-    assert_eq!(doc["threads"][7]["pu"], 7);
+    assert_eq!(doc["threads"][7]["pu"], 14);
     assert_eq!(doc["threads"][7]["node"], 0);
 }
 
@@ -575,11 +595,12 @@ fn stmap_sharing_follows_its_decision_and_the_matrix_at_the_interval() {
     assert!(notes[0].as_str().unwrap().contains("mapping enabled"), "{notes}");
     // Too many distinct addresses for Equation 1 and no transactions: no mapping.
     let (stay, notes) = place("stmap:si=0,mi=200,da=1");
-    assert_eq!(stay, vec![0, 1, 2, 3]);
+    // Where the modelled OS puts four busy threads: spread over the two packages.
+    assert_eq!(stay, vec![0, 2, 1, 3]);
     assert!(notes[0].as_str().unwrap().contains("stay where the OS put them"), "{notes}");
     // The interval is never reached: no mapping either.
     let (never, notes) = place("stmap:si=0,mi=100000,da=1000");
-    assert_eq!(never, vec![0, 1, 2, 3]);
+    assert_eq!(never, vec![0, 2, 1, 3]);
     assert!(notes[0].as_str().unwrap().contains("never reached"), "{notes}");
 }
 

@@ -7,7 +7,8 @@ use sharemap_machine::Machine;
 
 /// Each thread's logical PU on a machine, with the PU's core and node. Thread t takes entry
 /// t mod the number of entries, so a list shorter than the threads wraps around as
-/// OMP_PLACES does; `identity` lists every PU once (thread i on PU i mod PUs).
+/// OMP_PLACES does; `identity` lists every PU once in OS order (thread i on the CPU the
+/// kernel numbers i, mod CPUs).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ThreadPlacement {
     pus: Vec<usize>,
@@ -30,9 +31,11 @@ pub enum PlacementError {
 }
 
 impl ThreadPlacement {
-    /// Thread i on logical PU i mod PUs.
+    /// Thread i on the PU whose OS number is the i-th (mod PUs): `taskset -c i`.
     pub fn identity(machine: &Machine) -> ThreadPlacement {
-        Self::build(machine, (0..machine.pu_count()).collect())
+        let mut by_os: Vec<usize> = (0..machine.pu_count()).collect();
+        by_os.sort_by_key(|&pu| machine.pu_os_index(pu));
+        Self::build(machine, by_os)
     }
 
     /// Thread t on `pus[t mod len]` (logical PU indexes).

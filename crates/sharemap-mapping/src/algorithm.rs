@@ -4,8 +4,8 @@
 //! its share (thread t of an order-based mapping goes to PU order[t mod PUs]).
 
 use crate::cost::PairCosts;
-use crate::{bisect, eager, exhaustive, orders, refined, treematch};
-use sharemap_core::plugin::{self, Caps, ParamKind, Params, Plugin, given};
+use crate::{bisect, eager, exhaustive, linux, orders, refined, treematch};
+use sharemap_core::plugin::{self, Caps, ParamKind, Params, Plugin, given, switch};
 use sharemap_core::{SharingMatrix, Spec, SpecError};
 use sharemap_machine::Machine;
 
@@ -85,7 +85,27 @@ pub static ALGORITHMS: &[AlgorithmInfo] = &[
     plain("round-robin", "seed 002's round-robin", "one thread per core, sharing the last-level cache", |_, _| {
         Box::new(orders::RoundRobin)
     }),
-    plain("identity", "the OS's order", "the OS order", |_, _| Box::new(orders::Identity)),
+    plain("identity", "the OS's CPU numbering", "thread i on the CPU numbered i (mod CPUs)", |_, _| {
+        Box::new(orders::Identity)
+    }),
+    AlgorithmInfo {
+        name: "os",
+        source: "Linux 6.1's scheduler (kernel/sched/fair.c: find_idlest_cpu, load_balance; docs/os-model.md)",
+        summary: "where Linux puts busy threads that the main thread creates: fork balancing to the idlest group down the scheduling domains, then the load balancer until it finds the machine balanced; the sharing is ignored (the baseline)",
+        params: &[
+            given(
+                "start",
+                "CPU 0",
+                ParamKind::Integer { min: 0, max: u32::MAX as u64 },
+                "OS number of the CPU the main thread starts on",
+            ),
+            switch("balance", "1", "run the periodic load balancer after the threads are created"),
+        ],
+        caps: Caps { in_all: false, ..Caps::NONE },
+        build: |p, _| {
+            Box::new(linux::Os { start: p.get_integer("start").map(|c| c as u32), balance: p.switch("balance") })
+        },
+    },
     AlgorithmInfo {
         name: "random",
         source: "baseline",

@@ -8,12 +8,19 @@ pub mod cost;
 mod eager;
 pub mod exhaustive;
 mod groups;
+mod linux;
 pub mod matrices;
 mod orders;
 pub mod potential;
 mod refined;
 pub mod scotch;
 mod treematch;
+
+/// Where the modelled operating system (the `os` algorithm with its defaults) runs
+/// `threads` busy threads: each thread's logical PU.
+pub fn os_mapping(machine: &sharemap_machine::Machine, threads: usize) -> Vec<usize> {
+    linux::Os { start: None, balance: true }.place(machine, threads)
+}
 
 pub use algorithm::{ALGORITHMS, AlgorithmInfo, MappingAlgorithm, MappingError, build, is_algorithm};
 pub use cost::{CostModel, PairCosts, mapping_cost, sharing_by_level};

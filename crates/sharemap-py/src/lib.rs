@@ -154,7 +154,7 @@ impl Session {
 
     /// The optimum and the policies, as JSON (the command line's `place --json` fields).
     #[pyo3(signature = (
-        policies = "all", cost = None, page_size = None, thread_map = "identity", sharing = "oracle",
+        policies = "all", cost = None, page_size = None, thread_map = "os", sharing = "oracle",
         refs_per_ms = None, settings = Vec::new(), costliest = 0, memory_mb = 256, plan = None
     ))]
     #[allow(clippy::too_many_arguments)]

@@ -202,7 +202,9 @@ pub fn pinning(map: &ThreadMap, host: &Machine, sharing: Option<&SharingMatrix>,
 /// The PUs of a thread map on a host, unchecked against this process's CPUs.
 fn map_threads(map: &ThreadMap, host: &Machine, sharing: Option<&SharingMatrix>, seed: u64) -> Result<Pinning> {
     let pus = match map {
-        ThreadMap::Identity => (0..host.pu_count()).collect(),
+        // A real run's OS is the kernel itself: nothing pinned.
+        ThreadMap::Os(_) => return Ok(Pinning::Os),
+        ThreadMap::Identity => sharemap_core::ThreadPlacement::identity(host).pus().to_vec(),
         ThreadMap::Pus(pus) => pus.clone(),
         ThreadMap::Algorithm(name) if name.trim() == "random" && sharing.is_none() => return Ok(Pinning::Random(seed)),
         ThreadMap::Algorithm(name) => {

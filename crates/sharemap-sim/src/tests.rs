@@ -317,13 +317,16 @@ mod mechanisms {
         crate::simulate(&mut trace, &model, &chosen, &ctx, &|_| {}).unwrap()
     }
 
-    /// Threads 0 and 2 write lines of one block in turn, as do threads 1 and 3: `os` puts
-    /// each pair across the two packages.
+    /// Threads 0 and 1 write lines of one block in turn, as do threads 2 and 3: `os` puts
+    /// each pair across the two packages (Linux's fork balancing alternates the nodes).
     fn pairs(rounds: u64) -> Vec<Access> {
+        let machine = Machine::from_spec(TWO).unwrap();
+        let nodes: Vec<usize> = sharemap_mapping::os_mapping(&machine, 4).iter().map(|&p| machine.pu_numa[p]).collect();
+        assert_eq!(nodes, [0, 1, 0, 1], "the premise: os alternates the nodes");
         let mut v = Vec::new();
         for r in 0..rounds {
             for t in 0..4u32 {
-                let block = 0x100000 * (1 + (t % 2) as u64);
+                let block = 0x100000 * (1 + (t / 2) as u64);
                 v.push(Access::write(t, block + 64 * (r % 32), 8));
             }
         }
@@ -360,11 +363,11 @@ mod mechanisms {
     #[test]
     fn sammu_moves_pages_to_the_node_that_uses_them() {
         // Thread 0 (node 0) first touches 256 pages (1 MiB, four times the L3); then thread
-        // 2 (node 1) alone reads them over and over. 8-bit access counters saturate, so
+        // 1 (node 1) alone reads them over and over. 8-bit access counters saturate, so
         // SAMMU sees the pages in use.
         let mut trace: Vec<Access> = (0..256u64).map(|p| Access::write(0, p * 4096, 8)).collect();
         for i in 0..1_000_000u64 {
-            trace.push(Access::read(2, (i % 256) * 4096 + 64 * (i / 256 % 64), 8));
+            trace.push(Access::read(1, (i % 256) * 4096 + 64 * (i / 256 % 64), 8));
         }
         let out = run(TWO, "os,sammu:ac=8,nt=4", &trace, None);
         let (os, sammu) = (&out[0], &out[1]);
@@ -423,8 +426,8 @@ mod mechanisms {
     fn autopin_keeps_the_fastest_candidate() {
         let trace = pairs(200_000);
         let mut matrix = SharingMatrix::new(4);
-        matrix.add(0, 2, 100.0);
-        matrix.add(1, 3, 100.0);
+        matrix.add(0, 1, 100.0);
+        matrix.add(2, 3, 100.0);
         let profile = Profile { matrix, pages: Vec::new(), sampled_pages: Vec::new(), page_size: 4096 };
         let out = run(TWO, "os,oracle,autopin:k=3,probation-ms=0.05", &trace, Some(&profile));
         let (os, oracle, autopin) = (&out[0], &out[1], &out[2]);
@@ -436,17 +439,17 @@ mod mechanisms {
 
     #[test]
     fn marathe_places_pages_where_the_samples_say() {
-        // Thread 0 touches the page first; thread 2 makes every later access.
+        // Thread 0 (node 0) touches the page first; thread 1 (node 1) makes every later access.
         let mut trace = vec![Access::write(0, 0x5000, 8)];
-        trace.extend((0..10_000u64).map(|i| Access::read(2, 0x5000 + 64 * (i % 64), 8)));
-        let sampled = vec![(5u64, vec![1, 0, 99])];
+        trace.extend((0..10_000u64).map(|i| Access::read(1, 0x5000 + 64 * (i % 64), 8)));
+        let sampled = vec![(5u64, vec![1, 99])];
         let profile =
-            Profile { matrix: SharingMatrix::new(3), pages: Vec::new(), sampled_pages: sampled, page_size: 4096 };
+            Profile { matrix: SharingMatrix::new(2), pages: Vec::new(), sampled_pages: sampled, page_size: 4096 };
         let out = run(TWO, "os,marathe", &trace, Some(&profile));
         assert_eq!(
             (out[0].counts.dram_local, out[0].counts.dram_remote),
             (1, 63),
-            "os: thread 2 reads lines 1-63 remotely (line 0 from core 0)"
+            "os: thread 1 reads lines 1-63 remotely (line 0 from core 0)"
         );
         assert_eq!(out[1].counts.dram_remote, 1, "marathe: only thread 0's first write is remote");
     }
@@ -485,13 +488,14 @@ mod kernel_mechanisms {
         crate::simulate(&mut trace, &model, &parse_list(list).unwrap(), &ctx, &|_| {}).unwrap()
     }
 
-    /// Thread 0 (node 0) first touches 64 pages (256 KiB, four times the L3), then thread 2
-    /// (node 1) reads them over and over; when `write`, every fourth pass writes instead.
+    /// Thread 0 (node 0) first touches 64 pages (256 KiB, four times the L3), then thread 1
+    /// (node 1: the OS spreads two threads over the nodes) reads them over and over; when
+    /// `write`, every fourth pass writes instead.
     fn handover(write: bool) -> Vec<Access> {
         let mut v: Vec<Access> = (0..64u64).map(|p| Access::write(0, p * 4096, 8)).collect();
         for i in 0..600_000u64 {
             let addr = (i % 64) * 4096 + 64 * (i / 64 % 64);
-            v.push(if write && i / 64 % 4 == 0 { Access::write(2, addr, 8) } else { Access::read(2, addr, 8) });
+            v.push(if write && i / 64 % 4 == 0 { Access::write(1, addr, 8) } else { Access::read(1, addr, 8) });
         }
         v
     }
@@ -523,7 +527,7 @@ mod kernel_mechanisms {
         assert_eq!((out[0].counts.page_migrations, out[0].counts.replications), (64, 0));
         // Both nodes read every page: replicated (reads then local on both nodes).
         let mut both = handover(false);
-        // Passes over the pages alternate between thread 0 and thread 2.
+        // Passes over the pages alternate between thread 0 and thread 1.
         for (i, a) in both.iter_mut().enumerate().skip(64) {
             if i / 64 % 2 == 0 {
                 a.thread = 0;

@@ -9,8 +9,8 @@ use sharemap_machine::Machine;
 use sharemap_mapping::{ALGORITHMS, PairCosts, mapping_cost, potential, sharing_by_level};
 use std::time::Instant;
 
-pub use sharemap_mapping::CostModel;
 pub use sharemap_mapping::potential::DEFAULT_THRESHOLD as POTENTIAL_THRESHOLD;
+pub use sharemap_mapping::{CostModel, os_mapping};
 
 /// What to map.
 #[derive(Clone, Debug)]
@@ -79,7 +79,11 @@ pub struct LevelShare {
 pub struct Mapping {
     pub threads: usize,
     pub mappings: Vec<Mapped>,
-    /// The seeded random mapping's cost: the baseline the others are compared with.
+    /// The modelled OS's mapping and its cost (`os`: where Linux's scheduler puts the
+    /// threads): the baseline the papers compare with.
+    pub os_mapping: Vec<usize>,
+    pub os_cost: f64,
+    /// The seeded random mapping's cost.
     pub random_cost: f64,
     /// Whether mapping is worth it at all.
     pub potential: Potential,
@@ -172,9 +176,12 @@ pub fn map(sharing: &Sharing, machine: &Machine, request: &MapRequest, seed: u64
             sharing_by_level,
         });
     }
+    let os_mapping = sharemap_mapping::os_mapping(machine, matrix.threads());
     Ok(Mapping {
         threads: matrix.threads(),
         mappings,
+        os_cost: mapping_cost(matrix, &os_mapping, &costs),
+        os_mapping,
         random_cost: random_cost(matrix, machine, &costs, seed),
         potential: Potential::of(matrix, machine, request.cost_model, sharing.accesses),
     })
@@ -186,7 +193,7 @@ pub fn cost(matrix: &SharingMatrix, mapping: &[usize], machine: &Machine, model:
     mapping_cost(matrix, mapping, &PairCosts::new(machine, model))
 }
 
-/// The cost of the seeded random mapping: the baseline the others are compared with.
+/// The cost of the seeded random mapping.
 fn random_cost(matrix: &SharingMatrix, machine: &Machine, costs: &PairCosts, seed: u64) -> f64 {
     let random = sharemap_mapping::build("random", seed).expect("registered");
     let mapping = random.map(matrix, machine, costs).expect("random maps any matrix");

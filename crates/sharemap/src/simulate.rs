@@ -50,12 +50,13 @@ pub struct Simulation {
 /// ```
 /// use sharemap::trace::{Access, MemoryTrace};
 /// use sharemap::{Machine, Session, SimulateRequest, TraceInput};
-/// // Threads 0 and 2 write one line in turn, thread 1 reads its own data.
+/// // Threads 0 and 1 write one line in turn, thread 2 reads its own data.
 /// let trace = MemoryTrace::from_accesses((0..3000u64).map(|i| match i % 3 {
-///     1 => Access::read(1, 0x100000 + 64 * (i % 512), 8),
+///     2 => Access::read(2, 0x100000 + 64 * (i % 512), 8),
 ///     t => Access::write(t as u32, 0x40, 8),
 /// }));
-/// // Two packages of two cores: `os` puts threads 0 and 1 on the first, 2 on the second.
+/// // Two packages of two cores: `os` (Linux's placement) puts threads 0 and 2 on the first,
+/// // 1 on the second.
 /// let machine =
 ///     Machine::from_spec("pack:2 numa:1 l3:1(size=1MiB) l2:2(size=256KiB) l1d:1(size=32KiB) core:1 pu:1").unwrap();
 /// let session = Session::new(TraceInput::memory(trace), machine, 1);

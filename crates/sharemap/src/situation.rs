@@ -13,10 +13,12 @@ use sharemap_placement::policies::Settings;
 use sharemap_trace::TraceSource;
 
 /// Where threads run, before it is resolved on a machine.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum ThreadMap {
-    /// Thread i on logical PU i mod PUs.
-    #[default]
+    /// Where the modelled operating system puts them: the `os` algorithm (Linux's fork
+    /// balancing and load balancer), with its options (`os:start=4`). The default.
+    Os(String),
+    /// Thread i on the CPU the kernel numbers i (mod CPUs).
     Identity,
     /// A mapping algorithm (`sharemap`, `eagermap`, ...) run on the trace's sharing.
     Algorithm(String),
@@ -25,13 +27,17 @@ pub enum ThreadMap {
 }
 
 impl ThreadMap {
-    /// `identity`, a mapping algorithm's spec, a comma list of logical PUs (one per
-    /// thread), or a file holding one: numbers separated by commas or white space, or the
-    /// JSON `sharemap map --json` prints (its first mapping).
+    /// `os` (the modelled OS), `identity`, a mapping algorithm's spec, a comma list of
+    /// logical PUs (one per thread), or a file holding one: numbers separated by commas or
+    /// white space, or the JSON `sharemap map --json` prints (its first mapping).
     pub fn parse(spec: &str) -> Result<ThreadMap> {
         let spec = spec.trim();
         if spec == "identity" {
             return Ok(ThreadMap::Identity);
+        }
+        if sharemap_core::Spec::parse(spec).is_ok_and(|s| s.name == "os") {
+            sharemap_mapping::build(spec, 0).map_err(|e| Error::new(ErrorKind::ThreadMap, e.to_string()))?;
+            return Ok(ThreadMap::Os(spec.into()));
         }
         if sharemap_mapping::is_algorithm(spec) {
             return Ok(ThreadMap::Algorithm(spec.into()));
@@ -105,6 +111,26 @@ impl Sharing {
     }
 }
 
+impl Default for ThreadMap {
+    fn default() -> Self {
+        ThreadMap::Os("os".into())
+    }
+}
+
+/// Where the modelled OS (`os`, or `os:start=..` given as `spec`) runs `threads` threads.
+pub fn os_placement(machine: &Machine, spec: &str, threads: usize) -> Result<ThreadPlacement> {
+    let os = sharemap_mapping::build(spec, 0).map_err(|e| Error::new(ErrorKind::ThreadMap, e.to_string()))?;
+    let costs = PairCosts::new(machine, CostModel::Latency);
+    // The model reads only the thread count; a matrix of one thread stands for the sharing.
+    let pus = if spec == "os" {
+        sharemap_mapping::os_mapping(machine, threads)
+    } else {
+        os.map(&SharingMatrix::new(threads.max(1)), machine, &costs)
+            .map_err(|e| Error::new(ErrorKind::ThreadMap, e.to_string()))?
+    };
+    Ok(ThreadPlacement::on_pus(machine, pus)?)
+}
+
 impl Default for Sharing {
     fn default() -> Self {
         Sharing::Detector("oracle".into())
@@ -135,7 +161,7 @@ impl Default for Setup {
         Setup {
             cost: None,
             page_size: None,
-            thread_map: ThreadMap::Identity,
+            thread_map: ThreadMap::default(),
             sharing: Sharing::default(),
             refs_per_ms: None,
             settings: Vec::new(),
@@ -181,8 +207,8 @@ impl Situation {
                 sharemap_mapping::build(name, seed).map_err(|e| Error::new(ErrorKind::ThreadMap, e.to_string()))?;
             situation.placement = match thread_sharing(&setup.sharing, machine, input.open()?.as_mut())? {
                 ThreadSharing::Stay(why) => {
-                    situation.notes.push(format!("{why}: threads stay where the OS put them (identity)"));
-                    ThreadPlacement::identity(machine)
+                    situation.notes.push(format!("{why}: threads stay where the OS put them (the os model)"));
+                    os_placement(machine, "os", threads_of(&meta, machine))?
                 }
                 ThreadSharing::Map(matrix, why) => {
                     situation.notes.extend(why.map(|w| format!("{w}: threads mapped with the sharing known then")));
@@ -241,6 +267,7 @@ impl Situation {
             settings.add(s).map_err(|e| Error::new(ErrorKind::PolicySetting, e.to_string()))?;
         }
         let placement = match &setup.thread_map {
+            ThreadMap::Os(spec) => os_placement(machine, spec, threads_of(meta, machine))?,
             ThreadMap::Identity | ThreadMap::Algorithm(_) => ThreadPlacement::identity(machine),
             ThreadMap::Pus(pus) => ThreadPlacement::on_pus(machine, pus.clone())?,
         };
@@ -261,6 +288,12 @@ impl Situation {
             notes: Vec::new(),
         })
     }
+}
+
+/// The threads a placement is computed for: the trace's, or one per PU when it does not
+/// say (a CSV trace counts them only once read).
+fn threads_of(meta: &sharemap_trace::Metadata, machine: &Machine) -> usize {
+    if meta.threads > 0 { meta.threads as usize } else { machine.pu_count() }
 }
 
 /// This machine's memory in bytes (MemTotal of /proc/meminfo), when it can be read.

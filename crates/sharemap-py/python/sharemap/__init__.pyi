@@ -48,7 +48,7 @@ class Session:
         policies: str = "all",
         cost: Optional[str] = None,
         page_size: Optional[int] = None,
-        thread_map: str = "identity",
+        thread_map: str = "os",
         sharing: str = "oracle",
         refs_per_ms: Optional[float] = None,
         settings: Iterable[str] = (),

@@ -64,14 +64,14 @@ def place(
     policies: str = "first-touch",
     seed: int = 1,
     cost: Optional[str] = None,
-    thread_map: str = "identity",
+    thread_map: str = "os",
     settings: Iterable[str] = (),
     client=None,
 ):
     """The optimum and per-page policies over every part, added up: the DataFrame
     ``Session.place`` gives on the whole trace (every count identical; costs are sums of the
     same terms in another order). ``policies`` is a comma list or ``all`` (every per-page
-    policy). The thread placement must be fixed: ``identity`` or a list of PUs."""
+    policy). The thread placement must be fixed: ``os`` (the modelled OS), ``identity`` or a list of PUs."""
     import dask
 
     from . import _frame
@@ -87,8 +87,8 @@ def place(
         raise SettingError(
             f"{dataset}: the trace's {index['annotations']} annotations (init-done, phase changes) are not in the parts; place it on one machine"
         )
-    if any(c.isalpha() for c in thread_map.replace("identity", "")):
-        raise SettingError(f"thread_map {thread_map!r}: placing by parts needs a fixed placement (identity or a list of PUs)")
+    if thread_map.strip() not in ("os", "identity") and any(c.isalpha() for c in thread_map):
+        raise SettingError(f"thread_map {thread_map!r}: placing by parts needs a fixed placement (os, identity or a list of PUs)")
     spec = ",".join(name for name, _ in chosen)
     task = dask.delayed(_place_part)
     tasks = [task(os.path.join(str(dataset), p["file"]), machine, seed, spec, cost, thread_map, tuple(settings)) for p in index["parts"]]

@@ -13,7 +13,7 @@ def place(
     policies: str = "first-touch",
     seed: int = 1,
     cost: Optional[str] = None,
-    thread_map: str = "identity",
+    thread_map: str = "os",
     settings: Iterable[str] = (),
     client: Any = None,
 ) -> pandas.DataFrame: ...

@@ -11,8 +11,7 @@ pub struct Os;
 
 impl Mechanism for Os {
     fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
-        let pus = (0..ctx.threads).map(|t| t % ctx.model.pus()).collect();
-        Ok(Start { pus, placement: FirstPlacement::FirstTouch, homes: Vec::new() })
+        Ok(Start { pus: super::os_pus(ctx), placement: FirstPlacement::FirstTouch, homes: Vec::new() })
     }
 }
 
@@ -97,7 +96,7 @@ impl Mechanism for Marathe {
 
     fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
         let profile = profile(ctx)?;
-        let pus: Vec<usize> = (0..ctx.threads).map(|t| t % ctx.model.pus()).collect();
+        let pus = super::os_pus(ctx);
         let homes = dominant_nodes(ctx, &pus, &profile.sampled_pages);
         Ok(Start { pus, placement: FirstPlacement::FirstTouch, homes })
     }
@@ -121,12 +120,14 @@ pub fn build_static(p: &Params, seed: u64) -> Result<Box<dyn Mechanism>, SpecErr
 
 impl Mechanism for Static {
     fn needs_profile(&self) -> bool {
-        !matches!(self.threads.as_str(), "identity" | "random") || self.pages == "dominant"
+        !matches!(self.threads.as_str(), "os" | "identity" | "random") || self.pages == "dominant"
     }
 
     fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
         let pus: Vec<usize> = if self.threads == "identity" {
-            (0..ctx.threads).map(|t| t % ctx.model.pus()).collect()
+            super::identity_pus(ctx)
+        } else if self.threads == "os" {
+            super::os_pus(ctx)
         } else {
             let mapper = sharemap_mapping::build(&self.threads, self.seed).map_err(MechanismError::of)?;
             let costs = PairCosts::new(ctx.machine, CostModel::Latency);

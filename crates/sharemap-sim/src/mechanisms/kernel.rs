@@ -13,11 +13,7 @@ use sharemap_core::spec::SpecError;
 const NO_NODE: u16 = u16::MAX;
 
 fn os_start(ctx: &Context) -> Start {
-    Start {
-        pus: (0..ctx.threads).map(|t| t % ctx.model.pus()).collect(),
-        placement: FirstPlacement::FirstTouch,
-        homes: Vec::new(),
-    }
+    Start { pus: super::os_pus(ctx), placement: FirstPlacement::FirstTouch, homes: Vec::new() }
 }
 
 fn node_of(sim: &mut Sim, thread: usize) -> usize {

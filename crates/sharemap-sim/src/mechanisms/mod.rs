@@ -45,6 +45,18 @@ pub struct Context<'a> {
     pub plans: &'a [(String, planned::PlannedPlacement)],
 }
 
+/// Where the modelled operating system runs the threads (the `os` mapping algorithm: Linux's
+/// fork balancing and load balancer): each thread's PU.
+pub fn os_pus(ctx: &Context) -> Vec<usize> {
+    sharemap_mapping::os_mapping(ctx.machine, ctx.threads)
+}
+
+/// Thread i on the CPU the kernel numbers i (mod CPUs).
+pub fn identity_pus(ctx: &Context) -> Vec<usize> {
+    let id = sharemap_core::ThreadPlacement::identity(ctx.machine);
+    (0..ctx.threads).map(|t| id.pu(t as u32)).collect()
+}
+
 /// Where a run starts.
 pub struct Start {
     /// The PU of each thread (threads beyond go to `t mod PUs`).
@@ -112,7 +124,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
     MechanismInfo {
         name: "os",
         source: "the baseline of seed 000 (SAMMU) section 4",
-        summary: "thread i on PU i in hwloc's logical order, pages on the node of their first touch",
+        summary: "threads where Linux's scheduler puts them (the `os` mapping algorithm: fork balancing, then the load balancer), pages on the node of their first touch",
         params: &[],
         caps: Caps::NONE,
         build: |_, _| Ok(Box::new(fixed::Os)),
@@ -136,7 +148,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
     MechanismInfo {
         name: "marathe",
         source: "seed 001 (Marathe & Mueller, PPoPP 2006)",
-        summary: "profile then place: threads as os; each page, from the start, on the node whose threads made most of its sampled accesses (one in 100 of the trace, as place's marathe); unsampled pages by first touch",
+        summary: "profile then place: threads where the OS puts them (as os); each page, from the start, on the node whose threads made most of its sampled accesses (one in 100 of the trace, as place's marathe); unsampled pages by first touch",
         params: &[],
         caps: Caps::NONE,
         build: |_, _| Ok(Box::new(fixed::Marathe)),
@@ -170,12 +182,12 @@ pub const MECHANISMS: &[MechanismInfo] = &[
     MechanismInfo {
         name: "static",
         source: "sharemap: any thread mapping with any initial placement, for comparisons",
-        summary: "threads by a mapping (identity, or any of `sharemap algorithms` run on the whole trace's sharing); pages by first touch, round robin (by first access), at random, or each on the node whose threads access it most",
+        summary: "threads by a mapping (os, identity, or any of `sharemap algorithms` run on the whole trace's sharing); pages by first touch, round robin (by first access), at random, or each on the node whose threads access it most",
         params: &[
             text(
                 "threads",
-                "identity",
-                "identity, or a mapping algorithm (sharemap, eagermap, scatter, compact, random, ...)",
+                "os",
+                "os (the modelled OS), identity (thread i on CPU i), or a mapping algorithm (sharemap, eagermap, scatter, compact, random, ...)",
             ),
             plugin::choice(
                 "pages",
@@ -198,7 +210,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
                 "optimal",
                 "optimal, or a policy of `sharemap policies` (its parameters from simulate's --set policy.key=value)",
             ),
-            text("threads", "identity", "identity, or a mapping algorithm run on the trace's sharing"),
+            text("threads", "os", "os (the modelled OS), identity, or a mapping algorithm run on the trace's sharing"),
         ],
         caps: Caps::NONE,
         build: planned::build,

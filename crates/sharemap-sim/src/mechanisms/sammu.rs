@@ -52,7 +52,7 @@ impl Mechanism for SammuMechanism {
             max_nc: ((1u32 << self.params.nc_bits) - 1) as u16,
             next_decision_ns: self.period_ns,
         });
-        let pus = (0..ctx.threads).map(|t| t % m.pus()).collect();
+        let pus = super::os_pus(ctx);
         Ok(Start { pus, placement: FirstPlacement::FirstTouch, homes: Vec::new() })
     }
 
