@@ -121,8 +121,8 @@ pub fn run(
     let (matrix, usage) = (&found.matrix, &found.pages);
     let accuracy = analysis.accuracy.as_ref().map(|a| (a.reference.clone(), a.mse, a.correlation));
     let n = matrix.threads();
-    let pus = machine.pu_count();
-    let node_of = |t: u32| machine.pu_numa[t as usize % pus] as u32;
+    // Pages' first-touch nodes where the modelled OS runs each thread.
+    let node_of = |t: u32| analysis.placement.node(t) as u32;
 
     write_file(&dir.join("comm.csv"), &matrix.to_numalize_csv())?;
     if !windows.is_empty() {

@@ -13,6 +13,7 @@ pub mod matrices;
 mod orders;
 pub mod potential;
 mod refined;
+pub mod relabel;
 pub mod scotch;
 mod treematch;
 

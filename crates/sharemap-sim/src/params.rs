@@ -30,6 +30,11 @@ pub struct Params {
     /// Copying a page, per byte, and the TLB shootdown that goes with it.
     pub copy_ns_per_byte: f64,
     pub shootdown_ns: f64,
+    /// 1: as Linux, a read of a page never written maps the shared zero page (node 0's) and
+    /// does not place the page; its first write does. 0: the first access of any kind places
+    /// it. 2 (auto): 1 for a recording of a whole program (tracer or Valgrind, every access),
+    /// 0 otherwise (a generated or imported trace may begin after its data was written).
+    pub zero_page: u32,
 }
 
 impl Default for Params {
@@ -48,6 +53,7 @@ impl Default for Params {
             thread_migration_ns: 5_000.0,
             copy_ns_per_byte: 0.25,
             shootdown_ns: 2_000.0,
+            zero_page: 2,
         }
     }
 }
@@ -81,6 +87,11 @@ const FIELDS: &[(&str, Field, &str)] = &[
     ("thread_migration_ns", Field::Ns(|p| &mut p.thread_migration_ns), "cost of moving a thread"),
     ("copy_ns_per_byte", Field::Ns(|p| &mut p.copy_ns_per_byte), "page copy cost per byte"),
     ("shootdown_ns", Field::Ns(|p| &mut p.shootdown_ns), "TLB shootdown of a page move"),
+    (
+        "zero_page",
+        Field::Count(|p| &mut p.zero_page),
+        "1: reads of a never-written page hit the shared zero page and do not place it (Linux); 0: any first access places it; 2: 1 for whole-program recordings, else 0",
+    ),
 ];
 
 impl Params {

@@ -285,6 +285,8 @@ impl<'m> Sim<'m> {
         for (t, &pu) in pus.iter().enumerate() {
             sim.place_thread(t, pu % m.pus());
         }
+        // The kernel's zero page sits in the first node's memory.
+        sim.home.insert(sim.zero_page(), 0);
         sim
     }
 
@@ -322,9 +324,42 @@ impl<'m> Sim<'m> {
         self.home.get(&page).map(|&n| n as usize)
     }
 
+    /// Pages with a home so far (the zero page left out).
+    pub fn homed_pages(&self) -> usize {
+        self.home.len() - 1
+    }
+
+    /// Accesses simulated so far.
+    pub fn accesses(&self) -> u64 {
+        self.stats.accesses
+    }
+
+    /// What moving a page costs the thread that moves it (copy and TLB shootdown).
+    pub fn page_move_ns(&self) -> f64 {
+        let p = &self.m.params;
+        (1u64 << self.page_shift) as f64 * p.copy_ns_per_byte + p.shootdown_ns
+    }
+
     /// Gives a page not yet touched its node in advance (a static placement).
     pub fn set_home(&mut self, page: u64, node: usize) {
         self.home.insert(page, node.min(self.m.nodes - 1) as u16);
+    }
+
+    /// The line a read of `line` in `page` touches: the zero page's, while the page has
+    /// never been written and has no home (Linux maps the shared zero page on a read fault
+    /// of untouched anonymous memory; the first write allocates the page where it runs).
+    #[inline]
+    fn read_line(&self, line: u64, page: u64) -> u64 {
+        if self.m.params.zero_page != 1 || self.home.contains_key(&page) {
+            return line;
+        }
+        (self.zero_page() << (self.page_shift - self.line_shift)) | (line & (self.lines_per_page - 1))
+    }
+
+    /// The zero page's number: the last page of the address space, kernel memory no program
+    /// addresses.
+    fn zero_page(&self) -> u64 {
+        u64::MAX >> self.page_shift
     }
 
     fn home(&mut self, page: u64, toucher_node: usize) -> usize {
@@ -510,6 +545,7 @@ impl<'m> Sim<'m> {
         if !self.replicas.is_empty() {
             ns += self.write_to_replica(page, write);
         }
+        let line = if write { line } else { self.read_line(line, page) };
         ns += self.data(pu, core, line, write);
         self.threads[thread].clock += ns * self.pu_load[pu] as f64;
         ns

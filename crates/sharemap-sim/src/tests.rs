@@ -351,6 +351,74 @@ mod mechanisms {
         assert!(sammu.time_ns < 0.8 * os.time_ns, "{} vs {}", sammu.time_ns, os.time_ns);
     }
 
+    /// Linux's first touch: thread 1 (node 1) reads a page of untouched memory (the zero
+    /// page), then thread 0 (node 0) writes it and works on it. The page belongs to the
+    /// writer; homing it at the read (`zero_page=0`) puts it on the reader's node.
+    #[test]
+    fn a_read_before_the_first_write_does_not_place_the_page() {
+        let machine = Machine::from_spec(TWO).unwrap();
+        let mut trace = vec![Access::read(1, 0x7000, 8)];
+        trace.extend((0..64u64).map(|i| Access::write(0, 0x7000 + 64 * i, 8)));
+        let counts = |zero_page: u32| {
+            let model = Model::new(&machine, Params { zero_page, ..Params::default() }).unwrap();
+            let ctx = Context {
+                machine: &machine,
+                model: &model,
+                threads: 2,
+                page_size: 4096,
+                seed: 1,
+                profile: None,
+                plans: &[],
+            };
+            let mut t = MemoryTrace::from_accesses(trace.iter().copied());
+            crate::simulate(&mut t, &model, &parse_list("os").unwrap(), &ctx, &|_| {}).unwrap()[0].counts.clone()
+        };
+        let (kernel, any) = (counts(1), counts(0));
+        // The writer's 64 lines come from its own node; only the read of the zero page
+        // (node 0's) from node 1 is remote.
+        assert_eq!((kernel.dram_local, kernel.dram_remote), (64, 1), "zero page: {kernel:?}");
+        // Homed by the read on node 1: the writer fetches 63 lines remotely.
+        assert_eq!((any.dram_local, any.dram_remote), (1, 63), "first access: {any:?}");
+    }
+
+    /// MG-like pairs the OS already put together (threads t and t + 4 share, and the OS puts
+    /// them on one node): every mapping the algorithm can propose costs the same or more, so
+    /// an online mechanism must not move anyone, whatever labels the algorithm's answer has.
+    #[test]
+    fn pairs_already_together_are_left_where_they_are() {
+        const FOUR: &str = "pack:4 numa:1 l3:1(size=256KiB) l2:2(size=16KiB) l1d:1(size=4KiB) core:1 pu:1";
+        let machine = Machine::from_spec(FOUR).unwrap();
+        let nodes: Vec<usize> = sharemap_mapping::os_mapping(&machine, 8).iter().map(|&p| machine.pu_numa[p]).collect();
+        assert!((0..4).all(|t| nodes[t] == nodes[t + 4]), "the premise: {nodes:?}");
+        let mut trace = Vec::new();
+        for r in 0..100_000u64 {
+            for t in 0..8u32 {
+                trace.push(Access::write(t, 0x100000 * (1 + (t % 4) as u64) + 64 * (r % 32), 8));
+            }
+        }
+        let out = run(FOUR, "os,sammu:period-ms=0.01,ac=8,kmaf:window-ms=0.01,period-ms=0.01", &trace, None);
+        for o in &out[1..] {
+            assert_eq!(o.counts.thread_migrations, 0, "{}", o.mechanism);
+        }
+        assert!(out[1].time_ns <= out[0].time_ns * 1.001, "sammu {} against os {}", out[1].time_ns, out[0].time_ns);
+    }
+
+    /// A program that shares next to nothing (EP-like: private data, one shared counter
+    /// touched once in ten thousand accesses) never pays for a remap.
+    #[test]
+    fn little_sharing_never_remaps() {
+        let mut trace = Vec::new();
+        for i in 0..400_000u64 {
+            let t = (i % 4) as u32;
+            let addr = if i % 10_000 == 0 { 0x40 } else { 0x100000 * (1 + t as u64) + 64 * (i / 4 % 256) };
+            trace.push(Access::write(t, addr, 8));
+        }
+        let out = run(TWO, "os,sammu:period-ms=0.01,ac=8,kmaf:window-ms=0.01,period-ms=0.01", &trace, None);
+        for o in &out[1..] {
+            assert_eq!(o.counts.thread_migrations, 0, "{}", o.mechanism);
+        }
+    }
+
     #[test]
     fn on_uniform_sharing_sammu_gains_nothing_and_loses_little() {
         // Every thread writes every line in turn: no grouping helps.

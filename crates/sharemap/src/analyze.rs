@@ -44,6 +44,8 @@ pub struct Analysis {
     pub accuracy: Option<Accuracy>,
     /// The mapping-potential gate of the matrix on the machine.
     pub mapping_potential: f64,
+    /// Where the detector saw the threads run: the modelled OS's placement (`os`).
+    pub placement: ThreadPlacement,
 }
 
 /// The detector against the reference: MSE of the matrices scaled to a maximum of 1, and
@@ -88,7 +90,10 @@ pub(crate) fn analyze(
     }
     let reference = request.compare.as_deref().map(detector::parse).transpose()?;
     let mut trace = input.open()?;
-    let placement = ThreadPlacement::identity(machine);
+    // Per-core detectors (SAMMU's TLBs) see the threads where the OS runs them.
+    let threads = trace.metadata().threads as usize;
+    let placement =
+        crate::situation::os_placement(machine, "os", if threads > 0 { threads } else { machine.pu_count() })?;
     let ctx = DetectorContext::new(trace.metadata(), &placement)?;
     let mut detectors = vec![detector::build(&det, &ctx)?];
     if let Some(mut r) = reference {
@@ -120,6 +125,7 @@ pub(crate) fn analyze(
     Ok(Analysis {
         detector: name,
         mapping_potential: sharemap_mapping::potential::gate(matrix, machine, &costs, found.detection.seen),
+        placement,
         phase_changes: phase_changes(&found.windows, 0.5),
         windows: found.windows,
         detection: found.detection,

@@ -69,10 +69,17 @@ pub struct Simulation {
 pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<Simulation> {
     let open = || session.input().open();
     let machine = session.machine().clone();
-    let model = Model::new(&machine, request.params.clone()).map_err(|e| Error::new(ErrorKind::MachineModel, e.0))?;
     let chosen = mechanisms::parse_list(&request.mechanisms)?;
     let mut trace = open()?;
     let meta = trace.metadata().clone();
+    let mut params = request.params.clone();
+    if params.zero_page == 2 {
+        // Reads before the first write are zero-page reads only where the trace began with
+        // the program: a recording of every access.
+        let whole = matches!(meta.source.kind.as_str(), "tracer" | "valgrind") && meta.sampling_period == 1;
+        params.zero_page = u32::from(whole);
+    }
+    let model = Model::new(&machine, params).map_err(|e| Error::new(ErrorKind::MachineModel, e.0))?;
     // A page size given is checked as `place` checks it (no silent rounding); the trace's
     // own is at least the simulated line.
     let page_size = match request.page_size {

@@ -128,11 +128,15 @@ const AT_LEAST_4: ParamKind = ParamKind::Integer { min: 4, max: 1 << 24 };
 pub static POLICIES: &[PolicyInfo] = &[
     PolicyInfo {
         name: "first-touch",
-        source: "Linux default; seed 003 (Marchetti et al.) with its init-done annotation",
-        summary: "the page lives on the node that touches it first; after an init-done annotation, the first node to touch it after that",
-        params: &[],
+        source: "Linux default (as simulate's os); seed 003 (Marchetti et al.) with after-init=1",
+        summary: "the page lives on the node that touches it first, as Linux places it; with after-init=1, the first node to touch it after the trace's init-done annotation (seed 003)",
+        params: &[plugin::switch(
+            "after-init",
+            "0",
+            "honour the init-done annotation: the first node to touch a page after it becomes its home",
+        )],
         caps: Caps::PER_PAGE,
-        build: |_| Ok(Box::new(simple::FirstTouch)),
+        build: |v| Ok(Box::new(simple::FirstTouch { after_init: v.switch("after-init") })),
     },
     PolicyInfo {
         name: "first-n-fills",

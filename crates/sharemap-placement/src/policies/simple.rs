@@ -5,13 +5,16 @@ use crate::cost::{Residence, Tally, node_bit};
 use crate::page::Page;
 
 #[derive(Debug)]
-pub struct FirstTouch;
+pub struct FirstTouch {
+    /// Honour init-done (seed 003); Linux itself knows nothing of the annotation.
+    pub after_init: bool,
+}
 
 impl Policy for FirstTouch {
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
         let mut res = first_touch(page);
         // After init-done the first toucher becomes the home (seed 003's annotation).
-        let Some(t) = ctx.init_done.filter(|&t| t > page.first().at) else {
+        let Some(t) = ctx.init_done.filter(|&t| self.after_init && t > page.first().at) else {
             res.stay(page.refs());
             return res.tally;
         };

@@ -124,7 +124,10 @@ fn first_touch_rehomes_after_init_done() {
     let plain = run("first-touch", &[], &refs, &c);
     assert_eq!((plain.local, plain.remote, plain.new_locations()), (10, 10, 0));
     let c = ctx(2, butterfly(), Some(10), &[], &[]);
-    let honoured = run("first-touch", &[], &refs, &c);
+    // Linux's first touch knows nothing of the annotation.
+    let linux = run("first-touch", &[], &refs, &c);
+    assert_eq!((linux.local, linux.remote, linux.new_locations()), (10, 10, 0));
+    let honoured = run("first-touch", &["first-touch.after-init=1"], &refs, &c);
     assert_eq!((honoured.local, honoured.remote, honoured.node_moves), (20, 0, 1));
 }
 

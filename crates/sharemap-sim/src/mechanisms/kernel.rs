@@ -191,8 +191,7 @@ impl Mechanism for Kmaf {
         }
         if now >= st.next_decision_ns {
             st.next_decision_ns = sim.time_ns() + self.period_ns;
-            let faults = st.faults;
-            st.remap.consider(&st.matrix, faults, sim);
+            st.remap.consider(&st.matrix, sim);
         }
     }
 }

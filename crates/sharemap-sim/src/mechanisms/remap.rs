@@ -1,6 +1,18 @@
 //! Online thread remapping as the mechanisms that detect sharing do it: the mapping-potential
 //! gate first (is the sharing worth mapping at all?), then sharemap's default algorithm, and
-//! a new mapping only when it is cheaper than the current one by the hysteresis.
+//! a new mapping only when it is cheaper than the current one by the hysteresis. Of the
+//! mappings that cost what the algorithm's does, the one closest to the current placement is
+//! taken (packages, cores and PUs relabelled), so threads leave their cached and
+//! first-touched data only where the gain needs it.
+//!
+//! Moving has a price the mapping cost does not see: each moved thread's migration, and the
+//! pages it leaves on its old node (a share of the homed pages as large as the share of
+//! threads changing node), each to be moved back to it or read remotely. A remap is made
+//! only once the time the current mapping has lost since the last decision reaches that
+//! price (rent or buy, as seed 004's policies weigh a page move): the loss is estimated as
+//! the threads' elapsed time x the share of accesses that share x the relative cost gain.
+//! A program that shares little (EP-like) therefore never remaps, and a short run never
+//! pays for a remap it could not recoup.
 
 use super::Context;
 use super::MechanismError;
@@ -8,6 +20,7 @@ use crate::sim::Sim;
 use sharemap_core::SharingMatrix;
 use sharemap_machine::Machine;
 use sharemap_mapping::potential::{potential, sharing_weight};
+use sharemap_mapping::relabel::closest_equivalent;
 use sharemap_mapping::{CostModel, MappingAlgorithm, PairCosts, mapping_cost};
 
 pub struct Remapper {
@@ -16,6 +29,8 @@ pub struct Remapper {
     algorithm: Box<dyn MappingAlgorithm>,
     gate: f64,
     hysteresis: f64,
+    /// Simulated time of the last decision that remapped (or of the start).
+    since_ns: f64,
 }
 
 impl Remapper {
@@ -26,13 +41,15 @@ impl Remapper {
             algorithm: sharemap_mapping::build("sharemap", ctx.seed).map_err(MechanismError::of)?,
             gate,
             hysteresis,
+            since_ns: 0.0,
         })
     }
 
-    /// Maps the threads anew from `matrix` (its sharing counted over `events` observations)
-    /// when the gate and the hysteresis allow; moves the threads whose PU changes. Returns
-    /// whether it remapped.
-    pub fn consider(&mut self, matrix: &SharingMatrix, events: u64, sim: &mut Sim) -> bool {
+    /// Maps the threads anew from `matrix` (its sharing counted over the accesses simulated
+    /// so far) when the gate, the hysteresis and the price of moving allow; moves the threads
+    /// whose PU changes. Returns whether it remapped.
+    pub fn consider(&mut self, matrix: &SharingMatrix, sim: &mut Sim) -> bool {
+        let events = sim.accesses();
         let n = sim.threads().min(matrix.threads());
         if n < 2 {
             return false;
@@ -47,16 +64,39 @@ impl Remapper {
         if m.total() == 0.0 {
             return false;
         }
-        let score = potential(&m, &self.machine, &self.costs) * sharing_weight(m.total(), events);
+        let weight = sharing_weight(m.total(), events);
+        let score = potential(&m, &self.machine, &self.costs) * weight;
         if score < self.gate {
             return false;
         }
         let Ok(proposed) = self.algorithm.map(&m, &self.machine, &self.costs) else { return false };
         let current: Vec<usize> = (0..n).map(|t| sim.pu_of(t)).collect();
+        let proposed = match closest_equivalent(&self.machine, &current, &proposed) {
+            // Relabelling keeps every pair's shared level; NUMA distances may still differ.
+            Some(r)
+                if mapping_cost(&m, &r, &self.costs) <= mapping_cost(&m, &proposed, &self.costs) * (1.0 + 1e-12) =>
+            {
+                r
+            }
+            _ => proposed,
+        };
         let (now, new) = (mapping_cost(&m, &current, &self.costs), mapping_cost(&m, &proposed, &self.costs));
         if new >= now * (1.0 - self.hysteresis) {
             return false;
         }
+        // The price of moving against what staying has lost since the last decision.
+        let model = sim.model();
+        let node = |pu: usize| model.pu_node[pu];
+        let leaving = (0..n).filter(|&t| node(proposed[t]) != node(current[t])).count();
+        let moving = (0..n).filter(|&t| proposed[t] != current[t]).count();
+        let left_behind = sim.homed_pages() as f64 * leaving as f64 / n as f64;
+        let price = moving as f64 * model.params.thread_migration_ns + left_behind * sim.page_move_ns();
+        let share = (m.total() / events.max(1) as f64).min(1.0);
+        let lost = (sim.time_ns() - self.since_ns) * n as f64 * share * (1.0 - new / now);
+        if lost < price {
+            return false;
+        }
+        self.since_ns = sim.time_ns();
         for (t, &pu) in proposed.iter().enumerate() {
             sim.move_thread(t, pu);
         }

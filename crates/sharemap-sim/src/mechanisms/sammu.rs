@@ -76,8 +76,7 @@ impl Mechanism for SammuMechanism {
         if sim.thread_clock(thread) >= st.next_decision_ns {
             let now = sim.time_ns();
             st.next_decision_ns = now + self.period_ns;
-            let updates = st.detector.report.updates;
-            st.remap.consider(&st.detector.matrix, updates, sim);
+            st.remap.consider(&st.detector.matrix, sim);
         }
     }
 }
