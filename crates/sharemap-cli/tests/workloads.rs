@@ -154,3 +154,34 @@ fn annotations_reach_the_trace() {
     assert_eq!(phases.len(), 14, "{phases:?}");
     assert_eq!(&phases[..4], ["level-3", "level-2", "level-1", "level-0"]);
 }
+
+/// A recording with MG-like neighbour sharing (multigrid, 8 threads), simulated on 4 nodes:
+/// SAMMU, which starts where the OS puts the threads and remaps only when it pays, is no
+/// slower than the OS.
+#[test]
+fn sammu_is_no_slower_than_the_os_on_a_multigrid_recording() {
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("mg.trace");
+    let bin = workloads().join("build/traced/multigrid");
+    let out = Command::new(env!("CARGO_BIN_EXE_sharemap"))
+        .args(["record", "--exclude-stack", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(&bin)
+        .arg(size("multigrid"))
+        .env("OMP_NUM_THREADS", "8")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let machine = "pack:4 numa:1 l3:1(size=2MiB) l2:2(size=256KiB) l1d:1(size=32KiB) core:1 pu:1";
+    let out = Command::new(env!("CARGO_BIN_EXE_sharemap"))
+        .arg("simulate")
+        .arg(&trace)
+        .args(["--machine", machine, "--mechanism", "os,sammu", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let time = |i: usize| v["mechanisms"][i]["time_ns"].as_f64().unwrap();
+    assert!(time(1) <= time(0) * 1.001, "sammu {} against os {}", time(1), time(0));
+}

@@ -1,6 +1,9 @@
 //! sharemap's default mapping: the cheapest of the bisection, the grouping and the
 //! order-based mappings, improved by pairwise swaps that lower the cost under the machine's
-//! per-level costs (which the bisection and the grouping ignore).
+//! per-level costs (which the bisection and the grouping ignore). With no more threads than
+//! cores, no two threads share a core: SMT siblings share the core's caches, TLB and
+//! pipeline, which the per-level costs do not see (a pair on one core costs least there),
+//! and Linux too fills idle cores first.
 
 use crate::algorithm::{MappingAlgorithm, MappingError};
 use crate::cost::PairCosts;
@@ -30,15 +33,54 @@ impl MappingAlgorithm for Refined {
         let candidates: Vec<(f64, Vec<usize>)> = starts
             .par_iter()
             .map(|start| {
-                let candidate = start(m, machine);
+                let mut candidate = start(m, machine);
+                one_per_core(&mut candidate, machine, costs);
                 (mapping_cost(m, &candidate, costs), candidate)
             })
             .collect();
         // The first of the cheapest, so that ties resolve the same way on every run.
         let mut chosen =
             candidates.into_iter().reduce(|best, c| if c.0 < best.0 { c } else { best }).expect("at least one start").1;
+        // Swaps keep the set of PUs in use: still one thread per core.
         refine(m, &mut chosen, costs);
         Ok(chosen)
+    }
+}
+
+/// While two threads share a core and a core is idle, the later thread moves to the idle
+/// core's first PU nearest its old one (same cache first). Only with threads <= cores.
+pub(crate) fn one_per_core(map: &mut [usize], machine: &Machine, costs: &PairCosts) {
+    let core_of = machine.core_of_pu();
+    let cores = core_of.iter().max().map_or(0, |&c| c + 1);
+    if map.len() > cores || cores == machine.pu_count() {
+        return;
+    }
+    let mut used = vec![0usize; cores];
+    for &pu in map.iter() {
+        used[core_of[pu]] += 1;
+    }
+    // The first PU of each core, in logical order.
+    let mut first = vec![usize::MAX; cores];
+    for (pu, &c) in core_of.iter().enumerate() {
+        if first[c] == usize::MAX {
+            first[c] = pu;
+        }
+    }
+    for t in 0..map.len() {
+        let c = core_of[map[t]];
+        if used[c] < 2 {
+            continue;
+        }
+        let from = map[t];
+        let Some(idle) = (0..cores)
+            .filter(|&k| used[k] == 0)
+            .min_by(|&a, &b| costs.get(from, first[a]).total_cmp(&costs.get(from, first[b])).then(a.cmp(&b)))
+        else {
+            return;
+        };
+        used[c] -= 1;
+        used[idle] += 1;
+        map[t] = first[idle];
     }
 }
 

@@ -105,3 +105,21 @@ fn placement_policies_replay_in_the_simulation() {
     assert!((0.2..0.3).contains(&rr.local_dram_share), "round robin: {}", rr.local_dram_share);
     assert!(get(&s, "place").time_ns > 0.0);
 }
+
+/// The baseline is the OS as seed 000 compares with: on the SAMMU machine (4 packages of 8
+/// 2-SMT cores) 8 threads spread over every package, and the oracle, which knows the whole
+/// trace, is never slower than it on the patterns whose threads share with neighbours.
+#[test]
+fn on_the_sammu_machine_the_oracle_is_never_slower_than_the_os() {
+    let machine = sharemap::machine::Machine::from_spec("sammu").unwrap();
+    let nodes: std::collections::BTreeSet<usize> =
+        sharemap::map::os_mapping(&machine, 8).iter().map(|&pu| machine.pu_numa[pu]).collect();
+    assert_eq!(nodes.len(), 4, "8 threads on {nodes:?}");
+    for pattern in ["neighbor", "sor", "phase-change"] {
+        let trace = generate::to_memory(generate::pattern(pattern).unwrap(), &GenParams::new(8, 1_000_000, 1)).unwrap();
+        let session = Session::new(TraceInput::memory(trace), machine.clone(), 1);
+        let s = session.simulate(&SimulateRequest { mechanisms: "os,oracle".into(), ..Default::default() }).unwrap();
+        let (os, oracle) = (time(&s, "os"), time(&s, "oracle"));
+        assert!(oracle <= os, "{pattern}: oracle {oracle} against os {os}");
+    }
+}

@@ -52,9 +52,13 @@ pub fn dominant_nodes(ctx: &Context, pus: &[usize], pages: &[(u64, Vec<u64>)]) -
         .collect()
 }
 
-/// The oracle's thread mapping: the whole trace's sharing, sharemap's default algorithm.
+/// The oracle's thread mapping: the whole trace's sharing, sharemap's default algorithm;
+/// without any sharing, where the OS puts the threads (nothing to gain from moving them).
 pub fn oracle_mapping(ctx: &Context) -> Result<Vec<usize>, MechanismError> {
     let profile = ctx.profile.ok_or_else(|| MechanismError::of("needs the trace's profile"))?;
+    if profile.matrix.total() == 0.0 {
+        return Ok(super::os_pus(ctx));
+    }
     let mapper = sharemap_mapping::build("sharemap", ctx.seed).map_err(MechanismError::of)?;
     let costs = PairCosts::new(ctx.machine, CostModel::Latency);
     let mut matrix = profile.matrix.clone();
