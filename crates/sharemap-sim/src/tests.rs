@@ -308,8 +308,18 @@ mod mechanisms {
     const TWO: &str = "pack:2 numa:1 l3:1(size=256KiB) l2:2(size=16KiB) l1d:1(size=4KiB) core:1 pu:1";
 
     fn run(spec: &str, list: &str, accesses: &[Access], profile: Option<&Profile>) -> Vec<Outcome> {
+        run_with(spec, Params::default(), list, accesses, profile)
+    }
+
+    fn run_with(
+        spec: &str,
+        params: Params,
+        list: &str,
+        accesses: &[Access],
+        profile: Option<&Profile>,
+    ) -> Vec<Outcome> {
         let machine = Machine::from_spec(spec).unwrap();
-        let model = Model::new(&machine, Params::default()).unwrap();
+        let model = Model::new(&machine, params).unwrap();
         let threads = accesses.iter().map(|a| a.thread as usize + 1).max().unwrap_or(0);
         let ctx = Context { machine: &machine, model: &model, threads, page_size: 4096, seed: 1, profile, plans: &[] };
         let chosen = parse_list(list).unwrap();
@@ -356,22 +366,10 @@ mod mechanisms {
     /// writer; homing it at the read (`zero_page=0`) puts it on the reader's node.
     #[test]
     fn a_read_before_the_first_write_does_not_place_the_page() {
-        let machine = Machine::from_spec(TWO).unwrap();
         let mut trace = vec![Access::read(1, 0x7000, 8)];
         trace.extend((0..64u64).map(|i| Access::write(0, 0x7000 + 64 * i, 8)));
         let counts = |zero_page: u32| {
-            let model = Model::new(&machine, Params { zero_page, ..Params::default() }).unwrap();
-            let ctx = Context {
-                machine: &machine,
-                model: &model,
-                threads: 2,
-                page_size: 4096,
-                seed: 1,
-                profile: None,
-                plans: &[],
-            };
-            let mut t = MemoryTrace::from_accesses(trace.iter().copied());
-            crate::simulate(&mut t, &model, &parse_list("os").unwrap(), &ctx, &|_| {}).unwrap()[0].counts.clone()
+            run_with(TWO, Params { zero_page, ..Params::default() }, "os", &trace, None)[0].counts.clone()
         };
         let (kernel, any) = (counts(1), counts(0));
         // The writer's 64 lines come from its own node; only the read of the zero page
