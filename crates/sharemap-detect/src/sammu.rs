@@ -342,10 +342,7 @@ impl Sammu {
                 h.sharers = [t, h.sharers[0]];
             }
             let max_nc = ((1u32 << self.p.nc_bits) - 1) as u16;
-            for (i, c) in nc.iter_mut().enumerate() {
-                *c = if i == node { (*c + 1).min(max_nc) } else { c.saturating_sub(1) };
-            }
-            if h.node != node && nc[node] as u32 >= nc[h.node] as u32 + self.p.nt {
+            if sharemap_decide::sammu::update(nc, node, max_nc, h.node, self.p.nt) {
                 r.migration_notifications += 1;
                 h.node = node;
             }

@@ -57,7 +57,9 @@ impl DataPlacement {
             DataPlacement::Policy(p) => return Ok((p.clone(), None)),
             DataPlacement::Plan(plan) => return Ok((MemoryPolicy::FirstTouch, Some(plan.clone()))),
             DataPlacement::Optimal(trace) => optimal_plan(trace, ThreadMap::Pus(pus), page_size(), host)?,
-            DataPlacement::Marathe(trace) => mechanism::profile_plan(trace, &pus, host, 100, None)?.0,
+            DataPlacement::Marathe(trace) => {
+                mechanism::profile_plan(trace, &pus, host, sharemap_decide::marathe::default_every(), None)?.0
+            }
         };
         Ok((MemoryPolicy::FirstTouch, Some(std::sync::Arc::new(plan))))
     }

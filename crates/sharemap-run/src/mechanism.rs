@@ -4,7 +4,7 @@
 
 use crate::{Configuration, MemoryPolicy, Pinning, Plan, optimal_plan, pinning};
 use sharemap::{Error, ErrorKind, Result, ThreadMap};
-use sharemap_core::plugin::{Caps, ParamKind, Params, Plugin, count, given};
+use sharemap_core::plugin::{Caps, ParamKind, Params, Plugin, given};
 use sharemap_machine::Machine;
 use std::path::Path;
 use std::sync::Arc;
@@ -71,7 +71,7 @@ pub static MECHANISMS: &[MechanismInfo] = &[
         source: "seed 001 (Marathe & Mueller)",
         summary: "threads in recorded order (thread k on PU k), each page on the node whose threads took most of its sampled accesses",
         params: &[
-            count("every", "100", "profile 1 access in this many"),
+            sharemap_decide::marathe::EVERY,
             given("prefix", "-", ParamKind::Share, "profile instead the first share (0-1] of the accesses"),
         ],
         caps: Caps { recording: true, numa: true, ..Caps::NONE },
@@ -324,7 +324,7 @@ pub fn profile_plan(
                 break 'read;
             }
             // With a prefix the profile is every access of the run's start.
-            if prefix.is_some() || seen.is_multiple_of(every) {
+            if prefix.is_some() || sharemap_decide::marathe::sampled(seen, every) {
                 let node = placement.node(a.thread % pus.len() as u32);
                 counts.entry(a.addr / page_size).or_insert_with(|| vec![0; nodes])[node] += 1;
                 samples += 1;
@@ -336,7 +336,7 @@ pub fn profile_plan(
     pages.sort_by_key(|p| p.0);
     let mut plan = Plan { pages: Vec::with_capacity(pages.len()), nodes: Vec::with_capacity(pages.len()) };
     for (page, by_node) in pages {
-        let best = (0..nodes).max_by_key(|&n| (by_node[n], std::cmp::Reverse(n))).expect("a node");
+        let best = sharemap_decide::marathe::home(&by_node);
         plan.pages.push(page * page_size);
         plan.nodes.push(host.numa_os_index(best) as i32);
     }
@@ -416,6 +416,47 @@ mod tests {
         // The first 2 of 7 accesses: thread 0 only.
         let (plan, samples) = profile_plan(&trace, &[0, 1, 2, 3], &host, 1, Some(2.0 / 7.0)).unwrap();
         assert_eq!((samples, plan.pages, plan.nodes), (2, vec![page], vec![0]));
+    }
+
+    /// The shared case suite (sharemap-decide's cases.toml): the cases of mechanisms `run`
+    /// turns into plans, each plan compared with the case's decisions.
+    #[test]
+    fn run_decides_as_every_layer_does() {
+        use sharemap_decide::cases::{self, Decision};
+        let cases = cases::for_layer("run");
+        assert!(!cases.is_empty());
+        assert_eq!(crate::page_size(), cases::PAGE_SIZE, "the cases are written for this host's pages");
+        let dir = tempfile::tempdir().unwrap();
+        for case in cases {
+            let host = Machine::from_spec(&case.machine).unwrap();
+            let pus: Vec<usize> =
+                case.nodes.iter().map(|&n| (0..host.pu_count()).find(|&p| host.pu_numa[p] == n).unwrap()).collect();
+            let accesses: Vec<Access> =
+                case.accesses
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| {
+                        if a.write {
+                            Access::write(a.thread, a.addr(i), 8)
+                        } else {
+                            Access::read(a.thread, a.addr(i), 8)
+                        }
+                    })
+                    .collect();
+            let trace = write_trace(&dir, &accesses);
+            let spec = sharemap_core::Spec::parse(&case.mechanism).unwrap();
+            assert_eq!(spec.name, "marathe", "{}: run plans only Marathe's placement from a profile", case.name);
+            let params =
+                MECHANISMS.iter().find(|m| m.name == "marathe").unwrap().params(KIND, &[&spec.options]).unwrap();
+            let (plan, _) = profile_plan(&trace, &pus, &host, params.integer("every"), None).unwrap();
+            let decisions: Vec<Decision> = plan
+                .pages
+                .iter()
+                .zip(&plan.nodes)
+                .map(|(&addr, &node)| Decision { at: 0, page: addr / cases::PAGE_SIZE, nodes: 1 << node })
+                .collect();
+            case.check("run", &decisions).unwrap_or_else(|e| panic!("{e}"));
+        }
     }
 
     #[test]

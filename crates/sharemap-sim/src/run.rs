@@ -81,6 +81,9 @@ pub fn simulate(
         let start =
             mechanism.start(ctx).map_err(|e| SimError::Mechanism(MechanismError(format!("{}: {e}", chosen.label))))?;
         let mut sim = Sim::new(model, ctx.page_size, &start.pus, start.placement);
+        if ctx.log_decisions {
+            sim.log_decisions();
+        }
         for (page, node) in start.homes {
             sim.set_home(page, node);
         }
@@ -97,8 +100,14 @@ pub fn simulate(
         })
         .map_err(SimError::Trace)?;
     let levels = model.levels();
-    let mut out: Vec<Outcome> =
-        runs.iter().map(|r| Outcome::new(&r.name, &r.sim.stats, r.sim.time_ns(), &levels)).collect();
+    let mut out: Vec<Outcome> = runs
+        .iter_mut()
+        .map(|r| {
+            let mut o = Outcome::new(&r.name, &r.sim.stats, r.sim.time_ns(), &levels);
+            o.decisions = r.sim.take_decisions();
+            o
+        })
+        .collect();
     if let Some(base) = out.iter().find(|o| o.mechanism == "os").cloned() {
         out.iter_mut().for_each(|o| o.relate_to(&base));
     }

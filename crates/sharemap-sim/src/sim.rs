@@ -170,11 +170,22 @@ pub struct Sim<'m> {
     /// Accesses that missed the core's private caches (the prefetch gate counts them).
     private_misses: u64,
     ahead: Ahead,
+    /// Where pages were put, when asked for (`log_decisions`).
+    decisions: Option<Vec<PageDecision>>,
     #[cfg(test)]
     pub(crate) values: crate::tests_support::Values,
 }
 
 const NO_PAGE: u64 = u64::MAX;
+
+/// A page placed, moved or copied: when (accesses simulated by then), which page, and the
+/// nodes it then lives on (bit n: node n).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageDecision {
+    pub at: u64,
+    pub page: u64,
+    pub nodes: u128,
+}
 
 /// How far ahead in the trace `Sim::run` prefetches: about the accesses simulated in the
 /// time the host takes to fetch from its memory.
@@ -279,6 +290,7 @@ impl<'m> Sim<'m> {
             stats: Stats::new(m),
             private_misses: 0,
             ahead: Ahead::default(),
+            decisions: None,
             #[cfg(test)]
             values: Default::default(),
         };
@@ -342,7 +354,25 @@ impl<'m> Sim<'m> {
 
     /// Gives a page not yet touched its node in advance (a static placement).
     pub fn set_home(&mut self, page: u64, node: usize) {
-        self.home.insert(page, node.min(self.m.nodes - 1) as u16);
+        let node = node.min(self.m.nodes - 1);
+        self.home.insert(page, node as u16);
+        self.log(page, 1 << node);
+    }
+
+    /// Keeps a log of where pages are put from now on (see `take_decisions`).
+    pub fn log_decisions(&mut self) {
+        self.decisions.get_or_insert_with(Vec::new);
+    }
+
+    /// The pages placed, moved or copied since `log_decisions`, in order.
+    pub fn take_decisions(&mut self) -> Vec<PageDecision> {
+        self.decisions.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    fn log(&mut self, page: u64, nodes: u128) {
+        if let Some(log) = self.decisions.as_mut() {
+            log.push(PageDecision { at: self.stats.accesses, page, nodes });
+        }
     }
 
     /// The line a read of `line` in `page` touches: the zero page's, while the page has
@@ -380,6 +410,7 @@ impl<'m> Sim<'m> {
         };
         self.placed += 1;
         self.home.insert(page, n as u16);
+        self.log(page, 1 << n);
         n
     }
 
@@ -1014,6 +1045,7 @@ impl<'m> Sim<'m> {
         self.drop_from_tlbs(page);
         self.replicas.remove(&page);
         self.home.insert(page, node as u16);
+        self.log(page, 1 << node);
         let bytes = 1u64 << self.page_shift;
         let p = &self.m.params;
         self.pu_of(t);
@@ -1042,6 +1074,7 @@ impl<'m> Sim<'m> {
             return;
         }
         self.replicas.insert(page, have | new);
+        self.log(page, (have | new) as u128);
         let bytes = 1u64 << self.page_shift;
         let copies = new.count_ones() as u64;
         self.pu_of(t);

@@ -107,6 +107,9 @@ pub struct Outcome {
     pub counts: Stats,
     /// Every figure over the `os` mechanism's.
     pub vs_os: Option<Relative>,
+    /// Where pages were put, in order, when the context asked (`Context::log_decisions`).
+    #[serde(skip)]
+    pub decisions: Vec<crate::sim::PageDecision>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -141,6 +144,7 @@ impl Outcome {
             local_dram_share: s.local_dram_share(),
             counts: s.clone(),
             vs_os: None,
+            decisions: Vec::new(),
         }
     }
 

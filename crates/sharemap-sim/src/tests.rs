@@ -321,7 +321,16 @@ mod mechanisms {
         let machine = Machine::from_spec(spec).unwrap();
         let model = Model::new(&machine, params).unwrap();
         let threads = accesses.iter().map(|a| a.thread as usize + 1).max().unwrap_or(0);
-        let ctx = Context { machine: &machine, model: &model, threads, page_size: 4096, seed: 1, profile, plans: &[] };
+        let ctx = Context {
+            machine: &machine,
+            model: &model,
+            threads,
+            page_size: 4096,
+            seed: 1,
+            profile,
+            plans: &[],
+            log_decisions: false,
+        };
         let chosen = parse_list(list).unwrap();
         let mut trace = MemoryTrace::from_accesses(accesses.iter().copied());
         crate::simulate(&mut trace, &model, &chosen, &ctx, &|_| {}).unwrap()
@@ -460,6 +469,7 @@ mod mechanisms {
             seed: 1,
             profile: None,
             plans: &[],
+            log_decisions: false,
         };
         let phases = |barrier: bool| {
             let mut trace = MemoryTrace::new(Default::default());
@@ -494,7 +504,7 @@ mod mechanisms {
         let mut matrix = SharingMatrix::new(4);
         matrix.add(0, 1, 100.0);
         matrix.add(2, 3, 100.0);
-        let profile = Profile { matrix, pages: Vec::new(), sampled_pages: Vec::new(), page_size: 4096 };
+        let profile = Profile { matrix, pages: Vec::new(), sampled: Vec::new(), page_size: 4096 };
         let out = run(TWO, "os,oracle,autopin:k=3,probation-ms=0.05", &trace, Some(&profile));
         let (os, oracle, autopin) = (&out[0], &out[1], &out[2]);
         // It tried three mappings and came back to the oracle's, the fastest.
@@ -508,9 +518,8 @@ mod mechanisms {
         // Thread 0 (node 0) touches the page first; thread 1 (node 1) makes every later access.
         let mut trace = vec![Access::write(0, 0x5000, 8)];
         trace.extend((0..10_000u64).map(|i| Access::read(1, 0x5000 + 64 * (i % 64), 8)));
-        let sampled = vec![(5u64, vec![1, 99])];
-        let profile =
-            Profile { matrix: SharingMatrix::new(2), pages: Vec::new(), sampled_pages: sampled, page_size: 4096 };
+        let sampled = vec![(100, vec![(5u64, vec![1, 99])])];
+        let profile = Profile { matrix: SharingMatrix::new(2), pages: Vec::new(), sampled, page_size: 4096 };
         let out = run(TWO, "os,marathe", &trace, Some(&profile));
         assert_eq!(
             (out[0].counts.dram_local, out[0].counts.dram_remote),
@@ -548,8 +557,16 @@ mod kernel_mechanisms {
         let machine = Machine::from_spec(TWO).unwrap();
         let model = Model::new(&machine, Params::default()).unwrap();
         let threads = accesses.iter().map(|a| a.thread as usize + 1).max().unwrap_or(0);
-        let ctx =
-            Context { machine: &machine, model: &model, threads, page_size: 4096, seed: 1, profile: None, plans: &[] };
+        let ctx = Context {
+            machine: &machine,
+            model: &model,
+            threads,
+            page_size: 4096,
+            seed: 1,
+            profile: None,
+            plans: &[],
+            log_decisions: false,
+        };
         let mut trace = MemoryTrace::from_accesses(accesses.iter().copied());
         crate::simulate(&mut trace, &model, &parse_list(list).unwrap(), &ctx, &|_| {}).unwrap()
     }

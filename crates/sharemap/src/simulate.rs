@@ -96,10 +96,16 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
         let placement = sharemap_core::ThreadPlacement::identity(&machine);
         let d = sharemap_detect::detect_with_page_size(&mut *trace, "oracle", &placement, page_size)?;
         trace = open()?;
-        let sampled_pages = sampled_pages(&mut *trace, page_size, mechanisms::SAMPLE_EVERY)?;
-        trace = open()?;
+        let mut periods: Vec<u64> = chosen.iter().filter_map(|c| c.profile_every()).collect();
+        periods.sort_unstable();
+        periods.dedup();
+        let mut sampled = Vec::new();
+        for every in periods {
+            sampled.push((every, mechanisms::sampled_pages(&mut *trace, page_size, every)?));
+            trace = open()?;
+        }
         let pages = d.pages.sorted().into_iter().map(|(p, e)| (p, e.accesses.clone())).collect();
-        Some(Profile { matrix: d.matrix, pages, sampled_pages, page_size })
+        Some(Profile { matrix: d.matrix, pages, sampled, page_size })
     } else {
         None
     };
@@ -128,6 +134,7 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
         seed: session.seed(),
         profile: profile.as_ref(),
         plans: &plans,
+        log_decisions: false,
     };
     let total = trace.access_count_hint();
     let outcomes = pass(session.observer(), "simulating", total, |progress| {
@@ -147,22 +154,6 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
         params: request.params.clone(),
         mechanisms: outcomes,
     })
-}
-
-/// Per page, accesses by each thread among the first access and every `every`-th after it.
-fn sampled_pages(trace: &mut dyn TraceSource, page_size: u64, every: u64) -> Result<Vec<(u64, Vec<u64>)>> {
-    let mut counter = sharemap_core::PageCounter::new(page_size);
-    let mut position = 0u64;
-    trace.for_each_chunk(&mut |c| {
-        let a = &c.accesses;
-        let first = (every - position % every) % every;
-        for i in (first as usize..a.len()).step_by(every as usize) {
-            counter.access(a.thread[i], a.addr[i]);
-        }
-        position += a.len() as u64;
-        Ok(())
-    })?;
-    Ok(counter.finish().sorted().into_iter().map(|(p, e)| (p, e.accesses.clone())).collect())
 }
 
 /// The plan of a `place` mechanism: its policy (or the optimum) run page by page on the trace,

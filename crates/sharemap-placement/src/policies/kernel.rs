@@ -3,12 +3,14 @@
 use super::{Context, Policy, Prepass, charge, first_touch, private};
 use crate::cost::{MAX_NODES, Residence, Tally, node_bit};
 use crate::page::{Page, Ref};
+use sharemap_decide::carrefour::{self, Decision};
+use sharemap_decide::{kmaf, numa_balancing, sammu};
 use sharemap_detect::sammu::SammuParams;
 
-/// Linux automatic NUMA balancing. The scanner marks `size_mb` of address space per
-/// period, in address order, wrapping around; the first access to a marked page is a
-/// hinting fault. A fault from the node that also took the previous fault on the page
-/// migrates it there (the two-stage filter); any fault records the node.
+/// Linux automatic NUMA balancing (`sharemap_decide::numa_balancing`): the scanner marks
+/// `size_mb` of address space per period, in address order over the trace's pages, wrapping
+/// around; the next access to a marked page is a hinting fault, which the two-stage filter
+/// turns into a migration. The first access maps the page (first touch): not a fault.
 #[derive(Debug)]
 pub struct NumaBalancing {
     pub delay_ms: f64,
@@ -19,14 +21,11 @@ pub struct NumaBalancing {
 impl NumaBalancing {
     /// The position of the first scan at or after scan number `from` that marks page `rank`.
     fn next_mark(&self, ctx: &Context, rank: u64, from: u64) -> (u64, u64) {
-        let per_scan = ((self.size_mb * 1048576.0) / ctx.page_size as f64).max(1.0) as u64;
+        let per_scan = numa_balancing::pages_per_scan(self.size_mb, ctx.page_size);
         let pages = ctx.pages.max(1);
         let mut j = from;
-        if per_scan < pages {
-            // Scan j marks pages [j*per_scan, j*per_scan + per_scan) modulo the page count.
-            while (rank + pages - (j * per_scan) % pages) % pages >= per_scan {
-                j += 1;
-            }
+        while !numa_balancing::marks(j, rank, pages, per_scan) {
+            j += 1;
         }
         (j, ctx.refs(self.delay_ms) + j * ctx.refs(self.period_ms))
     }
@@ -40,19 +39,20 @@ impl Policy for NumaBalancing {
         let mut res = first_touch(page);
         let rank = page.address_rank as u64;
         let period = ctx.refs(self.period_ms);
+        let delay = ctx.refs(self.delay_ms);
         let (mut scan, mut mark_at) = self.next_mark(ctx, rank, 0);
-        let mut last_fault: Option<u16> = None;
+        let mut filter = numa_balancing::TwoStageFilter::default();
+        let mut mapped = false;
         page.refs().for_each(|r| {
-            if r.at >= mark_at {
-                // Hinting fault.
-                if last_fault == Some(r.node) && !res.holds(r.node) {
+            if mapped && r.at >= mark_at {
+                if filter.fault(r.node, res.holds(r.node)) {
                     res.place(node_bit(r.node));
                 }
-                last_fault = Some(r.node);
                 // The next scan to mark this page after now.
-                let now_scan = (r.at.saturating_sub(ctx.refs(self.delay_ms))) / period + 1;
+                let now_scan = r.at.saturating_sub(delay) / period + 1;
                 (scan, mark_at) = self.next_mark(ctx, rank, now_scan.max(scan + 1));
             }
+            mapped = true;
             charge(&mut res, r);
         });
         res.tally
@@ -77,33 +77,18 @@ pub struct Sammu {
     pub burst: u32,
 }
 
-/// Per-page NUMA counters and the page's node.
+/// Per-page NUMA counters (`sharemap_decide::sammu`) and the page's node.
 struct Counters {
     nc: [u16; MAX_NODES],
-    /// Nodes whose counter is not zero.
-    live: u128,
+    nodes: usize,
     home: u16,
 }
 
 impl Counters {
     /// One TLB event of `node`; returns the new home when the page migrates.
     fn event(&mut self, node: u16, max: u16, threshold: u16) -> Option<u16> {
-        let n = node as usize;
-        // Decrement the other non-zero counters (a bit set of them spares the zeros).
-        let mut others = self.live & !node_bit(node);
-        while others != 0 {
-            let i = others.trailing_zeros() as usize;
-            others &= others - 1;
-            self.nc[i] -= 1;
-            if self.nc[i] == 0 {
-                self.live &= !(1u128 << i);
-            }
-        }
-        self.nc[n] = (self.nc[n] + 1).min(max);
-        if self.nc[n] > 0 {
-            self.live |= node_bit(node);
-        }
-        (node != self.home && self.nc[n] >= self.nc[self.home as usize] + threshold).then(|| {
+        let nc = &mut self.nc[..self.nodes];
+        sammu::update(nc, node as usize, max, self.home as usize, threshold as u32).then(|| {
             self.home = node;
             node
         })
@@ -115,13 +100,13 @@ impl Policy for Sammu {
         Prepass { tlb: self.tlb, ..Prepass::default() }
     }
 
-    fn run(&self, page: &Page, _ctx: &Context) -> Tally {
+    fn run(&self, page: &Page, ctx: &Context) -> Tally {
         // TLB events come from cores that referenced the page, so from its one node too.
         if let Some(t) = private(page) {
             return t;
         }
         let mut res = first_touch(page);
-        let mut c = Counters { nc: [0; MAX_NODES], live: 0, home: page.first().node };
+        let mut c = Counters { nc: [0; MAX_NODES], nodes: ctx.nodes, home: page.first().node };
         if self.proxy {
             let mut last = [u64::MAX; MAX_NODES];
             let mut resident = [0u32; MAX_NODES];
@@ -195,7 +180,6 @@ impl Policy for Kmaf {
         let window = ctx.refs(self.window_ms);
         let mut faults = [0u32; MAX_NODES];
         let mut seen = [u64::MAX; MAX_NODES];
-        let (mut best, mut first, mut second) = (usize::MAX, 0u32, 0u32);
         // The window of the current reference, recomputed only past its end (a division
         // per reference costs more than the rest of the loop).
         let (mut w, mut w_end) = (0u64, 0u64);
@@ -207,18 +191,9 @@ impl Policy for Kmaf {
             let n = r.node as usize;
             if seen[n] != w {
                 seen[n] = w;
-                faults[n] += 1;
-                // Counts only grow by one, so the top two follow incrementally. (When the
-                // rule fires the top is unique, so ties need no care.)
-                let f = faults[n];
-                if n == best {
-                    first = f;
-                } else if f > first {
-                    (second, first, best) = (first, f, n);
-                } else if f > second {
-                    second = f;
-                }
-                if first > 2 * (second + 1) && !res.holds(best as u16) {
+                if let Some(best) = kmaf::fault(&mut faults[..ctx.nodes], n)
+                    && !res.holds(best as u16)
+                {
                     res.place(node_bit(best as u16));
                 }
             }
@@ -255,9 +230,7 @@ impl Policy for Carrefour {
                 // A later epoch (a division only when one ends).
                 current = r.at / epoch;
                 end = (current + 1).saturating_mul(epoch);
-                if total >= self.min_accesses {
-                    self.decide(&mut res, page, ctx, &counts, total, writes);
-                }
+                self.decide(&mut res, page, ctx, &counts, total, writes);
                 counts[..ctx.nodes].iter_mut().for_each(|c| *c = 0);
                 (total, writes) = (0, 0);
             }
@@ -280,22 +253,11 @@ impl Carrefour {
         total: u32,
         writes: u32,
     ) {
-        let (best, &most) = counts[..ctx.nodes]
-            .iter()
-            .enumerate()
-            .max_by_key(|&(i, c)| (*c, std::cmp::Reverse(i)))
-            .expect("nodes >= 1");
-        let readers = counts[..ctx.nodes]
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| **c > 0)
-            .fold(0u128, |s, (i, _)| s | node_bit(i as u16));
-        if most as f64 >= self.share * total as f64 {
-            res.place(node_bit(best as u16));
-        } else if writes == 0 {
-            res.place(readers);
-        } else {
-            res.place(node_bit((page.number % ctx.nodes as u64) as u16));
+        debug_assert_eq!(counts[..ctx.nodes].iter().sum::<u32>(), total);
+        match carrefour::decide(&counts[..ctx.nodes], writes > 0, page.number, self.share, self.min_accesses as u64) {
+            Some(Decision::Migrate(n)) | Some(Decision::Interleave(n)) => res.place(node_bit(n as u16)),
+            Some(Decision::Replicate(set)) => res.place(set),
+            None => {}
         }
     }
 }

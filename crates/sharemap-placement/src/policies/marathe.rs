@@ -7,6 +7,7 @@ use super::{Context, Policy, Prepass};
 use crate::cost::{MAX_NODES, Residence, Tally, node_bit};
 use crate::page::Page;
 use crate::partition::SamplerKind;
+use sharemap_decide::marathe;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
@@ -29,7 +30,7 @@ impl Source {
 #[derive(Debug)]
 pub struct Marathe {
     pub source: Source,
-    pub k: u64,
+    pub every: u64,
     pub cache_kb: u64,
     pub tlb_entries: u32,
 }
@@ -51,7 +52,7 @@ impl Policy for Marathe {
         let mut total = 0u64;
         page.refs().for_each(|r| {
             let seen = match self.source {
-                Source::Every => r.at % self.k == 0,
+                Source::Every => marathe::sampled(r.at, self.every),
                 _ => r.sampled,
             };
             if seen {
@@ -59,15 +60,7 @@ impl Policy for Marathe {
                 total += 1;
             }
         });
-        let home = if total == 0 {
-            page.first().node
-        } else {
-            samples[..ctx.nodes]
-                .iter()
-                .enumerate()
-                .max_by_key(|&(i, c)| (*c, std::cmp::Reverse(i)))
-                .map_or(0, |(i, _)| i as u16)
-        };
+        let home = if total == 0 { page.first().node } else { marathe::home(&samples[..ctx.nodes]) as u16 };
         // The placement is known before the run starts, so it is the free initial one.
         let mut res = Residence::new(node_bit(home));
         res.stay(page.refs());

@@ -12,7 +12,8 @@ use crate::cost::{Costs, Residence, Tally, node_bit};
 use crate::page::{Page, Ref};
 use crate::partition::SamplerKind;
 pub use sharemap_core::Param;
-use sharemap_core::plugin::{self, Caps, ParamKind, Params, Plugin, choice, count, integer, number, share};
+use sharemap_core::plugin::{self, Caps, ParamKind, Params, Plugin, choice, count, integer, number};
+use sharemap_decide::{carrefour, kmaf, numa_balancing};
 use sharemap_detect::sammu::{self as sammu_tables, SammuParams};
 use std::collections::BTreeMap;
 
@@ -198,11 +199,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         name: "numa-balancing",
         source: "Linux automatic NUMA balancing (kernel/sched/fair.c defaults)",
         summary: "every scan period the scanner marks scan-size MB of pages in address order; the next access faults, and the page migrates to the faulting node if the previous fault came from that node too (two-stage filter)",
-        params: &[
-            number("scan-delay-ms", "1000", "numa_balancing_scan_delay_ms: first scan after start"),
-            number("scan-period-ms", "1000", "numa_balancing_scan_period_min_ms: time between scans"),
-            number("scan-size-mb", "256", "numa_balancing_scan_size_mb: address space marked per scan"),
-        ],
+        params: &[numa_balancing::SCAN_DELAY_MS, numa_balancing::SCAN_PERIOD_MS, numa_balancing::SCAN_SIZE_MB],
         caps: Caps::NONE,
         build: |v| {
             Ok(Box::new(kernel::NumaBalancing {
@@ -217,7 +214,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "seed 000 (SAMMU), section 3.3: NUMA counters",
         summary: "saturating per-node counters, +1 for the node of a TLB event and -1 for the others; migrate when NC[n] - NC[home] >= NT; TLB events from SAMMU's per-core TLB model run over the trace (statistics updates: evictions and saturations with AC >= AT)",
         params: &[
-            Param { key: "bits", doc: "counter width", ..sammu_tables::NC },
+            Param { doc: "bits of each NUMA counter", ..sammu_tables::NC },
             Param { doc: "migration threshold NT", ..sammu_tables::NT },
             choice(
                 "events",
@@ -243,7 +240,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         build: |v| {
             let proxy = v.text("events") == "proxy";
             Ok(Box::new(kernel::Sammu {
-                max: ((1u32 << v.integer("bits")) - 1) as u16,
+                max: ((1u32 << v.integer("nc")) - 1) as u16,
                 threshold: v.integer("nt").min(u16::MAX as u64) as u16,
                 proxy,
                 tlb: if proxy { None } else { Some(SammuParams::from_params(v)) },
@@ -256,7 +253,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         name: "kmaf",
         source: "kMAF (kernel Memory Affinity Framework)",
         summary: "counts page faults per node (first access per node per window); migrates to the node with most faults when max > 2 x (second + 1)",
-        params: &[number("window-ms", "100", "fault window: a node faults once per page per window")],
+        params: &[kmaf::WINDOW_MS],
         caps: Caps::NONE,
         build: |v| Ok(Box::new(kernel::Kmaf { window_ms: v.number("window-ms") })),
     },
@@ -264,11 +261,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         name: "carrefour",
         source: "Carrefour (Dashti et al., ASPLOS 2013)",
         summary: "per epoch and page: migrate if one node makes >= share of the accesses, replicate if read-only and shared, else interleave",
-        params: &[
-            number("epoch-ms", "1000", "decision period"),
-            share("share", "0.9", "fraction of a page's accesses that makes it a single node's page"),
-            integer("min-accesses", "16", "pages with fewer accesses in an epoch are left alone"),
-        ],
+        params: &[carrefour::EPOCH_MS, carrefour::SHARE, carrefour::MIN_ACCESSES],
         caps: Caps::NONE,
         build: |v| {
             Ok(Box::new(kernel::Carrefour {
@@ -289,7 +282,10 @@ pub static POLICIES: &[PolicyInfo] = &[
                 &["every", "cache-miss", "tlb-miss"],
                 "every (each k-th access), cache-miss (long-latency-load proxy) or tlb-miss",
             ),
-            integer("k", "100", "sampling period for source=every"),
+            Param {
+                doc: "source=every: profile one access in this many (the first, then every n-th)",
+                ..sharemap_decide::marathe::EVERY
+            },
             integer("cache-kb", "32", "per-thread cache for source=cache-miss (KiB, 8-way, line size of the trace)"),
             integer("tlb-entries", "64", "per-thread data TLB for source=tlb-miss (4-way)"),
         ],
@@ -297,7 +293,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         build: |v| {
             Ok(Box::new(marathe::Marathe {
                 source: marathe::Source::parse(v.text("source")),
-                k: v.integer("k").max(1),
+                every: v.integer("every"),
                 cache_kb: v.integer("cache-kb").max(1),
                 tlb_entries: v.integer("tlb-entries").clamp(1, u32::MAX as u64) as u32,
             }))

@@ -299,7 +299,7 @@ fn marathe_uses_the_majority_of_samples() {
     let c = ctx(2, butterfly(), None, &[], &[]);
     let mut refs = reads(0, 0, 3);
     refs.extend(reads(1, 3, 10));
-    let t = run("marathe", &["marathe.k=2"], &refs, &c);
+    let t = run("marathe", &["marathe.every=2"], &refs, &c);
     // Samples at 0, 2 (node 0) and 4..12 (5 of node 1): node 1 from the start, for free.
     assert_eq!((t.local, t.remote, t.new_locations(), t.profile_samples), (10, 3, 0, 7));
 }

@@ -46,8 +46,7 @@ pub fn dominant_nodes(ctx: &Context, pus: &[usize], pages: &[(u64, Vec<u64>)]) -
             for (t, &n) in counts.iter().enumerate() {
                 per_node[node_of(t)] += n;
             }
-            let best = (0..per_node.len()).max_by_key(|&n| (per_node[n], std::cmp::Reverse(n))).unwrap_or(0);
-            (*page, best)
+            (*page, sharemap_decide::marathe::home(&per_node))
         })
         .collect()
 }
@@ -90,18 +89,28 @@ impl Mechanism for Oracle {
     }
 }
 
+/// Marathe & Mueller: the pages sampled one access in `every`, each on its dominant node.
 #[derive(Debug)]
-pub struct Marathe;
+pub struct Marathe {
+    pub every: u64,
+}
 
 impl Mechanism for Marathe {
     fn needs_profile(&self) -> bool {
         true
     }
 
+    fn profile_every(&self) -> Option<u64> {
+        Some(self.every)
+    }
+
     fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
         let profile = profile(ctx)?;
         let pus = super::os_pus(ctx);
-        let homes = dominant_nodes(ctx, &pus, &profile.sampled_pages);
+        let sampled = profile
+            .sampled_pages(self.every)
+            .ok_or_else(|| MechanismError(format!("the profile has no pages sampled 1 in {}", self.every)))?;
+        let homes = dominant_nodes(ctx, &pus, sampled);
         Ok(Start { pus, placement: FirstPlacement::FirstTouch, homes })
     }
 }

@@ -9,8 +9,9 @@ use rustc_hash::FxHashMap;
 use sharemap_core::Params;
 use sharemap_core::SharingMatrix;
 use sharemap_core::spec::SpecError;
-
-const NO_NODE: u16 = u16::MAX;
+use sharemap_decide::carrefour::{self, Decision};
+use sharemap_decide::kmaf;
+use sharemap_decide::numa_balancing::{self, TwoStageFilter};
 
 fn os_start(ctx: &Context) -> Start {
     Start { pus: super::os_pus(ctx), placement: FirstPlacement::FirstTouch, homes: Vec::new() }
@@ -29,7 +30,7 @@ pub fn build_numa_balancing(p: &Params, _seed: u64) -> Result<Box<dyn Mechanism>
     Ok(Box::new(NumaBalancing {
         next_scan_ns: p.number("scan-delay-ms") * 1e6,
         period_ns: p.number("scan-period-ms") * 1e6,
-        scan_bytes: p.integer("scan-size-mb").min(1 << 40) << 20,
+        scan_mb: p.number("scan-size-mb"),
         fault_ns: p.number("fault-us") * 1e3,
         pages: FxHashMap::default(),
         cursor: 0,
@@ -39,10 +40,10 @@ pub fn build_numa_balancing(p: &Params, _seed: u64) -> Result<Box<dyn Mechanism>
 struct NumaBalancing {
     next_scan_ns: f64,
     period_ns: f64,
-    scan_bytes: u64,
+    scan_mb: f64,
     fault_ns: f64,
-    /// Per page seen: marked, and the node of its last hinting fault.
-    pages: FxHashMap<u64, (bool, u16)>,
+    /// Per page seen: marked, and its two-stage filter.
+    pages: FxHashMap<u64, (bool, TwoStageFilter)>,
     /// The next page (number) the scanner marks.
     cursor: u64,
 }
@@ -58,13 +59,12 @@ impl Mechanism for NumaBalancing {
 
     fn after_access(&mut self, sim: &mut Sim, thread: usize, addr: u64, _write: bool, _ns: f64) {
         let page = addr >> sim.page_shift();
-        let state = self.pages.entry(page).or_insert((false, NO_NODE));
+        let state = self.pages.entry(page).or_insert((false, TwoStageFilter::default()));
         if state.0 {
             state.0 = false;
             let node = node_of(sim, thread);
-            let previous = std::mem::replace(&mut state.1, node as u16);
             sim.charge(thread, self.fault_ns);
-            if previous == node as u16 && sim.home_of(page) != Some(node) {
+            if state.1.fault(node as u16, sim.home_of(page) == Some(node)) {
                 sim.move_page(page, node, thread);
             }
         }
@@ -82,7 +82,8 @@ impl NumaBalancing {
             return;
         }
         seen.sort_unstable();
-        let count = ((self.scan_bytes >> page_shift) as usize).clamp(1, seen.len());
+        let per_scan = numa_balancing::pages_per_scan(self.scan_mb, 1 << page_shift);
+        let count = (per_scan.min(seen.len() as u64) as usize).max(1);
         let start = seen.partition_point(|&p| p < self.cursor) % seen.len();
         for k in 0..count {
             let p = seen[(start + k) % seen.len()];
@@ -164,7 +165,6 @@ impl Mechanism for Kmaf {
         });
         if p.window[node] != window {
             p.window[node] = window;
-            p.faults[node] += 1;
             st.faults += 1;
             sim.charge(thread, self.fault_ns);
             if p.faulted_window != window {
@@ -183,9 +183,9 @@ impl Mechanism for Kmaf {
                     p.faulted.push(t);
                 }
             }
-            let best = (0..nodes).max_by_key(|&n| (p.faults[n], std::cmp::Reverse(n))).unwrap_or(0);
-            let second = (0..nodes).filter(|&n| n != best).map(|n| p.faults[n]).max().unwrap_or(0);
-            if p.faults[best] > 2 * (second + 1) && sim.home_of(page) != Some(best) {
+            if let Some(best) = kmaf::fault(&mut p.faults, node)
+                && sim.home_of(page) != Some(best)
+            {
                 sim.move_page(page, best, thread);
             }
         }
@@ -251,18 +251,10 @@ impl Carrefour {
         let mut pages: Vec<(u64, (Vec<u32>, bool))> = self.counts.drain().collect();
         pages.sort_unstable_by_key(|p| p.0);
         for (page, (per_node, written)) in pages {
-            let total: u64 = per_node.iter().map(|&n| n as u64).sum();
-            if total < self.min_accesses {
-                continue;
-            }
-            let best = (0..per_node.len()).max_by_key(|&n| (per_node[n], std::cmp::Reverse(n))).unwrap_or(0);
-            if per_node[best] as f64 >= self.share * total as f64 {
-                sim.move_page(page, best, thread);
-            } else if !written {
-                let readers = per_node.iter().enumerate().filter(|(_, n)| **n > 0).fold(0u64, |m, (i, _)| m | 1 << i);
-                sim.replicate(page, readers, thread);
-            } else {
-                sim.move_page(page, (page % self.nodes as u64) as usize, thread);
+            match carrefour::decide(&per_node, written, page, self.share, self.min_accesses) {
+                Some(Decision::Migrate(n)) | Some(Decision::Interleave(n)) => sim.move_page(page, n, thread),
+                Some(Decision::Replicate(set)) => sim.replicate(page, set as u64, thread),
+                None => {}
             }
         }
     }
@@ -274,7 +266,7 @@ impl std::fmt::Debug for NumaBalancing {
         f.debug_struct("NumaBalancing")
             .field("next_scan_ns", &self.next_scan_ns)
             .field("period_ns", &self.period_ns)
-            .field("scan_bytes", &self.scan_bytes)
+            .field("scan_mb", &self.scan_mb)
             .field("fault_ns", &self.fault_ns)
             .finish_non_exhaustive()
     }

@@ -13,11 +13,13 @@ mod sammu;
 use crate::model::Model;
 use crate::sim::{FirstPlacement, Sim};
 use sharemap_core::SharingMatrix;
-use sharemap_core::plugin::{
-    self, Caps, Param, ParamKind, Params, Plugin, count, given, positive, ranged, share, text,
-};
+use sharemap_core::plugin::{self, Caps, Param, ParamKind, Params, Plugin, given, positive, ranged, share, text};
 use sharemap_core::spec::{Spec, SpecError};
+use sharemap_decide::{carrefour, kmaf, marathe, numa_balancing};
 use sharemap_machine::Machine;
+
+/// Per page (number): accesses by each thread.
+pub type PageCounts = Vec<(u64, Vec<u64>)>;
 
 /// What the whole trace says, for the mechanisms that know the future (the oracle) or
 /// profile a run first.
@@ -25,11 +27,43 @@ use sharemap_machine::Machine;
 pub struct Profile {
     pub matrix: SharingMatrix,
     /// Per page: accesses by each thread.
-    pub pages: Vec<(u64, Vec<u64>)>,
-    /// Per page: accesses by each thread among one access in [`SAMPLE_EVERY`] of the trace
-    /// (the first, then every `SAMPLE_EVERY`-th).
-    pub sampled_pages: Vec<(u64, Vec<u64>)>,
+    pub pages: PageCounts,
+    /// For each sampling period a mechanism asked for ([`Mechanism::profile_every`]): per
+    /// page, accesses by each thread among one access in that many (see [`sampled_pages`]).
+    pub sampled: Vec<(u64, PageCounts)>,
     pub page_size: u64,
+}
+
+impl Profile {
+    /// The pages sampled one access in `every`, if the profile has them.
+    pub fn sampled_pages(&self, every: u64) -> Option<&[(u64, Vec<u64>)]> {
+        self.sampled.iter().find(|(e, _)| *e == every).map(|(_, pages)| &pages[..])
+    }
+}
+
+/// Per page of `page_size` bytes, accesses by each thread among the accesses the profile
+/// samples one in `every` (`sharemap_decide::marathe::sampled`: the first, then every
+/// `every`-th).
+pub fn sampled_pages(
+    trace: &mut dyn sharemap_trace::TraceSource,
+    page_size: u64,
+    every: u64,
+) -> Result<PageCounts, sharemap_trace::TraceError> {
+    let every = every.max(1);
+    let mut counter = sharemap_core::PageCounter::new(page_size);
+    let mut position = 0u64;
+    trace.for_each_chunk(&mut |c| {
+        let a = &c.accesses;
+        // The chunk's first sampled access: positions are counted over the whole trace.
+        let first = (every - position % every) % every;
+        debug_assert!(first >= a.len() as u64 || marathe::sampled(position + first, every));
+        for i in (first as usize..a.len()).step_by(every as usize) {
+            counter.access(a.thread[i], a.addr[i]);
+        }
+        position += a.len() as u64;
+        Ok(())
+    })?;
+    Ok(counter.finish().sorted().into_iter().map(|(p, e)| (p, e.accesses.clone())).collect())
 }
 
 pub struct Context<'a> {
@@ -43,6 +77,8 @@ pub struct Context<'a> {
     pub profile: Option<&'a Profile>,
     /// The plans of the `place` mechanisms, by their label.
     pub plans: &'a [(String, planned::PlannedPlacement)],
+    /// Keep each run's page decisions (`Outcome::decisions`): the shared case suite.
+    pub log_decisions: bool,
 }
 
 /// Where the modelled operating system runs the threads (the `os` mapping algorithm: Linux's
@@ -94,6 +130,11 @@ pub trait Mechanism: Send + std::fmt::Debug {
     /// Whether it needs the whole trace's profile before the run (`Context::profile`).
     fn needs_profile(&self) -> bool {
         false
+    }
+
+    /// The sampling period of the sampled pages it needs in the profile, if any.
+    fn profile_every(&self) -> Option<u64> {
+        None
     }
 
     /// The placement it replays, which the caller computes before the run
@@ -148,10 +189,10 @@ pub const MECHANISMS: &[MechanismInfo] = &[
     MechanismInfo {
         name: "marathe",
         source: "seed 001 (Marathe & Mueller, PPoPP 2006)",
-        summary: "profile then place: threads where the OS puts them (as os); each page, from the start, on the node whose threads made most of its sampled accesses (one in 100 of the trace, as place's marathe); unsampled pages by first touch",
-        params: &[],
+        summary: "profile then place: threads where the OS puts them (as os); each page, from the start, on the node whose threads made most of its sampled accesses (one in `every` of the trace, as place's marathe); unsampled pages by first touch",
+        params: &[marathe::EVERY],
         caps: Caps::NONE,
-        build: |_, _| Ok(Box::new(fixed::Marathe)),
+        build: |p, _| Ok(Box::new(fixed::Marathe { every: p.integer("every") })),
     },
     MechanismInfo {
         name: "sammu",
@@ -220,10 +261,10 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         source: "Linux's automatic NUMA balancing (task_numa_work, do_numa_page), default sysctls",
         summary: "after a delay, every scan period the next scan-size of pages is marked; the first access to a marked page is a hinting fault (its cost charged); the page moves to the faulting node when its previous hinting fault came from that node too",
         params: &[
-            positive("scan-delay-ms", "1000", "numa_balancing_scan_delay_ms"),
-            positive("scan-period-ms", "1000", "numa_balancing_scan_period_min_ms"),
-            count("scan-size-mb", "256", "numa_balancing_scan_size_mb"),
-            positive("fault-us", "1", "cost of a hinting fault"),
+            numa_balancing::SCAN_DELAY_MS,
+            numa_balancing::SCAN_PERIOD_MS,
+            numa_balancing::SCAN_SIZE_MB,
+            numa_balancing::FAULT_US,
         ],
         caps: Caps::NONE,
         build: kernel::build_numa_balancing,
@@ -232,11 +273,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         name: "kmaf",
         source: "kMAF, the kernel Memory Affinity Framework (seed 000's related work)",
         summary: "page faults once per node, page and window; after each, the page moves to the node with most faults when that count exceeds 2 x (second + 1); threads faulting on a page in one window share, and that sharing remaps them every period (gate, hysteresis)",
-        params: &[
-            positive("window-ms", "100", "fault window"),
-            positive("period-ms", "100", "simulated time between remap decisions"),
-            positive("fault-us", "1", "cost of a fault"),
-        ],
+        params: &[kmaf::WINDOW_MS, kmaf::PERIOD_MS, kmaf::FAULT_US],
         caps: Caps::NONE,
         build: kernel::build_kmaf,
     },
@@ -244,18 +281,11 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         name: "carrefour",
         source: "Carrefour (Dashti et al., ASPLOS 2013)",
         summary: "every epoch, a page with min-accesses accesses moves to a node that made share of them; else, unwritten, it is replicated on the nodes that read it; else interleaved (a write leaves one copy)",
-        params: &[
-            positive("epoch-ms", "1000", "decision period"),
-            share("share", "0.9", "single-node share"),
-            count("min-accesses", "16", "pages with fewer accesses in the epoch are left alone"),
-        ],
+        params: &[carrefour::EPOCH_MS, carrefour::SHARE, carrefour::MIN_ACCESSES],
         caps: Caps::NONE,
         build: kernel::build_carrefour,
     },
 ];
-
-/// The profile's sampling period (Marathe's profile).
-pub const SAMPLE_EVERY: u64 = 100;
 
 /// The registry kind in spec errors.
 pub const KIND: &str = "mechanism";
@@ -280,6 +310,10 @@ impl Chosen {
 
     pub fn needs_profile(&self) -> bool {
         self.probe.needs_profile()
+    }
+
+    pub fn profile_every(&self) -> Option<u64> {
+        self.probe.profile_every()
     }
 
     /// The placement it replays, to be computed before the run.

@@ -92,13 +92,9 @@ impl State {
             self.counters.resize(self.counters.len() + nodes, 0);
         }
         let nc = &mut self.counters[i * nodes..(i + 1) * nodes];
-        for (k, c) in nc.iter_mut().enumerate() {
-            *c = if k == n { (*c + 1).min(self.max_nc) } else { c.saturating_sub(1) };
-        }
-        if let Some(home) = sim.home_of(page)
-            && home != n
-            && nc[n] as u32 >= nc[home] as u32 + nt
-        {
+        // A page without a home (read only, mapped to the zero page) has nothing to move.
+        let home = sim.home_of(page).unwrap_or(n);
+        if sharemap_decide::sammu::update(nc, n, self.max_nc, home, nt) {
             sim.move_page(page, n, thread);
         }
     }
