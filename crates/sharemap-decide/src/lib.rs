@@ -12,6 +12,7 @@ pub mod kmaf;
 pub mod marathe;
 pub mod numa_balancing;
 pub mod sammu;
+pub mod stmap;
 
 /// The node with the largest count (ties: the lowest node); 0 without nodes.
 pub fn most<T: Copy + Ord>(per_node: &[T]) -> usize {

@@ -11,8 +11,9 @@
 use crate::detector::{Detection, Detector, DetectorInfo, Report};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use sharemap_core::plugin::{Caps, Param, Params, count, integer, ranged};
+use sharemap_core::plugin::{Caps, Param, Params, ranged};
 use sharemap_core::{PageUsage, SharingMatrix};
+use sharemap_decide::stmap;
 use sharemap_trace::{Chunk, EventKind};
 
 pub(crate) const INFO: DetectorInfo = DetectorInfo {
@@ -26,12 +27,8 @@ pub(crate) const INFO: DetectorInfo = DetectorInfo {
 
 /// STMap's parameters, with seed 002's defaults: the one table the detector and its
 /// listing read.
-pub const PARAMS: &[Param] = &[
-    integer("si", "100", "sampling interval: Algorithm 1 runs once every si+1 accesses of a thread"),
-    count("mi", "100000", "mapping interval: accesses of the counting thread before the decision"),
-    count("da", "10000", "Equation 1's distinct-address threshold"),
-    ranged("thread", "1", 0, u32::MAX as u64, "the counting thread"),
-];
+pub const PARAMS: &[Param] =
+    &[stmap::SI, stmap::MI, stmap::DA, ranged("thread", "1", 0, u32::MAX as u64, "the counting thread")];
 
 const NONE: u32 = u32::MAX;
 
@@ -80,32 +77,19 @@ pub struct StmapDecision {
     pub enable: Option<bool>,
 }
 
-/// Algorithm 1 on one address.
+/// Algorithm 1 on one address (`sharemap_decide::stmap::algorithm_1`).
 #[inline]
 fn record(table: &mut FxHashMap<u64, [u32; 2]>, m: &mut SharingMatrix, addr: u64, tid: u32) {
     let e = table.entry(addr).or_insert([NONE, NONE]);
-    let [t1, t2] = *e;
-    let need = tid.max(if t1 == NONE { 0 } else { t1 }).max(if t2 == NONE { 0 } else { t2 }) as usize + 1;
-    if m.threads() < need {
-        m.grow(need.next_power_of_two());
+    let some = |t: u32| (t != NONE).then_some(t);
+    let (last, partners) = stmap::algorithm_1([some(e[0]), some(e[1])], tid);
+    *e = last.map(|t| t.unwrap_or(NONE));
+    // Every thread seen has a row (the partners were seen before).
+    if m.threads() <= tid as usize {
+        m.grow((tid as usize + 1).next_power_of_two());
     }
-    let (tid_u, t1u, t2u) = (tid as usize, t1 as usize, t2 as usize);
-    if t1 == NONE {
-        *e = [tid, NONE];
-    } else if t2 == NONE {
-        if t1 != tid {
-            m.add(tid_u, t1u, 1.0);
-            *e = [tid, t1];
-        }
-    } else if t1 != tid && t2 != tid {
-        m.add(tid_u, t1u, 1.0);
-        m.add(tid_u, t2u, 1.0);
-        *e = [tid, t1];
-    } else if t1 == tid {
-        m.add(tid_u, t2u, 1.0);
-    } else {
-        m.add(tid_u, t1u, 1.0);
-        *e = [tid, t1];
+    for p in partners.into_iter().flatten() {
+        m.add(tid as usize, p as usize, 1.0);
     }
 }
 
@@ -234,14 +218,7 @@ impl Stmap {
         } else {
             (None, None)
         };
-        let enable = if da < self.p.da_threshold {
-            Some(true)
-        } else {
-            match (cr, ar) {
-                (Some(c), Some(a)) => Some(c < a),
-                _ => None,
-            }
-        };
+        let enable = stmap::equation_1(da, self.p.da_threshold, self.commits, self.aborts);
         self.decision =
             StmapDecision { at: Some(at), distinct_addresses: da, commit_ratio: cr, abort_ratio: ar, enable };
         self.matrix_at_decision = Some(self.matrix.clone());

@@ -322,8 +322,8 @@ impl State {
             "decision {number} at {total} accesses: {} active threads, {distinct} distinct addresses, commit ratio {cr:.3}, abort ratio {ar:.3}",
             active.len()
         );
-        // Equation 1.
-        let enable = distinct < config.da_threshold || cr < ar;
+        // Equation 1 on this interval's transactions (none: not enabled by them).
+        let enable = sharemap_decide::stmap::equation_1(distinct, config.da_threshold, dc, da_).unwrap_or(false);
         if !enable {
             let _ = write!(line, " -> mapping disabled (Equation 1)");
             log(config, &line);

@@ -12,6 +12,7 @@ pub mod table;
 
 use crate::hooks;
 use crate::thread::Thread;
+use sharemap_decide::stmap;
 use std::ffi::c_int;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,9 +42,9 @@ impl Default for Config {
         Config {
             detect: true,
             pin: true,
-            si: 100,
-            mi: 100_000,
-            da_threshold: 10_000,
+            si: stmap::default_of(&stmap::SI) as u32,
+            mi: stmap::default_of(&stmap::MI),
+            da_threshold: stmap::default_of(&stmap::DA),
             data: None,
             verbose: false,
             gate: sharemap_mapping::potential::DEFAULT_THRESHOLD,

@@ -8,6 +8,7 @@
 //! matrix has a row per thread that only that thread writes: no two threads ever update one
 //! cell, and no increment needs an atomic read-modify-write.
 
+use sharemap_decide::stmap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Threads STMap follows (slots beyond are not sampled).
@@ -80,9 +81,9 @@ impl Sharing {
         let _ = p;
     }
 
-    /// Algorithm 1 for thread `tid` (below MAX_THREADS) accessing `addr`. Its three cases
-    /// fold into one: unless `tid` is already the last thread, the entry becomes (tid, t1),
-    /// and `tid` communicates with t1 and with t2 when t2 is another thread.
+    /// Algorithm 1 (`sharemap_decide::stmap::algorithm_1`) for thread `tid` (below
+    /// MAX_THREADS) accessing `addr`: the entry's last two threads replaced in one
+    /// compare-and-swap, then `tid`'s row counted.
     pub fn record(&self, addr: usize, tid: u16) {
         let key = (addr as u64 >> 3) & KEY_MASK;
         let me = tid as u64 + 1;
@@ -92,37 +93,27 @@ impl Sharing {
             let cell = &self.entries[i];
             let mut e = cell.load(Ordering::Acquire);
             loop {
-                if e == 0 {
-                    // First access: only remember the thread.
-                    match cell.compare_exchange_weak(0, entry(key, me, 0), Ordering::AcqRel, Ordering::Acquire) {
-                        Ok(_) => {
-                            self.distinct.fetch_add(1, Ordering::Relaxed);
-                            return;
-                        }
-                        Err(now) => {
-                            e = now;
-                            continue;
-                        }
-                    }
-                }
-                if e & KEY_MASK != key {
+                if e != 0 && e & KEY_MASK != key {
                     break; // another address: probe on
                 }
-                let (t1, t2) = entry_threads(e);
-                if t1 == me {
-                    self.count(tid, t2);
-                    return;
-                }
-                match cell.compare_exchange_weak(e, entry(key, me, t1), Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(_) => {
-                        self.count(tid, t1);
-                        if t2 != me {
-                            self.count(tid, t2);
-                        }
-                        return;
+                // Threads are stored plus one, 0 for none.
+                let (t1, t2) = if e == 0 { (0, 0) } else { entry_threads(e) };
+                let some = |t: u64| (t != 0).then_some(t);
+                let (last, partners) = stmap::algorithm_1([some(t1), some(t2)], me);
+                let next = entry(key, last[0].unwrap_or(0), last[1].unwrap_or(0));
+                if next != e {
+                    if let Err(now) = cell.compare_exchange_weak(e, next, Ordering::AcqRel, Ordering::Acquire) {
+                        e = now;
+                        continue;
                     }
-                    Err(now) => e = now,
+                    if e == 0 {
+                        self.distinct.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
+                for p in partners.into_iter().flatten() {
+                    self.count(tid, p);
+                }
+                return;
             }
             i = (i + 1) & mask;
         }
