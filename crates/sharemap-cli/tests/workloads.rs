@@ -157,9 +157,10 @@ fn annotations_reach_the_trace() {
 
 /// A recording with MG-like neighbour sharing (multigrid, 8 threads), simulated on 4 nodes:
 /// SAMMU, which starts where the OS puts the threads and remaps only when it pays, is no
-/// slower than the OS.
+/// slower than the OS; nor is the oracle, whose page homes follow the memory accesses (by
+/// raw accesses they lose: 70 % local against the OS's 95 %).
 #[test]
-fn sammu_is_no_slower_than_the_os_on_a_multigrid_recording() {
+fn sammu_and_the_oracle_are_no_slower_than_the_os_on_a_multigrid_recording() {
     let d = tempfile::tempdir().unwrap();
     let trace = d.path().join("mg.trace");
     let bin = workloads().join("build/traced/multigrid");
@@ -177,11 +178,12 @@ fn sammu_is_no_slower_than_the_os_on_a_multigrid_recording() {
     let out = Command::new(env!("CARGO_BIN_EXE_sharemap"))
         .arg("simulate")
         .arg(&trace)
-        .args(["--machine", machine, "--mechanism", "os,sammu", "--json"])
+        .args(["--machine", machine, "--mechanism", "os,sammu,oracle", "--json"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let time = |i: usize| v["mechanisms"][i]["time_ns"].as_f64().unwrap();
     assert!(time(1) <= time(0) * 1.001, "sammu {} against os {}", time(1), time(0));
+    assert!(time(2) <= time(0) * 1.001, "the oracle {} against os {}", time(2), time(0));
 }

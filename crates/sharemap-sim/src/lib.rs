@@ -17,7 +17,7 @@ mod tests_support;
 pub use mechanisms::MechanismError;
 pub use mechanisms::{Context, MECHANISMS, Mechanism, MechanismInfo, Profile};
 pub use model::{Model, ModelError, ParamError, Params};
-pub use run::{SimError, simulate};
+pub use run::{SimError, memory_profile, simulate};
 pub use sim::{FirstPlacement, Sim};
 pub use stats::{Outcome, Stats};
 #[cfg(test)]

@@ -113,3 +113,26 @@ pub fn simulate(
     }
     Ok(out)
 }
+
+/// Per page, the accesses each node makes to its memory (every access no cache served) when
+/// the threads run on `pus`: what a page's home decides. Caches do not depend on where pages
+/// live, so one run with any homes gives these counts for all of them.
+pub fn memory_profile(
+    trace: &mut dyn TraceSource,
+    model: &Model,
+    page_size: u64,
+    pus: &[usize],
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Vec<(u64, Vec<u64>)>, sharemap_trace::TraceError> {
+    let mut sim = Sim::new(model, page_size, pus, crate::FirstPlacement::FirstTouch);
+    sim.count_memory();
+    let mut read = 0u64;
+    trace.for_each_chunk(&mut |chunk| {
+        let a = &chunk.accesses;
+        sim.run(&a.thread, &a.addr, |i| a.op[i] & 0x80 != 0, |_, _, _, _, _| {});
+        read += a.len() as u64;
+        progress(read);
+        Ok(())
+    })?;
+    Ok(sim.memory_by_page())
+}

@@ -172,6 +172,10 @@ pub struct Sim<'m> {
     ahead: Ahead,
     /// Where pages were put, when asked for (`log_decisions`).
     decisions: Option<Vec<PageDecision>>,
+    /// Memory accesses per page and requesting node, when asked for (`count_memory`): the
+    /// page's index in `memory_index`, times the node count, into `memory`.
+    memory_index: Option<FxHashMap<u64, usize>>,
+    memory: Vec<u64>,
     #[cfg(test)]
     pub(crate) values: crate::tests_support::Values,
 }
@@ -291,6 +295,8 @@ impl<'m> Sim<'m> {
             private_misses: 0,
             ahead: Ahead::default(),
             decisions: None,
+            memory_index: None,
+            memory: Vec::new(),
             #[cfg(test)]
             values: Default::default(),
         };
@@ -367,6 +373,40 @@ impl<'m> Sim<'m> {
     /// The pages placed, moved or copied since `log_decisions`, in order.
     pub fn take_decisions(&mut self) -> Vec<PageDecision> {
         self.decisions.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Counts, from now on, the accesses each node makes to each page's memory (those no
+    /// cache served; see `memory_by_page`).
+    pub fn count_memory(&mut self) {
+        self.memory_index.get_or_insert_with(FxHashMap::default);
+    }
+
+    /// Per page (ascending), the memory accesses each node made since `count_memory` (the
+    /// zero page left out).
+    pub fn memory_by_page(&self) -> Vec<(u64, Vec<u64>)> {
+        let nodes = self.m.nodes;
+        let mut out: Vec<(u64, Vec<u64>)> = self
+            .memory_index
+            .iter()
+            .flatten()
+            .map(|(&page, &i)| (page, self.memory[i * nodes..(i + 1) * nodes].to_vec()))
+            .collect();
+        out.sort_unstable_by_key(|p| p.0);
+        out
+    }
+
+    fn count_memory_access(&mut self, page: u64, node: usize) {
+        if page == self.zero_page() {
+            return;
+        }
+        let nodes = self.m.nodes;
+        let Some(index) = self.memory_index.as_mut() else { return };
+        let next = index.len();
+        let i = *index.entry(page).or_insert(next);
+        if i == next {
+            self.memory.resize(self.memory.len() + nodes, 0);
+        }
+        self.memory[i * nodes + node] += 1;
     }
 
     fn log(&mut self, page: u64, nodes: u128) {
@@ -811,6 +851,9 @@ impl<'m> Sim<'m> {
             }
             ns = m.dram_ns[node][home];
             self.stats.dram(node, home);
+            if self.memory_index.is_some() {
+                self.count_memory_access(page, node);
+            }
             #[cfg(test)]
             self.values.served_by_memory(line);
         }

@@ -92,7 +92,7 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
             format!("{page_size} bytes: expected a power of two of at least the {}-byte line", model.line),
         ));
     }
-    let profile = if chosen.iter().any(|m| m.needs_profile()) {
+    let mut profile = if chosen.iter().any(|m| m.needs_profile()) {
         let placement = sharemap_core::ThreadPlacement::identity(&machine);
         let d = sharemap_detect::detect_with_page_size(&mut *trace, "oracle", &placement, page_size)?;
         trace = open()?;
@@ -105,7 +105,7 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
             trace = open()?;
         }
         let pages = d.pages.sorted().into_iter().map(|(p, e)| (p, e.accesses.clone())).collect();
-        Some(Profile { matrix: d.matrix, pages, sampled, page_size })
+        Some(Profile { matrix: d.matrix, pages, sampled, memory: None, page_size })
     } else {
         None
     };
@@ -124,6 +124,28 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
     let mut plans = Vec::new();
     for (c, wanted) in chosen.iter().filter_map(|c| c.plan().map(|p| (c, p))) {
         plans.push((c.label.clone(), plan(session, request, &c.label, wanted, page_size)?));
+        trace = open()?;
+    }
+    if chosen.iter().any(|c| c.needs_memory_profile())
+        && let Some(p) = profile.as_mut()
+    {
+        // The oracle homes pages by what the caches miss under its own thread mapping.
+        let ctx = Context {
+            machine: &machine,
+            model: &model,
+            threads,
+            page_size,
+            seed: session.seed(),
+            profile: Some(p),
+            plans: &plans,
+            log_decisions: false,
+        };
+        let pus = mechanisms::oracle_mapping(&ctx).map_err(|e| Error::new(ErrorKind::Mechanism, e.0))?;
+        let total = trace.access_count_hint();
+        let memory = pass(session.observer(), "profiling memory accesses", total, |progress| {
+            sharemap_sim::memory_profile(&mut *trace, &model, page_size, &pus, progress)
+        })?;
+        p.memory = Some(memory);
         trace = open()?;
     }
     let ctx = Context {

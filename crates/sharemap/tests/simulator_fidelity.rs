@@ -123,3 +123,49 @@ fn on_the_sammu_machine_the_oracle_is_never_slower_than_the_os() {
         assert!(oracle <= os, "{pattern}: oracle {oracle} against os {os}");
     }
 }
+
+/// A page one node reads from its cache all the time and another keeps missing on belongs to
+/// the other: the oracle homes pages by memory accesses, not by accesses. Threads 0-1 and
+/// 2-3 share blocks of their own (the oracle puts each pair on a node); thread 0 touches
+/// page P first and reads one of its lines 40 times a round (cache hits); thread 2 reads
+/// another line of P once a round, then streams 128 KiB, twice its L3, which evicts P.
+#[test]
+fn the_oracle_homes_a_page_where_the_caches_miss() {
+    use sharemap::trace::Access;
+    let machine = "pack:2 numa:1 l3:1(size=64KiB) l2:2(size=16KiB) l1d:1(size=4KiB) core:1 pu:1";
+    let (p, y, a, b) = (0x10_0000u64, 0x100_0000u64, 0x20_0000u64, 0x30_0000u64);
+    let mut v = Vec::new();
+    for round in 0..60u64 {
+        for i in 0..400u32 {
+            if i % 10 == 0 {
+                v.push(Access::read(0, p, 8));
+            }
+            v.push(Access::write(i % 2, a + 64 * u64::from(i / 2 % 8), 8));
+            v.push(Access::write(2 + i % 2, b + 64 * u64::from(i / 2 % 8), 8));
+        }
+        v.push(Access::read(2, p + 64 * (1 + round % 63), 8));
+        v.extend((0..2048u64).map(|k| Access::read(2, y + 64 * k, 8)));
+    }
+    let session =
+        Session::new(TraceInput::memory(MemoryTrace::from_accesses(v)), Machine::from_spec(machine).unwrap(), 1);
+    let s = session
+        .simulate(&SimulateRequest {
+            mechanisms: "os,oracle,static:threads=sharemap,pages=dominant".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    let (oracle, by_accesses) = (get(&s, "oracle"), get(&s, "static:threads=sharemap,pages=dominant"));
+    // The same threads' placement: only P's home differs (node of thread 2 against thread 0's).
+    assert_eq!(
+        oracle.counts.dram_local + oracle.counts.dram_remote,
+        by_accesses.counts.dram_local + by_accesses.counts.dram_remote
+    );
+    assert!(
+        oracle.counts.dram_remote + 50 <= by_accesses.counts.dram_remote,
+        "oracle {} remote memory accesses, homes by accesses {}",
+        oracle.counts.dram_remote,
+        by_accesses.counts.dram_remote
+    );
+    assert!(oracle.time_ns < by_accesses.time_ns);
+    assert!(oracle.time_ns <= time(&s, "os"));
+}

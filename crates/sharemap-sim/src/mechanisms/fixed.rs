@@ -81,10 +81,21 @@ impl Mechanism for Oracle {
         true
     }
 
+    fn needs_memory_profile(&self) -> bool {
+        true
+    }
+
+    /// Threads by the whole trace's sharing; each page on the node that makes most of its
+    /// memory accesses under that mapping (what caches miss: a page the caches hold for one
+    /// node and another node keeps missing on belongs to the other). Without the memory
+    /// profile, the node with most accesses.
     fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
         let profile = profile(ctx)?;
         let pus = oracle_mapping(ctx)?;
-        let homes = dominant_nodes(ctx, &pus, &profile.pages);
+        let homes = match &profile.memory {
+            Some(memory) => memory.iter().map(|(page, per_node)| (*page, sharemap_decide::most(per_node))).collect(),
+            None => dominant_nodes(ctx, &pus, &profile.pages),
+        };
         Ok(Start { pus, placement: FirstPlacement::FirstTouch, homes })
     }
 }

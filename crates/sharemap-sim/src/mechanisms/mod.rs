@@ -5,6 +5,7 @@
 
 mod autopin;
 mod fixed;
+pub use fixed::oracle_mapping;
 mod kernel;
 pub mod planned;
 mod remap;
@@ -31,6 +32,10 @@ pub struct Profile {
     /// For each sampling period a mechanism asked for ([`Mechanism::profile_every`]): per
     /// page, accesses by each thread among one access in that many (see [`sampled_pages`]).
     pub sampled: Vec<(u64, PageCounts)>,
+    /// Per page: the accesses each node makes to its memory under the oracle's thread
+    /// mapping (`memory_profile`), when a mechanism asked for them
+    /// ([`Mechanism::needs_memory_profile`]).
+    pub memory: Option<PageCounts>,
     pub page_size: u64,
 }
 
@@ -132,6 +137,12 @@ pub trait Mechanism: Send + std::fmt::Debug {
         false
     }
 
+    /// Whether it needs the memory accesses per page and node under the oracle's thread
+    /// mapping (`Profile::memory`).
+    fn needs_memory_profile(&self) -> bool {
+        false
+    }
+
     /// The sampling period of the sampled pages it needs in the profile, if any.
     fn profile_every(&self) -> Option<u64> {
         None
@@ -181,7 +192,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
     MechanismInfo {
         name: "oracle",
         source: "seed 000 (SAMMU) section 4.3",
-        summary: "the whole trace's sharing mapped by sharemap's default algorithm; each page from the start on the node that accesses it most",
+        summary: "the whole trace's sharing mapped by sharemap's default algorithm; each page from the start on the node that makes most of its memory accesses (cache misses) under that mapping",
         params: &[],
         caps: Caps::NONE,
         build: |_, _| Ok(Box::new(fixed::Oracle)),
@@ -310,6 +321,10 @@ impl Chosen {
 
     pub fn needs_profile(&self) -> bool {
         self.probe.needs_profile()
+    }
+
+    pub fn needs_memory_profile(&self) -> bool {
+        self.probe.needs_memory_profile()
     }
 
     pub fn profile_every(&self) -> Option<u64> {
