@@ -188,6 +188,9 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
         );
     }
     println!("\ntime: the slowest thread's simulated clock; local: DRAM accesses served by the thread's own node");
+    for m in s.mechanisms.iter().filter(|m| m.note.is_some()) {
+        println!("note: {}: {}", m.mechanism, m.note.as_deref().unwrap_or_default());
+    }
 }
 
 /// `sharemap simulate --list`: every mechanism, its source and what it does.

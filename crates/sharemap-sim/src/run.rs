@@ -105,6 +105,7 @@ pub fn simulate(
         .map(|r| {
             let mut o = Outcome::new(&r.name, &r.sim.stats, r.sim.time_ns(), &levels);
             o.decisions = r.sim.take_decisions();
+            o.note = r.mechanism.note(o.time_ns);
             o
         })
         .collect();

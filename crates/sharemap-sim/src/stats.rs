@@ -107,6 +107,9 @@ pub struct Outcome {
     pub counts: Stats,
     /// Every figure over the `os` mechanism's.
     pub vs_os: Option<Relative>,
+    /// What the mechanism says about this run (e.g. Autopin's trials taking most of it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// Where pages were put, in order, when the context asked (`Context::log_decisions`).
     #[serde(skip)]
     pub decisions: Vec<crate::sim::PageDecision>,
@@ -144,6 +147,7 @@ impl Outcome {
             local_dram_share: s.local_dram_share(),
             counts: s.clone(),
             vs_os: None,
+            note: None,
             decisions: Vec::new(),
         }
     }

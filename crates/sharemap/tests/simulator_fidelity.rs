@@ -169,3 +169,19 @@ fn the_oracle_homes_a_page_where_the_caches_miss() {
     assert!(oracle.time_ns < by_accesses.time_ns);
     assert!(oracle.time_ns <= time(&s, "os"));
 }
+
+/// Autopin measures each candidate after a warm-up: without one the oracle's mapping, tried
+/// first, is measured over the program's cold start and a random mapping wins; with it the
+/// oracle's is kept. Either way the note says what share of the run the trials took.
+#[test]
+fn autopin_measures_warm_candidates_and_keeps_the_oracles_mapping() {
+    let trace = generate::to_memory(generate::pattern("private").unwrap(), &GenParams::new(16, 2_000_000, 1)).unwrap();
+    let session = Session::new(TraceInput::memory(trace), Machine::from_spec("sammu").unwrap(), 1);
+    let s = session
+        .simulate(&SimulateRequest { mechanisms: "os,autopin,autopin:warmup-ms=0".into(), ..Default::default() })
+        .unwrap();
+    let note = |name: &str| get(&s, name).note.clone().unwrap_or_default();
+    assert!(note("autopin").contains("kept the oracle's"), "{}", note("autopin"));
+    assert!(note("autopin:warmup-ms=0").contains("kept random mapping"), "{}", note("autopin:warmup-ms=0"));
+    assert!(note("autopin").contains("% of the run"));
+}

@@ -14,7 +14,9 @@ mod sammu;
 use crate::model::Model;
 use crate::sim::{FirstPlacement, Sim};
 use sharemap_core::SharingMatrix;
-use sharemap_core::plugin::{self, Caps, Param, ParamKind, Params, Plugin, given, positive, ranged, share, text};
+use sharemap_core::plugin::{
+    self, Caps, Param, ParamKind, Params, Plugin, given, number, positive, ranged, share, text,
+};
 use sharemap_core::spec::{Spec, SpecError};
 use sharemap_decide::{carrefour, kmaf, marathe, numa_balancing};
 use sharemap_machine::Machine;
@@ -137,6 +139,12 @@ pub trait Mechanism: Send + std::fmt::Debug {
         false
     }
 
+    /// What the reader of its figures should know about this run (`Outcome::note`), given
+    /// the run's simulated time.
+    fn note(&self, _time_ns: f64) -> Option<String> {
+        None
+    }
+
     /// Whether it needs the memory accesses per page and node under the oracle's thread
     /// mapping (`Profile::memory`).
     fn needs_memory_profile(&self) -> bool {
@@ -226,7 +234,12 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         summary: "k candidate thread mappings (the oracle's and k-1 random ones) each tried for a probation period; the one with the most accesses per simulated ns is kept; pages by first touch",
         params: &[
             ranged("k", "5", 1, 1000, "candidate mappings"),
-            positive("probation-ms", "0.1", "simulated time each candidate runs"),
+            positive("probation-ms", "0.1", "simulated time each candidate is measured"),
+            number(
+                "warmup-ms",
+                "0.05",
+                "simulated time each candidate runs before it is measured (its caches fill again)",
+            ),
         ],
         caps: Caps::NONE,
         build: autopin::build,
