@@ -815,9 +815,25 @@ impl<'m> Sim<'m> {
                 missed |= 1 << i;
             }
         } else {
+            // Served by another core. A shared cache on the way that the owner also sits
+            // under answered the request (as an inclusive cache or a snoop filter does: a
+            // hit with a snoop, as hardware counts it); the levels below it missed, and so
+            // did every level when the owner is in another package: the line came from
+            // beyond the last-level cache, as the paper's L3 miss counters see it.
+            let owner_shared = self.core_places[others.trailing_zeros() as usize].shared;
+            let mut answered = false;
             for (i, &c) in place.shared.iter().enumerate() {
                 if entry.shared & self.caches.info(c).shared_bit == 0 {
                     missed |= 1 << i;
+                }
+                if !answered {
+                    let level = self.caches.info(c).level;
+                    answered = owner_shared.contains(&c);
+                    if answered {
+                        self.stats.hits[level] += 1;
+                    } else {
+                        self.stats.misses[level] += 1;
+                    }
                 }
             }
         }

@@ -80,6 +80,86 @@ fn writes_ping_ponging_between_packages_move_the_line_each_time() {
     assert!(sim.values.errors.is_empty(), "{:?}", sim.values.errors);
 }
 
+/// Levels of TINY: L1 and L2 private, L3 per package (`hits`/`misses` index: level - 1).
+const L3: usize = 2;
+
+#[test]
+fn writes_ping_ponging_between_packages_miss_the_last_level_each_time() {
+    let m = model(TINY);
+    let mut sim = Sim::new(&m, 4096, &[0, 4], FirstPlacement::FirstTouch);
+    for _ in 0..10 {
+        sim.access(0, 0x1000, true);
+        sim.access(1, 0x1000, true);
+    }
+    // Every write after the first gets the line from the other package: beyond the L3, as
+    // the hardware's last-level miss counters count it.
+    assert_eq!((sim.stats.misses[L3], sim.stats.hits[L3]), (20, 0));
+}
+
+#[test]
+fn writes_ping_ponging_within_a_package_move_the_line_under_its_l3() {
+    let m = model(TINY);
+    // PUs 0 and 2: two cores of package 0, under one L3.
+    let mut sim = Sim::new(&m, 4096, &[0, 2], FirstPlacement::FirstTouch);
+    for _ in 0..10 {
+        sim.access(0, 0x1000, true);
+        sim.access(1, 0x1000, true);
+    }
+    let s = &sim.stats;
+    // One DRAM read; 19 transfers between the cores, each invalidating the other core's copy;
+    // the L3 they share answers each of them (a hit with a snoop): one L3 miss in all.
+    assert_eq!(s.dram_local + s.dram_remote, 1);
+    assert_eq!((s.transfers_local, s.transfers_remote), (19, 0));
+    assert_eq!((s.invalidations, s.invalidations_remote), (19, 0));
+    assert_eq!((s.misses[L3], s.hits[L3]), (1, 19));
+    assert_eq!(s.interconnect_bytes, 0);
+    assert!(sim.check_invariants().is_ok());
+    assert!(sim.values.errors.is_empty(), "{:?}", sim.values.errors);
+}
+
+#[test]
+fn false_sharing_moves_the_line_as_true_sharing_does() {
+    let m = model(TINY);
+    let run = |second: u64| {
+        let mut sim = Sim::new(&m, 4096, &[0, 4], FirstPlacement::FirstTouch);
+        for _ in 0..10 {
+            sim.access(0, 0x1000, true);
+            sim.access(1, second, true);
+        }
+        assert!(sim.check_invariants().is_ok());
+        sim.stats
+    };
+    // Different words of one line: the line goes back and forth (19 transfers), as if the
+    // threads shared data; words of different lines: nothing moves.
+    let same_line = run(0x1008);
+    assert_eq!((same_line.transfers_remote, same_line.invalidations_remote), (19, 38));
+    let other_line = run(0x1040);
+    assert_eq!((other_line.transfers_remote, other_line.invalidations), (0, 0));
+    assert_eq!(other_line.dram_local + other_line.dram_remote, 2);
+}
+
+#[test]
+fn a_producer_and_a_consumer_in_two_packages_pay_per_round() {
+    let m = model(TINY);
+    let mut sim = Sim::new(&m, 4096, &[0, 4], FirstPlacement::FirstTouch);
+    for _ in 0..10 {
+        sim.access(0, 0x3000, true);
+        sim.access(1, 0x3000, false);
+    }
+    let s = &sim.stats;
+    // Round 1: the write comes from DRAM. Each read takes the modified line from the
+    // producer (memory updated on the way: a write-back). Rounds 2-10: the producer holds
+    // it shared, so its write is an upgrade invalidating the consumer's copy and the
+    // consumer's package L3 copy.
+    assert_eq!(s.dram_local + s.dram_remote, 1);
+    assert_eq!((s.transfers_remote, s.writebacks), (10, 10));
+    assert_eq!((s.upgrades, s.invalidations_remote), (9, 18));
+    // L3 misses: the producer's first write, and each of the consumer's reads.
+    assert_eq!(s.misses[L3], 11);
+    assert!(sim.check_invariants().is_ok());
+    assert!(sim.values.errors.is_empty(), "{:?}", sim.values.errors);
+}
+
 #[test]
 fn readers_share_and_a_writer_invalidates_them() {
     let m = model(TINY);
