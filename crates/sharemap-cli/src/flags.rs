@@ -23,6 +23,7 @@ pub fn flag(kind: ErrorKind) -> Option<&'static str> {
         ErrorKind::Mechanism | ErrorKind::NeedsRecording => "--mechanism",
         ErrorKind::DataPlacement => "--placement",
         ErrorKind::Exclude => "--exclude",
+        ErrorKind::Claim => "--claim",
         ErrorKind::Trace
         | ErrorKind::Machine
         | ErrorKind::Spec

@@ -12,6 +12,7 @@ mod place;
 mod plot;
 mod progress;
 mod registry;
+mod reproduce;
 mod run;
 mod simulate;
 mod sweep;
@@ -274,6 +275,9 @@ enum Command {
     /// Simulate a trace on a NUMA machine (caches, coherence, TLBs, DRAM, per-thread clocks)
     /// under thread and data mapping mechanisms: time, misses, traffic, each against `os`
     Simulate(simulate::SimulateArgs),
+    /// Rerun the seed papers' claims that sharemap can test: each an experiment with the
+    /// paper's figure, sharemap's and a verdict (docs/reproduce.md)
+    Reproduce(reproduce::ReproduceArgs),
     /// Vary one model parameter (G, R, g, r or page-size): the optimum and the policies at
     /// each value, as CSV plus plots (MCPR, optimal moves per page, optimal cost breakdown)
     Sweep {
@@ -505,6 +509,7 @@ fn main() -> ExitCode {
             filter::run(&model, &kinds, output.as_deref(), to.as_deref(), sensitivity)
         }
         Command::Simulate(args) => simulate::run(&args),
+        Command::Reproduce(args) => reproduce::run(&args),
         Command::Sweep { model, vary, values, policy, output } => sharemap::sweep::Vary::parse(&vary)
             .map_err(|e| place::flag_context(e, &model))
             .and_then(|v| sweep::run(&model, v, &sweep::parse_values(&values)?, &policy, &output)),

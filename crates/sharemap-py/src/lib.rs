@@ -42,7 +42,8 @@ fn to_py(e: sharemap::Error) -> PyErr {
         | ErrorKind::Mechanism
         | ErrorKind::NeedsRecording
         | ErrorKind::Mapping
-        | ErrorKind::Pattern => SpecError::new_err(message),
+        | ErrorKind::Pattern
+        | ErrorKind::Claim => SpecError::new_err(message),
         _ => SettingError::new_err(message),
     };
     Python::attach(|py| {

@@ -584,7 +584,7 @@ mod mechanisms {
         let mut matrix = SharingMatrix::new(4);
         matrix.add(0, 1, 100.0);
         matrix.add(2, 3, 100.0);
-        let profile = Profile { matrix, pages: Vec::new(), sampled: Vec::new(), memory: None, page_size: 4096 };
+        let profile = Profile { matrix, pages: Vec::new(), sampled: Vec::new(), memory: Vec::new(), page_size: 4096 };
         let out = run(TWO, "os,oracle,autopin:k=3,probation-ms=0.05", &trace, Some(&profile));
         let (os, oracle, autopin) = (&out[0], &out[1], &out[2]);
         // It tried three mappings and came back to the oracle's, the fastest.
@@ -600,7 +600,7 @@ mod mechanisms {
         trace.extend((0..10_000u64).map(|i| Access::read(1, 0x5000 + 64 * (i % 64), 8)));
         let sampled = vec![(100, vec![(5u64, vec![1, 99])])];
         let profile =
-            Profile { matrix: SharingMatrix::new(2), pages: Vec::new(), sampled, memory: None, page_size: 4096 };
+            Profile { matrix: SharingMatrix::new(2), pages: Vec::new(), sampled, memory: Vec::new(), page_size: 4096 };
         let out = run(TWO, "os,marathe", &trace, Some(&profile));
         assert_eq!(
             (out[0].counts.dram_local, out[0].counts.dram_remote),

@@ -30,7 +30,7 @@ fn decide(case: &Case) -> Vec<Decision> {
             .filter_map(|c| c.profile_every())
             .map(|every| (every, sampled_pages(&mut trace(case), PAGE_SIZE, every).unwrap()))
             .collect(),
-        memory: None,
+        memory: Vec::new(),
         page_size: PAGE_SIZE,
     });
     let ctx = Context {

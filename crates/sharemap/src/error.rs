@@ -63,6 +63,8 @@ pub enum ErrorKind {
     Exclude,
     /// A generator's pattern or parameters.
     Pattern,
+    /// A claim `reproduce` does not know.
+    Claim,
     /// A pass stopped by its caller (Ctrl-C in Python).
     Interrupted,
     /// Any other input or output.
@@ -98,6 +100,7 @@ impl ErrorKind {
             ErrorKind::GuestKernel => "guest kernel",
             ErrorKind::Exclude => "excluded ranges",
             ErrorKind::Pattern => "pattern",
+            ErrorKind::Claim => "claim",
             ErrorKind::Interrupted => "interrupted",
             ErrorKind::Io => "input/output",
         }

@@ -32,6 +32,7 @@ pub mod partition;
 pub mod place;
 pub mod plan;
 pub mod registry;
+pub mod reproduce;
 mod session;
 pub mod simulate;
 mod situation;

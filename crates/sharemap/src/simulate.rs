@@ -105,7 +105,7 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
             trace = open()?;
         }
         let pages = d.pages.sorted().into_iter().map(|(p, e)| (p, e.accesses.clone())).collect();
-        Some(Profile { matrix: d.matrix, pages, sampled, memory: None, page_size })
+        Some(Profile { matrix: d.matrix, pages, sampled, memory: Vec::new(), page_size })
     } else {
         None
     };
@@ -126,10 +126,9 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
         plans.push((c.label.clone(), plan(session, request, &c.label, wanted, page_size)?));
         trace = open()?;
     }
-    if chosen.iter().any(|c| c.needs_memory_profile())
-        && let Some(p) = profile.as_mut()
-    {
-        // The oracle homes pages by what the caches miss under its own thread mapping.
+    if let Some(p) = profile.as_mut() {
+        // The oracle (and `static:pages=memory`) homes pages by what the caches miss under its
+        // own thread mapping: one simulator pass per mapping asked for.
         let ctx = Context {
             machine: &machine,
             model: &model,
@@ -140,13 +139,25 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
             plans: &plans,
             log_decisions: false,
         };
-        let pus = mechanisms::oracle_mapping(&ctx).map_err(|e| Error::new(ErrorKind::Mechanism, e.0))?;
-        let total = trace.access_count_hint();
-        let memory = pass(session.observer(), "profiling memory accesses", total, |progress| {
-            sharemap_sim::memory_profile(&mut *trace, &model, page_size, &pus, progress)
-        })?;
-        p.memory = Some(memory);
-        trace = open()?;
+        let mut wanted: Vec<Vec<usize>> = Vec::new();
+        for c in &chosen {
+            let pus = c
+                .memory_profile_pus(&ctx)
+                .map_err(|e| Error::new(ErrorKind::Mechanism, format!("{}: {}", c.label, e.0)))?;
+            if let Some(pus) = pus.filter(|pus| !wanted.contains(pus)) {
+                wanted.push(pus);
+            }
+        }
+        let mut memory = Vec::new();
+        for pus in wanted {
+            let total = trace.access_count_hint();
+            let pages = pass(session.observer(), "profiling memory accesses", total, |progress| {
+                sharemap_sim::memory_profile(&mut *trace, &model, page_size, &pus, progress)
+            })?;
+            memory.push((pus, pages));
+            trace = open()?;
+        }
+        p.memory = memory;
     }
     let ctx = Context {
         machine: &machine,

@@ -151,6 +151,7 @@ impl stack::Record for Entry {
     }
 }
 
+pub mod exhaustive;
 mod forward;
 pub mod reference;
 mod stack;

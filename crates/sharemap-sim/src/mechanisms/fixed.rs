@@ -51,6 +51,11 @@ pub fn dominant_nodes(ctx: &Context, pus: &[usize], pages: &[(u64, Vec<u64>)]) -
         .collect()
 }
 
+/// Each page on the node that made most of its memory accesses.
+fn memory_nodes(memory: &[(u64, Vec<u64>)]) -> Vec<(u64, usize)> {
+    memory.iter().map(|(page, per_node)| (*page, sharemap_decide::most(per_node))).collect()
+}
+
 /// The oracle's thread mapping: the whole trace's sharing, sharemap's default algorithm;
 /// without any sharing, where the OS puts the threads (nothing to gain from moving them).
 pub fn oracle_mapping(ctx: &Context) -> Result<Vec<usize>, MechanismError> {
@@ -81,8 +86,8 @@ impl Mechanism for Oracle {
         true
     }
 
-    fn needs_memory_profile(&self) -> bool {
-        true
+    fn memory_profile_pus(&self, ctx: &Context) -> Result<Option<Vec<usize>>, MechanismError> {
+        oracle_mapping(ctx).map(Some)
     }
 
     /// Threads by the whole trace's sharing; each page on the node that makes most of its
@@ -92,8 +97,8 @@ impl Mechanism for Oracle {
     fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
         let profile = profile(ctx)?;
         let pus = oracle_mapping(ctx)?;
-        let homes = match &profile.memory {
-            Some(memory) => memory.iter().map(|(page, per_node)| (*page, sharemap_decide::most(per_node))).collect(),
+        let homes = match profile.memory_under(&pus) {
+            Some(memory) => memory_nodes(memory),
             None => dominant_nodes(ctx, &pus, &profile.pages),
         };
         Ok(Start { pus, placement: FirstPlacement::FirstTouch, homes })
@@ -144,11 +149,36 @@ pub fn build_static(p: &Params, seed: u64) -> Result<Box<dyn Mechanism>, SpecErr
 
 impl Mechanism for Static {
     fn needs_profile(&self) -> bool {
-        !matches!(self.threads.as_str(), "os" | "identity" | "random") || self.pages == "dominant"
+        !matches!(self.threads.as_str(), "os" | "identity" | "random")
+            || matches!(self.pages.as_str(), "dominant" | "memory")
+    }
+
+    fn memory_profile_pus(&self, ctx: &Context) -> Result<Option<Vec<usize>>, MechanismError> {
+        if self.pages == "memory" { self.pus(ctx).map(Some) } else { Ok(None) }
     }
 
     fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
-        let pus: Vec<usize> = if self.threads == "identity" {
+        let pus = self.pus(ctx)?;
+        let (placement, homes) = match self.pages.as_str() {
+            "round-robin" => (FirstPlacement::RoundRobin, Vec::new()),
+            "random" => (FirstPlacement::Random(self.seed), Vec::new()),
+            "dominant" => (FirstPlacement::FirstTouch, dominant_nodes(ctx, &pus, &profile(ctx)?.pages)),
+            "memory" => {
+                let memory = profile(ctx)?
+                    .memory_under(&pus)
+                    .ok_or_else(|| MechanismError::of("the profile has no memory accesses for this mapping"))?;
+                (FirstPlacement::FirstTouch, memory_nodes(memory))
+            }
+            _ => (FirstPlacement::FirstTouch, Vec::new()),
+        };
+        Ok(Start { pus, placement, homes })
+    }
+}
+
+impl Static {
+    /// Where its thread mapping puts the threads.
+    fn pus(&self, ctx: &Context) -> Result<Vec<usize>, MechanismError> {
+        Ok(if self.threads == "identity" {
             super::identity_pus(ctx)
         } else if self.threads == "os" {
             super::os_pus(ctx)
@@ -161,13 +191,6 @@ impl Mechanism for Static {
             };
             matrix.grow(ctx.threads.max(1));
             mapper.map(&matrix, ctx.machine, &costs).map_err(MechanismError::of)?
-        };
-        let (placement, homes) = match self.pages.as_str() {
-            "round-robin" => (FirstPlacement::RoundRobin, Vec::new()),
-            "random" => (FirstPlacement::Random(self.seed), Vec::new()),
-            "dominant" => (FirstPlacement::FirstTouch, dominant_nodes(ctx, &pus, &profile(ctx)?.pages)),
-            _ => (FirstPlacement::FirstTouch, Vec::new()),
-        };
-        Ok(Start { pus, placement, homes })
+        })
     }
 }

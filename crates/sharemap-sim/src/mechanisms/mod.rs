@@ -34,14 +34,19 @@ pub struct Profile {
     /// For each sampling period a mechanism asked for ([`Mechanism::profile_every`]): per
     /// page, accesses by each thread among one access in that many (see [`sampled_pages`]).
     pub sampled: Vec<(u64, PageCounts)>,
-    /// Per page: the accesses each node makes to its memory under the oracle's thread
-    /// mapping (`memory_profile`), when a mechanism asked for them
-    /// ([`Mechanism::needs_memory_profile`]).
-    pub memory: Option<PageCounts>,
+    /// For each thread mapping (each thread's PU) a mechanism asked for
+    /// ([`Mechanism::memory_profile_pus`]): per page, the accesses each node makes to its
+    /// memory when the threads run there (`memory_profile`).
+    pub memory: Vec<(Vec<usize>, PageCounts)>,
     pub page_size: u64,
 }
 
 impl Profile {
+    /// The memory accesses per page and node with the threads on `pus`, if the profile has them.
+    pub fn memory_under(&self, pus: &[usize]) -> Option<&[(u64, Vec<u64>)]> {
+        self.memory.iter().find(|(p, _)| p == pus).map(|(_, pages)| &pages[..])
+    }
+
     /// The pages sampled one access in `every`, if the profile has them.
     pub fn sampled_pages(&self, every: u64) -> Option<&[(u64, Vec<u64>)]> {
         self.sampled.iter().find(|(e, _)| *e == every).map(|(_, pages)| &pages[..])
@@ -145,10 +150,10 @@ pub trait Mechanism: Send + std::fmt::Debug {
         None
     }
 
-    /// Whether it needs the memory accesses per page and node under the oracle's thread
-    /// mapping (`Profile::memory`).
-    fn needs_memory_profile(&self) -> bool {
-        false
+    /// The thread mapping under which it needs each page's memory accesses per node
+    /// (`Profile::memory`), computed from the context (its profile's sharing), if it does.
+    fn memory_profile_pus(&self, _ctx: &Context) -> Result<Option<Vec<usize>>, MechanismError> {
+        Ok(None)
     }
 
     /// The sampling period of the sampled pages it needs in the profile, if any.
@@ -257,8 +262,8 @@ pub const MECHANISMS: &[MechanismInfo] = &[
             plugin::choice(
                 "pages",
                 "first-touch",
-                &["first-touch", "round-robin", "random", "dominant"],
-                "first-touch, round-robin, random or dominant",
+                &["first-touch", "round-robin", "random", "dominant", "memory"],
+                "first-touch, round-robin, random, dominant (each page on the node that accesses it most) or memory (on the node that makes most of its memory accesses, what the caches miss, with the threads where this mapping puts them)",
             ),
         ],
         // Its defaults are os's.
@@ -336,8 +341,8 @@ impl Chosen {
         self.probe.needs_profile()
     }
 
-    pub fn needs_memory_profile(&self) -> bool {
-        self.probe.needs_memory_profile()
+    pub fn memory_profile_pus(&self, ctx: &Context) -> Result<Option<Vec<usize>>, MechanismError> {
+        self.probe.memory_profile_pus(ctx)
     }
 
     pub fn profile_every(&self) -> Option<u64> {
