@@ -93,14 +93,38 @@ fn print_text(s: &TraceSummary, f: &FileInfo) {
         s.sharing.shared_written_pages
     );
     println!("per thread");
+    // Where each thread ran, when the tracer saw it (`cpu` events).
+    let ran = s.per_thread.iter().any(|t| !t.cpus.is_empty());
     println!(
-        "  {:>6} {:>12} {:>12} {:>12} {:>9} {:>12}",
-        "thread", "accesses", "reads", "writes", "pages", "first-touch"
+        "  {:>6} {:>12} {:>12} {:>12} {:>9} {:>12}{}",
+        "thread",
+        "accesses",
+        "reads",
+        "writes",
+        "pages",
+        "first-touch",
+        if ran { "  ran on CPUs (moves)" } else { "" }
     );
     for t in &s.per_thread {
+        let cpus = if ran {
+            let list: Vec<String> = t.cpus.iter().map(|c| c.to_string()).collect();
+            format!("  {} ({})", if list.is_empty() { "-".to_string() } else { list.join(",") }, t.cpu_changes)
+        } else {
+            String::new()
+        };
         println!(
-            "  {:>6} {:>12} {:>12} {:>12} {:>9} {:>12}",
+            "  {:>6} {:>12} {:>12} {:>12} {:>9} {:>12}{cpus}",
             t.thread, t.accesses, t.reads, t.writes, t.pages, t.first_touches
+        );
+    }
+    if ran {
+        let nodes = &s.metadata.host_cpu_nodes;
+        let distinct: std::collections::BTreeSet<u32> = nodes.iter().copied().filter(|&n| n != u32::MAX).collect();
+        println!(
+            "  (CPUs as the kernel numbers them, read by the tracer at each block of 4096 records; recorded on a host of {} CPUs and {} NUMA node{})",
+            nodes.len(),
+            distinct.len(),
+            if distinct.len() == 1 { "" } else { "s" }
         );
     }
 }

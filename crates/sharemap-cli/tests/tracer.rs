@@ -844,3 +844,75 @@ int main(void) {
     let total = TraceReader::open(&whole, None).unwrap().access_count_hint().unwrap();
     assert_eq!(v["accesses"].as_u64().unwrap(), total - count(&whole, flag) as u64);
 }
+
+/// A worker pins itself to CPU 0, works, then pins itself to CPU 1 and works: the tracer
+/// reads the CPU at each block hand-off, so the trace says where it ran (`cpu` events),
+/// `info` lists the CPUs, and `simulate --machine live` replays the schedule (the move to
+/// CPU 1 is a thread migration) while another machine gets the OS model, each said in a note.
+#[test]
+fn the_trace_says_where_each_thread_ran_and_os_replays_it_on_the_same_host() {
+    const PINNED: &str = r#"
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+static long data[40000];
+static void pin(int cpu) { cpu_set_t s; CPU_ZERO(&s); CPU_SET(cpu, &s); sched_setaffinity(0, sizeof s, &s); }
+static void *work(void *arg) {
+    (void)arg;
+    pin(0);
+    for (int i = 0; i < 40000; i++) data[i] += i;
+    pin(1);
+    for (int i = 0; i < 40000; i++) data[i] += i;
+    return 0;
+}
+int main(void) {
+    pthread_t t;
+    pthread_create(&t, 0, work, 0);
+    pthread_join(t, 0);
+    printf("%ld\n", data[7]);
+    return 0;
+}
+"#;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(cpus >= 2, "this test pins a thread to CPUs 0 and 1: the host has {cpus}");
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_source(dir.path(), "pinned", PINNED);
+    let trace = dir.path().join("pinned.trace");
+    let out = sharemap(&["record", "-o", trace.to_str().unwrap(), "--", bin.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The worker (thread 1): its last `cpu` event says CPU 1, and it was on CPU 0 before.
+    let mut reader = TraceReader::open(&trace, None).unwrap();
+    assert!(!reader.metadata().host_cpu_nodes.is_empty(), "the recording host's CPUs are in the metadata");
+    let mut chunk = Chunk::default();
+    let mut worker = Vec::new();
+    while reader.next_chunk(&mut chunk).unwrap() {
+        worker.extend(chunk.events.iter().filter(|e| e.kind == EventKind::Cpu && e.thread == 1).map(|e| e.arg));
+    }
+    assert_eq!(worker.last(), Some(&1), "the worker's CPUs: {worker:?}");
+    assert!(worker.contains(&0), "the worker's CPUs: {worker:?}");
+    assert!(worker.windows(2).all(|w| w[0] != w[1]), "an event only for a change: {worker:?}");
+    let out = sharemap(&["info", trace.to_str().unwrap(), "--json"], &[]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let listed: Vec<u64> = v["per_thread"][1]["cpus"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).collect();
+    assert!(listed.contains(&0) && listed.contains(&1), "{listed:?}");
+    assert_eq!(v["per_thread"][1]["cpu_changes"].as_u64(), Some(worker.len() as u64 - 1));
+    // On this host the schedule is replayed: the worker's move to CPU 1 is a migration.
+    let simulate = |machine: &str| {
+        let out =
+            sharemap(&["simulate", trace.to_str().unwrap(), "--machine", machine, "--mechanism", "os", "--json"], &[]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["mechanisms"][0].clone()
+    };
+    let live = simulate("live");
+    assert!(live["note"].as_str().unwrap().contains("recorded run"), "{live}");
+    assert!(live["thread_migrations"].as_u64().unwrap() >= 1, "{live}");
+    let other = simulate("sammu");
+    assert!(
+        other["note"].as_str().unwrap().contains("another host")
+            || other["note"].as_str().unwrap().contains("other CPUs"),
+        "{other}"
+    );
+    assert_eq!(other["thread_migrations"].as_u64(), Some(0));
+}

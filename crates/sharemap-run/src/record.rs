@@ -3,7 +3,7 @@
 
 use crate::Tools;
 use sharemap::trace::{Format, Metadata, Ranges, Source, TraceWriter};
-use sharemap::{Error, ErrorKind, Result};
+use sharemap::{Error, ErrorKind, Machine, Result};
 use sharemap_sources::ExcludingSink;
 use sharemap_sources::perf::PerfEvent;
 use std::collections::BTreeMap;
@@ -210,6 +210,8 @@ impl Recorder {
                 let rec =
                     sharemap_sources::runtime::record(&request.command, &opts, &mut writer).map_err(|e| failed(&e))?;
                 writer.set_threads(rec.threads, rec.os_tids);
+                // The trace's `cpu` events mean something on a machine with these nodes.
+                writer.set_host_cpu_nodes(host_cpu_nodes());
                 (rec.status, rec.threads, rec.lost, rec.excluded, rec.forks)
             }
             Backend::Perf(event) => {
@@ -319,4 +321,18 @@ fn same_libraries_as_run(tools: &Tools) -> Result<Vec<(OsString, OsString)>> {
         )));
     }
     Ok(vec![("LD_PRELOAD".into(), crate::preload_value(&library))])
+}
+
+/// This host's NUMA node (the kernel's number) of each CPU (by the kernel's number), from
+/// sysfs; CPUs it does not list (offline) get `u32::MAX`. Empty when sysfs cannot be read.
+pub fn host_cpu_nodes() -> Vec<u32> {
+    let Ok(m) = Machine::live_sysfs() else { return Vec::new() };
+    let cpus = (0..m.pu_count()).map(|p| m.pu_os_index(p) as usize + 1).max().unwrap_or(0);
+    let mut nodes = vec![u32::MAX; cpus.min(sharemap_trace::MAX_HOST_CPUS)];
+    for p in 0..m.pu_count() {
+        if let Some(n) = nodes.get_mut(m.pu_os_index(p) as usize) {
+            *n = m.numa_os_index(m.pu_numa[p]);
+        }
+    }
+    nodes
 }

@@ -344,14 +344,30 @@ fn take_block(t: &ThreadState, id: u32) -> bool {
     false
 }
 
-/// Hands one record to the recorder from thread state `t`.
+/// Hands one record to the recorder from thread state `t`. A thread that takes a new block
+/// first says where it runs (the kernel's CPU number, from the vDSO: tens of nanoseconds
+/// per block of 4096 records).
 #[inline]
 fn push(t: &ThreadState, make: impl FnOnce(u64) -> Record) {
     let id = thread_id(t);
-    if id >= sharemap_shm::MAX_THREADS || (t.block.get().is_null() && !take_block(t, id)) {
+    let fresh = t.block.get().is_null();
+    if id >= sharemap_shm::MAX_THREADS || (fresh && !take_block(t, id)) {
         header().lost.fetch_add(1, Ordering::Relaxed);
         return;
     }
+    if fresh {
+        // SAFETY: sched_getcpu has no preconditions.
+        let cpu = unsafe { libc::sched_getcpu() };
+        if cpu >= 0 {
+            publish(t, |seq| Record::cpu(seq, cpu as u32));
+        }
+    }
+    publish(t, make);
+}
+
+/// Writes one record into the block thread state `t` holds, and publishes it.
+#[inline]
+fn publish(t: &ThreadState, make: impl FnOnce(u64) -> Record) {
     // Numbers are dense: one is taken only now that the record has a place, and it is
     // published below (see sharemap-shm).
     let seq = header().seq.fetch_add(1, Ordering::Relaxed);

@@ -30,7 +30,7 @@ pub const ENV_SAMPLE: &str = "SHAREMAP_SAMPLE";
 pub const ENV_NO_STACK: &str = "SHAREMAP_NO_STACK";
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMAPRT1");
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 
 /// Threads recorded at most, as many as a trace holds (`sharemap_core::MAX_THREADS`): the
 /// accesses of later threads are counted as lost.
@@ -110,6 +110,8 @@ pub const TAG_EVENT: u8 = 2;
 /// A thread's start: `payload` = the trace format's thread-start code (low 8 bits) | the
 /// thread's OS id << 8.
 pub const TAG_THREAD_START: u8 = 3;
+/// Where the thread runs, read as it takes a block: `payload` = the CPU the kernel numbers.
+pub const TAG_CPU: u8 = 4;
 
 /// Largest size one access record holds; larger ranges are split (at page boundaries).
 pub const MAX_ACCESS_SIZE: u64 = 4096;
@@ -122,6 +124,10 @@ impl Record {
             seq_tag: seq << 8 | if write { TAG_WRITE } else { TAG_READ } as u64,
             payload: (addr & ((1 << ADDR_BITS) - 1)) | size << ADDR_BITS,
         }
+    }
+
+    pub fn cpu(seq: u64, cpu: u32) -> Record {
+        Record { seq_tag: seq << 8 | TAG_CPU as u64, payload: cpu as u64 }
     }
 
     pub fn event(seq: u64, kind: u8, string: (u32, u32), arg: u16) -> Record {

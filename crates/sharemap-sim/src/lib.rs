@@ -15,7 +15,7 @@ pub mod stats;
 mod tests_support;
 
 pub use mechanisms::MechanismError;
-pub use mechanisms::{Context, MECHANISMS, Mechanism, MechanismInfo, Profile};
+pub use mechanisms::{Context, MECHANISMS, Mechanism, MechanismInfo, Profile, RecordedSchedule};
 pub use model::{Model, ModelError, ParamError, Params};
 pub use run::{SimError, memory_profile, simulate};
 pub use sim::{FirstPlacement, Sim};

@@ -23,9 +23,11 @@ impl Run<'_> {
             let at = (e.at.saturating_sub(chunk.first_access) as usize).min(a.len());
             self.accesses(chunk, start, at.max(start));
             start = start.max(at);
-            if e.kind == EventKind::PhaseChange {
+            match e.kind {
                 // Threads meet at a phase change (the generators' phases are barriers).
-                self.sim.synchronise();
+                EventKind::PhaseChange => self.sim.synchronise(),
+                EventKind::Cpu => self.mechanism.on_cpu(&mut self.sim, e.thread as usize, e.arg),
+                _ => {}
             }
         }
         self.accesses(chunk, start, a.len());

@@ -410,6 +410,7 @@ mod mechanisms {
             profile,
             plans: &[],
             log_decisions: false,
+            schedule: Default::default(),
         };
         let chosen = parse_list(list).unwrap();
         let mut trace = MemoryTrace::from_accesses(accesses.iter().copied());
@@ -550,6 +551,7 @@ mod mechanisms {
             profile: None,
             plans: &[],
             log_decisions: false,
+            schedule: Default::default(),
         };
         let phases = |barrier: bool| {
             let mut trace = MemoryTrace::new(Default::default());
@@ -647,6 +649,7 @@ mod kernel_mechanisms {
             profile: None,
             plans: &[],
             log_decisions: false,
+            schedule: Default::default(),
         };
         let mut trace = MemoryTrace::from_accesses(accesses.iter().copied());
         crate::simulate(&mut trace, &model, &parse_list(list).unwrap(), &ctx, &|_| {}).unwrap()

@@ -42,6 +42,7 @@ fn decide(case: &Case) -> Vec<Decision> {
         profile: profile.as_ref(),
         plans: &[],
         log_decisions: true,
+        schedule: Default::default(),
     };
     let out = sharemap_sim::simulate(&mut trace(case), &model, &chosen, &ctx, &|_| {}).unwrap();
     out[0].decisions.iter().map(|d| Decision { at: d.at, page: d.page, nodes: d.nodes }).collect()

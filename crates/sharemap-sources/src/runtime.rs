@@ -190,7 +190,11 @@ struct Merger<'a> {
     spare: Receiver<Chunk>,
     accesses: u64,
     os_tids: Vec<u64>,
+    /// Per thread: the CPU it was last seen on (`NO_CPU`: not yet).
+    cpus: Vec<u32>,
 }
+
+const NO_CPU: u32 = u32::MAX;
 
 impl<'a> Merger<'a> {
     fn new(region: &'a Region, out: SyncSender<Chunk>, spare: Receiver<Chunk>) -> Self {
@@ -207,6 +211,7 @@ impl<'a> Merger<'a> {
             spare,
             accesses: 0,
             os_tids: Vec::new(),
+            cpus: Vec::new(),
         }
     }
 
@@ -345,6 +350,22 @@ impl<'a> Merger<'a> {
                         kind,
                         arg: arg as u64,
                         label: self.region.string(offset, len),
+                    });
+                }
+            }
+            shm::TAG_CPU => {
+                // A `cpu` event only when the thread is somewhere new.
+                let (t, cpu) = (thread as usize, r.payload.min(u32::MAX as u64 - 1) as u32);
+                if self.cpus.len() <= t {
+                    self.cpus.resize(t + 1, NO_CPU);
+                }
+                if std::mem::replace(&mut self.cpus[t], cpu) != cpu {
+                    self.chunk.events.push(Event {
+                        at,
+                        thread,
+                        kind: EventKind::Cpu,
+                        arg: cpu as u64,
+                        label: String::new(),
                     });
                 }
             }

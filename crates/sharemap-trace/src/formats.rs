@@ -311,6 +311,16 @@ impl TraceWriter {
         }
     }
 
+    /// The recording host's NUMA node of each CPU (kept by native and Parquet traces).
+    pub fn set_host_cpu_nodes(&mut self, nodes: Vec<u32>) {
+        match &mut self.inner {
+            Inner::Native(w) => w.set_host_cpu_nodes(nodes),
+            #[cfg(feature = "parquet")]
+            Inner::Parquet(w) => w.set_host_cpu_nodes(nodes),
+            _ => {}
+        }
+    }
+
     fn flush_pending(&mut self) -> Result<()> {
         let path = self.output.path().to_path_buf();
         self.pending.first_access = self.accesses - self.pending.accesses.len() as u64;

@@ -19,5 +19,5 @@ pub mod varint;
 pub use batch::{AccessBatch, Chunk};
 pub use error::{Result, TraceError};
 pub use formats::{Format, TraceReader, TraceWriter, WriteReport};
-pub use model::{Access, Event, EventKind, FORMAT_VERSION, Kind, Metadata, Source};
+pub use model::{Access, Event, EventKind, FORMAT_VERSION, Kind, MAX_HOST_CPUS, Metadata, Source};
 pub use source::{MemoryTrace, TraceSource};

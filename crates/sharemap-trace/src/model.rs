@@ -61,10 +61,13 @@ pub enum EventKind {
     /// Region-of-interest markers.
     RoiBegin = 8,
     RoiEnd = 9,
+    /// The thread runs on the CPU the kernel numbers `arg` (from here on, until its next
+    /// such event): where the OS put it, as the tracer saw it.
+    Cpu = 10,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 9] = [
+    pub const ALL: [EventKind; 10] = [
         EventKind::ThreadStart,
         EventKind::ThreadExit,
         EventKind::InitDone,
@@ -74,6 +77,7 @@ impl EventKind {
         EventKind::TxAbort,
         EventKind::RoiBegin,
         EventKind::RoiEnd,
+        EventKind::Cpu,
     ];
 
     pub fn code(self) -> u8 {
@@ -95,6 +99,7 @@ impl EventKind {
             EventKind::TxAbort => "tx-abort",
             EventKind::RoiBegin => "roi-begin",
             EventKind::RoiEnd => "roi-end",
+            EventKind::Cpu => "cpu",
         }
     }
 
@@ -131,6 +136,9 @@ pub struct Source {
     pub command: Vec<String>,
 }
 
+/// CPUs a recording host may have (Linux's largest NR_CPUS).
+pub const MAX_HOST_CPUS: usize = 8192;
+
 /// Trace-wide metadata, stored as JSON in the native header (and updated in the footer).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Metadata {
@@ -150,6 +158,11 @@ pub struct Metadata {
     /// policies take the run's rate (accesses per ms) from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_ns: Option<u64>,
+    /// The recording host's NUMA node (the kernel's number) of each CPU (by the kernel's
+    /// number), when a recorder wrote `cpu` events: what a simulated machine must match for
+    /// the recorded schedule to mean anything on it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_cpu_nodes: Vec<u32>,
 }
 
 impl Default for Metadata {
@@ -163,6 +176,7 @@ impl Default for Metadata {
             sampling_period: 1,
             os_tids: Vec::new(),
             run_ns: None,
+            host_cpu_nodes: Vec::new(),
         }
     }
 }
@@ -195,6 +209,12 @@ impl Metadata {
             return Err(MetadataError(format!(
                 "{} OS thread ids: a trace holds at most {MAX_THREADS} threads",
                 self.os_tids.len()
+            )));
+        }
+        if self.host_cpu_nodes.len() > MAX_HOST_CPUS {
+            return Err(MetadataError(format!(
+                "{} host CPUs: at most {MAX_HOST_CPUS} (the kernel's own limit)",
+                self.host_cpu_nodes.len()
             )));
         }
         Ok(())

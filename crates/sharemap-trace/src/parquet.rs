@@ -116,6 +116,11 @@ impl<W: Write + Send> ParquetWriter<W> {
         self.meta.run_ns = Some(ns.max(1));
     }
 
+    /// The recording host's NUMA node of each CPU, for the file's metadata.
+    pub fn set_host_cpu_nodes(&mut self, nodes: Vec<u32>) {
+        self.meta.host_cpu_nodes = nodes;
+    }
+
     pub fn write_chunk(&mut self, chunk: &Chunk) -> std::result::Result<(), parquet::errors::ParquetError> {
         self.events.extend(chunk.events.iter().cloned());
         let a = &chunk.accesses;

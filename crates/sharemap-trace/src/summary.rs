@@ -19,6 +19,11 @@ pub struct ThreadSummary {
     pub pages: u64,
     /// Pages this thread touched first.
     pub first_touches: u64,
+    /// The CPUs (the kernel's numbers) the tracer saw it run on (`cpu` events).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cpus: Vec<u32>,
+    /// Its `cpu` events after the first: the moves between CPUs the tracer saw.
+    pub cpu_changes: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -126,6 +131,14 @@ impl Summarizer {
         for e in &chunk.events {
             *self.events.entry(e.kind.name().to_string()).or_default() += 1;
             self.grow(e.thread as usize);
+            if e.kind == crate::EventKind::Cpu {
+                let t = &mut self.threads[e.thread as usize];
+                t.cpu_changes += 1;
+                let cpu = e.arg.min(u32::MAX as u64) as u32;
+                if let Err(i) = t.cpus.binary_search(&cpu) {
+                    t.cpus.insert(i, cpu);
+                }
+            }
         }
         // Each chunk starts afresh, so that its first access to each page is compared with
         // the page's first access so far (chunks may come out of order).
@@ -215,6 +228,12 @@ impl Summarizer {
         for (mine, theirs) in self.threads.iter_mut().zip(&other.threads) {
             mine.accesses += theirs.accesses;
             mine.writes += theirs.writes;
+            mine.cpu_changes += theirs.cpu_changes;
+            for &cpu in &theirs.cpus {
+                if let Err(i) = mine.cpus.binary_search(&cpu) {
+                    mine.cpus.insert(i, cpu);
+                }
+            }
         }
         for (k, v) in other.events {
             *self.events.entry(k).or_default() += v;
@@ -258,6 +277,8 @@ impl Summarizer {
         }
         for t in &mut self.threads {
             t.reads = t.accesses - t.writes;
+            // The first `cpu` event says where the thread starts, not a move.
+            t.cpu_changes = t.cpu_changes.saturating_sub(1);
         }
         let threads = (self.threads.len() as u32).max(metadata.threads);
         metadata.threads = threads;

@@ -138,6 +138,7 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
             profile: Some(p),
             plans: &plans,
             log_decisions: false,
+            schedule: Default::default(),
         };
         let mut wanted: Vec<Vec<usize>> = Vec::new();
         for c in &chosen {
@@ -168,6 +169,7 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
         profile: profile.as_ref(),
         plans: &plans,
         log_decisions: false,
+        schedule: recorded_schedule(&meta, &machine),
     };
     let total = trace.access_count_hint();
     let outcomes = pass(session.observer(), "simulating", total, |progress| {
@@ -187,6 +189,24 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
         params: request.params.clone(),
         mechanisms: outcomes,
     })
+}
+
+/// Whether `os` can replay where the recorded run's threads ran: the recording host's CPUs
+/// (the kernel's numbers) must be the machine's, each in the node of the same number.
+fn recorded_schedule(
+    meta: &sharemap_trace::Metadata,
+    machine: &sharemap_machine::Machine,
+) -> sharemap_sim::RecordedSchedule {
+    use sharemap_sim::RecordedSchedule;
+    let host = &meta.host_cpu_nodes;
+    if host.is_empty() {
+        return RecordedSchedule::None;
+    }
+    let online = host.iter().filter(|&&n| n != u32::MAX).count();
+    let same = online == machine.pu_count()
+        && (0..machine.pu_count())
+            .all(|p| host.get(machine.pu_os_index(p) as usize) == Some(&machine.numa_os_index(machine.pu_numa[p])));
+    if same { RecordedSchedule::Replayed } else { RecordedSchedule::OtherHost }
 }
 
 /// The plan of a `place` mechanism: its policy (or the optimum) run page by page on the trace,

@@ -1,17 +1,59 @@
 //! Static mechanisms: the mapping and the placement are decided before the run.
 
 use super::{Context, Mechanism, MechanismError, Start};
-use crate::sim::FirstPlacement;
+use crate::sim::{FirstPlacement, Sim};
 use sharemap_core::Params;
 use sharemap_core::spec::SpecError;
 use sharemap_mapping::{CostModel, PairCosts};
 
-#[derive(Debug)]
-pub struct Os;
+/// The operating system: where the trace says its threads ran, when it was recorded on a
+/// host like the simulated machine; else where the OS model puts them. Pages by first touch.
+#[derive(Debug, Default)]
+pub struct Os {
+    /// The simulated PU of each CPU the kernel numbers, when replaying the recorded schedule.
+    pu_of_cpu: Option<Vec<usize>>,
+    schedule: super::RecordedSchedule,
+}
 
 impl Mechanism for Os {
     fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
+        self.schedule = ctx.schedule;
+        if ctx.schedule == super::RecordedSchedule::Replayed {
+            let m = ctx.machine;
+            let cpus = (0..m.pu_count()).map(|p| m.pu_os_index(p) as usize + 1).max().unwrap_or(0);
+            let mut pu_of_cpu = vec![usize::MAX; cpus];
+            for p in 0..m.pu_count() {
+                pu_of_cpu[m.pu_os_index(p) as usize] = p;
+            }
+            self.pu_of_cpu = Some(pu_of_cpu);
+        }
         Ok(Start { pus: super::os_pus(ctx), placement: FirstPlacement::FirstTouch, homes: Vec::new() })
+    }
+
+    fn online(&self) -> bool {
+        false
+    }
+
+    /// A thread's first `cpu` event places it (before its first access: free); a later one
+    /// is a migration the recorded run made, charged as one.
+    fn on_cpu(&mut self, sim: &mut Sim, thread: usize, cpu: u64) {
+        if let Some(&pu) = self.pu_of_cpu.as_ref().and_then(|m| m.get(cpu as usize))
+            && pu != usize::MAX
+        {
+            sim.move_thread(thread, pu);
+        }
+    }
+
+    fn note(&self, _time_ns: f64) -> Option<String> {
+        match self.schedule {
+            super::RecordedSchedule::None => None,
+            super::RecordedSchedule::Replayed => {
+                Some("threads where the recorded run had them (the trace's cpu events), pages by first touch".into())
+            }
+            super::RecordedSchedule::OtherHost => Some(
+                "the trace's cpu events come from a host with other CPUs or nodes than this machine: threads where the OS model puts them".into(),
+            ),
+        }
     }
 }
 

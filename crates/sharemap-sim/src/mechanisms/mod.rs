@@ -91,6 +91,20 @@ pub struct Context<'a> {
     pub plans: &'a [(String, planned::PlannedPlacement)],
     /// Keep each run's page decisions (`Outcome::decisions`): the shared case suite.
     pub log_decisions: bool,
+    /// Whether the trace says where the OS ran its threads, and on what host.
+    pub schedule: RecordedSchedule,
+}
+
+/// Where the recorded program's threads ran (the trace's `cpu` events), as `os` may use it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RecordedSchedule {
+    /// The trace has no `cpu` events: `os` models Linux's placement.
+    #[default]
+    None,
+    /// Recorded on a host whose CPUs and nodes the simulated machine has: `os` replays it.
+    Replayed,
+    /// Recorded on another host: `os` models Linux's placement (and says so).
+    OtherHost,
 }
 
 /// Where the modelled operating system runs the threads (the `os` mapping algorithm: Linux's
@@ -135,6 +149,10 @@ pub trait Mechanism: Send + std::fmt::Debug {
     fn online(&self) -> bool {
         false
     }
+
+    /// The trace says thread `thread` runs from here on on the CPU the kernel numbers `cpu`
+    /// (a `cpu` event of the tracer).
+    fn on_cpu(&mut self, _sim: &mut Sim, _thread: usize, _cpu: u64) {}
 
     /// After each access of the run, with its latency: may move threads and pages.
     fn after_access(&mut self, _sim: &mut Sim, _thread: usize, _addr: u64, _write: bool, _ns: f64) {}
@@ -192,7 +210,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         summary: "threads where Linux's scheduler puts them (the `os` mapping algorithm: fork balancing, then the load balancer), pages on the node of their first touch",
         params: &[],
         caps: Caps::NONE,
-        build: |_, _| Ok(Box::new(fixed::Os)),
+        build: |_, _| Ok(Box::new(fixed::Os::default())),
     },
     MechanismInfo {
         name: "random",

@@ -142,6 +142,11 @@ impl<W: Write> NativeWriter<W> {
         self.meta.run_ns = Some(ns.max(1));
     }
 
+    /// The recording host's NUMA node of each CPU, for the footer's metadata.
+    pub fn set_host_cpu_nodes(&mut self, nodes: Vec<u32>) {
+        self.meta.host_cpu_nodes = nodes;
+    }
+
     /// Appends a whole chunk whose events sit at absolute positions from
     /// `chunk.first_access`, taking its contents (it is left empty, for the caller to fill
     /// again). Encoded as it is when it starts at the writer's position and fits in one
