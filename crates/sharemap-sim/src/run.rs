@@ -27,6 +27,7 @@ impl Run<'_> {
                 // Threads meet at a phase change (the generators' phases are barriers).
                 EventKind::PhaseChange => self.sim.synchronise(),
                 EventKind::Cpu => self.mechanism.on_cpu(&mut self.sim, e.thread as usize, e.arg),
+                EventKind::ThreadStart => self.sim.thread_start(e.thread as usize),
                 _ => {}
             }
         }

@@ -60,14 +60,16 @@ struct Shortcut {
 struct Thread {
     /// Its PU (`usize::MAX` until it is placed).
     pu: usize,
-    /// Whether it has made an access yet (only a running thread loads its PU).
+    /// Whether it has made an access yet.
     started: bool,
+    /// Whether the trace said when it began (`thread-start`): its clock is set.
+    announced: bool,
     /// Its PU's shortcut once it runs (None before, or without one).
     shortcut: Option<Shortcut>,
     clock: f64,
 }
 
-const UNPLACED: Thread = Thread { pu: usize::MAX, started: false, shortcut: None, clock: 0.0 };
+const UNPLACED: Thread = Thread { pu: usize::MAX, started: false, announced: false, shortcut: None, clock: 0.0 };
 
 /// The simulated caches, one per `Model::caches` entry, indexed without bounds checks (they
 /// were a tenth of a miss's instructions): every index the simulation uses comes from the
@@ -164,12 +166,17 @@ pub struct Sim<'m> {
     lines_per_page: u64,
     /// Per thread (the trace's numbering), one record: an access reads one.
     threads: Vec<Thread>,
-    /// Threads on each PU.
-    pu_load: Vec<u32>,
+    /// Per PU, when it is free: a PU runs one access at a time, so threads sharing one take
+    /// turns in the trace's order (its run queue), and a thread that stopped (exited,
+    /// waiting) takes none of its time.
+    pu_clock: Vec<f64>,
     pub stats: Stats,
     /// Accesses that missed the core's private caches (the prefetch gate counts them).
     private_misses: u64,
     ahead: Ahead,
+    /// The thread of the last access (`usize::MAX`: none yet): in trace order, its clock is
+    /// the time a thread starting now starts at.
+    last_thread: usize,
     /// Where pages were put, when asked for (`log_decisions`).
     decisions: Option<Vec<PageDecision>>,
     /// Memory accesses per page and requesting node, when asked for (`count_memory`): the
@@ -290,10 +297,11 @@ impl<'m> Sim<'m> {
             page_shift: page_size.trailing_zeros(),
             lines_per_page: page_size / m.line as u64,
             threads: Vec::new(),
-            pu_load: vec![0; m.pus()],
+            pu_clock: vec![0.0; m.pus()],
             stats: Stats::new(m),
             private_misses: 0,
             ahead: Ahead::default(),
+            last_thread: usize::MAX,
             decisions: None,
             memory_index: None,
             memory: Vec::new(),
@@ -317,13 +325,25 @@ impl<'m> Sim<'m> {
             self.threads.resize(t + 1, UNPLACED);
         }
         let thread = &mut self.threads[t];
-        // Only threads that have begun running load their PU.
         if thread.started {
-            self.pu_load[thread.pu] -= 1;
-            self.pu_load[pu] += 1;
             thread.shortcut = self.pu_shortcut[pu];
         }
         thread.pu = pu;
+    }
+
+    /// The trace says thread `t` begins here (`thread-start`): it starts at the clock of the
+    /// thread that made the access before (0 at the start of the trace), and then runs when
+    /// its PU is free.
+    pub fn thread_start(&mut self, t: usize) {
+        if t >= self.threads.len() {
+            self.threads.resize(t + 1, UNPLACED);
+        }
+        let now = self.threads.get(self.last_thread).map_or(0.0, |th| th.clock);
+        let th = &mut self.threads[t];
+        if !th.started && !th.announced {
+            th.announced = true;
+            th.clock = th.clock.max(now);
+        }
     }
 
     /// The PU of thread `t` (a thread the mapping did not name goes to PU `t mod PUs`).
@@ -455,13 +475,15 @@ impl<'m> Sim<'m> {
     }
 
     /// Simulates one access; returns its latency in ns (the fixed cost included, before the
-    /// slowdown of threads sharing a PU).
+    /// wait of threads sharing a PU).
     #[inline]
     pub fn access(&mut self, thread: usize, addr: u64, write: bool) -> f64 {
-        match self.mru_hit(thread, addr, write) {
+        let ns = match self.mru_hit(thread, addr, write) {
             Some(ns) => ns,
             None => self.access_any(thread, addr, write),
-        }
+        };
+        self.last_thread = thread;
+        ns
     }
 
     /// Simulates accesses given as columns (thread, address; `write(i)` says whether the
@@ -588,7 +610,9 @@ impl<'m> Sim<'m> {
         self.stats.hits[s.level] += 1;
         #[cfg(test)]
         self.values.core_access(s.core, addr >> self.line_shift, write);
-        th.clock += s.ns * self.pu_load[s.pu] as f64;
+        let clock = &mut self.pu_clock[s.pu];
+        th.clock = th.clock.max(*clock) + s.ns;
+        *clock = th.clock;
         Some(s.ns)
     }
 
@@ -597,13 +621,18 @@ impl<'m> Sim<'m> {
     fn access_any(&mut self, thread: usize, addr: u64, write: bool) -> f64 {
         let pu = self.pu_of(thread);
         if !self.threads[thread].started {
-            // A thread starts at the time of the run so far (its creator's, about).
-            let now = self.time_ns();
+            // A thread the trace did not announce starts at its first access: at the clock of
+            // the thread that made the access before (the trace is in time order). Not at
+            // the slowest thread's clock: with more threads than PUs the starts would chain.
+            let now = if self.threads[thread].announced {
+                0.0
+            } else {
+                self.threads.get(self.last_thread).map_or(0.0, |t| t.clock)
+            };
             let th = &mut self.threads[thread];
             th.started = true;
             th.shortcut = self.pu_shortcut[pu];
             th.clock = th.clock.max(now);
-            self.pu_load[pu] += 1;
         }
         let core = self.places[pu].core;
         let line = addr >> self.line_shift;
@@ -618,7 +647,9 @@ impl<'m> Sim<'m> {
         }
         let line = if write { line } else { self.read_line(line, page) };
         ns += self.data(pu, core, line, write);
-        self.threads[thread].clock += ns * self.pu_load[pu] as f64;
+        let th = &mut self.threads[thread];
+        th.clock = th.clock.max(self.pu_clock[pu]) + ns;
+        self.pu_clock[pu] = th.clock;
         ns
     }
 

@@ -211,6 +211,53 @@ fn threads_sharing_a_pu_share_its_time() {
     assert!(paired.time_ns() > 1.9 * alone.time_ns());
 }
 
+/// Threads that run one after the other on one PU take the sum of their times: one that has
+/// finished no longer shares the PU (the run queue, not a load that only grows).
+#[test]
+fn threads_one_after_the_other_on_one_pu_take_the_sum_of_their_times() {
+    let m = model("pack:1 numa:1 l1d:1(size=32KiB) core:1 pu:1");
+    let work = |sim: &mut Sim, t: usize| {
+        for _ in 0..10 {
+            for i in 0..64u64 {
+                sim.access(t, 0x10_0000 * (t as u64 + 1) + 64 * i, false);
+            }
+        }
+    };
+    let mut alone = Sim::new(&m, 4096, &[0], FirstPlacement::FirstTouch);
+    work(&mut alone, 0);
+    let mut serial = Sim::new(&m, 4096, &[0; 8], FirstPlacement::FirstTouch);
+    for t in 0..8 {
+        work(&mut serial, t);
+    }
+    let (one, eight) = (alone.time_ns(), serial.time_ns());
+    assert!((eight - 8.0 * one).abs() <= 1e-9 * eight, "8 threads in turn: {eight} ns, one alone {one} ns");
+}
+
+/// Many more threads than PUs, all running: each PU works through its threads' accesses in
+/// turn, so the run takes what the busiest PU has to do, whatever the number of threads.
+#[test]
+fn oversubscribed_pus_take_their_threads_work_in_turn() {
+    let m = model("pack:1 numa:1 l2:1(size=1MiB) l1d:1(size=32KiB) core:2 pu:1");
+    let threads = 4096usize;
+    let pus: Vec<usize> = (0..threads).map(|t| t % 2).collect();
+    let mut sim = Sim::new(&m, 4096, &pus, FirstPlacement::FirstTouch);
+    // Created together at the start, as a trace's `thread-start` events at position 0 say.
+    (0..threads).for_each(|t| sim.thread_start(t));
+    let mut busy = [0.0f64; 2];
+    for round in 0..4u64 {
+        for t in 0..threads {
+            let ns = sim.access(t, 0x100_0000 + 64 * t as u64, round == 0);
+            busy[t % 2] += ns;
+        }
+    }
+    let most = busy[0].max(busy[1]);
+    assert!(
+        sim.time_ns() >= most && sim.time_ns() <= 1.01 * most,
+        "{} ns for {most} ns of work on the busiest PU",
+        sim.time_ns()
+    );
+}
+
 #[test]
 fn threads_that_never_run_neither_slow_others_nor_pay_for_moves() {
     let m = model("pack:1 numa:1 l1d:1(size=32KiB) core:2 pu:1");
