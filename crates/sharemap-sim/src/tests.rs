@@ -61,15 +61,21 @@ fn a_loop_over_data_that_fits_misses_once_per_line() {
     assert_eq!((s.tlb_misses, s.page_walks), (4, 4));
 }
 
+/// Ten rounds on PUs `pus`: thread 0 writes `a`, then thread 1 writes (or reads) `b`.
+fn turns<'m>(m: &'m Model, pus: &[usize], a: u64, b: u64, second_writes: bool) -> Sim<'m> {
+    let mut sim = Sim::new(m, 4096, pus, FirstPlacement::FirstTouch);
+    for _ in 0..10 {
+        sim.access(0, a, true);
+        sim.access(1, b, second_writes);
+    }
+    sim
+}
+
 #[test]
 fn writes_ping_ponging_between_packages_move_the_line_each_time() {
     let m = model(TINY);
     // Thread 0 on package 0, thread 1 on package 1.
-    let mut sim = Sim::new(&m, 4096, &[0, 4], FirstPlacement::FirstTouch);
-    for _ in 0..10 {
-        sim.access(0, 0x1000, true);
-        sim.access(1, 0x1000, true);
-    }
+    let sim = turns(&m, &[0, 4], 0x1000, 0x1000, true);
     let s = &sim.stats;
     // The first write comes from DRAM; each of the 19 later ones takes the line from the
     // other package's core, invalidating it there (and the other package's L3 copy).
@@ -86,11 +92,7 @@ const L3: usize = 2;
 #[test]
 fn writes_ping_ponging_between_packages_miss_the_last_level_each_time() {
     let m = model(TINY);
-    let mut sim = Sim::new(&m, 4096, &[0, 4], FirstPlacement::FirstTouch);
-    for _ in 0..10 {
-        sim.access(0, 0x1000, true);
-        sim.access(1, 0x1000, true);
-    }
+    let sim = turns(&m, &[0, 4], 0x1000, 0x1000, true);
     // Every write after the first gets the line from the other package: beyond the L3, as
     // the hardware's last-level miss counters count it.
     assert_eq!((sim.stats.misses[L3], sim.stats.hits[L3]), (20, 0));
@@ -100,11 +102,7 @@ fn writes_ping_ponging_between_packages_miss_the_last_level_each_time() {
 fn writes_ping_ponging_within_a_package_move_the_line_under_its_l3() {
     let m = model(TINY);
     // PUs 0 and 2: two cores of package 0, under one L3.
-    let mut sim = Sim::new(&m, 4096, &[0, 2], FirstPlacement::FirstTouch);
-    for _ in 0..10 {
-        sim.access(0, 0x1000, true);
-        sim.access(1, 0x1000, true);
-    }
+    let sim = turns(&m, &[0, 2], 0x1000, 0x1000, true);
     let s = &sim.stats;
     // One DRAM read; 19 transfers between the cores, each invalidating the other core's copy;
     // the L3 they share answers each of them (a hit with a snoop): one L3 miss in all.
@@ -121,11 +119,7 @@ fn writes_ping_ponging_within_a_package_move_the_line_under_its_l3() {
 fn false_sharing_moves_the_line_as_true_sharing_does() {
     let m = model(TINY);
     let run = |second: u64| {
-        let mut sim = Sim::new(&m, 4096, &[0, 4], FirstPlacement::FirstTouch);
-        for _ in 0..10 {
-            sim.access(0, 0x1000, true);
-            sim.access(1, second, true);
-        }
+        let sim = turns(&m, &[0, 4], 0x1000, second, true);
         assert!(sim.check_invariants().is_ok());
         sim.stats
     };
@@ -141,11 +135,7 @@ fn false_sharing_moves_the_line_as_true_sharing_does() {
 #[test]
 fn a_producer_and_a_consumer_in_two_packages_pay_per_round() {
     let m = model(TINY);
-    let mut sim = Sim::new(&m, 4096, &[0, 4], FirstPlacement::FirstTouch);
-    for _ in 0..10 {
-        sim.access(0, 0x3000, true);
-        sim.access(1, 0x3000, false);
-    }
+    let sim = turns(&m, &[0, 4], 0x3000, 0x3000, false);
     let s = &sim.stats;
     // Round 1: the write comes from DRAM. Each read takes the modified line from the
     // producer (memory updated on the way: a write-back). Rounds 2-10: the producer holds

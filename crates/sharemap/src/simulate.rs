@@ -126,20 +126,22 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
         plans.push((c.label.clone(), plan(session, request, &c.label, wanted, page_size)?));
         trace = open()?;
     }
-    if let Some(p) = profile.as_mut() {
+    let base = Context {
+        machine: &machine,
+        model: &model,
+        threads,
+        page_size,
+        seed: session.seed(),
+        profile: None,
+        plans: &plans,
+        log_decisions: false,
+        schedule: recorded_schedule(&meta, &machine),
+    };
+    let mut memory = Vec::new();
+    if let Some(p) = profile.as_ref() {
         // The oracle (and `static:pages=memory`) homes pages by what the caches miss under its
         // own thread mapping: one simulator pass per mapping asked for.
-        let ctx = Context {
-            machine: &machine,
-            model: &model,
-            threads,
-            page_size,
-            seed: session.seed(),
-            profile: Some(p),
-            plans: &plans,
-            log_decisions: false,
-            schedule: Default::default(),
-        };
+        let ctx = Context { profile: Some(p), schedule: Default::default(), ..base };
         let mut wanted: Vec<Vec<usize>> = Vec::new();
         for c in &chosen {
             let pus = c
@@ -149,7 +151,6 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
                 wanted.push(pus);
             }
         }
-        let mut memory = Vec::new();
         for pus in wanted {
             let total = trace.access_count_hint();
             let pages = pass(session.observer(), "profiling memory accesses", total, |progress| {
@@ -158,19 +159,11 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
             memory.push((pus, pages));
             trace = open()?;
         }
+    }
+    if let Some(p) = profile.as_mut() {
         p.memory = memory;
     }
-    let ctx = Context {
-        machine: &machine,
-        model: &model,
-        threads,
-        page_size,
-        seed: session.seed(),
-        profile: profile.as_ref(),
-        plans: &plans,
-        log_decisions: false,
-        schedule: recorded_schedule(&meta, &machine),
-    };
+    let ctx = Context { profile: profile.as_ref(), ..base };
     let total = trace.access_count_hint();
     let outcomes = pass(session.observer(), "simulating", total, |progress| {
         sharemap_sim::simulate(&mut *trace, &model, &chosen, &ctx, progress)
