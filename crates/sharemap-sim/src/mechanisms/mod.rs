@@ -207,7 +207,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
     MechanismInfo {
         name: "os",
         source: "the baseline of seed 000 (SAMMU) section 4",
-        summary: "threads where Linux's scheduler puts them (the `os` mapping algorithm: fork balancing, then the load balancer), pages on the node of their first touch",
+        summary: "threads where Linux's scheduler puts them (the `os` mapping algorithm: fork balancing, then the load balancer), or, for a tracer's recording made on a host with this machine's CPUs and nodes, where the recorded run had them; pages on the node of their first touch",
         params: &[],
         caps: Caps::NONE,
         build: |_, _| Ok(Box::new(fixed::Os::default())),
@@ -254,7 +254,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
     MechanismInfo {
         name: "autopin",
         source: "Autopin (Klug et al.), as seed 000 section 4.3 runs it",
-        summary: "k candidate thread mappings (the oracle's and k-1 random ones) each tried for a probation period; the one with the most accesses per simulated ns is kept; pages by first touch",
+        summary: "k candidate thread mappings (the oracle's and k-1 random ones) each run for a warm-up, then measured for a probation period; the one with the most accesses per simulated ns is kept; pages by first touch",
         params: &[
             ranged("k", "5", 1, 1000, "candidate mappings"),
             positive("probation-ms", "0.1", "simulated time each candidate is measured"),
