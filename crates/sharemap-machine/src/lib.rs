@@ -79,6 +79,9 @@ pub struct Machine {
     pub cost: CostParams,
     /// How the cost parameters follow the page size.
     pub cost_rule: CostRule,
+    /// Whether the last-level cache holds every line of the caches under it (inclusive, so
+    /// evicting a line there evicts it from them), when the description says (a preset).
+    pub llc_inclusive: Option<bool>,
 }
 
 /// How a machine's seed-004 cost parameters are derived from the page size.
@@ -116,6 +119,7 @@ impl Machine {
                 m.cost = cost(4096);
                 m.cost_rule = CostRule::Preset(cost);
             }
+            m.llc_inclusive = p.llc_inclusive;
             return Ok(m);
         }
         let path = Path::new(spec);
@@ -263,6 +267,7 @@ impl Machine {
             distance_origin,
             cost: CostParams::for_numa(ratio, 4096, 64),
             cost_rule: CostRule::Numa { remote_ratio: ratio },
+            llc_inclusive: None,
         })
     }
 

@@ -11,6 +11,8 @@ pub struct Preset {
     pub synthetic: &'static str,
     /// Cost parameters when the preset models a seed-004 machine (else derived from distances).
     pub cost: Option<fn(u64) -> CostParams>,
+    /// Whether its last-level cache is inclusive (None: the machine has no such cache).
+    pub llc_inclusive: Option<bool>,
 }
 
 pub const PRESETS: &[Preset] = &[
@@ -20,6 +22,8 @@ pub const PRESETS: &[Preset] = &[
         description: "seed 000 (SAMMU) Table 1: 4 x Xeon X7550 (Nehalem-EX), 8 cores, 2-SMT, 18 MB L3, one NUMA node per package",
         synthetic: "pack:4 numa:1 l3:1(size=18MiB) l2:8(size=256KiB) l1d:1(size=32KiB) core:1 pu:2(indexes=2*8:16*4:1*2)",
         cost: None,
+        // Nehalem-EX: the L3 holds every line of its cores' L1 and L2 (its core-valid bits).
+        llc_inclusive: Some(true),
     },
     Preset {
         name: "stmap-xeon",
@@ -27,6 +31,8 @@ pub const PRESETS: &[Preset] = &[
         description: "seed 002 (STMap) Xeon: 8 x Xeon E5-4650, 12 2-HT cores each, 30 MB L3, one NUMA node per package",
         synthetic: "pack:8 numa:1 l3:1(size=30MiB) l2:12(size=256KiB) l1d:1(size=32KiB) core:1 pu:2(indexes=2*12:24*8:1*2)",
         cost: None,
+        // Sandy Bridge-EP: an inclusive L3.
+        llc_inclusive: Some(true),
     },
     Preset {
         name: "stmap-opteron",
@@ -34,6 +40,8 @@ pub const PRESETS: &[Preset] = &[
         description: "seed 002 (STMap) Opteron: 4 x Opteron 6276, 2 NUMA nodes (dies) per package, 6 MB L3 per die, 2 MB L2 and 64 KB L1i per module of 2 cores",
         synthetic: "pack:4 numa:2 l3:1(size=6MiB) l2:4(size=2MiB) l1i:1(size=64KiB) l1d:2(size=32KiB) core:1 pu:1",
         cost: None,
+        // Bulldozer: the L3 is a victim cache of the L2s, not inclusive.
+        llc_inclusive: Some(false),
     },
     Preset {
         name: "ace",
@@ -41,6 +49,7 @@ pub const PRESETS: &[Preset] = &[
         description: "seed 004 ACE-like: 8 processors with local memory plus global memory; g=2, r=5, G=2 x page words + 200, R=2G",
         synthetic: "numa:8 pu:1",
         cost: Some(CostParams::ace),
+        llc_inclusive: None,
     },
     Preset {
         name: "butterfly",
@@ -48,6 +57,7 @@ pub const PRESETS: &[Preset] = &[
         description: "seed 004 Butterfly-like: 8 processors with local memory, no global memory; r=15, R=3s/4 + 200",
         synthetic: "numa:8 pu:1",
         cost: Some(CostParams::butterfly),
+        llc_inclusive: None,
     },
 ];
 

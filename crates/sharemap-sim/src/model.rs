@@ -58,6 +58,8 @@ pub struct Model {
     pub shared_caches: Vec<usize>,
     /// Per PU, the bits (shared-cache indices) of the shared caches on its path.
     pub shared_mask: Vec<u32>,
+    /// Per cache: the cores under it when it is an inclusive last-level cache, else 0.
+    pub inclusive_over: Vec<u128>,
     /// DRAM latency from a PU of node a to memory of node b, in ns.
     pub dram_ns: Vec<Vec<f64>>,
     /// What crossing from node a to node b adds to a transfer, in ns.
@@ -199,6 +201,19 @@ impl Model {
         for (pu, &c) in pu_core.iter().enumerate().rev() {
             core_pu[c] = pu;
         }
+        // An inclusive last level: the last shared cache of each path, with its cores.
+        let inclusive = match params.llc_inclusive {
+            2 => machine.llc_inclusive.unwrap_or(false),
+            v => v == 1,
+        };
+        let mut inclusive_over = vec![0u128; caches.len()];
+        if inclusive {
+            for (pu, path) in shared_path.iter().enumerate() {
+                if let Some(&llc) = path.last() {
+                    inclusive_over[llc] |= 1u128 << pu_core[pu];
+                }
+            }
+        }
         let mut model = Model {
             params,
             line,
@@ -212,6 +227,7 @@ impl Model {
             nodes,
             shared_caches,
             shared_mask,
+            inclusive_over,
             shared_index,
             dram_ns,
             hop_ns,

@@ -35,6 +35,10 @@ pub struct Params {
     /// it. 2 (auto): 1 for a recording of a whole program (tracer or Valgrind, every access),
     /// 0 otherwise (a generated or imported trace may begin after its data was written).
     pub zero_page: u32,
+    /// 1: the last-level shared caches are inclusive (evicting a line there evicts it from
+    /// every core under them, a modified copy written back); 0: not (they evict alone);
+    /// 2 (auto): as the machine says (a preset), else 0.
+    pub llc_inclusive: u32,
 }
 
 impl Default for Params {
@@ -54,6 +58,7 @@ impl Default for Params {
             copy_ns_per_byte: 0.25,
             shootdown_ns: 2_000.0,
             zero_page: 2,
+            llc_inclusive: 2,
         }
     }
 }
@@ -87,6 +92,11 @@ const FIELDS: &[(&str, Field, &str)] = &[
     ("thread_migration_ns", Field::Ns(|p| &mut p.thread_migration_ns), "cost of moving a thread"),
     ("copy_ns_per_byte", Field::Ns(|p| &mut p.copy_ns_per_byte), "page copy cost per byte"),
     ("shootdown_ns", Field::Ns(|p| &mut p.shootdown_ns), "TLB shootdown of a page move"),
+    (
+        "llc_inclusive",
+        Field::Count(|p| &mut p.llc_inclusive),
+        "1: the last-level caches are inclusive (an eviction there evicts the line from the cores under them); 0: not; 2: as the machine (a preset) says, else 0",
+    ),
     (
         "zero_page",
         Field::Count(|p| &mut p.zero_page),

@@ -952,7 +952,9 @@ impl<'m> Sim<'m> {
 
     fn evict_shared(&mut self, c: usize, line: u64, state: u8) {
         let idx = self.m.shared_index[c].unwrap_or(0);
-        if state == MODIFIED {
+        // A core's modified copy is newer than this cache's: it alone goes to memory.
+        let newer_below = self.m.inclusive_over[c] != 0 && self.back_invalidate(c, line);
+        if state == MODIFIED && !newer_below {
             self.write_back(line, self.m.caches[c].node);
             #[cfg(test)]
             self.values.shared_to_memory(c, line);
@@ -966,6 +968,38 @@ impl<'m> Sim<'m> {
                 e.dirty = 0;
             }
         });
+    }
+
+    /// An inclusive last-level cache `c` evicts `line`: the cores under it that hold it lose
+    /// it (a modified copy, the newest data, goes to memory). Whether one was modified.
+    fn back_invalidate(&mut self, c: usize, line: u64) -> bool {
+        let under = self.m.inclusive_over[c];
+        let Some(entry) = self.dir.get(line) else { return false };
+        let mut cores = entry.cores() & under;
+        if cores == 0 {
+            return false;
+        }
+        let mut modified = false;
+        while cores != 0 {
+            let core = cores.trailing_zeros() as usize;
+            cores &= cores - 1;
+            let path = self.core_places[core].private;
+            let state = path.last().map_or(INVALID, |&l| self.caches[l].state(line));
+            for &l in path {
+                self.caches[l].set_state(line, INVALID);
+            }
+            if state == MODIFIED {
+                modified = true;
+                self.write_back(line, self.core_places[core].node);
+                #[cfg(test)]
+                self.values.core_to_memory(core, line);
+            }
+            #[cfg(test)]
+            self.values.drop_core(core, line);
+            self.stats.back_invalidations += 1;
+        }
+        self.dir.update(line, true, |e| e.set_cores(e.cores() & !under));
+        modified
     }
 
     /// A line leaves a core's last private level: out of its lower ones too; a modified one
@@ -1229,6 +1263,14 @@ impl<'m> Sim<'m> {
             }
         }
         for (line, hs) in &holders {
+            for &(core, _) in hs {
+                if let Some(&llc) = m.shared_path[m.core_pu[core]].last()
+                    && m.inclusive_over[llc] != 0
+                    && self.caches[llc].state(*line) == INVALID
+                {
+                    return Err(format!("line {line}: in core {core} but not in its inclusive last-level cache {llc}"));
+                }
+            }
             let excl = hs.iter().filter(|h| h.1 >= EXCLUSIVE).count();
             if excl > 0 && hs.len() > 1 {
                 return Err(format!("line {line}: held exclusive by one core and by {} in all", hs.len()));

@@ -28,6 +28,8 @@ pub struct Stats {
     pub transfers_remote: u64,
     pub invalidations: u64,
     pub invalidations_remote: u64,
+    /// Lines an inclusive last-level cache evicted from the cores under it.
+    pub back_invalidations: u64,
     pub writebacks: u64,
     pub interconnect_bytes: u64,
     pub thread_migrations: u64,

@@ -363,7 +363,10 @@ fn ops() -> impl Strategy<Value = Vec<(u8, u8, bool, u8)>> {
 
 /// `far`: odd threads' lines lie beyond 48 bits (the directory then takes its wide layout).
 fn run_checked(spec: &str, ops: &[(u8, u8, bool, u8)], far: bool) -> Result<(), TestCaseError> {
-    let m = model(spec);
+    run_checked_with(Model::new(&Machine::from_spec(spec).unwrap(), Params::default()).unwrap(), ops, far)
+}
+
+fn run_checked_with(m: Model, ops: &[(u8, u8, bool, u8)], far: bool) -> Result<(), TestCaseError> {
     let pus: Vec<usize> = (0..8).collect();
     let mut sim = Sim::new(&m, 512, &pus, FirstPlacement::FirstTouch);
     for (i, &(t, l, write, extra)) in ops.iter().enumerate() {
@@ -411,6 +414,44 @@ proptest! {
         run_checked("pack:2 numa:1 l3:1(size=2KiB) l2:40(size=256) l1d:1(size=128) core:1 pu:1", &ops, false)?;
         run_checked(TINY, &ops, true)?;
     }
+
+    /// The same with inclusive last-level caches, which evict lines from the cores below:
+    /// every line a core holds is then in its L3 too (`check_invariants`).
+    #[test]
+    fn coherence_holds_with_an_inclusive_last_level(ops in ops()) {
+        let inclusive = Params { llc_inclusive: 1, ..Params::default() };
+        run_checked_with(Model::new(&Machine::from_spec(TINY).unwrap(), inclusive).unwrap(), &ops, false)?;
+    }
+}
+
+/// An inclusive L3 evicts a line from the cores under it; a non-inclusive one leaves their
+/// copies: core 0 reads a line, core 1 (same package) streams through more lines than the
+/// L3 holds, and core 0 reads its line again.
+#[test]
+fn an_inclusive_last_level_evicts_the_lines_of_the_cores_below() {
+    let run = |inclusive: u32| {
+        let params = Params { llc_inclusive: inclusive, ..Params::default() };
+        let m = Model::new(&Machine::from_spec(TINY).unwrap(), params).unwrap();
+        let mut sim = Sim::new(&m, 4096, &[0, 2], FirstPlacement::FirstTouch);
+        sim.access(0, 0x8000, false);
+        for i in 1..=64u64 {
+            sim.access(1, 0x8000 + 64 * i, false);
+        }
+        let before = sim.stats.misses[0];
+        sim.access(0, 0x8000, false);
+        assert!(sim.check_invariants().is_ok(), "{:?}", sim.check_invariants());
+        assert!(sim.values.errors.is_empty(), "{:?}", sim.values.errors);
+        (sim.stats.misses[0] - before, sim.stats.back_invalidations)
+    };
+    // TINY's L3 holds 16 lines: core 1's 64 evict core 0's line from it.
+    assert_eq!(run(1).0, 1, "inclusive: core 0's copy went with the L3's");
+    assert!(run(1).1 >= 1);
+    assert_eq!(run(0), (0, 0), "non-inclusive: core 0 still holds it");
+    // The presets say: the X7550's L3 is inclusive (the model follows by default), the
+    // Opteron's is not; a synthetic description says nothing (not inclusive).
+    let auto = |spec: &str| model(spec).inclusive_over.iter().any(|&c| c != 0);
+    assert!(auto("sammu-x7550") && !auto(TINY));
+    assert_eq!(Machine::from_spec("stmap-opteron").unwrap().llc_inclusive, Some(false));
 }
 
 mod mechanisms {
