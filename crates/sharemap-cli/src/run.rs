@@ -62,6 +62,12 @@ pub struct RunArgs {
     /// NUMA node, as the kernel tells them when the program ends
     #[arg(long = "where")]
     pub show_where: bool,
+    /// Transparent huge pages, when a plan places pages on a host that has them: split
+    /// (turned off for the program in every configuration, so each planned 4 KiB page lands
+    /// on its node), regions (kept; each huge-page region placed whole on the node most of
+    /// its planned pages want) or keep (nothing done)
+    #[arg(long, default_value = "split", value_parser = ["split", "regions", "keep"])]
+    pub thp: String,
     /// Mechanisms to measure against os (comma-separated or repeated; `all` for those that
     /// apply here): os, random, compact, scatter, round-robin, oracle, marathe[:every=K |
     /// :prefix=SHARE], autopin, numa-balancing; oracle, marathe and autopin need --recording
@@ -184,6 +190,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             program.display()
         );
     }
+    let plans = configs.iter().any(|c| c.plan.is_some());
+    let thp_mode = sharemap_run::thp::Thp::parse(&args.thp).expect("clap checked it");
+    let thp = sharemap_run::thp::ThpHandling::new(thp_mode, sharemap_run::thp::HostThp::read(), plans);
+    if let Some(t) = &thp {
+        eprintln!("sharemap: note: {}", t.describe());
+    }
     let runner = Runner {
         program,
         args: program_args.to_vec(),
@@ -194,6 +206,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         observe: args.show_where,
         traced: sharemap_run::needs_tracing(args.show_where, &configs),
         plan_interval: std::time::Duration::from_millis(1),
+        thp,
     };
     if !measuring {
         return single(&runner, &configs[0]);
@@ -221,8 +234,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             let FailedRun { configuration, round, failure } = *failed;
             let (why, code) = match failure {
                 Failure::CannotStart(e) => (format!("{e}"), 1),
-                Failure::Exited(RunOutcome { signal: Some(sig), exit, .. }) => {
-                    (format!("{} was killed by signal {sig}", runner.program.display()), exit)
+                Failure::Exited(o) if o.signal.is_some() => {
+                    (format!("{} was killed by signal {}", runner.program.display(), o.signal.unwrap_or(0)), o.exit)
                 }
                 Failure::Exited(o) => (format!("{} exited with status {}", runner.program.display(), o.exit), o.exit),
             };
@@ -354,13 +367,33 @@ fn print_where(observed: &Observed, threads: bool, host: &Machine) {
     }
 }
 
-/// A plan's outcome in one line, with a warning when the run did not touch most of it.
+/// A plan's outcome in one line: how much landed, why the rest did not, and a warning
+/// when the run did not touch most of it.
 fn plan_summary(p: &PlanOutcome) -> String {
     let share = if p.touched > 0 { 100.0 * p.on_node as f64 / p.touched as f64 } else { 0.0 };
     let mut line = format!(
-        "{} pages planned, {} touched, {} on their node ({share:.1} %); {} migrated, {} refused",
-        p.planned, p.touched, p.on_node, p.moved, p.refused
+        "{} pages planned, {} touched, {} on their node ({share:.1} % of those touched)",
+        p.planned, p.touched, p.on_node
     );
+    let o = &p.off_node;
+    let causes: Vec<String> = [
+        (o.region, "placed with their huge-page region"),
+        (o.huge_page, "in a huge page that went elsewhere"),
+        (o.refused, "refused by the kernel"),
+        (o.other, "touched late or moved since"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, why)| format!("{n} {why}"))
+    .collect();
+    if !causes.is_empty() {
+        line.push_str(&format!("; off their node: {}", causes.join(", ")));
+    }
+    match p.in_huge_pages {
+        Some(h) => line.push_str(&format!("; {h} in huge pages")),
+        None => line.push_str("; huge pages not told (reading page flags needs root)"),
+    }
+    line.push_str(&format!("; {} migrated, {} refused", p.moved, p.refused));
     if p.touched * 2 < p.planned {
         line.push_str(
             " (the run touched under half the planned pages: were the recording and the run both made with \

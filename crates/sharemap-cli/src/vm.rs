@@ -40,6 +40,10 @@ pub struct VmArgs {
     /// As `sharemap run --placement`, applied in the guest
     #[arg(long)]
     pub placement: Option<String>,
+    /// As `sharemap run --thp`: what a plan does about the guest's transparent huge pages
+    /// (split, regions or keep)
+    #[arg(long, value_parser = ["split", "regions", "keep"])]
+    pub thp: Option<String>,
     /// Stop the guest after this many seconds
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
@@ -113,6 +117,9 @@ pub fn run(args: VmArgs) -> Result<ExitCode> {
     }
     if args.no_aslr {
         run_args.push("--no-aslr".into());
+    }
+    if let Some(thp) = &args.thp {
+        run_args.extend(["--thp".to_string(), thp.clone()]);
     }
     let program_args: Vec<String> = program_args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let env = args

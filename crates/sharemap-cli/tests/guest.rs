@@ -400,6 +400,93 @@ fn a_plan_from_a_recording_is_applied_in_a_two_node_guest() {
     assert!(table.contains("oracle: plan (last run): ") && table.contains("marathe: plan (last run): "), "{table}");
 }
 
+/// Two huge-page regions (1024 pages, asked for with madvise) first touched by the main
+/// thread on node 0, then waited on while the plan is applied; at the end the program says
+/// how many pages lie as planned (page p on node 1 unless p is a multiple of 4).
+const THP_MIXED: &str = r#"
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define PAGES 1024
+static int as_planned(char *buf, int *status) {
+    void *pages[PAGES];
+    for (int p = 0; p < PAGES; p++) pages[p] = buf + p * 4096L;
+    if (syscall(SYS_move_pages, 0, PAGES, pages, NULL, status, 0) != 0) return -1;
+    int n = 0;
+    for (int p = 0; p < PAGES; p++) n += status[p] == (p % 4 != 0);
+    return n;
+}
+int main(void) {
+    char *buf = mmap((void *)0x600000000000, PAGES * 4096L, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (buf == MAP_FAILED) return 2;
+    madvise(buf, PAGES * 4096L, MADV_HUGEPAGE);
+    for (long p = 0; p < PAGES; p++) buf[p * 4096] = 1;
+    int status[PAGES];
+    for (int waited = 0; waited < 3000 && as_planned(buf, status) < PAGES; waited += 20) usleep(20000);
+    printf("as planned %d\n", as_planned(buf, status));
+    return 0;
+}
+"#;
+
+/// A number just before `what` in `text` (`... 256 placed with ...`).
+fn count_before(text: &str, what: &str) -> Option<u64> {
+    let at = text.find(what)?;
+    text[..at].split_whitespace().last()?.parse().ok()
+}
+
+/// A plan whose huge-page regions mix homes (3 pages of 4 on node 1, the rest on node 0):
+/// with huge pages split, every page lands; placed by region, each region goes to node 1
+/// whole and the node-0 pages are counted as placed with their region; kept, pages share
+/// huge pages with pages planned elsewhere and the landing rate says so.
+#[test]
+fn huge_pages_with_mixed_homes_are_split_or_placed_by_region_in_a_two_node_guest() {
+    let Some(kernel) = kernel() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(&dir, "thp_mixed", THP_MIXED, &[]);
+    let plan = p(&dir, "plan.csv");
+    let rows: Vec<String> =
+        (0..1024u64).map(|i| format!("{:#x},{}", 0x6000_0000_0000u64 + i * 4096, u8::from(i % 4 != 0))).collect();
+    std::fs::write(&plan, format!("page,node\n{}\n", rows.join("\n"))).unwrap();
+    let run = format!("{GUEST_SHAREMAP} run --thread-map 0 --placement /opt/sharemap/plan.csv");
+    let bin = "/opt/sharemap/bin/thp_mixed";
+    let commands = format!(
+        "echo '== mode'; cat /sys/kernel/mm/transparent_hugepage/enabled\n\
+         echo; echo '== split'; {run} -- {bin} || exit 1\n\
+         echo; echo '== regions'; {run} --thp regions -- {bin} || exit 1\n\
+         echo; echo '== keep'; {run} --thp keep -- {bin} || exit 1\n"
+    );
+    let sections = boot(kernel, &[&prog], &[(plan.as_path(), "/opt/sharemap/plan.csv")], &commands);
+    assert!(!section(&sections, "mode").contains("[never]"), "{}", section(&sections, "mode"));
+
+    let split = section(&sections, "split");
+    assert!(split.contains("turned off for the program in every configuration"), "{split}");
+    let (planned, touched, on_node) = plan_line(split);
+    assert_eq!((planned, touched), (1024, 1024), "{split}");
+    assert!(on_node as f64 >= AT_LEAST * 1024.0, "{split}");
+    assert_eq!(count_before(split, "in huge pages"), Some(0), "{split}");
+
+    // Both regions want node 1 by 3 to 1: everything goes there.
+    let regions = section(&sections, "regions");
+    assert!(regions.contains("is placed whole"), "{regions}");
+    let (_, touched, on_node) = plan_line(regions);
+    assert_eq!(touched, 1024, "{regions}");
+    assert_eq!(count_before(regions, "in huge pages"), Some(1024), "the guest gave no huge pages: {regions}");
+    assert_eq!(on_node, 768, "{regions}");
+    assert_eq!(count_before(regions, "placed with their huge-page region"), Some(256), "{regions}");
+
+    // Kept: each huge page lies on one node, so at most the pages planned there are on theirs.
+    let keep = section(&sections, "keep");
+    let (_, touched, on_node) = plan_line(keep);
+    assert_eq!(touched, 1024, "{keep}");
+    assert_eq!(count_before(keep, "in huge pages"), Some(1024), "{keep}");
+    assert!(on_node <= 768, "{keep}");
+    let off = count_before(keep, "in a huge page that went elsewhere").unwrap_or(0);
+    assert_eq!(off, 1024 - on_node, "{keep}");
+}
+
 /// `sharemap vm` as a user runs it: a static program (no actor can be preloaded into it)
 /// is observed, its exit status passes through, and a bad guest shape is refused.
 #[test]

@@ -82,6 +82,9 @@ pub struct Machine {
     /// Whether the last-level cache holds every line of the caches under it (inclusive, so
     /// evicting a line there evicts it from them), when the description says (a preset).
     pub llc_inclusive: Option<bool>,
+    /// Whether each core's last private cache holds every line of its lower ones, when the
+    /// description says (a preset).
+    pub private_inclusive: Option<bool>,
 }
 
 /// How a machine's seed-004 cost parameters are derived from the page size.
@@ -120,6 +123,7 @@ impl Machine {
                 m.cost_rule = CostRule::Preset(cost);
             }
             m.llc_inclusive = p.llc_inclusive;
+            m.private_inclusive = p.private_inclusive;
             return Ok(m);
         }
         let path = Path::new(spec);
@@ -268,6 +272,7 @@ impl Machine {
             cost: CostParams::for_numa(ratio, 4096, 64),
             cost_rule: CostRule::Numa { remote_ratio: ratio },
             llc_inclusive: None,
+            private_inclusive: None,
         })
     }
 

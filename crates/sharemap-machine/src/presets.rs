@@ -13,6 +13,9 @@ pub struct Preset {
     pub cost: Option<fn(u64) -> CostParams>,
     /// Whether its last-level cache is inclusive (None: the machine has no such cache).
     pub llc_inclusive: Option<bool>,
+    /// Whether each core's last private cache holds every line of its lower ones (None:
+    /// not said, or a single private level).
+    pub private_inclusive: Option<bool>,
 }
 
 pub const PRESETS: &[Preset] = &[
@@ -22,8 +25,10 @@ pub const PRESETS: &[Preset] = &[
         description: "seed 000 (SAMMU) Table 1: 4 x Xeon X7550 (Nehalem-EX), 8 cores, 2-SMT, 18 MB L3, one NUMA node per package",
         synthetic: "pack:4 numa:1 l3:1(size=18MiB) l2:8(size=256KiB) l1d:1(size=32KiB) core:1 pu:2(indexes=2*8:16*4:1*2)",
         cost: None,
-        // Nehalem-EX: the L3 holds every line of its cores' L1 and L2 (its core-valid bits).
+        // Nehalem-EX: the L3 holds every line of its cores' L1 and L2 (its core-valid bits);
+        // the L2 holds some of the L1's lines, not all (neither inclusive nor exclusive).
         llc_inclusive: Some(true),
+        private_inclusive: Some(false),
     },
     Preset {
         name: "stmap-xeon",
@@ -31,8 +36,9 @@ pub const PRESETS: &[Preset] = &[
         description: "seed 002 (STMap) Xeon: 8 x Xeon E5-4650, 12 2-HT cores each, 30 MB L3, one NUMA node per package",
         synthetic: "pack:8 numa:1 l3:1(size=30MiB) l2:12(size=256KiB) l1d:1(size=32KiB) core:1 pu:2(indexes=2*12:24*8:1*2)",
         cost: None,
-        // Sandy Bridge-EP: an inclusive L3.
+        // Sandy Bridge-EP: an inclusive L3; the L2, as Nehalem's, not inclusive of the L1.
         llc_inclusive: Some(true),
+        private_inclusive: Some(false),
     },
     Preset {
         name: "stmap-opteron",
@@ -40,8 +46,10 @@ pub const PRESETS: &[Preset] = &[
         description: "seed 002 (STMap) Opteron: 4 x Opteron 6276, 2 NUMA nodes (dies) per package, 6 MB L3 per die, 2 MB L2 and 64 KB L1i per module of 2 cores",
         synthetic: "pack:4 numa:2 l3:1(size=6MiB) l2:4(size=2MiB) l1i:1(size=64KiB) l1d:2(size=32KiB) core:1 pu:1",
         cost: None,
-        // Bulldozer: the L3 is a victim cache of the L2s, not inclusive.
+        // Bulldozer: the L3 is a victim cache of the L2s, not inclusive. Its L2 is shared by
+        // the module's two cores: each core has one private level.
         llc_inclusive: Some(false),
+        private_inclusive: None,
     },
     Preset {
         name: "ace",
@@ -50,6 +58,7 @@ pub const PRESETS: &[Preset] = &[
         synthetic: "numa:8 pu:1",
         cost: Some(CostParams::ace),
         llc_inclusive: None,
+        private_inclusive: None,
     },
     Preset {
         name: "butterfly",
@@ -58,6 +67,7 @@ pub const PRESETS: &[Preset] = &[
         synthetic: "numa:8 pu:1",
         cost: Some(CostParams::butterfly),
         llc_inclusive: None,
+        private_inclusive: None,
     },
 ];
 

@@ -8,10 +8,11 @@ pub mod mechanism;
 mod observe;
 mod placer;
 pub mod record;
+pub mod thp;
 pub mod vm;
 
 pub use observe::{Observed, ThreadSeen, cpu_list, cpu_ranges};
-pub use placer::PlanOutcome;
+pub use placer::{OffNode, PlanOutcome};
 pub use sharemap::plan::{Plan, optimal_plan};
 
 use serde::Serialize;
@@ -284,6 +285,8 @@ pub struct Runner {
     pub traced: bool,
     /// How often a plan's pages are checked and migrated.
     pub plan_interval: std::time::Duration,
+    /// What is done about transparent huge pages (None: no plan, or none on the host).
+    pub thp: Option<thp::ThpHandling>,
 }
 
 /// What one run did.
@@ -352,6 +355,11 @@ impl Runner {
             // SAFETY: between fork and exec only the personality system calls run.
             unsafe { cmd.pre_exec(sharemap_sources::disable_aslr) };
         }
+        if self.thp.as_ref().is_some_and(|t| t.split()) {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: between fork and exec only the prctl system call runs.
+            unsafe { cmd.pre_exec(thp::disable_in_child) };
+        }
         if !self.show_output {
             cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
         }
@@ -363,14 +371,17 @@ impl Runner {
         // in their mapping. Tracing stops each thread as it starts and ends.
         let (status, observed) = if self.traced || config.plan.is_some() {
             let counters = &counters::HARDWARE_COUNTERS;
-            let out = observe::run_traced(&mut cmd, config.plan.as_deref(), self.plan_interval, counters).map_err(
-                |e| match e.kind() {
-                    ErrorKind::Io => {
-                        Error::new(ErrorKind::Program, format!("cannot run {}: {e}", self.program.display()))
+            let regions = self.thp.as_ref().and_then(|t| t.regions());
+            let plan = config.plan.as_deref();
+            let out =
+                observe::run_traced(&mut cmd, plan, self.plan_interval, regions, counters).map_err(|e| {
+                    match e.kind() {
+                        ErrorKind::Io => {
+                            Error::new(ErrorKind::Program, format!("cannot run {}: {e}", self.program.display()))
+                        }
+                        _ => e,
                     }
-                    _ => e,
-                },
-            )?;
+                })?;
             (out.status, Some(out.observed))
         } else {
             (cmd.status().map_err(cannot)?, None)
@@ -520,7 +531,7 @@ pub struct FailedRun {
 #[derive(Debug)]
 pub enum Failure {
     CannotStart(Error),
-    Exited(RunOutcome),
+    Exited(Box<RunOutcome>),
 }
 
 /// Runs every configuration `repeat` times, interleaved (A B C A B C ...), so that the
@@ -557,7 +568,7 @@ pub fn measure(
                     );
                     let outcome = runner.run(&probe, round as u64).map_err(|e| failed(Failure::CannotStart(e)))?;
                     if outcome.exit != 0 {
-                        return Err(failed(Failure::Exited(outcome)));
+                        return Err(failed(Failure::Exited(Box::new(outcome))));
                     }
                     choices.probation_seconds += outcome.seconds;
                     if outcome.seconds < best.0 {
@@ -574,7 +585,7 @@ pub fn measure(
             let outcome = runner.run(chosen, round as u64).map_err(|e| failed(Failure::CannotStart(e)))?;
             progress(config, round, &outcome);
             if outcome.exit != 0 {
-                return Err(failed(Failure::Exited(outcome)));
+                return Err(failed(Failure::Exited(Box::new(outcome))));
             }
             seconds[c].push(outcome.seconds);
             if let Some(observed) = outcome.observed {

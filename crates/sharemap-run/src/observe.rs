@@ -55,6 +55,7 @@ pub fn run_traced(
     cmd: &mut Command,
     plan: Option<&Plan>,
     interval: std::time::Duration,
+    regions: Option<u64>,
     counters: &[Counter],
 ) -> Result<TracedExit> {
     use std::os::unix::process::CommandExt;
@@ -88,7 +89,12 @@ pub fn run_traced(
         }
         libc::ptrace(libc::PTRACE_CONT, pid, 0, 0);
     }
-    let placer = plan.map(|p| Placer::start(pid, p.clone(), interval));
+    // The plan the placer follows: each page's own node, or its huge-page region's.
+    let placed = plan.map(|p| match regions {
+        Some(size) => crate::thp::by_region(p, size),
+        None => p.clone(),
+    });
+    let placer = placed.clone().map(|p| Placer::start(pid, p, interval));
     let mut tracer =
         Tracer { pid, threads: HashMap::new(), seen: Vec::new(), exited: 0, observed: Observed::default() };
     tracer.threads.insert(pid, Thread { order: 0, started: true, exited: false });
@@ -128,16 +134,16 @@ pub fn run_traced(
                     if counts.values.iter().any(|v| v.1.is_some()) {
                         tracer.observed.counts = Some(counts);
                     }
-                    if let Some(p) = placer.take() {
-                        tracer.observed.plan = Some(p.finish());
-                    }
+                    let finished = placer.take().map(Placer::finish);
                     let maps = std::fs::read_to_string(format!("/proc/{pid}/numa_maps")).unwrap_or_default();
                     tracer.observed.pages_per_node = numa_maps_totals(&maps);
                     let anonymous: Vec<&str> = maps.lines().filter(|l| !l.contains(" file=")).collect();
                     tracer.observed.anonymous_per_node = numa_maps_totals(&anonymous.join("\n"));
-                    if let (Some(plan), Some(outcome)) = (plan, tracer.observed.plan.as_mut()) {
+                    if let (Some(plan), Some(placed), Some((mut outcome, refused))) = (plan, &placed, finished) {
                         let nodes = query_nodes(pid, &plan.pages);
-                        outcome.count(plan, &nodes);
+                        let huge = crate::thp::in_huge_pages(pid, &plan.pages);
+                        outcome.count(plan, placed, &nodes, huge.as_deref(), &refused);
+                        tracer.observed.plan = Some(outcome);
                     }
                 }
             }
@@ -157,7 +163,8 @@ pub fn run_traced(
         unsafe { libc::ptrace(libc::PTRACE_CONT, tid, 0, inject as libc::c_long) };
     };
     if let Some(p) = placer.take() {
-        tracer.observed.plan = Some(p.finish());
+        // The program ended without its last exit seen: what was moved, nothing counted.
+        tracer.observed.plan = Some(p.finish().0);
     }
     use std::os::unix::process::ExitStatusExt;
     let mut observed = tracer.observed;
@@ -303,9 +310,14 @@ mod tests {
     /// subshell pipeline has one thread (the main one), allowed every CPU we may use.
     #[test]
     fn a_traced_program_is_seen_to_exit() {
-        let out =
-            run_traced(Command::new("sh").args(["-c", "exit 3"]), None, std::time::Duration::from_millis(10), &[])
-                .unwrap();
+        let out = run_traced(
+            Command::new("sh").args(["-c", "exit 3"]),
+            None,
+            std::time::Duration::from_millis(10),
+            None,
+            &[],
+        )
+        .unwrap();
         assert_eq!(out.status.code(), Some(3));
         assert_eq!(out.observed.threads.len(), 1);
         assert_eq!(out.observed.threads[0].order, 0);
@@ -317,6 +329,7 @@ mod tests {
             Command::new("sh").args(["-c", "exec sh -c 'exit 4'"]),
             None,
             std::time::Duration::from_millis(10),
+            None,
             &[],
         )
         .unwrap();
@@ -350,6 +363,7 @@ mod tests {
                 Command::new(&bin).arg(pages),
                 None,
                 std::time::Duration::from_millis(10),
+                None,
                 &[crate::counters::PAGE_FAULTS],
             )
             .unwrap();

@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 use sharemap::plan::Plan;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -20,13 +21,61 @@ pub struct PlanOutcome {
     /// Pages migrated to their node during the run, and migrations the kernel refused.
     pub moved: u64,
     pub refused: u64,
+    /// Touched planned pages that lie in transparent huge pages (None: the kernel's page
+    /// flags could not be read, which needs root).
+    pub in_huge_pages: Option<usize>,
+    /// Why touched pages are off their node.
+    pub off_node: OffNode,
+}
+
+/// Touched planned pages off their planned node, by cause (each page counted once, under
+/// the first cause that applies).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct OffNode {
+    /// Placed with their huge-page region, on the node most of its pages want (`--thp regions`).
+    pub region: usize,
+    /// In a huge page that went where other pages of it were planned.
+    pub huge_page: usize,
+    /// The kernel refused the last migration asked for them.
+    pub refused: usize,
+    /// The rest: touched after the placer's last look, or moved since (by the kernel's
+    /// NUMA balancing, say).
+    pub other: usize,
 }
 
 impl PlanOutcome {
-    pub(crate) fn count(&mut self, plan: &Plan, nodes: &[i32]) {
+    /// Counts `plan`'s pages by where they lie (`nodes`, move_pages' answers at the last
+    /// exit): `placed` is the plan the placer followed (the same, or by region),
+    /// `huge` whether each lies in a huge page, `refused` the pages whose last migration
+    /// the kernel refused.
+    pub(crate) fn count(
+        &mut self,
+        plan: &Plan,
+        placed: &Plan,
+        nodes: &[i32],
+        huge: Option<&[bool]>,
+        refused: &std::collections::HashSet<u64>,
+    ) {
         self.planned = plan.pages.len();
         self.touched = nodes.iter().filter(|&&n| n >= 0).count();
         self.on_node = nodes.iter().zip(&plan.nodes).filter(|(n, want)| n == want).count();
+        self.in_huge_pages = huge.map(|h| h.iter().zip(nodes).filter(|&(&h, &n)| h && n >= 0).count());
+        let mut off = OffNode::default();
+        for i in 0..plan.pages.len() {
+            if nodes[i] < 0 || nodes[i] == plan.nodes[i] {
+                continue;
+            }
+            if placed.nodes[i] != plan.nodes[i] {
+                off.region += 1;
+            } else if huge.is_some_and(|h| h[i]) {
+                off.huge_page += 1;
+            } else if refused.contains(&plan.pages[i]) {
+                off.refused += 1;
+            } else {
+                off.other += 1;
+            }
+        }
+        self.off_node = off;
     }
 }
 
@@ -64,22 +113,28 @@ pub fn query_nodes(pid: i32, pages: &[u64]) -> Vec<i32> {
     status
 }
 
-/// Moves pages of process `pid` to nodes; how many moved and how many the kernel refused.
-fn move_to(pid: i32, pages: &[u64], nodes: &[i32]) -> (u64, u64) {
-    let (mut moved, mut refused) = (0, 0);
+/// Moves pages of process `pid` to nodes; how many moved, and the pages the kernel
+/// refused (with the batch they came in when a whole call failed).
+fn move_to(pid: i32, pages: &[u64], nodes: &[i32], refused: &mut Vec<u64>) -> u64 {
+    let mut moved = 0;
     let mut status = vec![0i32; pages.len().min(BATCH)];
     for (chunk, want) in pages.chunks(BATCH).zip(nodes.chunks(BATCH)) {
         let status = &mut status[..chunk.len()];
         if move_pages(pid, chunk, Some(want), status).is_err() {
-            refused += chunk.len() as u64;
+            refused.extend_from_slice(chunk);
             continue;
         }
-        for (s, w) in status.iter().zip(want) {
-            if s == w { moved += 1 } else { refused += 1 }
+        for ((s, w), &page) in status.iter().zip(want).zip(chunk) {
+            if s == w { moved += 1 } else { refused.push(page) }
         }
     }
-    (moved, refused)
+    moved
 }
+
+/// How many times one page is migrated at most: a page found off its node again after
+/// that many moves is being moved back (it shares a huge page with pages planned
+/// elsewhere, or the kernel balances it) and is left alone rather than fought over.
+const MOVES_PER_PAGE: u8 = 3;
 
 /// Applies a plan to a running process from a thread of ours: every `interval` it asks
 /// where the pages not yet placed lie, and migrates those the program has touched.
@@ -87,7 +142,7 @@ pub struct Placer {
     stop: Arc<AtomicBool>,
     moved: Arc<AtomicU64>,
     refused: Arc<AtomicU64>,
-    thread: std::thread::JoinHandle<()>,
+    thread: std::thread::JoinHandle<HashSet<u64>>,
 }
 
 impl Placer {
@@ -97,6 +152,10 @@ impl Placer {
         let (s, m, r) = (stop.clone(), moved.clone(), refused.clone());
         let thread = std::thread::spawn(move || {
             let (mut pages, mut nodes) = (plan.pages, plan.nodes);
+            let mut moves = vec![0u8; pages.len()];
+            // Pages whose last migration the kernel refused.
+            let mut last_refused = HashSet::new();
+            let mut refused_now = Vec::new();
             while !s.load(Ordering::Relaxed) && !pages.is_empty() {
                 let now = query_nodes(pid, &pages);
                 if now.iter().all(|&n| n == -libc::ESRCH) {
@@ -105,41 +164,53 @@ impl Placer {
                 let (mut go, mut to) = (Vec::new(), Vec::new());
                 let mut keep = 0;
                 for i in 0..pages.len() {
-                    if now[i] >= 0 && now[i] != nodes[i] {
+                    let misplaced = now[i] >= 0 && now[i] != nodes[i];
+                    if misplaced {
                         go.push(pages[i]);
                         to.push(nodes[i]);
+                        moves[i] += 1;
                     }
-                    // Placed pages leave the watch; untouched and misplaced ones stay.
-                    if now[i] != nodes[i] {
+                    // Placed pages, and pages moved as often as a page may be, leave the
+                    // watch; untouched and misplaced ones stay.
+                    if now[i] != nodes[i] && moves[i] < MOVES_PER_PAGE {
                         pages[keep] = pages[i];
                         nodes[keep] = nodes[i];
+                        moves[keep] = moves[i];
                         keep += 1;
                     }
                 }
                 pages.truncate(keep);
                 nodes.truncate(keep);
+                moves.truncate(keep);
                 if go.is_empty() {
                     std::thread::sleep(interval);
                 } else {
                     // Pages are being touched: look again at once.
-                    let (mv, rf) = move_to(pid, &go, &to);
+                    refused_now.clear();
+                    let mv = move_to(pid, &go, &to, &mut refused_now);
+                    for page in &go {
+                        last_refused.remove(page);
+                    }
+                    last_refused.extend(refused_now.iter().copied());
                     m.fetch_add(mv, Ordering::Relaxed);
-                    r.fetch_add(rf, Ordering::Relaxed);
+                    r.fetch_add(refused_now.len() as u64, Ordering::Relaxed);
                 }
             }
+            last_refused
         });
         Placer { stop, moved, refused, thread }
     }
 
-    /// Stops it; what it moved so far.
-    pub fn finish(self) -> PlanOutcome {
+    /// Stops it; what it moved so far, and the pages whose last migration was refused.
+    pub fn finish(self) -> (PlanOutcome, HashSet<u64>) {
         self.stop.store(true, Ordering::Relaxed);
-        let _ = self.thread.join();
-        PlanOutcome {
+        let refused_pages = self.thread.join().unwrap_or_default();
+        let outcome = PlanOutcome {
             moved: self.moved.load(Ordering::Relaxed),
             refused: self.refused.load(Ordering::Relaxed),
             ..PlanOutcome::default()
-        }
+        };
+        (outcome, refused_pages)
     }
 }
 

@@ -60,6 +60,8 @@ pub struct Model {
     pub shared_mask: Vec<u32>,
     /// Per cache: the cores under it when it is an inclusive last-level cache, else 0.
     pub inclusive_over: Vec<u128>,
+    /// Whether each core's last private level holds every line of its lower ones.
+    pub private_inclusive: bool,
     /// DRAM latency from a PU of node a to memory of node b, in ns.
     pub dram_ns: Vec<Vec<f64>>,
     /// What crossing from node a to node b adds to a transfer, in ns.
@@ -214,6 +216,10 @@ impl Model {
                 }
             }
         }
+        let private_inclusive = match params.private_inclusive {
+            2 => machine.private_inclusive.unwrap_or(true),
+            v => v == 1,
+        };
         let mut model = Model {
             params,
             line,
@@ -228,6 +234,7 @@ impl Model {
             shared_caches,
             shared_mask,
             inclusive_over,
+            private_inclusive,
             shared_index,
             dram_ns,
             hop_ns,

@@ -39,6 +39,10 @@ pub struct Params {
     /// every core under them, a modified copy written back); 0: not (they evict alone);
     /// 2 (auto): as the machine says (a preset), else 0.
     pub llc_inclusive: u32,
+    /// 1: a core's last private cache holds every line of its lower ones (evicting a line
+    /// there evicts it from them); 0: not (a line stays in the core while any of its
+    /// private levels holds it); 2 (auto): as the machine says (a preset), else 1.
+    pub private_inclusive: u32,
 }
 
 impl Default for Params {
@@ -59,6 +63,7 @@ impl Default for Params {
             shootdown_ns: 2_000.0,
             zero_page: 2,
             llc_inclusive: 2,
+            private_inclusive: 2,
         }
     }
 }
@@ -98,11 +103,19 @@ const FIELDS: &[(&str, Field, &str)] = &[
         "1: the last-level caches are inclusive (an eviction there evicts the line from the cores under them); 0: not; 2: as the machine (a preset) says, else 0",
     ),
     (
+        "private_inclusive",
+        Field::Count(|p| &mut p.private_inclusive),
+        "1: each core's last private cache is inclusive of its lower ones; 0: not (a line stays in the core while any private level holds it); 2: as the machine (a preset) says, else 1",
+    ),
+    (
         "zero_page",
         Field::Count(|p| &mut p.zero_page),
         "1: reads of a never-written page hit the shared zero page and do not place it (Linux); 0: any first access places it; 2: 1 for whole-program recordings, else 0",
     ),
 ];
+
+/// Parameters that are switches: 0 off, 1 on, 2 auto (as the trace or the machine says).
+const SWITCHES: [&str; 3] = ["zero_page", "llc_inclusive", "private_inclusive"];
 
 impl Params {
     /// The names `set` knows, each with what it is.
@@ -144,6 +157,9 @@ impl Params {
                 if key == "line" && (!v.is_power_of_two() || v < 8) {
                     return Err(ParamError(format!("parameter line={value}: expected a power of two, 8 or more")));
                 }
+                if SWITCHES.contains(&key) && v > 2 {
+                    return Err(ParamError(format!("parameter {key}={value}: expected 0 (off), 1 (on) or 2 (auto)")));
+                }
                 if key == "tlb_entries" && v == 0 {
                     return Err(ParamError(format!("parameter tlb_entries={value}: a TLB has at least one entry")));
                 }
@@ -179,13 +195,19 @@ mod tests {
         let mut touched = std::collections::HashSet::new();
         for (key, _) in Params::keys() {
             let mut p = Params::default();
-            p.set(&format!("{key}=4096")).unwrap();
+            // A switch (off, on, auto) takes 0-2 only.
+            let switch = SWITCHES.contains(&key);
+            if switch {
+                assert!(p.set(&format!("{key}=3")).is_err(), "{key}=3");
+            }
+            let v = if switch { 0.0 } else { 4096.0 };
+            p.set(&format!("{key}={v}")).unwrap();
             let now = flat(&p);
             let changed: Vec<usize> = (0..base.len()).filter(|&i| base[i] != now[i]).collect();
             assert_eq!(changed.len(), 1, "{key} changed {changed:?}");
-            assert_eq!(now[changed[0]], 4096.0, "{key}");
+            assert_eq!(now[changed[0]], v, "{key}");
             assert!(touched.insert(changed[0]), "{key} shares its field with another key");
-            assert_eq!(p.value(key), Some(4096.0), "{key}");
+            assert_eq!(p.value(key), Some(v), "{key}");
             assert_eq!(Params::default().value(key), Some(base[changed[0]]), "{key}");
         }
         assert_eq!(touched.len(), base.len(), "a parameter no key reaches");

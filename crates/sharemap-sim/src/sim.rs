@@ -4,8 +4,9 @@
 //! by a fixed cost plus the latency of where its data came from.
 //!
 //! The coherence model: a core's private caches (those under it alone) are one holder,
-//! inclusive (its last private level holds every line its lower ones do) and sharing one
-//! MESI state per line. The directory knows, per line, which cores hold it, which shared
+//! sharing one MESI state per line, and inclusive (its last private level holds every line
+//! its lower ones do) or not (the line stays in the core while any level holds it), as the
+//! model says. The directory knows, per line, which cores hold it, which shared
 //! caches hold it and which shared cache holds it dirty. Shared caches are filled on the
 //! way in and evict without asking the private caches below (non-inclusive); a modified line
 //! a core evicts goes to its last shared cache, dirty, and a dirty line leaving that cache
@@ -728,7 +729,13 @@ impl<'m> Sim<'m> {
                 }
             }
             for &l in &private[..i] {
-                self.caches[l].insert_absent(line, new);
+                let victim = self.caches[l].insert_absent(line, new);
+                // Inclusive levels: the victim is still in the last one.
+                if !self.m.private_inclusive
+                    && let Some((victim, vstate)) = victim
+                {
+                    self.private_victim(pu, core, victim, vstate);
+                }
             }
             #[cfg(test)]
             self.values.core_access(core, line, write);
@@ -773,10 +780,15 @@ impl<'m> Sim<'m> {
         self.dir.store(line, entry);
         let last = private[private.len() - 1];
         if let Some((victim, vstate)) = self.caches[last].insert_absent(line, state) {
-            self.evict_private(pu, core, victim, vstate);
+            self.private_victim(pu, core, victim, vstate);
         }
         for &l in &private[..private.len() - 1] {
-            self.caches[l].insert_absent(line, state);
+            let victim = self.caches[l].insert_absent(line, state);
+            if !self.m.private_inclusive
+                && let Some((victim, vstate)) = victim
+            {
+                self.private_victim(pu, core, victim, vstate);
+            }
         }
         #[cfg(test)]
         self.values.core_access(core, line, write);
@@ -813,9 +825,19 @@ impl<'m> Sim<'m> {
             // gives it up (shared for a reader, invalid for a writer) in the same search.
             let after = if write { INVALID } else { SHARED };
             let owner_path = owner_place.private;
-            let ostate = match owner_path.last() {
-                Some(&c) => self.caches[c].change_state(line, |s| if s >= EXCLUSIVE { after } else { s }),
-                None => INVALID,
+            let give_up = |s: u8| if s >= EXCLUSIVE { after } else { s };
+            let ostate = if m.private_inclusive {
+                match owner_path.last() {
+                    Some(&c) => self.caches[c].change_state(line, give_up),
+                    None => INVALID,
+                }
+            } else {
+                // Any of its levels may hold it; those that do hold it in one state.
+                let mut held = INVALID;
+                for &c in owner_path {
+                    held = held.max(self.caches[c].change_state(line, give_up));
+                }
+                held
             };
             if ostate >= EXCLUSIVE {
                 for &c in &owner_path[..owner_path.len() - 1] {
@@ -1002,7 +1024,7 @@ impl<'m> Sim<'m> {
             let core = cores.trailing_zeros() as usize;
             cores &= cores - 1;
             let path = self.core_places[core].private;
-            let state = path.last().map_or(INVALID, |&l| self.caches[l].state(line));
+            let state = self.held(path, line);
             for &l in path {
                 self.caches[l].set_state(line, INVALID);
             }
@@ -1018,6 +1040,24 @@ impl<'m> Sim<'m> {
         }
         self.dir.update(line, true, |e| e.set_cores(e.cores() & !under));
         modified
+    }
+
+    /// The state a core's private caches (`path`) hold a line in: its last level's when the
+    /// levels are inclusive, else any level's (the levels holding it agree).
+    fn held(&self, path: &[usize], line: u64) -> u8 {
+        if self.m.private_inclusive {
+            return path.last().map_or(INVALID, |&c| self.caches[c].state(line));
+        }
+        path.iter().map(|&c| self.caches[c].state(line)).max().unwrap_or(INVALID)
+    }
+
+    /// A line one of a core's private caches let go (with inclusive levels, only the last
+    /// one's victims come here): it leaves the core, unless a non-inclusive level still holds it.
+    fn private_victim(&mut self, pu: usize, core: usize, line: u64, state: u8) {
+        if !self.m.private_inclusive && self.held(self.places[pu].private, line) != INVALID {
+            return;
+        }
+        self.evict_private(pu, core, line, state);
     }
 
     /// A line leaves a core's last private level: out of its lower ones too; a modified one
@@ -1070,8 +1110,7 @@ impl<'m> Sim<'m> {
     /// The state of a line in a core (the tests' data shadow asks it).
     #[cfg(test)]
     fn core_state(&self, core: usize, line: u64) -> u8 {
-        let path = &self.m.private_path[self.m.core_pu[core]];
-        path.last().map_or(INVALID, |&c| self.caches[c].state(line))
+        self.held(&self.m.private_path[self.m.core_pu[core]], line)
     }
 
     fn set_core_state(&mut self, core: usize, line: u64, state: u8) {
@@ -1255,8 +1294,8 @@ impl<'m> Sim<'m> {
         self.m
     }
 
-    /// Checks the protocol's invariants (tests): one writer, the directory exact, private
-    /// levels inclusive with one state.
+    /// Checks the protocol's invariants (tests): one writer, the directory exact, a core's
+    /// private levels in one state per line (and inclusive, when they are).
     #[cfg(test)]
     pub(crate) fn check_invariants(&self) -> Result<(), String> {
         use std::collections::BTreeMap;
@@ -1265,19 +1304,29 @@ impl<'m> Sim<'m> {
         for core in 0..m.cores {
             let path = &m.private_path[self.m.core_pu[core]];
             let Some(&last) = path.last() else { continue };
-            for (line, state) in self.caches[last].lines() {
-                holders.entry(line).or_default().push((core, state));
-            }
+            // The core's lines: those of its last level (inclusive), or of any level.
+            let mut mine: BTreeMap<u64, u8> = self.caches[last].lines().collect();
             for &l in &path[..path.len() - 1] {
                 for (line, state) in self.caches[l].lines() {
                     let up = self.caches[last].state(line);
-                    if up != state {
+                    if m.private_inclusive && up != state {
                         return Err(format!(
                             "core {core}: line {line} {state} in L{} but {up} in its last level",
                             m.caches[l].level
                         ));
                     }
+                    match mine.insert(line, state) {
+                        Some(other) if other != state => {
+                            return Err(format!(
+                                "core {core}: line {line} in two private levels as {other} and {state}"
+                            ));
+                        }
+                        _ => {}
+                    }
                 }
+            }
+            for (line, state) in mine {
+                holders.entry(line).or_default().push((core, state));
             }
         }
         for (line, hs) in &holders {

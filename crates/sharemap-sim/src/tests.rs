@@ -422,6 +422,52 @@ proptest! {
         let inclusive = Params { llc_inclusive: 1, ..Params::default() };
         run_checked_with(Model::new(&Machine::from_spec(TINY).unwrap(), inclusive).unwrap(), &ops, false)?;
     }
+
+    /// The same with non-inclusive private levels (a line stays in a core while its L1 or
+    /// its L2 holds it), under a non-inclusive and an inclusive last level.
+    #[test]
+    fn coherence_holds_with_non_inclusive_private_levels(ops in ops()) {
+        for llc_inclusive in [0, 1] {
+            let params = Params { private_inclusive: 0, llc_inclusive, ..Params::default() };
+            run_checked_with(Model::new(&Machine::from_spec(TINY).unwrap(), params).unwrap(), &ops, false)?;
+        }
+    }
+}
+
+/// A non-inclusive L2 lets its L1 keep a line it evicts: core 0 writes a line, then keeps
+/// hitting it in its L1 while streaming 8 other lines through (TINY's L2 holds 8, so its
+/// least recently used, that line, goes). An inclusive L2 takes it out of the L1 too; a
+/// non-inclusive one leaves it there, modified, and a core of the other package reading it
+/// then gets it from core 0.
+#[test]
+fn a_non_inclusive_l2_leaves_its_l1_the_lines_it_evicts() {
+    let run = |private_inclusive: u32| {
+        let params = Params { private_inclusive, ..Params::default() };
+        let m = Model::new(&Machine::from_spec(TINY).unwrap(), params).unwrap();
+        let mut sim = Sim::new(&m, 4096, &[0, 2], FirstPlacement::FirstTouch);
+        sim.access(0, 0x8000, true);
+        for i in 1..=8u64 {
+            sim.access(0, 0x8000 + 64 * i, false);
+            sim.access(0, 0x8000, true);
+        }
+        let l1_misses = sim.stats.misses[0];
+        // A reader elsewhere sees the last write (the tests' data shadow checks it), and
+        // core 0 reads on: in its L1 still when the L2 is not inclusive.
+        sim.access(1, 0x8000, false);
+        sim.access(0, 0x8000, false);
+        assert!(sim.check_invariants().is_ok(), "{:?}", sim.check_invariants());
+        assert!(sim.values.errors.is_empty(), "{:?}", sim.values.errors);
+        (l1_misses, sim.stats.misses[0] - l1_misses - 1)
+    };
+    // Inclusive: the 8th streamed line evicts the written line from the L2 and the L1, so
+    // its next write misses (1 + 8 + 1 misses) and brings it back.
+    assert_eq!(run(1), (10, 0));
+    // Non-inclusive: only the first write and the streamed lines miss; the reader took the
+    // line from core 0's L1 alone, which keeps it, shared.
+    assert_eq!(run(0), (9, 0));
+    // The presets say: the X7550's and the E5-4650's L2 are not inclusive of their L1.
+    let private = |spec: &str| model(spec).private_inclusive;
+    assert!(!private("sammu-x7550") && !private("stmap-xeon") && private(TINY));
 }
 
 /// An inclusive L3 evicts a line from the cores under it; a non-inclusive one leaves their
