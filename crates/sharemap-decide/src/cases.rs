@@ -178,6 +178,15 @@ fn show(list: &[(u64, u128)]) -> String {
 }
 
 impl Case {
+    /// The case's accesses as a trace's, every layer's input (8 bytes each).
+    pub fn trace_accesses(&self) -> Vec<sharemap_trace::Access> {
+        use sharemap_trace::Access as Traced;
+        let access = |(i, a): (usize, &Access)| {
+            if a.write { Traced::write(a.thread, a.addr(i), 8) } else { Traced::read(a.thread, a.addr(i), 8) }
+        };
+        self.accesses.iter().enumerate().map(access).collect()
+    }
+
     /// The number of threads.
     pub fn threads(&self) -> usize {
         self.accesses.iter().map(|a| a.thread as usize + 1).max().unwrap_or(0)

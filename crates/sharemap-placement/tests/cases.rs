@@ -9,7 +9,7 @@ use sharemap_placement::cost::record_placements;
 use sharemap_placement::partition::{Partition, PartitionOptions};
 use sharemap_placement::policies::{Context, Settings, build, find};
 use sharemap_placement::{Costs, Ref};
-use sharemap_trace::{Access, MemoryTrace};
+use sharemap_trace::MemoryTrace;
 use std::sync::Mutex;
 
 fn decide(case: &Case) -> Vec<Decision> {
@@ -20,9 +20,7 @@ fn decide(case: &Case) -> Vec<Decision> {
     let placement = ThreadPlacement::on_pus(&machine, pus).unwrap();
     let spec = Spec::parse(&case.mechanism).unwrap();
     let policy = build(find(&spec.name).unwrap(), &Settings::default(), &spec.options).unwrap();
-    let mut trace = MemoryTrace::from_accesses(case.accesses.iter().enumerate().map(|(i, a)| {
-        if a.write { Access::write(a.thread, a.addr(i), 8) } else { Access::read(a.thread, a.addr(i), 8) }
-    }));
+    let mut trace = MemoryTrace::from_accesses(case.trace_accesses());
     let opts = PartitionOptions {
         page_size: PageSize::new(PAGE_SIZE).unwrap(),
         placement,

@@ -431,19 +431,7 @@ mod tests {
             let host = Machine::from_spec(&case.machine).unwrap();
             let pus: Vec<usize> =
                 case.nodes.iter().map(|&n| (0..host.pu_count()).find(|&p| host.pu_numa[p] == n).unwrap()).collect();
-            let accesses: Vec<Access> =
-                case.accesses
-                    .iter()
-                    .enumerate()
-                    .map(|(i, a)| {
-                        if a.write {
-                            Access::write(a.thread, a.addr(i), 8)
-                        } else {
-                            Access::read(a.thread, a.addr(i), 8)
-                        }
-                    })
-                    .collect();
-            let trace = write_trace(&dir, &accesses);
+            let trace = write_trace(&dir, &case.trace_accesses());
             let spec = sharemap_core::Spec::parse(&case.mechanism).unwrap();
             assert_eq!(spec.name, "marathe", "{}: run plans only Marathe's placement from a profile", case.name);
             let params =

@@ -6,12 +6,10 @@ use sharemap_decide::cases::{self, Case, Decision, PAGE_SIZE};
 use sharemap_machine::Machine;
 use sharemap_sim::mechanisms::{parse_list, sampled_pages};
 use sharemap_sim::{Context, Model, Params, Profile};
-use sharemap_trace::{Access, MemoryTrace};
+use sharemap_trace::MemoryTrace;
 
 fn trace(case: &Case) -> MemoryTrace {
-    MemoryTrace::from_accesses(case.accesses.iter().enumerate().map(|(i, a)| {
-        if a.write { Access::write(a.thread, a.addr(i), 8) } else { Access::read(a.thread, a.addr(i), 8) }
-    }))
+    MemoryTrace::from_accesses(case.trace_accesses())
 }
 
 fn decide(case: &Case) -> Vec<Decision> {
