@@ -140,7 +140,9 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
     let caches = if s.cache_levels.is_empty() {
         "no caches".to_string()
     } else {
-        format!("caches L{}", s.cache_levels.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("/L"))
+        let levels = s.cache_levels.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("/L");
+        let inclusion = s.inclusion.iter().map(|i| format!(", {i}")).collect::<String>();
+        format!("caches L{levels}{inclusion}")
     };
     println!(
         "{}: {} threads on {} ({} cores, {} NUMA nodes, {caches}), pages of {} bytes",

@@ -282,6 +282,26 @@ impl Model {
         l
     }
 
+    /// What is inclusive of what, in words (for a table's header): a core's last private
+    /// level over its lower ones, when it has several; the last-level cache over the cores
+    /// under it, when there is one shared.
+    pub fn inclusion(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let path = self.private_path.first().map_or(&[][..], |p| p.as_slice());
+        if let [lower @ .., last] = path
+            && !lower.is_empty()
+        {
+            let (top, below) = (self.caches[*last].level, self.caches[lower[lower.len() - 1]].level);
+            let not = if self.private_inclusive { "" } else { "not " };
+            out.push(format!("L{top} {not}inclusive of L{below}"));
+        }
+        if let Some(&llc) = self.shared_path.first().and_then(|p| p.last()) {
+            let not = if self.inclusive_over[llc] != 0 { "" } else { "not " };
+            out.push(format!("L{} {not}inclusive", self.caches[llc].level));
+        }
+        out
+    }
+
     /// The nearest shared cache two PUs both sit under, if any.
     pub fn common_shared(&self, a: usize, b: usize) -> Option<usize> {
         self.shared_path[a].iter().copied().find(|c| self.shared_path[b].contains(c))

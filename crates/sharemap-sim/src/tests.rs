@@ -468,6 +468,10 @@ fn a_non_inclusive_l2_leaves_its_l1_the_lines_it_evicts() {
     // The presets say: the X7550's and the E5-4650's L2 are not inclusive of their L1.
     let private = |spec: &str| model(spec).private_inclusive;
     assert!(!private("sammu-x7550") && !private("stmap-xeon") && private(TINY));
+    // And `simulate`'s header says so.
+    assert_eq!(model("sammu-x7550").inclusion(), ["L2 not inclusive of L1", "L3 inclusive"]);
+    assert_eq!(model(TINY).inclusion(), ["L2 inclusive of L1", "L3 not inclusive"]);
+    assert!(model("numa:2 pu:2").inclusion().is_empty());
 }
 
 /// An inclusive L3 evicts a line from the cores under it; a non-inclusive one leaves their

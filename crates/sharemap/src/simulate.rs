@@ -38,6 +38,8 @@ pub struct Simulation {
     pub cores: usize,
     pub numa_nodes: usize,
     pub cache_levels: Vec<u8>,
+    /// What is inclusive of what (`Model::inclusion`), e.g. "L2 not inclusive of L1".
+    pub inclusion: Vec<String>,
     pub page_size: u64,
     pub threads: usize,
     pub params: Params,
@@ -177,6 +179,7 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
         cores: model.cores,
         numa_nodes: model.nodes,
         cache_levels: model.levels(),
+        inclusion: model.inclusion(),
         page_size,
         threads,
         params: request.params.clone(),
