@@ -97,10 +97,8 @@ fn include_dir() -> Result<PathBuf> {
         }
         let dir = header.parent().unwrap_or(&include);
         std::fs::create_dir_all(dir).map_err(|e| anyhow!("{}: {e}", dir.display()))?;
-        // Another build may write it at the same time: write a temporary file, then rename.
-        let tmp = dir.join(format!(".header.{}", std::process::id()));
-        std::fs::write(&tmp, text).map_err(|e| anyhow!("{}: {e}", tmp.display()))?;
-        std::fs::rename(&tmp, &header).map_err(|e| anyhow!("{}: {e}", header.display()))?;
+        // Another build may write it at the same time: whole, through an exclusive temporary.
+        sharemap::trace::write_whole(&header, text.as_bytes())?;
     }
     Ok(include)
 }

@@ -334,6 +334,42 @@ fn stmap_names_exactly_the_sharing_pairs_and_pins_them_together() {
     );
 }
 
+/// The matrix file is written as every sharemap output is (sharemap-core's `write_whole`):
+/// a FIFO named by SHAREMAP_STMAP_MATRIX stays a FIFO and its reader gets the matrix (a
+/// temporary renamed over it turned a device node into a regular file), and no temporary of
+/// a predictable name is made beside it (another user could have planted a link there).
+#[test]
+fn the_stm_matrix_is_written_in_place_into_a_special_file() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(&dir, "pairs", &["cc", "--stm", "--no-trace", "-O2", s(&workloads().join("pairs.c"))], "gcc");
+    let fifo = p(&dir, "matrix.fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    // A handle on the FIFO itself, whatever comes to bear its name.
+    use std::os::unix::fs::OpenOptionsExt;
+    let inode = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_PATH).open(&fifo).unwrap();
+    let reading = fifo.clone();
+    let reader = std::thread::spawn(move || std::fs::read_to_string(reading).unwrap_or_default());
+    let out = run(&prog, &["4", "20000", "2"], &[("SHAREMAP_STMAP_MATRIX", s(&fifo))]);
+    // Whatever happened, the reader is let go: a writer that opens the FIFO and closes it
+    // gives it the end.
+    use std::os::fd::AsRawFd;
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(format!("/proc/self/fd/{}", inode.as_raw_fd()));
+    let csv = reader.join().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO was replaced");
+    assert!(csv.lines().count() >= 4, "the reader got the matrix: {csv:?}\n{}", text(&out));
+    let beside: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("matrix") && n != "matrix.fifo")
+        .collect();
+    assert!(beside.is_empty(), "{beside:?}");
+}
+
 /// Built with `sharemap cc --stm` and recorded, a transactional program's trace carries
 /// its transactional accesses and one begin per attempt, one commit per committed
 /// transaction; the offline STMap detector then finds the pairs (trace threads 1-4 are the

@@ -3,6 +3,7 @@
 
 pub mod index;
 pub mod matrix;
+pub mod output;
 pub mod page_size;
 pub mod pages;
 pub mod placement;

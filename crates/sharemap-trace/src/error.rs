@@ -60,6 +60,16 @@ pub fn excerpt(text: &str) -> String {
 
 pub type Result<T> = std::result::Result<T, TraceError>;
 
+impl From<sharemap_core::output::OutputError> for TraceError {
+    fn from(e: sharemap_core::output::OutputError) -> Self {
+        use sharemap_core::output::OutputError;
+        match e {
+            OutputError::Io { path, source } => TraceError::Io { path, source },
+            OutputError::Invalid { path, what } => TraceError::Invalid { path, what },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::excerpt;

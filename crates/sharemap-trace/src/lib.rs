@@ -9,7 +9,10 @@ pub mod exclude;
 pub mod formats;
 pub mod model;
 pub mod native;
-pub mod output;
+/// Outputs written whole or not at all (sharemap-core's, shared with the STM).
+pub mod output {
+    pub use sharemap_core::output::*;
+}
 #[cfg(feature = "parquet")]
 pub mod parquet;
 pub mod source;

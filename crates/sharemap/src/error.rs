@@ -203,6 +203,12 @@ impl From<TraceError> for Error {
     }
 }
 
+impl From<sharemap_core::output::OutputError> for Error {
+    fn from(e: sharemap_core::output::OutputError) -> Error {
+        Error::from(TraceError::from(e))
+    }
+}
+
 impl From<MachineError> for Error {
     fn from(e: MachineError) -> Error {
         Error { kind: ErrorKind::Machine, inner: Inner::Machine(e) }

@@ -502,11 +502,11 @@ pub fn finish(s: &Stmap) {
                 m.add(i, j, counts[i * n + j] as f64);
             }
         }
-        let tmp = format!("{path}.tmp.{}", std::process::id());
-        let written = std::fs::write(&tmp, m.to_numalize_csv()).and_then(|_| std::fs::rename(&tmp, path));
+        // Whole or not at all, through an exclusive temporary of a random name (a predictable
+        // one could be another user's link), a special file written in place.
+        let written = sharemap_core::output::write_whole(std::path::Path::new(path), m.to_numalize_csv().as_bytes());
         if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            eprintln!("sharemap-stm: SHAREMAP_STMAP_MATRIX={path}: {e}");
+            eprintln!("sharemap-stm: SHAREMAP_STMAP_MATRIX: {e}");
         }
     }
     let c = counters();

@@ -7,12 +7,31 @@
 //! written in place: replacing it would turn a device node into a file. A destination that is
 //! a symbolic link is written through the link, and a replaced file keeps its mode.
 
-use crate::error::{Result, TraceError};
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+
+/// Why an output could not be written, naming it.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {what}")]
+    Invalid { path: PathBuf, what: String },
+}
+
+impl OutputError {
+    pub fn io(path: &Path, source: std::io::Error) -> Self {
+        OutputError::Io { path: path.to_path_buf(), source }
+    }
+    pub fn invalid(path: &Path, what: impl Into<String>) -> Self {
+        OutputError::Invalid { path: path.to_path_buf(), what: what.into() }
+    }
+}
+
+type Result<T> = std::result::Result<T, OutputError>;
 
 /// Temporary files and directories not yet renamed into place or removed.
 static TEMPORARIES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
@@ -62,7 +81,7 @@ pub struct AtomicOutput {
 
 impl AtomicOutput {
     pub fn create(dest: &Path) -> Result<Self> {
-        let cannot = |e: std::io::Error| TraceError::invalid(dest, format!("cannot write: {e}"));
+        let cannot = |e: std::io::Error| OutputError::invalid(dest, format!("cannot write: {e}"));
         // Through a symbolic link to the file it names, so the link survives.
         let real = match std::fs::symlink_metadata(dest) {
             Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(dest) {
@@ -74,7 +93,7 @@ impl AtomicOutput {
         let existing = std::fs::metadata(&real).ok();
         if let Some(m) = &existing {
             if m.is_dir() {
-                return Err(TraceError::invalid(dest, "is a directory"));
+                return Err(OutputError::invalid(dest, "is a directory"));
             }
             let t = m.file_type();
             if t.is_fifo() || t.is_char_device() || t.is_block_device() || t.is_socket() {
@@ -84,7 +103,10 @@ impl AtomicOutput {
         }
         let dir = parent_of(&real);
         if !dir.is_dir() {
-            return Err(TraceError::invalid(dest, format!("cannot write: directory {} does not exist", dir.display())));
+            return Err(OutputError::invalid(
+                dest,
+                format!("cannot write: directory {} does not exist", dir.display()),
+            ));
         }
         let name = real.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
         // A replaced file keeps its mode; a new one gets 0666 before the umask, like any file
@@ -120,7 +142,7 @@ impl AtomicOutput {
 
     /// A buffered writer on the temporary file.
     pub fn writer(&self) -> Result<BufWriter<File>> {
-        let f = self.file().try_clone().map_err(|e| TraceError::io(&self.dest, e))?;
+        let f = self.file().try_clone().map_err(|e| OutputError::io(&self.dest, e))?;
         Ok(BufWriter::with_capacity(1 << 20, f))
     }
 
@@ -129,9 +151,9 @@ impl AtomicOutput {
         match std::mem::replace(&mut self.target, Target::Done) {
             Target::InPlace(_) | Target::Done => Ok(()),
             Target::Temporary { temp, file, replace } => {
-                file.sync_data().map_err(|e| TraceError::io(&self.dest, e))?;
+                file.sync_data().map_err(|e| OutputError::io(&self.dest, e))?;
                 let path = temp.to_path_buf();
-                let result = temp.persist(&replace).map_err(|e| TraceError::io(&self.dest, e.error));
+                let result = temp.persist(&replace).map_err(|e| OutputError::io(&self.dest, e.error));
                 unregister(&path);
                 result
             }
@@ -158,11 +180,11 @@ pub struct OutputDir {
 impl OutputDir {
     pub fn create(dest: &Path) -> Result<Self> {
         if dest.exists() && !dest.is_dir() {
-            return Err(TraceError::invalid(dest, "exists and is not a directory"));
+            return Err(OutputError::invalid(dest, "exists and is not a directory"));
         }
         let parent = parent_of(dest);
         if !parent.is_dir() {
-            return Err(TraceError::invalid(
+            return Err(OutputError::invalid(
                 dest,
                 format!("cannot create: directory {} does not exist", parent.display()),
             ));
@@ -174,7 +196,7 @@ impl OutputDir {
             // 0777 before the umask, like a directory the user makes (not tempfile's 0700).
             .permissions(std::fs::Permissions::from_mode(0o777))
             .tempdir_in(parent)
-            .map_err(|e| TraceError::invalid(dest, format!("cannot create: {e}")))?;
+            .map_err(|e| OutputError::invalid(dest, format!("cannot create: {e}")))?;
         register(staging.path());
         Ok(OutputDir { dest: dest.to_path_buf(), staging: Some(staging) })
     }
@@ -189,7 +211,7 @@ impl OutputDir {
     pub fn commit(mut self) -> Result<()> {
         let staging = self.staging.take().expect("staging directory until commit");
         let from = staging.path().to_path_buf();
-        let io = |e| TraceError::io(&self.dest, e);
+        let io = |e| OutputError::io(&self.dest, e);
         if !self.dest.exists() {
             let kept = staging.keep();
             let result = std::fs::rename(&kept, &self.dest).map_err(io);
@@ -228,9 +250,21 @@ fn move_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Writes `bytes` to `dest` as one output: whole or not at all, through an exclusive temporary
+/// file of a random name beside it (never a name another user could have prepared), a
+/// special file written in place.
+pub fn write_whole(dest: &Path, bytes: &[u8]) -> Result<()> {
+    let out = AtomicOutput::create(dest)?;
+    let mut w = out.writer()?;
+    w.write_all(bytes).map_err(|e| OutputError::io(dest, e))?;
+    flush(&mut w, dest)?;
+    drop(w);
+    out.commit()
+}
+
 /// Flushes a buffered writer, naming the file on failure.
 pub fn flush(w: &mut impl Write, path: &Path) -> Result<()> {
-    w.flush().map_err(|e| TraceError::io(path, e))
+    w.flush().map_err(|e| OutputError::io(path, e))
 }
 
 #[cfg(test)]
@@ -270,6 +304,23 @@ mod tests {
         write(AtomicOutput::create(&link).unwrap(), "new");
         assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
+    }
+
+    /// A link planted under a name a writer might have chosen for its temporary (the old
+    /// `PATH.tmp.PID`) is never followed: the temporary is made exclusively, under a random
+    /// name, and the file the link points at stays as it was.
+    #[test]
+    fn a_planted_link_beside_the_output_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let dest = dir.path().join("matrix.csv");
+        let planted = dir.path().join(format!("matrix.csv.tmp.{}", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        write_whole(&dest, b"0,1\n1,0\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert_eq!(std::fs::read_to_string(&dest).unwrap(), "0,1\n1,0\n");
+        assert!(std::fs::symlink_metadata(&planted).unwrap().file_type().is_symlink());
     }
 
     #[test]
