@@ -6,6 +6,7 @@
 
 use sharemap::{Error, ErrorKind, Result};
 use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -464,20 +465,126 @@ fn which(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Where fetched kernels are kept: `$XDG_CACHE_HOME/sharemap`, else `~/.cache/sharemap`.
-pub fn cache_dir() -> PathBuf {
-    match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
-        Some(dir) => PathBuf::from(dir).join("sharemap"),
-        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into())).join(".cache/sharemap"),
-    }
+/// Where fetched kernels are kept: `$XDG_CACHE_HOME/sharemap`, else `$HOME/.cache/sharemap`,
+/// else the user's home (the password database's) `.cache/sharemap`; never a shared place
+/// such as /tmp, where another user could prepare the name. Relative variables are ignored,
+/// as the XDG specification says.
+pub fn cache_dir() -> Result<PathBuf> {
+    cache_dir_with(&|name| std::env::var_os(name))
 }
 
-/// The guest kernel: the one given, else `$SHAREMAP_VM_KERNEL`, else the fetched one.
+/// `cache_dir` with the environment given.
+fn cache_dir_with(var: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Result<PathBuf> {
+    let absolute = |name: &str| var(name).map(PathBuf::from).filter(|p| p.is_absolute());
+    if let Some(dir) = absolute("XDG_CACHE_HOME") {
+        return Ok(dir.join("sharemap"));
+    }
+    let home = absolute("HOME").or_else(home_of_user).ok_or_else(|| {
+        Error::new(
+            ErrorKind::GuestKernel,
+            "no private cache directory for the guest kernel: set XDG_CACHE_HOME or HOME (or give --kernel)",
+        )
+    })?;
+    Ok(home.join(".cache/sharemap"))
+}
+
+/// The effective user's home directory in the password database.
+fn home_of_user() -> Option<PathBuf> {
+    let mut buf = vec![0u8; 16384];
+    // SAFETY: passwd is plain data; getpwuid_r writes it and its strings into buf.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found = std::ptr::null_mut();
+    // SAFETY: every pointer names memory of the size given, alive across the call.
+    let r = unsafe { libc::getpwuid_r(libc::geteuid(), &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut found) };
+    if r != 0 || found.is_null() || pw.pw_dir.is_null() {
+        return None;
+    }
+    // SAFETY: pw_dir points into buf, NUL-terminated by getpwuid_r.
+    let dir = unsafe { std::ffi::CStr::from_ptr(pw.pw_dir) };
+    let dir = PathBuf::from(std::ffi::OsStr::from_bytes(dir.to_bytes()));
+    dir.is_absolute().then_some(dir)
+}
+
+/// Makes `dir` (and its parents) if missing, itself with mode 0700, and checks that it is
+/// private: a directory, not a link, ours, writable by nobody else.
+fn private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let refuse = |why: String| Error::new(ErrorKind::GuestKernel, format!("{}: {why}", dir.display()));
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| refuse(format!("cannot make its parent: {e}")))?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(refuse(format!("cannot make it: {e}"))),
+    }
+    let m = std::fs::symlink_metadata(dir).map_err(|e| refuse(e.to_string()))?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if !m.is_dir() {
+        return Err(refuse("not a directory (a link?): refusing to keep a kernel there".into()));
+    }
+    if m.uid() != me {
+        return Err(refuse(format!("owned by uid {}, not {me}: refusing to keep a kernel there", m.uid())));
+    }
+    if m.mode() & 0o022 != 0 {
+        return Err(refuse(format!(
+            "writable by others (mode {:o}): refusing to keep a kernel there",
+            m.mode() & 0o777
+        )));
+    }
+    Ok(())
+}
+
+/// The SHA-256 of a file, in hex.
+fn sha256_of(path: &Path) -> std::io::Result<String> {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    let mut file = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The cached kernel, checked against the SHA-256 recorded when it was fetched: a kernel
+/// someone changed since is refused.
+fn checked_cached_kernel(dir: &Path) -> Result<PathBuf> {
+    let kernel = dir.join("vmlinux");
+    let refuse = |why: String| Error::new(ErrorKind::GuestKernel, format!("{}: {why}", kernel.display()));
+    private_dir(dir)?;
+    let recorded = std::fs::read_to_string(dir.join("vmlinux.sha256")).map_err(|_| {
+        refuse("no checksum recorded beside it: fetch it again with `sharemap vm --fetch-kernel`".into())
+    })?;
+    let now = sha256_of(&kernel).map_err(|e| refuse(e.to_string()))?;
+    if recorded.split_whitespace().next() != Some(now.as_str()) {
+        return Err(refuse(
+            "it is not the kernel that was fetched (its SHA-256 changed): fetch it again with `sharemap vm --fetch-kernel`"
+                .into(),
+        ));
+    }
+    Ok(kernel)
+}
+
+/// The guest kernel: the one given, else `$SHAREMAP_VM_KERNEL`, else the fetched one
+/// (checked against its recorded SHA-256 at every boot).
 pub fn find_kernel(given: Option<&Path>) -> Result<PathBuf> {
-    let chosen = given
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::var_os("SHAREMAP_VM_KERNEL").map(PathBuf::from))
-        .unwrap_or_else(|| cache_dir().join("vmlinux"));
+    let named = given.map(Path::to_path_buf).or_else(|| std::env::var_os("SHAREMAP_VM_KERNEL").map(PathBuf::from));
+    let chosen = match named {
+        Some(path) => path,
+        None => {
+            let dir = cache_dir()?;
+            if dir.join("vmlinux").is_file() {
+                return checked_cached_kernel(&dir);
+            }
+            dir.join("vmlinux")
+        }
+    };
     if chosen.is_file() {
         return Ok(chosen);
     }
@@ -511,6 +618,13 @@ pub fn fetch_kernel() -> Result<PathBuf> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|x| x == "deb"))
         .ok_or_else(|| fail(format!("apt-get download {package} left no package")))?;
+    // The package as Debian's index describes it (its SHA256 fields, one per version known).
+    let show = run_text(Command::new("apt-cache").args(["show", &package]))
+        .map_err(|e| fail(format!("apt-cache show {package}: {e}")))?;
+    let got = sha256_of(&deb)?;
+    if !show.lines().filter_map(|l| l.strip_prefix("SHA256: ")).any(|sum| sum.trim() == got) {
+        return Err(fail(format!("{}: its SHA-256 is not the one apt's index gives for {package}", deb.display())));
+    }
     // Files rather than pipes: tar and lz4 stop reading early, which must not end us.
     let tar = work.path().join("data.tar");
     let status =
@@ -551,13 +665,18 @@ pub fn fetch_kernel() -> Result<PathBuf> {
     if !vmlinux.starts_with(b"\x7fELF") {
         return Err(fail("the decompressed kernel is not an ELF file".into()));
     }
-    let dir = cache_dir();
-    std::fs::create_dir_all(&dir)?;
+    let dir = cache_dir()?;
+    private_dir(&dir)?;
+    // Each file whole, through an exclusive temporary of a random name; the checksum last,
+    // so that a kernel without its own checksum is never taken.
     let target = dir.join("vmlinux");
-    let partial = dir.join("vmlinux.partial");
-    std::fs::write(&partial, &vmlinux)?;
-    std::fs::rename(&partial, &target)?;
-    std::fs::write(dir.join("vmlinux.package"), format!("{package}\n"))?;
+    let write = |name: &str, bytes: &[u8]| {
+        sharemap::trace::write_whole(&dir.join(name), bytes).map_err(|e| fail(e.to_string()))
+    };
+    let _ = std::fs::remove_file(dir.join("vmlinux.sha256"));
+    write("vmlinux", &vmlinux)?;
+    write("vmlinux.package", format!("{package} {got}\n").as_bytes())?;
+    write("vmlinux.sha256", format!("{}  vmlinux\n", sha256_of(&target)?).as_bytes())?;
     Ok(target)
 }
 
@@ -573,6 +692,62 @@ fn run_text(cmd: &mut Command) -> std::io::Result<String> {
 
 #[cfg(test)]
 mod tests {
+    /// The kernel cache is private: never /tmp when HOME is unset, made 0700, refused when it
+    /// is a link, another user's or writable by others; a cached kernel changed since its
+    /// checksum was recorded is refused.
+    #[test]
+    fn the_kernel_cache_is_private_and_checked() {
+        use std::os::unix::fs::PermissionsExt;
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| std::ffi::OsString::from(v))
+        };
+        assert_eq!(
+            cache_dir_with(&env(&[("XDG_CACHE_HOME", "/x/cache"), ("HOME", "/h")])).unwrap(),
+            Path::new("/x/cache/sharemap")
+        );
+        assert_eq!(
+            cache_dir_with(&env(&[("XDG_CACHE_HOME", "rel"), ("HOME", "/h")])).unwrap(),
+            Path::new("/h/.cache/sharemap")
+        );
+        // No HOME: the password database's home, whatever it is, and never a shared place.
+        if let Ok(dir) = cache_dir_with(&env(&[])) {
+            assert!(dir.ends_with(".cache/sharemap") && !dir.starts_with("/tmp"), "{}", dir.display());
+        }
+
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().join("a/b/sharemap");
+        private_dir(&dir).unwrap();
+        assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+        let open = scratch.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(private_dir(&open).unwrap_err().to_string().contains("writable by others"));
+        let link = scratch.path().join("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        assert!(private_dir(&link).unwrap_err().to_string().contains("not a directory"));
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            let theirs = scratch.path().join("theirs");
+            std::fs::create_dir(&theirs).unwrap();
+            std::os::unix::fs::chown(&theirs, Some(65534), None).unwrap();
+            assert!(private_dir(&theirs).unwrap_err().to_string().contains("owned by uid 65534"));
+        }
+
+        std::fs::write(dir.join("vmlinux"), b"a kernel").unwrap();
+        assert!(checked_cached_kernel(&dir).unwrap_err().to_string().contains("no checksum recorded"));
+        let sum = sha256_of(&dir.join("vmlinux")).unwrap();
+        std::fs::write(dir.join("vmlinux.sha256"), format!("{sum}  vmlinux\n")).unwrap();
+        assert_eq!(checked_cached_kernel(&dir).unwrap(), dir.join("vmlinux"));
+        std::fs::write(dir.join("vmlinux"), b"another kernel").unwrap();
+        assert!(checked_cached_kernel(&dir).unwrap_err().to_string().contains("SHA-256 changed"));
+        // The checksum itself: SHA-256 of "abc".
+        std::fs::write(scratch.path().join("abc"), b"abc").unwrap();
+        assert_eq!(
+            sha256_of(&scratch.path().join("abc")).unwrap(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
     use super::*;
 
     #[test]
