@@ -529,7 +529,7 @@ fn main() -> ExitCode {
 }
 
 /// Stopped by SIGINT, SIGTERM or SIGHUP: remove the temporary files and directories in
-/// progress, then exit as the signal would (128 + its number). `record` handles these
+/// progress and restore what a run switched in the kernel, then exit as the signal would (128 + its number). `record` handles these
 /// signals itself, to keep what it has recorded.
 fn remove_temporaries_on_signal() {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -537,6 +537,8 @@ fn remove_temporaries_on_signal() {
     std::thread::spawn(move || {
         if let Some(sig) = signals.forever().next() {
             sharemap::trace::remove_temporaries();
+            // A kernel setting a run owns goes back as it was.
+            sharemap_run::sysctl::restore_on_signal();
             std::process::exit(128 + sig);
         }
     });

@@ -487,6 +487,63 @@ fn huge_pages_with_mixed_homes_are_split_or_placed_by_region_in_a_two_node_guest
     assert_eq!(off, 1024 - on_node, "{keep}");
 }
 
+/// `kernel.numa_balancing` after every way a run that switches it can end, in a 2-node
+/// guest (where it starts off): a normal end, SIGINT and SIGTERM to sharemap, SIGKILL of the
+/// program, a second run while the first owns it (refused in one line), and SIGKILL of
+/// sharemap itself, which nothing can catch: the next run puts the value back first.
+#[test]
+fn numa_balancing_is_restored_on_every_exit_path_in_a_two_node_guest() {
+    let Some(kernel) = kernel() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(
+        &dir,
+        "sleeper",
+        "#include <stdlib.h>\n#include <unistd.h>\nint main(int c, char **v) { usleep(atoi(v[1]) * 1000); return 0; }",
+        &[],
+    );
+    let sm = GUEST_SHAREMAP;
+    let value = "cat /proc/sys/kernel/numa_balancing";
+    let run = format!("{sm} run --mechanism numa-balancing --repeat 3 -- /opt/sharemap/bin/sleeper");
+    // Waits (at most 15 s) until a run has switched it on.
+    let until_on =
+        format!("for i in $(seq 150); do [ \"$({value})\" = 1 ] && break; sleep 0.1; done; echo \"on $({value})\"");
+    let commands = format!(
+        "echo '== normal'; {run} 50 >/dev/null 2>&1; echo \"exit $?\"; echo \"after $({value})\"\n\
+         echo '== sigint'; {run} 4000 >/dev/null 2>&1 & pid=$!; {until_on}; kill -INT $pid; wait $pid; echo \"exit $?\"; echo \"after $({value})\"\n\
+         echo '== sigterm'; {run} 4000 >/dev/null 2>&1 & pid=$!; {until_on}; kill -TERM $pid; wait $pid; echo \"exit $?\"; echo \"after $({value})\"\n\
+         echo '== program-killed'; {run} 4000 >/dev/null 2>&1 & pid=$!; {until_on}; kill -9 $(pidof sleeper); wait $pid; echo \"exit $?\"; echo \"after $({value})\"\n\
+         echo '== concurrent'; {run} 4000 >/dev/null 2>&1 & pid=$!; {until_on}; {run} 50; echo \"second exit $?\"; wait $pid; echo \"exit $?\"; echo \"after $({value})\"\n\
+         echo '== sharemap-killed'; {run} 4000 >/dev/null 2>&1 & pid=$!; {until_on}; kill -9 $pid; wait $pid; echo \"left $({value})\"; kill -9 $(pidof sleeper); {run} 50 >/dev/null 2>&1; echo \"exit $?\"; echo \"after $({value})\"\n"
+    );
+    let sections = boot(kernel, &[&prog], &[], &commands);
+    let line = |text: &str, key: &str| -> String {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_else(|| panic!("no '{key}' in {text}"))
+            .trim()
+            .to_string()
+    };
+    for name in ["normal", "sigint", "sigterm", "program-killed", "concurrent", "sharemap-killed"] {
+        let text = section(&sections, name);
+        assert_eq!(line(text, "after "), "0", "{name}: numa_balancing after the run\n{text}");
+        if name != "normal" {
+            assert_eq!(line(text, "on "), "1", "{name}: the run switched it on\n{text}");
+        }
+    }
+    assert_eq!(line(section(&sections, "normal"), "exit "), "0");
+    assert_eq!(line(section(&sections, "sigint"), "exit "), "130");
+    assert_eq!(line(section(&sections, "sigterm"), "exit "), "143");
+    assert_ne!(line(section(&sections, "program-killed"), "exit "), "0");
+    let concurrent = section(&sections, "concurrent");
+    assert_eq!(line(concurrent, "exit "), "0", "{concurrent}");
+    assert_eq!(line(concurrent, "second exit "), "1", "{concurrent}");
+    let refusal: Vec<&str> = concurrent.lines().filter(|l| l.starts_with("sharemap:")).collect();
+    assert!(refusal.len() == 1 && refusal[0].contains("another sharemap run (pid "), "{concurrent}");
+    let killed = section(&sections, "sharemap-killed");
+    assert_eq!(line(killed, "left "), "1", "SIGKILL cannot be caught: {killed}");
+    assert_eq!(line(killed, "exit "), "0", "{killed}");
+}
+
 /// `sharemap vm` as a user runs it: a static program (no actor can be preloaded into it)
 /// is observed, its exit status passes through, and a bad guest shape is refused.
 #[test]

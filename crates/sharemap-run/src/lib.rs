@@ -8,6 +8,7 @@ pub mod mechanism;
 mod observe;
 mod placer;
 pub mod record;
+pub mod sysctl;
 pub mod thp;
 pub mod vm;
 
@@ -312,14 +313,11 @@ impl Runner {
     /// is drawn from the seed and that number).
     pub fn run(&self, config: &Configuration, run: u64) -> Result<RunOutcome> {
         if let mechanism::Procedure::NumaBalancing = config.procedure {
-            let was = mechanism::set_numa_balancing(true).map_err(|e| {
-                Error::new(
-                    ErrorKind::Mechanism,
-                    format!("numa-balancing: cannot switch the kernel's NUMA balancing: {e}"),
-                )
-            })?;
+            // This process's ownership (a measurement holds it throughout), or its own.
+            let owner = sysctl::NumaBalancingGuard::take()?;
+            owner.set(true)?;
             let outcome = self.run_once(config, run);
-            mechanism::restore_numa_balancing(&was);
+            owner.restore();
             return outcome;
         }
         self.run_once(config, run)
@@ -543,6 +541,14 @@ pub fn measure(
     repeat: usize,
     progress: &mut dyn FnMut(&Configuration, usize, &RunOutcome),
 ) -> std::result::Result<Vec<ConfigurationResult>, Box<FailedRun>> {
+    // A measurement that switches the kernel's NUMA balancing owns it from start to end: a
+    // second run is refused before anything runs, and never switches it under this one.
+    let _owner = match configs.iter().find(|c| matches!(c.procedure, mechanism::Procedure::NumaBalancing)) {
+        Some(c) => Some(sysctl::NumaBalancingGuard::take().map_err(|e| {
+            Box::new(FailedRun { configuration: c.name.clone(), round: 0, failure: Failure::CannotStart(e) })
+        })?),
+        None => None,
+    };
     let mut seconds = vec![Vec::with_capacity(repeat); configs.len()];
     let mut plans = vec![None; configs.len()];
     let mut counts: Vec<Vec<counters::Counts>> = vec![Vec::new(); configs.len()];

@@ -346,35 +346,29 @@ pub fn profile_plan(
     Ok((plan, samples))
 }
 
-const NUMA_BALANCING: &str = "/proc/sys/kernel/numa_balancing";
+use crate::sysctl::NUMA_BALANCING;
 
-/// Whether the kernel's NUMA balancing can be switched here: the file exists and is writable.
+/// Whether the kernel's NUMA balancing can be switched here: the file exists and this
+/// process may write it (asked without writing: another run may own it).
 fn check_numa_balancing() -> Result<()> {
-    let now = std::fs::read_to_string(NUMA_BALANCING).map_err(|e| {
+    std::fs::read_to_string(NUMA_BALANCING).map_err(|e| {
         Error::new(
             ErrorKind::Mechanism,
             format!("numa-balancing: {NUMA_BALANCING}: {e} (a kernel without NUMA balancing)"),
         )
     })?;
-    std::fs::write(NUMA_BALANCING, now.trim()).map_err(|e| {
-        Error::new(
+    let path = std::ffi::CString::new(NUMA_BALANCING).expect("no NUL");
+    // SAFETY: a NUL-terminated path.
+    if unsafe { libc::access(path.as_ptr(), libc::W_OK) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(Error::new(
             ErrorKind::Mechanism,
             format!(
                 "numa-balancing: cannot switch {NUMA_BALANCING} ({e}): it needs root (or run the guest: `sharemap vm`)"
             ),
-        )
-    })
-}
-
-/// Sets the kernel's NUMA balancing; what it was.
-pub(crate) fn set_numa_balancing(on: bool) -> Result<String> {
-    let was = std::fs::read_to_string(NUMA_BALANCING)?;
-    std::fs::write(NUMA_BALANCING, if on { "1" } else { "0" })?;
-    Ok(was.trim().to_string())
-}
-
-pub(crate) fn restore_numa_balancing(was: &str) {
-    let _ = std::fs::write(NUMA_BALANCING, was);
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
