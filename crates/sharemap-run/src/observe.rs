@@ -1,7 +1,7 @@
 //! Where a run's threads ran and its pages lay, by the kernel's own answers: the program is
 //! traced (ptrace) only to stop each thread as it exits, when `/proc` still describes it;
 //! the last thread's stop, before the address space goes, is when pages are counted
-//! (`/proc/PID/numa_maps`) and a plan's pages queried (`move_pages`). A plan is applied
+//! (`/proc/TID/numa_maps`, through that thread) and a plan's pages queried (`move_pages`). A plan is applied
 //! meanwhile from outside the program, by migrating each planned page the program has
 //! touched to its node (see `Placer`), so nothing is added to the program's address space.
 
@@ -135,13 +135,16 @@ pub fn run_traced(
                         tracer.observed.counts = Some(counts);
                     }
                     let finished = placer.take().map(Placer::finish);
-                    let maps = std::fs::read_to_string(format!("/proc/{pid}/numa_maps")).unwrap_or_default();
+                    // Through this thread, the last alive: the group leader (/proc/PID) may have
+                    // left its memory behind already (a program that ends while other threads run,
+                    // or whose main thread called pthread_exit), and then shows none.
+                    let maps = std::fs::read_to_string(format!("/proc/{tid}/numa_maps")).unwrap_or_default();
                     tracer.observed.pages_per_node = numa_maps_totals(&maps);
                     let anonymous: Vec<&str> = maps.lines().filter(|l| !l.contains(" file=")).collect();
                     tracer.observed.anonymous_per_node = numa_maps_totals(&anonymous.join("\n"));
                     if let (Some(plan), Some(placed), Some((mut outcome, refused))) = (plan, &placed, finished) {
-                        let nodes = query_nodes(pid, &plan.pages);
-                        let huge = crate::thp::in_huge_pages(pid, &plan.pages);
+                        let nodes = query_nodes(tid, &plan.pages);
+                        let huge = crate::thp::in_huge_pages(tid, &plan.pages);
                         outcome.count(plan, placed, &nodes, huge.as_deref(), &refused);
                         tracer.observed.plan = Some(outcome);
                     }
