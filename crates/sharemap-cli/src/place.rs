@@ -76,7 +76,11 @@ impl ModelArgs {
             sharing,
             refs_per_ms: self.refs_per_ms,
             settings: self.set.clone(),
-            memory_budget: self.memory_mb.max(16).saturating_mul(1 << 20),
+            memory_budget: self
+                .memory_mb
+                .max(16)
+                .checked_mul(1 << 20)
+                .ok_or_else(|| anyhow!("--memory-mb: {} MiB is more than any machine's memory", self.memory_mb))?,
         })
     }
 

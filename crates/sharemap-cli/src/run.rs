@@ -13,6 +13,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// The most runs per configuration `--repeat` takes (each run's time is kept).
+const MAX_REPEAT: usize = 1_000_000;
+
 /// `sharemap run`'s flags.
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -130,8 +133,8 @@ fn flag(e: sharemap::Error) -> anyhow::Error {
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
-    if args.repeat == 0 {
-        bail!("--repeat 0: expected a positive number of runs");
+    if args.repeat == 0 || args.repeat > MAX_REPEAT {
+        bail!("--repeat {}: expected a number of runs from 1 to {MAX_REPEAT}", args.repeat);
     }
     let library = sharemap_run::Tools::beside(&std::env::current_exe()?).pin_library();
     if !library.is_file() {

@@ -206,6 +206,8 @@ fn bad_input_gets_one_clear_line() {
     let t = p(&d, "small.trace");
     ok(&["gen", "neighbor", "--threads", "4", "--accesses", "1k", "-o", s(&t)]);
     fails_with(&["place", s(&t), "--memory-mb", "100000000000"], 1, "--memory-mb: ");
+    // The user's number, not what its bytes overflow to.
+    fails_with(&["place", s(&t), "--memory-mb", "18446744073709551615"], 1, "--memory-mb: 18446744073709551615 MiB");
     fails_with(&["machine", "numa:1024 pu:1024"], 1, "more than 4096 PUs");
     fails_with(&["gen", "neighbor", "--threads", "5000", "-o", s(&t)], 1, "--threads must be at most 4096");
 }

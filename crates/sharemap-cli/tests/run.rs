@@ -207,6 +207,9 @@ fn refusals_are_one_clear_line() {
     fails(&["run", "--", s(&p(&dir, "missing"))], "cannot run");
     fails(&["run", "--placement", "spread", "--", s(&prog)], "--placement: 'spread'");
     fails(&["run", "--repeat", "0", "--", s(&prog)], "--repeat 0");
+    // Beyond the cap: one line, not a 34 GB allocation or a capacity overflow.
+    fails(&["run", "--repeat", "4294967296", "--", s(&prog)], "--repeat 4294967296: expected a number of runs from 1");
+    fails(&["run", "--repeat", "18446744073709551615", "--", s(&prog)], "--repeat 18446744073709551615");
     fails(&["run", "--mechanism", "oracle", "--", s(&prog)], "oracle needs a recording of the program (--recording)");
     fails(&["run", "--mechanism", "fastest", "--", s(&prog)], "unknown mechanism 'fastest'");
     fails(&["run", "--placement", "optimal:", "--", s(&prog)], "--placement");
