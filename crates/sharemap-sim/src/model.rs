@@ -302,6 +302,14 @@ impl Model {
         out
     }
 
+    /// The host memory one simulation of this model may take, in bytes: its caches' tags
+    /// (8 bytes a line) and, for every line they can hold at once, a directory entry (16
+    /// bytes, in a table kept at most half full).
+    pub fn host_bytes(&self) -> u64 {
+        let lines: u64 = self.caches.iter().map(|c| c.lines(self.line)).sum();
+        lines * (8 + 2 * 16)
+    }
+
     /// The nearest shared cache two PUs both sit under, if any.
     pub fn common_shared(&self, a: usize, b: usize) -> Option<usize> {
         self.shared_path[a].iter().copied().find(|c| self.shared_path[b].contains(c))

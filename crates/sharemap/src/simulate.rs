@@ -94,6 +94,25 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
             format!("{page_size} bytes: expected a power of two of at least the {}-byte line", model.line),
         ));
     }
+    // Every mechanism's simulator lives at once: check the whole run's memory before any.
+    let each = model.host_bytes();
+    let needed = each.saturating_mul(chosen.len() as u64);
+    if let Some(available) = available_memory()
+        && needed > available
+    {
+        return Err(Error::new(
+            ErrorKind::Mechanism,
+            format!(
+                "simulating {} mechanisms at once on {} needs up to {} MiB ({} MiB each: the tags and directory of its caches); \
+                 this host has {} MiB available: name fewer mechanisms, or give the machine smaller caches",
+                chosen.len(),
+                machine.name,
+                needed >> 20,
+                each >> 20,
+                available >> 20
+            ),
+        ));
+    }
     let mut profile = if chosen.iter().any(|m| m.needs_profile()) {
         let placement = sharemap_core::ThreadPlacement::identity(&machine);
         let d = sharemap_detect::detect_with_page_size(&mut *trace, "oracle", &placement, page_size)?;
@@ -185,6 +204,20 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
         params: request.params.clone(),
         mechanisms: outcomes,
     })
+}
+
+/// Memory this host can give without swapping (MemAvailable of /proc/meminfo), when known.
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb.saturating_mul(1024))
 }
 
 /// Whether `os` can replay where the recorded run's threads ran: the recording host's CPUs
