@@ -90,7 +90,7 @@ pub struct RunArgs {
 fn add_mechanisms(args: &RunArgs, host: &Machine, configs: &mut Vec<Configuration>, measuring: bool) -> Result<()> {
     use sharemap_run::mechanism::{MechanismContext, configuration, expand};
     let ctx = MechanismContext { host, recording: args.recording.as_deref(), seed: args.seed };
-    let expansion = expand(&args.mechanisms, &ctx);
+    let expansion = expand(&args.mechanisms, &ctx).map_err(|e| anyhow!("--mechanism {}", e.why()))?;
     if !expansion.left_out.is_empty() {
         eprintln!(
             "sharemap: note: all: {} left out (they need {})",

@@ -212,6 +212,10 @@ fn refusals_are_one_clear_line() {
     fails(&["run", "--repeat", "18446744073709551615", "--", s(&prog)], "--repeat 18446744073709551615");
     fails(&["run", "--mechanism", "oracle", "--", s(&prog)], "oracle needs a recording of the program (--recording)");
     fails(&["run", "--mechanism", "fastest", "--", s(&prog)], "unknown mechanism 'fastest'");
+    fails(&["run", "--mechanism", "", "--", s(&prog)], "--mechanism '': an empty mechanism name");
+    fails(&["run", "--mechanism", "os,,random", "--", s(&prog)], "an empty mechanism name");
+    fails(&["run", "--mechanism", "all:", "--", s(&prog)], "--mechanism 'all:': all takes no options");
+    fails(&["run", "--", "/tmp"], "cannot run /tmp: a directory, not a program");
     fails(&["run", "--placement", "optimal:", "--", s(&prog)], "--placement");
     let plan = p(&dir, "plan.csv");
     std::fs::write(&plan, "page,at,locations,page_size\n0x200000,0,1,2097152\n").unwrap();

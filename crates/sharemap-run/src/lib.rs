@@ -632,10 +632,14 @@ pub fn measure(
 /// A program named without a slash is looked up in PATH, as a shell does.
 pub fn resolve_program(program: &Path) -> Result<PathBuf> {
     if program.components().count() > 1 {
-        return if program.is_file() {
-            Ok(program.to_path_buf())
-        } else {
-            Err(Error::new(ErrorKind::Program, format!("cannot run {}: no such file", program.display())))
+        let cannot =
+            |why: &str| Err(Error::new(ErrorKind::Program, format!("cannot run {}: {why}", program.display())));
+        return match std::fs::metadata(program) {
+            Ok(m) if m.is_file() => Ok(program.to_path_buf()),
+            Ok(m) if m.is_dir() => cannot("a directory, not a program"),
+            Ok(_) => cannot("not a regular file"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => cannot("no such file"),
+            Err(e) => cannot(&e.to_string()),
         };
     }
     std::env::var_os("PATH")

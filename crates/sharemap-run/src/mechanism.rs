@@ -105,10 +105,19 @@ pub struct Expansion {
 
 /// Expands comma lists of specs (as `--mechanism` repeats them): `all` gives every
 /// mechanism that can run on this host with what the context has; others are kept as given.
-pub fn expand(lists: &[String], ctx: &MechanismContext) -> Expansion {
+pub fn expand(lists: &[String], ctx: &MechanismContext) -> Result<Expansion> {
     let mut out = Expansion::default();
     for list in lists {
-        for spec in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        for spec in list.split(',').map(str::trim) {
+            if spec.is_empty() {
+                return Err(Error::new(
+                    ErrorKind::Mechanism,
+                    format!("'{list}': an empty mechanism name (expected names separated by commas, or all)"),
+                ));
+            }
+            if let Some(options) = spec.strip_prefix("all:") {
+                return Err(Error::new(ErrorKind::Mechanism, format!("'{spec}': all takes no options ('{options}')")));
+            }
             if spec != "all" {
                 out.specs.push(spec.to_string());
                 continue;
@@ -124,7 +133,7 @@ pub fn expand(lists: &[String], ctx: &MechanismContext) -> Expansion {
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// What a mechanism needs to become configurations.
