@@ -325,10 +325,19 @@ fn stmap_names_exactly_the_sharing_pairs_and_pins_them_together() {
     let verbose = run(&prog, &["4", "200000", "2"], &[("SHAREMAP_STMAP_VERBOSE", "1")]);
     let t = text(&verbose);
     assert!(t.contains("sharemap-stm: decision 1 at ") && t.contains("sharemap-stm: STMap: "), "{t}");
-    // A bad setting is named, and the default used.
+    // A bad setting is named in one line, and the default used; one parser reads them all.
+    for (name, value) in [("SHAREMAP_STMAP_HYSTERESIS", "inf"), ("SHAREMAP_STMAP_VERBOSE", "true")] {
+        let out = run(&prog, &["2", "1000", "1"], &[(name, value)]);
+        let said: Vec<String> = text(&out)
+            .lines()
+            .filter(|l| l.contains(&format!("{name}={value}: expected")))
+            .map(str::to_string)
+            .collect();
+        assert!(out.status.success() && said.len() == 1, "{name}={value}: {}", text(&out));
+    }
     let bad = run(&prog, &["2", "1000", "1"], &[("SHAREMAP_STMAP_SI", "often")]);
     assert!(
-        bad.status.success() && text(&bad).contains("SHAREMAP_STMAP_SI=often is not a valid value"),
+        bad.status.success() && text(&bad).contains("SHAREMAP_STMAP_SI=often: expected a whole number"),
         "{}",
         text(&bad)
     );

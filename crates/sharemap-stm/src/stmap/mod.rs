@@ -58,52 +58,86 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
-fn parse<T: std::str::FromStr>(name: &str, default: T, ok: impl Fn(&T) -> bool) -> T {
-    match env(name) {
-        None => default,
-        Some(v) => match v.parse::<T>() {
-            Ok(x) if ok(&x) => x,
-            _ => {
-                eprintln!("sharemap-stm: {name}={v} is not a valid value: using the default");
-                default
-            }
-        },
+/// Every STMap variable is read here: unset or empty gives the default; a value `read` does
+/// not understand is named on stderr in one line, with what was expected, and the default is
+/// used (the program runs on).
+fn var<T>(name: &str, default: T, expected: &str, read: impl Fn(&str) -> Option<T>) -> T {
+    let Some(v) = env(name) else { return default };
+    read(v.trim()).unwrap_or_else(|| {
+        eprintln!("sharemap-stm: {name}={v}: expected {expected}; using the default");
+        default
+    })
+}
+
+/// A whole number that `ok` accepts.
+fn whole<T: std::str::FromStr>(ok: impl Fn(&T) -> bool) -> impl Fn(&str) -> Option<T> {
+    move |v| v.parse::<T>().ok().filter(|x| ok(x))
+}
+
+/// A finite number (not `inf` or `nan`, which Rust's parser takes) that `ok` accepts.
+fn finite(ok: impl Fn(f64) -> bool) -> impl Fn(&str) -> Option<f64> {
+    move |v| v.parse::<f64>().ok().filter(|x| x.is_finite() && ok(*x))
+}
+
+/// on/1/yes or off/0/no.
+fn switch(v: &str) -> Option<bool> {
+    match v {
+        "on" | "1" | "yes" => Some(true),
+        "off" | "0" | "no" => Some(false),
+        _ => None,
     }
 }
 
 impl Config {
     pub fn from_env() -> Config {
         let d = Config::default();
-        let (detect, pin) = match env("SHAREMAP_STMAP").as_deref() {
-            None | Some("on" | "1") => (true, true),
-            Some("detect") => (true, false),
-            Some("off" | "0") => (false, false),
-            Some(other) => {
-                eprintln!("sharemap-stm: SHAREMAP_STMAP={other}: expected on, detect or off; using on");
-                (true, true)
-            }
-        };
-        let data = match env("SHAREMAP_STMAP_DATA").as_deref() {
-            None | Some("auto") => None,
-            Some("on" | "1") => Some(true),
-            Some("off" | "0") => Some(false),
-            Some(other) => {
-                eprintln!("sharemap-stm: SHAREMAP_STMAP_DATA={other}: expected auto, on or off; using auto");
-                None
-            }
-        };
+        let (detect, pin) = var("SHAREMAP_STMAP", (true, true), "on, detect or off", |v| match v {
+            "detect" => Some((true, false)),
+            other => switch(other).map(|on| (on, on)),
+        });
+        let data = var("SHAREMAP_STMAP_DATA", None, "auto, on or off", |v| match v {
+            "auto" => Some(None),
+            other => switch(other).map(Some),
+        });
         Config {
             detect,
             pin,
-            si: parse("SHAREMAP_STMAP_SI", d.si, |&v| v < u32::MAX),
-            mi: parse("SHAREMAP_STMAP_MI", d.mi, |&v| v > 0),
-            da_threshold: parse("SHAREMAP_STMAP_DA", d.da_threshold, |_| true),
+            si: var("SHAREMAP_STMAP_SI", d.si, "a whole number below 4294967295", whole(|&v: &u32| v < u32::MAX)),
+            mi: var("SHAREMAP_STMAP_MI", d.mi, "a whole number above 0", whole(|&v: &u64| v > 0)),
+            da_threshold: var("SHAREMAP_STMAP_DA", d.da_threshold, "a whole number", whole(|_: &u64| true)),
             data,
-            verbose: matches!(env("SHAREMAP_STMAP_VERBOSE").as_deref(), Some("1" | "on" | "yes")),
-            gate: parse("SHAREMAP_STMAP_GATE", d.gate, |v: &f64| (0.0..=1.0).contains(v)),
-            hysteresis: parse("SHAREMAP_STMAP_HYSTERESIS", d.hysteresis, |v: &f64| *v >= 0.0),
+            verbose: var("SHAREMAP_STMAP_VERBOSE", false, "on or off", switch),
+            gate: var("SHAREMAP_STMAP_GATE", d.gate, "a number from 0 to 1", finite(|v| (0.0..=1.0).contains(&v))),
+            hysteresis: var(
+                "SHAREMAP_STMAP_HYSTERESIS",
+                d.hysteresis,
+                "a finite number, 0 or more",
+                finite(|v| v >= 0.0),
+            ),
             matrix: env("SHAREMAP_STMAP_MATRIX"),
         }
+    }
+}
+
+#[cfg(test)]
+mod env_tests {
+    use super::*;
+
+    /// Each kind of value is read, or refused, as the variables' documentation says.
+    #[test]
+    fn values_are_understood_or_refused() {
+        assert_eq!(switch("yes"), Some(true));
+        assert_eq!(switch("off"), Some(false));
+        assert_eq!(switch("true"), None);
+        let hysteresis = finite(|v| v >= 0.0);
+        assert_eq!(hysteresis("0.25"), Some(0.25));
+        for bad in ["inf", "-inf", "NaN", "-1", "x"] {
+            assert_eq!(hysteresis(bad), None, "{bad}");
+        }
+        let si = whole(|&v: &u32| v < u32::MAX);
+        assert_eq!(si("100"), Some(100));
+        assert_eq!(si("4294967295"), None);
+        assert_eq!(si("often"), None);
     }
 }
 
