@@ -119,28 +119,6 @@ impl Config {
     }
 }
 
-#[cfg(test)]
-mod env_tests {
-    use super::*;
-
-    /// Each kind of value is read, or refused, as the variables' documentation says.
-    #[test]
-    fn values_are_understood_or_refused() {
-        assert_eq!(switch("yes"), Some(true));
-        assert_eq!(switch("off"), Some(false));
-        assert_eq!(switch("true"), None);
-        let hysteresis = finite(|v| v >= 0.0);
-        assert_eq!(hysteresis("0.25"), Some(0.25));
-        for bad in ["inf", "-inf", "NaN", "-1", "x"] {
-            assert_eq!(hysteresis(bad), None, "{bad}");
-        }
-        let si = whole(|&v: &u32| v < u32::MAX);
-        assert_eq!(si("100"), Some(100));
-        assert_eq!(si("4294967295"), None);
-        assert_eq!(si("often"), None);
-    }
-}
-
 /// The live state, built by `init`. The shared counters sit on cache lines of their own.
 struct Stmap {
     config: Config,
@@ -341,4 +319,26 @@ pub fn stat(name: &[u8]) -> Option<crate::stats::Value> {
 pub fn finish() {
     let Some(s) = state() else { return };
     hooks::quietly(|| mapper::finish(s));
+}
+
+#[cfg(test)]
+mod env_tests {
+    use super::*;
+
+    /// Each kind of value is read, or refused, as the variables' documentation says.
+    #[test]
+    fn values_are_understood_or_refused() {
+        assert_eq!(switch("yes"), Some(true));
+        assert_eq!(switch("off"), Some(false));
+        assert_eq!(switch("true"), None);
+        let hysteresis = finite(|v| v >= 0.0);
+        assert_eq!(hysteresis("0.25"), Some(0.25));
+        for bad in ["inf", "-inf", "NaN", "-1", "x"] {
+            assert_eq!(hysteresis(bad), None, "{bad}");
+        }
+        let si = whole(|&v: &u32| v < u32::MAX);
+        assert_eq!(si("100"), Some(100));
+        assert_eq!(si("4294967295"), None);
+        assert_eq!(si("often"), None);
+    }
 }
