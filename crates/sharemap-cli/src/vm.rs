@@ -59,6 +59,38 @@ pub struct VmArgs {
     pub command: Vec<OsString>,
 }
 
+/// Every file a flag names, read on the host before the guest boots, so that a bad one is
+/// named as the user gave it, in one line, at once (the guest takes seconds to boot, and
+/// would name its own copy).
+fn check_inputs(args: &VmArgs) -> Result<()> {
+    let matrix = |path: &std::path::Path, flag: &str| -> Result<()> {
+        let input = crate::map::Input { path, from: None, exclude: None };
+        crate::map::load_matrix(&input).map(|_| ()).map_err(|e| anyhow!("{flag}: {e}"))
+    };
+    if let Some(map) = &args.thread_map {
+        if let Some(path) = map.strip_prefix("trace:").or_else(|| map.strip_prefix("matrix:")) {
+            matrix(std::path::Path::new(path), "--thread-map")?;
+        }
+    }
+    if let Some(sharing) = &args.sharing {
+        matrix(sharing, "--sharing")?;
+    }
+    if let Some(placement) = &args.placement {
+        if let Some(trace) = placement.strip_prefix("optimal:").or_else(|| placement.strip_prefix("marathe:")) {
+            let input = crate::trace_cmds::input(std::path::Path::new(trace), None, None)?;
+            input.open().map_err(|e| anyhow!("--placement {placement}: {e}"))?;
+        } else if std::path::Path::new(placement).is_file() {
+            // A plan is for the guest's nodes and its 4 KiB pages.
+            let spec =
+                format!("pack:{} numa:1 core:{} pu:1", args.nodes.max(1), (args.cpus / args.nodes.max(1)).max(1));
+            let guest = sharemap::Machine::from_spec(&spec).map_err(|e| anyhow!("--nodes/--cpus: {e}"))?;
+            sharemap_run::Plan::read(std::path::Path::new(placement), &guest, 4096)
+                .map_err(|e| anyhow!("--placement: {}", e.why()))?;
+        }
+    }
+    Ok(())
+}
+
 pub fn run(args: VmArgs) -> Result<ExitCode> {
     if args.fetch_kernel {
         eprintln!("sharemap: fetching Debian's cloud kernel (apt-get download; nothing is installed)");
@@ -70,6 +102,7 @@ pub fn run(args: VmArgs) -> Result<ExitCode> {
     }
     let (program, program_args) = args.command.split_first().ok_or_else(|| anyhow!("no program given after --"))?;
     let program = sharemap_run::resolve_program(std::path::Path::new(program)).map_err(|e| anyhow!(e))?;
+    check_inputs(&args)?;
     let kernel = sharemap_run::vm::find_kernel(args.kernel.as_deref()).map_err(|e| anyhow!(e))?;
     let mut guest = sharemap_run::vm::Guest::new(kernel, args.nodes, args.cpus).map_err(|e| anyhow!(e))?;
     if let Some(mb) = args.memory_mb {
@@ -103,7 +136,8 @@ pub fn run(args: VmArgs) -> Result<ExitCode> {
         format!("{prefix}{at}")
     };
     if let Some(map) = &args.thread_map {
-        let map = guest_file(map, "");
+        let prefix = ["trace:", "matrix:"].into_iter().find(|p| map.starts_with(p)).unwrap_or("");
+        let map = guest_file(map, prefix);
         run_args.extend(["--thread-map".to_string(), map]);
     }
     if let Some(sharing) = &args.sharing {

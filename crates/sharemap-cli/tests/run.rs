@@ -391,3 +391,37 @@ fn where_counts_the_pages_of_programs_ending_with_threads_alive() {
         );
     }
 }
+
+/// `vm` reads every file a flag names on the host before booting (no guest is needed to
+/// refuse them): one line naming the user's file and line, at once.
+#[test]
+fn vm_checks_its_input_files_before_booting() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(&dir, "nothing", "int main(void) { return 0; }", &[]);
+    let plan = p(&dir, "plan.csv");
+    std::fs::write(&plan, "page,node\n0x600000000000,1\n\n0x600000000000,0\n").unwrap();
+    let far = p(&dir, "far.csv");
+    std::fs::write(&far, "page,node\n0x600000000000,3\n").unwrap();
+    let missing = p(&dir, "missing.trace");
+    let (as_trace, as_optimal) = (format!("trace:{}", s(&missing)), format!("optimal:{}", s(&missing)));
+    let cases: [(Vec<&str>, String); 4] = [
+        (
+            vec!["--placement", s(&plan)],
+            format!("{}:4: page 0x600000000000 planned on node 0 here and on node 1 at line 2", s(&plan)),
+        ),
+        (vec!["--placement", s(&far)], format!("{}:2: node 3 does not exist", s(&far))),
+        (vec!["--thread-map", &as_trace], format!("--thread-map: {}", s(&missing))),
+        (vec!["--placement", &as_optimal], s(&missing).to_string()),
+    ];
+    for (flags, says) in &cases {
+        let mut args = vec!["vm"];
+        args.extend(flags.iter().copied());
+        args.extend(["--", s(&prog)]);
+        let started = std::time::Instant::now();
+        let out = sharemap(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{flags:?}: {err}");
+        assert!(err.lines().count() == 1 && err.contains(says.as_str()), "{flags:?}: {err}");
+        assert!(started.elapsed().as_secs() < 5, "{flags:?}: refused before any boot");
+    }
+}

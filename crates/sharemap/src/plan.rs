@@ -31,7 +31,11 @@ impl Plan {
         let at = |line: usize, why: String| {
             Error::new(ErrorKind::DataPlacement, format!("{}:{line}: {why}", path.display()))
         };
-        let mut rows: Vec<(u64, Option<usize>, Option<u64>)> = Vec::new();
+        // Each row with its line in the file (blank lines counted, as an editor counts them).
+        let mut rows: Vec<(usize, u64, Option<usize>, Option<u64>)> = Vec::new();
+        // `place` output gives a page's later homes in the rows after its first; a file of
+        // one's own (`page,node`) gives one home per page.
+        let mut own = false;
         if text.trim_start().starts_with('[') {
             #[derive(serde::Deserialize)]
             struct Row {
@@ -43,13 +47,13 @@ impl Plan {
             for (i, row) in parsed.into_iter().enumerate() {
                 let page = address(&row.page).ok_or_else(|| at(i + 1, format!("'{}' is not an address", row.page)))?;
                 let home = row.locations.iter().find_map(|l| l.parse::<usize>().ok());
-                rows.push((page, home, row.page_size));
+                rows.push((i + 1, page, home, row.page_size));
             }
         } else {
             let mut lines = text.lines().enumerate();
             let header = lines.next().map(|(_, h)| h.trim().to_string()).unwrap_or_default();
             let columns: Vec<&str> = header.split(',').map(str::trim).collect();
-            let own = columns == ["page", "node"];
+            own = columns == ["page", "node"];
             if !own && !columns.starts_with(&["page", "at", "locations"]) {
                 return Err(at(1, format!("expected a header 'page,at,locations' or 'page,node', found '{header}'")));
             }
@@ -73,15 +77,17 @@ impl Plan {
                     Some(s) => Some(s.parse().map_err(|_| at(i + 1, format!("'{s}' is not a page size")))?),
                     None => None,
                 };
-                rows.push((page, home, size));
+                rows.push((i + 1, page, home, size));
             }
         }
         let mut plan = Plan { pages: Vec::new(), nodes: Vec::new() };
         let mut last = None;
-        for (i, (page, home, size)) in rows.into_iter().enumerate() {
+        // Where each page was planned (its node, the line saying so).
+        let mut planned: std::collections::HashMap<u64, (usize, usize)> = std::collections::HashMap::new();
+        for (line, page, home, size) in rows {
             if let Some(size) = size.filter(|&s| s != page_size) {
                 return Err(at(
-                    i + 2,
+                    line,
                     format!(
                         "the plan is for {size}-byte pages, the host's are {page_size} bytes: place the trace with --page-size {page_size}"
                     ),
@@ -89,23 +95,39 @@ impl Plan {
             }
             if page % page_size != 0 {
                 return Err(at(
-                    i + 2,
+                    line,
                     format!(
                         "page {page:#x} is not a multiple of the host's page size ({page_size} bytes): a plan for another page size"
                     ),
                 ));
             }
             // A page's later rows are the optimum's later changes: its home is the first.
-            if last == Some(page) {
+            if !own && last == Some(page) {
                 continue;
             }
             last = Some(page);
             let Some(node) = home else { continue };
             if node >= host.numa_count() {
                 return Err(at(
-                    i + 2,
+                    line,
                     format!("node {node} does not exist: the host has nodes 0-{}", host.numa_count() - 1),
                 ));
+            }
+            // A page given again elsewhere in the file: the same home is said twice; another
+            // is a contradiction, not a plan.
+            match planned.get(&page) {
+                Some(&(before, _)) if before == node => continue,
+                Some(&(before, before_line)) => {
+                    return Err(at(
+                        line,
+                        format!(
+                            "page {page:#x} planned on node {node} here and on node {before} at line {before_line}"
+                        ),
+                    ));
+                }
+                None => {
+                    planned.insert(page, (node, line));
+                }
             }
             plan.pages.push(page);
             plan.nodes.push(host.numa_os_index(node) as i32);
@@ -233,6 +255,15 @@ mod tests {
         assert!(e("address,node\n").contains(":1: expected a header"));
         assert!(e("page,node\nzz,1\n").contains(":2: 'zz' is not an address"));
         assert!(e("page,node\n").contains("places no page"));
+        // Lines as an editor counts them, blank ones included.
+        assert!(e("page,node\n\n0x1000,1\n\n0x1800,1\n").contains(":5: page 0x1800"));
+        // A page given twice: once more on the same node is the same plan; on another, refused.
+        let f = write("page,node\n0x1000,1\n0x2000,0\n0x1000,1\n");
+        assert_eq!(Plan::read(f.path(), &host, 4096).unwrap().pages, vec![0x1000, 0x2000]);
+        assert!(
+            e("page,node\n0x1000,1\n0x1000,0\n")
+                .contains(":3: page 0x1000 planned on node 0 here and on node 1 at line 2")
+        );
     }
 
     proptest::proptest! {
