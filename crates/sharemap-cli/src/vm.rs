@@ -67,10 +67,10 @@ fn check_inputs(args: &VmArgs) -> Result<()> {
         let input = crate::map::Input { path, from: None, exclude: None };
         crate::map::load_matrix(&input).map(|_| ()).map_err(|e| anyhow!("{flag}: {e}"))
     };
-    if let Some(map) = &args.thread_map {
-        if let Some(path) = map.strip_prefix("trace:").or_else(|| map.strip_prefix("matrix:")) {
-            matrix(std::path::Path::new(path), "--thread-map")?;
-        }
+    if let Some(map) = &args.thread_map
+        && let Some(path) = map.strip_prefix("trace:").or_else(|| map.strip_prefix("matrix:"))
+    {
+        matrix(std::path::Path::new(path), "--thread-map")?;
     }
     if let Some(sharing) = &args.sharing {
         matrix(sharing, "--sharing")?;
