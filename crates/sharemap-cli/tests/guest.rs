@@ -544,6 +544,62 @@ fn numa_balancing_is_restored_on_every_exit_path_in_a_two_node_guest() {
     assert_eq!(line(killed, "exit "), "0", "{killed}");
 }
 
+/// SIGTERM or SIGINT to `sharemap vm` while the guest runs: QEMU ends with it (it ran on,
+/// with its 1 GB guest and no timeout left) and the RAM disk in TMPDIR goes.
+#[test]
+fn qemu_and_its_ram_disk_go_with_sharemap_vm() {
+    let Some(_) = kernel() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(&dir, "long", "#include <unistd.h>\nint main(void) { sleep(600); return 0; }", &[]);
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut sm = Command::new(env!("CARGO_BIN_EXE_sharemap"))
+            .args(["vm", "--nodes", "2", "--cpus", "2", "--", s(&prog)])
+            .env("TMPDIR", tmp.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = sm.id() as i32;
+        let mut qemu = None;
+        for _ in 0..3000 {
+            let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+            qemu = children
+                .split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok())
+                .find(|c| std::fs::read_to_string(format!("/proc/{c}/comm")).is_ok_and(|n| n.starts_with("qemu")));
+            if qemu.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let qemu = qemu.expect("QEMU started");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(pid, signal) };
+        sm.wait().unwrap();
+        let alive = |p: i32| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .is_ok_and(|s| !s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
+        };
+        let mut ended = false;
+        for _ in 0..300 {
+            ended = !alive(qemu);
+            if ended {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        if !ended {
+            // SAFETY: the orphan this test made.
+            unsafe { libc::kill(qemu, libc::SIGKILL) };
+        }
+        assert!(ended, "signal {signal}: QEMU outlived sharemap vm");
+        let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(left.is_empty(), "signal {signal}: left behind {left:?}");
+    }
+}
+
 /// `sharemap vm` as a user runs it: a static program (no actor can be preloaded into it)
 /// is observed, its exit status passes through, and a bad guest shape is refused.
 #[test]

@@ -57,6 +57,39 @@ pub fn remove_temporaries() {
     }
 }
 
+/// A temporary file or directory of someone else's making (a `tempfile` value, say) listed
+/// for removal on a signal while this value lives.
+pub struct Listed(PathBuf);
+
+impl Listed {
+    pub fn new(path: &Path) -> Listed {
+        register(path);
+        Listed(path.to_path_buf())
+    }
+}
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        unregister(&self.0);
+    }
+}
+
+/// For a child about to exec (between fork and exec): it is killed when the thread that
+/// started it ends, so that nothing sharemap starts outlives it (`parent`: the starter's
+/// pid, taken before the fork, in case it ended already).
+pub fn die_with_parent(parent: i32) -> std::io::Result<()> {
+    // SAFETY: prctl and getppid take and return plain integers.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::getppid() != parent {
+            libc::raise(libc::SIGKILL);
+        }
+    }
+    Ok(())
+}
+
 /// The directory holding `dest` ("." for a bare file name).
 fn parent_of(dest: &Path) -> &Path {
     match dest.parent() {

@@ -325,7 +325,15 @@ impl Runner {
 
     fn run_once(&self, config: &Configuration, run: u64) -> Result<RunOutcome> {
         let report = tempfile::NamedTempFile::new()?;
+        // Removed on a signal too; and the program dies with us rather than run on orphaned.
+        let _listed = sharemap_core::output::Listed::new(report.path());
         let mut cmd = std::process::Command::new(&self.program);
+        {
+            use std::os::unix::process::CommandExt;
+            let parent = std::process::id() as i32;
+            // SAFETY: between fork and exec only prctl, getppid and raise run.
+            unsafe { cmd.pre_exec(move || sharemap_core::output::die_with_parent(parent)) };
+        }
         cmd.args(&self.args);
         cmd.env("LD_PRELOAD", preload_value(&self.library)).env("SHAREMAP_PIN_REPORT", report.path());
         let pus = match &config.pinning {

@@ -119,9 +119,16 @@ impl Guest {
             ));
         }
         let dir = tempfile::tempdir()?;
+        // The RAM disk (tens of MB) goes on a signal too; QEMU dies with us.
+        let _listed = sharemap_core::output::Listed::new(dir.path());
         let initrd = dir.path().join("initrd.cpio");
         std::fs::write(&initrd, image.finish())?;
-        let mut child = Command::new(qemu)
+        let parent = std::process::id() as i32;
+        use std::os::unix::process::CommandExt;
+        let mut child = Command::new(qemu);
+        // SAFETY: between fork and exec only prctl, getppid and raise run.
+        unsafe { child.pre_exec(move || sharemap_core::output::die_with_parent(parent)) };
+        let mut child = child
             .args(self.qemu_args(&initrd))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
