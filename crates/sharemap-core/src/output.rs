@@ -90,6 +90,18 @@ pub fn die_with_parent(parent: i32) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A temporary's name begins with the destination's, cut so that the whole name (a dot,
+/// the name, a dot, six random characters, `.partial`) fits the 255 bytes a file name may
+/// have: a destination named with 240-255 bytes stays writable.
+fn temp_prefix(name: &str) -> String {
+    const ROOM: usize = 255 - 1 - 1 - 6 - ".partial".len();
+    let mut end = name.len().min(ROOM);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(".{}.", &name[..end])
+}
+
 /// The directory holding `dest` ("." for a bare file name).
 fn parent_of(dest: &Path) -> &Path {
     match dest.parent() {
@@ -146,7 +158,7 @@ impl AtomicOutput {
         // the user creates (tempfile's default, 0600, would survive the rename).
         let mode = existing.as_ref().map_or(0o666, |m| m.mode() & 0o7777);
         let temp = tempfile::Builder::new()
-            .prefix(&format!(".{name}."))
+            .prefix(&temp_prefix(&name))
             .suffix(".partial")
             .permissions(std::fs::Permissions::from_mode(mode))
             .tempfile_in(dir)
@@ -224,7 +236,7 @@ impl OutputDir {
         }
         let name = dest.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
         let staging = tempfile::Builder::new()
-            .prefix(&format!(".{name}."))
+            .prefix(&temp_prefix(&name))
             .suffix(".partial")
             // 0777 before the umask, like a directory the user makes (not tempfile's 0700).
             .permissions(std::fs::Permissions::from_mode(0o777))
@@ -354,6 +366,23 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
         assert_eq!(std::fs::read_to_string(&dest).unwrap(), "0,1\n1,0\n");
         assert!(std::fs::symlink_metadata(&planted).unwrap().file_type().is_symlink());
+    }
+
+    /// Destinations named with up to 255 bytes (the most a file name has) are written; the
+    /// temporary's name is cut to fit, at a character's edge.
+    #[test]
+    fn the_longest_names_are_written() {
+        let dir = tempfile::tempdir().unwrap();
+        for len in [239, 240, 241, 250, 255] {
+            let dest = dir.path().join("x".repeat(len));
+            write_whole(&dest, b"1").unwrap_or_else(|e| panic!("{len}: {e}"));
+            assert_eq!(std::fs::read(&dest).unwrap(), b"1");
+            let staged = dir.path().join("d".repeat(len));
+            OutputDir::create(&staged).unwrap().commit().unwrap();
+            assert!(staged.is_dir(), "{len}");
+        }
+        let wide = "é".repeat(127);
+        assert!(temp_prefix(&wide).len() <= 241 && temp_prefix(&wide).ends_with("é."));
     }
 
     #[test]
