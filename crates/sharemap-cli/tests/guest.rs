@@ -561,40 +561,15 @@ fn qemu_and_its_ram_disk_go_with_sharemap_vm() {
             .spawn()
             .unwrap();
         let pid = sm.id() as i32;
-        let mut qemu = None;
-        for _ in 0..3000 {
-            let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-            qemu = children
-                .split_whitespace()
-                .filter_map(|p| p.parse::<i32>().ok())
-                .find(|c| std::fs::read_to_string(format!("/proc/{c}/comm")).is_ok_and(|n| n.starts_with("qemu")));
-            if qemu.is_some() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        let qemu = qemu.expect("QEMU started");
+        let qemu = common::child_of(pid, 30, |c| {
+            std::fs::read_to_string(format!("/proc/{c}/comm")).is_ok_and(|n| n.starts_with("qemu"))
+        })
+        .expect("QEMU started");
         std::thread::sleep(std::time::Duration::from_millis(500));
         // SAFETY: a signal to our own child.
         unsafe { libc::kill(pid, signal) };
         sm.wait().unwrap();
-        let alive = |p: i32| {
-            std::fs::read_to_string(format!("/proc/{p}/stat"))
-                .is_ok_and(|s| !s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
-        };
-        let mut ended = false;
-        for _ in 0..300 {
-            ended = !alive(qemu);
-            if ended {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        if !ended {
-            // SAFETY: the orphan this test made.
-            unsafe { libc::kill(qemu, libc::SIGKILL) };
-        }
-        assert!(ended, "signal {signal}: QEMU outlived sharemap vm");
+        assert!(common::ends_within(qemu, 3), "signal {signal}: QEMU outlived sharemap vm");
         let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert!(left.is_empty(), "signal {signal}: left behind {left:?}");
     }

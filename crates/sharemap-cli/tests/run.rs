@@ -430,11 +430,6 @@ fn vm_checks_its_input_files_before_booting() {
 /// program too (it ran on, orphaned), and a caught signal leaves no temporary file behind.
 #[test]
 fn the_program_dies_with_sharemap() {
-    let gone = |pid: i32| {
-        // Gone, or a zombie waiting for whoever adopted it.
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map_or(true, |s| s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
-    };
     for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGKILL] {
         let tmp = tempfile::tempdir().unwrap();
         let mut sm = Command::new(env!("CARGO_BIN_EXE_sharemap"))
@@ -443,36 +438,16 @@ fn the_program_dies_with_sharemap() {
             .spawn()
             .unwrap();
         let pid = sm.id() as i32;
-        let mut program = None;
-        for _ in 0..500 {
-            // The program, not a helper sharemap runs first.
-            let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-            program = children.split_whitespace().filter_map(|p| p.parse::<i32>().ok()).find(|c| {
-                std::fs::read(format!("/proc/{c}/cmdline"))
-                    .is_ok_and(|line| line.split(|&b| b == 0).next().is_some_and(|argv0| argv0.ends_with(b"/sleep")))
-            });
-            if program.is_some() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        let program = program.expect("the program started");
+        // The program, not a helper sharemap runs first.
+        let program = common::child_of(pid, 5, |c| {
+            std::fs::read(format!("/proc/{c}/cmdline"))
+                .is_ok_and(|line| line.split(|&b| b == 0).next().is_some_and(|argv0| argv0.ends_with(b"/sleep")))
+        })
+        .expect("the program started");
         // SAFETY: a signal to our own child.
         unsafe { libc::kill(pid, signal) };
         sm.wait().unwrap();
-        let mut ended = false;
-        for _ in 0..200 {
-            ended = gone(program);
-            if ended {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        if !ended {
-            // SAFETY: the orphan this test made.
-            unsafe { libc::kill(program, libc::SIGKILL) };
-        }
-        assert!(ended, "signal {signal}: the program {program} outlived sharemap");
+        assert!(common::ends_within(program, 2), "signal {signal}: the program {program} outlived sharemap");
         if signal != libc::SIGKILL {
             let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
             assert!(left.is_empty(), "signal {signal}: left behind {left:?}");

@@ -35,3 +35,36 @@ pub fn build_c(dir: &tempfile::TempDir, name: &str, source: &str, flags: &[&str]
     assert!(st.success(), "gcc {name}");
     out
 }
+
+/// A child of `parent` (its main thread's) that `is_it` recognises by its /proc entry,
+/// waited for up to `seconds`.
+pub fn child_of(parent: i32, seconds: u64, is_it: impl Fn(i32) -> bool) -> Option<i32> {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    while std::time::Instant::now() < until {
+        let children = std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children")).unwrap_or_default();
+        if let Some(c) = children.split_whitespace().filter_map(|p| p.parse::<i32>().ok()).find(|&c| is_it(c)) {
+            return Some(c);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    None
+}
+
+/// Whether process `pid` ends (is gone, or a zombie waiting for whoever adopted it) within
+/// `seconds`; one still running then is killed, so that no test leaves it behind.
+pub fn ends_within(pid: i32, seconds: u64) -> bool {
+    let ended = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_or(true, |s| s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    while std::time::Instant::now() < until {
+        if ended() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // SAFETY: a signal to a process the test made.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    false
+}
