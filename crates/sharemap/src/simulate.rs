@@ -97,7 +97,8 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
     // Every mechanism's simulator lives at once: check the whole run's memory before any.
     let each = model.host_bytes();
     let needed = each.saturating_mul(chosen.len() as u64);
-    if let Some(available) = available_memory()
+    // What the host can give without swapping.
+    if let Some(available) = crate::situation::meminfo("MemAvailable")
         && needed > available
     {
         return Err(Error::new(
@@ -204,20 +205,6 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
         params: request.params.clone(),
         mechanisms: outcomes,
     })
-}
-
-/// Memory this host can give without swapping (MemAvailable of /proc/meminfo), when known.
-fn available_memory() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kb: u64 = info
-        .lines()
-        .find_map(|l| l.strip_prefix("MemAvailable:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb.saturating_mul(1024))
 }
 
 /// Whether `os` can replay where the recorded run's threads ran: the recording host's CPUs

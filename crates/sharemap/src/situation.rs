@@ -298,10 +298,15 @@ fn threads_of(meta: &sharemap_trace::Metadata, machine: &Machine) -> usize {
 
 /// This machine's memory in bytes (MemTotal of /proc/meminfo), when it can be read.
 fn physical_memory() -> Option<u64> {
+    meminfo("MemTotal")
+}
+
+/// A field of /proc/meminfo in bytes (`MemTotal`, `MemAvailable`), when it can be read.
+pub(crate) fn meminfo(key: &str) -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kb: u64 =
-        info.lines().find_map(|l| l.strip_prefix("MemTotal:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
-    Some(kb * 1024)
+    let value = info.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))?;
+    let kb: u64 = value.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kb.saturating_mul(1024))
 }
 
 /// References per ms assumed for a trace without a clock (`--refs-per-ms`'s default then).
