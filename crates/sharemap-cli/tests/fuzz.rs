@@ -497,3 +497,130 @@ fn hostile_matrix(rng: &mut ChaCha8Rng) -> (String, Vec<u8>) {
     }
     (format!("{n}x{cols}"), b)
 }
+
+/// A program built with `sharemap cc` that scribbles on its own trace channel (the region
+/// `record` shares with it) while two threads record: `scribble SEED MODE`. Modes 0-5 break
+/// one field the way the recorder was once broken (the header's block count, a full block
+/// naming thread 0xFFFFFFF0, a block state, a block count, a record's bytes, shrinking the
+/// region's file); mode 6 writes random values at random places.
+const SCRIBBLE: &str = r#"
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define HEADER 4096
+#define STRINGS (64 * 1024)
+#define BLOCK (64 + 4096 * 16)
+static long data[2][4096];
+static volatile int stop;
+
+static void *work(void *arg) {
+    long t = (long)arg;
+    while (!stop)
+        for (int i = 0; i < 4096; i++) data[t][i] += i;
+    return 0;
+}
+
+static uint64_t next = 1;
+static uint64_t rnd(void) {
+    next = next * 6364136223846793005ULL + 1442695040888963407ULL;
+    return next >> 17;
+}
+
+static unsigned char *block(unsigned char *r, uint32_t i) { return r + HEADER + STRINGS + (size_t)i * BLOCK; }
+
+/// A block a thread is using now (state FILLING or FULL), or 0.
+static uint32_t busy_block(unsigned char *r, uint32_t blocks) {
+    for (uint32_t i = 0; i < blocks; i++)
+        if (*(volatile uint32_t *)block(r, i) != 0) return i;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3 || !getenv("SHAREMAP_FD")) return 2;
+    next = strtoull(argv[1], 0, 10) + 1;
+    int mode = atoi(argv[2]);
+    int fd = atoi(getenv("SHAREMAP_FD"));
+    struct stat st;
+    if (fstat(fd, &st) != 0) return 3;
+    unsigned char *r = mmap(0, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (r == MAP_FAILED) return 4;
+    uint32_t blocks = *(uint32_t *)(r + 12);
+    pthread_t th[2];
+    for (long t = 0; t < 2; t++) pthread_create(&th[t], 0, work, (void *)t);
+    usleep(20000);
+    unsigned char *b = block(r, busy_block(r, blocks));
+    static const uint64_t extremes[] = {0, 1, 3, 7, 4096, 4097, 0xFFFFFFF0u, 0xFFFFFFFFu, 0x7FFFFFFFu,
+                                        0xFFFFFFFFFFFFFFFFull, 1ull << 40};
+    switch (mode) {
+    case 0: *(volatile uint32_t *)(r + 12) = 0xFFFFFFFFu; break;
+    case 1: *(volatile uint32_t *)(b + 4) = 0xFFFFFFF0u; *(volatile uint32_t *)b = 2; break;
+    case 2: *(volatile uint32_t *)b = 7; break;
+    case 3: *(volatile uint32_t *)(b + 8) = 0xFFFFFFFFu; break;
+    case 4: memset(b + 64, 0xA5, 64 * 16); break;
+    case 5: if (ftruncate(fd, 4096) == 0) return 5; break;
+    default:
+        for (int k = 0; k < 200; k++) {
+            uint64_t v = rnd() % 2 ? extremes[rnd() % 11] : rnd() * rnd();
+            size_t at;
+            switch (rnd() % 3) {
+            case 0: at = rnd() % 64; break;
+            case 1: at = (size_t)(block(r, rnd() % 8) - r) + rnd() % 16; break;
+            default: at = (size_t)(block(r, rnd() % 8) - r) + 64 + rnd() % (4096 * 16); break;
+            }
+            at &= ~(size_t)3;
+            if (rnd() % 2) *(volatile uint32_t *)(r + at) = (uint32_t)v;
+            else if (at % 8 == 0) *(volatile uint64_t *)(r + at) = v;
+            usleep(rnd() % 200);
+        }
+    }
+    usleep(30000);
+    stop = 1;
+    for (int t = 0; t < 2; t++) pthread_join(th[t], 0);
+    return 0;
+}
+"#;
+
+/// The recorder reads a region the program writes: whatever the program puts there, `record`
+/// ends (under the memory limit, without a signal or a panic) with the trace whole, or with
+/// one line naming the corruption and where the accesses recorded before it are kept, a
+/// trace every command reads.
+#[test]
+fn a_program_scribbling_on_its_trace_channel() {
+    let d = tempfile::tempdir().unwrap();
+    let src = p(&d, "scribble.c");
+    std::fs::write(&src, SCRIBBLE).unwrap();
+    let bin = p(&d, "scribble");
+    ok(&["cc", "-O1", "-pthread", "-o", s(&bin), s(&src)]);
+    let trace = p(&d, "out.trace");
+    let mut rng = ChaCha8Rng::seed_from_u64(seed());
+    let random_cases = cases().div_ceil(4);
+    let mut corrupted = 0;
+    for k in 0..6 + random_cases {
+        let mode = k.min(6);
+        let program_seed = rng.gen_range(0..u32::MAX).to_string();
+        let case = format!("shm-{k}-mode{mode}-seed{program_seed}");
+        let mode_arg = mode.to_string();
+        let args = ["record", "-o", s(&trace), "--", s(&bin), &program_seed, &mode_arg];
+        let (code, err) = run(&case, &src, &args, d.path());
+        if code == 0 {
+            ok(&["info", s(&trace)]);
+            std::fs::remove_file(&trace).unwrap();
+        } else if let Some(kept) = err.split("are kept in ").nth(1) {
+            corrupted += 1;
+            let kept = Path::new(kept.trim().split_whitespace().next().unwrap());
+            let (info, _) = run(&case, kept, &["info", s(kept)], d.path());
+            assert_eq!(info, 0, "case {case}: the kept trace {} reads", kept.display());
+            std::fs::remove_file(kept).unwrap();
+        }
+        if (1..=4).contains(&mode) {
+            assert!(err.contains("corrupted its trace channel"), "case {case}: the recorder noticed: {err}");
+        }
+        check_leftovers(&case, &src, &args, d.path(), code, &[&trace]);
+    }
+    assert!(corrupted >= 4, "the corruptions of modes 1-4 were each reported");
+}

@@ -206,6 +206,25 @@ impl AtomicOutput {
     }
 }
 
+impl AtomicOutput {
+    /// Keeps the finished temporary file where it is, under its temporary name, instead of
+    /// moving it into place (what a failed run wants kept for the user); returns that path.
+    /// A special file was written in place: its path is the destination's.
+    pub fn keep_temporary(mut self) -> Result<PathBuf> {
+        match std::mem::replace(&mut self.target, Target::Done) {
+            Target::InPlace(_) | Target::Done => Ok(self.dest.clone()),
+            Target::Temporary { temp, file, replace } => {
+                file.sync_data().map_err(|e| OutputError::io(&self.dest, e))?;
+                let path = temp.to_path_buf();
+                unregister(&path);
+                let kept = temp.keep().map_err(|e| OutputError::io(&self.dest, e.error))?;
+                // Named beside the destination as the user gave it (not made absolute).
+                Ok(kept.file_name().map_or(kept.clone(), |name| replace.with_file_name(name)))
+            }
+        }
+    }
+}
+
 impl Drop for AtomicOutput {
     fn drop(&mut self) {
         // Not committed: the TempPath removes the file itself.

@@ -197,6 +197,7 @@ impl Recorder {
         let started = std::time::Instant::now();
         let failed = |e: &dyn std::fmt::Display| refuse(e.to_string());
         let excluding = request.exclude.is_some();
+        let mut corrupted = None;
         let (status, threads, lost, excluded, forks) = match backend {
             Backend::Tracer => {
                 let opts = sharemap_sources::runtime::Options {
@@ -212,6 +213,7 @@ impl Recorder {
                 writer.set_threads(rec.threads, rec.os_tids);
                 // The trace's `cpu` events mean something on a machine with these nodes.
                 writer.set_host_cpu_nodes(host_cpu_nodes());
+                corrupted = rec.corrupted;
                 (rec.status, rec.threads, rec.lost, rec.excluded, rec.forks)
             }
             Backend::Perf(event) => {
@@ -230,6 +232,18 @@ impl Recorder {
             }
         };
         writer.set_run_ns(started.elapsed().as_nanos().min(u64::MAX as u128) as u64);
+        if let Some(what) = corrupted {
+            // What came before is sound: kept, finished, under the temporary name (the
+            // destination gets only a whole recording).
+            let (report, kept) = writer.finish_partial()?;
+            let program = request.command.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+            return Err(refuse(format!(
+                "{program} corrupted its trace channel ({what}); recording stopped there and the program ran on unrecorded ({}); the {} accesses recorded before are kept in {}",
+                describe_status(status),
+                report.accesses,
+                kept.display()
+            )));
+        }
         let report = writer.finish()?;
         Ok(Recorded {
             status,
@@ -335,4 +349,14 @@ pub fn host_cpu_nodes() -> Vec<u32> {
         }
     }
     nodes
+}
+
+/// How a program ended, in words.
+fn describe_status(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("it exited with status {code}"),
+        (None, Some(sig)) => format!("it was killed by signal {sig}"),
+        _ => "it ended".to_string(),
+    }
 }

@@ -41,6 +41,9 @@ pub struct Recording {
     pub forks: u32,
     /// Accesses left out (`--exclude`).
     pub excluded: u64,
+    /// What the program broke in its trace channel, when it did: the recording stopped there
+    /// (the tracer runtime; the records before it are kept).
+    pub corrupted: Option<String>,
 }
 
 /// A sink that leaves out the accesses touching some address ranges (`record --exclude`),

@@ -168,7 +168,16 @@ pub fn record(program: &[OsString], event: PerfEvent, sink: &mut dyn Sink) -> Re
         accesses += 1;
     }
     let _ = script.wait();
-    Ok(Recording { status, accesses, threads: ids.len() as u32, os_tids, lost: 0, forks: 0, excluded: 0 })
+    Ok(Recording {
+        status,
+        accesses,
+        threads: ids.len() as u32,
+        os_tids,
+        lost: 0,
+        forks: 0,
+        excluded: 0,
+        corrupted: None,
+    })
 }
 
 #[cfg(test)]

@@ -6,6 +6,13 @@
 //! Each round the recorder takes every published record into per-thread queues, then writes
 //! records out in order for as long as it holds the next number: the numbers are dense, so
 //! a missing one is a record still being written. Memory holds only what waits behind it.
+//!
+//! The region is written by the program, so everything read from it is checked against the
+//! recorder's own copy of the layout: a block's state, thread and count, and each record's
+//! tag, number, size and string. The first thing out of place means the program corrupted
+//! its trace channel: the recorder stops reading the region, keeps what it took before, and
+//! lets the program run to its end unrecorded. The memfd is sealed against resizing, so the
+//! program cannot pull the mapping from under the recorder either.
 
 use crate::{Recording, Sink};
 use sharemap_shm::{self as shm, BlockHeader, Header, Record};
@@ -82,6 +89,8 @@ struct Region {
     fd: OwnedFd,
     base: *mut u8,
     len: usize,
+    /// Blocks in the region: the recorder's own copy (the header's can be overwritten).
+    blocks: usize,
 }
 
 impl Region {
@@ -89,7 +98,7 @@ impl Region {
         let len = shm::region_bytes(blocks);
         // SAFETY: memfd_create with a NUL-terminated name; the descriptor is owned below.
         // Not close-on-exec: the program inherits it.
-        let raw = unsafe { libc::memfd_create(c"sharemap".as_ptr(), 0) };
+        let raw = unsafe { libc::memfd_create(c"sharemap".as_ptr(), libc::MFD_ALLOW_SEALING) };
         if raw < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -98,6 +107,11 @@ impl Region {
         // SAFETY: sizing and mapping our own memfd; results are checked.
         let base = unsafe {
             if libc::ftruncate(raw, len as libc::off_t) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The program holds the descriptor: a shrunk file would fault the recorder's reads.
+            let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+            if libc::fcntl(raw, libc::F_ADD_SEALS, seals) != 0 {
                 return Err(io::Error::last_os_error());
             }
             let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, raw, 0);
@@ -112,7 +126,7 @@ impl Region {
         h.version = shm::VERSION;
         h.blocks = blocks as u32;
         h.recorder.store(std::process::id(), Ordering::Relaxed);
-        Ok(Region { fd, base, len })
+        Ok(Region { fd, base, len, blocks })
     }
 
     fn header(&self) -> &Header {
@@ -121,11 +135,13 @@ impl Region {
     }
 
     fn block(&self, i: usize) -> &BlockHeader {
+        assert!(i < self.blocks);
         // SAFETY: i < blocks, inside the mapping.
         unsafe { &*(self.base.add(shm::block_offset(i)) as *const BlockHeader) }
     }
 
     fn records(&self, i: usize, n: usize) -> &[Record] {
+        assert!(i < self.blocks && n <= shm::RECORDS_PER_BLOCK);
         // SAFETY: n <= RECORDS_PER_BLOCK records follow block i's header.
         unsafe {
             std::slice::from_raw_parts(
@@ -136,7 +152,7 @@ impl Region {
     }
 
     fn string(&self, offset: u32, len: u32) -> String {
-        if len == 0 || (offset + len) as usize > shm::STRING_BYTES {
+        if len == 0 || offset as usize + len as usize > shm::STRING_BYTES {
             return String::new();
         }
         // SAFETY: within the string area.
@@ -159,6 +175,10 @@ impl Drop for Region {
 
 /// Records taken per round at most: the queues stay in cache between the copy and the merge.
 const TAKE_PER_ROUND: usize = 16 * 1024;
+
+/// Records held waiting for a missing number at most (2 GiB): a thread holding a number
+/// publishes it within moments, so this many waiting means the number will never come.
+const QUEUED_MAX: usize = 128 << 20;
 
 /// A block in use, as one round's scan found it.
 struct Piece {
@@ -192,13 +212,19 @@ struct Merger<'a> {
     os_tids: Vec<u64>,
     /// Per thread: the CPU it was last seen on (`NO_CPU`: not yet).
     cpus: Vec<u32>,
+    /// Per thread: the least number its next record may carry (above its last one).
+    after: Vec<u64>,
+    /// Records in the queues.
+    queued: usize,
+    /// What the program broke in the region, once it did: nothing more is taken.
+    corrupted: Option<String>,
 }
 
 const NO_CPU: u32 = u32::MAX;
 
 impl<'a> Merger<'a> {
     fn new(region: &'a Region, out: SyncSender<Chunk>, spare: Receiver<Chunk>) -> Self {
-        let blocks = region.header().blocks as usize;
+        let blocks = region.blocks;
         Merger {
             region,
             pieces: Vec::new(),
@@ -212,6 +238,9 @@ impl<'a> Merger<'a> {
             accesses: 0,
             os_tids: Vec::new(),
             cpus: Vec::new(),
+            after: Vec::new(),
+            queued: 0,
+            corrupted: None,
         }
     }
 
@@ -229,14 +258,23 @@ impl<'a> Merger<'a> {
     /// and a block not seen full stops its thread's chain for this round: a later block of
     /// the thread, filled while the scan went on, must wait until this one's tail is in.
     fn take(&mut self) -> usize {
+        if self.corrupted.is_some() {
+            return 0;
+        }
         for i in 0..self.taken.len() {
             let b = self.region.block(i);
             let state = b.state.load(Ordering::Acquire);
             if state == shm::FREE {
                 continue;
             }
-            let n = (b.count.load(Ordering::Acquire) as usize).min(shm::RECORDS_PER_BLOCK);
-            let thread = b.thread.load(Ordering::Relaxed) as usize;
+            let count = b.count.load(Ordering::Acquire);
+            let thread = b.thread.load(Ordering::Relaxed);
+            if let Err(what) = check_block(state, count, thread, self.taken[i]) {
+                self.pieces.clear();
+                self.corrupted = Some(format!("block {i} {what}"));
+                return 0;
+            }
+            let (n, thread) = (count as usize, thread as usize);
             let first = if n == 0 { u64::MAX } else { self.region.records(i, 1)[0].seq() };
             // Full: its count is final (a thread that ends hands over its block part full).
             self.pieces.push(Piece { thread, first, block: i, count: n, full: state == shm::FULL });
@@ -258,10 +296,30 @@ impl<'a> Merger<'a> {
             if to > from {
                 if self.queues.len() <= p.thread {
                     self.queues.resize_with(p.thread + 1, VecDeque::new);
+                    self.after.resize(p.thread + 1, 0);
                 }
-                self.queues[p.thread].extend(self.region.records(p.block, to)[from..].iter().copied());
-                moved += to - from;
-                self.taken[p.block] = to as u32;
+                let fresh = &self.region.records(p.block, to)[from..];
+                // Numbers below `next` are written already: none may come again.
+                let mut after = self.after[p.thread].max(self.next);
+                let checked = check_records(fresh, &mut after);
+                let good = checked.as_ref().map_or_else(|(k, _)| *k, |_| fresh.len());
+                self.queues[p.thread].extend(fresh[..good].iter().copied());
+                self.after[p.thread] = after;
+                moved += good;
+                self.queued += good;
+                self.taken[p.block] = (from + good) as u32;
+                if let Err((k, what)) = checked {
+                    self.corrupted =
+                        Some(format!("block {} (thread {}), record {}: {what}", p.block, p.thread, from + k));
+                    break;
+                }
+                if self.queued > QUEUED_MAX {
+                    self.corrupted = Some(format!(
+                        "record number {} never came while {} records waited behind it",
+                        self.next, self.queued
+                    ));
+                    break;
+                }
             }
             if p.full && to == p.count {
                 let b = self.region.block(p.block);
@@ -295,7 +353,9 @@ impl<'a> Merger<'a> {
                 let run = self.access_run(t);
                 if run > 0 {
                     self.queues[t].drain(..run);
+                    self.queued -= run;
                 } else if let Some(r) = self.queues[t].pop_front() {
+                    self.queued -= 1;
                     // An event, or the record after a gap (once the program has ended).
                     self.next = r.seq() + 1;
                     self.write(t as u32, r);
@@ -400,6 +460,53 @@ impl<'a> Merger<'a> {
     }
 }
 
+/// Checks a block in use as the scan found it (`taken`: its records taken already); the
+/// error says what is out of place.
+fn check_block(state: u32, count: u32, thread: u32, taken: u32) -> Result<(), String> {
+    if state != shm::FILLING && state != shm::FULL {
+        return Err(format!("is in state {state}, which the runtime never sets"));
+    }
+    if count as usize > shm::RECORDS_PER_BLOCK {
+        return Err(format!("counts {count} records; a block holds {}", shm::RECORDS_PER_BLOCK));
+    }
+    if count < taken {
+        return Err(format!("counts {count} records, fewer than the {taken} already taken from it"));
+    }
+    if thread >= shm::MAX_THREADS {
+        return Err(format!("names thread {thread}; a trace holds {} threads", shm::MAX_THREADS));
+    }
+    Ok(())
+}
+
+/// Checks records one thread published, in order: each carries a number at least `after`
+/// (which moves past it) and a tag, size and string the runtime writes. The error gives the
+/// index of the first record out of place and what is wrong with it.
+fn check_records(records: &[Record], after: &mut u64) -> Result<(), (usize, String)> {
+    for (k, r) in records.iter().enumerate() {
+        let seq = r.seq();
+        if seq < *after {
+            return Err((k, format!("number {seq} is out of order (expected {} or above)", *after)));
+        }
+        let fine = match r.tag() {
+            shm::TAG_READ | shm::TAG_WRITE => (1..=shm::MAX_ACCESS_SIZE).contains(&r.size()),
+            shm::TAG_EVENT => {
+                let (code, (offset, len), _) = r.event_parts();
+                EventKind::from_code(code).is_some() && offset as usize + len as usize <= shm::STRING_BYTES
+            }
+            shm::TAG_THREAD_START | shm::TAG_CPU => true,
+            _ => false,
+        };
+        if !fine {
+            return Err((
+                k,
+                format!("tag {} with payload {:#x} is not a record the runtime writes", r.tag(), r.payload),
+            ));
+        }
+        *after = seq + 1;
+    }
+    Ok(())
+}
+
 /// The access an access record holds.
 #[inline]
 fn access_of(thread: u32, r: &Record) -> Access {
@@ -428,8 +535,15 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
     let (merged, written) = std::thread::scope(|scope| {
         let merging = scope.spawn(|| {
             let mut merger = Merger::new(&region, out, spare);
+            let mut told = false;
             let status = loop {
                 let taken = merger.round(false);
+                if merger.corrupted.is_some() && !told {
+                    // Tell the runtime the recorder is gone: its threads stop recording once
+                    // no free block is left, and the program runs on unrecorded.
+                    region.header().recorder.store(u32::MAX, Ordering::Relaxed);
+                    told = true;
+                }
                 if let Some(status) = child.try_wait()? {
                     break status;
                 }
@@ -442,7 +556,7 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
             while merger.round(false) > 0 {}
             merger.round(true);
             merger.flush();
-            Ok::<_, io::Error>((status, merger.accesses, merger.os_tids))
+            Ok::<_, io::Error>((status, merger.accesses, merger.os_tids, merger.corrupted))
         });
         let mut written = Ok(());
         let mut out = crate::ExcludingSink::new(sink, opts.exclude.clone());
@@ -464,7 +578,7 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
         excluded = out.excluded;
         (merging.join(), written)
     });
-    let (status, accesses, mut os_tids) = match merged {
+    let (status, accesses, mut os_tids, corrupted) = match merged {
         Ok(r) => r.map_err(|e| RecordError::Spawn(name.clone(), e))?,
         Err(panic) => std::panic::resume_unwind(panic),
     };
@@ -478,5 +592,5 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
     let forks = h.forks.load(Ordering::Relaxed);
     let threads = threads.min(shm::MAX_THREADS);
     os_tids.resize(threads as usize, 0);
-    Ok(Recording { status, accesses: accesses - excluded, threads, os_tids, lost, forks, excluded })
+    Ok(Recording { status, accesses: accesses - excluded, threads, os_tids, lost, forks, excluded, corrupted })
 }

@@ -335,7 +335,26 @@ impl TraceWriter {
         r
     }
 
-    pub fn finish(mut self) -> Result<WriteReport> {
+    pub fn finish(self) -> Result<WriteReport> {
+        let dest = self.output.path().to_path_buf();
+        let (mut report, output) = self.close()?;
+        output.commit()?;
+        report.bytes = std::fs::metadata(&dest).map(|m| m.len()).unwrap_or(0);
+        Ok(report)
+    }
+
+    /// Finishes the trace as a whole, readable file but leaves it under its temporary
+    /// `.NAME.*.partial` name rather than at the destination (a run that failed after
+    /// recording something); returns the report and that path.
+    pub fn finish_partial(self) -> Result<(WriteReport, std::path::PathBuf)> {
+        let (mut report, output) = self.close()?;
+        let kept = output.keep_temporary()?;
+        report.bytes = std::fs::metadata(&kept).map(|m| m.len()).unwrap_or(0);
+        Ok((report, kept))
+    }
+
+    /// Writes what is pending and the format's ending.
+    fn close(mut self) -> Result<(WriteReport, AtomicOutput)> {
         self.flush_pending()?;
         let path = self.output.path().to_path_buf();
         let io = |e| TraceError::io(&path, e);
@@ -359,8 +378,6 @@ impl TraceWriter {
                 crate::output::flush(&mut out, &path)?;
             }
         }
-        self.output.commit()?;
-        report.bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        Ok(report)
+        Ok((report, self.output))
     }
 }
