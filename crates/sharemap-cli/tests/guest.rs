@@ -781,3 +781,27 @@ fn the_os_model_places_threads_as_the_guest_kernel_does() {
     );
     assert!(agreement >= 0.75 && placed >= 0.95, "the model strays from the kernel:\n{table}");
 }
+
+/// The guest's verdict comes from its init on a port the program cannot reach, not from the
+/// console: a program printing the init's markers gets its own exit status back, and one
+/// that claims success and then powers the guest off makes `vm` fail.
+#[test]
+fn a_program_cannot_forge_the_guests_verdict() {
+    let Some(_) = kernel() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let liar = "#include <stdio.h>\n\
+                int main(void) { printf(\"sharemap-guest: incomplete\\nsharemap-guest: status 0\\n\"); return 5; }";
+    let prog = build_c(&dir, "liar", liar, &["-static"]);
+    let out = common::sharemap(&["vm", "--nodes", "2", "--cpus", "2", "--", s(&prog)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}\n{}", String::from_utf8_lossy(&out.stdout));
+    let crash = "#include <stdio.h>\n#include <unistd.h>\n#include <sys/reboot.h>\n\
+                 int main(void) { printf(\"sharemap-guest: status 0\\nsharemap-guest: end\\n\"); fflush(stdout);\n\
+                 sync(); reboot(RB_POWER_OFF); return 0; }";
+    let prog = build_c(&dir, "crash", crash, &["-static"]);
+    let out = common::sharemap(&["vm", "--nodes", "2", "--cpus", "2", "--", s(&prog)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a guest gone before its verdict is a failure: {err}");
+    let errors: Vec<&str> = err.lines().filter(|l| l.contains("stopped before")).collect();
+    assert_eq!(errors.len(), 1, "one line says the guest stopped before its commands ended: {err}");
+}

@@ -52,8 +52,9 @@ impl Guest {
         })
     }
 
-    /// QEMU's arguments for this guest booting `initrd`.
-    fn qemu_args(&self, initrd: &Path) -> Vec<String> {
+    /// QEMU's arguments for this guest booting `initrd`, its init's verdict written to
+    /// `verdict` (the guest's second serial port).
+    fn qemu_args(&self, initrd: &Path, verdict: &Path) -> Vec<String> {
         let mut a: Vec<String> = Vec::new();
         let mut push = |s: String| a.push(s);
         // KVM is used only when asked: on a nested host it is far slower than TCG.
@@ -92,6 +93,8 @@ impl Guest {
         for s in ["-bios", "/usr/share/qemu/qboot.rom", "-display", "none", "-serial", "stdio", "-monitor", "none"] {
             push(s.into());
         }
+        push("-serial".into());
+        push(format!("file:{}", verdict.display()));
         push("-no-reboot".into());
         push("-kernel".into());
         push(self.kernel.display().to_string());
@@ -123,13 +126,14 @@ impl Guest {
         let _listed = sharemap_core::output::Listed::new(dir.path());
         let initrd = dir.path().join("initrd.cpio");
         std::fs::write(&initrd, image.finish())?;
+        let verdict = dir.path().join("verdict");
         let parent = std::process::id() as i32;
         use std::os::unix::process::CommandExt;
         let mut child = Command::new(qemu);
         // SAFETY: between fork and exec only prctl, getppid and raise run.
         unsafe { child.pre_exec(move || sharemap_core::output::die_with_parent(parent)) };
         let mut child = child
-            .args(self.qemu_args(&initrd))
+            .args(self.qemu_args(&initrd, &verdict))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -174,7 +178,8 @@ impl Guest {
             let why = errors.lines().find(|l| !l.trim().is_empty()).unwrap_or("no message");
             return Err(Error::new(ErrorKind::Guest, format!("QEMU failed ({status}): {why}")));
         }
-        GuestOutput::parse(&console)
+        let verdict = std::fs::read_to_string(&verdict).unwrap_or_default().replace('\r', "");
+        GuestOutput::parse(&console, &verdict)
     }
 }
 
@@ -183,10 +188,15 @@ fn tail(console: &str) -> String {
     lines[lines.len().saturating_sub(3)..].join(" | ")
 }
 
+// The init's verdict goes to the guest's second serial port, which it opens first and then
+// removes: the commands (and the program) neither hold it nor find it, so nothing they print
+// or do can fake the verdict. The console's markers only delimit what the commands printed.
+const VERDICT_PORT: &str = "/dev/ttyS1";
 const BEGIN: &str = "sharemap-guest: begin";
 const INCOMPLETE: &str = "sharemap-guest: incomplete";
 const COMPLETE: &str = "/opt/sharemap/.complete";
-const END: &str = "sharemap-guest: status ";
+const STATUS: &str = "sharemap-guest: status ";
+const END: &str = "sharemap-guest: end";
 
 /// What the guest's commands printed (stdout and stderr, in order) and how they ended.
 #[derive(Clone, Debug)]
@@ -196,23 +206,30 @@ pub struct GuestOutput {
 }
 
 impl GuestOutput {
-    fn parse(console: &str) -> Result<GuestOutput> {
-        if console.contains(INCOMPLETE) {
+    /// Reads the verdict (from the init's own port) and what the commands printed (from
+    /// the console, between the init's first begin marker and its last end marker).
+    fn parse(console: &str, verdict: &str) -> Result<GuestOutput> {
+        let said = |line: &str| verdict.lines().any(|l| l.trim() == line);
+        if said(INCOMPLETE) {
             return Err(Error::new(
                 ErrorKind::Guest,
                 "its RAM disk did not fit in its memory (the kernel unpacked part of it): give it more memory",
             ));
         }
-        let Some(begin) = console.find(BEGIN) else {
+        let begun = console.find(BEGIN).map(|at| &console[at + BEGIN.len()..]);
+        let printed = begun.map_or("", |rest| rest.strip_prefix('\n').unwrap_or(rest));
+        let printed = printed.rfind(END).map_or(printed, |end| &printed[..end]);
+        if !said(BEGIN) {
             return Err(Error::new(ErrorKind::Guest, format!("its init never started; console: {}", tail(console))));
+        }
+        let status = verdict.lines().find_map(|l| l.trim().strip_prefix(STATUS.trim_end()));
+        let Some(status) = status.and_then(|s| s.trim().parse().ok()) else {
+            return Err(Error::new(
+                ErrorKind::Guest,
+                format!("it stopped before its commands ended (no verdict from its init): {}", tail(printed)),
+            ));
         };
-        let rest = &console[begin + BEGIN.len()..];
-        let rest = rest.strip_prefix('\n').unwrap_or(rest);
-        let Some(end) = rest.rfind(END) else {
-            return Err(Error::new(ErrorKind::Guest, format!("it stopped before its commands ended: {}", tail(rest))));
-        };
-        let status = rest[end + END.len()..].split_whitespace().next().and_then(|s| s.parse().ok()).unwrap_or(-1);
-        Ok(GuestOutput { output: rest[..end].to_string(), status })
+        Ok(GuestOutput { output: printed.to_string(), status })
     }
 }
 
@@ -366,11 +383,13 @@ pub fn init_script(commands: &str, numa_balancing: bool) -> String {
          mkdir -p /dev/shm && mount -t tmpfs shm /dev/shm\n\
          echo {} > /proc/sys/kernel/numa_balancing 2>/dev/null\n\
          cd /tmp\n\
-         [ -e {COMPLETE} ] || {{ echo '{INCOMPLETE}'; poweroff -f; }}\n\
-         echo '{BEGIN}'\n\
+         exec 3>{VERDICT_PORT} && rm -f {VERDICT_PORT}\n\
+         [ -e {COMPLETE} ] || {{ echo '{INCOMPLETE}' >&3; poweroff -f; }}\n\
+         echo '{BEGIN}'; echo '{BEGIN}' >&3\n\
          set -o pipefail\n\
-         (\n{commands}\n) 2>&1 | cat\n\
-         echo \"{END}$?\"\n\
+         (\n{commands}\n) 3>&- 2>&1 | cat\n\
+         status=$?\n\
+         echo '{END}'; echo \"{STATUS}$status\" >&3\n\
          poweroff -f\n",
         u8::from(numa_balancing)
     )
@@ -761,7 +780,7 @@ mod tests {
     fn guests_spread_cpus_evenly() {
         assert!(Guest::new("k".into(), 2, 3).unwrap_err().to_string().contains("evenly"));
         let g = Guest::new("k".into(), 2, 4).unwrap();
-        let args = g.qemu_args(Path::new("i")).join(" ");
+        let args = g.qemu_args(Path::new("i"), Path::new("v")).join(" ");
         assert!(args.contains("-smp 4,sockets=2,cores=2,threads=1"), "{args}");
         assert!(args.contains("cpu,node-id=1,socket-id=1") && args.contains("dist,src=0,dst=1,val=20"), "{args}");
     }
@@ -784,10 +803,24 @@ mod tests {
     }
 
     #[test]
-    fn guest_output_is_read_between_markers() {
-        let console = "noise\nsharemap-guest: begin\nhello\nsharemap-guest: status 3\n[ 1.0] reboot\n";
-        let out = GuestOutput::parse(console).unwrap();
+    fn the_verdict_comes_from_the_inits_port_not_the_console() {
+        let verdict = "sharemap-guest: begin\nsharemap-guest: status 3\n";
+        let console = "noise\nsharemap-guest: begin\nhello\nsharemap-guest: end\n[ 1.0] reboot\n";
+        let out = GuestOutput::parse(console, verdict).unwrap();
         assert_eq!((out.output.as_str(), out.status), ("hello\n", 3));
-        assert!(GuestOutput::parse("panic").unwrap_err().to_string().contains("never started"));
+        // The program prints the markers: its output, not a verdict.
+        let console =
+            "sharemap-guest: begin\nsharemap-guest: incomplete\nsharemap-guest: status 0\nsharemap-guest: end\n";
+        let verdict = "sharemap-guest: begin\nsharemap-guest: status 5\n";
+        let out = GuestOutput::parse(console, verdict).unwrap();
+        assert_eq!(out.status, 5);
+        assert_eq!(out.output, "sharemap-guest: incomplete\nsharemap-guest: status 0\n");
+        // It claims success, then the guest goes down before the init's verdict.
+        let console = "sharemap-guest: begin\nsharemap-guest: status 0\n";
+        let err = GuestOutput::parse(console, "sharemap-guest: begin\n").unwrap_err().to_string();
+        assert!(err.contains("stopped before its commands ended"), "{err}");
+        assert!(GuestOutput::parse("panic", "").unwrap_err().to_string().contains("never started"));
+        let err = GuestOutput::parse("", "sharemap-guest: incomplete\n").unwrap_err().to_string();
+        assert!(err.contains("did not fit"), "{err}");
     }
 }
