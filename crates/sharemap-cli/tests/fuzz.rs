@@ -612,7 +612,7 @@ fn a_program_scribbling_on_its_trace_channel() {
             std::fs::remove_file(&trace).unwrap();
         } else if let Some(kept) = err.split("are kept in ").nth(1) {
             corrupted += 1;
-            let kept = Path::new(kept.trim().split_whitespace().next().unwrap());
+            let kept = Path::new(kept.split_whitespace().next().unwrap());
             let (info, _) = run(&case, kept, &["info", s(kept)], d.path());
             assert_eq!(info, 0, "case {case}: the kept trace {} reads", kept.display());
             std::fs::remove_file(kept).unwrap();
