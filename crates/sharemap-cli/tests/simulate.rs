@@ -202,3 +202,16 @@ fn interconnect_bytes_count_the_line_size() {
         assert_eq!(os["interconnect_bytes"], 2 * line, "line={line}");
     }
 }
+
+/// Every built-in machine can be simulated, `stmap-opteron` with its 40 shared caches (8 L3s
+/// and 32 L2s of two cores each) included.
+#[test]
+fn every_preset_is_simulated() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "t.trace");
+    ok(&["gen", "neighbor", "--threads", "8", "--accesses", "20k", "-o", s(&t)]);
+    for preset in sharemap::machine::PRESETS {
+        let v = json(&ok(&["simulate", s(&t), "--machine", preset.name, "--mechanism", "os", "--json"]));
+        assert_eq!(mechanism(&v, "os")["accesses"], 20_000, "{}", preset.name);
+    }
+}

@@ -3,7 +3,8 @@
 //! cache lines where a general hash map reads two (control bytes, then bucket). On
 //! miss-heavy traces the directory is most of the simulator's time, and on large ones it
 //! outgrows the host's caches; so a machine of up to 64 cores and 12 shared caches gets
-//! slots of 16 bytes, half the others' 32, as long as its lines fit in 48 bits.
+//! slots of 16 bytes, half the others' 32, as long as its lines fit in 48 bits. Machines of
+//! more than 32 shared caches (up to 64) get slots of 40 bytes.
 
 /// Where a line's copies are (the slots store it packed).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -12,7 +13,7 @@ pub struct Dir {
     /// slot takes 32 bytes).
     cores: [u64; 2],
     /// Shared caches holding it (bits of `Model::shared_index`).
-    pub shared: u32,
+    pub shared: u64,
     /// The shared cache holding it dirty, plus one (0: none).
     pub dirty: u8,
 }
@@ -58,7 +59,7 @@ impl Slot for Narrow {
     #[inline]
     fn new(key: u64, dir: Dir) -> Self {
         debug_assert!(Self::holds(key) && dir.cores[1] == 0 && dir.shared >> NARROW_SHARED == 0 && dir.dirty < 16);
-        Narrow([key | (dir.shared as u64) << NARROW_KEY_BITS | (dir.dirty as u64) << 60, dir.cores[0]])
+        Narrow([key | dir.shared << NARROW_KEY_BITS | (dir.dirty as u64) << 60, dir.cores[0]])
     }
     #[inline]
     fn key(&self) -> u64 {
@@ -67,7 +68,7 @@ impl Slot for Narrow {
     #[inline]
     fn dir(&self) -> Dir {
         let w = self.0[0] >> NARROW_KEY_BITS;
-        Dir { cores: [self.0[1], 0], shared: (w & 0xFFF) as u32, dirty: (w >> 12) as u8 }
+        Dir { cores: [self.0[1], 0], shared: w & 0xFFF, dirty: (w >> 12) as u8 }
     }
 }
 
@@ -78,13 +79,41 @@ impl Slot for Narrow {
 #[repr(align(32))]
 struct Wide {
     key: u64,
-    dir: Dir,
+    cores: [u64; 2],
+    shared: u32,
+    dirty: u8,
 }
+
+/// Shared caches a wide slot can name.
+const WIDE_SHARED: usize = 32;
 
 impl Slot for Wide {
     #[inline]
     fn new(key: u64, dir: Dir) -> Self {
-        Wide { key, dir }
+        debug_assert!(dir.shared >> WIDE_SHARED == 0);
+        Wide { key, cores: dir.cores, shared: dir.shared as u32, dirty: dir.dirty }
+    }
+    #[inline]
+    fn key(&self) -> u64 {
+        self.key
+    }
+    #[inline]
+    fn dir(&self) -> Dir {
+        Dir { cores: self.cores, shared: self.shared as u64, dirty: self.dirty }
+    }
+}
+
+/// 40 bytes: any key, 128 cores, 64 shared caches (machines beyond a wide slot's 32).
+#[derive(Clone, Copy, Default)]
+struct Huge {
+    key: u64,
+    dir: Dir,
+}
+
+impl Slot for Huge {
+    #[inline]
+    fn new(key: u64, dir: Dir) -> Self {
+        Huge { key, dir }
     }
     #[inline]
     fn key(&self) -> u64 {
@@ -219,6 +248,7 @@ pub struct Directory(Layout);
 enum Layout {
     Narrow(Table<Narrow>),
     Wide(Table<Wide>),
+    Huge(Table<Huge>),
 }
 
 /// Runs `$body` with `$t` bound to the table (`$layout`, borrowed), whichever its layout.
@@ -227,6 +257,7 @@ macro_rules! table {
         match $layout {
             Layout::Narrow($t) => $body,
             Layout::Wide($t) => $body,
+            Layout::Huge($t) => $body,
         }
     };
 }
@@ -238,8 +269,10 @@ impl Directory {
     pub fn new(cores: usize, shared: usize) -> Directory {
         Directory(if cores <= 64 && shared <= NARROW_SHARED {
             Layout::Narrow(Table::with_bits(FIRST_BITS))
-        } else {
+        } else if shared <= WIDE_SHARED {
             Layout::Wide(Table::with_bits(FIRST_BITS))
+        } else {
+            Layout::Huge(Table::with_bits(FIRST_BITS))
         })
     }
 
@@ -258,7 +291,7 @@ impl Directory {
     fn may_hold(&self, line: u64) -> bool {
         match self.0 {
             Layout::Narrow(_) => Narrow::holds(line + 1),
-            Layout::Wide(_) => true,
+            Layout::Wide(_) | Layout::Huge(_) => true,
         }
     }
 
@@ -370,9 +403,17 @@ mod tests {
             ops in proptest::collection::vec((0u64..3000, 0u8..4, any::<bool>(), 0u32..32), 1..4000),
             narrow: bool,
             far: bool,
+            huge: bool,
         ) {
-            let mut d = if narrow { Directory::new(64, 12) } else { Directory::new(65, 12) };
+            let narrow = narrow && !huge;
+            let mut d = match (narrow, huge) {
+                (true, _) => Directory::new(64, 12),
+                (false, false) => Directory::new(65, 12),
+                (false, true) => Directory::new(65, 40),
+            };
             prop_assert_eq!(d.is_narrow(), narrow);
+            // A huge slot holds shared caches beyond the 32nd.
+            let mask = |shared: u32| if huge { (shared as u64) << 32 | shared as u64 } else { shared as u64 % 4096 };
             let mut reference: HashMap<u64, u64> = HashMap::new();
             let mut widened = false;
             for (line, op, high, shared) in ops {
@@ -384,7 +425,7 @@ mod tests {
                         // Every field of the entry changes: cores count, shared and dirty.
                         let n = d.entry(line, |e| {
                             e.set_cores(e.cores() + 1);
-                            e.shared = shared % 4096;
+                            e.shared = mask(shared);
                             e.dirty = (shared % 13) as u8;
                             e.cores() as u64
                         });
@@ -392,7 +433,7 @@ mod tests {
                         *r += 1;
                         prop_assert_eq!(n, *r);
                         let e = d.get(line).unwrap();
-                        prop_assert_eq!((e.shared, e.dirty), (shared % 4096, (shared % 13) as u8));
+                        prop_assert_eq!((e.shared, e.dirty), (mask(shared), (shared % 13) as u8));
                     }
                     2 => {
                         prop_assert_eq!(d.remove(line).map(|e| e.cores() as u64), reference.remove(&line));

@@ -10,7 +10,7 @@ pub const MAX_CORES: usize = 128;
 /// Most lines of all simulated caches together (2 GiB of the host's memory).
 pub const MAX_SIMULATED_LINES: u64 = 1 << 28;
 /// Most caches of one kind (private or shared) a line can be in at once, tracked by bits.
-pub const MAX_SHARED_CACHES: usize = 32;
+pub const MAX_SHARED_CACHES: usize = 64;
 
 pub use crate::params::{ParamError, Params};
 
@@ -57,7 +57,7 @@ pub struct Model {
     /// The cache of each shared-cache index (the inverse of `shared_index`).
     pub shared_caches: Vec<usize>,
     /// Per PU, the bits (shared-cache indices) of the shared caches on its path.
-    pub shared_mask: Vec<u32>,
+    pub shared_mask: Vec<u64>,
     /// Per cache: the cores under it when it is an inclusive last-level cache, else 0.
     pub inclusive_over: Vec<u128>,
     /// Whether each core's last private level holds every line of its lower ones.

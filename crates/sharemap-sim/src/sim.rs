@@ -40,7 +40,7 @@ struct Place<'m> {
     private: &'m [usize],
     shared: &'m [usize],
     /// The bits (shared-cache indices) of its shared caches.
-    shared_mask: u32,
+    shared_mask: u64,
 }
 
 /// What the hit that changes nothing (`Sim::mru_hit`) needs of a running thread: its PU,
@@ -88,7 +88,7 @@ struct CacheInfo {
     level: usize,
     latency_ns: f64,
     /// Its bit in a directory entry's shared caches (0 for a private cache).
-    shared_bit: u32,
+    shared_bit: u64,
 }
 
 impl Caches {
@@ -237,7 +237,7 @@ fn bit(core: usize) -> u128 {
 
 /// A directory entry once `core` has invalidated the other copies: only this core, the
 /// shared caches of `mine` (its path's), and no dirty copy elsewhere.
-fn keep_only(e: &mut Dir, core: usize, mine: u32) {
+fn keep_only(e: &mut Dir, core: usize, mine: u64) {
     e.set_cores(e.cores() & bit(core));
     e.shared &= mine;
     if e.dirty != 0 && mine & (1 << (e.dirty - 1)) == 0 {

@@ -407,11 +407,13 @@ proptest! {
         run_checked("numa:4 pu:2", &ops, false)?;
     }
 
-    /// The same with each of the directory's layouts: past 64 cores, and with lines beyond
-    /// 48 bits, which make a narrow directory wide in the middle of the run.
+    /// The same with each of the directory's layouts: past 64 cores, past 32 shared caches
+    /// (42: two L3s and 40 L2s of two cores each, as `stmap-opteron` has), and with lines
+    /// beyond 48 bits, which make a narrow directory wide in the middle of the run.
     #[test]
     fn coherence_holds_with_either_directory_layout(ops in ops()) {
         run_checked("pack:2 numa:1 l3:1(size=2KiB) l2:40(size=256) l1d:1(size=128) core:1 pu:1", &ops, false)?;
+        run_checked("pack:2 numa:1 l3:1(size=2KiB) l2:20(size=256) l1d:2(size=128) core:1 pu:1", &ops, false)?;
         run_checked(TINY, &ops, true)?;
     }
 
