@@ -454,3 +454,56 @@ fn the_program_dies_with_sharemap() {
         }
     }
 }
+
+/// Under `--where` (the program traced), SIGSTOP stops the program and SIGCONT resumes it,
+/// and Ctrl-Z (SIGTSTP to the job's process group) stops sharemap and the program until
+/// `fg` (SIGCONT to the group), as without sharemap; the run then ends normally.
+#[test]
+fn a_stopped_program_stays_stopped_under_where() {
+    let d = tempfile::tempdir().unwrap();
+    let ticker = "#include <pthread.h>\n#include <stdio.h>\n#include <unistd.h>\n\
+                  static void *idle(void *a) { for (;;) pause(); return a; }\n\
+                  int main(int argc, char **argv) { pthread_t t; pthread_create(&t, 0, idle, 0);\n\
+                  for (long i = 0; i < 300; i++) { FILE *f = fopen(argv[1], \"w\"); fprintf(f, \"%ld\\n\", i); fclose(f); usleep(5000); }\n\
+                  return 0; }";
+    let prog = common::build_c(&d, "ticker", ticker, &[]);
+    let ticks = p(&d, "ticks");
+    let tick = || std::fs::read_to_string(&ticks).ok().and_then(|t| t.trim().parse::<i64>().ok()).unwrap_or(-1);
+    use std::os::unix::process::CommandExt;
+    let mut sm = Command::new(env!("CARGO_BIN_EXE_sharemap"))
+        .args(["run", "--where", "--", s(&prog), s(&ticks)])
+        .process_group(0)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = sm.id() as i32;
+    let program = common::child_of(pid, 5, |c| {
+        std::fs::read(format!("/proc/{c}/cmdline")).is_ok_and(|l| l.starts_with(s(&prog).as_bytes()))
+    })
+    .expect("the program started");
+    let pause = |ms| std::thread::sleep(std::time::Duration::from_millis(ms));
+    let still = |what: &str| {
+        pause(150);
+        let before = tick();
+        pause(400);
+        assert_eq!(tick(), before, "{what}: the program ran on");
+    };
+    let moving = |what: &str| {
+        let before = tick();
+        pause(400);
+        assert!(tick() > before, "{what}: the program did not resume");
+    };
+    moving("at the start");
+    // SAFETY: signals to our own child and its process group.
+    unsafe { libc::kill(program, libc::SIGSTOP) };
+    still("SIGSTOP");
+    unsafe { libc::kill(program, libc::SIGCONT) };
+    moving("SIGCONT");
+    unsafe { libc::kill(-pid, libc::SIGTSTP) };
+    still("Ctrl-Z");
+    unsafe { libc::kill(-pid, libc::SIGCONT) };
+    moving("fg");
+    let status = sm.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert_eq!(tick(), 299);
+}

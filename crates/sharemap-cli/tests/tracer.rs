@@ -627,20 +627,27 @@ fn wait_for(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// A recorder killed with SIGKILL: the program goes on to its end unrecorded (it used to
-/// stall for ever once the region was full), and what was written is a readable truncated
-/// trace, header and every chunk flushed.
+/// A recorder killed with SIGKILL takes the program with it (nothing sharemap starts
+/// outlives it), and what was written is a readable truncated trace, header and every chunk
+/// flushed.
 #[test]
-fn a_killed_recorder_leaves_a_running_program_and_a_readable_trace() {
+fn a_killed_recorder_takes_the_program_with_it_and_leaves_a_readable_trace() {
     let d = tempfile::tempdir().unwrap();
     let bin = build_source(d.path(), "spin", SPINNER);
     let marker = d.path().join("done");
     let trace = d.path().join("s.trace");
     let mut rec = spawn_record(&trace, &[bin.to_str().unwrap(), "4", marker.to_str().unwrap()]);
     std::thread::sleep(std::time::Duration::from_millis(1500));
+    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", rec.id())).unwrap();
+    let program: i32 = children.split_whitespace().next().expect("the program runs").parse().unwrap();
     rec.kill().unwrap();
     rec.wait().unwrap();
-    wait_for("the program's end after its recorder was killed", 60, || marker.exists());
+    wait_for("the program's end with its recorder", 5, || {
+        std::fs::read_to_string(format!("/proc/{program}/stat"))
+            .map_or(true, |s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
+    });
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    assert!(!marker.exists(), "the program ran on to its end");
     let partial: Vec<PathBuf> = std::fs::read_dir(d.path())
         .unwrap()
         .map(|e| e.unwrap().path())

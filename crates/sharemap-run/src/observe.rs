@@ -71,24 +71,40 @@ pub fn run_traced(
     let child = cmd.spawn()?;
     let pid = child.id() as i32;
     // The child stops with SIGTRAP once exec has succeeded.
-    let status = wait(pid)?;
+    let status = wait(pid, libc::__WALL)?;
     if !libc::WIFSTOPPED(status) {
         return Err(Error::new(ErrorKind::Program, "it ended before it started"));
     }
-    // Opened at the exec stop: the counts start with the program's first instruction.
-    let (open, refused) = Open::on(pid, counters);
+    // Traced from exec by PTRACE_TRACEME, a program stopped by SIGSTOP or Ctrl-Z could only
+    // be resumed; one taken by PTRACE_SEIZE stays stopped (PTRACE_LISTEN) as it would
+    // without sharemap. So it is handed over before its first instruction: detached into a
+    // SIGSTOP, seized while stopped, then continued.
+    let cannot = |e: std::io::Error| {
+        // SAFETY: killing our own child.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        Error::new(ErrorKind::Program, format!("cannot observe it (ptrace: {e})"))
+    };
     // Exec reported as an event (else the kernel sends the tracee a SIGTRAP for each).
     let options =
         libc::PTRACE_O_TRACECLONE | libc::PTRACE_O_TRACEEXIT | libc::PTRACE_O_TRACEEXEC | libc::PTRACE_O_EXITKILL;
-    // SAFETY: plain ptrace requests on our stopped tracee.
+    // SAFETY: plain ptrace requests and signals on our stopped child.
     unsafe {
-        if libc::ptrace(libc::PTRACE_SETOPTIONS, pid, 0, options as libc::c_long) != 0 {
-            let e = std::io::Error::last_os_error();
-            libc::kill(pid, libc::SIGKILL);
-            return Err(Error::new(ErrorKind::Program, format!("cannot observe it (ptrace: {e})")));
+        if libc::ptrace(libc::PTRACE_DETACH, pid, 0, libc::SIGSTOP as libc::c_long) != 0 {
+            return Err(cannot(std::io::Error::last_os_error()));
         }
-        libc::ptrace(libc::PTRACE_CONT, pid, 0, 0);
+        let status = wait(pid, libc::WUNTRACED)?;
+        if !libc::WIFSTOPPED(status) {
+            return Err(Error::new(ErrorKind::Program, "it ended before it started"));
+        }
+        if libc::ptrace(libc::PTRACE_SEIZE, pid, 0, options as libc::c_long) != 0 {
+            return Err(cannot(std::io::Error::last_os_error()));
+        }
     }
+    // Opened before it runs: the counts start with the program's first instruction.
+    let (open, refused) = Open::on(pid, counters);
+    // SAFETY: continuing our own child; the SIGCONT's delivery is not passed on to it.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let mut own_sigcont = true;
     // The plan the placer follows: each page's own node, or its huge-page region's.
     let placed = plan.map(|p| match regions {
         Some(size) => crate::thp::by_region(p, size),
@@ -150,16 +166,22 @@ pub fn run_traced(
                     }
                 }
             }
-            0 => {
-                let fresh = !tracer.threads.get(&tid).is_some_and(|t| t.started);
-                if fresh && signal == libc::SIGSTOP {
-                    // A new thread's first stop, as it is attached.
+            libc::PTRACE_EVENT_STOP => {
+                // A new thread's first stop as it is attached, a group stop (SIGSTOP, SIGTSTP,
+                // SIGTTIN, SIGTTOU: the thread stays stopped until a SIGCONT, which reports
+                // again), or the report of that SIGCONT.
+                if !tracer.threads.get(&tid).is_some_and(|t| t.started) {
                     tracer.known(tid);
                     tracer.threads.get_mut(&tid).expect("known").started = true;
-                } else if !is_group_stop(tid) {
-                    inject = signal;
+                }
+                if matches!(signal, libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU) {
+                    // SAFETY: keeps a tracee in its group stop.
+                    unsafe { libc::ptrace(libc::PTRACE_LISTEN, tid, 0, 0) };
+                    continue;
                 }
             }
+            0 if tid == pid && signal == libc::SIGCONT && own_sigcont => own_sigcont = false,
+            0 => inject = signal,
             _ => {}
         }
         // SAFETY: resumes a stopped tracee, delivering the signal it stopped for.
@@ -212,27 +234,17 @@ impl Tracer {
     }
 }
 
-fn wait(pid: i32) -> Result<i32> {
+fn wait(pid: i32, flags: i32) -> Result<i32> {
     let mut status = 0;
     loop {
         // SAFETY: waits for our own child.
-        if unsafe { libc::waitpid(pid, &mut status, libc::__WALL) } == pid {
+        if unsafe { libc::waitpid(pid, &mut status, flags) } == pid {
             return Ok(status);
         }
         let e = std::io::Error::last_os_error();
         if e.kind() != std::io::ErrorKind::Interrupted {
             return Err(Error::from(e));
         }
-    }
-}
-
-/// A stop that is the thread entering a group stop (the signal was already delivered)
-/// rather than a signal about to be delivered: then there is no signal information.
-fn is_group_stop(tid: i32) -> bool {
-    // SAFETY: siginfo_t is plain data; the kernel fills it or fails.
-    unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        libc::ptrace(libc::PTRACE_GETSIGINFO, tid, 0, &mut info as *mut libc::siginfo_t) != 0
     }
 }
 

@@ -128,9 +128,17 @@ fn parse(line: &str) -> Option<(u64, u64)> {
 pub fn record(program: &[OsString], event: PerfEvent, sink: &mut dyn Sink) -> Result<Recording, RecordError> {
     check(event)?;
     let dir = tempfile::tempdir().map_err(RecordError::Temp)?;
+    // Removed on SIGINT, SIGTERM and SIGHUP too; perf dies with the recorder.
+    let _listed = sharemap_trace::output::Listed::new(dir.path());
     let data = dir.path().join("perf.data");
+    let parent = std::process::id() as i32;
+    let mut perf = Command::new("perf");
+    // SAFETY: between fork and exec only prctl, getppid and raise run.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut perf, move || sharemap_trace::output::die_with_parent(parent))
+    };
     // The program's stdout and stderr pass through as they come.
-    let status = Command::new("perf")
+    let status = perf
         .args(event.args())
         .arg("-o")
         .arg(&data)

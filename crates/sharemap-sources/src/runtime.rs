@@ -526,6 +526,10 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
     cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
     // The program's own name in its argv[0], as a shell would give it.
     cmd.arg0(&program[0]);
+    // It dies with the recorder (killed with SIGKILL, the recorder can forward nothing).
+    let parent = std::process::id() as i32;
+    // SAFETY: between fork and exec only prctl, getppid and raise run.
+    unsafe { cmd.pre_exec(move || sharemap_trace::output::die_with_parent(parent)) };
     let mut child = cmd.spawn().map_err(|e| RecordError::Spawn(name.clone(), e))?;
     let _forward = crate::SignalForwarder::to(child.id());
     // One thread merges, this one encodes and writes: the two stages run side by side.

@@ -184,14 +184,16 @@ pub fn record(program: &[OsString], sink: &mut dyn Sink) -> Result<Recording, Re
     let fd = log_write.as_raw_fd();
     let mut cmd = Command::new("valgrind");
     cmd.args(["--tool=lackey", "--trace-mem=yes", "--trace-sched=yes"]).arg(format!("--log-fd={fd}")).args(program);
+    let parent = std::process::id() as i32;
     // SAFETY: between fork and exec only async-signal-safe fcntl runs, to let the log
-    // pipe's write end survive exec.
+    // pipe's write end survive exec, then prctl, getppid and raise: the program dies with
+    // the recorder.
     unsafe {
         cmd.pre_exec(move || {
             if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
                 return Err(io::Error::last_os_error());
             }
-            Ok(())
+            sharemap_trace::output::die_with_parent(parent)
         });
     }
     let mut child = cmd.spawn().map_err(RecordError::Spawn)?;
