@@ -494,14 +494,18 @@ fn a_stopped_program_stays_stopped_under_where() {
         assert!(tick() > before, "{what}: the program did not resume");
     };
     moving("at the start");
-    // SAFETY: signals to our own child and its process group.
-    unsafe { libc::kill(program, libc::SIGSTOP) };
+    // Signals to our own child's program and to its process group.
+    let signal = |to: i32, sig: i32| {
+        // SAFETY: kill takes plain integers.
+        unsafe { libc::kill(to, sig) };
+    };
+    signal(program, libc::SIGSTOP);
     still("SIGSTOP");
-    unsafe { libc::kill(program, libc::SIGCONT) };
+    signal(program, libc::SIGCONT);
     moving("SIGCONT");
-    unsafe { libc::kill(-pid, libc::SIGTSTP) };
+    signal(-pid, libc::SIGTSTP);
     still("Ctrl-Z");
-    unsafe { libc::kill(-pid, libc::SIGCONT) };
+    signal(-pid, libc::SIGCONT);
     moving("fg");
     let status = sm.wait().unwrap();
     assert!(status.success(), "{status}");
