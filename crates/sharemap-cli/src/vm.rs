@@ -54,26 +54,40 @@ pub struct VmArgs {
     /// Set this variable for the program in the guest (repeatable), e.g. OMP_NUM_THREADS=4
     #[arg(long = "env", value_name = "KEY=VALUE")]
     pub env: Vec<String>,
+    /// Check every flag and file, print the guest and the command it would run, and stop
+    /// without booting
+    #[arg(long)]
+    pub dry_run: bool,
     /// The program and its arguments, after --
     #[arg(last = true)]
     pub command: Vec<OsString>,
 }
 
-/// Every file a flag names, read on the host before the guest boots, so that a bad one is
-/// named as the user gave it, in one line, at once (the guest takes seconds to boot, and
-/// would name its own copy).
-fn check_inputs(args: &VmArgs) -> Result<()> {
+/// Every flag, and every file a flag names, checked on the host before the guest boots, so
+/// that a bad one is named as the user gave it, in one line, at once (the guest takes
+/// seconds to boot, and would name its own copy). `guest` is the guest's topology.
+fn check_inputs(args: &VmArgs, guest: &sharemap::Machine) -> Result<()> {
     let matrix = |path: &std::path::Path, flag: &str| -> Result<()> {
         let input = crate::map::Input { path, from: None, exclude: None };
         crate::map::load_matrix(&input).map(|_| ()).map_err(|e| anyhow!("{flag}: {e}"))
     };
-    if let Some(map) = &args.thread_map
-        && let Some(path) = map.strip_prefix("trace:").or_else(|| map.strip_prefix("matrix:"))
-    {
-        matrix(std::path::Path::new(path), "--thread-map")?;
-    }
-    if let Some(sharing) = &args.sharing {
-        matrix(sharing, "--sharing")?;
+    let sharing = match &args.sharing {
+        Some(path) => {
+            matrix(path, "--sharing")?;
+            let input = crate::map::Input { path, from: None, exclude: None };
+            Some(crate::map::load_matrix(&input).map_err(|e| anyhow!("--sharing: {e}"))?.matrix)
+        }
+        None => None,
+    };
+    if let Some(map) = &args.thread_map {
+        if let Some(path) = map.strip_prefix("trace:").or_else(|| map.strip_prefix("matrix:")) {
+            matrix(std::path::Path::new(path), "--thread-map")?;
+        } else if map.trim() != "os" {
+            // As the guest's `run` will read it, on the guest's topology.
+            let parsed = sharemap::ThreadMap::parse(map).map_err(|e| anyhow!("--thread-map {map}: {}", e.why()))?;
+            sharemap_run::map_threads(&parsed, guest, sharing.as_ref(), 1)
+                .map_err(|e| anyhow!("--thread-map {map}: {}", in_guest(&e)))?;
+        }
     }
     if let Some(placement) = &args.placement {
         if let Some(trace) = placement.strip_prefix("optimal:").or_else(|| placement.strip_prefix("marathe:")) {
@@ -81,14 +95,48 @@ fn check_inputs(args: &VmArgs) -> Result<()> {
             input.open().map_err(|e| anyhow!("--placement {placement}: {e}"))?;
         } else if std::path::Path::new(placement).is_file() {
             // A plan is for the guest's nodes and its 4 KiB pages.
-            let spec =
-                format!("pack:{} numa:1 core:{} pu:1", args.nodes.max(1), (args.cpus / args.nodes.max(1)).max(1));
-            let guest = sharemap::Machine::from_spec(&spec).map_err(|e| anyhow!("--nodes/--cpus: {e}"))?;
-            sharemap_run::Plan::read(std::path::Path::new(placement), &guest, 4096)
-                .map_err(|e| anyhow!("--placement: {}", e.why()))?;
+            sharemap_run::Plan::read(std::path::Path::new(placement), guest, 4096)
+                .map_err(|e| anyhow!("--placement: {}", in_guest(&e)))?;
+        } else {
+            sharemap_run::DataPlacement::parse(placement, guest)
+                .map_err(|e| anyhow!("--placement {}", in_guest(&e)))?;
         }
     }
     Ok(())
+}
+
+/// A check made on the guest's topology, speaking of the guest (the checks are `run`'s,
+/// which speak of the machine they run on as the host).
+fn in_guest(e: &sharemap::Error) -> String {
+    e.why().replace("the host has", "the guest has").replace("the host's", "the guest's")
+}
+
+/// The guest `vm`'s flags ask for, its kernel not looked for yet.
+fn guest_of(args: &VmArgs) -> Result<sharemap_run::vm::Guest> {
+    let mut guest =
+        sharemap_run::vm::Guest::new(PathBuf::new(), args.nodes, args.cpus).map_err(|e| anyhow!("{}", e.why()))?;
+    if let Some(mb) = args.memory_mb {
+        if mb < 64 * args.nodes {
+            bail!("--memory-mb {mb}: give at least 64 MiB per node");
+        }
+        let host_mb = sharemap::meminfo("MemTotal").map(|b| b >> 20);
+        if let Some(host_mb) = host_mb
+            && mb as u64 > host_mb
+        {
+            bail!("--memory-mb {mb}: more than this host's {host_mb} MiB");
+        }
+        guest.memory_mb = mb;
+    }
+    if args.distance <= 10 || args.distance > 255 {
+        bail!("--distance {}: expected a remote distance between 11 and 255 (a node to itself is 10)", args.distance);
+    }
+    if args.timeout == 0 {
+        bail!("--timeout 0: give the guest at least one second");
+    }
+    guest.distance = args.distance;
+    guest.numa_balancing = args.numa_balancing;
+    guest.timeout = std::time::Duration::from_secs(args.timeout);
+    Ok(guest)
 }
 
 pub fn run(args: VmArgs) -> Result<ExitCode> {
@@ -102,21 +150,27 @@ pub fn run(args: VmArgs) -> Result<ExitCode> {
     }
     let (program, program_args) = args.command.split_first().ok_or_else(|| anyhow!("no program given after --"))?;
     let program = sharemap_run::resolve_program(std::path::Path::new(program)).map_err(|e| anyhow!(e))?;
-    check_inputs(&args)?;
-    let kernel = sharemap_run::vm::find_kernel(args.kernel.as_deref()).map_err(|e| anyhow!(e))?;
-    let mut guest = sharemap_run::vm::Guest::new(kernel, args.nodes, args.cpus).map_err(|e| anyhow!(e))?;
-    if let Some(mb) = args.memory_mb {
-        if mb < 64 * args.nodes {
-            bail!("--memory-mb {mb}: give at least 64 MiB per node");
-        }
-        guest.memory_mb = mb;
+    let mut guest = guest_of(&args)?;
+    let topology = format!("pack:{} numa:1 core:{} pu:1", args.nodes, args.cpus / args.nodes);
+    let topology = sharemap::Machine::from_spec(&topology).map_err(|e| anyhow!("--nodes/--cpus: {e}"))?;
+    check_inputs(&args, &topology)?;
+    let env = args
+        .env
+        .iter()
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').ok_or_else(|| anyhow!("--env {kv}: expected KEY=VALUE"))?;
+            let name_ok = k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !name_ok {
+                bail!("--env {kv}: '{k}' is not a variable name");
+            }
+            Ok((k.to_string(), v.to_string()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let kernel = sharemap_run::vm::find_kernel(args.kernel.as_deref());
+    if !args.dry_run {
+        guest.kernel = kernel.as_ref().map_err(|e| anyhow!("{e}"))?.clone();
     }
-    if args.distance <= 10 || args.distance > 255 {
-        bail!("--distance {}: expected a remote distance between 11 and 255 (a node to itself is 10)", args.distance);
-    }
-    guest.distance = args.distance;
-    guest.numa_balancing = args.numa_balancing;
-    guest.timeout = std::time::Duration::from_secs(args.timeout);
     let exe = std::env::current_exe()?;
     let library = sharemap_run::Tools::beside(&exe).pin_library();
     if !library.is_file() {
@@ -156,15 +210,29 @@ pub fn run(args: VmArgs) -> Result<ExitCode> {
         run_args.extend(["--thp".to_string(), thp.clone()]);
     }
     let program_args: Vec<String> = program_args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-    let env = args
-        .env
-        .iter()
-        .map(|kv| {
-            kv.split_once('=')
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .ok_or_else(|| anyhow!("--env {kv}: expected KEY=VALUE"))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    if args.dry_run {
+        println!(
+            "guest   {} NUMA nodes, {} CPUs, {} MiB, distance {}, NUMA balancing {}, timeout {} s",
+            guest.nodes,
+            guest.cpus,
+            guest.memory_mb,
+            guest.distance,
+            if guest.numa_balancing { "on" } else { "off" },
+            args.timeout
+        );
+        match &kernel {
+            Ok(k) => println!("kernel  {}", k.display()),
+            Err(e) => println!("kernel  none: {e}"),
+        }
+        let script =
+            sharemap_run::vm::guest_command(&program, &run_args, &program_args, &env).map_err(|e| anyhow!(e))?;
+        println!("runs    {script}");
+        for (from, at) in &files {
+            println!("copies  {} as {at}", from.display());
+        }
+        println!("(dry run: nothing booted)");
+        return Ok(ExitCode::SUCCESS);
+    }
     eprintln!(
         "sharemap: booting a guest with {} NUMA nodes and {} CPUs under QEMU (emulated: timings inside it mean nothing)",
         args.nodes, args.cpus

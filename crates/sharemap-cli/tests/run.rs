@@ -404,14 +404,21 @@ fn vm_checks_its_input_files_before_booting() {
     std::fs::write(&far, "page,node\n0x600000000000,3\n").unwrap();
     let missing = p(&dir, "missing.trace");
     let (as_trace, as_optimal) = (format!("trace:{}", s(&missing)), format!("optimal:{}", s(&missing)));
-    let cases: [(Vec<&str>, String); 4] = [
+    let cases: [(Vec<&str>, String); 10] = [
         (
             vec!["--placement", s(&plan)],
             format!("{}:4: page 0x600000000000 planned on node 0 here and on node 1 at line 2", s(&plan)),
         ),
-        (vec!["--placement", s(&far)], format!("{}:2: node 3 does not exist", s(&far))),
+        (vec!["--placement", s(&far)], format!("{}:2: node 3 does not exist: the guest has nodes 0-1", s(&far))),
         (vec!["--thread-map", &as_trace], format!("--thread-map: {}", s(&missing))),
         (vec!["--placement", &as_optimal], s(&missing).to_string()),
+        // The flags `run` reads in the guest, checked on the guest's topology.
+        (vec!["--thread-map", "0,1,9"], "--thread-map 0,1,9: PU 9 does not exist: the guest has PUs 0-3".into()),
+        (vec!["--thread-map", "nonsense"], "--thread-map nonsense: 'nonsense' is not a PU number".into()),
+        (vec!["--placement", "bind:7"], "--placement bind:7: the guest has nodes 0-1".into()),
+        (vec!["--memory-mb", "18446744073709551615"], "--memory-mb 18446744073709551615: more than this host's".into()),
+        (vec!["--timeout", "0"], "--timeout 0: give the guest at least one second".into()),
+        (vec!["--env", "A B=1"], "--env A B=1: 'A B' is not a variable name".into()),
     ];
     for (flags, says) in &cases {
         let mut args = vec!["vm"];
@@ -510,4 +517,31 @@ fn a_stopped_program_stays_stopped_under_where() {
     let status = sm.wait().unwrap();
     assert!(status.success(), "{status}");
     assert_eq!(tick(), 299);
+}
+
+/// `vm --dry-run` checks everything and says what it would boot and run, without QEMU.
+#[test]
+fn vm_dry_run_says_what_it_would_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(&dir, "nothing", "int main(void) { return 0; }", &[]);
+    let out = ok(&[
+        "vm",
+        "--dry-run",
+        "--nodes",
+        "4",
+        "--cpus",
+        "8",
+        "--thread-map",
+        "scatter",
+        "--env",
+        "K=a b",
+        "--",
+        s(&prog),
+        "x y",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("guest   4 NUMA nodes, 8 CPUs, 2048 MiB, distance 20"), "{text}");
+    let runs = "runs    K='a b' /opt/sharemap/sharemap run --where '--thread-map' 'scatter' '--' '/opt/sharemap/bin/nothing' 'x y'";
+    assert!(text.contains(runs), "{text}");
+    assert!(text.contains("nothing booted"), "{text}");
 }

@@ -203,8 +203,9 @@ pub fn pinning(map: &ThreadMap, host: &Machine, sharing: Option<&SharingMatrix>,
     Ok(pinning)
 }
 
-/// The PUs of a thread map on a host, unchecked against this process's CPUs.
-fn map_threads(map: &ThreadMap, host: &Machine, sharing: Option<&SharingMatrix>, seed: u64) -> Result<Pinning> {
+/// The PUs of a thread map on a machine, unchecked against this process's CPUs (for a
+/// machine that is not this one: `vm`'s guest).
+pub fn map_threads(map: &ThreadMap, host: &Machine, sharing: Option<&SharingMatrix>, seed: u64) -> Result<Pinning> {
     let pus = match map {
         // A real run's OS is the kernel itself: nothing pinned.
         ThreadMap::Os(_) => return Ok(Pinning::Os),

@@ -431,9 +431,28 @@ pub fn run_program(
 ) -> Result<GuestOutput> {
     let program = std::fs::canonicalize(program)
         .map_err(|e| Error::new(ErrorKind::Program, format!("cannot run {}: {e}", program.display())))?;
-    // Programs go to /opt/sharemap/bin: the guest's /tmp is a fresh tmpfs.
+    let command = guest_command(&program, run_args, args, env)?;
+    let guest_program = guest_program_path(&program);
+    let mut image = base_image(&command, guest.numa_balancing)?;
+    image.sharemap(sharemap, library)?;
+    image.host_program(&program, &guest_program)?;
+    for (from, at) in files {
+        let data = std::fs::read(from).map_err(|e| Error::new(ErrorKind::Guest, format!("{}: {e}", from.display())))?;
+        image.file(at, &data, false);
+    }
+    guest.boot(image)
+}
+
+/// Where `program` is put in the guest: /opt/sharemap/bin (the guest's /tmp is a fresh tmpfs).
+fn guest_program_path(program: &Path) -> String {
     let name = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "program".into());
-    let guest_program = format!("/opt/sharemap/bin/{name}");
+    format!("/opt/sharemap/bin/{name}")
+}
+
+/// The shell command the guest's init runs: `sharemap run --where RUN_ARGS -- PROGRAM ARGS`
+/// with `env` set, every word quoted.
+pub fn guest_command(program: &Path, run_args: &[String], args: &[String], env: &[(String, String)]) -> Result<String> {
+    let guest_program = guest_program_path(program);
     let mut command = String::new();
     for (key, value) in env {
         let name_ok = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
@@ -452,14 +471,7 @@ pub fn run_program(
         command.push(' ');
         command.push_str(&quote(a));
     }
-    let mut image = base_image(&command, guest.numa_balancing)?;
-    image.sharemap(sharemap, library)?;
-    image.host_program(&program, &guest_program)?;
-    for (from, at) in files {
-        let data = std::fs::read(from).map_err(|e| Error::new(ErrorKind::Guest, format!("{}: {e}", from.display())))?;
-        image.file(at, &data, false);
-    }
-    guest.boot(image)
+    Ok(command)
 }
 
 /// A binary's bytes without its debugging sections (a fraction of its size, and the RAM

@@ -48,7 +48,7 @@ pub use observer::Observer;
 pub use place::{PlaceRequest, Placement, Prepared};
 pub use session::{PolicySet, Session};
 pub use simulate::{SimulateRequest, Simulation};
-pub use situation::{DEFAULT_REFS_PER_MS, Setup, Sharing, Situation, ThreadMap, TimeScale, parse_cost};
+pub use situation::{DEFAULT_REFS_PER_MS, Setup, Sharing, Situation, ThreadMap, TimeScale, meminfo, parse_cost};
 pub use sweep::{SweepPoint, SweepRequest, SweepResult, Vary};
 
 pub use sharemap_core::{PageSize, PageUsage, SharingMatrix, Spec, ThreadPlacement};

@@ -302,7 +302,7 @@ fn physical_memory() -> Option<u64> {
 }
 
 /// A field of /proc/meminfo in bytes (`MemTotal`, `MemAvailable`), when it can be read.
-pub(crate) fn meminfo(key: &str) -> Option<u64> {
+pub fn meminfo(key: &str) -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let value = info.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))?;
     let kb: u64 = value.trim().trim_end_matches("kB").trim().parse().ok()?;
