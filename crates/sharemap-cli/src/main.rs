@@ -412,6 +412,26 @@ The program runs as usual; recording happens only under `sharemap record -- PROG
   make CC='sharemap cc' CXX='sharemap c++'
   sharemap record -o run.trace -- ./prog";
 
+/// A command-line error in one line: clap's message with its hints (the values allowed, a
+/// close match), without the usage block.
+fn usage_error(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let parts: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .map(|l| l.strip_prefix("error: ").unwrap_or(l))
+        .collect();
+    let mut line = String::new();
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            line.push_str(if part.starts_with('[') || line.ends_with(':') { " " } else { "; " });
+        }
+        line.push_str(part);
+    }
+    format!("{line} (see --help)")
+}
+
 fn main() -> ExitCode {
     // Output piped into `head` and the like: end quietly when the reader goes away, as
     // command-line tools do, instead of failing on the next print.
@@ -419,7 +439,14 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            eprintln!("sharemap: {}", usage_error(&e));
+            return ExitCode::from(2);
+        }
+    };
     if !matches!(cli.command, Command::Record { .. }) {
         remove_temporaries_on_signal();
     }

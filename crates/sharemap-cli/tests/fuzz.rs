@@ -1,6 +1,8 @@
 //! Hostile inputs, as a fuzzer makes them: traces (native, CSV, Parquet), sharing matrices,
 //! machine strings and hwloc XML, each damaged by one seeded mutation and given to every
-//! command that reads it. Every run must end, within a memory limit, with exit 0 or a clear
+//! command that reads it; the option grammars of `run`, `vm` (checked, not booted) and
+//! `simulate` with hostile values; and a traced program scribbling on the region it shares
+//! with `record`. Every run must end, within a memory limit, with exit 0 or a clear
 //! error (lines that start with "sharemap:", none echoing a whole input), never a panic or a
 //! signal, and leave no temporary file or half-written output behind.
 //!
@@ -623,4 +625,176 @@ fn a_program_scribbling_on_its_trace_channel() {
         check_leftovers(&case, &src, &args, d.path(), code, &[&trace]);
     }
     assert!(corrupted >= 4, "the corruptions of modes 1-4 were each reported");
+}
+
+/// Values a hostile or careless user gives an option.
+const OPTION_VALUES: [&str; 18] = [
+    "0",
+    "1",
+    "2",
+    "-1",
+    "18446744073709551615",
+    "4294967296",
+    "1e308",
+    "inf",
+    "NaN",
+    "",
+    "x",
+    "0x10",
+    "0,1",
+    "3:4",
+    "=",
+    "a=b=c",
+    "999999999999",
+    "1e-300",
+];
+
+fn pick<'a>(rng: &mut ChaCha8Rng, from: &[&'a str]) -> &'a str {
+    from[rng.gen_range(0..from.len())]
+}
+
+/// A value: a hostile one, or one of `good`.
+fn value(rng: &mut ChaCha8Rng, good: &[&str]) -> String {
+    if good.is_empty() || rng.gen_bool(0.25) { pick(rng, &OPTION_VALUES) } else { pick(rng, good) }.to_string()
+}
+
+/// A `--mechanism` list: known and unknown names, with known and unknown parameters.
+fn mechanism_list(rng: &mut ChaCha8Rng, names: &[&str], keys: &[&str]) -> String {
+    let items: Vec<String> = (0..rng.gen_range(1..3))
+        .map(|_| {
+            let name = value(rng, names);
+            if rng.gen_bool(0.5) {
+                let key = if rng.gen_bool(0.8) { pick(rng, keys) } else { "bogus" };
+                format!("{name}:{key}={}", value(rng, &["1", "0.5", "3", "first-touch", "os"]))
+            } else {
+                name
+            }
+        })
+        .collect();
+    items.join(",")
+}
+
+/// Flags of `run`, `vm` (with --dry-run: flag parsing and checks, no boot) and `simulate`
+/// drawn from their grammars with hostile values: each run ends with exit 0 or clear
+/// lines, never a panic, a signal, a hang or an allocation beyond the memory limit.
+#[test]
+fn hostile_option_grammars() {
+    let d = tempfile::tempdir().unwrap();
+    let trace = p(&d, "small.trace");
+    ok(&["gen", "neighbor", "--threads", "4", "--accesses", "5k", "-o", s(&trace)]);
+    let program = "/bin/true";
+    let mut rng = ChaCha8Rng::seed_from_u64(seed());
+    let sim_mechanisms =
+        ["os", "random", "oracle", "marathe", "sammu", "autopin", "static", "place", "kmaf", "carrefour", "all"];
+    let sim_keys = [
+        "seed",
+        "every",
+        "period-ms",
+        "nt",
+        "nc",
+        "ac",
+        "gate",
+        "hysteresis",
+        "k",
+        "probation-ms",
+        "warmup-ms",
+        "threads",
+        "pages",
+        "policy",
+        "scan-ms",
+    ];
+    let params = [
+        "access_ns",
+        "l1_ns",
+        "l3_ways",
+        "line",
+        "tlb_entries",
+        "tlb_ways",
+        "tlb2_entries",
+        "walk_ns",
+        "dram_ns",
+        "copy_ns_per_byte",
+        "llc_inclusive",
+        "private_inclusive",
+        "zero_page",
+        "bogus",
+    ];
+    let run_mechanisms =
+        ["os", "random", "compact", "scatter", "round-robin", "oracle", "marathe", "autopin", "numa-balancing", "all"];
+    let thread_maps = ["os", "identity", "scatter", "compact", "sharemap", "0,1", "1,0,1", "trace:/nonexistent"];
+    let placements = ["first-touch", "interleave", "bind:0", "bind:1", "optimal:/nonexistent", "marathe:"];
+    let mut accepted = [0u32; 3];
+    for k in 0..cases() {
+        // simulate
+        let mut args: Vec<String> = vec!["simulate".into(), s(&trace).into()];
+        args.extend(["--machine".into(), value(&mut rng, &["sammu", "stmap-opteron", "numa:2 pu:2", "ace"])]);
+        args.extend(["--mechanism".into(), mechanism_list(&mut rng, &sim_mechanisms, &sim_keys)]);
+        for _ in 0..rng.gen_range(0..3) {
+            args.extend([
+                "--param".into(),
+                format!("{}={}", pick(&mut rng, &params), value(&mut rng, &["1", "0", "8"])),
+            ]);
+        }
+        if rng.gen_bool(0.3) {
+            args.extend(["--page-size".into(), value(&mut rng, &["4096", "65536"])]);
+        }
+        if rng.gen_bool(0.3) {
+            args.extend(["--seed".into(), value(&mut rng, &["7"])]);
+        }
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        accepted[0] += u32::from(run(&format!("options-{k}-simulate"), &trace, &a, d.path()).0 == 0);
+
+        // run, on a program that does nothing
+        let mut args: Vec<String> = vec!["run".into()];
+        for _ in 0..rng.gen_range(0..3) {
+            args.extend(["--thread-map".into(), value(&mut rng, &thread_maps)]);
+        }
+        if rng.gen_bool(0.5) {
+            args.extend(["--placement".into(), value(&mut rng, &placements)]);
+        }
+        if rng.gen_bool(0.5) {
+            // Runs of a program that does nothing: a valid count stays small.
+            args.extend(["--repeat".into(), value(&mut rng, &["1", "2", "1000001"]).replace("999999999999", "3")]);
+        }
+        if rng.gen_bool(0.4) {
+            args.extend([
+                "--mechanism".into(),
+                mechanism_list(&mut rng, &run_mechanisms, &["every", "prefix", "seed"]),
+            ]);
+        }
+        if rng.gen_bool(0.3) {
+            args.extend(["--thp".into(), value(&mut rng, &["split", "regions", "keep"])]);
+        }
+        if rng.gen_bool(0.3) {
+            args.extend(["--seed".into(), value(&mut rng, &["3"])]);
+        }
+        args.extend(["--".into(), program.into()]);
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        accepted[1] += u32::from(run(&format!("options-{k}-run"), &trace, &a, d.path()).0 == 0);
+
+        // vm, checked and not booted
+        let mut args: Vec<String> = vec!["vm".into(), "--dry-run".into()];
+        for (flag, good) in [
+            ("--nodes", &["1", "2", "4"][..]),
+            ("--cpus", &["2", "4", "8"][..]),
+            ("--memory-mb", &["512", "1024"][..]),
+            ("--distance", &["20", "11", "255"][..]),
+            ("--timeout", &["60"][..]),
+            ("--thread-map", &thread_maps[..]),
+            ("--placement", &placements[..]),
+            ("--thp", &["split", "regions", "keep"][..]),
+            ("--env", &["OMP_NUM_THREADS=4", "A B=1", "=1"][..]),
+            ("--kernel", &["/nonexistent", "/dev/null"][..]),
+        ] {
+            if rng.gen_bool(0.35) {
+                args.extend([flag.into(), value(&mut rng, good)]);
+            }
+        }
+        args.extend(["--".into(), program.into()]);
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        accepted[2] += u32::from(run(&format!("options-{k}-vm"), &trace, &a, d.path()).0 == 0);
+    }
+    // The grammars reach past the parsers: some of each command's runs are accepted and run.
+    eprintln!("accepted (simulate, run, vm): {accepted:?} of {} each", cases());
+    assert!(accepted.iter().all(|&n| n > 0), "accepted: {accepted:?}");
 }

@@ -135,11 +135,14 @@ fn bad_input_gets_one_line_and_a_failure() {
     // Caches at the documented maximum: every mechanism's simulator at once is more than any
     // host here has, said before anything is allocated.
     let huge = "pack:1 numa:1 l3:1(size=16GiB) core:1 pu:1";
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 9] = [
         (&["simulate", s(&t), "--machine", huge, "--mechanism", "all"], "needs up to 102400 MiB (10240 MiB each"),
         (&["simulate", s(&t), "--mechanism", "nope"], "mechanism 'nope': unknown mechanism"),
         (&["simulate", s(&t), "--param", "walk=3"], "--param: parameter 'walk': unknown (known: access_ns,"),
         (&["simulate", s(&t), "--param", "dram_ns=-5"], "--param: parameter dram_ns=-5: expected a number of ns"),
+        // Clocks that would reach infinity, and counts beyond a u32, say what is allowed.
+        (&["simulate", s(&t), "--param", "dram_ns=1e308"], "dram_ns=1e308: expected a number of ns from 0 to 1e9"),
+        (&["simulate", s(&t), "--param", "tlb_entries=4294967296"], "expected a whole number from 0 to 4294967295"),
         (&["simulate", s(&t), "--machine", "pack:x"], "bad synthetic topology \"pack:x\""),
         (&["simulate", s(&t), "--page-size", "3000"], "power of two"),
         (&["simulate", "/nonexistent.trace"], "/nonexistent.trace"),

@@ -146,14 +146,20 @@ impl Params {
             return Err(ParamError(format!("parameter '{key}': unknown (known: {})", known.join(", "))));
         };
         match field {
+            // Up to a second per event: beyond, simulated clocks lose their precision (and
+            // reach infinity), and no machine is that slow.
             Field::Ns(place) => match value.parse::<f64>() {
-                Ok(v) if v.is_finite() && v >= 0.0 => *place(self) = v,
-                _ => return Err(ParamError(format!("parameter {key}={value}: expected a number of ns, 0 or more"))),
+                Ok(v) if v.is_finite() && (0.0..=MAX_NS).contains(&v) => *place(self) = v,
+                _ => {
+                    return Err(ParamError(format!(
+                        "parameter {key}={value}: expected a number of ns from 0 to {MAX_NS:e}"
+                    )));
+                }
             },
             Field::Count(place) => {
-                let v = value
-                    .parse::<u32>()
-                    .map_err(|_| ParamError(format!("parameter {key}={value}: expected a whole number, 0 or more")))?;
+                let v = value.parse::<u32>().map_err(|_| {
+                    ParamError(format!("parameter {key}={value}: expected a whole number from 0 to {}", u32::MAX))
+                })?;
                 if key == "line" && (!v.is_power_of_two() || v < 8) {
                     return Err(ParamError(format!("parameter line={value}: expected a power of two, 8 or more")));
                 }
@@ -169,6 +175,9 @@ impl Params {
         Ok(())
     }
 }
+
+/// The largest latency or cost a parameter takes, in ns (one second).
+const MAX_NS: f64 = 1e9;
 
 #[cfg(test)]
 mod tests {
@@ -219,8 +228,10 @@ mod tests {
         for (bad, says) in [
             ("walk_ns", "KEY=VALUE"),
             ("nope=1", "unknown"),
-            ("walk_ns=-1", "0 or more"),
-            ("walk_ns=inf", "0 or more"),
+            ("walk_ns=-1", "from 0 to 1e9"),
+            ("walk_ns=inf", "from 0 to 1e9"),
+            ("dram_ns=1e308", "from 0 to 1e9"),
+            ("tlb_entries=4294967296", "from 0 to 4294967295"),
             ("l2_ways=2.5", "whole number"),
             ("line=48", "power of two"),
             ("tlb_entries=0", "at least one"),
