@@ -6,6 +6,11 @@
 //! A destination that exists and is not a regular file (a FIFO, a terminal, `/dev/null`) is
 //! written in place: replacing it would turn a device node into a file. A destination that is
 //! a symbolic link is written through the link, and a replaced file keeps its mode.
+//!
+//! Another user must not choose where sharemap writes: a symbolic link (at the destination
+//! or on the way from it) or a FIFO owned by someone other than this user or root is
+//! refused, wherever it lies. (The kernel's `fs.protected_symlinks` covers only sticky
+//! directories, and a link resolved here and then renamed over would bypass it anyway.)
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
@@ -124,23 +129,62 @@ pub struct AtomicOutput {
     target: Target,
 }
 
+/// The user owning `m` when it is neither this process's user nor root: someone else's.
+fn foreign_owner(m: &std::fs::Metadata) -> Option<u32> {
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    (m.uid() != me && m.uid() != 0).then_some(m.uid())
+}
+
+/// Where a destination leads: itself, or the file at the end of its chain of symbolic links
+/// (a dangling chain: its last link, which the rename then replaces). A link of another
+/// user's on the way is refused.
+fn follow_links(dest: &Path) -> Result<PathBuf> {
+    let mut at = dest.to_path_buf();
+    for _ in 0..40 {
+        let Ok(m) = std::fs::symlink_metadata(&at) else { return Ok(at) };
+        if !m.file_type().is_symlink() {
+            return Ok(at);
+        }
+        if let Some(uid) = foreign_owner(&m) {
+            return Err(OutputError::invalid(
+                dest,
+                format!(
+                    "{} is a symbolic link owned by another user (uid {uid}): not followed (remove it, or name the file it points to)",
+                    at.display()
+                ),
+            ));
+        }
+        let target = std::fs::read_link(&at).map_err(|e| OutputError::io(dest, e))?;
+        let next = parent_of(&at).join(target);
+        if std::fs::symlink_metadata(&next).is_err() {
+            // Dangling: the rename replaces the last link.
+            return Ok(at);
+        }
+        at = next;
+    }
+    Err(OutputError::invalid(dest, "too many levels of symbolic links"))
+}
+
 impl AtomicOutput {
     pub fn create(dest: &Path) -> Result<Self> {
         let cannot = |e: std::io::Error| OutputError::invalid(dest, format!("cannot write: {e}"));
         // Through a symbolic link to the file it names, so the link survives.
-        let real = match std::fs::symlink_metadata(dest) {
-            Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(dest) {
-                Ok(p) => p,
-                Err(_) => dest.to_path_buf(), // dangling: the rename replaces the link
-            },
-            _ => dest.to_path_buf(),
-        };
+        let real = follow_links(dest)?;
         let existing = std::fs::metadata(&real).ok();
         if let Some(m) = &existing {
             if m.is_dir() {
                 return Err(OutputError::invalid(dest, "is a directory"));
             }
             let t = m.file_type();
+            if (t.is_fifo() || t.is_socket())
+                && let Some(uid) = foreign_owner(m)
+            {
+                return Err(OutputError::invalid(
+                    dest,
+                    format!("is a FIFO owned by another user (uid {uid}): not written"),
+                ));
+            }
             if t.is_fifo() || t.is_char_device() || t.is_block_device() || t.is_socket() {
                 let file = OpenOptions::new().write(true).open(&real).map_err(cannot)?;
                 return Ok(AtomicOutput { dest: dest.to_path_buf(), target: Target::InPlace(file) });
@@ -243,6 +287,8 @@ pub struct OutputDir {
 
 impl OutputDir {
     pub fn create(dest: &Path) -> Result<Self> {
+        // A link to a directory is followed only when it is this user's (or root's).
+        follow_links(dest)?;
         if dest.exists() && !dest.is_dir() {
             return Err(OutputError::invalid(dest, "exists and is not a directory"));
         }

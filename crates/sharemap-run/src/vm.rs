@@ -548,6 +548,30 @@ fn home_of_user() -> Option<PathBuf> {
 fn private_dir(dir: &Path) -> Result<()> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let refuse = |why: String| Error::new(ErrorKind::GuestKernel, format!("{}: {why}", dir.display()));
+    // Nothing on the way that another user owns, or may rename entries of (a directory
+    // writable by others and not sticky): either would let them choose, or swap, where the
+    // kernel is kept.
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let mut walked = PathBuf::new();
+    for part in dir.components() {
+        walked.push(part);
+        let Ok(m) = std::fs::symlink_metadata(&walked) else { break };
+        if m.uid() != me && m.uid() != 0 {
+            return Err(refuse(format!(
+                "{} is owned by another user (uid {}): refusing to keep a kernel there",
+                walked.display(),
+                m.uid()
+            )));
+        }
+        if m.is_dir() && m.mode() & 0o022 != 0 && m.mode() & 0o1000 == 0 {
+            return Err(refuse(format!(
+                "{} is writable by others (mode {:o}): refusing to keep a kernel there",
+                walked.display(),
+                m.mode() & 0o7777
+            )));
+        }
+    }
     if let Some(parent) = dir.parent() {
         std::fs::create_dir_all(parent).map_err(|e| refuse(format!("cannot make its parent: {e}")))?;
     }
@@ -557,8 +581,6 @@ fn private_dir(dir: &Path) -> Result<()> {
         Err(e) => return Err(refuse(format!("cannot make it: {e}"))),
     }
     let m = std::fs::symlink_metadata(dir).map_err(|e| refuse(e.to_string()))?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
     if !m.is_dir() {
         return Err(refuse("not a directory (a link?): refusing to keep a kernel there".into()));
     }
@@ -640,6 +662,9 @@ pub fn find_kernel(given: Option<&Path>) -> Result<PathBuf> {
 /// dpkg-deb and lz4.
 pub fn fetch_kernel() -> Result<PathBuf> {
     let fail = |why: String| Error::new(ErrorKind::GuestKernel, why);
+    // Where it will be kept, checked first: nothing is downloaded for a place refused.
+    let dir = cache_dir()?;
+    private_dir(&dir)?;
     let depends = run_text(Command::new("apt-cache").args(["depends", "linux-image-cloud-amd64"]))
         .map_err(|e| fail(format!("apt-cache: {e}")))?;
     let package = depends
@@ -703,8 +728,6 @@ pub fn fetch_kernel() -> Result<PathBuf> {
     if !vmlinux.starts_with(b"\x7fELF") {
         return Err(fail("the decompressed kernel is not an ELF file".into()));
     }
-    let dir = cache_dir()?;
-    private_dir(&dir)?;
     // Each file whole, through an exclusive temporary of a random name; the checksum last,
     // so that a kernel without its own checksum is never taken.
     let target = dir.join("vmlinux");

@@ -1,0 +1,170 @@
+//! A second, unprivileged user prepares names in a directory both can write (a sticky one,
+//! as /tmp, and a plain shared one): links to root's files, a FIFO, a cache directory of
+//! their own. Root then runs sharemap naming those places; nothing root owns may change,
+//! and each refusal is one line naming the place. Needs root and `useradd`: without them
+//! the test says why and passes.
+
+mod common;
+use common::{p, s};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const USER: &str = "sharemap-hostile";
+
+/// The second user (uid, gid, whether this test created it), created if missing; None
+/// (after saying why) where that cannot be.
+fn hostile_user() -> Option<(u32, u32, bool)> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: the hostile-user test needs root (to run sharemap as root and create a user)");
+        return None;
+    }
+    let id = |flag: &str| {
+        Command::new("id")
+            .args([flag, USER])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse::<u32>().ok())
+    };
+    if let (Some(uid), Some(gid)) = (id("-u"), id("-g")) {
+        return Some((uid, gid, false));
+    }
+    let made = Command::new("useradd")
+        .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !made {
+        eprintln!("skipped: useradd could not create {USER}");
+        return None;
+    }
+    Some((id("-u")?, id("-g")?, true))
+}
+
+/// Removes the user this test created, however the test ends.
+struct Created(bool);
+
+impl Drop for Created {
+    fn drop(&mut self) {
+        if self.0 {
+            let _ = Command::new("userdel").arg(USER).status();
+        }
+    }
+}
+
+/// Runs `program args` as the hostile user (std drops root's supplementary groups).
+fn as_user((uid, gid): (u32, u32), program: &str, args: &[&Path]) {
+    let st = Command::new(program).args(args).uid(uid).gid(gid).status().unwrap();
+    assert!(st.success(), "{program} {args:?} as {USER}");
+}
+
+fn sharemap(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sharemap"));
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+/// Every file under `dir` with its content (or link target), to compare before and after.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>, u32)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let m = std::fs::symlink_metadata(&path).unwrap();
+        if m.is_dir() {
+            out.extend(snapshot(&path));
+        } else {
+            out.push((path.clone(), std::fs::read(&path).unwrap_or_default(), m.mode()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A refusal: failed, with one line naming `place` and saying why.
+fn refused(out: &Output, place: &Path, why: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains(why)).collect();
+    assert!(!out.status.success(), "it wrote: {err}");
+    assert!(lines.len() == 1 && lines[0].contains(s(place)), "one line naming {}: {err}", place.display());
+}
+
+#[test]
+fn another_user_cannot_choose_where_root_writes() {
+    let Some((uid, gid, created)) = hostile_user() else { return };
+    let _created = Created(created);
+    let user = (uid, gid);
+    let d = tempfile::tempdir().unwrap();
+    // Root's own things, which nothing below may touch.
+    let root_only = p(&d, "root-only");
+    std::fs::create_dir(&root_only).unwrap();
+    std::fs::set_permissions(&root_only, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let victim = root_only.join("precious.conf");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let victim_dir = root_only.join("cron.d");
+    std::fs::create_dir(&victim_dir).unwrap();
+    let before = snapshot(&root_only);
+    let trace = p(&d, "small.trace");
+    common::ok(&["gen", "neighbor", "--threads", "4", "--accesses", "5k", "-o", s(&trace)]);
+    let stm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../workloads/stm/pairs.c");
+    let pairs = p(&d, "pairs");
+    common::ok(&["cc", "--stm", "--no-trace", "-O2", s(&stm), "-o", s(&pairs), "-pthread"]);
+
+    // A sticky shared directory (as /tmp) and a plain shared one.
+    for (name, mode) in [("sticky", 0o1777), ("shared", 0o777)] {
+        let shared = p(&d, name);
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(mode)).unwrap();
+        let link = |to: &Path, name: &str| {
+            let at = shared.join(name);
+            as_user(user, "ln", &[Path::new("-s"), to, &at]);
+            at
+        };
+        // Outputs through a link: a trace, an analysis directory, a CSV of run times, the
+        // STM's matrix.
+        let out = link(&victim, "out.trace");
+        refused(&sharemap(&["gen", "neighbor", "--accesses", "1k", "-o", s(&out)], &[]), &out, "owned by another user");
+        let analysis = link(&victim_dir, "analysis");
+        let o = sharemap(&["analyze", s(&trace), "--machine", "numa:2 pu:4", "-o", s(&analysis)], &[]);
+        refused(&o, &analysis, "owned by another user");
+        let times = link(&victim, "times.csv");
+        let o = sharemap(&["run", "--repeat", "2", "--csv", s(&times), "--", "/bin/true"], &[]);
+        refused(&o, &times, "owned by another user");
+        let matrix = link(&victim, "matrix.csv");
+        let o = Command::new(&pairs).args(["4", "2000", "1"]).env("SHAREMAP_STMAP_MATRIX", &matrix).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("owned by another user") && err.contains(s(&matrix)), "the STM says so: {err}");
+        // A chain: a link of root's own leading to one of the user's.
+        let theirs = link(&victim, "theirs");
+        let mine = shared.join("mine.trace");
+        std::os::unix::fs::symlink(&theirs, &mine).unwrap();
+        let o = sharemap(&["gen", "neighbor", "--accesses", "1k", "-o", s(&mine)], &[]);
+        refused(&o, &theirs, "owned by another user");
+        // A FIFO of theirs: root's output is not handed to them (nor does sharemap block).
+        let fifo = shared.join("fifo.trace");
+        as_user(user, "mkfifo", &[&fifo]);
+        refused(&sharemap(&["gen", "neighbor", "--accesses", "1k", "-o", s(&fifo)], &[]), &fifo, "FIFO owned by");
+        // The guest kernel's cache in a directory of theirs, or a link of theirs: refused
+        // before anything is downloaded.
+        let cache = shared.join("cache");
+        as_user(user, "mkdir", &[&cache]);
+        let o = sharemap(&["vm", "--fetch-kernel"], &[("XDG_CACHE_HOME", s(&cache))]);
+        refused(&o, &cache, "refusing to keep a kernel there");
+        let cache_link = link(&victim_dir, "cache-link");
+        let o = sharemap(&["vm", "--fetch-kernel"], &[("XDG_CACHE_HOME", s(&cache_link))]);
+        refused(&o, &cache_link, "refusing to keep a kernel there");
+    }
+    // Root's own links are still followed, so an output can be a link the user made.
+    let own = p(&d, "own.trace");
+    let target = p(&d, "target.trace");
+    std::fs::write(&target, "old").unwrap();
+    std::os::unix::fs::symlink(&target, &own).unwrap();
+    common::ok(&["gen", "neighbor", "--accesses", "1k", "-o", s(&own)]);
+    assert!(std::fs::symlink_metadata(&own).unwrap().file_type().is_symlink());
+    assert!(std::fs::read(&target).unwrap().starts_with(b"SHAR"), "written through root's own link");
+    assert_eq!(snapshot(&root_only), before, "root's files changed");
+}
