@@ -791,7 +791,11 @@ mod tests {
             let theirs = scratch.path().join("theirs");
             std::fs::create_dir(&theirs).unwrap();
             std::os::unix::fs::chown(&theirs, Some(65534), None).unwrap();
-            assert!(private_dir(&theirs).unwrap_err().to_string().contains("owned by uid 65534"));
+            assert!(private_dir(&theirs).unwrap_err().to_string().contains("owned by another user (uid 65534)"));
+            // Below a directory of theirs: refused before anything is made there.
+            let below = theirs.join("sharemap");
+            assert!(private_dir(&below).unwrap_err().to_string().contains("owned by another user (uid 65534)"));
+            assert!(!below.exists());
         }
 
         std::fs::write(dir.join("vmlinux"), b"a kernel").unwrap();
