@@ -240,15 +240,6 @@ fn print_table(args: &ModelArgs, placed: &Placement, breakdown: bool) {
     for note in &prep.situation.notes {
         println!("note: {note}");
     }
-    if nodes == 1 {
-        println!("note: one NUMA node, so every reference is local; give a NUMA machine with --machine");
-    } else if threads.len() > 1 && threads.iter().all(|t| t.node == threads[0].node) {
-        println!(
-            "note: all {} threads run on NUMA node {}, so any policy that keeps pages there ties with the optimum (to compare policies across nodes, spread them: --thread-map scatter)",
-            threads.len(),
-            threads[0].node
-        );
-    }
     let global = p.g.is_some();
     print!("{:<28} {:>14} {:>8} {:>7} {:>12}", "policy", "cost", "MCPR", "local%", "remote");
     if global {

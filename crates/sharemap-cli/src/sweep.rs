@@ -160,6 +160,11 @@ pub fn run(args: &ModelArgs, vary: Vary, values: &[f64], policy: &str, output: &
     )?;
 
     println!("{}: {} values of {}; {}", args.trace.display(), points.len(), vary.label(), cost_label(&points[0].costs));
+    let mut notes: Vec<&String> = points.iter().flat_map(|p| &p.notes).collect();
+    notes.dedup();
+    for note in notes {
+        println!("note: {note}");
+    }
     println!("{:>12} {:>10} {:>10}   best policy", vary.label(), "optimal", "moves/pg");
     for p in &points {
         let best = p.results[1..].iter().min_by(|a, b| a.cost.total_cmp(&b.cost));

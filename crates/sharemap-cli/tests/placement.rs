@@ -659,3 +659,30 @@ fn a_hot_page_stays_within_the_memory_budget() {
         assert!(peak <= 16.0 + fixed, "--policy {policies}: peak {peak:.0} MiB at --memory-mb 16");
     }
 }
+
+/// `simulate` and `sweep` say so too when every thread shares one node (two threads, which
+/// the OS model keeps on one package), as does `place` for a mapping algorithm that packs
+/// them: no command answers a question its setup made trivial without saying so.
+#[test]
+fn every_command_says_when_all_threads_share_one_node() {
+    let d = tempfile::tempdir().unwrap();
+    let t = d.path().join("n2.trace");
+    ok(&["gen", "neighbor", "--threads", "2", "--accesses", "20k", "-o", t.to_str().unwrap()]);
+    let t = t.to_str().unwrap();
+    let out = ok(&["simulate", t, "--machine", "sammu", "--mechanism", "os,oracle"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("note: os: the OS model runs all 2 threads on NUMA node 0"), "{text}");
+    let csv = d.path().join("sweep.csv");
+    let out = ok(&["sweep", t, "--machine", "sammu", "--vary", "r", "--values", "2,3", "-o", csv.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.matches("note: all 2 threads run on NUMA node 0").count(), 1, "{text}");
+    // Eight threads, which the OS model spreads over the nodes: nothing to say.
+    let t8 = d.path().join("n8.trace");
+    ok(&["gen", "neighbor", "--threads", "8", "--accesses", "20k", "-o", t8.to_str().unwrap()]);
+    let out = ok(&["simulate", t8.to_str().unwrap(), "--machine", "sammu", "--mechanism", "os,oracle"]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("note: os"));
+    let out =
+        ok(&["place", t8.to_str().unwrap(), "--machine", "sammu", "-p", "first-touch", "--thread-map", "compact"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("note: all 8 threads run on NUMA node 0"), "{text}");
+}

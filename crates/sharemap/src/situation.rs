@@ -220,6 +220,11 @@ impl Situation {
                 }
             };
         }
+        if matches!(setup.thread_map, ThreadMap::Algorithm(_))
+            && let Some(note) = one_node_note(machine, &situation.placement, threads_of(&meta, machine))
+        {
+            situation.notes.push(note);
+        }
         Ok(situation)
     }
 
@@ -279,15 +284,32 @@ impl Situation {
             costs,
             page_size,
             line_size,
-            placement,
             refs_per_ms,
             time_scale,
             seed,
             settings,
             memory_budget: setup.memory_budget.max(16 << 20),
-            notes: Vec::new(),
+            // The algorithm's placement is known once resolved: its note comes then.
+            notes: match setup.thread_map {
+                ThreadMap::Algorithm(_) => Vec::new(),
+                _ => one_node_note(machine, &placement, threads_of(meta, machine)).into_iter().collect(),
+            },
+            placement,
         })
     }
+}
+
+/// What makes the placement question trivial, said: one NUMA node, or every thread on one.
+fn one_node_note(machine: &Machine, placement: &ThreadPlacement, threads: usize) -> Option<String> {
+    if machine.numa_count() <= 1 {
+        return Some("one NUMA node, so every reference is local; give a NUMA machine with --machine".into());
+    }
+    let node = placement.node(0);
+    (threads > 1 && (1..threads as u32).all(|t| placement.node(t) == node)).then(|| {
+        format!(
+            "all {threads} threads run on NUMA node {node}, so any policy that keeps pages there ties with the optimum (to compare policies across nodes, spread them: --thread-map scatter)"
+        )
+    })
 }
 
 /// The threads a placement is computed for: the trace's, or one per PU when it does not

@@ -72,6 +72,8 @@ pub struct SweepPoint {
     pub pages: usize,
     pub accesses: u64,
     pub results: Vec<SweepResult>,
+    /// What the reader should know of this point's setup (all threads on one node, say).
+    pub notes: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -124,6 +126,7 @@ pub(crate) fn sweep(session: &Session, request: &SweepRequest) -> Result<Vec<Swe
                     .iter()
                     .map(|r| SweepResult { name: r.name.clone(), cost: r.cost, tally: r.tally })
                     .collect(),
+                notes: prepared.situation.notes.clone(),
             });
         }
         return Ok(points);
@@ -160,6 +163,7 @@ pub(crate) fn sweep(session: &Session, request: &SweepRequest) -> Result<Vec<Swe
             pages: prepared.partition.pages(),
             accesses: prepared.partition.refs,
             results,
+            notes: situation.notes.clone(),
         });
     }
     Ok(points)

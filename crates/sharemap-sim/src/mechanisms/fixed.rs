@@ -13,6 +13,9 @@ pub struct Os {
     /// The simulated PU of each CPU the kernel numbers, when replaying the recorded schedule.
     pu_of_cpu: Option<Vec<usize>>,
     schedule: super::RecordedSchedule,
+    /// (threads, node) when the model puts every thread on one node of several: then every
+    /// page is local under first touch, and no data placement can beat `os` here.
+    one_node: Option<(usize, usize)>,
 }
 
 impl Mechanism for Os {
@@ -27,7 +30,12 @@ impl Mechanism for Os {
             }
             self.pu_of_cpu = Some(pu_of_cpu);
         }
-        Ok(Start { pus: super::os_pus(ctx), placement: FirstPlacement::FirstTouch, homes: Vec::new() })
+        let pus = super::os_pus(ctx);
+        let nodes: Vec<usize> = pus.iter().map(|&p| ctx.model.pu_node[p]).collect();
+        if ctx.model.nodes > 1 && nodes.len() > 1 && nodes.iter().all(|&n| n == nodes[0]) && self.pu_of_cpu.is_none() {
+            self.one_node = Some((nodes.len(), nodes[0]));
+        }
+        Ok(Start { pus, placement: FirstPlacement::FirstTouch, homes: Vec::new() })
     }
 
     fn online(&self) -> bool {
@@ -45,6 +53,11 @@ impl Mechanism for Os {
     }
 
     fn note(&self, _time_ns: f64) -> Option<String> {
+        if let Some((threads, node)) = self.one_node {
+            return Some(format!(
+                "the OS model runs all {threads} threads on NUMA node {node}: every page is local under first touch, so no data placement can beat os here (spread the threads, e.g. static:threads=scatter, or give more threads)"
+            ));
+        }
         match self.schedule {
             super::RecordedSchedule::None => None,
             super::RecordedSchedule::Replayed => {
