@@ -429,6 +429,13 @@ fn usage_error(e: &clap::Error) -> String {
         }
         line.push_str(part);
     }
+    // A program given without `--` before it, to a command that runs one.
+    let command = std::env::args().nth(1).unwrap_or_default();
+    if e.kind() == clap::error::ErrorKind::UnknownArgument && ["run", "record", "vm"].contains(&command.as_str()) {
+        return format!(
+            "{line}: the program and its arguments go after --, as in `sharemap {command} [OPTIONS] -- PROG ARGS`"
+        );
+    }
     format!("{line} (see --help)")
 }
 

@@ -262,7 +262,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     } else {
         print_table(&results, args.repeat);
         if let Some(why) = &no_counters {
-            println!("hardware counters: not available here ({why}): no LLC misses or remote accesses to report");
+            println!("hardware counters: none, so no LLC misses or remote accesses to report: {why}");
         }
         for (r, config) in results.iter().zip(&configs) {
             if let Some(p) = &r.plan {
@@ -359,10 +359,7 @@ fn print_where(observed: &Observed, threads: bool, host: &Machine) {
                     ratio(c.remote_pki())
                 );
             }
-            (_, why) => eprintln!(
-                "sharemap: hardware counters: not available here ({})",
-                why.as_deref().unwrap_or("no counts read")
-            ),
+            (_, why) => eprintln!("sharemap: hardware counters: none: {}", why.as_deref().unwrap_or("no counts read")),
         }
     }
     if let Some(p) = &observed.plan {

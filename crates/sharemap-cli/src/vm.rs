@@ -149,7 +149,7 @@ pub fn run(args: VmArgs) -> Result<ExitCode> {
         }
     }
     let (program, program_args) = args.command.split_first().ok_or_else(|| anyhow!("no program given after --"))?;
-    let program = sharemap_run::resolve_program(std::path::Path::new(program)).map_err(|e| anyhow!(e))?;
+    let program = sharemap_run::resolve_program(std::path::Path::new(program)).map_err(|e| anyhow!("{}", e.why()))?;
     let mut guest = guest_of(&args)?;
     let topology = format!("pack:{} numa:1 core:{} pu:1", args.nodes, args.cpus / args.nodes);
     let topology = sharemap::Machine::from_spec(&topology).map_err(|e| anyhow!("--nodes/--cpus: {e}"))?;

@@ -183,6 +183,10 @@ fn bad_input_gets_one_clear_line() {
     let d = tempfile::tempdir().unwrap();
     let out = p(&d, "o.trace");
     fails_with(&["gen", "nosuch", "-o", s(&out)], 1, "unknown pattern 'nosuch'");
+    // A file of no known format: the formats it could be read as (din cannot be read).
+    let text = p(&d, "notes.txt");
+    std::fs::write(&text, "not a trace\n").unwrap();
+    fails_with(&["info", s(&text)], 1, "name it with --from (native, csv, parquet)");
     fails_with(&["gen", "sor", "--threads", "0", "-o", s(&out)], 1, "--threads must be at least 1");
     fails_with(&["gen", "sor", "--page-size", "1000", "-o", s(&out)], 1, "--page-size");
     fails_with(&["gen", "sor", "-o", "/nonexistent/dir/x.trace"], 1, "/nonexistent/dir/x.trace");

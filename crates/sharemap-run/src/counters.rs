@@ -89,8 +89,8 @@ fn per_kilo(n: u64, instructions: u64) -> Option<f64> {
 
 impl Open {
     /// Opens the counters on `pid` (stopped at its exec), inherited by threads it creates.
-    /// The first one the host refuses is said as the error: e.g. "instructions: No such
-    /// file or directory (os error 2)" where no PMU is exposed (a VM).
+    /// The first one the host refuses is said in words: e.g. "this machine exposes no
+    /// hardware performance counters (no PMU: a VM, usually)" for ENOENT.
     pub fn on(pid: i32, counters: &[Counter]) -> (Open, Option<String>) {
         let mut fds = Vec::new();
         let mut refused = None;
@@ -108,7 +108,7 @@ impl Open {
             };
             if fd < 0 {
                 if refused.is_none() {
-                    refused = Some(format!("{}: {}", c.name, std::io::Error::last_os_error()));
+                    refused = Some(refusal_in_words(c.name, std::io::Error::last_os_error()));
                 }
                 fds.push((c, None));
             } else {
@@ -147,6 +147,20 @@ impl Drop for Open {
 }
 
 /// Why this process cannot count instructions (None: it can), tried on itself.
+/// Why the kernel refused a counter, in words (its errno named too).
+fn refusal_in_words(counter: &str, e: std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) => {
+            "this machine exposes no hardware performance counters to the kernel (no PMU; a VM, usually)".into()
+        }
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            "the kernel forbids counting for this user (kernel.perf_event_paranoid; run as root)".into()
+        }
+        Some(libc::ENOSYS) => "this kernel has no perf events".into(),
+        _ => format!("the kernel refused to count {counter}: {e}"),
+    }
+}
+
 pub fn why_unavailable() -> Option<String> {
     let (open, refused) = Open::on(0, &[INSTRUCTIONS]);
     drop(open);

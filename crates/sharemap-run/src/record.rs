@@ -90,6 +90,8 @@ impl Recorder {
     /// program, the options fit the backend, the exclusions name what exists.
     pub fn new(request: RecordRequest, tools: &Tools) -> Result<Recorder> {
         let program = request.command.first().ok_or_else(|| refuse("no program given after --"))?;
+        // A program that cannot run is said once, by sharemap, whatever the backend.
+        crate::resolve_program(Path::new(program)).map_err(|e| refuse(e.why()))?;
         let name = Path::new(program).file_name().unwrap_or(program).to_string_lossy().to_string();
         let resolved = which(program);
         let instrumented = resolved.as_deref().is_some_and(sharemap_sources::runtime::is_instrumented);

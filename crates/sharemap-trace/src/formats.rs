@@ -25,6 +25,8 @@ pub enum Format {
 
 impl Format {
     pub const NAMES: &'static str = "native, csv, parquet, din";
+    /// The formats a trace can be read from (din has no threads).
+    pub const READABLE: &'static str = "native, csv, parquet";
 
     pub fn from_name(name: &str) -> Option<Format> {
         match name.to_ascii_lowercase().as_str() {
@@ -76,7 +78,7 @@ impl Format {
             None if head[..n].starts_with(b"thread") || head[..n].starts_with(b"#") => Ok(Format::Csv),
             None => Err(TraceError::invalid(
                 path,
-                format!("cannot tell the trace format; name it with --from ({})", Format::NAMES),
+                format!("cannot tell the trace format; name it with --from ({})", Format::READABLE),
             )),
         }
     }
