@@ -235,7 +235,7 @@ enum Command {
         /// Trace format of INPUT, overriding detection by extension (native, csv, parquet)
         #[arg(long)]
         from: Option<String>,
-        /// Machine to map onto: a preset, an hwloc synthetic string or an hwloc XML file
+        /// Machine to map onto: a preset, an hwloc synthetic string, an hwloc XML file or `live` (this host)
         #[arg(long, short = 'm', default_value = "sammu")]
         machine: String,
         /// Algorithms: a comma list of specs (e.g. sharemap,random:seed=3) or `all`; see `sharemap algorithms`
@@ -249,7 +249,7 @@ enum Command {
         seed: u64,
         #[command(flatten)]
         exclude: trace_cmds::ExcludeArg,
-        /// Print JSON: an array of {algorithm, mapping, cost, elapsed_ms}
+        /// Print JSON: an array of {algorithm, mapping, cost, elapsed_ms, sharing_by_level}
         #[arg(long)]
         json: bool,
     },
@@ -411,6 +411,11 @@ The program runs as usual; recording happens only under `sharemap record -- PROG
 (options --sample and --exclude-stack there). Example:
   make CC='sharemap cc' CXX='sharemap c++'
   sharemap record -o run.trace -- ./prog";
+
+/// `n` and its noun, singular for one: "1 access", "2 accesses".
+pub fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
 
 /// A command-line error in one line: clap's message with its hints (the values allowed, a
 /// close match), without the usage block.

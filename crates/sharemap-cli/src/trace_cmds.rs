@@ -51,9 +51,9 @@ pub fn generate(
     })?;
     let report = generate_to(p, &params, output, format_arg(to)?)?;
     eprintln!(
-        "sharemap: wrote {} accesses ({} threads, pattern {}) to {} ({} bytes, {:.2} bytes/access)",
-        report.accesses,
-        threads,
+        "sharemap: wrote {} ({}, pattern {}) to {} ({} bytes, {:.2} bytes/access)",
+        crate::count(report.accesses, "access", "accesses"),
+        crate::count(threads as u64, "thread", "threads"),
         p.name,
         output.display(),
         report.bytes,
@@ -95,7 +95,12 @@ pub fn convert(
             output.display()
         );
     }
-    eprintln!("sharemap: converted {} accesses to {} ({} bytes)", report.accesses, output.display(), report.bytes);
+    eprintln!(
+        "sharemap: converted {} to {} ({} bytes)",
+        crate::count(report.accesses, "access", "accesses"),
+        output.display(),
+        report.bytes
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -236,9 +241,9 @@ pub fn record(output: &Path, to: Option<&str>, command: &[OsString], how: &Recor
         eprintln!("sharemap: the program was killed by signal {sig}; the trace keeps every access it handed over");
     }
     eprintln!(
-        "sharemap: recorded {} accesses from {} threads into {} ({} bytes)",
-        rec.accesses,
-        rec.threads,
+        "sharemap: recorded {} from {} into {} ({} bytes)",
+        crate::count(rec.accesses, "access", "accesses"),
+        crate::count(rec.threads as u64, "thread", "threads"),
         output.display(),
         rec.bytes
     );

@@ -53,20 +53,22 @@ impl Mechanism for Os {
     }
 
     fn note(&self, _time_ns: f64) -> Option<String> {
-        if let Some((threads, node)) = self.one_node {
-            return Some(format!(
-                "the OS model runs all {threads} threads on NUMA node {node}: every page is local under first touch, so no data placement can beat os here (spread the threads, e.g. static:threads=scatter, or give more threads)"
-            ));
-        }
-        match self.schedule {
+        let schedule = match self.schedule {
             super::RecordedSchedule::None => None,
             super::RecordedSchedule::Replayed => {
-                Some("threads where the recorded run had them (the trace's cpu events), pages by first touch".into())
+                Some("threads where the recorded run had them (the trace's cpu events), pages by first touch".to_string())
             }
             super::RecordedSchedule::OtherHost => Some(
                 "the trace's cpu events come from a host with other CPUs or nodes than this machine: threads where the OS model puts them".into(),
             ),
-        }
+        };
+        let one_node = self.one_node.map(|(threads, node)| {
+            format!(
+                "the OS model runs all {threads} threads on NUMA node {node}: every page is local under first touch, so no data placement can beat os here (spread the threads, e.g. static:threads=scatter, or give more threads)"
+            )
+        });
+        let parts: Vec<String> = schedule.into_iter().chain(one_node).collect();
+        (!parts.is_empty()).then(|| parts.join("; "))
     }
 }
 

@@ -430,7 +430,8 @@ impl State {
         }
         REMAPS.fetch_add(1, Ordering::Relaxed);
         MIGRATIONS.fetch_add(moved, Ordering::Relaxed);
-        let _ = write!(line, " -> remap ({moved} threads move):{placed}");
+        let moves = if moved == 1 { "1 thread moves".to_string() } else { format!("{moved} threads move") };
+        let _ = write!(line, " -> remap ({moves}):{placed}");
         log(config, &line);
         self.current = Some(Mapping { threads: active, pus: candidate });
         self.interval = config.mi;
