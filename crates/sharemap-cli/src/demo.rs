@@ -15,19 +15,51 @@ use std::process::ExitCode;
 pub const DEMO_MACHINE: &str = "sammu-x7550";
 pub const DEMO_THREADS: u32 = 8;
 
-pub fn run(dir: Option<&Path>, accesses: u64) -> Result<ExitCode> {
-    let keep = dir.is_some();
-    let temp;
-    let dir = match dir {
-        Some(d) => {
-            std::fs::create_dir_all(d).map_err(|e| anyhow!("cannot create {}: {e}", d.display()))?;
-            d
-        }
-        None => {
-            temp = tempfile::tempdir()?;
-            temp.path()
-        }
+/// The directory the demo writes to when not told (relative to where it runs).
+pub const DEMO_DIR: &str = "sharemap-demo";
+/// The file that marks a directory as a demo's, which a later demo may write over.
+const MARKER: &str = ".sharemap-demo";
+
+/// The demo's output directory, made if missing: refused when it holds anything and is not
+/// a previous demo's (nothing of the user's is written over).
+fn output_dir(dir: &Path) -> Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries.count(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(e) => bail!("{}: {e}", dir.display()),
     };
+    if entries > 0 && !dir.join(MARKER).is_file() {
+        bail!("{} is not empty and is not a previous demo's: give another --dir", dir.display());
+    }
+    std::fs::create_dir_all(dir).map_err(|e| anyhow!("cannot create {}: {e}", dir.display()))?;
+    std::fs::write(dir.join(MARKER), "written by `sharemap demo`; a later demo may write over this directory\n")
+        .map_err(|e| anyhow!("{}: {e}", dir.display()))?;
+    Ok(())
+}
+
+/// What the demo left in `dir`, in one line per kind of file.
+fn written(dir: &Path) -> Vec<String> {
+    let mut by_kind: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') || !entry.path().is_file() {
+            continue;
+        }
+        let kind = name.rsplit_once('.').map_or("(built programs)".into(), |(_, ext)| format!(".{ext}"));
+        by_kind.entry(kind).or_default().push(name);
+    }
+    by_kind
+        .into_iter()
+        .map(|(kind, mut names)| {
+            names.sort();
+            format!("  {} {kind}: {}", names.len(), names.join(" "))
+        })
+        .collect()
+}
+
+pub fn run(dir: Option<&Path>, accesses: u64) -> Result<ExitCode> {
+    let dir = dir.unwrap_or(Path::new(DEMO_DIR));
+    output_dir(dir)?;
     println!("sharemap demo: the seed patterns, {DEMO_THREADS} threads, {accesses} accesses each, seed 1\n");
     println!(
         "{:<18} {:>7} {:>7} {:>7} {:>9} {:>9} {:>7}  sharing pairs (threads sharing a page)",
@@ -63,8 +95,10 @@ pub fn run(dir: Option<&Path>, accesses: u64) -> Result<ExitCode> {
     real_runs(dir);
     println!();
     stm_runs(dir);
-    if keep {
-        println!("traces kept in {}", dir.display());
+    println!();
+    println!("Written to {}/ (kept; a later demo writes over it):", dir.display());
+    for line in written(dir) {
+        println!("{line}");
     }
     println!();
     let m = Machine::from_spec(DEMO_MACHINE).map_err(|e| anyhow!(e))?;
@@ -295,7 +329,7 @@ fn simulated(dir: &Path, trace: &Path) -> Result<()> {
             m.counts.page_migrations
         );
     }
-    println!("(plots: {}-time, -misses, -traffic .svg/.png; kept with --dir)", base.display());
+    println!("(plots: {}-time, -misses, -traffic .svg/.png)", base.display());
     Ok(())
 }
 

@@ -316,7 +316,8 @@ enum Command {
     /// mappings, record a real program built with `sharemap cc`, and describe the SAMMU
     /// machine
     Demo {
-        /// Keep the generated traces in this directory (default: a temporary one)
+        /// Write the traces, plots and recordings to this directory (default: ./sharemap-demo;
+        /// a directory with other files in it is refused)
         #[arg(long)]
         dir: Option<PathBuf>,
         /// Accesses per generated trace

@@ -243,8 +243,23 @@ fn machine_json_has_the_counts() {
 
 #[test]
 fn demo_runs_and_shows_every_pattern_and_the_sammu_machine() {
-    let out = ok(&["demo", "--accesses", "100k"]);
+    // Run where a new user would, without --dir: its files stay in ./sharemap-demo.
+    let d = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sharemap"))
+        .args(["demo", "--accesses", "100k"])
+        .current_dir(d.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
+    let kept = d.path().join("sharemap-demo");
+    assert!(text.contains("Written to sharemap-demo/ (kept"), "{text}");
+    assert!(kept.join("sor.trace").is_file() && text.contains(" .trace: "), "{text}");
+    // A directory of the user's is not written over.
+    let theirs = d.path().join("mine");
+    std::fs::create_dir(&theirs).unwrap();
+    std::fs::write(theirs.join("notes.txt"), "mine").unwrap();
+    fails_with(&["demo", "--dir", s(&theirs)], 1, "is not empty and is not a previous demo's");
     for p in [
         "private",
         "neighbor",
