@@ -358,8 +358,12 @@ fn try_real_runs(dir: &Path) -> Result<()> {
     };
     let os = |s: &'static str| std::ffi::OsStr::new(s);
     run(&[os("record"), os("--no-aslr"), os("-o"), trace.as_os_str(), os("--"), bin.as_os_str(), os("32")])?;
+    let host = Machine::live().map_err(|e| anyhow!("this host's topology: {e}"))?;
     println!(
-        "Real runs: the stencil recorded with 4 threads (grid 32), then run on this host (grid 96), os against its sharing-aware mapping:"
+        "Real runs on this host ({} PUs, {} NUMA node{}): the stencil recorded with 4 threads (grid 32), then run (grid 96), os against its sharing-aware mapping:",
+        host.pu_count(),
+        host.numa_count().max(1),
+        if host.numa_count() > 1 { "s" } else { "" }
     );
     let out = run(&[
         os("run"),
@@ -375,6 +379,14 @@ fn try_real_runs(dir: &Path) -> Result<()> {
     ])?;
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         println!("  {line}");
+    }
+    if host.numa_count() <= 1 {
+        println!(
+            "Reading: with one NUMA node there is no data placement to win, and with {} PUs for 4 threads pinning decides only which threads share a core's caches; the last column says whether a difference stands out of the run-to-run noise.",
+            host.pu_count()
+        );
+    } else {
+        println!("Reading: the last column says whether the mapping's difference stands out of the run-to-run noise.");
     }
     println!("(sharemap run --thread-map sharemap --sharing prog.trace --repeat 5 -- ./prog; docs/run.md)");
     println!();

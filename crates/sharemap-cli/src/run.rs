@@ -421,13 +421,26 @@ fn print_table(results: &[ConfigurationResult], repeat: usize) {
     );
     let counted = results.iter().any(|r| r.llc_mpki.is_some());
     let extra = if counted { format!(" {:>9} {:>10}", "LLC MPKI", "remote PKI") } else { String::new() };
-    println!("{:<24} {:>10} {:>10} {:>8}{extra}", "configuration", "mean s", "+/- 95%", format!("vs {base}"));
+    println!(
+        "{:<24} {:>10} {:>10} {:>8}{extra}  difference from {base}",
+        "configuration",
+        "mean s",
+        "+/- 95%",
+        format!("vs {base}")
+    );
     for r in results {
         let ci = r.ci95.map_or("-".to_string(), |c| format!("{c:.4}"));
         let ratio = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
         let extra =
             if counted { format!(" {:>9} {:>10}", ratio(r.llc_mpki), ratio(r.remote_pki)) } else { String::new() };
-        println!("{:<24} {:>10.4} {:>10} {:>8.3}{extra}", r.name, r.mean, ci, r.normalized);
+        let verdict = match r.significant {
+            Some(true) if r.normalized < 1.0 => "faster (intervals apart)",
+            Some(true) => "slower (intervals apart)",
+            Some(false) => "not significant (intervals overlap)",
+            None if r.name == *base => "(baseline)",
+            None => "-",
+        };
+        println!("{:<24} {:>10.4} {:>10} {:>8.3}{extra}  {verdict}", r.name, r.mean, ci, r.normalized);
     }
 }
 

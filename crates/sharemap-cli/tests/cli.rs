@@ -304,6 +304,8 @@ fn demo_runs_and_shows_every_pattern_and_the_sammu_machine() {
     assert!(text.contains("Real runs"), "{text}");
     if std::env::var_os("SHAREMAP_REQUIRE_GUEST").is_some() {
         assert!(text.contains("os against its sharing-aware mapping") && text.contains("vs os"), "{text}");
+        // The host comes first, and the difference says whether it is noise.
+        assert!(text.contains("Real runs on this host (") && text.contains("difference from os"), "{text}");
         assert!(text.contains("In a 2-node guest") && text.contains("allowed CPUs"), "{text}");
         assert!(text.contains("resident pages at exit: node 0"), "{text}");
     }

@@ -159,6 +159,8 @@ fn measures_configurations_interleaved_against_os() {
     assert!(rows.starts_with("configuration,run,seconds\nos,1,"));
     let table = String::from_utf8_lossy(&ok(&["run", "--repeat", "2", "--", s(&prog)]).stdout).to_string();
     assert!(table.contains("vs os") && table.contains("95%"), "{table}");
+    // Each difference says whether it stands out of the noise.
+    assert!(table.contains("difference from os") && table.contains("(baseline)"), "{table}");
     // Hardware counters: columns where the PMU counts, else one line saying they are not
     // available (this machine kind exposes no PMU: perf_event_open fails).
     let counted = std::fs::metadata("/sys/bus/event_source/devices/cpu").is_ok();

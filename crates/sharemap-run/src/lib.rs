@@ -472,6 +472,9 @@ pub struct ConfigurationResult {
     pub ci95: Option<f64>,
     /// Mean over the first configuration's mean (the `os` baseline when measured).
     pub normalized: f64,
+    /// Whether its mean differs from the first configuration's beyond the noise: their 95 %
+    /// intervals do not overlap. None for the first itself, or with fewer than two runs.
+    pub significant: Option<bool>,
     /// How its plan fared in its last run, when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanOutcome>,
@@ -657,11 +660,25 @@ pub fn measure(
                 mean,
                 ci95,
                 normalized: mean / base,
+                significant: None,
                 plan,
                 autopin,
             }
         })
-        .collect())
+        .collect::<Vec<_>>())
+    .map(|mut results| {
+        mark_significance(&mut results);
+        results
+    })
+}
+
+/// Sets each configuration's `significant` against the first's intervals.
+fn mark_significance(results: &mut [ConfigurationResult]) {
+    let Some((base, others)) = results.split_first_mut() else { return };
+    let Some(b) = base.ci95 else { return };
+    for r in others {
+        r.significant = r.ci95.map(|c| (r.mean - base.mean).abs() > c + b);
+    }
 }
 
 /// A program named without a slash is looked up in PATH, as a shell does.
@@ -754,6 +771,36 @@ mod tests {
         let (_, ci) = mean_ci95(&[10.0, 12.0]);
         assert!((ci.unwrap() - 12.706 * 1.0).abs() < 1e-3, "{ci:?}");
         assert_eq!(mean_ci95(&[7.0]), (7.0, None));
+    }
+
+    /// A difference counts when the 95 % intervals are apart: samples 1..5 (mean 3, half-width
+    /// 1.9632) against 10..14 (mean 12) differ, against 2..6 (mean 4) they overlap.
+    #[test]
+    fn differences_are_significant_only_beyond_the_intervals() {
+        let result = |name: &str, seconds: Vec<f64>| {
+            let (mean, ci95) = mean_ci95(&seconds);
+            ConfigurationResult {
+                name: name.into(),
+                seconds,
+                mean,
+                ci95,
+                normalized: 1.0,
+                significant: None,
+                plan: None,
+                llc_mpki: None,
+                remote_pki: None,
+                autopin: None,
+            }
+        };
+        let mut results = vec![
+            result("os", vec![1.0, 2.0, 3.0, 4.0, 5.0]),
+            result("far", vec![10.0, 11.0, 12.0, 13.0, 14.0]),
+            result("near", vec![2.0, 3.0, 4.0, 5.0, 6.0]),
+            result("once", vec![9.0]),
+        ];
+        mark_significance(&mut results);
+        let marks: Vec<Option<bool>> = results.iter().map(|r| r.significant).collect();
+        assert_eq!(marks, [None, Some(true), Some(false), None]);
     }
 
     /// The quantiles past the table, against published values of t(0.975): the expansion
