@@ -312,15 +312,17 @@ fn simulated(dir: &Path, trace: &Path) -> Result<()> {
         sim.machine,
         sim.cache_levels.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("/L")
     );
-    let w = sim.mechanisms.iter().map(|m| m.mechanism.len()).max().unwrap_or(9);
+    let full: Vec<&str> = sim.mechanisms.iter().map(|m| m.mechanism.as_str()).collect();
+    let (labels, cut) = crate::plot::short_labels(&full);
+    let w = labels.iter().map(|l| l.len()).max().unwrap_or(9).max(9);
     println!(
         "{:<w$} {:>9} {:>9} {:>13} {:>7} {:>8} {:>7}",
         "mechanism", "time/os", "LLC MPKA", "traffic (KB)", "local", "thr.mig", "pg.mig"
     );
-    for m in &sim.mechanisms {
+    for (m, label) in sim.mechanisms.iter().zip(&labels) {
         println!(
             "{:<w$} {:>9.3} {:>9.2} {:>13.1} {:>6.1}% {:>8} {:>7}",
-            m.mechanism,
+            label,
             m.vs_os.as_ref().map_or(1.0, |r| r.time),
             m.llc_mpka(),
             m.counts.interconnect_bytes as f64 / 1e3,
@@ -329,6 +331,8 @@ fn simulated(dir: &Path, trace: &Path) -> Result<()> {
             m.counts.page_migrations
         );
     }
+    let options: Vec<String> = cut.iter().map(|(short, long)| format!("{short} = {long}")).collect();
+    println!("(options: {})", options.join("; "));
     println!("(plots: {}-time, -misses, -traffic .svg/.png)", base.display());
     Ok(())
 }

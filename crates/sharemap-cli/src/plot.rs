@@ -176,6 +176,47 @@ pub fn bars_svg(title: &str, y_label: &str, bars: &[(String, f64, Option<f64>)])
     bars_svg_with(title, y_label, bars, true)
 }
 
+/// Bar colours: distinct, none of them the baseline's grey (the first bar's).
+const BAR_COLOURS: [RGBColor; 14] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(23, 190, 207),
+    RGBColor(188, 189, 34),
+    RGBColor(174, 199, 232),
+    RGBColor(255, 187, 120),
+    RGBColor(152, 223, 138),
+    RGBColor(255, 152, 150),
+    RGBColor(197, 176, 213),
+];
+
+/// Short labels for the bars: a name's part before its options (`kmaf:period-ms=1` is
+/// `kmaf`), numbered when two would read alike; and the (short, full) pairs that were cut.
+pub(crate) fn short_labels(names: &[&str]) -> (Vec<String>, Vec<(String, String)>) {
+    let mut labels: Vec<String> = Vec::new();
+    let mut cut = Vec::new();
+    for name in names {
+        let base = name.split_once(':').map_or(*name, |(b, _)| b);
+        let base =
+            if base.chars().count() > 16 { base.chars().take(15).collect::<String>() + "~" } else { base.into() };
+        let mut label = base.clone();
+        let mut n = 1;
+        while labels.contains(&label) {
+            n += 1;
+            label = format!("{base}#{n}");
+        }
+        if label != *name {
+            cut.push((label.clone(), name.to_string()));
+        }
+        labels.push(label);
+    }
+    (labels, cut)
+}
+
 /// `bars_svg`, with the line at 1 only when `baseline` (absolute values go without).
 pub fn bars_svg_with(
     title: &str,
@@ -184,13 +225,22 @@ pub fn bars_svg_with(
     baseline: bool,
 ) -> Result<String> {
     let mut out = String::new();
+    let full: Vec<&str> = bars.iter().map(|(n, _, _)| n.as_str()).collect();
+    let (names, cut) = short_labels(&full);
+    // The full names of the shortened labels, one line each, under the plot.
+    let key_height = if cut.is_empty() { 0 } else { 14 + 18 * cut.len() as u32 };
     {
-        let root = SVGBackend::with_string(&mut out, (900, 560)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut out, (900, 560 + key_height)).into_drawing_area();
         let err = |e: DrawingAreaErrorKind<_>| anyhow!("plot: {e}");
         root.fill(&WHITE).map_err(err)?;
+        let (root, key) = root.split_vertically(560);
+        for (i, (short, long)) in cut.iter().enumerate() {
+            let line = fit_text(&format!("{short}: {long}"), 13, 860).0;
+            key.draw(&Text::new(line, (24, 6 + 18 * i as i32), ("sans-serif", 13).into_font()))
+                .map_err(|e| anyhow!("plot: {e}"))?;
+        }
         let floor = if baseline { 1.0f64 } else { f64::MIN_POSITIVE };
         let top = bars.iter().map(|(_, v, e)| v + e.unwrap_or(0.0)).fold(floor, f64::max) * 1.1;
-        let names: Vec<&str> = bars.iter().map(|(n, _, _)| n.as_str()).collect();
         let mut ctx = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 20))
             .margin(24)
@@ -209,8 +259,7 @@ pub fn bars_svg_with(
             })
             .draw()
             .map_err(err)?;
-        let colors =
-            |i: usize| if i == 0 { RGBColor(127, 127, 127) } else { PALETTE[1 + (i - 1) % (PALETTE.len() - 1)] };
+        let colors = |i: usize| if i == 0 { RGBColor(127, 127, 127) } else { BAR_COLOURS[(i - 1) % BAR_COLOURS.len()] };
         ctx.draw_series(bars.iter().enumerate().map(|(i, (_, v, _))| {
             let mut bar = Rectangle::new(
                 [
@@ -327,7 +376,27 @@ pub fn save_svg(svg: &str, base: &Path) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{CHAR_WIDTH, fit_text};
+    use super::{BAR_COLOURS, CHAR_WIDTH, fit_text, short_labels};
+
+    /// Bars carry the mechanism's name, its options in the key under the plot; two alike get
+    /// numbers; no two bars of the first 15 share a colour, nor any the baseline's grey.
+    #[test]
+    fn bars_have_short_labels_and_distinct_colours() {
+        let names = [
+            "os",
+            "numa-balancing:scan-delay-ms=0.1,scan-period-ms=0.1",
+            "static:threads=scatter",
+            "static:threads=compact",
+        ];
+        let (labels, cut) = short_labels(&names);
+        assert_eq!(labels, ["os", "numa-balancing", "static", "static#2"]);
+        assert_eq!(cut.len(), 3);
+        assert_eq!(cut[0], ("numa-balancing".to_string(), names[1].to_string()));
+        for (i, a) in BAR_COLOURS.iter().enumerate() {
+            assert_ne!((a.0, a.1, a.2), (127, 127, 127));
+            assert!(BAR_COLOURS[i + 1..].iter().all(|b| (a.0, a.1, a.2) != (b.0, b.1, b.2)));
+        }
+    }
 
     #[test]
     fn titles_fit_the_image() {

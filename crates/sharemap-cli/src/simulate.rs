@@ -156,7 +156,10 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
     let accesses = s.mechanisms.first().map_or(0, |m| m.counts.accesses);
     println!("{accesses} accesses; misses per 1000 accesses (MPKA); ratios to os (time, last-level misses, traffic)\n");
     let levels: String = s.cache_levels.iter().map(|l| format!("{:>8}", format!("L{l} MPKA"))).collect();
-    let w = s.mechanisms.iter().map(|m| m.mechanism.len()).max().unwrap_or(0).max(9);
+    // Short names in the table (a mechanism's options in the key under it), as in the plots.
+    let full: Vec<&str> = s.mechanisms.iter().map(|m| m.mechanism.as_str()).collect();
+    let (labels, cut) = crate::plot::short_labels(&full);
+    let w = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0).max(9);
     println!(
         "{:<w$} {:>12} {levels} {:>8} {:>7} {:>12} {:>10} {:>8} {:>8} {:>6} {:>23}",
         "mechanism",
@@ -170,14 +173,14 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
         "repl.",
         "vs os: time/LLC/traffic"
     );
-    for m in &s.mechanisms {
+    for (m, label) in s.mechanisms.iter().zip(&labels) {
         let levels: String = m.mpka.iter().map(|l| format!("{:>8.2}", l.mpka)).collect();
         let rel = m.vs_os.as_ref().map_or("-".to_string(), |r| {
             format!("{}/{}/{}", ratio(r.time), ratio(r.llc_misses), ratio(r.interconnect_bytes))
         });
         println!(
             "{:<w$} {:>12.3} {levels} {:>8.2} {:>6.1}% {:>12} {:>10} {:>8} {:>8} {:>6} {:>23}",
-            m.mechanism,
+            label,
             m.time_ns / 1e6,
             m.tlb_mpka,
             100.0 * m.local_dram_share,
@@ -189,7 +192,11 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
             rel
         );
     }
-    println!("\ntime: the slowest thread's simulated clock; local: DRAM accesses served by the thread's own node");
+    println!();
+    for (short, long) in &cut {
+        println!("{short}: {long}");
+    }
+    println!("time: the slowest thread's simulated clock; local: DRAM accesses served by the thread's own node");
     for m in s.mechanisms.iter().filter(|m| m.note.is_some()) {
         println!("note: {}: {}", m.mechanism, m.note.as_deref().unwrap_or_default());
     }

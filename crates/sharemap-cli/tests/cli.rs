@@ -295,7 +295,9 @@ fn demo_runs_and_shows_every_pattern_and_the_sammu_machine() {
         assert!(text.contains("recorded with 8 threads"), "{text}");
         // Simulated under every mechanism, with the plots named.
         assert!(text.contains("Simulated on sammu-x7550"), "{text}");
-        for m in ["oracle ", "sammu:", "autopin:", "carrefour:", "stencil3d-simulated-time"] {
+        for m in
+            ["oracle ", "sammu = sammu:", "autopin = autopin:", "carrefour = carrefour:", "stencil3d-simulated-time"]
+        {
             assert!(text.contains(m), "demo's simulation lacks {m}: {text}");
         }
     }
