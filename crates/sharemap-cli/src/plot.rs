@@ -22,18 +22,10 @@ pub struct Chart<'a> {
     pub log_x: bool,
 }
 
-const PALETTE: [RGBColor; 10] = [
-    RGBColor(0, 0, 0),
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-    RGBColor(23, 190, 207),
-];
+/// A line's colour: the first (the optimum) black, the others as the bars'.
+fn line_colour(i: usize) -> RGBColor {
+    if i == 0 { BLACK } else { BAR_COLOURS[(i - 1) % BAR_COLOURS.len()] }
+}
 
 /// Renders the chart as an SVG document.
 pub fn svg(chart: &Chart) -> Result<String> {
@@ -71,7 +63,7 @@ pub fn svg(chart: &Chart) -> Result<String> {
                     if chart.stacked { (0..series.len()).rev().collect() } else { (0..series.len()).collect() };
                 for i in order {
                     let s = &series[i];
-                    let color = PALETTE[i % PALETTE.len()];
+                    let color = line_colour(i);
                     if chart.stacked {
                         ctx.draw_series(
                             AreaSeries::new(s.points.iter().copied(), 0.0, color.mix(0.35))
