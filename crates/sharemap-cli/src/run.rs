@@ -123,6 +123,36 @@ fn add_mechanisms(args: &RunArgs, host: &Machine, configs: &mut Vec<Configuratio
     Ok(())
 }
 
+/// A recording's addresses hold in a run only when both were made with address
+/// randomisation off: a note for each recording this run reads by address (`--recording`,
+/// `--placement optimal:`/`marathe:`) whose setting differs from the run's.
+fn warn_on_aslr_mismatch(args: &RunArgs) {
+    let by_address = args
+        .recording
+        .iter()
+        .cloned()
+        .chain(["optimal:", "marathe:"].iter().filter_map(|p| args.placement.strip_prefix(p)).map(PathBuf::from));
+    for path in by_address {
+        let Ok(reader) = sharemap::trace::TraceReader::open(&path, None) else { continue };
+        let source = &sharemap::trace::TraceSource::metadata(&reader).source;
+        if !["tracer", "valgrind", "perf"].contains(&source.kind.as_str()) {
+            continue; // generated or imported: no address space of a run
+        }
+        let recorded_off = source.params.get("aslr").is_some_and(|v| v == "off");
+        match (recorded_off, args.no_aslr) {
+            (false, true) => eprintln!(
+                "sharemap: note: {} was recorded with address randomisation on: its addresses need not match this --no-aslr run's (record it with `sharemap record --no-aslr`)",
+                path.display()
+            ),
+            (true, false) => eprintln!(
+                "sharemap: note: {} was recorded with --no-aslr but this run randomises addresses: add --no-aslr",
+                path.display()
+            ),
+            _ => {}
+        }
+    }
+}
+
 /// A facade error as the flag it came from.
 fn flag(e: sharemap::Error) -> anyhow::Error {
     match e.kind() {
@@ -147,6 +177,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let (program, program_args) = args.command.split_first().ok_or_else(|| anyhow!("no program given after --"))?;
     let program = sharemap_run::resolve_program(Path::new(program)).map_err(flag)?;
     let placement = DataPlacement::parse(&args.placement, &host).map_err(flag)?;
+    warn_on_aslr_mismatch(&args);
     let sharing = match &args.sharing {
         Some(path) => {
             let input = crate::map::Input { path, from: None, exclude: None };
@@ -417,7 +448,8 @@ fn problem(config: &Configuration, outcome: &RunOutcome) -> Option<String> {
 fn print_table(results: &[ConfigurationResult], repeat: usize) {
     let base = &results[0].name;
     println!(
-        "{repeat} runs each, interleaved; wall-clock seconds, mean with its 95% confidence interval (Student's t)"
+        "{} each, interleaved; wall-clock seconds, mean with its 95% confidence interval (Student's t)",
+        crate::count(repeat as u64, "run", "runs")
     );
     let counted = results.iter().any(|r| r.llc_mpki.is_some());
     let extra = if counted { format!(" {:>9} {:>10}", "LLC MPKI", "remote PKI") } else { String::new() };

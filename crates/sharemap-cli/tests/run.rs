@@ -573,3 +573,28 @@ fn vm_dry_run_says_what_it_would_run() {
     assert!(text.contains(runs), "{text}");
     assert!(text.contains("nothing booted"), "{text}");
 }
+
+/// A recording read by address (`--recording`, `--placement optimal:`) whose address
+/// randomisation differs from the run's is noted: its addresses need not hold.
+#[test]
+fn a_recording_with_other_address_randomisation_is_noted() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = p(&dir, "touch.c");
+    std::fs::write(&src, "static long a[4096]; int main(void) { for (int i = 0; i < 4096; i++) a[i] = i; return 0; }")
+        .unwrap();
+    let bin = p(&dir, "touch");
+    ok(&["cc", "-O1", "-o", s(&bin), s(&src)]);
+    let (on, off) = (p(&dir, "on.trace"), p(&dir, "off.trace"));
+    ok(&["record", "-o", s(&on), "--", s(&bin)]);
+    ok(&["record", "--no-aslr", "-o", s(&off), "--", s(&bin)]);
+    let notes = |args: &[&str]| {
+        let out = ok(&[&["run", "--mechanism", "random"], args, &["--", s(&bin)]].concat());
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let err = notes(&["--no-aslr", "--recording", s(&on)]);
+    assert!(err.contains("was recorded with address randomisation on"), "{err}");
+    let err = notes(&["--recording", s(&off)]);
+    assert!(err.contains("was recorded with --no-aslr but this run randomises addresses"), "{err}");
+    let err = notes(&["--no-aslr", "--recording", s(&off)]);
+    assert!(!err.contains("address randomisation") && !err.contains("randomises"), "{err}");
+}
