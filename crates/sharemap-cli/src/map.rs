@@ -89,7 +89,13 @@ pub fn run(input: &Input, machine: &str, algo: &str, model: &str, seed: u64, jso
         println!("no sharing in the matrix: every mapping costs 0, so where the threads run does not matter here");
     }
     // EagerMap's view, for reference: where the sharing stays.
-    let levels: Vec<&str> = results[0].sharing_by_level.iter().map(|l| l.level.as_str()).collect();
+    // Columns by level name, over every mapping's levels, so each value sits under its own.
+    let mut levels: Vec<&str> = Vec::new();
+    for l in results.iter().flat_map(|r| &r.sharing_by_level) {
+        if !levels.contains(&l.level.as_str()) {
+            levels.push(&l.level);
+        }
+    }
     println!(
         "
 sharing kept within each level (%, EagerMap's quality view; lower levels are better)"
@@ -99,7 +105,13 @@ sharing kept within each level (%, EagerMap's quality view; lower levels are bet
         println!(
             "{:<12} {}",
             r.algorithm,
-            r.sharing_by_level.iter().map(|l| format!("{:>10.1}", 100.0 * l.share)).collect::<String>()
+            levels
+                .iter()
+                .map(|&name| match r.sharing_by_level.iter().find(|l| l.level == name) {
+                    Some(l) => format!("{:>10.1}", 100.0 * l.share),
+                    None => format!("{:>10}", "-"),
+                })
+                .collect::<String>()
         );
     }
     let potential = &mapped.potential;

@@ -384,3 +384,22 @@ fn list_gives_every_kind_as_the_older_commands_do() {
     let err = String::from_utf8(sharemap(&["list", "nothing"]).stderr).unwrap();
     assert!(err.contains("policies") && err.contains("machines"), "{err}");
 }
+
+/// More threads than PUs: `map`'s table of sharing by level has a value under every level
+/// for every mapping (compact, which puts no pair on one PU, used to lose its PU column and
+/// shift its values left under the wrong levels).
+#[test]
+fn map_lines_up_the_sharing_by_level_of_every_mapping() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "m8.trace");
+    ok(&["gen", "neighbor", "--threads", "8", "--accesses", "20k", "-o", s(&t)]);
+    let out = ok(&["map", s(&t), "--machine", "pack:2 numa:1 l3:1 core:2 pu:1", "--algo", "sharemap,compact"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let table: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("sharing kept")).skip(1).take(3).collect();
+    assert!(table[0].split_whitespace().eq(["algorithm", "PU", "L3Cache", "Machine"]), "{text}");
+    for row in &table[1..] {
+        assert_eq!(row.split_whitespace().count(), 4, "{text}");
+    }
+    let compact: Vec<&str> = table[2].split_whitespace().collect();
+    assert_eq!((compact[0], compact[1]), ("compact", "0.0"), "{text}");
+}

@@ -123,8 +123,8 @@ pub fn sharing_by_level(m: &SharingMatrix, map: &[usize], machine: &Machine) -> 
     depth_order.sort_by_key(|&o| std::cmp::Reverse(depth(o)));
     for o in depth_order {
         let obj = &machine.tree.objs[o];
-        if matches!(obj.ty, ObjType::Pu) && by_object[o] == 0.0 {
-            continue; // PUs hold pairs only when oversubscribed
+        if matches!(obj.ty, ObjType::Pu) && n <= machine.pu_count() {
+            continue; // PUs hold pairs only when oversubscribed; then every mapping has the level
         }
         if !matches!(obj.ty, ObjType::Pu) && obj.children.len() < 2 {
             continue; // one child: never the lowest common object of two PUs (a core's L1)
@@ -158,5 +158,22 @@ mod level_tests {
         assert_eq!((get("Core"), get("Package"), get("Machine")), (0.6, 0.3, 0.1));
         let names: Vec<&str> = shares.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["Core", "Package", "Machine"], "bottom up");
+    }
+
+    /// More threads than PUs: every mapping reports the PU level, whether or not its pairs
+    /// share a PU, so that mappings line up level by level (a table's columns).
+    #[test]
+    fn oversubscribed_mappings_report_the_same_levels() {
+        let machine = Machine::from_spec("pack:2 core:2 pu:1").unwrap();
+        let mut m = SharingMatrix::new(8);
+        for t in (0..8).step_by(2) {
+            m.add(t, t + 1, 1.0);
+        }
+        let paired = sharing_by_level(&m, &[0, 0, 1, 1, 2, 2, 3, 3], &machine);
+        let apart = sharing_by_level(&m, &[0, 1, 2, 3, 0, 1, 2, 3], &machine);
+        let names = |s: &[(String, f64)]| s.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&paired), names(&apart));
+        assert_eq!(names(&paired)[0], "PU");
+        assert_eq!((paired[0].1, apart[0].1), (1.0, 0.0));
     }
 }
