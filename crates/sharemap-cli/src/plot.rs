@@ -59,8 +59,12 @@ pub fn svg(chart: &Chart) -> Result<String> {
                     .draw()
                     .map_err(err)?;
                 // Stacked areas: the tallest (cumulative) first, so each lower band shows.
-                let order: Vec<usize> =
-                    if chart.stacked { (0..series.len()).rev().collect() } else { (0..series.len()).collect() };
+                // Lines: the first (the optimum) last, on top of any it ties with.
+                let order: Vec<usize> = if chart.stacked {
+                    (0..series.len()).rev().collect()
+                } else {
+                    (1..series.len()).chain(0..series.len().min(1)).collect()
+                };
                 for i in order {
                     let s = &series[i];
                     let color = line_colour(i);

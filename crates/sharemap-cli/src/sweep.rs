@@ -88,6 +88,15 @@ pub fn run(args: &ModelArgs, vary: Vary, values: &[f64], policy: &str, output: &
             if matches!(v, Vary::BigG | Vary::BigR) { "page move" } else { "reference" }
         ),
     };
+    // Every title says what it is of: the trace, the machine and the cost model.
+    let context = format!(
+        "{} on {} ({} at the first {})",
+        args.trace.file_name().unwrap_or_default().to_string_lossy(),
+        session.machine().name,
+        crate::place::cost_label(&points[0].costs),
+        vary.label()
+    );
+    let titled = |what: &str| format!("{what}: {context}");
     let names: Vec<&str> = points[0].results.iter().map(|r| r.name.as_str()).collect();
     let mcpr: Vec<Series> = names
         .iter()
@@ -100,7 +109,7 @@ pub fn run(args: &ModelArgs, vary: Vary, values: &[f64], policy: &str, output: &
     let log_x = vary == Vary::PageSize;
     plot::save(
         &Chart {
-            title: "Mean cost per reference",
+            title: &titled("Mean cost per reference"),
             x_label: &x_label,
             y_label: "MCPR",
             series: &mcpr,
@@ -118,7 +127,7 @@ pub fn run(args: &ModelArgs, vary: Vary, values: &[f64], policy: &str, output: &
     }];
     plot::save(
         &Chart {
-            title: "Optimal page moves per page",
+            title: &titled("Optimal page moves per page"),
             x_label: &x_label,
             y_label: "moves + replications per page",
             series: &moves,
@@ -149,7 +158,7 @@ pub fn run(args: &ModelArgs, vary: Vary, values: &[f64], policy: &str, output: &
     });
     plot::save(
         &Chart {
-            title: "Optimal cost per reference beyond local references, by component",
+            title: &titled("Optimal cost per reference beyond local references"),
             x_label: &x_label,
             y_label: "cost per reference (local references not shown)",
             series: &breakdown,

@@ -148,7 +148,13 @@ fn sweep_writes_csv_and_plots() {
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
         let svg = std::fs::read_to_string(p(&d, &format!("g-{what}.svg"))).unwrap();
         assert!(svg.contains("<svg"));
+        // Each title names the trace and the machine it is of.
+        assert!(svg.contains("sor.trace on numa:7 pu:1 (r=5 R=40 g=2 G=20 at the first G)"), "{what}");
     }
+    let mcpr = std::fs::read_to_string(p(&d, "g-mcpr.svg")).unwrap();
+    // The optimum's line is drawn last, over any policy that ties with it.
+    let last_path = mcpr.rfind("<polyline").unwrap();
+    assert!(mcpr[last_path..].contains("stroke=\"#000000\""), "the optimum (black) is drawn last");
     // Page size sweep re-reads the trace at each size.
     ok(&[
         "sweep",
