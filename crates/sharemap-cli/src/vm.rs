@@ -159,9 +159,7 @@ pub fn run(args: VmArgs) -> Result<ExitCode> {
         .iter()
         .map(|kv| {
             let (k, v) = kv.split_once('=').ok_or_else(|| anyhow!("--env {kv}: expected KEY=VALUE"))?;
-            let name_ok = k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !name_ok {
+            if !sharemap_run::vm::is_variable_name(k) {
                 bail!("--env {kv}: '{k}' is not a variable name");
             }
             Ok((k.to_string(), v.to_string()))

@@ -130,7 +130,7 @@ pub struct AtomicOutput {
 }
 
 /// The user owning `m` when it is neither this process's user nor root: someone else's.
-fn foreign_owner(m: &std::fs::Metadata) -> Option<u32> {
+pub fn foreign_owner(m: &std::fs::Metadata) -> Option<u32> {
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
     (m.uid() != me && m.uid() != 0).then_some(m.uid())

@@ -451,15 +451,19 @@ fn guest_program_path(program: &Path) -> String {
     format!("/opt/sharemap/bin/{name}")
 }
 
+/// Whether `name` can name a shell variable (a letter or `_`, then letters, digits, `_`).
+pub fn is_variable_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// The shell command the guest's init runs: `sharemap run --where RUN_ARGS -- PROGRAM ARGS`
 /// with `env` set, every word quoted.
 pub fn guest_command(program: &Path, run_args: &[String], args: &[String], env: &[(String, String)]) -> Result<String> {
     let guest_program = guest_program_path(program);
     let mut command = String::new();
     for (key, value) in env {
-        let name_ok = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !name_ok {
+        if !is_variable_name(key) {
             return Err(Error::new(ErrorKind::Guest, format!("--env {key}=...: '{key}' is not a variable name")));
         }
         command.push_str(&format!("{key}={} ", quote(value)));
@@ -559,11 +563,10 @@ fn private_dir(dir: &Path) -> Result<()> {
     for part in dir.components() {
         walked.push(part);
         let Ok(m) = std::fs::symlink_metadata(&walked) else { break };
-        if m.uid() != me && m.uid() != 0 {
+        if let Some(uid) = sharemap_core::output::foreign_owner(&m) {
             return Err(refuse(format!(
-                "{} is owned by another user (uid {}): refusing to keep a kernel there",
-                walked.display(),
-                m.uid()
+                "{} is owned by another user (uid {uid}): refusing to keep a kernel there",
+                walked.display()
             )));
         }
         if m.is_dir() && m.mode() & 0o022 != 0 && m.mode() & 0o1000 == 0 {
