@@ -69,9 +69,16 @@ const PAGE_ROWS: usize = 256;
 /// The page-usage plot: pages by address (top to bottom, binned into at most `PAGE_ROWS`
 /// rows) against threads, darker for more accesses.
 fn save_page_usage(usage: &PageUsage, threads: usize, base: &Path) -> Result<()> {
+    plot::save_svg(&page_usage_svg(usage, threads)?, base)
+}
+
+/// The page-usage plot as SVG.
+pub fn page_usage_svg(usage: &PageUsage, threads: usize) -> Result<String> {
     let pages = usage.sorted();
-    let rows = pages.len().clamp(1, PAGE_ROWS);
-    let per_row = pages.len().div_ceil(rows).max(1);
+    // Rows of equal pages each, all of them filled (rows first then pages per row left up to
+    // a fifth of the plot empty).
+    let per_row = pages.len().div_ceil(PAGE_ROWS).max(1);
+    let rows = pages.len().div_ceil(per_row).max(1);
     let mut cells = vec![0.0f64; rows * threads.max(1)];
     for (k, (_, entry)) in pages.iter().enumerate() {
         let row = k / per_row;
@@ -79,16 +86,22 @@ fn save_page_usage(usage: &PageUsage, threads: usize, base: &Path) -> Result<()>
             cells[row * threads + t] += a as f64;
         }
     }
-    let note = format!(
-        "{} pages by address, {} per row (top = lowest); threads 0..{} left to right",
-        pages.len(),
-        per_row,
-        threads.saturating_sub(1)
-    );
-    let svg = plot::heatmap_svg("Page usage: accesses per page and thread", &note, rows, threads.max(1), |i, j| {
-        cells[i * threads.max(1) + j]
-    })?;
-    plot::save_svg(&svg, base)
+    let note = format!("{} pages by address, lowest at the top; darker = more accesses", pages.len());
+    let row_axis =
+        if per_row > 1 { format!("page (by address; {per_row} pages a row)") } else { "page (by address)".into() };
+    let row_tick = |i: usize| (i * per_row).to_string();
+    let col_tick = |j: usize| j.to_string();
+    let grid = plot::Grid {
+        title: "Page usage: accesses per page and thread",
+        note: &note,
+        rows,
+        cols: threads.max(1),
+        row_axis: &row_axis,
+        col_axis: "thread",
+        row_tick: &row_tick,
+        col_tick: &col_tick,
+    };
+    plot::heatmap_svg(&grid, |i, j| cells[i * threads.max(1) + j])
 }
 
 pub fn run(
@@ -141,9 +154,8 @@ pub fn run(
     // tens of millions of accesses).
     std::thread::scope(|scope| -> Result<()> {
         let pages = scope.spawn(|| save_page_usage(usage, n, &dir.join("pages.svg")));
-        let note = format!("threads 0..{} (rows and columns); darker = more sharing", n.saturating_sub(1));
         let title = format!("Sharing between threads ({det_name})");
-        let svg = plot::heatmap_svg(&title, &note, n, n, |i, j| matrix.get(i, j))?;
+        let svg = plot::sharing_heatmap_svg(&title, matrix)?;
         plot::save_svg(&svg, &dir.join("heatmap.svg"))?;
         pages.join().map_err(|_| anyhow!("the page-usage plot failed"))?
     })?;

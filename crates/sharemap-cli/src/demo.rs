@@ -57,7 +57,7 @@ fn written(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-pub fn run(dir: Option<&Path>, accesses: u64) -> Result<ExitCode> {
+pub fn run(dir: Option<&Path>, accesses: u64, report: bool) -> Result<ExitCode> {
     let dir = dir.unwrap_or(Path::new(DEMO_DIR));
     output_dir(dir)?;
     println!("sharemap demo: the seed patterns, {DEMO_THREADS} threads, {accesses} accesses each, seed 1\n");
@@ -96,6 +96,10 @@ pub fn run(dir: Option<&Path>, accesses: u64) -> Result<ExitCode> {
     println!();
     stm_runs(dir);
     println!();
+    if report {
+        write_report(dir)?;
+        println!();
+    }
     println!("Written to {}/ (kept; a later demo writes over it):", dir.display());
     for line in written(dir) {
         println!("{line}");
@@ -197,12 +201,7 @@ fn mapping_table(dir: &Path) -> Result<()> {
         let path = dir.join(format!("{name}.trace"));
         let sharing = sharemap::map::load_sharing(&TraceInput::file(&path), &())?;
         let matrix = &sharing.matrix;
-        let n = matrix.threads();
-        let note = format!("threads 0..{} (rows and columns); darker = more sharing", n.saturating_sub(1));
-        let svg =
-            crate::plot::heatmap_svg(&format!("{name}: sharing between threads (oracle)"), &note, n, n, |i, j| {
-                matrix.get(i, j)
-            })?;
+        let svg = crate::plot::sharing_heatmap_svg(&format!("{name}: sharing between threads (oracle)"), matrix)?;
         crate::plot::save_svg(&svg, &dir.join(format!("heatmap-{name}.svg")))?;
         let mapped = mappings(&sharing, &m, &algs)?;
         let random = mapped.random_cost.max(f64::MIN_POSITIVE);
@@ -218,7 +217,7 @@ fn mapping_table(dir: &Path) -> Result<()> {
         }
     }
     println!(
-        "(a row per thread, darker = more sharing; heatmap-PATTERN.png/.svg beside the traces; sharemap map TRACE --algo all)"
+        "(a row per thread, darker = more sharing, on a log scale from a thousandth of the largest (.) to the largest (@), blank = none; heatmap-PATTERN.png/.svg beside the traces; sharemap map TRACE --algo all)"
     );
     Ok(())
 }
@@ -293,16 +292,40 @@ fn try_recorded_program(dir: &Path) -> Result<()> {
     simulated(dir, &trace)
 }
 
+/// The mechanisms the demo simulates, their periods scaled to the recording's few simulated
+/// milliseconds.
+const SIMULATED: &str = "os,random,oracle,marathe,sammu:period-ms=0.05,autopin:probation-ms=0.02,\
+                         numa-balancing:scan-delay-ms=0.1,scan-period-ms=0.1,kmaf:window-ms=0.05,period-ms=0.05,carrefour:epoch-ms=0.1";
+
+/// `sharemap report` of the recorded stencil with the real runs' times (of a generated
+/// pattern where the stencil could not be built), as `DIR/report.html`.
+fn write_report(dir: &Path) -> Result<()> {
+    let me = std::env::current_exe()?;
+    let stencil = dir.join("stencil3d.trace");
+    let mut cmd = std::process::Command::new(&me);
+    cmd.arg("report");
+    if stencil.is_file() {
+        cmd.arg(&stencil).args(["--mechanism", SIMULATED]);
+    } else {
+        cmd.arg(dir.join("phase-change.trace")).args(["--mechanism", "os,random,oracle,marathe,carrefour"]);
+    }
+    let runs = dir.join("runs.csv");
+    if runs.is_file() {
+        cmd.arg("--runs").arg(&runs);
+    }
+    let html = dir.join("report.html");
+    let out = cmd.args(["--machine", DEMO_MACHINE, "-o"]).arg(&html).output()?;
+    if !out.status.success() {
+        bail!("report: {}", String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("failed"));
+    }
+    println!("The report: {} (one HTML file, nothing else needed: open it in a browser)", html.display());
+    Ok(())
+}
+
 /// The recording on the simulated SAMMU machine under every mechanism: time, last-level
 /// misses and traffic against `os`, as a table and as seed 000's bar plots.
 fn simulated(dir: &Path, trace: &Path) -> Result<()> {
-    let request = SimulateRequest {
-        // Periods scaled to the recording's few simulated milliseconds.
-        mechanisms: "os,random,oracle,marathe,sammu:period-ms=0.05,autopin:probation-ms=0.02,\
-                     numa-balancing:scan-delay-ms=0.1,scan-period-ms=0.1,kmaf:window-ms=0.05,period-ms=0.05,carrefour:epoch-ms=0.1"
-            .into(),
-        ..Default::default()
-    };
+    let request = SimulateRequest { mechanisms: SIMULATED.into(), ..Default::default() };
     let machine = Machine::from_spec(DEMO_MACHINE).map_err(|e| anyhow!(e))?;
     let sim = Session::new(TraceInput::file(trace), machine, 1).simulate(&request).map_err(|e| anyhow!(e))?;
     let base = dir.join("stencil3d-simulated");
@@ -377,6 +400,8 @@ fn try_real_runs(dir: &Path) -> Result<()> {
         trace.as_os_str(),
         os("--repeat"),
         os("5"),
+        os("--csv"),
+        dir.join("runs.csv").as_os_str(),
         os("--"),
         bin.as_os_str(),
         os("96"),
@@ -521,16 +546,17 @@ fn try_stm_runs(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The matrix as text rows, one character per thread pair, darker for more sharing.
+/// The matrix as text rows, one character per thread pair, darker for more sharing on the
+/// plots' logarithmic scale (blank: none; `.`: a thousandth of the largest or less).
 fn text_heatmap(m: &SharingMatrix) -> Vec<String> {
-    const SHADES: &[u8] = b" .:-=+*#%@";
+    const SHADES: &[u8] = b".:-=+*#%@";
     let max = m.max();
     (0..m.threads())
         .map(|i| {
             (0..m.threads())
-                .map(|j| {
-                    let v = if max > 0.0 { m.get(i, j) / max } else { 0.0 };
-                    SHADES[((v * (SHADES.len() - 1) as f64).round() as usize).min(SHADES.len() - 1)] as char
+                .map(|j| match crate::plot::log_level(m.get(i, j), max) {
+                    None => ' ',
+                    Some(t) => SHADES[((t * (SHADES.len() - 1) as f64).round() as usize).min(SHADES.len() - 1)] as char,
                 })
                 .collect()
         })

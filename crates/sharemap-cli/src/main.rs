@@ -12,6 +12,7 @@ mod place;
 mod plot;
 mod progress;
 mod registry;
+mod report;
 mod reproduce;
 mod run;
 mod simulate;
@@ -311,6 +312,10 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
+    /// One self-contained HTML page about a trace: its summary, sharing heatmap, page usage,
+    /// thread mappings, placements against the optimum, simulated mechanisms and, with
+    /// --runs, measured runs; each figure with a line saying how to read it
+    Report(report::ReportArgs),
     /// Run the main job on the embedded default: generate the seed patterns, summarise them,
     /// compare every placement policy with the optimum, show sharing heatmaps and thread
     /// mappings, record a real program built with `sharemap cc`, and describe the SAMMU
@@ -323,6 +328,10 @@ enum Command {
         /// Accesses per generated trace
         #[arg(long, default_value = "1M", value_parser = parse_count)]
         accesses: u64,
+        /// Also write report.html: `sharemap report` of the recorded program (of a generated
+        /// pattern where no compiler is installed), with the real runs' times
+        #[arg(long)]
+        report: bool,
     },
 }
 
@@ -511,7 +520,8 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Vm(args) => vm::run(args),
         Command::Machine { spec, json, list } => machine::run(spec.as_deref(), json, list),
-        Command::Demo { dir, accesses } => demo::run(dir.as_deref(), accesses),
+        Command::Demo { dir, accesses, report } => demo::run(dir.as_deref(), accesses, report),
+        Command::Report(args) => report::run(&args),
         Command::Place { model, policy, json, breakdown, placement } => {
             place::run(&model, &policy, json, breakdown, placement.as_deref())
         }

@@ -3,6 +3,7 @@
 
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use sharemap::trace::{AtomicOutput, flush};
 use std::io::Write;
 use std::path::Path;
@@ -308,51 +309,146 @@ fn fit_text(text: &str, size: u32, width: u32) -> (String, u32) {
     (text.chars().take(keep).chain(std::iter::once('…')).collect(), MIN_FONT)
 }
 
-/// A grey-scale grid of `rows` x `cols` cells, darker for larger values (each cell scaled to
-/// the largest), under a title and a one-line note.
-pub fn heatmap_svg(
-    title: &str,
-    note: &str,
-    rows: usize,
-    cols: usize,
-    value: impl Fn(usize, usize) -> f64,
-) -> Result<String> {
-    let max = (0..rows).flat_map(|i| (0..cols).map(move |j| (i, j))).map(|(i, j)| value(i, j)).fold(0.0f64, f64::max);
+/// Decades of the heatmaps' colour scale: a cell at a thousandth of the largest still shows.
+const DECADES: f64 = 3.0;
+
+/// Where a cell's value sits on the heatmaps' logarithmic scale: 0 at `max / 10^DECADES` or
+/// below, 1 at `max`; None for nothing at all (drawn white). A linear scale hid weak sharing
+/// (the neighbours of a phase-change pattern vanished beside its strong pairs).
+pub fn log_level(value: f64, max: f64) -> Option<f64> {
+    if !(value > 0.0 && max > 0.0) {
+        return None;
+    }
+    Some((1.0 + (value / max).log10() / DECADES).clamp(0.0, 1.0))
+}
+
+/// The colour of a level: light yellow through orange to dark plum, darker for more.
+fn level_colour(t: f64) -> RGBColor {
+    const STOPS: [(f64, [f64; 3]); 3] =
+        [(0.0, [252.0, 228.0, 130.0]), (0.5, [238.0, 108.0, 42.0]), (1.0, [84.0, 6.0, 66.0])];
+    let k = if t < STOPS[1].0 { 0 } else { 1 };
+    let (t0, a) = STOPS[k];
+    let (t1, b) = STOPS[k + 1];
+    let f = ((t - t0) / (t1 - t0)).clamp(0.0, 1.0);
+    let mix = |i: usize| (a[i] + (b[i] - a[i]) * f).round() as u8;
+    RGBColor(mix(0), mix(1), mix(2))
+}
+
+/// Every how many rows (or columns) of `n` a tick label goes: at most about 16 labels.
+fn tick_step(n: usize) -> usize {
+    let raw = n.div_ceil(16).max(1);
+    [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000].into_iter().find(|&s| s >= raw).unwrap_or(raw)
+}
+
+/// What a heatmap shows: its grid's size, what its rows and columns are, and how a row and a
+/// column are labelled.
+pub struct Grid<'a> {
+    pub title: &'a str,
+    pub note: &'a str,
+    pub rows: usize,
+    pub cols: usize,
+    pub row_axis: &'a str,
+    pub col_axis: &'a str,
+    pub row_tick: &'a dyn Fn(usize) -> String,
+    pub col_tick: &'a dyn Fn(usize) -> String,
+}
+
+/// A grid of `rows` x `cols` cells coloured on a logarithmic scale of the largest value, with
+/// tick labels on both axes and a colour bar saying what each colour is a fraction of.
+pub fn heatmap_svg(grid: &Grid, value: impl Fn(usize, usize) -> f64) -> Result<String> {
+    let (rows, cols) = (grid.rows.max(1), grid.cols.max(1));
+    let max = (0..grid.rows)
+        .flat_map(|i| (0..grid.cols).map(move |j| (i, j)))
+        .map(|(i, j)| value(i, j))
+        .fold(0.0f64, f64::max);
     let mut out = String::new();
     {
-        let root = SVGBackend::with_string(&mut out, (640, 640)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| anyhow!("plot: {e}"))?;
+        let root = SVGBackend::with_string(&mut out, (760, 700)).into_drawing_area();
         let err = |e: DrawingAreaErrorKind<_>| anyhow!("plot: {e}");
-        let (title, title_size) = fit_text(title, 20, 608);
-        let (note, note_size) = fit_text(note, 13, 608);
+        root.fill(&WHITE).map_err(err)?;
+        let (title, title_size) = fit_text(grid.title, 20, 728);
+        let (note, note_size) = fit_text(grid.note, 13, 728);
         root.draw(&Text::new(title, (16, 8), ("sans-serif", title_size))).map_err(err)?;
         root.draw(&Text::new(note, (16, 34), ("sans-serif", note_size))).map_err(err)?;
-        let area = root.margin(56, 16, 16, 16);
-        let (w, h) = area.dim_in_pixel();
-        let (cw, ch) = ((w as f64 / cols.max(1) as f64).max(1.0), (h as f64 / rows.max(1) as f64).max(1.0));
-        // Square cells when the grid is square (a matrix), stretched otherwise.
-        let (cw, ch) = if rows == cols { (cw.min(ch), cw.min(ch)) } else { (cw, ch) };
-        for i in 0..rows {
-            for j in 0..cols {
-                let v = if max > 0.0 { value(i, j) / max } else { 0.0 };
-                let shade = (255.0 * (1.0 - v)).round() as u8;
-                if shade == 255 {
-                    continue; // white on the white background: no element to write or render
-                }
-                let (x0, y0) = ((j as f64 * cw) as i32, (i as f64 * ch) as i32);
-                let (x1, y1) = (((j + 1) as f64 * cw) as i32, ((i + 1) as f64 * ch) as i32);
-                area.draw(&Rectangle::new([(x0, y0), (x1, y1)], RGBColor(shade, shade, shade).filled()))
+        // Grid at (x0, y0), row labels left of it, column labels under it, the bar right.
+        let (x0, y0, w, h) = (70i32, 66i32, 560.0f64, 560.0f64);
+        let (mut cw, mut ch) = (w / cols as f64, h / rows as f64);
+        if rows == cols {
+            cw = cw.min(ch);
+            ch = cw;
+        }
+        let font = ("sans-serif", 11).into_font();
+        for i in 0..grid.rows {
+            for j in 0..grid.cols {
+                let Some(t) = log_level(value(i, j), max) else { continue };
+                let (l, t0) = (x0 + (j as f64 * cw) as i32, y0 + (i as f64 * ch) as i32);
+                let (r, b) = (x0 + ((j + 1) as f64 * cw) as i32, y0 + ((i + 1) as f64 * ch) as i32);
+                root.draw(&Rectangle::new([(l, t0), (r.max(l + 1), b.max(t0 + 1))], level_colour(t).filled()))
                     .map_err(err)?;
             }
         }
-        area.draw(&Rectangle::new(
-            [(0, 0), ((cols as f64 * cw) as i32, (rows as f64 * ch) as i32)],
-            BLACK.stroke_width(1),
+        let (gw, gh) = ((cols as f64 * cw) as i32, (rows as f64 * ch) as i32);
+        root.draw(&Rectangle::new([(x0, y0), (x0 + gw, y0 + gh)], BLACK.stroke_width(1))).map_err(err)?;
+        let anchored = |h: HPos, v: VPos| TextStyle::from(font.clone()).pos(Pos::new(h, v));
+        let step = tick_step(grid.rows);
+        for i in (0..grid.rows).step_by(step) {
+            let y = y0 + ((i as f64 + 0.5) * ch) as i32;
+            root.draw(&Text::new((grid.row_tick)(i), (x0 - 6, y), anchored(HPos::Right, VPos::Center))).map_err(err)?;
+        }
+        let step = tick_step(grid.cols);
+        for j in (0..grid.cols).step_by(step) {
+            let x = x0 + ((j as f64 + 0.5) * cw) as i32;
+            root.draw(&Text::new((grid.col_tick)(j), (x, y0 + gh + 4), anchored(HPos::Center, VPos::Top)))
+                .map_err(err)?;
+        }
+        let axis = ("sans-serif", 13).into_font();
+        root.draw(&Text::new(
+            grid.col_axis.to_string(),
+            (x0 + gw / 2, y0 + gh + 22),
+            TextStyle::from(axis.clone()).pos(Pos::new(HPos::Center, VPos::Top)),
         ))
         .map_err(err)?;
+        root.draw(&Text::new(
+            grid.row_axis.to_string(),
+            (16, y0 + gh / 2),
+            TextStyle::from(axis.transform(FontTransform::Rotate270)).pos(Pos::new(HPos::Center, VPos::Top)),
+        ))
+        .map_err(err)?;
+        // The colour bar: top = the largest value, each third a decade below.
+        let (bx, bh) = (x0 + gw + 30, gh.max(120));
+        const STEPS: i32 = 60;
+        for k in 0..STEPS {
+            let t = 1.0 - (k as f64 + 0.5) / STEPS as f64;
+            let (top, bottom) = (y0 + bh * k / STEPS, y0 + bh * (k + 1) / STEPS);
+            root.draw(&Rectangle::new([(bx, top), (bx + 18, bottom)], level_colour(t).filled())).map_err(err)?;
+        }
+        root.draw(&Rectangle::new([(bx, y0), (bx + 18, y0 + bh)], BLACK.stroke_width(1))).map_err(err)?;
+        for (d, label) in [(0, "max"), (1, "max/10"), (2, "max/100"), (3, "max/1000")] {
+            let y = y0 + bh * d / DECADES as i32;
+            root.draw(&Text::new(label, (bx + 22, y), anchored(HPos::Left, VPos::Center))).map_err(err)?;
+        }
+        root.draw(&Text::new("white: none", (bx - 4, y0 + bh + 6), anchored(HPos::Left, VPos::Top))).map_err(err)?;
+        root.draw(&Text::new("log scale", (bx - 4, y0 - 14), anchored(HPos::Left, VPos::Top))).map_err(err)?;
         root.present().map_err(|e| anyhow!("plot: {e}"))?;
     }
     Ok(out)
+}
+
+/// The heatmap of a sharing matrix: threads against threads.
+pub fn sharing_heatmap_svg(title: &str, matrix: &sharemap::SharingMatrix) -> Result<String> {
+    let n = matrix.threads();
+    let tick = |i: usize| i.to_string();
+    let grid = Grid {
+        title,
+        note: "darker = more sharing between the two threads",
+        rows: n,
+        cols: n,
+        row_axis: "thread",
+        col_axis: "thread",
+        row_tick: &tick,
+        col_tick: &tick,
+    };
+    heatmap_svg(&grid, |i, j| matrix.get(i, j))
 }
 
 /// Writes `svg` as `base.svg` and `base.png`.

@@ -672,6 +672,33 @@ pub fn measure(
     })
 }
 
+/// Named samples of run times (seconds), compared as `measure` compares its configurations:
+/// each one's mean and interval, over the first's mean, and whether the difference stands
+/// out of the noise.
+pub fn compare(named: Vec<(String, Vec<f64>)>) -> Vec<ConfigurationResult> {
+    let base = named.first().map(|(_, s)| mean_ci95(s).0).unwrap_or(1.0);
+    let mut results: Vec<ConfigurationResult> = named
+        .into_iter()
+        .map(|(name, seconds)| {
+            let (mean, ci95) = mean_ci95(&seconds);
+            ConfigurationResult {
+                name,
+                seconds,
+                mean,
+                ci95,
+                normalized: mean / base,
+                significant: None,
+                plan: None,
+                llc_mpki: None,
+                remote_pki: None,
+                autopin: None,
+            }
+        })
+        .collect();
+    mark_significance(&mut results);
+    results
+}
+
 /// Sets each configuration's `significant` against the first's intervals.
 fn mark_significance(results: &mut [ConfigurationResult]) {
     let Some((base, others)) = results.split_first_mut() else { return };

@@ -1,0 +1,501 @@
+//! `sharemap report`: one self-contained HTML page about a trace (its summary, sharing, page
+//! usage, thread mappings, placements against the optimum, simulated mechanisms and, when
+//! given, measured runs), each figure with a line saying how to read it. The page needs no
+//! network and no file beside it: plots are SVG inside `data:` URIs.
+
+use crate::place::{ModelArgs, cost_label, flag_context};
+use anyhow::{Result, anyhow, bail};
+use askama::Template;
+use base64::Engine;
+use clap::Args;
+use sharemap::map::MapRequest;
+use sharemap::simulate::SimulateRequest;
+use sharemap::{AnalyzeRequest, PlaceRequest};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Args, Clone, Debug)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Mechanisms to simulate (as `simulate --mechanism`): a comma list or all
+    #[arg(long, default_value = "all")]
+    pub mechanism: String,
+    /// Measured runs to show with their intervals: the CSV `sharemap run --csv` writes
+    #[arg(long, value_name = "CSV")]
+    pub runs: Option<PathBuf>,
+    /// The HTML file to write
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+/// A table: column heads and rows of cells; `right` marks the columns of numbers.
+pub struct Table {
+    pub head: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+    pub right: Vec<bool>,
+}
+
+impl Table {
+    fn new(head: Vec<String>, rows: Vec<Vec<String>>) -> Table {
+        let number = |c: &str| {
+            let c = c.trim().trim_start_matches('±').trim_end_matches('%').trim();
+            c == "-" || c.parse::<f64>().is_ok()
+        };
+        let right = (0..head.len()).map(|k| rows.iter().all(|r| r.get(k).is_some_and(|c| number(c)))).collect();
+        Table { head, rows, right }
+    }
+}
+
+/// A plot: an SVG as a `data:` URI and what it shows.
+pub struct Figure {
+    pub src: String,
+    pub alt: String,
+}
+
+impl Figure {
+    fn svg(svg: &str, alt: impl Into<String>) -> Figure {
+        let encoded = base64::engine::general_purpose::STANDARD.encode(svg.as_bytes());
+        Figure { src: format!("data:image/svg+xml;base64,{encoded}"), alt: alt.into() }
+    }
+}
+
+/// One section of the page: its heading, the line saying what it shows, then its figure,
+/// table and notes.
+pub struct Section {
+    pub id: &'static str,
+    pub title: String,
+    pub reading: String,
+    pub figure: Option<Figure>,
+    pub table: Option<Table>,
+    pub notes: Vec<String>,
+}
+
+impl Section {
+    fn new(id: &'static str, title: impl Into<String>, reading: impl Into<String>) -> Section {
+        Section { id, title: title.into(), reading: reading.into(), figure: None, table: None, notes: Vec::new() }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "report.html")]
+pub struct Page {
+    pub title: String,
+    pub subtitle: String,
+    pub sections: Vec<Section>,
+}
+
+pub fn run(args: &ReportArgs) -> Result<ExitCode> {
+    // The runs are read first: a bad file is refused before the trace is.
+    let runs = args.runs.as_deref().map(read_runs).transpose()?;
+    let page = build(args, runs.as_ref())?;
+    let html = page.render().map_err(|e| anyhow!("rendering the report: {e}"))?;
+    write(&args.output, &html)?;
+    println!(
+        "wrote {} ({} sections: {}; open it in a browser, it needs nothing else)",
+        args.output.display(),
+        page.sections.len(),
+        page.sections.iter().map(|s| s.id).collect::<Vec<_>>().join(", ")
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write(path: &Path, html: &str) -> Result<()> {
+    let out = sharemap::trace::AtomicOutput::create(path)?;
+    let mut w = out.writer()?;
+    w.write_all(html.as_bytes()).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    sharemap::trace::flush(&mut w, path)?;
+    drop(w);
+    out.commit()?;
+    Ok(())
+}
+
+/// Runs as `sharemap run --csv` writes them: each configuration's times in its order of
+/// first appearance.
+pub struct Runs {
+    pub file: String,
+    pub results: Vec<sharemap_run::ConfigurationResult>,
+}
+
+pub fn read_runs(path: &Path) -> Result<Runs> {
+    let text = std::fs::read_to_string(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    let mut lines = text.lines().enumerate();
+    match lines.next() {
+        Some((_, head)) if head.trim() == "configuration,run,seconds" => {}
+        _ => bail!("{} line 1: expected the header configuration,run,seconds (sharemap run --csv)", path.display()),
+    }
+    let mut named: Vec<(String, Vec<f64>)> = Vec::new();
+    for (i, line) in lines {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = || format!("{} line {}", path.display(), i + 1);
+        let mut fields = line.rsplitn(3, ',');
+        let (Some(seconds), Some(_run), Some(name)) = (fields.next(), fields.next(), fields.next()) else {
+            bail!("{}: expected configuration,run,seconds", at());
+        };
+        let seconds: f64 = seconds.trim().parse().map_err(|_| anyhow!("{}: '{seconds}' is not a time", at()))?;
+        if !(seconds.is_finite() && seconds >= 0.0) {
+            bail!("{}: '{seconds}' is not a time in seconds", at());
+        }
+        match named.iter_mut().find(|(n, _)| n == name) {
+            Some((_, times)) => times.push(seconds),
+            None => named.push((name.to_string(), vec![seconds])),
+        }
+    }
+    if named.is_empty() {
+        bail!("{}: no runs", path.display());
+    }
+    Ok(Runs { file: path.display().to_string(), results: sharemap_run::compare(named) })
+}
+
+fn percent(part: u64, whole: u64) -> String {
+    format!("{:.1}%", 100.0 * part as f64 / whole.max(1) as f64)
+}
+
+pub fn build(args: &ReportArgs, runs: Option<&Runs>) -> Result<Page> {
+    let model = &args.model;
+    let session = model.session()?;
+    let trace = model.trace.display().to_string();
+    let name = model.trace.file_name().map_or(trace.clone(), |n| n.to_string_lossy().into_owned());
+    let summary = session.info().map_err(|e| anyhow!(e))?;
+    let placed = session
+        .place(&PlaceRequest { setup: model.setup()?, ..PlaceRequest::new("all") })
+        .map_err(|e| flag_context(e, model))?;
+    let situation = &placed.situation;
+    let machine = &situation.machine;
+
+    let mut sections = Vec::new();
+
+    let nodes = machine.numa_count().max(1);
+    let mut s = Section::new(
+        "machine",
+        "Machine",
+        format!(
+            "Every figure below is modelled on {} ({} PUs, {} NUMA node{}), with threads where {} puts them.",
+            machine.name,
+            machine.pu_count(),
+            nodes,
+            if nodes == 1 { "" } else { "s" },
+            model.thread_map
+        ),
+    );
+    let pus: Vec<String> =
+        (0..placed.threads).map(|t| format!("{}:{}", situation.placement.pu(t), situation.placement.node(t))).collect();
+    s.table = Some(Table::new(
+        vec!["what".into(), "value".into()],
+        vec![
+            vec!["machine".into(), format!("{} — {}", machine.name, machine.summary().description)],
+            vec!["thread placement".into(), model.thread_map.clone()],
+            vec!["threads on PU:node".into(), pus.join(" ")],
+            vec!["cost model (Bolosky & Scott)".into(), cost_label(&situation.costs)],
+            vec!["page size".into(), format!("{} B", situation.page_size.bytes())],
+        ],
+    ));
+    s.notes = situation.notes.clone();
+    sections.push(s);
+
+    let shared = summary.sharing.shared_pages;
+    let mut s = Section::new(
+        "trace",
+        format!("Trace {name}"),
+        format!(
+            "{} of {} pages are touched by two threads or more and take {} of the {} accesses: that is what a mapping can bring together.",
+            shared,
+            summary.pages,
+            percent(summary.sharing.accesses_to_shared_pages, summary.accesses),
+            summary.accesses
+        ),
+    );
+    let mut rows = vec![
+        vec!["file".into(), trace.clone()],
+        vec!["threads".into(), summary.threads.to_string()],
+        vec!["accesses".into(), summary.accesses.to_string()],
+        vec!["writes".into(), percent(summary.writes, summary.accesses)],
+        vec!["pages".into(), summary.pages.to_string()],
+        vec!["shared pages (2+ threads)".into(), shared.to_string()],
+        vec!["shared pages written".into(), summary.sharing.shared_written_pages.to_string()],
+    ];
+    for (event, count) in &summary.events {
+        rows.push(vec![format!("event {event}"), count.to_string()]);
+    }
+    s.table = Some(Table::new(vec!["what".into(), "value".into()], rows));
+    sections.push(s);
+
+    let analysis =
+        session.analyze(&AnalyzeRequest { detector: "oracle".into(), ..Default::default() }).map_err(|e| anyhow!(e))?;
+    let matrix = &analysis.detection.matrix;
+    sections.push(sharing_section(matrix)?);
+    sections.push(pages_section(&analysis.detection.pages, matrix.threads())?);
+
+    let mapped = session
+        .map(&MapRequest { algorithms: "sharemap,compact,scatter,round-robin,random".into(), ..Default::default() })
+        .map_err(|e| anyhow!(e))?;
+    sections.push(mapping_section(&mapped));
+    sections.push(placement_section(&placed));
+
+    let request = SimulateRequest { mechanisms: args.mechanism.clone(), ..Default::default() };
+    let sim = session.simulate(&request).map_err(|e| anyhow!(e))?;
+    sections.push(simulation_section(&sim, &name)?);
+
+    if let Some(runs) = runs {
+        sections.push(runs_section(runs)?);
+    }
+    Ok(Page {
+        title: format!("sharemap report: {name}"),
+        subtitle: format!(
+            "{} threads, {} accesses, modelled on {}; written by sharemap {}",
+            summary.threads,
+            summary.accesses,
+            machine.name,
+            env!("CARGO_PKG_VERSION")
+        ),
+        sections,
+    })
+}
+
+fn sharing_section(matrix: &sharemap::SharingMatrix) -> Result<Section> {
+    let n = matrix.threads();
+    let mut pairs: Vec<(usize, usize, f64)> =
+        (0..n).flat_map(|i| (i + 1..n).map(move |j| (i, j, matrix.get(i, j)))).filter(|p| p.2 > 0.0).collect();
+    pairs.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let total: f64 = pairs.iter().map(|p| p.2).sum();
+    let top: Vec<String> = pairs
+        .iter()
+        .take(4)
+        .map(|(i, j, v)| format!("{i}-{j} ({:.0}%)", 100.0 * v / total.max(f64::MIN_POSITIVE)))
+        .collect();
+    let reading = if pairs.is_empty() {
+        "No two threads share a cache line: a thread mapping has nothing to bring together.".to_string()
+    } else {
+        format!(
+            "{} of {} thread pairs share; the strongest are {} of all sharing. Pairs drawn dark belong close together (same core or cache).",
+            pairs.len(),
+            n * n.saturating_sub(1) / 2,
+            top.join(", ")
+        )
+    };
+    let mut s = Section::new("sharing", "Sharing between threads", reading);
+    let svg = crate::plot::sharing_heatmap_svg("Sharing between threads (oracle, cache lines)", matrix)?;
+    s.figure = Some(Figure::svg(&svg, "heatmap of the sharing between each pair of threads"));
+    s.notes.push("Counted by the oracle detector over 64-byte lines; the colour scale is logarithmic, so weak sharing stays visible.".into());
+    Ok(s)
+}
+
+fn pages_section(usage: &sharemap::PageUsage, threads: usize) -> Result<Section> {
+    let pages = usage.sorted();
+    let sum = |a: &[u64]| a.iter().sum::<u64>();
+    let total: u64 = pages.iter().map(|(_, e)| sum(&e.accesses)).sum();
+    let private: Vec<u64> = pages
+        .iter()
+        .filter(|(_, e)| e.accesses.iter().filter(|&&a| a > 0).count() <= 1)
+        .map(|(_, e)| sum(&e.accesses))
+        .collect();
+    let mut by_count: Vec<u64> = pages.iter().map(|(_, e)| sum(&e.accesses)).collect();
+    by_count.sort_unstable_by(|a, b| b.cmp(a));
+    let busiest = by_count.len().div_ceil(10);
+    let reading = format!(
+        "{} of {} pages are used by one thread only (they belong on its node) and take {} of the accesses; the busiest tenth of the pages take {}.",
+        private.len(),
+        pages.len(),
+        percent(private.iter().sum(), total),
+        percent(by_count.iter().take(busiest).sum(), total)
+    );
+    let mut s = Section::new("pages", "Page usage", reading);
+    let svg = crate::analyze::page_usage_svg(usage, threads)?;
+    s.figure = Some(Figure::svg(&svg, "heatmap of accesses per page and thread"));
+    Ok(s)
+}
+
+fn mapping_section(mapped: &sharemap::Mapping) -> Section {
+    let os = mapped.os_cost.max(f64::MIN_POSITIVE);
+    let random = mapped.random_cost.max(f64::MIN_POSITIVE);
+    let ours = mapped.mappings.first();
+    let p = &mapped.potential;
+    let reading = match ours {
+        Some(m) => format!(
+            "sharemap's mapping costs {:.3} of the operating system's placement and {:.3} of a random one; mapping potential {:.3} against the threshold {:.3}: {}.",
+            m.cost / os,
+            m.cost / random,
+            p.score,
+            p.threshold,
+            if p.score >= p.threshold { "worth mapping" } else { "too little sharing to gain from mapping" }
+        ),
+        None => "No mapping was computed.".into(),
+    };
+    let mut s = Section::new("mapping", "Thread mapping", reading);
+    let mut rows =
+        vec![vec!["os (modelled)".into(), "1.000".into(), format!("{:.3}", mapped.os_cost / random), "-".into()]];
+    for m in &mapped.mappings {
+        let pus: Vec<String> = m.mapping.iter().map(|p| p.to_string()).collect();
+        rows.push(vec![
+            m.algorithm.clone(),
+            format!("{:.3}", m.cost / os),
+            format!("{:.3}", m.cost / random),
+            pus.join(" "),
+        ]);
+    }
+    let head = ["mapping", "cost / os", "cost / random", "PU of thread 0, 1, ..."];
+    s.table = Some(Table::new(head.map(String::from).to_vec(), rows));
+    s.notes.push(
+        "Cost: each pair's sharing priced by the latency of the closest level the two threads share; lower is better."
+            .into(),
+    );
+    s
+}
+
+fn placement_section(placed: &sharemap::Placement) -> Section {
+    let results = &placed.evaluation.results;
+    let optimal = results.first();
+    let best = results.iter().skip(1).min_by(|a, b| a.mcpr.total_cmp(&b.mcpr));
+    let first_touch = results.iter().find(|r| r.name == "first-touch");
+    let reading = match (optimal, best) {
+        (Some(o), Some(b)) => {
+            let mut line = format!(
+                "The off-line optimum costs {:.3} per reference (1 = all local); the best online policy, {}, is {:.1}% above it",
+                o.mcpr,
+                b.name,
+                100.0 * (b.vs_optimal - 1.0)
+            );
+            if let Some(ft) = first_touch {
+                line += &format!(", first touch (Linux's default) {:.1}%", 100.0 * (ft.vs_optimal - 1.0));
+            }
+            line + "."
+        }
+        _ => "No policy was evaluated.".into(),
+    };
+    let mut s = Section::new("placement", "Data placement against the optimum", reading);
+    let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
+    let (labels, cut) = crate::plot::short_labels(&names);
+    s.table = Some(Table::new(
+        ["policy", "MCPR", "cost / optimal", "local", "moves", "replicas"].map(String::from).to_vec(),
+        results
+            .iter()
+            .zip(&labels)
+            .map(|(r, label)| {
+                vec![
+                    label.clone(),
+                    format!("{:.3}", r.mcpr),
+                    format!("{:.3}", r.vs_optimal),
+                    format!("{:.1}%", 100.0 * r.local_ratio),
+                    r.moves.to_string(),
+                    r.replications.to_string(),
+                ]
+            })
+            .collect(),
+    ));
+    s.notes.push("MCPR: mean cost per reference in Bolosky & Scott's model (a local reference costs 1, a remote one r, a page move or copy G per byte block).".into());
+    s.notes.extend(cut.iter().map(|(short, long)| format!("{short} = {long}")));
+    s
+}
+
+fn simulation_section(sim: &sharemap::Simulation, name: &str) -> Result<Section> {
+    let os = sim.mechanisms.iter().find(|m| m.mechanism == "os").map(|m| m.time_ns).filter(|&t| t > 0.0);
+    let fastest = sim.mechanisms.iter().min_by(|a, b| a.time_ns.total_cmp(&b.time_ns));
+    let reading = match (os, fastest) {
+        (Some(t), Some(f)) => format!(
+            "On the simulated {}, the fastest mechanism is {} at {:.3} of os's time (below 1 is faster than Linux's placement).",
+            sim.machine,
+            f.mechanism.split(':').next().unwrap_or(""),
+            f.time_ns / t
+        ),
+        _ => format!("Simulated on {}; os was not among the mechanisms, so times are absolute.", sim.machine),
+    };
+    let mut s = Section::new("simulation", "Simulated mechanisms", reading);
+    let full: Vec<&str> = sim.mechanisms.iter().map(|m| m.mechanism.as_str()).collect();
+    let (labels, cut) = crate::plot::short_labels(&full);
+    let bars: Vec<(String, f64, Option<f64>)> = sim
+        .mechanisms
+        .iter()
+        .map(|m| (m.mechanism.clone(), os.map_or(m.time_ns / 1e6, |t| m.time_ns / t), None))
+        .collect();
+    let (label, baseline) = if os.is_some() { ("time / os time", true) } else { ("time (ms)", false) };
+    let svg = crate::plot::bars_svg_with(&format!("{name}: simulated execution time"), label, &bars, baseline)?;
+    s.figure = Some(Figure::svg(&svg, "bars of each mechanism's simulated time"));
+    let head = [
+        "mechanism",
+        "time / os",
+        "LLC misses / 1000 accesses",
+        "traffic (KB)",
+        "local DRAM",
+        "thread moves",
+        "page moves",
+    ];
+    s.table = Some(Table::new(
+        head.map(String::from).to_vec(),
+        sim.mechanisms
+            .iter()
+            .zip(&labels)
+            .map(|(m, label)| {
+                vec![
+                    label.clone(),
+                    m.vs_os.as_ref().map_or("-".into(), |r| format!("{:.3}", r.time)),
+                    format!("{:.2}", m.llc_mpka()),
+                    format!("{:.1}", m.counts.interconnect_bytes as f64 / 1e3),
+                    format!("{:.1}%", 100.0 * m.local_dram_share),
+                    m.counts.thread_migrations.to_string(),
+                    m.counts.page_migrations.to_string(),
+                ]
+            })
+            .collect(),
+    ));
+    s.notes.extend(sim.mechanisms.iter().filter_map(|m| m.note.as_ref().map(|n| format!("{}: {n}", m.mechanism))));
+    s.notes.extend(cut.iter().map(|(short, long)| format!("{short} = {long}")));
+    Ok(s)
+}
+
+fn runs_section(runs: &Runs) -> Result<Section> {
+    let results = &runs.results;
+    let base = &results[0];
+    let verdicts: Vec<String> = results
+        .iter()
+        .skip(1)
+        .map(|r| {
+            let how = if r.normalized < 1.0 { "faster" } else { "slower" };
+            match r.significant {
+                Some(true) => format!("{} {:.1}% {how} (intervals apart)", r.name, 100.0 * (r.normalized - 1.0).abs()),
+                Some(false) => format!("{} within the noise (intervals overlap)", r.name),
+                None => format!("{} not comparable (one run)", r.name),
+            }
+        })
+        .collect();
+    let reading = if verdicts.is_empty() {
+        format!("Only {} was measured: nothing to compare it with.", base.name)
+    } else {
+        format!("Against {}: {}.", base.name, verdicts.join("; "))
+    };
+    let mut s = Section::new("runs", "Measured runs", reading);
+    let bars: Vec<(String, f64, Option<f64>)> =
+        results.iter().map(|r| (r.name.clone(), r.normalized, r.ci95.map(|c| c / base.mean))).collect();
+    let svg = crate::plot::bars_svg(
+        &format!("wall-clock time over {}'s (95% intervals)", base.name),
+        &format!("time / {} time", base.name),
+        &bars,
+    )?;
+    s.figure = Some(Figure::svg(&svg, "bars of each configuration's measured time with its interval"));
+    let ratio = format!("time / {}", base.name);
+    s.table = Some(Table::new(
+        ["configuration", "runs", "mean (s)", "95% interval (s)", &ratio, "difference"].map(String::from).to_vec(),
+        results
+            .iter()
+            .map(|r| {
+                vec![
+                    r.name.clone(),
+                    r.seconds.len().to_string(),
+                    format!("{:.4}", r.mean),
+                    r.ci95.map_or("-".into(), |c| format!("± {c:.4}")),
+                    format!("{:.3}", r.normalized),
+                    match r.significant {
+                        Some(true) => "significant (intervals apart)".into(),
+                        Some(false) => "not significant (intervals overlap)".into(),
+                        None if std::ptr::eq(r, base) => "(baseline)".into(),
+                        None => "-".into(),
+                    },
+                ]
+            })
+            .collect(),
+    ));
+    s.notes.push(format!("From {} (sharemap run --csv); intervals are Student's t over the runs.", runs.file));
+    Ok(s)
+}
