@@ -216,8 +216,10 @@ pub fn run(
         println!("  threads {i} and {j}: {v}");
     }
     println!(
-        "wrote {}/{{comm.csv,comm.mat,comm.grf,machine.tgt,pages.csv,page-nodes.csv,pages.svg,pages.png,heatmap.svg,heatmap.png,summary.json}}",
-        dir.display()
+        "wrote {}/{{comm.csv,comm.mat,comm.grf,machine.tgt,pages.csv,page-nodes.csv,{},{},summary.json}}",
+        dir.display(),
+        plot::files("pages"),
+        plot::files("heatmap")
     );
     println!("(Scotch: scotch_gmap -b0 -cb {0}/comm.grf {0}/machine.tgt mapping.map)", dir.display());
     Ok(ExitCode::SUCCESS)

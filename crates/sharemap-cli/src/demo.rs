@@ -217,7 +217,8 @@ fn mapping_table(dir: &Path) -> Result<()> {
         }
     }
     println!(
-        "(a row per thread, darker = more sharing, on a log scale from a thousandth of the largest (.) to the largest (@), blank = none; heatmap-PATTERN.png/.svg beside the traces; sharemap map TRACE --algo all)"
+        "(a row per thread, darker = more sharing, on a log scale from a thousandth of the largest (.) to the largest (@), blank = none; heatmap-PATTERN.{} beside the traces; sharemap map TRACE --algo all)",
+        crate::plot::EXTENSIONS.join("/")
     );
     Ok(())
 }
@@ -356,7 +357,7 @@ fn simulated(dir: &Path, trace: &Path) -> Result<()> {
     }
     let options: Vec<String> = cut.iter().map(|(short, long)| format!("{short} = {long}")).collect();
     println!("(options: {})", options.join("; "));
-    println!("(plots: {}-time, -misses, -traffic .svg/.png)", base.display());
+    println!("(plots: {}-time, -misses, -traffic .{})", base.display(), crate::plot::EXTENSIONS.join("/."));
     Ok(())
 }
 

@@ -1,5 +1,6 @@
-//! Line, stacked-area and bar charts and heatmaps, written as SVG (plotters) and PNG (the SVG rendered by
-//! resvg with the system's fonts), both atomically.
+//! Line, stacked-area and bar charts and heatmaps, written as SVG (plotters) and, with the
+//! `png` feature (on by default), PNG (the SVG rendered by resvg with the system's fonts),
+//! both atomically.
 
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
@@ -119,8 +120,20 @@ fn stack(series: &[Series]) -> Vec<Series> {
         .collect()
 }
 
+/// The extensions each plot is written with.
+#[cfg(feature = "png")]
+pub const EXTENSIONS: &[&str] = &["svg", "png"];
+#[cfg(not(feature = "png"))]
+pub const EXTENSIONS: &[&str] = &["svg"];
+
+/// `base.svg,base.png` (or only `base.svg` without the `png` feature).
+pub fn files(base: &str) -> String {
+    EXTENSIONS.iter().map(|e| format!("{base}.{e}")).collect::<Vec<_>>().join(",")
+}
+
 /// Rendering options with the system's fonts, loaded once per process (scanning the font
 /// directories was a good part of a plot's cost).
+#[cfg(feature = "png")]
 fn render_options() -> &'static resvg::usvg::Options<'static> {
     static OPTIONS: std::sync::OnceLock<resvg::usvg::Options<'static>> = std::sync::OnceLock::new();
     OPTIONS.get_or_init(|| {
@@ -142,6 +155,7 @@ fn render_options() -> &'static resvg::usvg::Options<'static> {
 
 /// The SVG rendered to PNG bytes (fast deflate: plots are mostly flat colour, and the
 /// default level cost more than rendering them).
+#[cfg(feature = "png")]
 pub fn png(svg: &str) -> Result<Vec<u8>> {
     let tree = resvg::usvg::Tree::from_str(svg, render_options()).map_err(|e| anyhow!("rendering plot: {e}"))?;
     let size = tree.size().to_int_size();
@@ -287,7 +301,7 @@ pub fn bars_svg_with(
     Ok(out)
 }
 
-/// Writes `base.svg` and `base.png`.
+/// Writes `base.svg` and (with the `png` feature) `base.png`.
 pub fn save(chart: &Chart, base: &Path) -> Result<()> {
     save_svg(&svg(chart)?, base)
 }
@@ -451,10 +465,15 @@ pub fn sharing_heatmap_svg(title: &str, matrix: &sharemap::SharingMatrix) -> Res
     heatmap_svg(&grid, |i, j| matrix.get(i, j))
 }
 
-/// Writes `svg` as `base.svg` and `base.png`.
+/// Writes `svg` as `base.svg` and, with the `png` feature, `base.png`.
 pub fn save_svg(svg: &str, base: &Path) -> Result<()> {
+    #[cfg(feature = "png")]
     let png = png(svg)?;
-    for (ext, bytes) in [("svg", svg.as_bytes()), ("png", &png[..])] {
+    #[cfg(feature = "png")]
+    let files = [("svg", svg.as_bytes()), ("png", &png[..])];
+    #[cfg(not(feature = "png"))]
+    let files = [("svg", svg.as_bytes())];
+    for (ext, bytes) in files {
         let path = base.with_extension(ext);
         let out = AtomicOutput::create(&path)?;
         let mut w = out.writer()?;

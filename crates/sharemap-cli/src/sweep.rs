@@ -186,7 +186,8 @@ pub fn run(args: &ModelArgs, vary: Vary, values: &[f64], policy: &str, output: &
             best.map_or(String::from("-"), |b| format!("{} {:.4}", b.name, b.cost / refs))
         );
     }
-    println!("wrote {} and {}-{{mcpr,moves,breakdown}}.{{svg,png}}", output.display(), base.display());
+    let ext = crate::plot::EXTENSIONS.join(",");
+    println!("wrote {} and {}-{{mcpr,moves,breakdown}}.{{{ext}}}", output.display(), base.display());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -104,7 +104,14 @@ pub fn convert(
     Ok(ExitCode::SUCCESS)
 }
 
+/// `convert --partition-pages N` in a build without Parquet.
+#[cfg(not(feature = "parquet"))]
+pub fn partition(_: &Path, _: &Path, _: Option<&str>, _: Option<&str>, _: u64) -> Result<ExitCode> {
+    anyhow::bail!("--partition-pages: this sharemap was built without Parquet (the `parquet` feature)")
+}
+
 /// `convert --partition-pages N`: a Parquet dataset of one part per N pages.
+#[cfg(feature = "parquet")]
 pub fn partition(
     input_path: &Path,
     output: &Path,

@@ -87,9 +87,9 @@ impl Format {
 /// A trace file being read, in any format.
 pub enum TraceReader {
     Native(Box<NativeReader>),
-    Csv(CsvReader),
+    Csv(Box<CsvReader>),
     #[cfg(feature = "parquet")]
-    Parquet(ParquetReader),
+    Parquet(Box<ParquetReader>),
 }
 
 impl TraceReader {
@@ -100,9 +100,9 @@ impl TraceReader {
         };
         Ok(match format {
             Format::Native => TraceReader::Native(Box::new(NativeReader::open(path)?)),
-            Format::Csv => TraceReader::Csv(CsvReader::open(path)?),
+            Format::Csv => TraceReader::Csv(Box::new(CsvReader::open(path)?)),
             #[cfg(feature = "parquet")]
-            Format::Parquet => TraceReader::Parquet(ParquetReader::open(path)?),
+            Format::Parquet => TraceReader::Parquet(Box::new(ParquetReader::open(path)?)),
             #[cfg(not(feature = "parquet"))]
             Format::Parquet => {
                 return Err(TraceError::invalid(path, "this sharemap was built without Parquet support"));
@@ -133,18 +133,18 @@ impl TraceReader {
     fn inner(&self) -> &dyn TraceSource {
         match self {
             TraceReader::Native(r) => r.as_ref(),
-            TraceReader::Csv(r) => r,
+            TraceReader::Csv(r) => r.as_ref(),
             #[cfg(feature = "parquet")]
-            TraceReader::Parquet(r) => r,
+            TraceReader::Parquet(r) => r.as_ref(),
         }
     }
 
     fn inner_mut(&mut self) -> &mut dyn TraceSource {
         match self {
             TraceReader::Native(r) => r.as_mut(),
-            TraceReader::Csv(r) => r,
+            TraceReader::Csv(r) => r.as_mut(),
             #[cfg(feature = "parquet")]
-            TraceReader::Parquet(r) => r,
+            TraceReader::Parquet(r) => r.as_mut(),
         }
     }
 }

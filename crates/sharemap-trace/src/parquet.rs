@@ -7,13 +7,15 @@
 use crate::batch::Chunk;
 use crate::error::{Result, TraceError, excerpt};
 use crate::model::{Access, Event, Kind, MAX_THREADS, Metadata, Source};
-use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, UInt32Array, UInt64Array};
-use arrow_schema::{DataType, Field, Schema};
-use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
-use parquet::basic::{Compression, ZstdLevel};
+use parquet::basic::{Compression, ConvertedType, LogicalType, Type as PhysicalType, ZstdLevel};
+use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
+use parquet::data_type::{ByteArray, ByteArrayType, DataType, Int32Type, Int64Type};
+use parquet::errors::ParquetError;
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
+use parquet::file::reader::{FileReader, SerializedFileReader};
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::types::ColumnDescriptor;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -81,33 +83,48 @@ impl RowDigest {
     }
 }
 
-fn schema() -> Arc<Schema> {
-    Arc::new(Schema::new(vec![
-        Field::new("thread", DataType::UInt32, false),
-        Field::new("addr", DataType::UInt64, false),
-        Field::new("size", DataType::UInt32, false),
-        Field::new("kind", DataType::Utf8, false),
-    ]))
-}
+/// The columns, as pandas and pyarrow read them: uint32, uint64, uint32 and string.
+const SCHEMA: &str = "message trace {
+    required int32 thread (INTEGER(32, false));
+    required int64 addr (INTEGER(64, false));
+    required int32 size (INTEGER(32, false));
+    required binary kind (STRING);
+}";
+
+/// Rows per row group: the writer buffers this many before writing them out.
+const ROW_GROUP_ROWS: usize = 1 << 20;
 
 pub struct ParquetWriter<W: Write + Send> {
-    writer: ArrowWriter<W>,
+    writer: SerializedFileWriter<W>,
     meta: Metadata,
     events: Vec<Event>,
     digest: RowDigest,
+    // The row group being gathered, column by column (unsigned values in Parquet's signed
+    // physical types, as the schema's logical types say).
+    threads: Vec<i32>,
+    addrs: Vec<i64>,
+    sizes: Vec<i32>,
+    kinds: Vec<ByteArray>,
 }
 
 impl<W: Write + Send> ParquetWriter<W> {
-    pub fn new(out: W, meta: Metadata) -> std::result::Result<Self, parquet::errors::ParquetError> {
+    pub fn new(out: W, meta: Metadata) -> std::result::Result<Self, ParquetError> {
+        let schema = Arc::new(parquet::schema::parser::parse_message_type(SCHEMA)?);
+        // Addresses are too many for a dictionary: building one cost a quarter of the writing.
         let props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
-            .set_max_row_group_row_count(Some(1 << 20))
+            .set_column_dictionary_enabled(parquet::schema::types::ColumnPath::from("addr"), false)
             .build();
+        let props = Arc::new(props);
         Ok(ParquetWriter {
-            writer: ArrowWriter::try_new(out, schema(), Some(props))?,
+            writer: SerializedFileWriter::new(out, schema, props)?,
             meta,
             events: Vec::new(),
             digest: RowDigest::default(),
+            threads: Vec::new(),
+            addrs: Vec::new(),
+            sizes: Vec::new(),
+            kinds: Vec::new(),
         })
     }
 
@@ -121,7 +138,7 @@ impl<W: Write + Send> ParquetWriter<W> {
         self.meta.host_cpu_nodes = nodes;
     }
 
-    pub fn write_chunk(&mut self, chunk: &Chunk) -> std::result::Result<(), parquet::errors::ParquetError> {
+    pub fn write_chunk(&mut self, chunk: &Chunk) -> std::result::Result<(), ParquetError> {
         self.events.extend(chunk.events.iter().cloned());
         let a = &chunk.accesses;
         if a.is_empty() {
@@ -131,23 +148,49 @@ impl<W: Write + Send> ParquetWriter<W> {
             self.meta.threads = self.meta.threads.max(t + 1);
         }
         self.digest.add(a);
-        let kinds: StringArray = a.op.iter().map(|&op| Some(if op & 0x80 != 0 { "W" } else { "R" })).collect();
-        let sizes: Vec<u32> = (0..a.len()).map(|i| a.size(i)).collect();
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(UInt32Array::from(a.thread.clone())),
-            Arc::new(UInt64Array::from(a.addr.clone())),
-            Arc::new(UInt32Array::from(sizes)),
-            Arc::new(kinds),
-        ];
-        let batch = RecordBatch::try_new(schema(), columns)?;
-        self.writer.write(&batch)
+        let read = ByteArray::from(bytes::Bytes::from_static(b"R"));
+        let write = ByteArray::from(bytes::Bytes::from_static(b"W"));
+        for i in 0..a.len() {
+            self.threads.push(a.thread[i] as i32);
+            self.addrs.push(a.addr[i] as i64);
+            self.sizes.push(a.size(i) as i32);
+            self.kinds.push(if a.op[i] & 0x80 != 0 { write.clone() } else { read.clone() });
+            if self.threads.len() == ROW_GROUP_ROWS {
+                self.write_row_group()?;
+            }
+        }
+        Ok(())
     }
 
-    pub fn finish(mut self) -> std::result::Result<W, parquet::errors::ParquetError> {
-        let meta =
-            serde_json::to_string(&self.meta).map_err(|e| parquet::errors::ParquetError::General(e.to_string()))?;
-        let events =
-            serde_json::to_string(&self.events).map_err(|e| parquet::errors::ParquetError::General(e.to_string()))?;
+    /// Writes the gathered rows as one row group.
+    fn write_row_group(&mut self) -> std::result::Result<(), ParquetError> {
+        if self.threads.is_empty() {
+            return Ok(());
+        }
+        let mut group = self.writer.next_row_group()?;
+        let mut k = 0;
+        while let Some(mut column) = group.next_column()? {
+            match k {
+                0 => column.typed::<Int32Type>().write_batch(&self.threads, None, None)?,
+                1 => column.typed::<Int64Type>().write_batch(&self.addrs, None, None)?,
+                2 => column.typed::<Int32Type>().write_batch(&self.sizes, None, None)?,
+                _ => column.typed::<ByteArrayType>().write_batch(&self.kinds, None, None)?,
+            };
+            column.close()?;
+            k += 1;
+        }
+        group.close()?;
+        self.threads.clear();
+        self.addrs.clear();
+        self.sizes.clear();
+        self.kinds.clear();
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> std::result::Result<W, ParquetError> {
+        self.write_row_group()?;
+        let meta = serde_json::to_string(&self.meta).map_err(|e| ParquetError::General(e.to_string()))?;
+        let events = serde_json::to_string(&self.events).map_err(|e| ParquetError::General(e.to_string()))?;
         self.writer.append_key_value_metadata(KeyValue::new(META_KEY.to_string(), meta));
         self.writer.append_key_value_metadata(KeyValue::new(EVENTS_KEY.to_string(), events));
         let crc = std::mem::take(&mut self.digest).hex();
@@ -158,7 +201,12 @@ impl<W: Write + Send> ParquetWriter<W> {
 
 pub struct ParquetReader {
     path: PathBuf,
-    batches: ParquetRecordBatchReader,
+    file: SerializedFileReader<File>,
+    /// Where thread, addr, size and kind are among the file's columns.
+    columns: [usize; 4],
+    /// The next row group to open, and the columns of the one being read.
+    next_group: usize,
+    group: Option<Group>,
     meta: Metadata,
     events: Vec<Event>,
     next_event: usize,
@@ -167,6 +215,44 @@ pub struct ParquetReader {
     /// The CRC the writer stored, checked once the last row is read.
     expected_crc: Option<String>,
     digest: RowDigest,
+    // Reused buffers.
+    levels: Vec<i16>,
+    values: [Vec<u64>; 3],
+    kinds: Vec<ByteArray>,
+    raw: Raw,
+}
+
+/// Column values as read, before they become u64s.
+#[derive(Default)]
+struct Raw {
+    i32s: Vec<i32>,
+    i64s: Vec<i64>,
+}
+
+/// An integer column, in whichever physical type the writer chose (pandas writes int64),
+/// and whether its logical type is unsigned.
+enum Ints {
+    I32(ColumnReaderImpl<Int32Type>, bool),
+    I64(ColumnReaderImpl<Int64Type>, bool),
+}
+
+/// The column readers of one row group and the rows it has left.
+struct Group {
+    ints: [Ints; 3],
+    kind: ColumnReaderImpl<ByteArrayType>,
+    /// Which of thread, addr, size and kind may hold nulls (none may be null).
+    nullable: [bool; 4],
+    rows_left: u64,
+}
+
+const INT_COLUMNS: [&str; 3] = ["thread", "addr", "size"];
+
+fn is_unsigned(d: &ColumnDescriptor) -> bool {
+    matches!(d.logical_type_ref(), Some(LogicalType::Integer(i)) if !i.is_signed)
+        || matches!(
+            d.converted_type(),
+            ConvertedType::UINT_8 | ConvertedType::UINT_16 | ConvertedType::UINT_32 | ConvertedType::UINT_64
+        )
 }
 
 impl ParquetReader {
@@ -176,19 +262,31 @@ impl ParquetReader {
 
     fn open_inner(path: &Path) -> Result<Self> {
         let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
-        let bad =
-            |e: parquet::errors::ParquetError| TraceError::invalid(path, format!("not a readable Parquet file: {e}"));
-        let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(bad)?;
-        let schema = builder.schema().clone();
-        for name in ["thread", "addr", "size", "kind"] {
-            if schema.field_with_name(name).is_err() {
+        let bad = |e: ParquetError| TraceError::invalid(path, format!("not a readable Parquet file: {e}"));
+        let file = SerializedFileReader::new(file).map_err(bad)?;
+        let schema = file.metadata().file_metadata().schema_descr_ptr();
+        let mut columns = [0; 4];
+        for (k, name) in ["thread", "addr", "size", "kind"].into_iter().enumerate() {
+            let Some(i) = schema.columns().iter().position(|c| c.path().string() == name) else {
                 return Err(TraceError::invalid(
                     path,
                     format!("Parquet trace lacks column '{name}' (needs thread, addr, size, kind)"),
                 ));
+            };
+            let d = schema.column(i);
+            let physical = d.physical_type();
+            let fits = if k < 3 {
+                matches!(physical, PhysicalType::INT32 | PhysicalType::INT64)
+            } else {
+                physical == PhysicalType::BYTE_ARRAY
+            };
+            if !fits {
+                let want = if k < 3 { "must be integers" } else { "must hold strings R or W" };
+                return Err(TraceError::invalid(path, format!("column '{name}' {want}, not {physical}")));
             }
+            columns[k] = i;
         }
-        let file_meta = builder.metadata().file_metadata();
+        let file_meta = file.metadata().file_metadata();
         let total = file_meta.num_rows().max(0) as u64;
         let kv = |key: &str| {
             file_meta.key_value_metadata().and_then(|v| v.iter().find(|k| k.key == key).and_then(|k| k.value.clone()))
@@ -222,10 +320,12 @@ impl ParquetReader {
             ));
         }
         let expected_crc = kv(ROWS_CRC_KEY);
-        let batches = builder.with_batch_size(crate::native::DEFAULT_CHUNK_ACCESSES).build().map_err(bad)?;
         Ok(ParquetReader {
             path: path.to_path_buf(),
-            batches,
+            file,
+            columns,
+            next_group: 0,
+            group: None,
             meta,
             events,
             next_event: 0,
@@ -233,34 +333,119 @@ impl ParquetReader {
             total,
             expected_crc,
             digest: RowDigest::default(),
+            levels: Vec::new(),
+            values: Default::default(),
+            kinds: Vec::new(),
+            raw: Raw::default(),
         })
+    }
+
+    /// Opens the next row group that has rows; None after the last.
+    fn open_group(&mut self) -> std::result::Result<Option<Group>, ParquetError> {
+        while self.next_group < self.file.num_row_groups() {
+            let group = self.file.get_row_group(self.next_group)?;
+            self.next_group += 1;
+            let rows = group.metadata().num_rows().max(0) as u64;
+            if rows == 0 {
+                continue;
+            }
+            let schema = group.metadata().schema_descr_ptr();
+            let ints = |k: usize| -> std::result::Result<Ints, ParquetError> {
+                let unsigned = is_unsigned(schema.column(self.columns[k]).as_ref());
+                match group.get_column_reader(self.columns[k])? {
+                    ColumnReader::Int32ColumnReader(r) => Ok(Ints::I32(r, unsigned)),
+                    ColumnReader::Int64ColumnReader(r) => Ok(Ints::I64(r, unsigned)),
+                    _ => Err(ParquetError::General(format!("column '{}' is not integers", INT_COLUMNS[k]))),
+                }
+            };
+            let kind = match group.get_column_reader(self.columns[3])? {
+                ColumnReader::ByteArrayColumnReader(r) => r,
+                _ => return Err(ParquetError::General("column 'kind' is not strings".into())),
+            };
+            let nullable = self.columns.map(|c| schema.column(c).max_def_level() > 0);
+            return Ok(Some(Group { ints: [ints(0)?, ints(1)?, ints(2)?], kind, nullable, rows_left: rows }));
+        }
+        Ok(None)
     }
 }
 
-/// The kind column as "is a write", whatever string layout the writer chose
-/// (pyarrow and polars use plain, large, view or dictionary-encoded strings).
-fn kinds(a: &ArrayRef, path: &Path, row: u64) -> Result<Vec<bool>> {
-    use arrow_array::cast::AsArray;
-    let parse = |i: usize, v: Option<&str>| match v {
-        Some("W") | Some("w") => Ok(true),
-        Some("R") | Some("r") => Ok(false),
-        other => Err(TraceError::invalid(
-            path,
-            format!("row {}: bad kind '{}' (R or W)", row + i as u64, other.unwrap_or("")),
-        )),
-    };
-    match a.data_type() {
-        DataType::Utf8 => a.as_string::<i32>().iter().enumerate().map(|(i, v)| parse(i, v)).collect(),
-        DataType::LargeUtf8 => a.as_string::<i64>().iter().enumerate().map(|(i, v)| parse(i, v)).collect(),
-        DataType::Utf8View => a.as_string_view().iter().enumerate().map(|(i, v)| parse(i, v)).collect(),
-        DataType::Dictionary(_, _) => {
-            let d = a.as_any_dictionary();
-            let values = kinds(d.values(), path, row)?;
-            let keys = d.normalized_keys();
-            keys.iter().enumerate().map(|(i, &k)| if a.is_null(i) { parse(i, None) } else { Ok(values[k]) }).collect()
+/// Reads `n` rows of one column into `out` (appending), refusing empty values: a nullable
+/// column (pandas writes them) is fine as long as every value is there.
+#[allow(clippy::too_many_arguments)]
+fn read_column<T: DataType>(
+    reader: &mut ColumnReaderImpl<T>,
+    nullable: bool,
+    n: usize,
+    levels: &mut Vec<i16>,
+    out: &mut Vec<T::T>,
+    name: &str,
+    path: &Path,
+    row: u64,
+) -> Result<()> {
+    let start = out.len();
+    let mut rows = 0;
+    while rows < n {
+        levels.clear();
+        let (records, _, _) = reader
+            .read_records(n - rows, nullable.then_some(&mut *levels), None, out)
+            .map_err(|e| TraceError::invalid(path, format!("reading column '{name}' near row {row}: {e}")))?;
+        if records == 0 {
+            return Err(TraceError::invalid(
+                path,
+                format!("column '{name}' ends early, near row {}", row + rows as u64),
+            ));
         }
-        other => Err(TraceError::invalid(path, format!("column 'kind' must hold strings R or W, not {other}"))),
+        if nullable && levels.contains(&0) {
+            return Err(TraceError::invalid(path, format!("column '{name}' has empty values near row {row}")));
+        }
+        rows += records;
     }
+    debug_assert_eq!(out.len() - start, n);
+    Ok(())
+}
+
+/// `n` values of an integer column as u64, refusing negative values of a signed column.
+#[allow(clippy::too_many_arguments)]
+fn read_ints(
+    column: &mut Ints,
+    raw: &mut Raw,
+    nullable: bool,
+    n: usize,
+    levels: &mut Vec<i16>,
+    out: &mut Vec<u64>,
+    name: &str,
+    path: &Path,
+    row: u64,
+) -> Result<()> {
+    out.clear();
+    let neg = || TraceError::invalid(path, format!("column '{name}' has negative values near row {row}"));
+    match column {
+        Ints::I32(r, unsigned) => {
+            let v = &mut raw.i32s;
+            v.clear();
+            read_column(r, nullable, n, levels, v, name, path, row)?;
+            if *unsigned {
+                out.extend(v.iter().map(|&x| x as u32 as u64));
+            } else {
+                for &x in v.iter() {
+                    out.push(u64::try_from(x).map_err(|_| neg())?);
+                }
+            }
+        }
+        Ints::I64(r, unsigned) => {
+            let v = &mut raw.i64s;
+            v.clear();
+            read_column(r, nullable, n, levels, v, name, path, row)?;
+            if *unsigned {
+                out.extend(v.iter().map(|&x| x as u64));
+            } else {
+                for &x in v.iter() {
+                    out.push(u64::try_from(x).map_err(|_| neg())?);
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 impl crate::source::TraceSource for ParquetReader {
@@ -282,48 +467,59 @@ impl ParquetReader {
     fn next_chunk_inner(&mut self, out: &mut Chunk) -> Result<bool> {
         out.clear();
         out.first_access = self.next_index;
-        let batch = match self.batches.next() {
-            Some(b) => b.map_err(|e| {
-                TraceError::invalid(&self.path, format!("reading Parquet rows near row {}: {e}", self.next_index))
-            })?,
-            None => {
-                if let Some(expected) = self.expected_crc.take() {
-                    let found = std::mem::take(&mut self.digest).hex();
-                    if found != expected {
-                        return Err(TraceError::invalid(
-                            &self.path,
-                            format!(
-                                "rows differ from what was written (checksum {found}, stored {expected}): the file is damaged"
-                            ),
-                        ));
-                    }
+        if self.group.as_ref().is_none_or(|g| g.rows_left == 0) {
+            let row = self.next_index;
+            self.group = self
+                .open_group()
+                .map_err(|e| TraceError::invalid(&self.path, format!("reading Parquet rows near row {row}: {e}")))?;
+        }
+        let Some(group) = self.group.as_mut() else {
+            if let Some(expected) = self.expected_crc.take() {
+                let found = std::mem::take(&mut self.digest).hex();
+                if found != expected {
+                    return Err(TraceError::invalid(
+                        &self.path,
+                        format!(
+                            "rows differ from what was written (checksum {found}, stored {expected}): the file is damaged"
+                        ),
+                    ));
                 }
-                // Events after the last access.
-                out.events.extend(self.events.drain(self.next_event..));
-                self.next_event = 0;
-                return Ok(!out.events.is_empty());
             }
+            // Events after the last access.
+            out.events.extend(self.events.drain(self.next_event..));
+            self.next_event = 0;
+            return Ok(!out.events.is_empty());
         };
+        let n = group.rows_left.min(crate::native::DEFAULT_CHUNK_ACCESSES as u64) as usize;
         let row = self.next_index;
-        let col = |name: &str| batch.column_by_name(name).cloned().unwrap();
-        let threads = ints(&col("thread"), "thread", &self.path, row)?;
-        let addrs = ints(&col("addr"), "addr", &self.path, row)?;
-        let sizes = ints(&col("size"), "size", &self.path, row)?;
-        let writes = kinds(&col("kind"), &self.path, row)?;
-        for i in 0..batch.num_rows() {
-            let bad = |what: String| TraceError::invalid(&self.path, format!("row {}: {what}", row + i as u64));
+        let path = &self.path;
+        for (k, name) in INT_COLUMNS.iter().enumerate() {
+            let (column, values) = (&mut group.ints[k], &mut self.values[k]);
+            let nullable = group.nullable[k];
+            read_ints(column, &mut self.raw, nullable, n, &mut self.levels, values, name, path, row)?;
+        }
+        self.kinds.clear();
+        read_column(&mut group.kind, group.nullable[3], n, &mut self.levels, &mut self.kinds, "kind", path, row)?;
+        group.rows_left -= n as u64;
+        let [threads, addrs, sizes] = &self.values;
+        for i in 0..n {
+            let bad = |what: String| TraceError::invalid(path, format!("row {}: {what}", row + i as u64));
             let thread = u32::try_from(threads[i]).ok().filter(|&t| t < MAX_THREADS).ok_or_else(|| {
                 bad(format!("thread {} out of range (a trace holds at most {MAX_THREADS} threads)", threads[i]))
             })?;
             let size = u32::try_from(sizes[i]).map_err(|_| bad(format!("size {} out of range", sizes[i])))?;
-            let kind = if writes[i] { Kind::Write } else { Kind::Read };
+            let kind = match self.kinds[i].data() {
+                b"W" | b"w" => Kind::Write,
+                b"R" | b"r" => Kind::Read,
+                other => return Err(bad(format!("bad kind '{}' (R or W)", excerpt(&String::from_utf8_lossy(other))))),
+            };
             self.meta.threads = self.meta.threads.max(thread + 1);
             out.accesses.push(Access { thread, addr: addrs[i], size, kind });
         }
         if self.expected_crc.is_some() {
             self.digest.add(&out.accesses);
         }
-        self.next_index += batch.num_rows() as u64;
+        self.next_index += n as u64;
         let end = self.next_index;
         while let Some(e) =
             self.events.get(self.next_event).filter(|e| e.at < end || (e.at == end && end == self.total))
@@ -337,45 +533,4 @@ impl ParquetReader {
         }
         Ok(true)
     }
-}
-
-/// An integer column of any width as u64 values (pandas writes int64 by default).
-fn ints(a: &ArrayRef, name: &str, path: &Path, row: u64) -> Result<Vec<u64>> {
-    use arrow_array::cast::AsArray;
-    use arrow_array::types::*;
-    if a.null_count() > 0 {
-        return Err(TraceError::invalid(path, format!("column '{name}' has empty values near row {row}")));
-    }
-    let neg = || TraceError::invalid(path, format!("column '{name}' has negative values near row {row}"));
-    Ok(match a.data_type() {
-        DataType::UInt64 => a.as_primitive::<UInt64Type>().values().to_vec(),
-        DataType::UInt32 => a.as_primitive::<UInt32Type>().values().iter().map(|&x| x as u64).collect(),
-        DataType::UInt16 => a.as_primitive::<UInt16Type>().values().iter().map(|&x| x as u64).collect(),
-        DataType::UInt8 => a.as_primitive::<UInt8Type>().values().iter().map(|&x| x as u64).collect(),
-        DataType::Int64 => a
-            .as_primitive::<Int64Type>()
-            .values()
-            .iter()
-            .map(|&x| u64::try_from(x).map_err(|_| neg()))
-            .collect::<Result<_>>()?,
-        DataType::Int32 => a
-            .as_primitive::<Int32Type>()
-            .values()
-            .iter()
-            .map(|&x| u64::try_from(x).map_err(|_| neg()))
-            .collect::<Result<_>>()?,
-        DataType::Int16 => a
-            .as_primitive::<Int16Type>()
-            .values()
-            .iter()
-            .map(|&x| u64::try_from(x).map_err(|_| neg()))
-            .collect::<Result<_>>()?,
-        DataType::Int8 => a
-            .as_primitive::<Int8Type>()
-            .values()
-            .iter()
-            .map(|&x| u64::try_from(x).map_err(|_| neg()))
-            .collect::<Result<_>>()?,
-        other => return Err(TraceError::invalid(path, format!("column '{name}' must be integers, not {other}"))),
-    })
 }
