@@ -229,8 +229,6 @@ pub fn run(
 pub fn list() -> Result<ExitCode> {
     let rows = sharemap::registry::rows(Kind::Detector);
     registry::header("detector");
-    registry::rows(rows.iter().map(Row::of), |name, p| {
-        if p.default.is_empty() { format!("{name}:{}", p.key) } else { format!("{name}:{}={}", p.key, p.default) }
-    });
+    registry::rows(rows.iter().map(Row::of), registry::spec_form);
     Ok(ExitCode::SUCCESS)
 }

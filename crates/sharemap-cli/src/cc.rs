@@ -78,13 +78,10 @@ fn tool_dir() -> Result<PathBuf> {
     Ok(sharemap_run::Tools::beside(&exe).dir)
 }
 
-/// A library built beside the binary.
+/// A library of the binary's (beside it, or where scripts/install put it).
 fn library(name: &str) -> Result<PathBuf> {
-    let lib = tool_dir()?.join(name);
-    if !lib.is_file() {
-        bail!("{} is missing: run `cargo build --release` (`cargo test` alone does not build it)", lib.display());
-    }
-    Ok(lib)
+    let exe = std::env::current_exe().map_err(|e| anyhow!("cannot locate the sharemap binary: {e}"))?;
+    sharemap_run::Tools::beside(&exe).existing(name).map_err(|e| anyhow!(e.why()))
 }
 
 /// The include directory beside the binary, with sharemap.h and the STM's headers in it.

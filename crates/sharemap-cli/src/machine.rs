@@ -69,6 +69,6 @@ pub fn describe(m: &Machine) -> String {
         (Some(g), Some(gg)) => format!(", global memory g={g} G={gg}"),
         _ => ", no global memory".into(),
     };
-    line(format!("cost (seed 004, 4 KiB pages)  local 1, r={:.2}, R={:.1}{global}", c.r, c.big_r));
+    line(format!("cost (Bolosky & Scott, seed 004; 4 KiB pages)  local 1, r={:.2}, R={:.1}{global}", c.r, c.big_r));
     out
 }

@@ -338,20 +338,56 @@ enum Command {
 /// The kinds `sharemap list` lists.
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum ListKind {
-    /// Placement policies (`place --policy`, `--set POLICY.KEY=VALUE`)
+    /// Placement policies (`place --policy NAME:KEY=VALUE`)
     Policies,
     /// Sharing detectors (`analyze --detector NAME:KEY=VALUE`)
     Detectors,
-    /// Thread-mapping algorithms (`map --algo`, `--thread-map`)
+    /// Thread-mapping algorithms (`map --algo NAME:KEY=VALUE`, `--thread-map`)
     Algorithms,
-    /// Mechanisms of real runs (`run --mechanism`)
+    /// Mechanisms of real runs (`run --mechanism`) and of the simulator (`simulate --mechanism`)
     Mechanisms,
-    /// The simulator's mechanisms and model parameters (`simulate --mechanism`, `--param`)
-    Simulator,
+    /// The simulator's model parameters (`simulate --param KEY=VALUE`)
+    Parameters,
     /// Sharing patterns of the generator (`gen PATTERN`)
     Patterns,
     /// Machine presets (`--machine NAME`)
     Machines,
+    /// The seed papers' claims `reproduce` tests (`reproduce CLAIM`)
+    Claims,
+    /// The simulator's mechanisms and model parameters (as `mechanisms` and `parameters`)
+    #[value(hide = true)]
+    Simulator,
+}
+
+/// A listing asked for the old way: it still works, and the note names the one way.
+fn listed_the_old_way(old: &str, kind: &str) {
+    eprintln!("sharemap: note: `sharemap {old}` is `sharemap list {kind}` (every kind is listed that way)");
+}
+
+fn list(kind: ListKind) -> anyhow::Result<ExitCode> {
+    match kind {
+        ListKind::Policies => place::list(),
+        ListKind::Detectors => analyze::list(),
+        ListKind::Algorithms => map::list(),
+        ListKind::Mechanisms => {
+            println!("Real runs (sharemap run --mechanism NAME:KEY=VALUE):\n");
+            run::list()?;
+            println!("\nThe simulator (sharemap simulate --mechanism NAME:KEY=VALUE):\n");
+            simulate::list_mechanisms()
+        }
+        ListKind::Parameters => simulate::list_parameters(),
+        ListKind::Simulator => {
+            simulate::list_mechanisms()?;
+            println!();
+            simulate::list_parameters()
+        }
+        ListKind::Patterns => {
+            trace_cmds::list_patterns();
+            Ok(ExitCode::SUCCESS)
+        }
+        ListKind::Machines => machine::run(None, false, true),
+        ListKind::Claims => reproduce::list(),
+    }
 }
 
 /// "250000", "250k", "1M", "2G" (powers of 1000).
@@ -475,8 +511,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Gen { pattern, threads, accesses, seed, page_size, output, to, list } => {
             if list {
-                trace_cmds::list_patterns();
-                Ok(ExitCode::SUCCESS)
+                listed_the_old_way("gen --list", "patterns");
+                self::list(ListKind::Patterns)
             } else {
                 trace_cmds::generate(
                     &pattern.unwrap_or_default(),
@@ -519,28 +555,34 @@ fn main() -> ExitCode {
         Command::Cxx { args } => cc::wrap(&args, true),
         Command::Run(args) => run::run(args),
         Command::Vm(args) => vm::run(args),
-        Command::Machine { spec, json, list } => machine::run(spec.as_deref(), json, list),
+        Command::Machine { spec, json, list } => {
+            if list {
+                listed_the_old_way("machine --list", "machines");
+            }
+            machine::run(spec.as_deref(), json, list)
+        }
         Command::Demo { dir, accesses, report } => demo::run(dir.as_deref(), accesses, report),
         Command::Report(args) => report::run(&args),
         Command::Place { model, policy, json, breakdown, placement } => {
             place::run(&model, &policy, json, breakdown, placement.as_deref())
         }
-        Command::List { kind } => match kind {
-            ListKind::Policies => place::list(),
-            ListKind::Detectors => analyze::list(),
-            ListKind::Algorithms => map::list(),
-            ListKind::Mechanisms => run::list(),
-            ListKind::Simulator => simulate::list(),
-            ListKind::Patterns => {
-                trace_cmds::list_patterns();
-                Ok(ExitCode::SUCCESS)
-            }
-            ListKind::Machines => machine::run(None, false, true),
-        },
-        Command::Policies => place::list(),
-        Command::Detectors => analyze::list(),
-        Command::Algorithms => map::list(),
-        Command::Mechanisms => run::list(),
+        Command::List { kind } => list(kind),
+        Command::Policies => {
+            listed_the_old_way("policies", "policies");
+            list(ListKind::Policies)
+        }
+        Command::Detectors => {
+            listed_the_old_way("detectors", "detectors");
+            list(ListKind::Detectors)
+        }
+        Command::Algorithms => {
+            listed_the_old_way("algorithms", "algorithms");
+            list(ListKind::Algorithms)
+        }
+        Command::Mechanisms => {
+            listed_the_old_way("mechanisms", "mechanisms");
+            list(ListKind::Mechanisms)
+        }
         Command::Map { input, from, machine, algo, cost_model, seed, exclude, json } => {
             let input = map::Input { path: &input, from: from.as_deref(), exclude: exclude.text() };
             map::run(&input, &machine, &algo, &cost_model, seed, json)
@@ -558,7 +600,15 @@ fn main() -> ExitCode {
                     .collect();
             filter::run(&model, &kinds, output.as_deref(), to.as_deref(), sensitivity)
         }
+        Command::Simulate(args) if args.list => {
+            listed_the_old_way("simulate --list", "mechanisms` and `sharemap list parameters");
+            list(ListKind::Simulator)
+        }
         Command::Simulate(args) => simulate::run(&args),
+        Command::Reproduce(args) if args.list => {
+            listed_the_old_way("reproduce --list", "claims");
+            list(ListKind::Claims)
+        }
         Command::Reproduce(args) => reproduce::run(&args),
         Command::Sweep { model, vary, values, policy, output } => sharemap::sweep::Vary::parse(&vary)
             .map_err(|e| place::flag_context(e, &model))

@@ -146,6 +146,6 @@ sharing kept within each level (%, EagerMap's quality view; lower levels are bet
 pub fn list() -> Result<ExitCode> {
     let rows = sharemap::registry::rows(Kind::Algorithm);
     registry::header("algorithm");
-    registry::rows(rows.iter().map(Row::of), |name, p| format!("{name}:{}={}", p.key, p.default));
+    registry::rows(rows.iter().map(Row::of), registry::spec_form);
     Ok(ExitCode::SUCCESS)
 }

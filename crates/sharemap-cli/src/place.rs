@@ -170,7 +170,10 @@ pub fn list() -> Result<ExitCode> {
         "optimal"
     );
     let rows = sharemap::registry::rows(Kind::Policy);
-    registry::rows(rows.iter().map(Row::of), |name, p| format!("--set {name}.{}={}", p.key, p.default));
+    registry::rows(rows.iter().map(Row::of), registry::spec_form);
+    println!(
+        "(a parameter is set in the policy's spec, --policy NAME:KEY=VALUE, or for every spec of it, --set NAME.KEY=VALUE)"
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -17,6 +17,11 @@ impl<'a> Row<'a> {
     }
 }
 
+/// A parameter as a spec writes it: `name:key=default` (or `name:key` for a switch).
+pub fn spec_form(name: &str, p: &Param) -> String {
+    if p.default.is_empty() { format!("{name}:{}", p.key) } else { format!("{name}:{}={}", p.key, p.default) }
+}
+
 pub fn header(kind: &str) {
     println!("{kind:<28} source");
 }

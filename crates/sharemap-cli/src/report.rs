@@ -421,6 +421,7 @@ fn simulation_section(sim: &sharemap::Simulation, name: &str) -> Result<Section>
         "local DRAM",
         "thread moves",
         "page moves",
+        "sampling faults",
     ];
     s.table = Some(Table::new(
         head.map(String::from).to_vec(),
@@ -436,6 +437,7 @@ fn simulation_section(sim: &sharemap::Simulation, name: &str) -> Result<Section>
                     format!("{:.1}%", 100.0 * m.local_dram_share),
                     m.counts.thread_migrations.to_string(),
                     m.counts.page_migrations.to_string(),
+                    m.counts.faults.to_string(),
                 ]
             })
             .collect(),

@@ -22,13 +22,15 @@ pub struct ReproduceArgs {
     pub list: bool,
 }
 
-pub fn run(args: &ReproduceArgs) -> Result<ExitCode> {
-    if args.list {
-        for c in CLAIMS {
-            println!("{:<22} {}\n{:<22} {}", c.name, c.summary, "", c.source);
-        }
-        return Ok(ExitCode::SUCCESS);
+/// The claims, their summaries and sources.
+pub fn list() -> Result<ExitCode> {
+    for c in CLAIMS {
+        println!("{:<22} {}\n{:<22} {}", c.name, c.summary, "", c.source);
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn run(args: &ReproduceArgs) -> Result<ExitCode> {
     let inputs = Inputs { cg: args.cg.clone() };
     let quiet = args.json;
     let results = reproduce(&args.claim, &inputs, &|name| {

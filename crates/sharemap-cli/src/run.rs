@@ -166,13 +166,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     if args.repeat == 0 || args.repeat > MAX_REPEAT {
         bail!("--repeat {}: expected a number of runs from 1 to {MAX_REPEAT}", args.repeat);
     }
-    let library = sharemap_run::Tools::beside(&std::env::current_exe()?).pin_library();
-    if !library.is_file() {
-        bail!(
-            "the run actor {} is missing: run `cargo build --release` (`cargo test` alone does not build it)",
-            library.display()
-        );
-    }
+    let library = sharemap_run::Tools::beside(&std::env::current_exe()?)
+        .existing("libsharemap_pin.so")
+        .map_err(|e| anyhow!(e.why()))?;
     let host = Machine::live().map_err(|e| anyhow!("cannot read this host's topology: {e}"))?;
     let (program, program_args) = args.command.split_first().ok_or_else(|| anyhow!("no program given after --"))?;
     let program = sharemap_run::resolve_program(Path::new(program)).map_err(flag)?;
@@ -516,6 +512,6 @@ pub fn list() -> Result<ExitCode> {
         params: m.params,
     });
     crate::registry::header("mechanism");
-    crate::registry::rows(rows, |name, p| format!("{name}:{}={}", p.key, p.default));
+    crate::registry::rows(rows, crate::registry::spec_form);
     Ok(ExitCode::SUCCESS)
 }

@@ -53,10 +53,8 @@ pub struct SimulateArgs {
     pub list: bool,
 }
 
+/// `simulate TRACE` (`--list` is handled by the command line as `list mechanisms`).
 pub fn run(args: &SimulateArgs) -> Result<ExitCode> {
-    if args.list {
-        return list();
-    }
     let path = args.trace.clone().expect("clap requires it");
     let input = crate::trace_cmds::input(&path, args.from.as_deref(), args.exclude.text())?;
     let mut params = Params::default();
@@ -161,7 +159,7 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
     let (labels, cut) = crate::plot::short_labels(&full);
     let w = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0).max(9);
     println!(
-        "{:<w$} {:>12} {levels} {:>8} {:>7} {:>12} {:>10} {:>8} {:>8} {:>6} {:>23}",
+        "{:<w$} {:>12} {levels} {:>8} {:>7} {:>12} {:>10} {:>8} {:>8} {:>6} {:>7} {:>23}",
         "mechanism",
         "time (ms)",
         "TLB MPKA",
@@ -171,6 +169,7 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
         "thr.mig",
         "pg.mig",
         "repl.",
+        "faults",
         "vs os: time/LLC/traffic"
     );
     for (m, label) in s.mechanisms.iter().zip(&labels) {
@@ -179,7 +178,7 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
             format!("{}/{}/{}", ratio(r.time), ratio(r.llc_misses), ratio(r.interconnect_bytes))
         });
         println!(
-            "{:<w$} {:>12.3} {levels} {:>8.2} {:>6.1}% {:>12} {:>10} {:>8} {:>8} {:>6} {:>23}",
+            "{:<w$} {:>12.3} {levels} {:>8.2} {:>6.1}% {:>12} {:>10} {:>8} {:>8} {:>6} {:>7} {:>23}",
             label,
             m.time_ns / 1e6,
             m.tlb_mpka,
@@ -189,6 +188,7 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
             m.counts.thread_migrations,
             m.counts.page_migrations,
             m.counts.replications,
+            m.counts.faults,
             rel
         );
     }
@@ -196,20 +196,24 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
     for (short, long) in &cut {
         println!("{short}: {long}");
     }
-    println!("time: the slowest thread's simulated clock; local: DRAM accesses served by the thread's own node");
+    println!(
+        "time: the slowest thread's simulated clock; local: DRAM accesses served by the thread's own node; faults: page faults a mechanism took to sample accesses"
+    );
     for m in s.mechanisms.iter().filter(|m| m.note.is_some()) {
         println!("note: {}: {}", m.mechanism, m.note.as_deref().unwrap_or_default());
     }
 }
 
-/// `sharemap simulate --list`: every mechanism, its source and what it does.
-pub fn list() -> Result<ExitCode> {
+/// The simulator's mechanisms, as every registry is listed.
+pub fn list_mechanisms() -> Result<ExitCode> {
     let rows = sharemap::registry::rows(Kind::Mechanism);
     crate::registry::header("mechanism");
-    crate::registry::rows(rows.iter().map(crate::registry::Row::of), |name, p| {
-        format!("{name}:{}={}", p.key, p.default)
-    });
-    println!();
+    crate::registry::rows(rows.iter().map(crate::registry::Row::of), crate::registry::spec_form);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The simulator's model parameters and their defaults.
+pub fn list_parameters() -> Result<ExitCode> {
     println!("model parameters (--param KEY=VALUE; the defaults' sources: docs/simulator.md):");
     let defaults = Params::default();
     for (key, what) in Params::keys() {

@@ -170,10 +170,7 @@ pub fn run(args: VmArgs) -> Result<ExitCode> {
         guest.kernel = kernel.as_ref().map_err(|e| anyhow!("{e}"))?.clone();
     }
     let exe = std::env::current_exe()?;
-    let library = sharemap_run::Tools::beside(&exe).pin_library();
-    if !library.is_file() {
-        bail!("the run actor {} is missing: run `cargo build --release`", library.display());
-    }
+    let library = sharemap_run::Tools::beside(&exe).existing("libsharemap_pin.so").map_err(|e| anyhow!(e.why()))?;
     let mut run_args = Vec::new();
     let mut files = Vec::new();
     // A file a flag names is copied into the guest, and the flag names the copy.

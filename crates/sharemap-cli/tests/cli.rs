@@ -403,3 +403,57 @@ fn map_lines_up_the_sharing_by_level_of_every_mapping() {
     let compact: Vec<&str> = table[2].split_whitespace().collect();
     assert_eq!((compact[0], compact[1]), ("compact", "0.0"), "{text}");
 }
+
+/// One way to list and one syntax: `list KIND` for every kind (the old forms still work and
+/// say so); every registry lists its options as NAME:KEY=VALUE; a mistyped name or option
+/// gets the closest one; SAMMU's old `bits` still sets its counters, with a note.
+#[test]
+fn one_way_to_list_one_syntax_and_suggestions_for_typos() {
+    let text = |o: &std::process::Output| {
+        (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    for (old, kind) in [
+        (&["policies"][..], "policies"),
+        (&["detectors"][..], "detectors"),
+        (&["algorithms"][..], "algorithms"),
+        (&["mechanisms"][..], "mechanisms"),
+        (&["gen", "--list"][..], "patterns"),
+        (&["machine", "--list"][..], "machines"),
+        (&["reproduce", "--list"][..], "claims"),
+    ] {
+        let (new_out, new_err) = text(&ok(&["list", kind]));
+        let (old_out, old_err) = text(&ok(old));
+        assert_eq!(old_out, new_out, "{old:?} lists what `list {kind}` lists");
+        assert!(new_err.is_empty(), "{new_err}");
+        assert!(old_err.contains(&format!("is `sharemap list {kind}`")), "{old:?}: {old_err}");
+    }
+    let (mechanisms, _) = text(&ok(&["list", "mechanisms"]));
+    assert!(mechanisms.contains("sharemap run --mechanism") && mechanisms.contains("sharemap simulate --mechanism"));
+    assert!(mechanisms.contains("numa-balancing:scan-period-ms="), "{mechanisms}");
+    let (policies, _) = text(&ok(&["list", "policies"]));
+    assert!(policies.contains("sammu:nc=4") && !policies.contains("--set sammu."), "{policies}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let t = p(&dir, "t.trace");
+    ok(&["gen", "neighbor", "--threads", "4", "--accesses", "20k", "-o", s(&t)]);
+    for (args, says) in [
+        (&["place", s(&t), "--policy", "first-tuch"][..], "did you mean 'first-touch'?"),
+        (&["place", s(&t), "--set", "sammu.ncc=3"][..], "did you mean 'nc'?"),
+        (&["analyze", s(&t), "--detector", "stmp", "-o", s(&p(&dir, "a"))][..], "did you mean 'stmap'?"),
+        (&["map", s(&t), "--algo", "eagremap"][..], "did you mean 'eagermap'?"),
+        (&["simulate", s(&t), "--mechanism", "carefour"][..], "did you mean 'carrefour'?"),
+        (&["gen", "neighbour", "-o", s(&p(&dir, "g.trace"))][..], "did you mean 'neighbor'?"),
+        (&["machine", "samu"][..], "did you mean 'sammu'?"),
+    ] {
+        let out = sharemap(args);
+        let (_, err) = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(says) && err.lines().count() == 1, "{args:?}: {err}");
+    }
+    // The old spelling of SAMMU's counter width: the same result, and a note.
+    let run = |set: &str| text(&ok(&["place", s(&t), "--policy", "sammu", "--set", set, "--json"]));
+    let (old, note) = run("sammu.bits=2");
+    let (new, quiet) = run("sammu.nc=2");
+    assert_eq!(old, new);
+    assert!(note.contains("'bits' is now spelt 'nc'") && !quiet.contains("spelt"), "{note}");
+}

@@ -69,12 +69,12 @@ fn every_policy_runs_and_none_beats_the_optimum() {
         "--breakdown",
     ]));
     let list = v["policies"].as_array().unwrap();
-    let names = String::from_utf8(ok(&["policies"]).stdout).unwrap();
+    let names = String::from_utf8(ok(&["list", "policies"]).stdout).unwrap();
     assert_eq!(
         list.len(),
         1 + names
             .lines()
-            .filter(|l| !l.starts_with(' ') && !l.starts_with("policy") && !l.starts_with("optimal"))
+            .filter(|l| !l.starts_with([' ', '(']) && !l.starts_with("policy") && !l.starts_with("optimal"))
             .count()
     );
     let best = list[0]["cost"].as_f64().unwrap();

@@ -16,6 +16,7 @@ pub use page_size::{PageSize, PageSizeError};
 pub use pages::{PageCounter, PageUsage};
 pub use placement::{PlacementError, ThreadPlacement};
 pub use plugin::{Caps, Param, ParamKind, Params, Plugin};
+pub use sharemap_machine::names::{closest, did_you_mean};
 pub use spec::{Spec, SpecError};
 
 /// Most threads a trace may hold (thread ids 0..MAX_THREADS). Readers refuse larger ids and

@@ -211,6 +211,22 @@ pub fn names<B>(rows: &[Plugin<B>]) -> String {
     rows.iter().map(|r| r.name).collect::<Vec<_>>().join(", ")
 }
 
+/// Parameter keys renamed since they were first published, as (kind, plugin, old, new): the
+/// old spelling still sets the parameter. SAMMU's counter width was `bits` in `place` while
+/// the detector and the simulator called it `nc`, as seed 000 does.
+const RENAMED: &[(&str, &str, &str, &str)] = &[("policy", "sammu", "bits", "nc")];
+
+/// The key that `key` of plugin `name` (of `kind`) is now spelt, when it was renamed; the
+/// note saying so is printed once per process, wherever the old spelling came in.
+pub fn renamed(kind: &str, name: &str, key: &str) -> Option<&'static str> {
+    let (.., new) = RENAMED.iter().find(|r| (r.0, r.1, r.2) == (kind, name, key))?;
+    static NOTED: std::sync::Once = std::sync::Once::new();
+    NOTED.call_once(|| {
+        eprintln!("sharemap: note: {kind} {name}: '{key}' is now spelt '{new}' (the old spelling still works)")
+    });
+    Some(new)
+}
+
 /// A plugin's parameter values: every key of its table, at its default unless set.
 #[derive(Clone, Debug)]
 pub struct Params {
@@ -255,10 +271,14 @@ impl Params {
 
     /// Sets one parameter, checked.
     pub fn set(&mut self, key: &str, value: Option<&str>) -> Result<(), SpecError> {
+        if let Some(new) = renamed(self.kind, self.name, key) {
+            return self.set(new, value);
+        }
         let Some(at) = self.table.iter().position(|p| p.key == key) else {
             let known: Vec<&str> = self.table.iter().map(|p| p.key).collect();
             let list = if known.is_empty() { "none".to_string() } else { known.join(", ") };
-            return Err(self.error(format!("unknown option '{key}' (options: {list})")));
+            let hint = crate::did_you_mean(key, known.iter().copied());
+            return Err(self.error(format!("unknown option '{key}' ({hint}options: {list})")));
         };
         let p = self.table[at];
         // A bare key sets a switch, or a parameter to its default (`sampled:cache`).

@@ -75,7 +75,8 @@ impl Spec {
             if !params.iter().any(|p| p.key == k) {
                 let known: Vec<&str> = params.iter().map(|p| p.key).collect();
                 let list = if known.is_empty() { "none".to_string() } else { known.join(", ") };
-                return Err(self.error(kind, format!("unknown option '{k}' (options: {list})")));
+                let hint = crate::did_you_mean(k, known.iter().copied());
+                return Err(self.error(kind, format!("unknown option '{k}' ({hint}options: {list})")));
             }
         }
         Ok(())

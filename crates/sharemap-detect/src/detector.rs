@@ -118,6 +118,12 @@ pub const KIND: &str = "detector";
 /// Every detector, in the order `sharemap detectors` lists them.
 pub static DETECTORS: &[DetectorInfo] = &[oracle::INFO, sampled::INFO, faults::INFO, stmap::INFO, sammu::INFO];
 
+/// "unknown detector 'x' (did you mean 'y'? detectors: ...)".
+fn unknown(name: &str) -> String {
+    let hint = sharemap_core::did_you_mean(name, DETECTORS.iter().map(|d| d.name));
+    format!("unknown detector '{name}' ({hint}detectors: {})", plugin::names(DETECTORS))
+}
+
 pub fn find(name: &str) -> Option<&'static DetectorInfo> {
     plugin::find(DETECTORS, name)
 }
@@ -125,22 +131,16 @@ pub fn find(name: &str) -> Option<&'static DetectorInfo> {
 /// Parses a spec and checks its name and option keys (values are checked by `build`).
 pub fn parse(text: &str) -> Result<Spec, SpecError> {
     let spec = Spec::parse(text).map_err(|e| SpecError { kind: KIND, ..e })?;
-    let info = find(&spec.name).ok_or_else(|| SpecError {
-        kind: KIND,
-        spec: spec.to_string(),
-        what: format!("unknown detector '{}' (detectors: {})", spec.name, plugin::names(DETECTORS)),
-    })?;
+    let info =
+        find(&spec.name).ok_or_else(|| SpecError { kind: KIND, spec: spec.to_string(), what: unknown(&spec.name) })?;
     spec.check_keys(KIND, info.params)?;
     Ok(spec)
 }
 
 /// The parameters a spec sets, checked against its detector's table.
 pub fn params(spec: &Spec) -> Result<Params, SpecError> {
-    let info = find(&spec.name).ok_or_else(|| SpecError {
-        kind: KIND,
-        spec: spec.to_string(),
-        what: format!("unknown detector '{}' (detectors: {})", spec.name, plugin::names(DETECTORS)),
-    })?;
+    let info =
+        find(&spec.name).ok_or_else(|| SpecError { kind: KIND, spec: spec.to_string(), what: unknown(&spec.name) })?;
     info.params(KIND, &[&spec.options])
 }
 

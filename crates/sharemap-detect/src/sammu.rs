@@ -19,7 +19,7 @@ use sharemap_trace::Chunk;
 
 pub(crate) const INFO: DetectorInfo = DetectorInfo {
     name: "sammu",
-    source: "seed 000 (SAMMU), section 3: sharing and page usage detected in the MMU",
+    source: "SAMMU (seed 000), section 3: sharing and page usage detected in the MMU",
     summary: "per-core two-level data TLBs (shared by SMT siblings) with access counters; an eviction or a saturated counter with AC >= AT updates the page's sharers and NUMA counters (page granularity, on --machine's cores)",
     params: PARAMS,
     caps: Caps::NONE,

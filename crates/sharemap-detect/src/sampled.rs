@@ -11,7 +11,7 @@ use sharemap_trace::Chunk;
 
 pub(crate) const INFO: DetectorInfo = DetectorInfo {
     name: "sampled",
-    source: "seed 001 (Marathe & Mueller) and seed 002's sampling: hardware-style profiles",
+    source: "Marathe & Mueller (seed 001) and STMap's (seed 002) sampling: hardware-style profiles",
     summary: "the oracle's rule on a sample: every k-th access of each thread (line blocks), the misses of a per-thread 8-way cache (line blocks), or of a per-thread 4-way data TLB (page blocks)",
     params: &[
         count("every", "100", "keep every k-th access of each thread (the default, k = 100)"),

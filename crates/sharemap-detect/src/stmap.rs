@@ -18,7 +18,7 @@ use sharemap_trace::{Chunk, EventKind};
 
 pub(crate) const INFO: DetectorInfo = DetectorInfo {
     name: "stmap",
-    source: "seed 002 (STMap), Algorithms 1 and 2 and Equation 1",
+    source: "STMap (seed 002), Algorithms 1 and 2 and Equation 1",
     summary: "per address, the last two threads (Algorithm 1) on one access in si+1 of each thread; at mi accesses of the counting thread it decides whether mapping pays (Equation 1); inside transactions only, when the trace has transaction events",
     params: PARAMS,
     caps: Caps::NONE,

@@ -4,6 +4,7 @@
 
 pub mod cost;
 mod live;
+pub mod names;
 pub mod presets;
 pub mod synthetic;
 pub mod topology;
@@ -147,7 +148,11 @@ impl Machine {
         if !spec.contains(':') {
             let names: Vec<&str> = presets::PRESETS.iter().map(|p| p.name).collect();
             return Err(MachineError(format!(
-                "unknown machine '{spec}': give a preset ({}), 'live', an hwloc XML file or a synthetic string such as \"pack:2 core:4 pu:2\"",
+                "unknown machine '{spec}': {}give a preset ({}), 'live', an hwloc XML file or a synthetic string such as \"pack:2 core:4 pu:2\"",
+                names::did_you_mean(
+                    spec,
+                    presets::PRESETS.iter().flat_map(|p| std::iter::once(p.name).chain(p.aliases.iter().copied()))
+                ),
                 names.join(", ")
             )));
         }

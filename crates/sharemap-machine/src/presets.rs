@@ -22,7 +22,7 @@ pub const PRESETS: &[Preset] = &[
     Preset {
         name: "sammu-x7550",
         aliases: &["sammu", "xeon-x7550"],
-        description: "seed 000 (SAMMU) Table 1: 4 x Xeon X7550 (Nehalem-EX), 8 cores, 2-SMT, 18 MB L3, one NUMA node per package",
+        description: "SAMMU (seed 000) Table 1: 4 x Xeon X7550 (Nehalem-EX), 8 cores, 2-SMT, 18 MB L3, one NUMA node per package",
         synthetic: "pack:4 numa:1 l3:1(size=18MiB) l2:8(size=256KiB) l1d:1(size=32KiB) core:1 pu:2(indexes=2*8:16*4:1*2)",
         cost: None,
         // Nehalem-EX: the L3 holds every line of its cores' L1 and L2 (its core-valid bits);
@@ -33,7 +33,7 @@ pub const PRESETS: &[Preset] = &[
     Preset {
         name: "stmap-xeon",
         aliases: &["xeon-e5-4650"],
-        description: "seed 002 (STMap) Xeon: 8 x Xeon E5-4650, 12 2-HT cores each, 30 MB L3, one NUMA node per package",
+        description: "STMap (seed 002) Xeon: 8 x Xeon E5-4650, 12 2-HT cores each, 30 MB L3, one NUMA node per package",
         synthetic: "pack:8 numa:1 l3:1(size=30MiB) l2:12(size=256KiB) l1d:1(size=32KiB) core:1 pu:2(indexes=2*12:24*8:1*2)",
         cost: None,
         // Sandy Bridge-EP: an inclusive L3; the L2, as Nehalem's, not inclusive of the L1.
@@ -43,7 +43,7 @@ pub const PRESETS: &[Preset] = &[
     Preset {
         name: "stmap-opteron",
         aliases: &["opteron-6276"],
-        description: "seed 002 (STMap) Opteron: 4 x Opteron 6276, 2 NUMA nodes (dies) per package, 6 MB L3 per die, 2 MB L2 and 64 KB L1i per module of 2 cores",
+        description: "STMap (seed 002) Opteron: 4 x Opteron 6276, 2 NUMA nodes (dies) per package, 6 MB L3 per die, 2 MB L2 and 64 KB L1i per module of 2 cores",
         synthetic: "pack:4 numa:2 l3:1(size=6MiB) l2:4(size=2MiB) l1i:1(size=64KiB) l1d:2(size=32KiB) core:1 pu:1",
         cost: None,
         // Bulldozer: the L3 is a victim cache of the L2s, not inclusive. Its L2 is shared by
@@ -54,7 +54,7 @@ pub const PRESETS: &[Preset] = &[
     Preset {
         name: "ace",
         aliases: &[],
-        description: "seed 004 ACE-like: 8 processors with local memory plus global memory; g=2, r=5, G=2 x page words + 200, R=2G",
+        description: "Bolosky & Scott (seed 004) ACE-like: 8 processors with local memory plus global memory; g=2, r=5, G=2 x page words + 200, R=2G",
         synthetic: "numa:8 pu:1",
         cost: Some(CostParams::ace),
         llc_inclusive: None,
@@ -63,7 +63,7 @@ pub const PRESETS: &[Preset] = &[
     Preset {
         name: "butterfly",
         aliases: &[],
-        description: "seed 004 Butterfly-like: 8 processors with local memory, no global memory; r=15, R=3s/4 + 200",
+        description: "Bolosky & Scott (seed 004) Butterfly-like: 8 processors with local memory, no global memory; r=15, R=3s/4 + 200",
         synthetic: "numa:8 pu:1",
         cost: Some(CostParams::butterfly),
         llc_inclusive: None,

@@ -129,7 +129,8 @@ pub fn build(text: &str, seed: u64) -> Result<Box<dyn MappingAlgorithm>, SpecErr
     let spec = Spec::parse(text).map_err(|e| SpecError { kind: KIND, ..e })?;
     let info = find(&spec.name).ok_or_else(|| {
         let names = plugin::names(ALGORITHMS);
-        spec.error(KIND, format!("unknown algorithm '{}' (algorithms: {names}, or all)", spec.name))
+        let hint = sharemap_core::did_you_mean(&spec.name, ALGORITHMS.iter().map(|a| a.name));
+        spec.error(KIND, format!("unknown algorithm '{}' ({hint}algorithms: {names}, or all)", spec.name))
     })?;
     Ok((info.build)(&info.params(KIND, &[&spec.options])?, seed))
 }

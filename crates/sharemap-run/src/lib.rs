@@ -766,20 +766,57 @@ pub struct Tools {
     pub sharemap: Option<PathBuf>,
 }
 
+/// Where an installed sharemap keeps its libraries and headers, from its binary's directory
+/// (`PREFIX/bin/sharemap`, `PREFIX/lib/sharemap/`: what scripts/install lays out).
+pub const INSTALLED_LIBRARIES: &str = "../lib/sharemap";
+
+/// The run actor's file name, the library every installation has.
+const PIN_LIBRARY: &str = "libsharemap_pin.so";
+
 impl Tools {
-    /// The pieces built beside a `sharemap` binary (as `cargo build` leaves them).
+    /// The pieces of a `sharemap` binary: beside it, as `cargo build` leaves them, or in
+    /// `../lib/sharemap` from it, as scripts/install puts them. When neither has them, the
+    /// binary's own directory (and a missing library says where it was looked for).
     pub fn beside(sharemap: &Path) -> Tools {
-        Tools { dir: sharemap.parent().unwrap_or(Path::new(".")).to_path_buf(), sharemap: Some(sharemap.to_path_buf()) }
+        let bin = sharemap.parent().unwrap_or(Path::new("."));
+        let installed = bin.join(INSTALLED_LIBRARIES);
+        let dir = if !bin.join(PIN_LIBRARY).is_file() && installed.join(PIN_LIBRARY).is_file() {
+            installed
+        } else {
+            bin.to_path_buf()
+        };
+        Tools { dir, sharemap: Some(sharemap.to_path_buf()) }
     }
 
     /// `sharemap run`'s actor, preloaded into the programs it starts.
     pub fn pin_library(&self) -> PathBuf {
-        self.library("libsharemap_pin.so")
+        self.library(PIN_LIBRARY)
     }
 
     /// A library of the directory, by file name.
     pub fn library(&self, name: &str) -> PathBuf {
         self.dir.join(name)
+    }
+
+    /// A library, or one line saying it is missing, where it was looked for and how to get it.
+    pub fn existing(&self, name: &str) -> Result<PathBuf> {
+        let path = self.library(name);
+        if path.is_file() {
+            return Ok(path);
+        }
+        let looked = match &self.sharemap {
+            Some(exe) => {
+                let bin = exe.parent().unwrap_or(Path::new("."));
+                format!("{} and {}", bin.display(), bin.join(INSTALLED_LIBRARIES).display())
+            }
+            None => self.dir.display().to_string(),
+        };
+        Err(Error::new(
+            ErrorKind::Program,
+            format!(
+                "{name} is missing (looked in {looked}): install sharemap with scripts/install, or run `cargo build --release` in its sources (`cargo install` and `cargo test` build the binary alone)"
+            ),
+        ))
     }
 }
 

@@ -20,7 +20,7 @@ const KIND: &str = "mechanism";
 pub static MECHANISMS: &[MechanismInfo] = &[
     MechanismInfo {
         name: "os",
-        source: "seed 000 §4.3, seed 002 (the Linux scheduler)",
+        source: "SAMMU (seed 000) §4.3, STMap (seed 002) (the Linux scheduler)",
         summary: "the kernel's scheduler and first touch (the baseline)",
         params: &[],
         caps: Caps::NONE,
@@ -28,7 +28,7 @@ pub static MECHANISMS: &[MechanismInfo] = &[
     },
     MechanismInfo {
         name: "random",
-        source: "seed 000 §4.3",
+        source: "SAMMU (seed 000) §4.3",
         summary: "threads on a random permutation of the PUs drawn for each run; pages interleaved over the nodes on a NUMA host",
         params: &[],
         caps: Caps::NONE,
@@ -36,7 +36,7 @@ pub static MECHANISMS: &[MechanismInfo] = &[
     },
     MechanismInfo {
         name: "compact",
-        source: "seed 002 (hwloc)",
+        source: "STMap (seed 002) (hwloc)",
         summary: "hwloc's compact order (neighbours share every cache)",
         params: &[],
         caps: Caps::NONE,
@@ -44,7 +44,7 @@ pub static MECHANISMS: &[MechanismInfo] = &[
     },
     MechanismInfo {
         name: "scatter",
-        source: "seed 002 (hwloc)",
+        source: "STMap (seed 002) (hwloc)",
         summary: "spread over packages first",
         params: &[],
         caps: Caps::NONE,
@@ -52,7 +52,7 @@ pub static MECHANISMS: &[MechanismInfo] = &[
     },
     MechanismInfo {
         name: "round-robin",
-        source: "seed 002 (hwloc)",
+        source: "STMap (seed 002) (hwloc)",
         summary: "one thread per core sharing the last-level cache",
         params: &[],
         caps: Caps::NONE,
@@ -60,7 +60,7 @@ pub static MECHANISMS: &[MechanismInfo] = &[
     },
     MechanismInfo {
         name: "oracle",
-        source: "seed 000 §4.3 (full trace), seed 004 (the optimum)",
+        source: "SAMMU (seed 000) §4.3 (full trace), Bolosky & Scott (seed 004) (the optimum)",
         summary: "the sharing-aware mapping of the recording's whole sharing, and on a NUMA host the optimum's home node per page for it",
         params: &[],
         caps: Caps { recording: true, ..Caps::NONE },
@@ -68,7 +68,7 @@ pub static MECHANISMS: &[MechanismInfo] = &[
     },
     MechanismInfo {
         name: "marathe",
-        source: "seed 001 (Marathe & Mueller)",
+        source: "Marathe & Mueller (seed 001)",
         summary: "threads in recorded order (thread k on PU k), each page on the node whose threads took most of its sampled accesses",
         params: &[
             sharemap_decide::marathe::EVERY,
@@ -79,7 +79,7 @@ pub static MECHANISMS: &[MechanismInfo] = &[
     },
     MechanismInfo {
         name: "autopin",
-        source: "seed 000 §4.3 (Autopin)",
+        source: "SAMMU (seed 000) §4.3 (Autopin)",
         summary: "each round tries compact, scatter, round-robin and the oracle's mapping once, then runs the fastest",
         params: &[],
         caps: Caps { recording: true, ..Caps::NONE },
@@ -87,7 +87,7 @@ pub static MECHANISMS: &[MechanismInfo] = &[
     },
     MechanismInfo {
         name: "numa-balancing",
-        source: "seed 000 §4.3 (Linux NUMA balancing)",
+        source: "SAMMU (seed 000) §4.3 (Linux NUMA balancing)",
         summary: "the kernel's NUMA balancing switched on for its runs, restored after (root may switch it)",
         params: &[],
         caps: Caps { numa: true, available: || check_numa_balancing().is_ok(), ..Caps::NONE },
@@ -203,10 +203,17 @@ pub fn configuration(spec: &str, ctx: &MechanismContext) -> Result<Configuration
     let name = spec.name.as_str();
     let info = MECHANISMS.iter().find(|m| m.name == name).ok_or_else(|| {
         let known: Vec<&str> = MECHANISMS.iter().map(|m| m.name).collect();
-        Error::new(ErrorKind::Mechanism, format!("unknown mechanism '{name}' (mechanisms: {})", known.join(", ")))
+        let hint = sharemap_core::did_you_mean(name, known.iter().copied());
+        Error::new(ErrorKind::Mechanism, format!("unknown mechanism '{name}' ({hint}mechanisms: {})", known.join(", ")))
     })?;
     if let Some((key, _)) = spec.options.iter().find(|(k, _)| !info.params.iter().any(|p| p.key == k)) {
-        return Err(Error::new(ErrorKind::Mechanism, format!("{name} takes no option '{key}'")));
+        let keys: Vec<&str> = info.params.iter().map(|p| p.key).collect();
+        let hint = sharemap_core::did_you_mean(key, keys.iter().copied());
+        let list = if keys.is_empty() { "none".to_string() } else { keys.join(", ") };
+        return Err(Error::new(
+            ErrorKind::Mechanism,
+            format!("{name}: unknown option '{key}' ({hint}options: {list})"),
+        ));
     }
     let params = info.params(KIND, &[&spec.options]).map_err(|e| Error::new(ErrorKind::Mechanism, e.to_string()))?;
     if info.caps.recording && ctx.recording.is_none() {
@@ -457,7 +464,14 @@ mod tests {
         let e = |spec: &str| configuration(spec, &ctx).unwrap_err().to_string();
         assert!(e("oracle").contains("needs a recording"));
         assert!(e("fastest").contains("unknown mechanism"));
-        assert!(e("compact:x=1").contains("takes no option"));
+        assert!(e("compact:x=1").contains("compact: unknown option 'x' (options: none)"), "{}", e("compact:x=1"));
+        // A typo gets the closest name, of a mechanism or of an option.
+        assert!(
+            e("autopn").contains("unknown mechanism 'autopn' (did you mean 'autopin'? mechanisms: "),
+            "{}",
+            e("autopn")
+        );
+        assert!(e("marathe:evrey=5").contains("(did you mean 'every'? options: "), "{}", e("marathe:evrey=5"));
         let ctx = MechanismContext { host: &one, recording: Some(Path::new("x.trace")), seed: 1 };
         assert!(configuration("marathe", &ctx).unwrap_err().to_string().contains("needs a NUMA host"));
         assert!(configuration("numa-balancing", &ctx).unwrap_err().to_string().contains("needs a NUMA host"));

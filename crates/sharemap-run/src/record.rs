@@ -329,13 +329,7 @@ fn symbol_table(program: &Path) -> Result<Vec<(String, u64, u64)>> {
 /// places, and the program's large allocations (mapped after them) land at the same
 /// addresses.
 fn same_libraries_as_run(tools: &Tools) -> Result<Vec<(OsString, OsString)>> {
-    let library = tools.pin_library();
-    if !library.is_file() {
-        return Err(refuse(format!(
-            "--no-aslr: the run actor {} is missing: run `cargo build --release`",
-            library.display()
-        )));
-    }
+    let library = tools.existing("libsharemap_pin.so").map_err(|e| refuse(format!("--no-aslr: {}", e.why())))?;
     Ok(vec![("LD_PRELOAD".into(), crate::preload_value(&library))])
 }
 

@@ -1270,6 +1270,12 @@ impl<'m> Sim<'m> {
         self.threads[t].clock += ns;
     }
 
+    /// A page fault a mechanism takes on thread `t`, costing it `ns`.
+    pub fn fault(&mut self, t: usize, ns: f64) {
+        self.stats.faults += 1;
+        self.charge(t, ns);
+    }
+
     /// A barrier: every thread seen waits for the slowest.
     pub fn synchronise(&mut self) {
         let max = self.time_ns();

@@ -36,6 +36,9 @@ pub struct Stats {
     pub page_migrations: u64,
     /// Copies of pages made on other nodes.
     pub replications: u64,
+    /// Page faults a mechanism took to sample accesses (NUMA balancing's hinting faults,
+    /// kMAF's), each costing its thread the mechanism's `fault-us`.
+    pub faults: u64,
 }
 
 impl Stats {

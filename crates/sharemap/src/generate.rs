@@ -13,7 +13,8 @@ pub use sharemap_sources::generate::{GenError, GenParams, MAX_THREADS, PATTERNS,
 pub fn pattern(name: &str) -> Result<&'static Pattern> {
     generate::find(name).ok_or_else(|| {
         let names: Vec<&str> = PATTERNS.iter().map(|p| p.name).collect();
-        Error::new(ErrorKind::Pattern, format!("unknown pattern '{name}' (patterns: {})", names.join(", ")))
+        let hint = sharemap_core::did_you_mean(name, names.iter().copied());
+        Error::new(ErrorKind::Pattern, format!("unknown pattern '{name}' ({hint}patterns: {})", names.join(", ")))
     })
 }
 

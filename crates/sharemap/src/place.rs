@@ -73,7 +73,11 @@ pub(crate) fn built_policies(spec: &str, settings: &Settings) -> Result<Vec<(Str
         let name = spec.name.as_str();
         let info = policies::find(name).ok_or_else(|| {
             let known: Vec<&str> = POLICIES.iter().map(|p| p.name).collect();
-            Error::new(ErrorKind::Policy, format!("unknown policy '{name}' (policies: {}, or all)", known.join(", ")))
+            let hint = sharemap_core::did_you_mean(name, known.iter().copied());
+            Error::new(
+                ErrorKind::Policy,
+                format!("unknown policy '{name}' ({hint}policies: {}, or all)", known.join(", ")),
+            )
         })?;
         let policy =
             policies::build(info, settings, &spec.options).map_err(|e| Error::new(ErrorKind::Policy, e.to_string()))?;

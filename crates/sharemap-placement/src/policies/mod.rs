@@ -129,7 +129,7 @@ const AT_LEAST_4: ParamKind = ParamKind::Integer { min: 4, max: 1 << 24 };
 pub static POLICIES: &[PolicyInfo] = &[
     PolicyInfo {
         name: "first-touch",
-        source: "Linux default (as simulate's os); seed 003 (Marchetti et al.) with after-init=1",
+        source: "Linux default (as simulate's os); Marchetti et al. (seed 003) with after-init=1",
         summary: "the page lives on the node that touches it first, as Linux places it; with after-init=1, the first node to touch it after the trace's init-done annotation (seed 003)",
         params: &[plugin::switch(
             "after-init",
@@ -141,7 +141,7 @@ pub static POLICIES: &[PolicyInfo] = &[
     },
     PolicyInfo {
         name: "first-n-fills",
-        source: "seed 003 (Marchetti et al.), section 3.2",
+        source: "Marchetti et al. (seed 003), section 3.2",
         summary: "first touch, then the first node to make n references (after init-done, if annotated) becomes the home",
         params: &[count("n", "16", "references that make a node the page's home")],
         caps: Caps::PER_PAGE,
@@ -149,7 +149,7 @@ pub static POLICIES: &[PolicyInfo] = &[
     },
     PolicyInfo {
         name: "round-robin",
-        source: "seed 003's baseline; numactl-style spreading",
+        source: "Marchetti et al.'s (seed 003) baseline; numactl-style spreading",
         summary: "the k-th page touched (in trace order) lives on node k mod nodes",
         params: &[],
         caps: Caps::NONE,
@@ -165,7 +165,7 @@ pub static POLICIES: &[PolicyInfo] = &[
     },
     PolicyInfo {
         name: "random",
-        source: "seed 004's random static placement baseline",
+        source: "Bolosky & Scott's (seed 004) random static placement baseline",
         summary: "each page on a node drawn from a hash of its number and --seed",
         params: &[],
         caps: Caps::PER_PAGE,
@@ -189,7 +189,7 @@ pub static POLICIES: &[PolicyInfo] = &[
     },
     PolicyInfo {
         name: "migrate-on-phase",
-        source: "seed 003 (Marchetti et al.), section 4.2",
+        source: "Marchetti et al. (seed 003), section 4.2",
         summary: "first touch honouring init-done; placements are forgotten at phase-change annotations and the next node to touch a page gets it",
         params: &[],
         caps: Caps::NONE,
@@ -211,7 +211,7 @@ pub static POLICIES: &[PolicyInfo] = &[
     },
     PolicyInfo {
         name: "sammu",
-        source: "seed 000 (SAMMU), section 3.3: NUMA counters",
+        source: "SAMMU (seed 000), section 3.3: NUMA counters",
         summary: "saturating per-node counters, +1 for the node of a TLB event and -1 for the others; migrate when NC[n] - NC[home] >= NT; TLB events from SAMMU's per-core TLB model run over the trace (statistics updates: evictions and saturations with AC >= AT)",
         params: &[
             Param { doc: "bits of each NUMA counter", ..sammu_tables::NC },
@@ -273,7 +273,7 @@ pub static POLICIES: &[PolicyInfo] = &[
     },
     PolicyInfo {
         name: "marathe",
-        source: "seed 001 (Marathe & Mueller): hardware profile-guided placement",
+        source: "Marathe & Mueller (seed 001): hardware profile-guided placement",
         summary: "a profile of sampled accesses places each page, for the whole run, on the node with the most samples (unsampled pages: first touch)",
         params: &[
             choice(
@@ -301,7 +301,7 @@ pub static POLICIES: &[PolicyInfo] = &[
     },
     PolicyInfo {
         name: "replicate-time",
-        source: "seed 003 (Marchetti et al.), section 4.2: time policy",
+        source: "Marchetti et al. (seed 003), section 4.2: time policy",
         summary: "home by first touch; a node whose mapping of a page lasted t ms gets a read copy the next time it maps it (writes invalidate copies and mappings)",
         params: &[number("t-ms", "10", "mapping lifetime that earns a copy")],
         caps: Caps::NONE,
@@ -309,7 +309,7 @@ pub static POLICIES: &[PolicyInfo] = &[
     },
     PolicyInfo {
         name: "replicate-counter",
-        source: "seed 003 (Marchetti et al.), section 4.2: counter policy",
+        source: "Marchetti et al. (seed 003), section 4.2: counter policy",
         summary: "a node that made n references during a mapping gets a read copy the next time it maps the page",
         params: &[integer("n", "64", "references during a mapping that earn a copy")],
         caps: Caps::PER_PAGE,
@@ -317,7 +317,7 @@ pub static POLICIES: &[PolicyInfo] = &[
     },
     PolicyInfo {
         name: "replicate-counter-interrupt",
-        source: "seed 003 (Marchetti et al.), section 4.2: counter-interrupt policy",
+        source: "Marchetti et al. (seed 003), section 4.2: counter-interrupt policy",
         summary: "a node gets a read copy as soon as it has made n references since mapping the page",
         params: &[integer("n", "64", "references since mapping that earn a copy")],
         caps: Caps::PER_PAGE,
@@ -325,7 +325,7 @@ pub static POLICIES: &[PolicyInfo] = &[
     },
     PolicyInfo {
         name: "ace",
-        source: "seed 004 section 4.4.1: the ACE policy",
+        source: "Bolosky & Scott (seed 004) section 4.4.1: the ACE policy",
         summary: "pages start in global memory and are replicated to readers; a write leaves one local copy at the writer; after 4 invalidations a page is frozen in global memory for good",
         params: &[integer("invalidations", "4", "invalidations allowed before freezing")],
         caps: Caps::PER_PAGE,
@@ -333,7 +333,7 @@ pub static POLICIES: &[PolicyInfo] = &[
     },
     PolicyInfo {
         name: "platinum",
-        source: "seed 004 section 4.4.1: PLATINUM (Cox & Fowler)",
+        source: "Bolosky & Scott (seed 004) section 4.4.1: PLATINUM (Cox & Fowler)",
         summary: "replicate on read, migrate on write; freeze a page referenced by another node within t1 of an invalidation; a daemon defrosts every t2",
         params: &[
             number("t1-ms", "10", "freeze window after an invalidation"),
@@ -344,7 +344,7 @@ pub static POLICIES: &[PolicyInfo] = &[
     },
     PolicyInfo {
         name: "delay",
-        source: "seed 004 section 4.4.1: the Delay policy",
+        source: "Bolosky & Scott (seed 004) section 4.4.1: the Delay policy",
         summary: "ACE, but a node new to a page is mapped remotely with a counter of c references; the ACE decision is made when it runs out",
         params: &[
             integer("c", "100", "references before deciding"),
@@ -369,10 +369,10 @@ fn u32_of(v: &Params, key: &str) -> u32 {
 pub enum PolicyError {
     #[error("setting '{setting}': expected policy.key=value")]
     Malformed { setting: String },
-    #[error("setting '{setting}': unknown policy '{policy}'")]
-    UnknownPolicy { setting: String, policy: String },
-    #[error("setting '{setting}': {policy} has no parameter '{key}' (it has: {known})")]
-    UnknownParameter { setting: String, policy: &'static str, key: String, known: String },
+    #[error("setting '{setting}': unknown policy '{policy}' ({hint}policies: sharemap list policies)")]
+    UnknownPolicy { setting: String, policy: String, hint: String },
+    #[error("setting '{setting}': {policy} has no parameter '{key}' ({hint}it has: {known})")]
+    UnknownParameter { setting: String, policy: &'static str, key: String, hint: String, known: String },
     #[error("{policy}.{key} = '{value}': expected {expected} ({what})")]
     BadValue { policy: &'static str, key: String, value: String, expected: String, what: &'static str },
     #[error("{policy}.{key}: '{value}' is not {choices}")]
@@ -392,14 +392,19 @@ impl Settings {
         let malformed = || PolicyError::Malformed { setting: spec.to_string() };
         let (lhs, value) = spec.split_once('=').ok_or_else(malformed)?;
         let (policy, key) = lhs.split_once('.').ok_or_else(malformed)?;
-        let info = find(policy)
-            .ok_or_else(|| PolicyError::UnknownPolicy { setting: spec.to_string(), policy: policy.to_string() })?;
+        let info = find(policy).ok_or_else(|| PolicyError::UnknownPolicy {
+            setting: spec.to_string(),
+            policy: policy.to_string(),
+            hint: sharemap_core::did_you_mean(policy, POLICIES.iter().map(|p| p.name)),
+        })?;
+        let key = sharemap_core::plugin::renamed(KIND, info.name, key).unwrap_or(key);
         if !info.params.iter().any(|p| p.key == key) {
             let known: Vec<&str> = info.params.iter().map(|p| p.key).collect();
             return Err(PolicyError::UnknownParameter {
                 setting: spec.to_string(),
                 policy: info.name,
                 key: key.to_string(),
+                hint: sharemap_core::did_you_mean(key, known.iter().copied()),
                 known: if known.is_empty() { "none".to_string() } else { known.join(", ") },
             });
         }
@@ -445,6 +450,7 @@ pub fn build(
                 setting: format!("{}.{key}", row.name),
                 policy: row.name,
                 key: key.clone(),
+                hint: sharemap_core::did_you_mean(key, row.params.iter().map(|p| p.key)),
                 known: row.params.iter().map(|p| p.key).collect::<Vec<_>>().join(", "),
             },
         })?;

@@ -63,7 +63,7 @@ impl Mechanism for NumaBalancing {
         if state.0 {
             state.0 = false;
             let node = node_of(sim, thread);
-            sim.charge(thread, self.fault_ns);
+            sim.fault(thread, self.fault_ns);
             if state.1.fault(node as u16, sim.home_of(page) == Some(node)) {
                 sim.move_page(page, node, thread);
             }
@@ -166,7 +166,7 @@ impl Mechanism for Kmaf {
         if p.window[node] != window {
             p.window[node] = window;
             st.faults += 1;
-            sim.charge(thread, self.fault_ns);
+            sim.fault(thread, self.fault_ns);
             if p.faulted_window != window {
                 p.faulted_window = window;
                 p.faulted.clear();

@@ -206,7 +206,7 @@ const SEED: ParamKind = ParamKind::Integer { min: 0, max: u64::MAX };
 pub const MECHANISMS: &[MechanismInfo] = &[
     MechanismInfo {
         name: "os",
-        source: "the baseline of seed 000 (SAMMU) section 4",
+        source: "the baseline of SAMMU (seed 000) section 4",
         summary: "threads where Linux's scheduler puts them (the `os` mapping algorithm: fork balancing, then the load balancer), or, for a tracer's recording made on a host with this machine's CPUs and nodes, where the recorded run had them; pages on the node of their first touch",
         params: &[],
         caps: Caps::NONE,
@@ -214,7 +214,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
     },
     MechanismInfo {
         name: "random",
-        source: "seed 000 (SAMMU) section 4.3",
+        source: "SAMMU (seed 000) section 4.3",
         summary: "a random thread mapping and each page on a random node",
         params: &[given("seed", "the run's --seed", SEED, "seed of the mapping and the placement")],
         caps: Caps::NONE,
@@ -222,7 +222,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
     },
     MechanismInfo {
         name: "oracle",
-        source: "seed 000 (SAMMU) section 4.3",
+        source: "SAMMU (seed 000) section 4.3",
         summary: "the whole trace's sharing mapped by sharemap's default algorithm; each page from the start on the node that makes most of its memory accesses (cache misses) under that mapping",
         params: &[],
         caps: Caps::NONE,
@@ -230,7 +230,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
     },
     MechanismInfo {
         name: "marathe",
-        source: "seed 001 (Marathe & Mueller, PPoPP 2006)",
+        source: "Marathe & Mueller (seed 001, PPoPP 2006)",
         summary: "profile then place: threads where the OS puts them (as os); each page, from the start, on the node whose threads made most of its sampled accesses (one in `every` of the trace, as place's marathe); unsampled pages by first touch",
         params: &[marathe::EVERY],
         caps: Caps::NONE,
@@ -238,7 +238,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
     },
     MechanismInfo {
         name: "sammu",
-        source: "seed 000 (SAMMU) section 3",
+        source: "SAMMU (seed 000) section 3",
         summary: "SAMMU's TLB detector on every access: its sharing matrix remaps the threads every period when the mapping-potential gate passes and the new mapping is cheaper by the hysteresis; its NUMA counters move a page to node n when NC[n] - NC[home] >= NT",
         params: &[
             positive("period-ms", "1", "simulated time between remap decisions"),
@@ -253,7 +253,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
     },
     MechanismInfo {
         name: "autopin",
-        source: "Autopin (Klug et al.), as seed 000 section 4.3 runs it",
+        source: "Autopin (Klug et al.), as SAMMU (seed 000) section 4.3 runs it",
         summary: "k candidate thread mappings (the oracle's and k-1 random ones) each run for a warm-up, then measured for a probation period; the one with the most accesses per simulated ns is kept; pages by first touch",
         params: &[
             ranged("k", "5", 1, 1000, "candidate mappings"),
@@ -290,7 +290,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
     },
     MechanismInfo {
         name: "place",
-        source: "sharemap place's policies and seed 004's off-line optimum, replayed",
+        source: "sharemap place's policies and Bolosky & Scott's (seed 004) off-line optimum, replayed",
         summary: "any placement policy of `sharemap policies` (or the off-line optimum of seed 004's cost model), computed page by page on the trace for a thread mapping, then replayed in the simulation: pages move and replicate where and when the policy did",
         params: &[
             text(
@@ -318,7 +318,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
     },
     MechanismInfo {
         name: "kmaf",
-        source: "kMAF, the kernel Memory Affinity Framework (seed 000's related work)",
+        source: "kMAF, the kernel Memory Affinity Framework (SAMMU's (seed 000) related work)",
         summary: "page faults once per node, page and window; after each, the page moves to the node with most faults when that count exceeds 2 x (second + 1); threads faulting on a page in one window share, and that sharing remaps them every period (gate, hysteresis)",
         params: &[kmaf::WINDOW_MS, kmaf::PERIOD_MS, kmaf::FAULT_US],
         caps: Caps::NONE,
@@ -384,7 +384,8 @@ pub fn parse_list(list: &str) -> Result<Vec<Chosen>, SpecError> {
     let mut out: Vec<Chosen> = Vec::new();
     for spec in specs {
         let info = find(&spec.name).ok_or_else(|| {
-            spec.error(KIND, format!("unknown mechanism (known: {}, or all)", plugin::names(MECHANISMS)))
+            let hint = sharemap_core::did_you_mean(&spec.name, MECHANISMS.iter().map(|m| m.name));
+            spec.error(KIND, format!("unknown mechanism ({hint}known: {}, or all)", plugin::names(MECHANISMS)))
         })?;
         let params = info.params(KIND, &[&spec.options])?;
         // Built once here so that bad values fail before the trace is read.
