@@ -447,7 +447,7 @@ fn simulated(dir: &Path, trace: &Path, takeaways: &mut Vec<String>) -> Result<()
         sim.cache_levels.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("/L")
     );
     let full: Vec<&str> = sim.mechanisms.iter().map(|m| m.mechanism.as_str()).collect();
-    let (labels, cut) = crate::plot::short_labels(&full);
+    let (labels, cut) = crate::plot::table_labels(&full);
     let w = labels.iter().map(|l| l.len()).max().unwrap_or(9).max(9);
     println!(
         "{:<w$} {:>9} {:>9} {:>13} {:>7} {:>8} {:>7} {:>7}",

@@ -293,7 +293,8 @@ enum Command {
         /// Policies to evaluate at each value besides the optimum (a comma list, or all)
         #[arg(long, short = 'p', default_value = "first-touch,ace,delay,platinum")]
         policy: String,
-        /// CSV output; plots are written beside it (NAME-mcpr.svg/.png, NAME-moves..., NAME-breakdown...)
+        /// CSV output; plots are written beside it (NAME-mcpr.svg, NAME-moves..., NAME-breakdown...;
+        /// also .png in a build with the png feature)
         #[arg(short, long)]
         output: PathBuf,
     },

@@ -244,13 +244,17 @@ fn print_table(args: &ModelArgs, placed: &Placement, breakdown: bool) {
         println!("note: {note}");
     }
     let global = p.g.is_some();
-    print!("{:<28} {:>14} {:>8} {:>7} {:>12}", "policy", "cost", "MCPR", "local%", "remote");
+    // Short names (a policy's options in a key under the table), as in the plots.
+    let full: Vec<&str> = eval.results.iter().map(|r| r.name.as_str()).collect();
+    let (labels, cut) = crate::plot::table_labels(&full);
+    let w = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0).max(6);
+    print!("{:<w$} {:>14} {:>8} {:>7} {:>12}", "policy", "cost", "MCPR", "local%", "remote");
     if global {
         print!(" {:>12}", "global");
     }
     println!(" {:>9} {:>9} {:>8}", "moves", "replicas", "vs opt");
-    for r in &eval.results {
-        print!("{:<28} {:>14.0} {:>8.3} {:>6.1}% {:>12}", r.name, r.cost, r.mcpr, 100.0 * r.local_ratio, r.remote);
+    for (r, label) in eval.results.iter().zip(&labels) {
+        print!("{:<w$} {:>14.0} {:>8.3} {:>6.1}% {:>12}", label, r.cost, r.mcpr, 100.0 * r.local_ratio, r.remote);
         if global {
             print!(" {:>12}", r.global);
         }
@@ -263,20 +267,41 @@ fn print_table(args: &ModelArgs, placed: &Placement, breakdown: bool) {
             100.0 * r.profile_samples as f64 / prep.accesses.max(1) as f64
         );
     }
+    for (short, long) in &cut {
+        println!("{short}: {long}");
+    }
     if breakdown && !eval.costliest.is_empty() {
-        println!("\ncostliest pages under the optimum:");
-        print!("{:<18} {:>9} {:>8} {:>5} {:>12}", "page", "refs", "writes", "nodes", "optimal");
-        for r in &eval.results[1..] {
-            print!(" {:>12}", truncate(&r.name, 12));
+        print_breakdown(eval, &labels);
+    }
+}
+
+/// The costliest pages under the optimum, each policy's cost on them. The policies are
+/// numbered in the header (their names, numbered, under it): 20 names side by side were
+/// 390 characters wide, and names cut to fit read alike.
+fn print_breakdown(eval: &Evaluation, labels: &[String]) {
+    println!("\ncostliest pages under the optimum (cost of each policy on the page; P1, P2, ... as listed below):");
+    print!("{:<18} {:>9} {:>8} {:>5} {:>10}", "page", "refs", "writes", "nodes", "optimal");
+    for k in 1..eval.results.len() {
+        print!(" {:>7}", format!("P{k}"));
+    }
+    println!();
+    for pc in &eval.costliest {
+        print!("{:<18} {:>9} {:>8} {:>5} {:>10.0}", pc.address, pc.references, pc.writes, pc.nodes, pc.optimal);
+        for c in &pc.policies {
+            print!(" {:>7}", compact_number(*c));
         }
         println!();
-        for pc in &eval.costliest {
-            print!("{:<18} {:>9} {:>8} {:>5} {:>12.0}", pc.address, pc.references, pc.writes, pc.nodes, pc.optimal);
-            for c in &pc.policies {
-                print!(" {c:>12.0}");
-            }
-            println!();
-        }
+    }
+    let key: Vec<String> = labels.iter().skip(1).enumerate().map(|(k, l)| format!("P{} {l}", k + 1)).collect();
+    println!("{}", key.join(", "));
+}
+
+/// A cost in at most 7 characters: 1234567, then 12.3M, 1.2G.
+fn compact_number(x: f64) -> String {
+    match x {
+        x if x < 1e7 => format!("{x:.0}"),
+        x if x < 1e10 => format!("{:.1}M", x / 1e6),
+        x => format!("{:.1}G", x / 1e9),
     }
 }
 
@@ -287,10 +312,6 @@ pub fn cost_label(p: &CostParams) -> String {
         (Some(g), Some(gg)) => format!("r={} R={} g={} G={}", n(p.r), n(p.big_r), n(g), n(gg)),
         _ => format!("r={} R={} (no global memory)", n(p.r), n(p.big_r)),
     }
-}
-
-fn truncate(s: &str, n: usize) -> &str {
-    &s[..s.len().min(n)]
 }
 
 #[cfg(test)]

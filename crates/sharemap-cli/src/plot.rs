@@ -206,14 +206,27 @@ const BAR_COLOURS: [RGBColor; 14] = [
 ];
 
 /// Short labels for the bars: a name's part before its options (`kmaf:period-ms=1` is
-/// `kmaf`), numbered when two would read alike; and the (short, full) pairs that were cut.
+/// `kmaf`), at most 16 characters, numbered when two would read alike; and the (short,
+/// full) pairs that were cut.
 pub(crate) fn short_labels(names: &[&str]) -> (Vec<String>, Vec<(String, String)>) {
+    short_labels_within(names, 16)
+}
+
+/// `short_labels` for a table's column, where names may be longer than under a bar.
+pub(crate) fn table_labels(names: &[&str]) -> (Vec<String>, Vec<(String, String)>) {
+    short_labels_within(names, 28)
+}
+
+fn short_labels_within(names: &[&str], most: usize) -> (Vec<String>, Vec<(String, String)>) {
     let mut labels: Vec<String> = Vec::new();
     let mut cut = Vec::new();
     for name in names {
         let base = name.split_once(':').map_or(*name, |(b, _)| b);
-        let base =
-            if base.chars().count() > 16 { base.chars().take(15).collect::<String>() + "~" } else { base.into() };
+        let base = if base.chars().count() > most {
+            base.chars().take(most - 1).collect::<String>() + "~"
+        } else {
+            base.into()
+        };
         let mut label = base.clone();
         let mut n = 1;
         while labels.contains(&label) {

@@ -367,7 +367,7 @@ fn placement_section(placed: &sharemap::Placement) -> Section {
     };
     let mut s = Section::new("placement", "Data placement against the optimum", reading);
     let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
-    let (labels, cut) = crate::plot::short_labels(&names);
+    let (labels, cut) = crate::plot::table_labels(&names);
     s.table = Some(Table::new(
         ["policy", "MCPR", "cost / optimal", "local", "moves", "replicas"].map(String::from).to_vec(),
         results
@@ -404,7 +404,7 @@ fn simulation_section(sim: &sharemap::Simulation, name: &str) -> Result<Section>
     };
     let mut s = Section::new("simulation", "Simulated mechanisms", reading);
     let full: Vec<&str> = sim.mechanisms.iter().map(|m| m.mechanism.as_str()).collect();
-    let (labels, cut) = crate::plot::short_labels(&full);
+    let (labels, cut) = crate::plot::table_labels(&full);
     let bars: Vec<(String, f64, Option<f64>)> = sim
         .mechanisms
         .iter()

@@ -45,7 +45,8 @@ pub struct SimulateArgs {
     /// walk_ns=40 or dram_ns=100
     #[arg(long = "param", value_name = "KEY=VALUE")]
     pub param: Vec<String>,
-    /// Also write bar plots: BASE-time, BASE-misses and BASE-traffic (.svg and .png)
+    /// Also write bar plots: BASE-time, BASE-misses and BASE-traffic (.svg, and .png in a
+    /// build with the png feature)
     #[arg(long, value_name = "BASE")]
     pub plot: Option<PathBuf>,
     /// List the mechanisms and the model's parameters
@@ -156,7 +157,7 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
     let levels: String = s.cache_levels.iter().map(|l| format!("{:>8}", format!("L{l} MPKA"))).collect();
     // Short names in the table (a mechanism's options in the key under it), as in the plots.
     let full: Vec<&str> = s.mechanisms.iter().map(|m| m.mechanism.as_str()).collect();
-    let (labels, cut) = crate::plot::short_labels(&full);
+    let (labels, cut) = crate::plot::table_labels(&full);
     let w = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0).max(9);
     println!(
         "{:<w$} {:>12} {levels} {:>8} {:>7} {:>12} {:>10} {:>8} {:>8} {:>6} {:>7} {:>23}",
