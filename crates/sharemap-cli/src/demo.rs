@@ -408,21 +408,19 @@ fn try_recorded_program(dir: &Path, takeaways: &mut Vec<String>) -> Result<()> {
 const SIMULATED: &str = "os,random,oracle,marathe,sammu:period-ms=0.05,autopin:probation-ms=0.02,\
                          numa-balancing:scan-delay-ms=0.1,scan-period-ms=0.1,kmaf:window-ms=0.05,period-ms=0.05,carrefour:epoch-ms=0.1";
 
-/// `sharemap report` of the recorded stencil with the real runs' times (of a generated
-/// pattern where the stencil could not be built), as `DIR/report.html`.
+/// `sharemap report` as `DIR/report.html`: of the recorded pipeline with its real runs'
+/// times, else of the recorded stencil, else (no compiler) of a generated pattern.
 fn write_report(dir: &Path) -> Result<()> {
     let me = std::env::current_exe()?;
-    let stencil = dir.join("stencil3d.trace");
+    let (pipeline, runs, stencil) = (dir.join("pipeline.trace"), dir.join("runs.csv"), dir.join("stencil3d.trace"));
     let mut cmd = std::process::Command::new(&me);
     cmd.arg("report");
-    if stencil.is_file() {
+    if pipeline.is_file() && runs.is_file() {
+        cmd.arg(&pipeline).args(["--mechanism", SIMULATED]).arg("--runs").arg(&runs);
+    } else if stencil.is_file() {
         cmd.arg(&stencil).args(["--mechanism", SIMULATED]);
     } else {
         cmd.arg(dir.join("phase-change.trace")).args(["--mechanism", "os,random,oracle,marathe,carrefour"]);
-    }
-    let runs = dir.join("runs.csv");
-    if runs.is_file() {
-        cmd.arg("--runs").arg(&runs);
     }
     let html = dir.join("report.html");
     let out = cmd.args(["--machine", DEMO_MACHINE, "-o"]).arg(&html).output()?;

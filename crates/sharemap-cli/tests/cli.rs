@@ -246,7 +246,7 @@ fn demo_runs_and_shows_every_pattern_and_the_sammu_machine() {
     // Run where a new user would, without --dir: its files stay in ./sharemap-demo.
     let d = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_sharemap"))
-        .args(["demo", "--accesses", "100k"])
+        .args(["demo", "--accesses", "100k", "--report"])
         .current_dir(d.path())
         .output()
         .unwrap();
@@ -276,6 +276,27 @@ fn demo_runs_and_shows_every_pattern_and_the_sammu_machine() {
         assert!(text.contains(p), "demo lacks {p}");
     }
     assert!(text.contains("sammu-x7550") && text.contains("64 PUs, 32 cores, 4 packages, 4 NUMA nodes"));
+    // The machine comes first; every section ends with its reading; 3-5 takeaways end it.
+    let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("demo lacks {needle}: {text}"));
+    assert!(at("64 PUs, 32 cores") < at("pattern "), "the machine is described first");
+    assert!(text.lines().filter(|l| l.trim_start().starts_with("Reading: ")).count() >= 3, "{text}");
+    let takeaways = &text[at("What to take away:")..];
+    let numbered =
+        takeaways.lines().filter(|l| l.trim_start().chars().next().is_some_and(|c| c.is_ascii_digit())).count();
+    assert!((3..=5).contains(&numbered), "{numbered} takeaways: {takeaways}");
+    // A seed's number never stands alone: its paper's short name is beside it.
+    let names = ["SAMMU", "Marathe & Mueller", "STMap", "Marchetti et al.", "Bolosky & Scott"];
+    for (i, _) in text.match_indices("seed 00") {
+        let before = &text[i.saturating_sub(30)..i];
+        assert!(
+            names.iter().any(|n| before.contains(n)),
+            "a bare seed reference: ...{}",
+            &text[i.saturating_sub(30)..i + 8]
+        );
+    }
+    // The report beside the rest.
+    let report = std::fs::read_to_string(kept.join("report.html")).unwrap();
+    assert!(report.contains("<section id=\"placement\">") && text.contains("The report: sharemap-demo/report.html"));
     // The placement table says its time scale, and on init-then-compute the time-driven
     // policies act within the trace: they no longer tie with `bind`.
     assert!(text.contains("time scale 10 references per ms: each trace stands for 10 s of run"), "{text}");
@@ -310,6 +331,15 @@ fn demo_runs_and_shows_every_pattern_and_the_sammu_machine() {
         assert!(text.contains("Real runs on this host (") && text.contains("difference from os"), "{text}");
         assert!(text.contains("In a 2-node guest") && text.contains("allowed CPUs"), "{text}");
         assert!(text.contains("resident pages at exit: node 0"), "{text}");
+        assert!(text.contains("workloads/pipeline.c") && text.contains("the one CPU the mapping allowed it"), "{text}");
+    }
+    // The STM: the first and last remaps, the last decision, the final pins, and the
+    // matrix's rows named (the main thread's among them).
+    if std::env::var_os("CI").is_some() {
+        for m in ["first remap:", "last decision:", "final pins: worker 0", "the main thread (it registers at the end"]
+        {
+            assert!(text.contains(m), "demo's STM section lacks {m}: {text}");
+        }
     }
 }
 
