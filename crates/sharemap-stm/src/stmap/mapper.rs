@@ -514,14 +514,19 @@ pub fn finish(s: &Stmap) {
     log(
         &s.config,
         &format!(
-            "STMap: {} samples of {} transactional accesses, {} distinct addresses; {} decisions, {} remaps, {} thread moves, {} pages moved",
+            "STMap: {} samples of {} transactional accesses, {} distinct addresses; {}, {}, {}, {} moved",
             s.samples.load(Ordering::Relaxed),
             s.accesses(),
             s.sharing.distinct(),
-            c.decisions,
-            c.remaps,
-            c.migrations,
-            c.pages_moved
+            counted(c.decisions, "decision", "decisions"),
+            counted(c.remaps, "remap", "remaps"),
+            counted(c.migrations, "thread move", "thread moves"),
+            counted(c.pages_moved, "page", "pages")
         ),
     );
+}
+
+/// "1 remap", "3 remaps".
+fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
