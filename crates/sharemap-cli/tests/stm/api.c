@@ -418,6 +418,24 @@ static void misc(void) {
   (void)reason;
 }
 
+/* ---- mod_ab_init(0, ...) samples as TinySTM does: one committed transaction in 1024 ---- */
+static void ab_sampling(void) {
+  static cell_t c;
+  volatile int reason = 0;
+  mod_ab_init(0, NULL);
+  stm_tx_attr_t attr = {{.id = 7}};
+  for (int i = 0; i < 2048; i++) {
+    BEGIN(attr);
+    stm_store(&c.w, stm_load(&c.w) + 1);
+    stm_commit();
+  }
+  stm_ab_stats_t ab;
+  int found = stm_get_ab_stats(7, &ab);
+  CHECK("mod-ab-sampling", found == 1 && ab.samples == 2, "found %d, %lu samples of 2048 transactions (1 in 1024 expected)",
+        found, found ? (unsigned long)ab.samples : 0UL);
+  (void)reason;
+}
+
 int main(void) {
   stm_init();
   mod_mem_init(0);
@@ -433,6 +451,7 @@ int main(void) {
   exit_and_reinit();
   allocation();
   misc();
+  ab_sampling();
   stm_exit_thread();
   stm_exit();
   printf("%d failures\n", failures);
