@@ -5,8 +5,7 @@
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
-use sharemap::trace::{AtomicOutput, flush};
-use std::io::Write;
+use sharemap::trace::write_whole;
 use std::path::Path;
 
 pub struct Series {
@@ -487,13 +486,7 @@ pub fn save_svg(svg: &str, base: &Path) -> Result<()> {
     #[cfg(not(feature = "png"))]
     let files = [("svg", svg.as_bytes())];
     for (ext, bytes) in files {
-        let path = base.with_extension(ext);
-        let out = AtomicOutput::create(&path)?;
-        let mut w = out.writer()?;
-        w.write_all(bytes).map_err(|e| anyhow!("{}: {e}", path.display()))?;
-        flush(&mut w, &path)?;
-        drop(w);
-        out.commit()?;
+        write_whole(&base.with_extension(ext), bytes)?;
     }
     Ok(())
 }

@@ -11,7 +11,6 @@ use clap::Args;
 use sharemap::map::MapRequest;
 use sharemap::simulate::SimulateRequest;
 use sharemap::{AnalyzeRequest, PlaceRequest};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -91,7 +90,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
     let runs = args.runs.as_deref().map(read_runs).transpose()?;
     let page = build(args, runs.as_ref())?;
     let html = page.render().map_err(|e| anyhow!("rendering the report: {e}"))?;
-    write(&args.output, &html)?;
+    sharemap::trace::write_whole(&args.output, html.as_bytes())?;
     println!(
         "wrote {} ({} sections: {}; open it in a browser, it needs nothing else)",
         args.output.display(),
@@ -99,16 +98,6 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
         page.sections.iter().map(|s| s.id).collect::<Vec<_>>().join(", ")
     );
     Ok(ExitCode::SUCCESS)
-}
-
-fn write(path: &Path, html: &str) -> Result<()> {
-    let out = sharemap::trace::AtomicOutput::create(path)?;
-    let mut w = out.writer()?;
-    w.write_all(html.as_bytes()).map_err(|e| anyhow!("{}: {e}", path.display()))?;
-    sharemap::trace::flush(&mut w, path)?;
-    drop(w);
-    out.commit()?;
-    Ok(())
 }
 
 /// Runs as `sharemap run --csv` writes them: each configuration's times in its order of
