@@ -237,8 +237,52 @@ impl Tx {
     /// # Safety
     /// `addr` is a valid, aligned word that every thread accesses through the STM (or
     /// atomically) while transactions may touch it.
-    #[inline]
+    #[inline(always)]
     pub unsafe fn load(&mut self, addr: usize) -> Result<Word, Abort> {
+        // SAFETY: as the caller promises.
+        match unsafe { self.load_fast(addr) } {
+            Some(v) => Ok(v),
+            // SAFETY: as the caller promises.
+            None => unsafe { self.load_slow(addr) },
+        }
+    }
+
+    /// `load`'s common case, inlined into the caller: unlocked, inside the snapshot, room
+    /// in the read set. None: call `load_slow` (kept out of line so that the fast path
+    /// needs few registers and no stack frame).
+    ///
+    /// # Safety
+    /// As `load`.
+    #[inline(always)]
+    pub unsafe fn load_fast(&mut self, addr: usize) -> Option<Word> {
+        let index = lock_index(addr);
+        let lock = &LOCKS[index];
+        let n = self.reads.len();
+        let l = lock.load(Ordering::Acquire);
+        if l & OWNED != 0 || version(l) > self.end || n == self.reads.capacity() {
+            return None;
+        }
+        // SAFETY: as the caller promises.
+        let value = unsafe { word(addr) }.load(Ordering::Acquire);
+        if lock.load(Ordering::Acquire) != l {
+            return None;
+        }
+        // SAFETY: n < capacity, checked above; Read is Copy (no drop to skip).
+        unsafe {
+            self.reads.as_mut_ptr().add(n).write(Read { lock: index as u32, seen: l });
+            self.reads.set_len(n + 1);
+        }
+        Some(value)
+    }
+
+    /// `load` when the lock is taken, newer than the snapshot, or changed while reading, or
+    /// the read set is full.
+    ///
+    /// # Safety
+    /// As `load`.
+    #[inline(never)]
+    #[cold]
+    pub unsafe fn load_slow(&mut self, addr: usize) -> Result<Word, Abort> {
         let index = lock_index(addr);
         let lock = &LOCKS[index];
         loop {
@@ -273,8 +317,51 @@ impl Tx {
     ///
     /// # Safety
     /// As `load`.
-    #[inline]
+    #[inline(always)]
     pub unsafe fn store(&mut self, addr: usize, value: Word, mask: Word) -> Result<(), Abort> {
+        // SAFETY: as the caller promises.
+        if unsafe { self.store_fast(addr, value, mask) } {
+            return Ok(());
+        }
+        // SAFETY: as the caller promises.
+        unsafe { self.store_slow(addr, value, mask) }
+    }
+
+    /// `store`'s common case, inlined: the first write under an unlocked lock inside the
+    /// snapshot, with room in the sets. False: call `store_slow`.
+    ///
+    /// # Safety
+    /// As `load`.
+    #[inline(always)]
+    pub unsafe fn store_fast(&mut self, addr: usize, value: Word, mask: Word) -> bool {
+        let index = lock_index(addr);
+        let lock = &LOCKS[index];
+        let l = lock.load(Ordering::Acquire);
+        let (o, w) = (self.owned.len(), self.writes.len());
+        if l & OWNED != 0 || version(l) > self.end || w == self.writes.capacity() || o == self.owned.capacity() {
+            return false;
+        }
+        let mine = self.owner_bits() | (o << INDEX_SHIFT);
+        if lock.compare_exchange(l, mine, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return false;
+        }
+        // SAFETY: both below capacity, checked above; the entries are Copy.
+        unsafe {
+            self.owned.as_mut_ptr().add(o).write(Owned { lock: index as u32, before: l, first: w as u32 });
+            self.owned.set_len(o + 1);
+            self.writes.as_mut_ptr().add(w).write(Write { addr, value: value & mask, mask, next: NIL });
+            self.writes.set_len(w + 1);
+        }
+        true
+    }
+
+    /// `store` under a lock we hold, a lock held by another, newer than the snapshot, or
+    /// lost to a racing writer, or with the sets full.
+    ///
+    /// # Safety
+    /// As `load`.
+    #[inline(never)]
+    pub unsafe fn store_slow(&mut self, addr: usize, value: Word, mask: Word) -> Result<(), Abort> {
         let index = lock_index(addr);
         let lock = &LOCKS[index];
         loop {

@@ -2,7 +2,8 @@
 //! sharemap's tracer runtime (`libsharemap_stm_traced.a`), which registers these at start.
 //! Each transactional load and store is then recorded as an access of its word, and each
 //! attempt as transaction events, in the trace `sharemap record` writes. In a plain build
-//! nothing is registered and each hook is one load and a branch.
+//! nothing is registered and the access hook is never reached (`capi::on_access`) and the others are one load and a
+//! branch.
 
 use std::sync::atomic::{AtomicPtr, Ordering};
 
@@ -34,6 +35,11 @@ fn tracer() -> Option<&'static Tracer> {
     let t = TRACER.load(Ordering::Acquire);
     // SAFETY: only ever set from a &'static Tracer.
     (!t.is_null()).then(|| unsafe { &*t })
+}
+
+/// Whether a tracer is registered: then every transactional access is recorded.
+pub fn traced() -> bool {
+    tracer().is_some()
 }
 
 #[inline]

@@ -89,6 +89,8 @@ pub struct Thread {
     pub env: SigJmpBuf,
     pub tx: Tx,
     pub slot: usize,
+    /// `SLOTS[slot]`, kept at hand (the start and commit paths reach it several times).
+    pub slot_ref: &'static Slot,
     pub nesting: u32,
     pub status: Status,
     /// The attributes of the running transaction (`stm_tx_attr_t` as an int).
@@ -98,12 +100,17 @@ pub struct Thread {
     /// Set by `stm_set_irrevocable`: the next attempt starts irrevocable (serial if 2).
     pub irrevocable_next: u8,
     pub specific: [*mut c_void; MAX_SPECIFIC],
-    /// STMap: accesses since the last sampled one, and the sampling interval (u32::MAX off).
-    pub since_sample: u32,
+    /// Transactional accesses left before the next one that needs more than the
+    /// transaction's own work (`capi::on_access`): STMap's next sample or, in a traced
+    /// build, every access. 0 outside transactions, so that one test on the entry points'
+    /// fast path covers both; the count waits in `countdown_outside` meanwhile.
+    pub countdown: u32,
+    pub countdown_outside: u32,
+    /// STMap: accesses left until its next sample, and its sampling interval (u32::MAX off).
+    pub sample_countdown: u32,
     pub sample_interval: u32,
-    /// Samples of the batch being gathered (one more place: the next access is written
-    /// there before it is known whether it is kept).
-    pub pending_samples: [usize; stmap::PENDING + 1],
+    /// Samples of the batch being gathered.
+    pub pending_samples: [usize; stmap::PENDING],
     pub pending_count: usize,
     /// The batch before, applied when this one is full.
     pub ready_samples: [usize; stmap::PENDING],
@@ -119,9 +126,28 @@ pub struct Thread {
 }
 
 impl Thread {
+    /// Enters the outermost transaction (or its next attempt).
+    #[inline]
+    pub fn enter(&mut self) {
+        if self.nesting == 0 {
+            self.countdown = self.countdown_outside;
+        }
+        self.nesting = 1;
+    }
+
+    /// Leaves the outermost transaction: committed, or aborted without retry.
+    #[inline]
+    pub fn leave(&mut self) {
+        if self.nesting != 0 {
+            self.countdown_outside = self.countdown;
+        }
+        self.countdown = 0;
+        self.nesting = 0;
+    }
+
     #[inline]
     pub fn slot(&self) -> &'static Slot {
-        &SLOTS[self.slot]
+        self.slot_ref
     }
 }
 
@@ -187,6 +213,8 @@ fn claim_slot() -> usize {
 }
 
 /// Registers the calling thread (idempotent): its `Thread`.
+#[cold]
+#[inline(never)]
 pub fn init_thread() -> *mut Thread {
     let now = current();
     if !now.is_null() {
@@ -198,15 +226,18 @@ pub fn init_thread() -> *mut Thread {
         env: SigJmpBuf([0; 40]),
         tx: Tx::new(slot + 1),
         slot,
+        slot_ref: &SLOTS[slot],
         nesting: 0,
         status: Status::Idle,
         attr: 0,
         retries: 0,
         irrevocable_next: 0,
         specific: [null_mut(); MAX_SPECIFIC],
-        since_sample: 0,
+        countdown: 0,
+        countdown_outside: if crate::hooks::traced() { 1 } else { stmap::countdown(stmap::sample_interval()) },
+        sample_countdown: stmap::countdown(stmap::sample_interval()),
         sample_interval: stmap::sample_interval(),
-        pending_samples: [0; stmap::PENDING + 1],
+        pending_samples: [0; stmap::PENDING],
         pending_count: 0,
         ready_samples: [0; stmap::PENDING],
         ready_count: 0,

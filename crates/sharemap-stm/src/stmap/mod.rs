@@ -203,19 +203,28 @@ pub const PENDING: usize = 16;
 /// per batch instead of one per sample: the counters are shared by every thread).
 const PUBLISH_BATCH: u32 = 64;
 
-/// Algorithm 2's per-access step: one access in SI+1 is kept, and Algorithm 1 applied to
-/// it a batch later. Branch-free: a branch taken once in SI+1 times would be mispredicted
-/// each time it is, a cost the size of everything else here. The address is written to the
-/// next free place every time and kept by counting it.
-#[inline(always)]
-pub fn on_access(th: &mut Thread, addr: usize) {
-    let hit = th.since_sample >= th.sample_interval;
+/// Algorithm 2's per-access step, off the hot path: the caller counts accesses down
+/// (`Thread::countdown`) and calls this on the (SI+1)-th, which is kept in the pending batch
+/// and Algorithm 1 applied to it a batch later. A countdown and a branch taken once in
+/// SI+1 accesses: its one misprediction per sample costs far less than any branch-free
+/// bookkeeping on every access. Returns the accesses until the next sample.
+#[cold]
+#[inline(never)]
+pub fn take_sample(th: &mut Thread, addr: usize) -> u32 {
+    if th.sample_interval == u32::MAX {
+        return u32::MAX; // sampling off: the countdown only ran out
+    }
     th.pending_samples[th.pending_count] = addr;
-    th.pending_count += hit as usize;
-    th.since_sample = if hit { 0 } else { th.since_sample + 1 };
+    th.pending_count += 1;
     if th.pending_count == PENDING {
         rotate_samples(th);
     }
+    countdown(th.sample_interval)
+}
+
+/// Accesses until the next sample for a sampling interval (u32::MAX: off).
+pub fn countdown(interval: u32) -> u32 {
+    interval.saturating_add(1)
 }
 
 /// A full batch: Algorithm 1 on the batch before, whose table entries were asked for when
