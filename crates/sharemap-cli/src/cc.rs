@@ -172,8 +172,50 @@ fn run(cmd: &OsStr, args: &[OsString]) -> Result<i32> {
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(1)))
 }
 
+/// Libraries another STM would be linked from: TinySTM's (`-lstm`, its Makefiles'
+/// `-L../../lib -lstm`) and TL2's (`-ltl2`, STAMP's Makefile.stm).
+const FOREIGN_STMS: [&str; 2] = ["stm", "tl2"];
+
+/// With `--stm`, the arguments without the STM libraries sharemap's STM replaces, each named
+/// on stderr: linked too, one of them would provide the transactional functions in its
+/// place (an archive given before sharemap's is searched first), or fail to be found.
+fn without_foreign_stm(args: Vec<OsString>) -> Vec<OsString> {
+    let foreign = |name: &str| FOREIGN_STMS.contains(&name);
+    let is_foreign_file = |a: &str| {
+        let file = Path::new(a).file_name().and_then(|f| f.to_str()).unwrap_or("");
+        FOREIGN_STMS.iter().any(|n| [format!("lib{n}.a"), format!("lib{n}.so")].iter().any(|f| f == file))
+    };
+    let mut kept = Vec::with_capacity(args.len());
+    let mut iter = args.into_iter().peekable();
+    while let Some(a) = iter.next() {
+        let text = a.to_string_lossy().into_owned();
+        if text == "-o" {
+            // The output is never dropped, whatever its name.
+            kept.push(a);
+            kept.extend(iter.next());
+            continue;
+        }
+        let dropped = if text == "-l" && iter.peek().is_some_and(|n| foreign(&n.to_string_lossy())) {
+            let name = iter.next().unwrap_or_default();
+            Some(format!("-l {}", name.to_string_lossy()))
+        } else if text.strip_prefix("-l").is_some_and(foreign)
+            || (!text.starts_with('-') && is_foreign_file(&text) && Path::new(&text).exists())
+        {
+            Some(text.clone())
+        } else {
+            None
+        };
+        match dropped {
+            Some(what) => eprintln!("sharemap cc: {what} not linked: sharemap's STM takes its place"),
+            None => kept.push(a),
+        }
+    }
+    kept
+}
+
 pub fn wrap(args: &[OsString], cxx: bool) -> Result<ExitCode> {
     let (options, args) = take_options(args)?;
+    let args = if options.stm && !compile_only(&args) { without_foreign_stm(args) } else { args };
     let args = &args[..];
     let (cc, family) = compiler(cxx)?;
     let include = include_dir()?;

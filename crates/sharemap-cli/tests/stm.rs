@@ -44,7 +44,7 @@ fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
-const API_CHECKS: [&str; 27] = [
+const API_CHECKS: [&str; 29] = [
     "widths-own-writes",
     "widths-memory",
     "write-back",
@@ -61,6 +61,8 @@ const API_CHECKS: [&str; 27] = [
     "abort-stats",
     "nesting",
     "irrevocable",
+    "serial-irrevocable",
+    "tx-family",
     "exit-reinit",
     "malloc-abort-commit",
     "free-after-commit",

@@ -12,10 +12,11 @@ use crate::thread::{self, SigJmpBuf, Status, Thread, bump};
 use crate::{hooks, mem, stats, stmap};
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, Once, OnceLock};
 
 pub const PATH_INSTRUMENTED: c_int = 0x01;
+pub const PATH_UNINSTRUMENTED: c_int = 0x02;
 pub const ABORT_EXPLICIT: c_int = 1 << 5;
 pub const ABORT_NO_RETRY: c_int = (1 << 5) | (1 << 8);
 pub const ABORT_IRREVOCABLE: c_int = (1 << 6) | (9 << 8);
@@ -30,8 +31,6 @@ unsafe extern "C" {
 }
 
 static INIT: Once = Once::new();
-/// A serial irrevocable transaction runs: others wait before they start.
-static SERIAL: AtomicBool = AtomicBool::new(false);
 
 /// Reads the configuration and sets STMap up, once (`stm_init`, or the first thread).
 pub fn ensure_init() {
@@ -133,6 +132,18 @@ pub extern "C" fn stm_exit_thread() {
     thread::exit_thread();
 }
 
+/// Ends the registration of the calling thread, whose descriptor `tx` is (TinySTM frees
+/// the descriptor given; here each thread's is its own: another thread's is left alone).
+///
+/// # Safety
+/// None: `tx` is only compared.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_exit_thread_tx(tx: *mut Thread) {
+    if tx.is_null() || tx == thread::current() {
+        thread::exit_thread();
+    }
+}
+
 #[unsafe(no_mangle)]
 pub extern "C" fn stm_current_tx() -> *mut Thread {
     thread::current()
@@ -140,22 +151,51 @@ pub extern "C" fn stm_current_tx() -> *mut Thread {
 
 use thread::me;
 
+/// The thread a `_tx` function acts on: the descriptor given, or the calling thread's
+/// when it is null.
+///
+/// # Safety
+/// `tx` is null or a live descriptor (`stm_init_thread`, `stm_current_tx`) that no other
+/// thread uses meanwhile.
+#[inline]
+pub(crate) unsafe fn given(tx: *mut Thread) -> &'static mut Thread {
+    // SAFETY: as the caller promises.
+    match unsafe { tx.as_mut() } {
+        Some(th) => th,
+        None => me(),
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Transactions.
 
 /// Begins an attempt of the outermost transaction.
 fn begin_attempt(th: &mut Thread) {
-    if SERIAL.load(Ordering::Relaxed) {
-        core::wait_irrevocable();
+    // Irrevocability asked for this attempt is taken before the start is published: a
+    // serial transaction waits for every published one to end, so waiting for it while
+    // published would deadlock.
+    let irrevocable = std::mem::take(&mut th.irrevocable_next);
+    loop {
+        th.tx.begin();
+        if irrevocable != 0 {
+            th.tx.become_irrevocable(irrevocable == 2);
+        }
+        mem::publish_start(th);
+        // The start is published before the serial flag is read (a store, then a load:
+        // `quiesce` fences every thread between the two; here the compiler must not swap
+        // them).
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        if th.tx.is_serial() {
+            quiesce(th);
+            break;
+        }
+        if !core::serial_running() {
+            break;
+        }
+        mem::publish_end(th);
+        core::wait_serial();
     }
-    th.tx.begin();
     th.tx.can_extend = th.attr & ATTR_NO_EXTEND == 0;
-    if th.irrevocable_next != 0 {
-        let serial = th.irrevocable_next == 2;
-        th.irrevocable_next = 0;
-        th.tx.become_irrevocable();
-        SERIAL.store(serial, Ordering::Relaxed);
-    }
     th.enter();
     th.status = Status::Active;
     mem::publish_start(th);
@@ -167,7 +207,17 @@ fn begin_attempt(th: &mut Thread) {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn stm_start(attr: i32) -> *mut SigJmpBuf {
-    let th = me();
+    // SAFETY: null is the calling thread's descriptor.
+    unsafe { stm_start_tx(null_mut(), attr) }
+}
+
+/// # Safety
+/// `tx` is null (the calling thread's) or a live descriptor from `stm_init_thread` or
+/// `stm_current_tx`, used by one thread at a time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_start_tx(tx: *mut Thread, attr: i32) -> *mut SigJmpBuf {
+    // SAFETY: as the caller promises.
+    let th = unsafe { given(tx) };
     if th.nesting > 0 {
         th.nesting += 1;
         return null_mut();
@@ -183,9 +233,6 @@ pub extern "C" fn stm_start(attr: i32) -> *mut SigJmpBuf {
 #[cold]
 #[inline(never)]
 fn abort_with(th: &mut Thread, reason: c_int) {
-    if th.tx.is_irrevocable() {
-        SERIAL.store(false, Ordering::Relaxed);
-    }
     th.tx.rollback();
     th.mem.on_abort();
     mem::publish_end(th);
@@ -207,10 +254,12 @@ fn abort_with(th: &mut Thread, reason: c_int) {
     }
     core::backoff(th.retries.min(32) as u32);
     begin_attempt(th);
+    // A serial transaction runs alone: the client may take its uninstrumented path.
+    let path = if th.tx.is_serial() { PATH_UNINSTRUMENTED } else { PATH_INSTRUMENTED };
     let env: *mut SigJmpBuf = &mut th.env;
     // SAFETY: env was filled by the client's sigsetjmp after stm_start, in a frame that is
     // still live (the transaction runs inside it); no destructor is pending here.
-    unsafe { siglongjmp(env, reason | PATH_INSTRUMENTED) }
+    unsafe { siglongjmp(env, reason | path) }
 }
 
 fn abort_reason(a: Abort) -> c_int {
@@ -219,7 +268,17 @@ fn abort_reason(a: Abort) -> c_int {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn stm_commit() -> c_int {
-    let th = me();
+    // SAFETY: null is the calling thread's descriptor.
+    unsafe { stm_commit_tx(null_mut()) }
+}
+
+/// # Safety
+/// `tx` is null (the calling thread's) or a live descriptor from `stm_init_thread` or
+/// `stm_current_tx`, used by one thread at a time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_commit_tx(tx: *mut Thread) -> c_int {
+    // SAFETY: as the caller promises.
+    let th = unsafe { given(tx) };
     if th.nesting > 1 {
         th.nesting -= 1;
         return 1;
@@ -228,18 +287,17 @@ pub extern "C" fn stm_commit() -> c_int {
         return 0;
     }
     each_callback(|c| c.precommit);
-    let irrevocable = th.tx.is_irrevocable();
     match th.tx.commit() {
         Ok(version) => {
-            if irrevocable {
-                SERIAL.store(false, Ordering::Relaxed);
-            }
             th.mem.on_commit(version);
             mem::publish_end(th);
             let slot = th.slot();
             bump(&slot.commits);
             if th.retries > slot.max_retries.load(Ordering::Relaxed) {
                 slot.max_retries.store(th.retries, Ordering::Relaxed);
+            }
+            if th.retries < slot.min_retries.load(Ordering::Relaxed) {
+                slot.min_retries.store(th.retries, Ordering::Relaxed);
             }
             stats::on_commit(th);
             hooks::event(hooks::TX_COMMIT, (th.attr & 0xFFFF) as u16);
@@ -257,7 +315,17 @@ pub extern "C" fn stm_commit() -> c_int {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn stm_abort(reason: c_int) {
-    let th = me();
+    // SAFETY: null is the calling thread's descriptor.
+    unsafe { stm_abort_tx(null_mut(), reason) }
+}
+
+/// # Safety
+/// `tx` is null (the calling thread's) or a live descriptor from `stm_init_thread` or
+/// `stm_current_tx`, used by one thread at a time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_abort_tx(tx: *mut Thread, reason: c_int) {
+    // SAFETY: as the caller promises.
+    let th = unsafe { given(tx) };
     if th.nesting == 0 {
         return;
     }
@@ -424,28 +492,62 @@ unsafe extern "C" fn load_any(addr: usize) -> Word {
 }
 
 /// # Safety
+/// As `stm_start_tx` and `stm_load`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_load_tx(tx: *mut Thread, addr: *const Word) -> Word {
+    // SAFETY: as the caller promises.
+    unsafe { load_word(given(tx), addr as usize) }
+}
+
+/// # Safety
+/// As `stm_start_tx` and `stm_store`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_store_tx(tx: *mut Thread, addr: *mut Word, value: Word) {
+    // SAFETY: as the caller promises.
+    unsafe { store_word(given(tx), addr as usize, value, Word::MAX) }
+}
+
+/// # Safety
+/// As `stm_start_tx` and `stm_store`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_store2_tx(tx: *mut Thread, addr: *mut Word, value: Word, mask: Word) {
+    // SAFETY: as the caller promises.
+    unsafe { store_word(given(tx), addr as usize, value, mask) }
+}
+
+/// # Safety
 /// `addr` is an aligned word the program may read and write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn stm_store(addr: *mut Word, value: Word) {
     // SAFETY: as the caller promises.
-    unsafe { stm_store2(addr, value, Word::MAX) }
+    unsafe { store_entry(addr as usize, value, Word::MAX) }
 }
 
 /// # Safety
 /// `addr` is an aligned word the program may read and write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn stm_store2(addr: *mut Word, value: Word, mask: Word) {
+    // SAFETY: as the caller promises.
+    unsafe { store_entry(addr as usize, value, mask) }
+}
+
+/// The exported stores' body: the common case inline, the rest out of line.
+///
+/// # Safety
+/// As `stm_store2`.
+#[inline(always)]
+unsafe fn store_entry(addr: usize, value: Word, mask: Word) {
     if let Some(th) = plain_access() {
         th.countdown -= 1;
         // SAFETY: as the caller promises.
-        if !unsafe { th.tx.store_fast(addr as usize, value, mask) } {
+        if !unsafe { th.tx.store_fast(addr, value, mask) } {
             // SAFETY: as the caller promises.
-            unsafe { store_slow(th, addr as usize, value, mask) }
+            unsafe { store_slow(th, addr, value, mask) }
         }
         return;
     }
     // SAFETY: as the caller promises.
-    unsafe { store_any(addr as usize, value, mask) }
+    unsafe { store_any(addr, value, mask) }
 }
 
 /// # Safety
@@ -456,25 +558,57 @@ unsafe extern "C" fn store_any(addr: usize, value: Word, mask: Word) {
     unsafe { store_word(me(), addr, value, mask) }
 }
 
+/// The descriptor a status query reads: the one given, or the calling thread's (none if
+/// it never registered: no transaction).
+///
+/// # Safety
+/// As `given`.
+unsafe fn queried(tx: *mut Thread) -> Option<&'static Thread> {
+    let p = if tx.is_null() { thread::current() } else { tx };
+    // SAFETY: as the caller promises; the calling thread's own state otherwise.
+    unsafe { p.as_ref() }
+}
+
 #[unsafe(no_mangle)]
 pub extern "C" fn stm_active() -> c_int {
-    let p = thread::current();
-    // SAFETY: the calling thread's own state.
-    (!p.is_null() && unsafe { (*p).status } == Status::Active) as c_int
+    // SAFETY: null is the calling thread's descriptor.
+    unsafe { stm_active_tx(null_mut()) }
+}
+
+/// # Safety
+/// As `stm_start_tx`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_active_tx(tx: *mut Thread) -> c_int {
+    // SAFETY: as the caller promises.
+    unsafe { queried(tx) }.is_some_and(|th| th.status == Status::Active) as c_int
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn stm_aborted() -> c_int {
-    let p = thread::current();
-    // SAFETY: as above.
-    (!p.is_null() && unsafe { (*p).status } == Status::Aborted) as c_int
+    // SAFETY: null is the calling thread's descriptor.
+    unsafe { stm_aborted_tx(null_mut()) }
+}
+
+/// # Safety
+/// As `stm_start_tx`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_aborted_tx(tx: *mut Thread) -> c_int {
+    // SAFETY: as the caller promises.
+    unsafe { queried(tx) }.is_some_and(|th| th.status == Status::Aborted) as c_int
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn stm_irrevocable() -> c_int {
-    let p = thread::current();
-    // SAFETY: as above.
-    (!p.is_null() && unsafe { (*p).nesting > 0 && (*p).tx.is_irrevocable() }) as c_int
+    // SAFETY: null is the calling thread's descriptor.
+    unsafe { stm_irrevocable_tx(null_mut()) }
+}
+
+/// # Safety
+/// As `stm_start_tx`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_irrevocable_tx(tx: *mut Thread) -> c_int {
+    // SAFETY: as the caller promises.
+    unsafe { queried(tx) }.is_some_and(|th| th.nesting > 0 && th.tx.is_irrevocable()) as c_int
 }
 
 /// Transactions are never killed by others here (the contention manager is suicide).
@@ -483,34 +617,94 @@ pub extern "C" fn stm_killed() -> c_int {
     0
 }
 
+/// As `stm_killed`.
+///
+/// # Safety
+/// None: `tx` is not read.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_killed_tx(_tx: *mut Thread) -> c_int {
+    0
+}
+
 #[unsafe(no_mangle)]
 pub extern "C" fn stm_get_env() -> *mut SigJmpBuf {
-    let th = me();
+    // SAFETY: null is the calling thread's descriptor.
+    unsafe { stm_get_env_tx(null_mut()) }
+}
+
+/// # Safety
+/// `tx` is null (the calling thread's) or a live descriptor from `stm_init_thread` or
+/// `stm_current_tx`, used by one thread at a time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_get_env_tx(tx: *mut Thread) -> *mut SigJmpBuf {
+    // SAFETY: as the caller promises.
+    let th = unsafe { given(tx) };
     if th.nesting > 0 { null_mut() } else { &mut th.env }
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn stm_get_attributes() -> i32 {
-    me().attr
+    // SAFETY: null is the calling thread's descriptor.
+    unsafe { stm_get_attributes_tx(null_mut()) }
 }
 
-/// Enters irrevocable mode: at once when the transaction has touched nothing yet, else by
-/// aborting and starting again irrevocable. Outside a transaction, the thread's next one
-/// starts irrevocable. Serial mode also holds back transactions that have not started.
+/// # Safety
+/// `tx` is null (the calling thread's) or a live descriptor from `stm_init_thread` or
+/// `stm_current_tx`, used by one thread at a time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_get_attributes_tx(tx: *mut Thread) -> i32 {
+    // SAFETY: as the caller promises.
+    let th = unsafe { given(tx) };
+    th.attr
+}
+
+/// Waits until every other transaction has ended: the calling one is serial irrevocable,
+/// and no other can start meanwhile. The flag was set before; every thread is fenced so that
+/// each start published before it is seen here, and each one after it sees the flag.
+fn quiesce(th: &Thread) {
+    mem::fence_all_threads();
+    for (i, slot) in thread::used_slots().iter().enumerate() {
+        if i == th.slot {
+            continue;
+        }
+        while slot.active_since.load(Ordering::Acquire) != u64::MAX {
+            core::backoff_once();
+        }
+    }
+}
+
+/// Enters irrevocable mode (TinySTM's semantics): at once when the transaction has touched
+/// nothing yet and no other irrevocable transaction runs, else by aborting and starting
+/// again irrevocable (0 is returned only when the transaction may not retry). Serial mode
+/// also waits for the other transactions to end and holds back new ones; a serial
+/// transaction restarted that way gets `STM_PATH_UNINSTRUMENTED` from sigsetjmp: it runs
+/// alone and may access memory directly. Outside a transaction, the thread's next one
+/// starts irrevocable, and 0 is returned.
 #[unsafe(no_mangle)]
 pub extern "C" fn stm_set_irrevocable(serial: c_int) -> c_int {
-    let th = me();
+    // SAFETY: null is the calling thread's descriptor.
+    unsafe { stm_set_irrevocable_tx(null_mut(), serial) }
+}
+
+/// # Safety
+/// `tx` is null (the calling thread's) or a live descriptor from `stm_init_thread` or
+/// `stm_current_tx`, used by one thread at a time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_set_irrevocable_tx(tx: *mut Thread, serial: c_int) -> c_int {
+    // SAFETY: as the caller promises.
+    let th = unsafe { given(tx) };
     let mode = if serial != 0 { 2 } else { 1 };
     if th.nesting == 0 {
         th.irrevocable_next = mode;
-        return 1;
+        return 0;
     }
     if th.tx.is_irrevocable() {
         return 1;
     }
-    if th.tx.set_sizes() == (0, 0, 0) {
-        th.tx.become_irrevocable();
-        SERIAL.store(mode == 2, Ordering::Relaxed);
+    if th.tx.set_sizes() == (0, 0, 0) && th.tx.try_become_irrevocable(mode == 2) {
+        if mode == 2 {
+            quiesce(th);
+        }
         return 1;
     }
     th.irrevocable_next = mode;
@@ -521,6 +715,13 @@ pub extern "C" fn stm_set_irrevocable(serial: c_int) -> c_int {
 #[unsafe(no_mangle)]
 pub extern "C" fn stm_get_clock() -> Word {
     core::clock() as Word
+}
+
+/// Advances the global clock by one, as a commit would (TinySTM's, for its regression
+/// tests: transactions running meanwhile see newer versions nowhere, and extend).
+#[unsafe(no_mangle)]
+pub extern "C" fn stm_inc_clock() {
+    core::inc_clock();
 }
 
 /// # Safety
@@ -563,7 +764,17 @@ pub unsafe extern "C" fn stm_unit_store2(addr: *mut Word, value: Word, mask: Wor
 /// `timestamp` is null or valid.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn stm_set_extension(enable: c_int, timestamp: *mut Word) {
-    let th = me();
+    // SAFETY: null is the calling thread's descriptor; the rest as the caller promises.
+    unsafe { stm_set_extension_tx(null_mut(), enable, timestamp) }
+}
+
+/// # Safety
+/// `tx` is null (the calling thread's) or a live descriptor from `stm_init_thread` or
+/// `stm_current_tx`, used by one thread at a time; `timestamp` is null or valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_set_extension_tx(tx: *mut Thread, enable: c_int, timestamp: *mut Word) {
+    // SAFETY: as the caller promises.
+    let th = unsafe { given(tx) };
     th.tx.can_extend = enable != 0;
     if !timestamp.is_null() {
         // SAFETY: as the caller promises.
@@ -588,12 +799,35 @@ pub extern "C" fn stm_create_specific() -> c_int {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn stm_get_specific(key: c_int) -> *mut c_void {
-    usize::try_from(key).ok().and_then(|k| me().specific.get(k).copied()).unwrap_or(null_mut())
+    // SAFETY: null is the calling thread's descriptor.
+    unsafe { stm_get_specific_tx(null_mut(), key) }
+}
+
+/// # Safety
+/// `tx` is null (the calling thread's) or a live descriptor from `stm_init_thread` or
+/// `stm_current_tx`, used by one thread at a time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_get_specific_tx(tx: *mut Thread, key: c_int) -> *mut c_void {
+    // SAFETY: as the caller promises.
+    let th = unsafe { given(tx) };
+    usize::try_from(key).ok().and_then(|k| th.specific.get(k).copied()).unwrap_or(null_mut())
 }
 
 #[unsafe(no_mangle)]
+#[allow(clippy::not_unsafe_ptr_arg_deref)] // `data` is only stored, for the caller to read back
 pub extern "C" fn stm_set_specific(key: c_int, data: *mut c_void) {
-    if let Some(s) = usize::try_from(key).ok().and_then(|k| me().specific.get_mut(k)) {
+    // SAFETY: null is the calling thread's descriptor.
+    unsafe { stm_set_specific_tx(null_mut(), key, data) }
+}
+
+/// # Safety
+/// `tx` is null (the calling thread's) or a live descriptor from `stm_init_thread` or
+/// `stm_current_tx`, used by one thread at a time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_set_specific_tx(tx: *mut Thread, key: c_int, data: *mut c_void) {
+    // SAFETY: as the caller promises.
+    let th = unsafe { given(tx) };
+    if let Some(s) = usize::try_from(key).ok().and_then(|k| th.specific.get_mut(k)) {
         *s = data;
     }
 }
@@ -652,12 +886,22 @@ pub extern "C" fn stm_set_parameter(_name: *const c_char, _val: *mut c_void) -> 
 /// counters).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn stm_get_stats(name: *const c_char, val: *mut c_void) -> c_int {
+    // SAFETY: null is the calling thread's descriptor; the rest as the caller promises.
+    unsafe { stm_get_stats_tx(null_mut(), name, val) }
+}
+
+/// # Safety
+/// `tx` is null (the calling thread's) or a live descriptor from `stm_init_thread` or
+/// `stm_current_tx`, used by one thread at a time; `name` is a NUL-terminated string; `val` points to storage of the statistic's type.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_get_stats_tx(tx: *mut Thread, name: *const c_char, val: *mut c_void) -> c_int {
     if name.is_null() || val.is_null() {
         return 0;
     }
     // SAFETY: as the caller promises.
     let name = unsafe { CStr::from_ptr(name) }.to_bytes();
-    let th = me();
+    // SAFETY: as the caller promises.
+    let th = unsafe { given(tx) };
     match stats::thread_stat(th, name) {
         Some(stats::Value::UInt(v)) => {
             // SAFETY: as the caller promises.

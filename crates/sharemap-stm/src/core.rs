@@ -4,10 +4,10 @@
 //!
 //! A lock word is either a version (`version << 1`, bit 0 clear: the clock value of the last
 //! commit that wrote under it) or, while a writer holds it, bit 0 set, the owner's id in bits
-//! 1..=16 and the index of the owner's `Owned` entry above: the owner finds its buffered
-//! writes under that lock in O(1), others only need to see that it is taken.
+//! 1..=16 and the index of the owner's first write under that lock above: the owner finds
+//! its buffered writes under that lock in O(1), others only need to see that it is taken.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// A machine word, the unit the STM reads and writes.
 pub type Word = usize;
@@ -32,6 +32,13 @@ static CLOCK: Padded<AtomicU64> = Padded(AtomicU64::new(0));
 static LOCKS: [AtomicUsize; 1 << LOCK_BITS] = [const { AtomicUsize::new(0) }; 1 << LOCK_BITS];
 /// The owner id of the irrevocable transaction, if one runs (0: none).
 static IRREVOCABLE: Padded<AtomicUsize> = Padded(AtomicUsize::new(0));
+/// Whether that transaction is serial: no transaction starts while it runs.
+static SERIAL: Padded<AtomicBool> = Padded(AtomicBool::new(false));
+
+/// Advances the clock by one (`stm_inc_clock`).
+pub fn inc_clock() {
+    CLOCK.0.fetch_add(1, Ordering::AcqRel);
+}
 
 /// The current clock value.
 #[inline]
@@ -103,25 +110,25 @@ struct Read {
     seen: usize,
 }
 
+/// A buffered write. The first write under a lock took the lock and remembers it (one
+/// entry per store, as TinySTM's write set: no second list of locks to fill and walk).
 #[derive(Clone, Copy)]
 struct Write {
     addr: usize,
     value: Word,
     /// The bits of the word this transaction writes.
     mask: Word,
+    /// For the first write under a lock: the lock word before we took it (a version),
+    /// restored on rollback and what a read of ours under it must have seen. `NOT_FIRST`
+    /// for the others.
+    before: usize,
+    lock: u32,
     /// The next write under the same lock.
     next: u32,
 }
 
-#[derive(Clone, Copy)]
-struct Owned {
-    lock: u32,
-    /// The lock word before we took it (a version): restored on rollback, and what a read of
-    /// ours under this lock must have seen.
-    before: usize,
-    /// The first of our writes under this lock.
-    first: u32,
-}
+/// `Write::before` of a write that is not the first under its lock (a version is even).
+const NOT_FIRST: usize = usize::MAX;
 
 /// One thread's transaction state, reused across its transactions.
 pub struct Tx {
@@ -131,8 +138,10 @@ pub struct Tx {
     end: u64,
     reads: Vec<Read>,
     writes: Vec<Write>,
-    owned: Vec<Owned>,
+    /// Locks held: the writes that are first under their lock.
+    locks: usize,
     irrevocable: bool,
+    serial: bool,
     /// Whether the snapshot may be extended (TinySTM's `no_extend` attribute clears it).
     pub can_extend: bool,
 }
@@ -147,8 +156,9 @@ impl Tx {
             end: 0,
             reads: Vec::with_capacity(1024),
             writes: Vec::with_capacity(256),
-            owned: Vec::with_capacity(256),
+            locks: 0,
             irrevocable: false,
+            serial: false,
             can_extend: true,
         }
     }
@@ -162,7 +172,7 @@ impl Tx {
     pub fn begin(&mut self) {
         self.reads.clear();
         self.writes.clear();
-        self.owned.clear();
+        self.locks = 0;
         // A huge transaction once does not keep its sets' memory for good.
         const KEEP: usize = 1 << 16;
         if self.reads.capacity() > KEEP {
@@ -170,7 +180,6 @@ impl Tx {
         }
         if self.writes.capacity() > KEEP {
             self.writes.shrink_to(KEEP);
-            self.owned.shrink_to(KEEP);
         }
         self.can_extend = true;
         self.start = clock();
@@ -194,11 +203,11 @@ impl Tx {
 
     /// Read-set and write-set sizes: (reads, writes, locks held).
     pub fn set_sizes(&self) -> (usize, usize, usize) {
-        (self.reads.len(), self.writes.len(), self.owned.len())
+        (self.reads.len(), self.writes.len(), self.locks)
     }
 
     pub fn is_read_only(&self) -> bool {
-        self.owned.is_empty()
+        self.writes.is_empty()
     }
 
     pub fn is_irrevocable(&self) -> bool {
@@ -210,11 +219,11 @@ impl Tx {
         OWNED | (self.id << OWNER_SHIFT)
     }
 
-    /// Our buffered value of `addr` under the lock we own with `index`, merged with memory
-    /// for the bits we do not write.
+    /// Our buffered value of `addr` under the lock whose first write of ours is `first`,
+    /// merged with memory for the bits we do not write.
     #[inline]
-    fn own_value(&self, index: usize, addr: usize) -> Word {
-        let mut w = self.owned[index].first;
+    fn own_value(&self, first: usize, addr: usize) -> Word {
+        let mut w = first as u32;
         while w != NIL {
             let e = &self.writes[w as usize];
             if e.addr == addr {
@@ -336,21 +345,55 @@ impl Tx {
     pub unsafe fn store_fast(&mut self, addr: usize, value: Word, mask: Word) -> bool {
         let index = lock_index(addr);
         let lock = &LOCKS[index];
+        let w = self.writes.len();
         let l = lock.load(Ordering::Acquire);
-        let (o, w) = (self.owned.len(), self.writes.len());
-        if l & OWNED != 0 || version(l) > self.end || w == self.writes.capacity() || o == self.owned.capacity() {
+        if l & OWNED != 0 {
+            // Ours (another word of a small object already written): update or link in.
+            return l & (OWNED | (MAX_OWNER << OWNER_SHIFT)) == self.owner_bits()
+                && self.store_owned(l >> INDEX_SHIFT, index, addr, value, mask);
+        }
+        if version(l) > self.end || w == self.writes.capacity() {
             return false;
         }
-        let mine = self.owner_bits() | (o << INDEX_SHIFT);
+        let mine = self.owner_bits() | (w << INDEX_SHIFT);
         if lock.compare_exchange(l, mine, Ordering::Acquire, Ordering::Relaxed).is_err() {
             return false;
         }
-        // SAFETY: both below capacity, checked above; the entries are Copy.
+        // SAFETY: below capacity, checked above; the entry is Copy.
         unsafe {
-            self.owned.as_mut_ptr().add(o).write(Owned { lock: index as u32, before: l, first: w as u32 });
-            self.owned.set_len(o + 1);
-            self.writes.as_mut_ptr().add(w).write(Write { addr, value: value & mask, mask, next: NIL });
+            let entry = Write { addr, value: value & mask, mask, before: l, lock: index as u32, next: NIL };
+            self.writes.as_mut_ptr().add(w).write(entry);
             self.writes.set_len(w + 1);
+        }
+        self.locks += 1;
+        true
+    }
+
+    /// A write under a lock we hold, whose first write of ours is `first`: the word's
+    /// entry updated, or a new one linked after the first (the lock word keeps pointing to
+    /// it). False when a new entry finds the write set full.
+    #[inline(always)]
+    fn store_owned(&mut self, first: usize, index: usize, addr: usize, value: Word, mask: Word) -> bool {
+        let mut w = first as u32;
+        while w != NIL {
+            let e = &mut self.writes[w as usize];
+            if e.addr == addr {
+                e.value = (e.value & !mask) | (value & mask);
+                e.mask |= mask;
+                return true;
+            }
+            w = e.next;
+        }
+        let n = self.writes.len();
+        if n == self.writes.capacity() {
+            return false;
+        }
+        let next = std::mem::replace(&mut self.writes[first].next, n as u32);
+        // SAFETY: below capacity, checked above; the entry is Copy.
+        unsafe {
+            let entry = Write { addr, value: value & mask, mask, before: NOT_FIRST, lock: index as u32, next };
+            self.writes.as_mut_ptr().add(n).write(entry);
+            self.writes.set_len(n + 1);
         }
         true
     }
@@ -374,20 +417,12 @@ impl Tx {
                     }
                     return Err(Abort::WriteLocked);
                 }
-                let o = l >> INDEX_SHIFT;
-                let mut w = self.owned[o].first;
-                while w != NIL {
-                    let e = &mut self.writes[w as usize];
-                    if e.addr == addr {
-                        e.value = (e.value & !mask) | (value & mask);
-                        e.mask |= mask;
-                        return Ok(());
-                    }
-                    w = e.next;
+                let first = l >> INDEX_SHIFT;
+                if !self.store_owned(first, index, addr, value, mask) {
+                    // The write set is full: grow it, then link in.
+                    self.writes.reserve(1);
+                    self.store_owned(first, index, addr, value, mask);
                 }
-                let next = self.owned[o].first;
-                self.owned[o].first = self.writes.len() as u32;
-                self.writes.push(Write { addr, value: value & mask, mask, next });
                 return Ok(());
             }
             if version(l) > self.end {
@@ -396,10 +431,10 @@ impl Tx {
                 self.extend().map_err(|_| Abort::ValidateWrite)?;
                 continue;
             }
-            let mine = self.owner_bits() | (self.owned.len() << INDEX_SHIFT);
+            let mine = self.owner_bits() | (self.writes.len() << INDEX_SHIFT);
             if lock.compare_exchange(l, mine, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                self.owned.push(Owned { lock: index as u32, before: l, first: self.writes.len() as u32 });
-                self.writes.push(Write { addr, value: value & mask, mask, next: NIL });
+                self.writes.push(Write { addr, value: value & mask, mask, before: l, lock: index as u32, next: NIL });
+                self.locks += 1;
                 return Ok(());
             }
         }
@@ -411,7 +446,7 @@ impl Tx {
         self.reads.iter().all(|r| {
             let now = LOCKS[r.lock as usize].load(Ordering::Acquire);
             now == r.seen
-                || (now & OWNED != 0 && owner(now) == self.id && self.owned[now >> INDEX_SHIFT].before == r.seen)
+                || (now & OWNED != 0 && owner(now) == self.id && self.writes[now >> INDEX_SHIFT].before == r.seen)
         })
     }
 
@@ -434,7 +469,7 @@ impl Tx {
     /// releases its locks with the new version: that version (0 for a read-only one). On an
     /// error nothing was written: roll back.
     pub fn commit(&mut self) -> Result<u64, Abort> {
-        if self.owned.is_empty() {
+        if self.writes.is_empty() {
             self.reads.clear();
             self.leave_irrevocable();
             return Ok(0);
@@ -459,11 +494,11 @@ impl Tx {
             }
         }
         let released = (t as usize) << 1;
-        for o in &self.owned {
-            LOCKS[o.lock as usize].store(released, Ordering::Release);
+        for w in self.writes.iter().filter(|w| w.before != NOT_FIRST) {
+            LOCKS[w.lock as usize].store(released, Ordering::Release);
         }
-        self.owned.clear();
         self.writes.clear();
+        self.locks = 0;
         self.reads.clear();
         self.leave_irrevocable();
         Ok(t)
@@ -471,22 +506,35 @@ impl Tx {
 
     /// Drops the buffered writes and gives back the locks as they were.
     pub fn rollback(&mut self) {
-        for o in &self.owned {
-            LOCKS[o.lock as usize].store(o.before, Ordering::Release);
+        for w in self.writes.iter().filter(|w| w.before != NOT_FIRST) {
+            LOCKS[w.lock as usize].store(w.before, Ordering::Release);
         }
-        self.owned.clear();
         self.writes.clear();
+        self.locks = 0;
         self.reads.clear();
         self.leave_irrevocable();
     }
 
     /// Makes the transaction irrevocable: it never aborts from now on. Writers that would
     /// commit while it runs abort and wait (`wait_irrevocable`); read-only transactions go
-    /// on. Only valid before the transaction has read or written anything.
-    pub fn become_irrevocable(&mut self) {
-        debug_assert!(self.reads.is_empty() && self.owned.is_empty());
-        while IRREVOCABLE.0.compare_exchange(0, self.id, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+    /// on. Serial: transactions do not start either while it runs (`serial_running`); the
+    /// caller waits for those running to end. Waits for another irrevocable transaction to
+    /// end: call it while no other thread can wait for this one (before the transaction's
+    /// start is published). Only valid before the transaction has read or written anything.
+    pub fn become_irrevocable(&mut self, serial: bool) {
+        while !self.try_become_irrevocable(serial) {
             backoff_once();
+        }
+    }
+
+    /// `become_irrevocable` if no other irrevocable transaction runs; false otherwise.
+    pub fn try_become_irrevocable(&mut self, serial: bool) -> bool {
+        debug_assert!(self.reads.is_empty() && self.writes.is_empty());
+        if IRREVOCABLE.0.compare_exchange(0, self.id, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            return false;
+        }
+        if serial {
+            SERIAL.0.store(true, Ordering::SeqCst);
         }
         // A writer whose commit takes a later clock value sees the flag; one that took an
         // earlier one wrote versions inside our snapshot, and holds its locks until then.
@@ -494,10 +542,22 @@ impl Tx {
         self.start = t;
         self.end = t;
         self.irrevocable = true;
+        self.serial = serial;
+        true
+    }
+
+    /// Whether the transaction runs irrevocable and serial (alone once the others ended).
+    pub fn is_serial(&self) -> bool {
+        self.irrevocable && self.serial
     }
 
     fn leave_irrevocable(&mut self) {
         if self.irrevocable {
+            // Serial mode ends before the next irrevocable transaction may begin: it may be
+            // serial too, and its flag must not be cleared by ours.
+            if std::mem::take(&mut self.serial) {
+                SERIAL.0.store(false, Ordering::Release);
+            }
             self.irrevocable = false;
             IRREVOCABLE.0.store(0, Ordering::Release);
         }
@@ -526,6 +586,19 @@ pub fn irrevocable_running() -> bool {
     IRREVOCABLE.0.load(Ordering::Relaxed) != 0
 }
 
+/// Whether a serial irrevocable transaction runs: transactions wait before they start.
+#[inline]
+pub fn serial_running() -> bool {
+    SERIAL.0.load(Ordering::Relaxed)
+}
+
+/// Waits while a serial irrevocable transaction runs.
+pub fn wait_serial() {
+    while serial_running() {
+        backoff_once();
+    }
+}
+
 /// Waits while an irrevocable transaction runs (writers would only abort at commit).
 #[inline]
 pub fn wait_irrevocable() {
@@ -546,7 +619,7 @@ pub fn backoff(attempt: u32) {
     }
 }
 
-fn backoff_once() {
+pub fn backoff_once() {
     std::hint::spin_loop();
     std::thread::yield_now();
 }
@@ -834,7 +907,7 @@ mod tests {
                 for _ in 0..200 {
                     wait_irrevocable();
                     tx.begin();
-                    tx.become_irrevocable();
+                    tx.become_irrevocable(false);
                     // SAFETY: as above.
                     unsafe {
                         let v = tx.load(at(&counter)).expect("irrevocable reads never abort");

@@ -9,6 +9,7 @@
 use crate::capi;
 use crate::thread::Thread;
 use std::ffi::{c_int, c_void};
+use std::ptr::null_mut;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -26,7 +27,7 @@ const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
 const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
 
 /// A full memory barrier on every running thread of the process.
-fn fence_all_threads() {
+pub fn fence_all_threads() {
     if FENCED_STARTS.load(Ordering::Relaxed) {
         std::sync::atomic::fence(Ordering::SeqCst);
         return;
@@ -154,18 +155,32 @@ pub extern "C" fn mod_mem_init(_gc: c_int) {
     enable_gc();
 }
 
-fn in_tx() -> Option<&'static mut Thread> {
-    let p = crate::thread::current();
-    // SAFETY: the calling thread's own state.
-    (!p.is_null()).then(|| unsafe { &mut *p }).filter(|th| th.nesting > 0)
+/// The thread given (null: the calling one, if registered), when inside a transaction.
+///
+/// # Safety
+/// As `capi::given`.
+unsafe fn in_tx(tx: *mut Thread) -> Option<&'static mut Thread> {
+    let p = if tx.is_null() { crate::thread::current() } else { tx };
+    // SAFETY: as the caller promises; the calling thread's own state otherwise.
+    unsafe { p.as_mut() }.filter(|th| th.nesting > 0)
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn stm_malloc(size: usize) -> *mut c_void {
+    // SAFETY: null is the calling thread's descriptor.
+    unsafe { stm_malloc_tx(null_mut(), size) }
+}
+
+/// # Safety
+/// `tx` as `capi::stm_start_tx`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_malloc_tx(tx: *mut Thread, size: usize) -> *mut c_void {
     // SAFETY: malloc has no preconditions.
     let p = unsafe { libc::malloc(size) };
+    // SAFETY: as the caller promises.
+    let th = unsafe { in_tx(tx) };
     if !p.is_null()
-        && let Some(th) = in_tx()
+        && let Some(th) = th
     {
         th.mem.allocs.push(p as usize);
     }
@@ -174,10 +189,20 @@ pub extern "C" fn stm_malloc(size: usize) -> *mut c_void {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn stm_calloc(nm: usize, size: usize) -> *mut c_void {
+    // SAFETY: null is the calling thread's descriptor.
+    unsafe { stm_calloc_tx(null_mut(), nm, size) }
+}
+
+/// # Safety
+/// `tx` as `capi::stm_start_tx`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_calloc_tx(tx: *mut Thread, nm: usize, size: usize) -> *mut c_void {
     // SAFETY: calloc has no preconditions.
     let p = unsafe { libc::calloc(nm, size) };
+    // SAFETY: as the caller promises.
+    let th = unsafe { in_tx(tx) };
     if !p.is_null()
-        && let Some(th) = in_tx()
+        && let Some(th) = th
     {
         th.mem.allocs.push(p as usize);
     }
@@ -188,10 +213,40 @@ pub extern "C" fn stm_calloc(nm: usize, size: usize) -> *mut c_void {
 /// `addr` came from `malloc`/`stm_malloc` and is freed once; `size` bytes of it are valid.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn stm_free(addr: *mut c_void, size: usize) {
+    // SAFETY: as the caller promises; null is the calling thread's descriptor.
+    unsafe { stm_free2_tx(null_mut(), addr, 0, size) }
+}
+
+/// # Safety
+/// As `stm_free`; `tx` as `capi::stm_start_tx`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_free_tx(tx: *mut Thread, addr: *mut c_void, size: usize) {
+    // SAFETY: as the caller promises.
+    unsafe { stm_free2_tx(tx, addr, 0, size) }
+}
+
+/// Frees `addr` if the transaction commits, and takes the locks of the `size` bytes from
+/// byte `idx` of the block now (TinySTM's `stm_free2`: the part other transactions must
+/// not read while it goes).
+///
+/// # Safety
+/// `addr` came from `malloc`/`stm_malloc` and is freed once; bytes `idx..idx + size` of it
+/// are valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_free2(addr: *mut c_void, idx: usize, size: usize) {
+    // SAFETY: as the caller promises; null is the calling thread's descriptor.
+    unsafe { stm_free2_tx(null_mut(), addr, idx, size) }
+}
+
+/// # Safety
+/// As `stm_free2`; `tx` as `capi::stm_start_tx`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_free2_tx(tx: *mut Thread, addr: *mut c_void, idx: usize, size: usize) {
     if addr.is_null() {
         return;
     }
-    let Some(th) = in_tx() else {
+    // SAFETY: as the caller promises.
+    let Some(th) = (unsafe { in_tx(tx) }) else {
         free(addr as usize);
         return;
     };
@@ -204,8 +259,9 @@ pub unsafe extern "C" fn stm_free(addr: *mut c_void, size: usize) {
     // the write set.
     if size <= LOCK_FREED_UP_TO {
         let granule = 1usize << crate::core::LOCK_GRANULE_BITS;
-        let mut w = addr as usize & !(granule - 1);
-        while w < addr as usize + size {
+        let start = (addr as usize).saturating_add(idx);
+        let mut w = start & !(granule - 1);
+        while w < start.saturating_add(size) {
             // SAFETY: a word of the block being freed, which the program owned: the store
             // writes nothing (mask 0), it only takes the word's lock.
             unsafe { capi::store_word(th, w, 0, 0) };

@@ -83,6 +83,39 @@ pub unsafe extern "C" fn stm_get_global_stats(name: *const c_char, val: *mut c_v
     1
 }
 
+/// The calling thread's totals (mod_stats's names): `nb_commits`, `nb_aborts`,
+/// `nb_retries_min`, `nb_retries_max` (unsigned long) and `nb_retries_avg` (double: aborts
+/// per commit). Aborts count every abort, also of transactions that did not retry.
+///
+/// # Safety
+/// `name` is a NUL-terminated string; `val` points to storage of the statistic's type.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stm_get_local_stats(name: *const c_char, val: *mut c_void) -> c_int {
+    if name.is_null() || val.is_null() {
+        return 0;
+    }
+    // SAFETY: as the caller promises.
+    let name = unsafe { CStr::from_ptr(name) }.to_bytes();
+    let slot = thread::me().slot();
+    let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    let (commits, aborts) = (load(&slot.commits), load(&slot.aborts));
+    let v = match name {
+        b"nb_commits" => commits,
+        b"nb_aborts" => aborts,
+        b"nb_retries_min" => load(&slot.min_retries),
+        b"nb_retries_max" => load(&slot.max_retries),
+        b"nb_retries_avg" => {
+            // SAFETY: as the caller promises: a double to fill.
+            unsafe { *(val as *mut f64) = aborts as f64 / commits as f64 };
+            return 1;
+        }
+        _ => return 0,
+    };
+    // SAFETY: as the caller promises: an unsigned long to fill.
+    unsafe { *(val as *mut u64) = v };
+    1
+}
+
 // ---------------------------------------------------------------------------------------
 // mod_ab: the time from the first start of a transaction to its commit, per atomic block
 // (the attribute id), on one transaction in `freq`; in nanoseconds.

@@ -35,6 +35,8 @@ pub struct Slot {
     pub aborts: AtomicU64,
     pub aborts_by: [AtomicU64; REASONS],
     pub max_retries: AtomicU64,
+    /// The fewest aborts before a commit (u64::MAX before the first).
+    pub min_retries: AtomicU64,
     /// STMap's samples of this thread's accesses (its share of the work).
     pub samples: AtomicU64,
     /// The clock when its running transaction began, u64::MAX outside transactions.
@@ -55,6 +57,7 @@ impl Slot {
             aborts: AtomicU64::new(0),
             aborts_by: [const { AtomicU64::new(0) }; REASONS],
             max_retries: AtomicU64::new(0),
+            min_retries: AtomicU64::new(u64::MAX),
             samples: AtomicU64::new(0),
             active_since: AtomicU64::new(u64::MAX),
             cpu: AtomicI32::new(-1),

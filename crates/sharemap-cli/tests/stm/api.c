@@ -436,6 +436,100 @@ static void ab_sampling(void) {
   (void)reason;
 }
 
+/* ---- serial irrevocability: restarted alone, on the uninstrumented path ---- */
+static void serial_irrevocable(void) {
+  atomic_store(&stop_writers, 0);
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, writer, NULL);
+  volatile int bad = 0, uninstrumented = 0, moved = 0;
+  for (int round = 0; round < 100; round++) {
+    volatile int attempts = 0;
+    volatile int reason = 0;
+    BEGIN((stm_tx_attr_t)0);
+    attempts++;
+    if (reason & STM_PATH_UNINSTRUMENTED) {
+      /* Alone: direct accesses, and no writer commits while this runs. */
+      uninstrumented++;
+      stm_word_t before = counter.w;
+      for (volatile int spin = 0; spin < 20000; spin++) {}
+      if (counter.w != before) moved++;
+      counter.w = before + 1000000;
+      if (!stm_irrevocable()) bad++;
+    } else {
+      stm_store(&Z.w, stm_load(&Z.w) + 1); /* a write first: serial mode restarts */
+      stm_set_irrevocable(1);
+      bad++; /* never reached: the call restarts the transaction */
+    }
+    stm_commit();
+    if (attempts != 2) bad++;
+  }
+  /* Outside a transaction: 0 now, the next transaction irrevocable from its start. */
+  int outside = stm_set_irrevocable(0);
+  volatile int reason = 0, irrevocable_next = 0;
+  BEGIN((stm_tx_attr_t)0);
+  (void)reason;
+  irrevocable_next = stm_irrevocable();
+  stm_commit();
+  atomic_store(&stop_writers, 1);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  CHECK("serial-irrevocable", bad == 0 && uninstrumented == 100 && moved == 0 && outside == 0 && irrevocable_next == 1,
+        "%d misbehaved, %d of 100 on the uninstrumented path, %d saw a concurrent commit, outside %d, next irrevocable %d",
+        bad, uninstrumented, moved, outside, irrevocable_next);
+}
+
+/* ---- the explicit-descriptor family, the clock, the thread's totals ---- */
+static cell_t tx_a, tx_b;
+
+static void tx_family(void) {
+  struct stm_tx *tx = stm_current_tx();
+  int ok = tx != NULL && tx == stm_init_thread();
+  unsigned long commits_before = 0, commits_after = 0, max_retries = 0;
+  ok &= stm_get_local_stats("nb_commits", &commits_before) == 1;
+  ok &= stm_get_env_tx(tx) != NULL && stm_active_tx(tx) == 0;
+  volatile int reason = 0, attempts = 0;
+  stm_tx_attr_t attr = {{.id = 9}};
+  sigjmp_buf *env = stm_start_tx(tx, attr);
+  if (env != NULL) reason = sigsetjmp(*env, 0);
+  attempts++;
+  ok &= stm_active_tx(tx) == 1 && stm_get_env_tx(tx) == NULL && stm_get_attributes_tx(tx).id == 9;
+  stm_store_tx(tx, &tx_a.w, stm_load_tx(tx, &tx_a.w) + 5);
+  stm_store2_tx(tx, &tx_b.w, 0xAB00, 0xFF00);
+  unsigned int rs = 0;
+  ok &= stm_get_stats_tx(tx, "write_set_size", &rs) == 1 && rs == 2;
+  void *block = stm_malloc_tx(tx, 64);
+  stm_free_tx(tx, block, 64);
+  if (attempts == 1) stm_abort_tx(tx, 0); /* restarts: the allocation is undone */
+  ok &= stm_commit_tx(tx) == 1 && stm_aborted_tx(tx) == 0 && stm_active_tx(tx) == 0;
+  ok &= tx_a.w == 5 && tx_b.w == 0xAB00 && attempts == 2 && reason != 0;
+  /* Specific data through the descriptor. */
+  int key = stm_create_specific();
+  stm_set_specific_tx(tx, key, &tx_a);
+  ok &= stm_get_specific(key) == &tx_a && stm_get_specific_tx(tx, key) == &tx_a;
+  /* stm_free2: the block goes at commit, bytes 8..24 locked meanwhile. */
+  void *other = malloc(64);
+  BEGIN((stm_tx_attr_t)0);
+  stm_free2(other, 8, 16);
+  stm_commit();
+  ok &= stm_get_local_stats("nb_commits", &commits_after) == 1 && commits_after == commits_before + 2;
+  ok &= stm_get_local_stats("nb_retries_max", &max_retries) == 1 && max_retries >= 1;
+  double avg = -1;
+  ok &= stm_get_local_stats("nb_retries_avg", &avg) == 1 && avg > 0 && stm_get_local_stats("no_such", &avg) == 0;
+  /* stm_inc_clock: one tick, and a running transaction still commits (it extends). */
+  stm_word_t c0 = stm_get_clock();
+  stm_inc_clock();
+  int one_tick = stm_get_clock() == c0 + 1;
+  BEGIN((stm_tx_attr_t)0);
+  stm_word_t a = stm_load(&tx_a.w);
+  stm_inc_clock();
+  stm_inc_clock();
+  stm_store(&tx_b.w, a);
+  int committed = stm_commit();
+  ok &= one_tick && committed == 1 && tx_b.w == 5;
+  CHECK("tx-family", ok, "the *_tx functions, stm_free2, stm_get_local_stats or stm_inc_clock misbehaved "
+        "(attempts %d, a %lu, b %lx, commits %lu -> %lu, max retries %lu, clock tick %d)",
+        attempts, tx_a.w, tx_b.w, commits_before, commits_after, max_retries, one_tick);
+}
+
 int main(void) {
   stm_init();
   mod_mem_init(0);
@@ -448,6 +542,8 @@ int main(void) {
   reasons();
   nesting();
   irrevocable();
+  serial_irrevocable();
+  tx_family();
   exit_and_reinit();
   allocation();
   misc();

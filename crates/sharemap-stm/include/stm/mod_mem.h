@@ -15,6 +15,13 @@ void *stm_malloc(size_t size);
 void *stm_calloc(size_t nm, size_t size);
 /* With size > 0 the block's words are also locked, so that concurrent readers conflict. */
 void stm_free(void *addr, size_t size);
+/* Frees addr at commit; locks bytes idx .. idx + size of it now. */
+void stm_free2(void *addr, size_t idx, size_t size);
+/* The same on an explicit descriptor (NULL: the calling thread's). */
+void *stm_malloc_tx(struct stm_tx *tx, size_t size);
+void *stm_calloc_tx(struct stm_tx *tx, size_t nm, size_t size);
+void stm_free_tx(struct stm_tx *tx, void *addr, size_t size);
+void stm_free2_tx(struct stm_tx *tx, void *addr, size_t idx, size_t size);
 /* Call once after stm_init; the argument is accepted for compatibility. */
 void mod_mem_init(int gc);
 

@@ -10,6 +10,9 @@ extern "C" {
 #endif
 
 int stm_get_global_stats(const char *name, void *val);
+/* The calling thread's: nb_commits, nb_aborts, nb_retries_min, nb_retries_max (unsigned
+ * long), nb_retries_avg (double). */
+int stm_get_local_stats(const char *name, void *val);
 void mod_stats_init(void);
 
 #ifdef __cplusplus

@@ -75,6 +75,7 @@ void stm_exit(void);
  * initialise again. */
 struct stm_tx *stm_init_thread(void);
 void stm_exit_thread(void);
+void stm_exit_thread_tx(struct stm_tx *tx);
 struct stm_tx *stm_current_tx(void);
 
 /* Transactions. stm_start returns the environment to sigsetjmp on, or NULL when nested
@@ -126,9 +127,35 @@ int stm_unit_store2(volatile stm_word_t *addr, stm_word_t value, stm_word_t mask
 void stm_set_extension(int enable, stm_word_t *timestamp);
 stm_word_t stm_get_clock(void);
 
-/* Irrevocability: the transaction never aborts afterwards. Serial: transactions that have
- * not started wait until it ends. Returns 1 (or aborts and restarts irrevocable). */
+/* Irrevocability: the transaction never aborts afterwards. Serial: it waits for the others
+ * to end, and transactions that have not started wait until it ends. Returns 1 at once when
+ * the transaction has touched nothing yet, else aborts and restarts irrevocable (a serial
+ * one with STM_PATH_UNINSTRUMENTED from sigsetjmp: it runs alone). Outside a transaction:
+ * the next one starts irrevocable; returns 0. */
 int stm_set_irrevocable(int serial);
+
+/* The same functions on an explicit descriptor (from stm_init_thread or stm_current_tx;
+ * NULL is the calling thread's), as TinySTM's *_tx family. */
+sigjmp_buf *stm_start_tx(struct stm_tx *tx, stm_tx_attr_t attr);
+int stm_commit_tx(struct stm_tx *tx);
+void stm_abort_tx(struct stm_tx *tx, int abort_reason);
+stm_word_t stm_load_tx(struct stm_tx *tx, volatile stm_word_t *addr);
+void stm_store_tx(struct stm_tx *tx, volatile stm_word_t *addr, stm_word_t value);
+void stm_store2_tx(struct stm_tx *tx, volatile stm_word_t *addr, stm_word_t value, stm_word_t mask);
+int stm_active_tx(struct stm_tx *tx);
+int stm_aborted_tx(struct stm_tx *tx);
+int stm_irrevocable_tx(struct stm_tx *tx);
+int stm_killed_tx(struct stm_tx *tx);
+sigjmp_buf *stm_get_env_tx(struct stm_tx *tx);
+stm_tx_attr_t stm_get_attributes_tx(struct stm_tx *tx);
+int stm_get_stats_tx(struct stm_tx *tx, const char *name, void *val);
+void *stm_get_specific_tx(struct stm_tx *tx, int key);
+void stm_set_specific_tx(struct stm_tx *tx, int key, void *data);
+void stm_set_extension_tx(struct stm_tx *tx, int enable, stm_word_t *timestamp);
+int stm_set_irrevocable_tx(struct stm_tx *tx, int serial);
+
+/* Advances the global clock by one (TinySTM's, for its regression tests). */
+void stm_inc_clock(void);
 
 #ifdef __cplusplus
 }
