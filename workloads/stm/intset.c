@@ -75,13 +75,15 @@ int main(int argc, char **argv) {
   if (o.threads < 1 || o.range < 1 || o.size > o.range || o.update > 100) usage(argv[0], extra);
   stm_init();
   mod_mem_init(0);
+  /* The main thread registers before it allocates: TinySTM's stm_malloc needs a thread's
+   * descriptor even outside transactions. */
+  stm_init_thread();
   struct shared sh = {.set = set_new(o.range), .range = o.range, .update = o.update};
   /* Fill with distinct random keys, in transactions of the main thread. */
   unsigned long seed = o.seed * 31 + 7;
 #ifdef SET_SKIP
   level_seed = seed;
 #endif
-  stm_init_thread();
   long filled = 0;
   while (filled < o.size) filled += set_add(sh.set, 1 + (long)(next_random(&seed) % o.range));
   struct worker *w = calloc(o.threads, sizeof *w);

@@ -6,20 +6,9 @@
 //! in `sharemap simulate`'s only cache (one core, one level: LRU, write-allocate,
 //! write-back) as in DineroIV's, for several geometries.
 
+mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn anchors() -> PathBuf {
-    let dir = std::env::var_os("SHAREMAP_ANCHORS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/anchors"));
-    assert!(
-        dir.join("dineroIV.tar.gz").is_file(),
-        "DineroIV's sources are not at {} (set SHAREMAP_ANCHORS to the reference systems' directory)",
-        dir.display()
-    );
-    dir
-}
 
 fn run(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
@@ -29,7 +18,7 @@ fn run(cmd: &mut Command) -> String {
 
 /// DineroIV built in `dir`, with 64-bit addresses.
 fn build_dinero(dir: &Path) -> PathBuf {
-    run(Command::new("tar").arg("xzf").arg(anchors().join("dineroIV.tar.gz")).arg("-C").arg(dir));
+    run(Command::new("tar").arg("xzf").arg(common::anchor("dineroIV.tar.gz")).arg("-C").arg(dir));
     run(Command::new("tar").arg("xzf").arg(dir.join("dineroIV/d4-7.tar.gz")).arg("-C").arg(dir));
     let src = dir.join("d4-7");
     run(Command::new("./configure").current_dir(&src));

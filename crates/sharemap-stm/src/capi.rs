@@ -470,17 +470,28 @@ fn plain_access() -> Option<&'static mut Thread> {
 /// `addr` is an aligned word the program may read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn stm_load(addr: *const Word) -> Word {
+    // SAFETY: as the caller promises.
+    unsafe { load_entry(addr as usize) }
+}
+
+/// The exported loads' body (`stm_load` and the typed wrappers): the common case inline,
+/// the rest out of line.
+///
+/// # Safety
+/// As `stm_load`.
+#[inline(always)]
+pub unsafe fn load_entry(addr: usize) -> Word {
     if let Some(th) = plain_access() {
         th.countdown -= 1;
         // SAFETY: as the caller promises.
-        return match unsafe { th.tx.load_fast(addr as usize) } {
+        return match unsafe { th.tx.load_fast(addr) } {
             Some(v) => v,
             // SAFETY: as the caller promises.
-            None => unsafe { load_slow(th, addr as usize) },
+            None => unsafe { load_slow(th, addr) },
         };
     }
     // SAFETY: as the caller promises.
-    unsafe { load_any(addr as usize) }
+    unsafe { load_any(addr) }
 }
 
 /// # Safety
@@ -536,7 +547,7 @@ pub unsafe extern "C" fn stm_store2(addr: *mut Word, value: Word, mask: Word) {
 /// # Safety
 /// As `stm_store2`.
 #[inline(always)]
-unsafe fn store_entry(addr: usize, value: Word, mask: Word) {
+pub unsafe fn store_entry(addr: usize, value: Word, mask: Word) {
     if let Some(th) = plain_access() {
         th.countdown -= 1;
         // SAFETY: as the caller promises.

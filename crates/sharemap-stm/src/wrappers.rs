@@ -2,28 +2,28 @@
 //! or one that straddles two words, goes through the enclosing aligned words with a mask,
 //! so that the other bytes of those words are neither read into nor written from it.
 
-use crate::capi::{load_word, store_word};
+use crate::capi::{load_entry, store_entry};
 use crate::core::Word;
-use crate::thread::me;
 use std::ffi::c_void;
 
 const WORD: usize = std::mem::size_of::<Word>();
 
-/// The `size` bytes (1..=8) at `addr`, little-endian.
+/// The `size` bytes (1..=8) at `addr`, little-endian. Each word goes through `stm_load`'s
+/// own fast path: a pointer or a long costs what `stm_load` does.
 ///
 /// # Safety
 /// The words holding them are memory the program may read.
+#[inline(always)]
 unsafe fn load_bytes(addr: usize, size: usize) -> u64 {
-    let th = me();
     let base = addr & !(WORD - 1);
     let off = addr - base;
     // SAFETY: the words holding the bytes, as the caller promises.
-    let first = unsafe { load_word(th, base) } as u64 >> (off * 8);
+    let first = unsafe { load_entry(base) } as u64 >> (off * 8);
     let value = if off + size <= WORD {
         first
     } else {
         // SAFETY: as above.
-        first | (unsafe { load_word(th, base + WORD) } as u64) << ((WORD - off) * 8)
+        first | (unsafe { load_entry(base + WORD) } as u64) << ((WORD - off) * 8)
     };
     if size == 8 { value } else { value & ((1u64 << (size * 8)) - 1) }
 }
@@ -32,17 +32,17 @@ unsafe fn load_bytes(addr: usize, size: usize) -> u64 {
 ///
 /// # Safety
 /// The words holding them are memory the program may read and write.
+#[inline(always)]
 unsafe fn store_bytes(addr: usize, value: u64, size: usize) {
-    let th = me();
     let base = addr & !(WORD - 1);
     let off = addr - base;
     let bits = if size == 8 { u64::MAX } else { (1u64 << (size * 8)) - 1 };
     // SAFETY: the words holding the bytes, as the caller promises.
-    unsafe { store_word(th, base, (value << (off * 8)) as Word, (bits << (off * 8)) as Word) };
+    unsafe { store_entry(base, (value << (off * 8)) as Word, (bits << (off * 8)) as Word) };
     if off + size > WORD {
         let shift = (WORD - off) * 8;
         // SAFETY: as above.
-        unsafe { store_word(th, base + WORD, (value >> shift) as Word, (bits >> shift) as Word) };
+        unsafe { store_entry(base + WORD, (value >> shift) as Word, (bits >> shift) as Word) };
     }
 }
 

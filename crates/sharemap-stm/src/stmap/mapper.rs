@@ -9,7 +9,10 @@
 //!    pay, and threads stay where they are.
 //! 4. sharemap's default algorithm maps the threads on the live topology; the threads move
 //!    only if the current mapping costs more than the new one by the hysteresis margin, at
-//!    two decisions in a row (the first mapping, and threads new since, at once).
+//!    two decisions in a row. A change of the active threads is confirmed the same way:
+//!    under load, a thread that waited for a CPU through one window looks idle, and
+//!    remapping on each such flicker moved threads several times a second. Only the first
+//!    mapping happens at once, and remaps are at least `MIN_REMAP_GAP` apart.
 //!    Each decision that keeps the mapping doubles the interval (up to 64 MI); a remap
 //!    resets it.
 //! 5. Data mapping: pages that the threads pinned on one node dominate (at least half of
@@ -35,6 +38,8 @@ const PAGE_SHARE: f64 = 0.5;
 const ACTIVITY_WINDOW: std::time::Duration = std::time::Duration::from_millis(100);
 /// The longest interval, in mapping intervals.
 const MAX_INTERVAL_FACTOR: u64 = 64;
+/// The shortest time between two remaps: at most 5 a second, whatever the intervals.
+const MIN_REMAP_GAP: std::time::Duration = std::time::Duration::from_millis(200);
 
 static DECISIONS: AtomicU64 = AtomicU64::new(0);
 static REMAPS: AtomicU64 = AtomicU64::new(0);
@@ -94,6 +99,10 @@ struct State {
     current: Option<Mapping>,
     /// A better mapping seen at the last decision, not yet confirmed.
     pending: Option<Vec<usize>>,
+    /// A new set of active threads seen at the last decision, not yet confirmed.
+    pending_threads: Option<Vec<usize>>,
+    /// When threads last moved.
+    last_remap: Option<std::time::Instant>,
     /// Each slot's samples at past decisions, over the activity window.
     history: std::collections::VecDeque<(std::time::Instant, Vec<u64>)>,
     interval: u64,
@@ -230,6 +239,8 @@ fn decide(s: &Stmap, total: u64) {
         recent: SharingMatrix::new(0),
         current: None,
         pending: None,
+        pending_threads: None,
+        last_remap: None,
         history: Default::default(),
         interval: s.config.mi,
         commits: 0,
@@ -348,6 +359,17 @@ impl State {
         if self.topology(config).is_none() {
             return;
         }
+        // Other threads active than those mapped: they must be seen at two decisions in a
+        // row before anything moves (the first mapping excepted).
+        let threads_changed = self.current.is_some() && current.is_none();
+        let pending_threads = std::mem::take(&mut self.pending_threads);
+        if threads_changed && pending_threads.as_ref() != Some(&active) {
+            let _ = write!(line, " -> other threads active than those mapped: remaps if they stay so");
+            log(config, &line);
+            self.pending_threads = Some(active);
+            self.interval = config.mi;
+            return;
+        }
         let topo = self.topology.as_ref().expect("just built");
         if k < 2 || topo.machine.pu_count() < 2 {
             let _ = write!(line, " -> nothing to map");
@@ -380,6 +402,16 @@ impl State {
         let new_cost = mapping_cost(&recent, &candidate, &topo.costs);
         let current_cost = current.as_ref().map(|c| mapping_cost(&recent, c, &topo.costs));
         let pending = self.pending.take().filter(|p| p.len() == k);
+        if let Some(last) = self.last_remap
+            && last.elapsed() < MIN_REMAP_GAP
+        {
+            let _ = write!(line, " -> the last remap was under {} ms ago: threads stay", MIN_REMAP_GAP.as_millis());
+            log(config, &line);
+            self.pending = pending;
+            self.pending_threads = pending_threads;
+            self.interval = config.mi;
+            return;
+        }
         let (remap, candidate) = match current_cost {
             None => (true, candidate),
             Some(c) if c <= new_cost * (1.0 + config.hysteresis) => {
@@ -430,6 +462,7 @@ impl State {
         }
         REMAPS.fetch_add(1, Ordering::Relaxed);
         MIGRATIONS.fetch_add(moved, Ordering::Relaxed);
+        self.last_remap = Some(std::time::Instant::now());
         let moves = if moved == 1 { "1 thread moves".to_string() } else { format!("{moved} threads move") };
         let _ = write!(line, " -> remap ({moves}):{placed}");
         log(config, &line);
