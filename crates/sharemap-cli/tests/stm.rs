@@ -345,6 +345,49 @@ fn stmap_names_exactly_the_sharing_pairs_and_pins_them_together() {
     );
 }
 
+/// On a loaded host (a busy loop on every CPU beside the program), STMap decides as on a
+/// quiet one: a thread that waited for a CPU through one activity window looks idle, and
+/// remapping on each such flicker moved threads several times a second. A new set of
+/// active threads must now be seen twice, and remaps are at least 200 ms apart.
+#[test]
+fn stmap_does_not_churn_on_a_loaded_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(&dir, "pairs", &["cc", "--stm", "--no-trace", "-O2", s(&workloads().join("pairs.c"))], "gcc");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy: Vec<_> = (0..online_cpus())
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        let start = std::time::Instant::now();
+        let out = run(&prog, &["8", "3000000", "2"], &[]);
+        let seconds = start.elapsed().as_secs_f64();
+        let t = text(&out);
+        assert!(out.status.success(), "{t}");
+        let remaps: u64 = t
+            .lines()
+            .find_map(|l| l.split(" remaps ").nth(1))
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|r| r.parse().ok())
+            .unwrap_or_else(|| panic!("no remaps in\n{t}"));
+        runs.push((remaps, seconds));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    busy.into_iter().for_each(|b| b.join().unwrap());
+    // The first mapping, its confirmation by costs, and at most one more a second: the
+    // bound at 200 ms apart would be 5 a second.
+    for &(remaps, seconds) in &runs {
+        assert!(remaps as f64 <= 2.0 + seconds, "{remaps} remaps in {seconds:.1} s under load: {runs:?}");
+    }
+}
+
 /// The matrix file is written as every sharemap output is (sharemap-core's `write_whole`):
 /// a FIFO named by SHAREMAP_STMAP_MATRIX stays a FIFO and its reader gets the matrix (a
 /// temporary renamed over it turned a device node into a regular file), and no temporary of

@@ -11,8 +11,9 @@
 //!    only if the current mapping costs more than the new one by the hysteresis margin, at
 //!    two decisions in a row. A change of the active threads is confirmed the same way:
 //!    under load, a thread that waited for a CPU through one window looks idle, and
-//!    remapping on each such flicker moved threads several times a second. Only the first
-//!    mapping happens at once, and remaps are at least `MIN_REMAP_GAP` apart.
+//!    remapping on each such flicker moved threads several times a second; so is the first
+//!    set (threads that start one after the other would be mapped at each step). Remaps
+//!    are at least `MIN_REMAP_GAP` apart.
 //!    Each decision that keeps the mapping doubles the interval (up to 64 MI); a remap
 //!    resets it.
 //! 5. Data mapping: pages that the threads pinned on one node dominate (at least half of
@@ -38,6 +39,8 @@ const PAGE_SHARE: f64 = 0.5;
 const ACTIVITY_WINDOW: std::time::Duration = std::time::Duration::from_millis(100);
 /// The longest interval, in mapping intervals.
 const MAX_INTERVAL_FACTOR: u64 = 64;
+/// How long a thread counts as active after it last did a tenth of the busiest one's work.
+const ACTIVE_HOLD: std::time::Duration = std::time::Duration::from_secs(1);
 /// The shortest time between two remaps: at most 5 a second, whatever the intervals.
 const MIN_REMAP_GAP: std::time::Duration = std::time::Duration::from_millis(200);
 
@@ -105,6 +108,8 @@ struct State {
     last_remap: Option<std::time::Instant>,
     /// Each slot's samples at past decisions, over the activity window.
     history: std::collections::VecDeque<(std::time::Instant, Vec<u64>)>,
+    /// When each slot last did its share of the work.
+    last_active: Vec<Option<std::time::Instant>>,
     interval: u64,
     commits: u64,
     aborts: u64,
@@ -242,6 +247,7 @@ fn decide(s: &Stmap, total: u64) {
         pending_threads: None,
         last_remap: None,
         history: Default::default(),
+        last_active: Vec::new(),
         interval: s.config.mi,
         commits: 0,
         aborts: 0,
@@ -295,7 +301,8 @@ impl State {
     }
 
     /// The threads that did at least a tenth of the busiest one's transactional work (by
-    /// their samples) over the last `ACTIVITY_WINDOW` (at least since the last decision).
+    /// their samples) over the last `ACTIVITY_WINDOW` (at least since the last decision),
+    /// at some point in the last `ACTIVE_HOLD`.
     /// An idle thread, such as a main thread that filled a structure and now waits for its
     /// workers, is not mapped: it would take a CPU from them. The window is longer than the
     /// scheduler's period, so that with more threads than CPUs a thread that merely waited
@@ -312,7 +319,15 @@ impl State {
         };
         self.history.push_back((now, counts));
         let busiest = did.iter().copied().max().unwrap_or(0);
-        (0..n).filter(|&t| did[t] > 0 && did[t] * 10 >= busiest).collect()
+        // A thread stays active for `ACTIVE_HOLD` after it last was: on a loaded host one
+        // that waited for a CPU through a whole window is still one of the program's.
+        self.last_active.resize(n, None);
+        for t in 0..n {
+            if did[t] > 0 && did[t] * 10 >= busiest {
+                self.last_active[t] = Some(now);
+            }
+        }
+        (0..n).filter(|&t| self.last_active[t].is_some_and(|at| now.duration_since(at) < ACTIVE_HOLD)).collect()
     }
 
     fn decide(&mut self, s: &Stmap, total: u64) {
@@ -359,9 +374,10 @@ impl State {
         if self.topology(config).is_none() {
             return;
         }
-        // Other threads active than those mapped: they must be seen at two decisions in a
-        // row before anything moves (the first mapping excepted).
-        let threads_changed = self.current.is_some() && current.is_none();
+        // Other threads active than those mapped (or none mapped yet): they must be seen at
+        // two decisions in a row before anything moves. Threads that start one after the
+        // other on a loaded host would otherwise be mapped at each step.
+        let threads_changed = current.is_none();
         let pending_threads = std::mem::take(&mut self.pending_threads);
         if threads_changed && pending_threads.as_ref() != Some(&active) {
             let _ = write!(line, " -> other threads active than those mapped: remaps if they stay so");
