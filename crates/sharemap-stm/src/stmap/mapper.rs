@@ -322,9 +322,9 @@ impl State {
         // A thread stays active for `ACTIVE_HOLD` after it last was: on a loaded host one
         // that waited for a CPU through a whole window is still one of the program's.
         self.last_active.resize(n, None);
-        for t in 0..n {
-            if did[t] > 0 && did[t] * 10 >= busiest {
-                self.last_active[t] = Some(now);
+        for (last, &work) in self.last_active.iter_mut().zip(&did) {
+            if work > 0 && work * 10 >= busiest {
+                *last = Some(now);
             }
         }
         (0..n).filter(|&t| self.last_active[t].is_some_and(|at| now.duration_since(at) < ACTIVE_HOLD)).collect()
