@@ -5,7 +5,8 @@
 //!   `CC='sharemap cc --stm --no-trace'` in its intact tree (whose `-L../../lib -lstm` would
 //!   link TinySTM itself), pass TinySTM's `make check`; its irrevocability regression,
 //!   with its assertions on, takes the serial path; its perf regression links
-//!   (`stm_inc_clock`) and runs.
+//!   (`stm_inc_clock`) and runs. sharemap's own STM programs (workloads/stm) build against
+//!   TinySTM itself and pass their checks: they are valid TinySTM programs.
 //! - STAMP 0.9.10's eight applications, built by STAMP's Makefile.stm with the command
 //!   docs/stm.md gives, verify on their small (simulator) inputs at 2 and 4 threads, with
 //!   STMap off and on.
@@ -86,6 +87,31 @@ fn tinystm_test_programs_build_unmodified_and_pass_its_checks() {
             .and_then(|l| l.trim_start_matches([' ', ':']).trim().parse().ok())
             .unwrap_or_else(|| panic!("no serial count in\n{t}"));
         assert!(t.contains("PASSED") && serial > 0, "{threads} threads: {serial} serial executions\n{t}");
+    }
+
+    // sharemap's own STM programs are valid TinySTM programs: built against TinySTM itself,
+    // they run and pass their checks (they once allocated before registering the thread,
+    // which TinySTM does not allow: they crashed on it).
+    let workloads = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../workloads/stm");
+    for (name, source, define) in [
+        ("bank", "bank.c", None),
+        ("linkedlist", "intset.c", Some("-DSET_LIST")),
+        ("rbtree", "intset.c", Some("-DSET_RBTREE")),
+        ("hashset", "intset.c", Some("-DSET_HASH")),
+        ("skiplist", "intset.c", Some("-DSET_SKIP")),
+    ] {
+        let binary = dir.path().join(format!("{name}-on-tinystm"));
+        run(Command::new("gcc")
+            .args(["-O2", "-I"])
+            .arg(tree.join("include"))
+            .args(define)
+            .arg(workloads.join(source))
+            .arg("-o")
+            .arg(&binary)
+            .arg(tree.join("lib/libstm.a"))
+            .arg("-lpthread"));
+        let out = run(Command::new(&binary).args(["-t", "2", "-d", "300"]));
+        assert!(text(&out).contains("check=ok"), "{name} on TinySTM:\n{}", text(&out));
     }
 
     // perf.c calls stm_inc_clock (TinySTM's Makefile does not build it).

@@ -12,7 +12,7 @@ use crate::thread::{self, SigJmpBuf, Status, Thread, bump};
 use crate::{hooks, mem, stats, stmap};
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once, OnceLock};
 
 pub const PATH_INSTRUMENTED: c_int = 0x01;
@@ -99,6 +99,7 @@ pub extern "C" fn stm_register(
         return 0;
     }
     NB_CALLBACKS.store(n + 1, Ordering::Release);
+    enable_extras(EXTRA_EVENTS);
     // A thread already registered gets its init callback now, as it would have.
     if let Some(f) = init
         && !thread::current().is_null()
@@ -169,40 +170,91 @@ pub(crate) unsafe fn given(tx: *mut Thread) -> &'static mut Thread {
 // ---------------------------------------------------------------------------------------
 // Transactions.
 
+/// What runs besides the transaction itself at its start and end: mod_ab's timing of one
+/// transaction in N (`EXTRA_AB`), and a tracer's events or callbacks registered with
+/// `stm_register` (`EXTRA_EVENTS`). One test on the common path when there is none.
+static EXTRAS: AtomicU8 = AtomicU8::new(0);
+pub const EXTRA_AB: u8 = 1;
+pub const EXTRA_EVENTS: u8 = 2;
+
+/// `what` runs at each start and end from now on (set before the threads that use it run,
+/// as TinySTM's modules are).
+pub fn enable_extras(what: u8) {
+    EXTRAS.fetch_or(what, Ordering::AcqRel);
+}
+
+#[inline]
+fn extras() -> u8 {
+    EXTRAS.load(Ordering::Relaxed)
+}
+
 /// Begins an attempt of the outermost transaction.
+#[inline]
 fn begin_attempt(th: &mut Thread) {
-    // Irrevocability asked for this attempt is taken before the start is published: a
-    // serial transaction waits for every published one to end, so waiting for it while
-    // published would deadlock.
-    let irrevocable = std::mem::take(&mut th.irrevocable_next);
-    loop {
-        th.tx.begin();
-        if irrevocable != 0 {
-            th.tx.become_irrevocable(irrevocable == 2);
-        }
-        mem::publish_start(th);
-        // The start is published before the serial flag is read (a store, then a load:
-        // `quiesce` fences every thread between the two; here the compiler must not swap
-        // them).
-        std::sync::atomic::compiler_fence(Ordering::SeqCst);
-        if th.tx.is_serial() {
-            quiesce(th);
-            break;
-        }
-        if !core::serial_running() {
-            break;
-        }
-        mem::publish_end(th);
-        core::wait_serial();
+    if th.irrevocable_next != 0 {
+        return begin_irrevocable(th);
     }
+    th.tx.begin();
+    mem::publish_start(th);
+    // The start is published before the serial flag is read (a store, then a load: a
+    // serial transaction fences every thread between the two, `quiesce`; here the compiler
+    // must not swap them).
+    std::sync::atomic::compiler_fence(Ordering::SeqCst);
+    if core::serial_running() {
+        return begin_after_serial(th);
+    }
+    begun(th);
+}
+
+/// The rest of a start, once the snapshot is taken and published.
+#[inline]
+fn begun(th: &mut Thread) {
     th.tx.can_extend = th.attr & ATTR_NO_EXTEND == 0;
     th.enter();
     th.status = Status::Active;
-    mem::publish_start(th);
     stmap::on_start(th);
-    stats::on_start(th);
+    let extras = extras();
+    if extras != 0 {
+        if extras & EXTRA_AB != 0 {
+            stats::on_start(th);
+        }
+        if extras & EXTRA_EVENTS != 0 {
+            on_start_events(th);
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn on_start_events(th: &mut Thread) {
     hooks::event(hooks::TX_BEGIN, (th.attr & 0xFFFF) as u16);
     each_callback(|c| c.start);
+}
+
+/// A serial transaction runs: wait until it ends, unpublished, then start.
+#[cold]
+#[inline(never)]
+fn begin_after_serial(th: &mut Thread) {
+    mem::publish_end(th);
+    core::wait_serial();
+    begin_attempt(th);
+}
+
+/// An attempt that starts irrevocable. Irrevocability is taken before the start is
+/// published: a serial transaction waits for every published one to end, so waiting for
+/// it while published would deadlock.
+#[cold]
+#[inline(never)]
+fn begin_irrevocable(th: &mut Thread) {
+    let serial = std::mem::take(&mut th.irrevocable_next) == 2;
+    th.tx.begin();
+    th.tx.become_irrevocable(serial);
+    mem::publish_start(th);
+    if serial {
+        quiesce(th);
+    }
+    // Another serial transaction cannot run: this one holds irrevocability.
+    begun(th);
 }
 
 #[unsafe(no_mangle)]
@@ -286,24 +338,29 @@ pub unsafe extern "C" fn stm_commit_tx(tx: *mut Thread) -> c_int {
     if th.nesting == 0 {
         return 0;
     }
-    each_callback(|c| c.precommit);
+    if extras() & EXTRA_EVENTS != 0 {
+        each_callback(|c| c.precommit);
+    }
     match th.tx.commit() {
         Ok(version) => {
             th.mem.on_commit(version);
             mem::publish_end(th);
             let slot = th.slot();
             bump(&slot.commits);
-            if th.retries > slot.max_retries.load(Ordering::Relaxed) {
-                slot.max_retries.store(th.retries, Ordering::Relaxed);
+            if th.retries != 0 || slot.min_retries.load(Ordering::Relaxed) != 0 {
+                count_retries(slot, th.retries);
             }
-            if th.retries < slot.min_retries.load(Ordering::Relaxed) {
-                slot.min_retries.store(th.retries, Ordering::Relaxed);
-            }
-            stats::on_commit(th);
-            hooks::event(hooks::TX_COMMIT, (th.attr & 0xFFFF) as u16);
             th.leave();
             th.status = Status::Committed;
-            each_callback(|c| c.commit);
+            let extras = extras();
+            if extras != 0 {
+                if extras & EXTRA_AB != 0 {
+                    stats::on_commit(th);
+                }
+                if extras & EXTRA_EVENTS != 0 {
+                    on_commit_events(th);
+                }
+            }
             1
         }
         Err(a) => {
@@ -311,6 +368,24 @@ pub unsafe extern "C" fn stm_commit_tx(tx: *mut Thread) -> c_int {
             0
         }
     }
+}
+
+/// The fewest and most aborts before a commit.
+#[inline(never)]
+fn count_retries(slot: &thread::Slot, retries: u64) {
+    if retries > slot.max_retries.load(Ordering::Relaxed) {
+        slot.max_retries.store(retries, Ordering::Relaxed);
+    }
+    if retries < slot.min_retries.load(Ordering::Relaxed) {
+        slot.min_retries.store(retries, Ordering::Relaxed);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn on_commit_events(th: &mut Thread) {
+    hooks::event(hooks::TX_COMMIT, (th.attr & 0xFFFF) as u16);
+    each_callback(|c| c.commit);
 }
 
 #[unsafe(no_mangle)]

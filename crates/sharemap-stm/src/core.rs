@@ -142,6 +142,8 @@ pub struct Tx {
     locks: usize,
     irrevocable: bool,
     serial: bool,
+    /// Whether a set grew beyond its first capacity (then `begin` shrinks them).
+    grown: bool,
     /// Whether the snapshot may be extended (TinySTM's `no_extend` attribute clears it).
     pub can_extend: bool,
 }
@@ -159,6 +161,7 @@ impl Tx {
             locks: 0,
             irrevocable: false,
             serial: false,
+            grown: false,
             can_extend: true,
         }
     }
@@ -173,17 +176,22 @@ impl Tx {
         self.reads.clear();
         self.writes.clear();
         self.locks = 0;
-        // A huge transaction once does not keep its sets' memory for good.
-        const KEEP: usize = 1 << 16;
-        if self.reads.capacity() > KEEP {
-            self.reads.shrink_to(KEEP);
-        }
-        if self.writes.capacity() > KEEP {
-            self.writes.shrink_to(KEEP);
+        if self.grown {
+            self.shrink();
         }
         self.can_extend = true;
         self.start = clock();
         self.end = self.start;
+    }
+
+    /// A huge transaction once does not keep its sets' memory for good.
+    #[cold]
+    #[inline(never)]
+    fn shrink(&mut self) {
+        const KEEP: usize = 1 << 16;
+        self.reads.shrink_to(KEEP);
+        self.writes.shrink_to(KEEP);
+        self.grown = false;
     }
 
     /// The snapshot's start (the clock when the transaction began).
@@ -317,6 +325,7 @@ impl Tx {
                 self.extend().map_err(|_| Abort::ValidateRead)?;
                 continue;
             }
+            self.grown |= self.reads.len() == self.reads.capacity();
             self.reads.push(Read { lock: index as u32, seen: l });
             return Ok(value);
         }
@@ -420,6 +429,7 @@ impl Tx {
                 let first = l >> INDEX_SHIFT;
                 if !self.store_owned(first, index, addr, value, mask) {
                     // The write set is full: grow it, then link in.
+                    self.grown = true;
                     self.writes.reserve(1);
                     self.store_owned(first, index, addr, value, mask);
                 }
@@ -433,6 +443,7 @@ impl Tx {
             }
             let mine = self.owner_bits() | (self.writes.len() << INDEX_SHIFT);
             if lock.compare_exchange(l, mine, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                self.grown |= self.writes.len() == self.writes.capacity();
                 self.writes.push(Write { addr, value: value & mask, mask, before: l, lock: index as u32, next: NIL });
                 self.locks += 1;
                 return Ok(());

@@ -28,6 +28,7 @@ static TRACER: AtomicPtr<Tracer> = AtomicPtr::new(std::ptr::null_mut());
 /// Registers the tracer (once, before the program's threads run).
 pub fn set_tracer(t: &'static Tracer) {
     TRACER.store(t as *const Tracer as *mut Tracer, Ordering::Release);
+    crate::capi::enable_extras(crate::capi::EXTRA_EVENTS);
 }
 
 #[inline]

@@ -86,11 +86,17 @@ impl ThreadMem {
         self.frees.clear();
     }
 
+    #[inline]
     pub fn on_commit(&mut self, version: u64) {
         self.allocs.clear();
-        if self.frees.is_empty() {
-            return;
+        if !self.frees.is_empty() {
+            self.retire(version);
         }
+    }
+
+    /// The committed transaction's frees wait for the transactions that may reach them.
+    #[inline(never)]
+    fn retire(&mut self, version: u64) {
         // A read-only transaction's frees: tag them with the clock now.
         let v = if version == 0 { crate::core::clock() } else { version };
         self.limbo.extend(self.frees.drain(..).map(|p| (v, p)));

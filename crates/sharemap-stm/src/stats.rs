@@ -6,7 +6,7 @@ use crate::thread::{self, Thread};
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 pub enum Value {
     UInt(u32),
@@ -120,7 +120,6 @@ pub unsafe extern "C" fn stm_get_local_stats(name: *const c_char, val: *mut c_vo
 // mod_ab: the time from the first start of a transaction to its commit, per atomic block
 // (the attribute id), on one transaction in `freq`; in nanoseconds.
 
-static AB_ON: AtomicBool = AtomicBool::new(false);
 static AB_FREQ: AtomicU32 = AtomicU32::new(1);
 type Check = Option<extern "C" fn() -> c_int>;
 static AB_CHECK: Mutex<Check> = Mutex::new(None);
@@ -185,23 +184,35 @@ pub extern "C" fn mod_ab_init(freq: c_int, check: Check) {
     if let Ok(mut c) = AB_CHECK.lock() {
         *c = check;
     }
-    AB_ON.store(true, Ordering::Release);
+    crate::capi::enable_extras(crate::capi::EXTRA_AB);
 }
 
+/// At the start of a transaction's first attempt: one in `freq` is timed (a countdown).
 #[inline]
 pub fn on_start(th: &mut Thread) {
-    if !AB_ON.load(Ordering::Relaxed) || th.retries > 0 {
+    if th.retries > 0 {
         return;
     }
-    th.ab_count += 1;
-    th.ab_start = (th.ab_count >= AB_FREQ.load(Ordering::Relaxed)).then(|| {
-        th.ab_count = 0;
-        now_ns()
-    });
+    if th.ab_left == 0 {
+        th.ab_left = AB_FREQ.load(Ordering::Relaxed);
+    }
+    th.ab_left -= 1;
+    if th.ab_left == 0 {
+        th.ab_start = Some(now_ns());
+    }
 }
 
+/// At commit: a timed transaction's duration goes to its atomic block's statistics.
 #[inline]
 pub fn on_commit(th: &mut Thread) {
+    if th.ab_start.is_some() {
+        record_duration(th);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn record_duration(th: &mut Thread) {
     let Some(start) = th.ab_start.take() else { return };
     let check = AB_CHECK.lock().ok().and_then(|c| *c);
     if check.is_some_and(|f| f() == 0) {

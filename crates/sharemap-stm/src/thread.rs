@@ -125,7 +125,8 @@ pub struct Thread {
     pub mem: mem::ThreadMem,
     /// mod_ab: when the running transaction first started (ns), if sampled.
     pub ab_start: Option<u64>,
-    pub ab_count: u32,
+    /// mod_ab: first attempts left until the next timed one (0: not counting yet).
+    pub ab_left: u32,
 }
 
 impl Thread {
@@ -248,7 +249,7 @@ pub fn init_thread() -> *mut Thread {
         cpu_epoch_seen: 0,
         mem: mem::ThreadMem::default(),
         ab_start: None,
-        ab_count: 0,
+        ab_left: 0,
     });
     let ptr = Box::into_raw(th);
     CURRENT.with(|c| c.set(ptr));
