@@ -14,6 +14,7 @@
 //!   snapshot extends it when every read so far is still valid, else the transaction aborts.
 //!   Every value a transaction sees belongs to one consistent snapshot (opacity).
 
+pub mod access;
 pub mod capi;
 pub mod core;
 pub mod hooks;

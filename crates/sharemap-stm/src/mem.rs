@@ -6,7 +6,6 @@
 //! `stm_free(addr, size)` with a size (up to 4 KiB) also takes the block's locks (writes of
 //! mask 0, values kept), so transactions reading it concurrently conflict, as in TinySTM.
 
-use crate::capi;
 use crate::thread::Thread;
 use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
@@ -58,10 +57,14 @@ static ORPHANS: Mutex<Vec<(u64, usize)>> = Mutex::new(Vec::new());
 /// The largest block `stm_free` locks.
 const LOCK_FREED_UP_TO: usize = 4096;
 
-/// Blocks a thread keeps before it tries to give them back. Each try fences every thread
-/// (`membarrier`, an interrupt on each CPU that runs one): at 64, a red-black tree's deletes
-/// at two threads made 9000 a second, 15 % of the CPU time in the kernel.
+/// Blocks a thread keeps before it tries to give them back, and the least time between two
+/// tries. Each try fences every thread (`membarrier`: an interrupt on each CPU that runs
+/// one, and in a VM an exit to the hypervisor, up to half a millisecond with more threads
+/// than CPUs): at 64 blocks and no limit, a red-black tree's deletes at two threads made
+/// 9000 a second, 15 % of the CPU time in the kernel, and a hash set at four threads on two
+/// CPUs spent 80 % of its time there. At most 50 a second per thread.
 const RECLAIM_BATCH: usize = 1024;
+const RECLAIM_GAP: std::time::Duration = std::time::Duration::from_millis(20);
 
 #[derive(Default)]
 pub struct ThreadMem {
@@ -71,6 +74,8 @@ pub struct ThreadMem {
     frees: Vec<usize>,
     /// Freed by committed transactions, with their commit version.
     limbo: Vec<(u64, usize)>,
+    /// When this thread last tried to give blocks back.
+    last_reclaim: Option<std::time::Instant>,
 }
 
 fn free(p: usize) {
@@ -100,8 +105,9 @@ impl ThreadMem {
         // A read-only transaction's frees: tag them with the clock now.
         let v = if version == 0 { crate::core::clock() } else { version };
         self.limbo.extend(self.frees.drain(..).map(|p| (v, p)));
-        if self.limbo.len() >= RECLAIM_BATCH {
+        if self.limbo.len() >= RECLAIM_BATCH && self.last_reclaim.is_none_or(|t| t.elapsed() >= RECLAIM_GAP) {
             reclaim(&mut self.limbo);
+            self.last_reclaim = Some(std::time::Instant::now());
         }
     }
 
@@ -272,7 +278,7 @@ pub unsafe extern "C" fn stm_free2_tx(tx: *mut Thread, addr: *mut c_void, idx: u
         while w < start.saturating_add(size) {
             // SAFETY: a word of the block being freed, which the program owned: the store
             // writes nothing (mask 0), it only takes the word's lock.
-            unsafe { capi::store_word(th, w, 0, 0) };
+            unsafe { crate::access::store_word(th, w, 0, 0) };
             w += granule;
         }
     }

@@ -2,7 +2,7 @@
 //! or one that straddles two words, goes through the enclosing aligned words with a mask,
 //! so that the other bytes of those words are neither read into nor written from it.
 
-use crate::capi::{load_entry, store_entry};
+use crate::access::{load_entry, store_entry};
 use crate::core::Word;
 use std::ffi::c_void;
 
