@@ -54,6 +54,18 @@ fn has_sharemap_stm(binary: &Path) -> bool {
     String::from_utf8_lossy(&out.stdout).lines().any(|l| l.contains("sharemap_stm"))
 }
 
+/// A program of TinySTM's regression directory built against sharemap's STM without
+/// -DNDEBUG (its assertions on).
+fn regression_program(regression: &Path, name: &str) -> PathBuf {
+    let out = regression.join(format!("{name}-checked"));
+    run(Command::new(env!("CARGO_BIN_EXE_sharemap"))
+        .args(["cc", "--stm", "--no-trace", "-O2", "-I../../include", &format!("{name}.c"), "-o"])
+        .arg(&out)
+        .arg("-lpthread")
+        .current_dir(regression));
+    out
+}
+
 #[test]
 fn tinystm_test_programs_build_unmodified_and_pass_its_checks() {
     let dir = tempfile::tempdir().unwrap();
@@ -72,12 +84,7 @@ fn tinystm_test_programs_build_unmodified_and_pass_its_checks() {
     // The irrevocability regression with its assertions on (TinySTM's Makefiles add
     // -DNDEBUG): serial irrevocable transactions run alone on the uninstrumented path.
     let regression = test.join("regression");
-    let irr = regression.join("irrevocability-checked");
-    run(Command::new(env!("CARGO_BIN_EXE_sharemap"))
-        .args(["cc", "--stm", "--no-trace", "-O2", "-I../../include", "irrevocability.c", "-o"])
-        .arg(&irr)
-        .arg("-lpthread")
-        .current_dir(&regression));
+    let irr = regression_program(&regression, "irrevocability");
     for threads in ["1", "4"] {
         let out = run(Command::new(&irr).args(["-n", threads, "-d", "1500"]));
         let t = text(&out);
@@ -115,12 +122,7 @@ fn tinystm_test_programs_build_unmodified_and_pass_its_checks() {
     }
 
     // perf.c calls stm_inc_clock (TinySTM's Makefile does not build it).
-    let perf = regression.join("perf");
-    run(Command::new(env!("CARGO_BIN_EXE_sharemap"))
-        .args(["cc", "--stm", "--no-trace", "-O2", "-I../../include", "perf.c", "-o"])
-        .arg(&perf)
-        .arg("-lpthread")
-        .current_dir(&regression));
+    let perf = regression_program(&regression, "perf");
     let out = run(&mut Command::new(&perf));
     assert!(text(&out).contains("RW transaction - 100 load - 20 store"), "perf:\n{}", text(&out));
 }
