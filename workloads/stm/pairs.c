@@ -101,6 +101,10 @@ int main(int argc, char **argv) {
   workers = atol(argv[1]);
   transactions = atol(argv[2]);
   pages = atol(argv[3]);
+  if (workers < 2 || workers % 2 != 0 || transactions < 1 || pages < 1) {
+    fprintf(stderr, "pairs: WORKERS must be even and at least 2, TRANSACTIONS and PAGES at least 1\n");
+    return 2;
+  }
   int interleave = argc > 4 && strcmp(argv[4], "interleave") == 0;
   stm_init();
   arrays = calloc(workers / 2, sizeof *arrays);

@@ -44,7 +44,7 @@ fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
-const API_CHECKS: [&str; 29] = [
+const API_CHECKS: [&str; 30] = [
     "widths-own-writes",
     "widths-memory",
     "write-back",
@@ -63,6 +63,7 @@ const API_CHECKS: [&str; 29] = [
     "irrevocable",
     "serial-irrevocable",
     "tx-family",
+    "read-only",
     "exit-reinit",
     "malloc-abort-commit",
     "free-after-commit",
@@ -385,6 +386,35 @@ fn stmap_does_not_churn_on_a_loaded_host() {
     // bound at 200 ms apart would be 5 a second.
     for &(remaps, seconds) in &runs {
         assert!(remaps as f64 <= 2.0 + seconds, "{remaps} remaps in {seconds:.1} s under load: {runs:?}");
+    }
+}
+
+/// With one thread there is nothing to map: each decision says so and the interval doubles
+/// (up to 64 mapping intervals), as after any decision that keeps the threads. (The single
+/// thread's set once alternated between "to confirm" and "nothing to map", resetting the
+/// interval each time: a decision, a wake-up of the mapper thread, every 100,000 accesses.)
+#[test]
+fn stmap_with_one_thread_decides_ever_more_rarely() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(&dir, "bank", &["cc", "--stm", "--no-trace", "-O2", s(&workloads().join("bank.c"))], "gcc");
+    let out = run(&prog, &["-t", "1", "-d", "1000"], &[("SHAREMAP_STMAP", "on"), ("SHAREMAP_STMAP_VERBOSE", "on")]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    let decisions: Vec<(u64, &str)> = t
+        .lines()
+        .filter_map(|l| l.strip_prefix("sharemap-stm: decision "))
+        .map(|l| {
+            let at = l.split(" at ").nth(1).and_then(|r| r.split_whitespace().next()).and_then(|v| v.parse().ok());
+            (at.unwrap_or_else(|| panic!("no access count in {l}")), l)
+        })
+        .collect();
+    assert!(decisions.len() >= 10, "a second of bank takes many mapping intervals:\n{t}");
+    for (at, line) in &decisions {
+        assert!(line.contains("1 active threads") && line.contains("nothing to map"), "at {at}: {line}");
+    }
+    // From the eighth decision on the interval is at its longest, 64 x 100,000 accesses.
+    for pair in decisions[7..].windows(2) {
+        assert!(pair[1].0 - pair[0].0 >= 64 * 100_000, "{} then {}:\n{t}", pair[0].1, pair[1].1);
     }
 }
 

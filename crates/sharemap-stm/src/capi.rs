@@ -23,6 +23,7 @@ pub const ABORT_IRREVOCABLE: c_int = (1 << 6) | (9 << 8);
 pub const ABORT_OTHER: c_int = (1 << 6) | (0xF << 8);
 
 /// Bits of `stm_tx_attr_t` (id:16, read_only, visible_reads, no_retry, no_extend).
+const ATTR_READ_ONLY: i32 = 1 << 16;
 const ATTR_NO_RETRY: i32 = 1 << 18;
 const ATTR_NO_EXTEND: i32 = 1 << 19;
 
@@ -188,8 +189,9 @@ fn extras() -> u8 {
     EXTRAS.load(Ordering::Relaxed)
 }
 
-/// Begins an attempt of the outermost transaction.
-#[inline]
+/// Begins an attempt of the outermost transaction (one copy, for the start and the
+/// retries).
+#[inline(never)]
 fn begin_attempt(th: &mut Thread) {
     if th.irrevocable_next != 0 {
         return begin_irrevocable(th);
@@ -207,7 +209,7 @@ fn begin_attempt(th: &mut Thread) {
 }
 
 /// The rest of a start, once the snapshot is taken and published.
-#[inline]
+#[inline(always)]
 fn begun(th: &mut Thread) {
     th.tx.can_extend = th.attr & ATTR_NO_EXTEND == 0;
     th.enter();
@@ -247,6 +249,7 @@ fn begin_after_serial(th: &mut Thread) {
 #[inline(never)]
 fn begin_irrevocable(th: &mut Thread) {
     let serial = std::mem::take(&mut th.irrevocable_next) == 2;
+    th.tx.read_only = false; // it may write
     th.tx.begin();
     th.tx.become_irrevocable(serial);
     mem::publish_start(th);
@@ -276,6 +279,9 @@ pub unsafe extern "C" fn stm_start_tx(tx: *mut Thread, attr: i32) -> *mut SigJmp
     }
     th.attr = attr;
     th.retries = 0;
+    // A transaction marked read-only runs its first attempt so; its retries log their
+    // reads and may extend their snapshot (a long reader does not starve behind writers).
+    th.tx.read_only = attr & ATTR_READ_ONLY != 0;
     begin_attempt(th);
     &mut th.env
 }
@@ -292,6 +298,7 @@ pub(crate) fn abort_with(th: &mut Thread, reason: c_int) {
     bump(&slot.aborts);
     bump(&slot.aborts_by[((reason >> 8) & 0xF) as usize]);
     th.retries += 1;
+    th.tx.read_only = false;
     hooks::event(hooks::TX_ABORT, (th.attr & 0xFFFF) as u16);
     th.status = Status::Aborted;
     each_callback(|c| c.abort);
@@ -550,7 +557,8 @@ pub unsafe extern "C" fn stm_set_irrevocable_tx(tx: *mut Thread, serial: c_int) 
     if th.tx.is_irrevocable() {
         return 1;
     }
-    if th.tx.set_sizes() == (0, 0, 0) && th.tx.try_become_irrevocable(mode == 2) {
+    // A read-only attempt logs no reads: it cannot tell that it read nothing, and restarts.
+    if th.tx.set_sizes() == (0, 0, 0) && !th.tx.read_only && th.tx.try_become_irrevocable(mode == 2) {
         if mode == 2 {
             quiesce(th);
         }

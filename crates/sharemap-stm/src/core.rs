@@ -86,6 +86,9 @@ pub enum Abort {
     Validate,
     /// An irrevocable transaction runs: a writer gives way at commit.
     Irrevocable,
+    /// A transaction started read-only writes (or must become irrevocable): it restarts as
+    /// an update transaction (TinySTM's documented behaviour; its "other" reason code).
+    ReadOnly,
 }
 
 impl Abort {
@@ -98,6 +101,7 @@ impl Abort {
             Abort::ValidateWrite => 6,
             Abort::Validate => 7,
             Abort::Irrevocable => 9,
+            Abort::ReadOnly => 0xF,
         };
         (1 << 6) | (k << 8)
     }
@@ -146,6 +150,11 @@ pub struct Tx {
     grown: bool,
     /// Whether the snapshot may be extended (TinySTM's `no_extend` attribute clears it).
     pub can_extend: bool,
+    /// A read-only attempt (TinySTM's `read_only` attribute): reads are not logged, so the
+    /// snapshot cannot be extended (a read newer than it aborts) and there is nothing to
+    /// validate at commit; a write aborts, and the transaction restarts as an update one.
+    /// Set by the caller before `begin`, for each attempt.
+    pub read_only: bool,
 }
 
 impl Tx {
@@ -163,6 +172,7 @@ impl Tx {
             serial: false,
             grown: false,
             can_extend: true,
+            read_only: false,
         }
     }
 
@@ -209,7 +219,8 @@ impl Tx {
         self.end = self.end.min(end);
     }
 
-    /// Read-set and write-set sizes: (reads, writes, locks held).
+    /// Read-set and write-set sizes: (reads, writes, locks held). A read-only attempt logs
+    /// no reads.
     pub fn set_sizes(&self) -> (usize, usize, usize) {
         (self.reads.len(), self.writes.len(), self.locks)
     }
@@ -274,14 +285,20 @@ impl Tx {
     pub unsafe fn load_fast(&mut self, addr: usize) -> Option<Word> {
         let index = lock_index(addr);
         let lock = &LOCKS[index];
-        let n = self.reads.len();
         let l = lock.load(Ordering::Acquire);
-        if l & OWNED != 0 || version(l) > self.end || n == self.reads.capacity() {
+        if l & OWNED != 0 || version(l) > self.end {
             return None;
         }
         // SAFETY: as the caller promises.
         let value = unsafe { word(addr) }.load(Ordering::Acquire);
         if lock.load(Ordering::Acquire) != l {
+            return None;
+        }
+        if self.read_only {
+            return Some(value);
+        }
+        let n = self.reads.len();
+        if n == self.reads.capacity() {
             return None;
         }
         // SAFETY: n < capacity, checked above; Read is Copy (no drop to skip).
@@ -321,9 +338,16 @@ impl Tx {
                 continue; // a commit went through meanwhile: read again
             }
             if version(l) > self.end {
-                // Newer than the snapshot: extend it if every read still holds.
+                // Newer than the snapshot: extend it if every read still holds (a
+                // read-only attempt has no reads to check: it aborts).
+                if self.read_only {
+                    return Err(Abort::ValidateRead);
+                }
                 self.extend().map_err(|_| Abort::ValidateRead)?;
                 continue;
+            }
+            if self.read_only {
+                return Ok(value);
             }
             self.grown |= self.reads.len() == self.reads.capacity();
             self.reads.push(Read { lock: index as u32, seen: l });
@@ -361,7 +385,7 @@ impl Tx {
             return l & (OWNED | (MAX_OWNER << OWNER_SHIFT)) == self.owner_bits()
                 && self.store_owned(l >> INDEX_SHIFT, index, addr, value, mask);
         }
-        if version(l) > self.end || w == self.writes.capacity() {
+        if version(l) > self.end || w == self.writes.capacity() || self.read_only {
             return false;
         }
         let mine = self.owner_bits() | (w << INDEX_SHIFT);
@@ -414,6 +438,9 @@ impl Tx {
     /// As `load`.
     #[inline(never)]
     pub unsafe fn store_slow(&mut self, addr: usize, value: Word, mask: Word) -> Result<(), Abort> {
+        if self.read_only {
+            return Err(Abort::ReadOnly);
+        }
         let index = lock_index(addr);
         let lock = &LOCKS[index];
         loop {
@@ -479,7 +506,18 @@ impl Tx {
     /// its reads (unless no other writer committed since its snapshot), writes back and
     /// releases its locks with the new version: that version (0 for a read-only one). On an
     /// error nothing was written: roll back.
+    #[inline(always)]
     pub fn commit(&mut self) -> Result<u64, Abort> {
+        // A reader's commit, inlined: nothing to check (its reads held at its snapshot).
+        if self.writes.is_empty() && !self.irrevocable {
+            self.reads.clear();
+            return Ok(0);
+        }
+        self.commit_writes()
+    }
+
+    #[inline(never)]
+    fn commit_writes(&mut self) -> Result<u64, Abort> {
         if self.writes.is_empty() {
             self.reads.clear();
             self.leave_irrevocable();
@@ -575,7 +613,8 @@ impl Tx {
     }
 
     /// Runs `body` as a transaction until it commits; its result (the Rust interface; the C
-    /// API retries through sigsetjmp instead).
+    /// API retries through sigsetjmp instead). Set `read_only` before for a read-only first
+    /// attempt; retries run as update transactions, as the C API's.
     pub fn atomically<T>(&mut self, mut body: impl FnMut(&mut Self) -> Result<T, Abort>) -> T {
         let mut attempt = 0u32;
         loop {
@@ -585,6 +624,7 @@ impl Tx {
                 Ok(v) => return v,
                 Err(_) => self.rollback(),
             }
+            self.read_only = false;
             attempt += 1;
             backoff(attempt);
         }
@@ -828,6 +868,35 @@ mod tests {
         }
     }
 
+    /// A read-only attempt logs no reads, aborts rather than extend, and cannot write.
+    #[test]
+    fn a_read_only_attempt_neither_logs_nor_extends_nor_writes() {
+        let (x, y) = (Cell::new(1), Cell::new(1));
+        let (mut a, mut b) = (tx(), tx());
+        // SAFETY: words on this stack.
+        unsafe {
+            a.read_only = true;
+            a.begin();
+            assert_eq!(a.load(at(&x)), Ok(1));
+            assert_eq!(a.set_sizes(), (0, 0, 0), "no read logged");
+            b.begin();
+            b.store(at(&y), 2, !0).unwrap();
+            b.commit().unwrap();
+            // An update transaction would extend here (x is unchanged): a reader cannot.
+            assert_eq!(a.load(at(&y)), Err(Abort::ValidateRead));
+            a.rollback();
+            a.begin();
+            assert_eq!(a.load(at(&y)), Ok(2));
+            assert_eq!(a.store(at(&x), 5, !0), Err(Abort::ReadOnly));
+            a.rollback();
+            a.read_only = false;
+            a.begin();
+            a.store(at(&x), 5, !0).unwrap();
+            assert!(a.commit().unwrap() > 0);
+        }
+        assert_eq!(x.load(Ordering::Relaxed), 5);
+    }
+
     #[test]
     fn unit_operations_respect_versions() {
         let cell = Cell::new(3);
@@ -866,6 +935,8 @@ mod tests {
                     };
                     for round in 0..3000 {
                         let (from, to, amount) = (next() % ACCOUNTS, next() % ACCOUNTS, next() % 10);
+                        // The audits run read-only (no read set), on thread 0 as update ones.
+                        tx.read_only = round % 4 == 0 && t != 0;
                         tx.atomically(|tx| {
                             let mut sum = 0;
                             for a in accounts {

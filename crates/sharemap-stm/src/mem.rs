@@ -64,6 +64,9 @@ const LOCK_FREED_UP_TO: usize = 4096;
 /// 9000 a second, 15 % of the CPU time in the kernel, and a hash set at four threads on two
 /// CPUs spent 80 % of its time there. At most 50 a second per thread.
 const RECLAIM_BATCH: usize = 1024;
+/// When a try was too soon after the last, the frees before the clock is read again (it
+/// costs about as much as a small transaction).
+const RECLAIM_RECHECK: usize = 128;
 const RECLAIM_GAP: std::time::Duration = std::time::Duration::from_millis(20);
 
 #[derive(Default)]
@@ -76,6 +79,8 @@ pub struct ThreadMem {
     limbo: Vec<(u64, usize)>,
     /// When this thread last tried to give blocks back.
     last_reclaim: Option<std::time::Instant>,
+    /// The number of blocks in limbo at which it tries next (0: `RECLAIM_BATCH`).
+    reclaim_at: usize,
 }
 
 fn free(p: usize) {
@@ -104,11 +109,20 @@ impl ThreadMem {
     fn retire(&mut self, version: u64) {
         // A read-only transaction's frees: tag them with the clock now.
         let v = if version == 0 { crate::core::clock() } else { version };
-        self.limbo.extend(self.frees.drain(..).map(|p| (v, p)));
-        if self.limbo.len() >= RECLAIM_BATCH && self.last_reclaim.is_none_or(|t| t.elapsed() >= RECLAIM_GAP) {
-            reclaim(&mut self.limbo);
-            self.last_reclaim = Some(std::time::Instant::now());
+        for p in self.frees.drain(..) {
+            self.limbo.push((v, p));
         }
+        if self.limbo.len() < self.reclaim_at.max(RECLAIM_BATCH) {
+            return;
+        }
+        let now = std::time::Instant::now();
+        if self.last_reclaim.is_some_and(|t| now.duration_since(t) < RECLAIM_GAP) {
+            self.reclaim_at = self.limbo.len() + RECLAIM_RECHECK;
+            return;
+        }
+        reclaim(&mut self.limbo);
+        self.last_reclaim = Some(now);
+        self.reclaim_at = self.limbo.len() + RECLAIM_BATCH;
     }
 
     /// The thread leaves: what is not yet safe to free waits in a global list.

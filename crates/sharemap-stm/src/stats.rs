@@ -34,7 +34,9 @@ pub fn thread_stat(th: &Thread, name: &[u8]) -> Option<Value> {
         b"read_set_size" | b"read_set_nb_entries" => Value::UInt(reads as u32),
         b"write_set_size" | b"write_set_nb_entries" => Value::UInt(writes as u32),
         b"locks_held" => Value::UInt(locks as u32),
-        b"read_only" => Value::Int((th.attr >> 16 & 1) as c_int),
+        // The running attempt's mode: a read-only transaction that wrote runs on as an
+        // update one, and says so (as TinySTM clears its flag).
+        b"read_only" => Value::Int(th.tx.read_only as c_int),
         b"nb_commits" => Value::ULong(load(&slot.commits)),
         b"nb_aborts" => Value::ULong(load(&slot.aborts)),
         b"nb_aborts_explicit" => Value::ULong(load(&slot.aborts_by[0]) + load(&slot.aborts_by[1])),

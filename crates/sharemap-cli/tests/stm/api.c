@@ -233,6 +233,47 @@ static void reasons(void) {
         wr, ww, vr, vc);
 }
 
+/* ---- read-only transactions (TinySTM's read_only attribute) ---- */
+static cell_t ro_a, ro_b;
+
+static void read_only(void) {
+  stm_tx_attr_t ro = {{.read_only = 1}};
+  volatile int reason = 0, attempts = 0;
+  volatile unsigned int mode_first = 9, mode_retry = 9;
+  unsigned int rs = 99;
+  /* Reads are not logged; the attempt says it is read-only. */
+  BEGIN(ro);
+  (void)stm_load(&ro_a.w);
+  (void)stm_load(&ro_b.w);
+  stm_get_stats("read_set_nb_entries", &rs);
+  stm_get_stats("read_only", (void *)&mode_first);
+  stm_commit();
+  int unlogged = rs == 0 && mode_first == 1;
+  /* A read newer than the snapshot cannot extend it: VAL_READ, where an update transaction
+   * would have extended and gone on; the retry runs as one, and commits. */
+  attempts = 0;
+  volatile int first = 0;
+  BEGIN(ro);
+  if (++attempts == 2) first = reason;
+  (void)stm_load(&ro_a.w);
+  if (attempts == 1) stm_unit_store(&ro_b.w, 5, NULL);
+  stm_word_t b = stm_load(&ro_b.w);
+  stm_commit();
+  int no_extension = attempts == 2 && first == (STM_ABORT_VAL_READ | STM_PATH_INSTRUMENTED) && b == 5;
+  /* A write restarts the transaction as an update one, and the write is made. */
+  attempts = 0;
+  first = 0;
+  BEGIN(ro);
+  if (++attempts == 2) first = reason;
+  stm_get_stats("read_only", (void *)&mode_retry);
+  stm_store(&ro_a.w, stm_load(&ro_b.w) + 1);
+  stm_commit();
+  int restarted = attempts == 2 && first == (STM_ABORT_OTHER | STM_PATH_INSTRUMENTED) && mode_retry == 0 && ro_a.w == 6;
+  CHECK("read-only", unlogged && no_extension && restarted,
+        "read set %u, mode %u then %u; val-read attempts %d; write: first abort %#x, a %lu", rs, mode_first, mode_retry,
+        attempts, first, ro_a.w);
+}
+
 /* ---- flat nesting ---- */
 static void nesting(void) {
   static cell_t c = {0};
@@ -544,6 +585,7 @@ int main(void) {
   irrevocable();
   serial_irrevocable();
   tx_family();
+  read_only();
   exit_and_reinit();
   allocation();
   misc();

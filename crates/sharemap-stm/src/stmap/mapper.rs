@@ -7,7 +7,8 @@
 //!    sharing fades, so a phase change shows within a few intervals).
 //! 3. The mapping-potential gate (sharemap-mapping): below its threshold a migration cannot
 //!    pay, and threads stay where they are.
-//! 4. sharemap's default algorithm maps the threads on the live topology; the threads move
+//! 4. sharemap's default algorithm maps the active threads on the live topology (fewer than
+//!    two: nothing to map, and the interval grows); the threads move
 //!    only if the current mapping costs more than the new one by the hysteresis margin, at
 //!    two decisions in a row. A change of the active threads is confirmed the same way:
 //!    under load, a thread that waited for a CPU through one window looks idle, and
@@ -374,6 +375,16 @@ impl State {
         if self.topology(config).is_none() {
             return;
         }
+        // Fewer than two threads (or CPUs): nothing to map, and no set of threads to confirm;
+        // the interval keeps growing. (A single thread's set confirmed and then "mapped" to
+        // nothing was never recorded as current, so decisions alternated between the two
+        // and the interval never grew: a decision every mapping interval, for nothing.)
+        if k < 2 || self.topology.as_ref().is_some_and(|t| t.machine.pu_count() < 2) {
+            let _ = write!(line, " -> nothing to map");
+            log(config, &line);
+            self.grow_interval(config.mi);
+            return;
+        }
         // Other threads active than those mapped (or none mapped yet): they must be seen at
         // two decisions in a row before anything moves. Threads that start one after the
         // other on a loaded host would otherwise be mapped at each step.
@@ -387,12 +398,6 @@ impl State {
             return;
         }
         let topo = self.topology.as_ref().expect("just built");
-        if k < 2 || topo.machine.pu_count() < 2 {
-            let _ = write!(line, " -> nothing to map");
-            log(config, &line);
-            self.grow_interval(config.mi);
-            return;
-        }
         let gate = potential::gate(&recent, &topo.machine, &topo.costs, ds.max(1));
         let _ = write!(line, "; potential {gate:.3}");
         if gate < config.gate {
