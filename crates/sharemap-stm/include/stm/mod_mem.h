@@ -22,7 +22,9 @@ void *stm_malloc_tx(struct stm_tx *tx, size_t size);
 void *stm_calloc_tx(struct stm_tx *tx, size_t nm, size_t size);
 void stm_free_tx(struct stm_tx *tx, void *addr, size_t size);
 void stm_free2_tx(struct stm_tx *tx, void *addr, size_t idx, size_t size);
-/* Call once after stm_init; the argument is accepted for compatibility. */
+/* Call once after stm_init. gc is accepted for compatibility: memory is always reclaimed by
+ * epochs (TinySTM's gc = 0 frees at commit, which lets a concurrent reader touch a page
+ * the allocator gave back; see docs/stm.md). */
 void mod_mem_init(int gc);
 
 #ifdef __cplusplus
