@@ -105,6 +105,8 @@ struct State {
     pending: Option<Vec<usize>>,
     /// A new set of active threads seen at the last decision, not yet confirmed.
     pending_threads: Option<Vec<usize>>,
+    /// The last set of active threads confirmed, whether mapped or left where they are.
+    settled: Option<Vec<usize>>,
     /// When threads last moved.
     last_remap: Option<std::time::Instant>,
     /// Each slot's samples at past decisions, over the activity window.
@@ -246,6 +248,7 @@ fn decide(s: &Stmap, total: u64) {
         current: None,
         pending: None,
         pending_threads: None,
+        settled: None,
         last_remap: None,
         history: Default::default(),
         last_active: Vec::new(),
@@ -385,10 +388,12 @@ impl State {
             self.grow_interval(config.mi);
             return;
         }
-        // Other threads active than those mapped (or none mapped yet): they must be seen at
-        // two decisions in a row before anything moves. Threads that start one after the
-        // other on a loaded host would otherwise be mapped at each step.
-        let threads_changed = current.is_none();
+        // Other threads active than those mapped or left in place (or none yet): they must
+        // be seen at two decisions in a row before anything moves. Threads that start one
+        // after the other on a loaded host would otherwise be mapped at each step. (A set
+        // left in place, below the potential's threshold, stays confirmed: it once counted
+        // as new at every other decision, which kept the interval at its shortest.)
+        let threads_changed = current.is_none() && self.settled.as_ref() != Some(&active);
         let pending_threads = std::mem::take(&mut self.pending_threads);
         if threads_changed && pending_threads.as_ref() != Some(&active) {
             let _ = write!(line, " -> other threads active than those mapped: remaps if they stay so");
@@ -397,6 +402,7 @@ impl State {
             self.interval = config.mi;
             return;
         }
+        self.settled = Some(active.clone());
         let topo = self.topology.as_ref().expect("just built");
         let gate = potential::gate(&recent, &topo.machine, &topo.costs, ds.max(1));
         let _ = write!(line, "; potential {gate:.3}");
