@@ -21,6 +21,8 @@ pub const ABORT_EXPLICIT: c_int = 1 << 5;
 pub const ABORT_NO_RETRY: c_int = (1 << 5) | (1 << 8);
 pub const ABORT_IRREVOCABLE: c_int = (1 << 6) | (9 << 8);
 pub const ABORT_OTHER: c_int = (1 << 6) | (0xF << 8);
+const LOCKED_READ: c_int = (1 << 6) | (3 << 8);
+const LOCKED_WRITE: c_int = (1 << 6) | (4 << 8);
 
 /// Bits of `stm_tx_attr_t` (id:16, read_only, visible_reads, no_retry, no_extend).
 const ATTR_READ_ONLY: i32 = 1 << 16;
@@ -311,7 +313,13 @@ pub(crate) fn abort_with(th: &mut Thread, reason: c_int) {
         // again at the next commit.
         core::wait_irrevocable();
     }
-    core::backoff(th.retries.min(32) as u32);
+    // A lock held by another writer: give it time to finish. A snapshot that no longer
+    // holds: the writer has committed already, so retry at once (TinySTM's suicide does).
+    if reason == LOCKED_READ || reason == LOCKED_WRITE {
+        core::backoff(th.retries.min(32) as u32);
+    } else if th.retries >= 8 {
+        std::thread::yield_now();
+    }
     begin_attempt(th);
     // A serial transaction runs alone: the client may take its uninstrumented path.
     let path = if th.tx.is_serial() { PATH_UNINSTRUMENTED } else { PATH_INSTRUMENTED };
