@@ -217,13 +217,20 @@ fn begun(th: &mut Thread) {
     th.enter();
     th.status = Status::Active;
     stmap::on_start(th);
+    run_extras(th, stats::on_start, on_start_events);
+}
+
+/// What only some programs ask for, behind one test on the common path: mod_ab's timing
+/// (`ab`), and the tracer's events with the callbacks (`events`).
+#[inline(always)]
+fn run_extras(th: &mut Thread, ab: fn(&mut Thread), events: fn(&mut Thread)) {
     let extras = extras();
     if extras != 0 {
         if extras & EXTRA_AB != 0 {
-            stats::on_start(th);
+            ab(th);
         }
         if extras & EXTRA_EVENTS != 0 {
-            on_start_events(th);
+            events(th);
         }
     }
 }
@@ -367,15 +374,7 @@ pub unsafe extern "C" fn stm_commit_tx(tx: *mut Thread) -> c_int {
             }
             th.leave();
             th.status = Status::Committed;
-            let extras = extras();
-            if extras != 0 {
-                if extras & EXTRA_AB != 0 {
-                    stats::on_commit(th);
-                }
-                if extras & EXTRA_EVENTS != 0 {
-                    on_commit_events(th);
-                }
-            }
+            run_extras(th, stats::on_commit, on_commit_events);
             1
         }
         Err(a) => {
