@@ -44,7 +44,7 @@ fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
-const API_CHECKS: [&str; 30] = [
+const API_CHECKS: [&str; 32] = [
     "widths-own-writes",
     "widths-memory",
     "write-back",
@@ -65,6 +65,8 @@ const API_CHECKS: [&str; 30] = [
     "tx-family",
     "read-only",
     "exit-reinit",
+    "free-reuse",
+    "reuse-opacity",
     "malloc-abort-commit",
     "free-after-commit",
     "compile-flags",

@@ -5,6 +5,13 @@
 //!
 //! `stm_free(addr, size)` with a size (up to 4 KiB) also takes the block's locks (writes of
 //! mask 0, values kept), so transactions reading it concurrently conflict, as in TinySTM.
+//!
+//! Such a block need not wait for the epochs before the same thread's next `stm_malloc` of
+//! that size reuses it: its commit gave every word of it a version newer than the snapshot
+//! of any transaction that could still hold a pointer to it, so such a reader, whatever it
+//! finds there, fails to extend and aborts (the pointer it followed changed too). The block
+//! stays the STM's until then, never returned to the allocator, so no reader can fault on
+//! it. A removed node comes back hot, as malloc's own per-thread cache gives it back.
 
 use crate::thread::Thread;
 use std::ffi::{c_int, c_void};
@@ -69,12 +76,29 @@ const RECLAIM_BATCH: usize = 1024;
 const RECLAIM_RECHECK: usize = 128;
 const RECLAIM_GAP: std::time::Duration = std::time::Duration::from_millis(20);
 
+/// The most freed blocks a thread keeps for reuse; the oldest go to the epochs beyond that.
+const REUSE_CAP: usize = 64;
+/// How many of the newest reusable blocks `stm_malloc` looks through for its size.
+const REUSE_SCAN: usize = 8;
+
+/// A block freed with its whole size locked, by a transaction that committed at `version`.
+#[derive(Clone, Copy)]
+struct Freed {
+    ptr: usize,
+    /// The bytes whose locks the free took (0: not all of them; such a block waits for the
+    /// epochs).
+    size: usize,
+    version: u64,
+}
+
 #[derive(Default)]
 pub struct ThreadMem {
-    /// Allocated by the running transaction.
-    allocs: Vec<usize>,
-    /// Freed by the running transaction.
-    frees: Vec<usize>,
+    /// Allocated by the running transaction: fresh from malloc (size 0) or reused.
+    allocs: Vec<Freed>,
+    /// Freed by the running transaction (version not yet known).
+    frees: Vec<Freed>,
+    /// Freed by committed transactions with all their bytes locked: the newest last.
+    reusable: std::collections::VecDeque<Freed>,
     /// Freed by committed transactions, with their commit version.
     limbo: Vec<(u64, usize)>,
     /// When this thread last tried to give blocks back.
@@ -90,10 +114,24 @@ fn free(p: usize) {
 
 impl ThreadMem {
     pub fn on_abort(&mut self) {
-        for p in self.allocs.drain(..) {
-            free(p);
+        for a in self.allocs.drain(..) {
+            if a.size == 0 {
+                // Nobody else ever saw it: writes are buffered until commit.
+                free(a.ptr);
+            } else {
+                // Readers of its earlier life may still run: it stays ours.
+                self.reusable.push_back(a);
+            }
         }
         self.frees.clear();
+    }
+
+    /// A block of `size` bytes this thread freed before, if one is at hand.
+    #[inline]
+    fn reuse(&mut self, size: usize) -> Option<Freed> {
+        let n = self.reusable.len();
+        let i = (n.saturating_sub(REUSE_SCAN)..n).rev().find(|&i| self.reusable[i].size == size)?;
+        self.reusable.remove(i)
     }
 
     #[inline]
@@ -109,8 +147,18 @@ impl ThreadMem {
     fn retire(&mut self, version: u64) {
         // A read-only transaction's frees: tag them with the clock now.
         let v = if version == 0 { crate::core::clock() } else { version };
-        for p in self.frees.drain(..) {
-            self.limbo.push((v, p));
+        for mut f in self.frees.drain(..) {
+            f.version = v;
+            if f.size == 0 {
+                self.limbo.push((v, f.ptr));
+                continue;
+            }
+            if self.reusable.len() == REUSE_CAP
+                && let Some(old) = self.reusable.pop_front()
+            {
+                self.limbo.push((old.version, old.ptr));
+            }
+            self.reusable.push_back(f);
         }
         if self.limbo.len() < self.reclaim_at.max(RECLAIM_BATCH) {
             return;
@@ -127,6 +175,7 @@ impl ThreadMem {
 
     /// The thread leaves: what is not yet safe to free waits in a global list.
     pub fn exit(&mut self) {
+        self.limbo.extend(self.reusable.drain(..).map(|f| (f.version, f.ptr)));
         reclaim(&mut self.limbo);
         if !self.limbo.is_empty()
             && let Ok(mut o) = ORPHANS.lock()
@@ -203,14 +252,19 @@ pub extern "C" fn stm_malloc(size: usize) -> *mut c_void {
 /// `tx` as `capi::stm_start_tx`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn stm_malloc_tx(tx: *mut Thread, size: usize) -> *mut c_void {
+    // SAFETY: as the caller promises.
+    let Some(th) = (unsafe { in_tx(tx) }) else {
+        // SAFETY: malloc has no preconditions.
+        return unsafe { libc::malloc(size) };
+    };
+    if let Some(f) = th.mem.reuse(size) {
+        th.mem.allocs.push(f);
+        return f.ptr as *mut c_void;
+    }
     // SAFETY: malloc has no preconditions.
     let p = unsafe { libc::malloc(size) };
-    // SAFETY: as the caller promises.
-    let th = unsafe { in_tx(tx) };
-    if !p.is_null()
-        && let Some(th) = th
-    {
-        th.mem.allocs.push(p as usize);
+    if !p.is_null() {
+        th.mem.allocs.push(Freed { ptr: p as usize, size: 0, version: 0 });
     }
     p
 }
@@ -232,7 +286,7 @@ pub unsafe extern "C" fn stm_calloc_tx(tx: *mut Thread, nm: usize, size: usize) 
     if !p.is_null()
         && let Some(th) = th
     {
-        th.mem.allocs.push(p as usize);
+        th.mem.allocs.push(Freed { ptr: p as usize, size: 0, version: 0 });
     }
     p
 }
@@ -285,7 +339,8 @@ pub unsafe extern "C" fn stm_free2_tx(tx: *mut Thread, addr: *mut c_void, idx: u
     // it now conflict, as TinySTM's do. A large block is left to the epochs alone (no
     // transaction can see its memory reused anyway): thousands of locks would only bloat
     // the write set.
-    if size <= LOCK_FREED_UP_TO {
+    let locked = size <= LOCK_FREED_UP_TO;
+    if locked {
         let granule = 1usize << crate::core::LOCK_GRANULE_BITS;
         let start = (addr as usize).saturating_add(idx);
         let mut w = start & !(granule - 1);
@@ -296,5 +351,8 @@ pub unsafe extern "C" fn stm_free2_tx(tx: *mut Thread, addr: *mut c_void, idx: u
             w += granule;
         }
     }
-    th.mem.frees.push(addr as usize);
+    // Reusable at once only when the locks cover the block from its start: a later owner
+    // of `size` bytes writes nothing a reader could take for a version it has seen.
+    let reusable = if locked && idx == 0 { size } else { 0 };
+    th.mem.frees.push(Freed { ptr: addr as usize, size: reusable, version: 0 });
 }
