@@ -47,23 +47,66 @@ struct Options {
     tl2: bool,
     /// No tracer: a plain build (with the STM).
     no_trace: bool,
+    /// Burst-sampled instrumentation (clang): back-edges per burst and between bursts.
+    burst: Option<(u64, u64)>,
+}
+
+/// `--burst` alone: a burst of this many loop back-edges in every this many.
+pub const DEFAULT_BURST: (u64, u64) = (1_000, 19_000);
+
+/// `ON:OFF` (or `0`: never burst, the checks alone).
+fn parse_burst(text: &str) -> Option<(u64, u64)> {
+    if text == "0" {
+        return Some((0, 1));
+    }
+    let (on, off) = text.split_once(':')?;
+    let (on, off) = (on.parse::<u64>().ok()?, off.parse::<u64>().ok()?);
+    let max = sharemap::trace::MAX_BURST;
+    (on <= max && (1..=max).contains(&off)).then_some((on, off))
 }
 
 fn take_options(args: &[OsString]) -> Result<(Options, Vec<OsString>)> {
     let mut o = Options::default();
     let mut rest = Vec::new();
-    for a in args {
+    let mut iter = args.iter().peekable();
+    while let Some(a) = iter.next() {
         match a.to_str() {
             Some("--stm") => o.stm = true,
             Some("--stm-tl2") => (o.stm, o.tl2) = (true, true),
             Some("--no-trace") => o.no_trace = true,
+            Some("--burst") => {
+                // A setting may follow as its own word: digits, with a colon.
+                let next = iter.peek().and_then(|n| n.to_str()).filter(|n| n.starts_with(|c: char| c.is_ascii_digit()));
+                o.burst = Some(match next {
+                    Some(text) => {
+                        let setting = parse_burst(text).ok_or_else(|| burst_error(text))?;
+                        iter.next();
+                        setting
+                    }
+                    None => DEFAULT_BURST,
+                });
+            }
+            Some(s) if s.starts_with("--burst=") => {
+                let text = &s["--burst=".len()..];
+                o.burst = Some(parse_burst(text).ok_or_else(|| burst_error(text))?);
+            }
             _ => rest.push(a.clone()),
         }
     }
     if o.no_trace && !o.stm {
         bail!("--no-trace builds a plain program with sharemap's STM: give --stm or --stm-tl2 with it");
     }
+    if o.burst.is_some() && o.stm {
+        bail!("--burst samples the compiler's instrumentation; --stm records through the STM: give one of them");
+    }
     Ok((o, rest))
+}
+
+fn burst_error(text: &str) -> anyhow::Error {
+    anyhow!(
+        "--burst {text}: expected ON:OFF, loop back-edges per burst and between bursts (OFF at least 1, each at most {}), or 0 for no bursts",
+        sharemap::trace::MAX_BURST
+    )
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -82,6 +125,14 @@ fn tool_dir() -> Result<PathBuf> {
 fn library(name: &str) -> Result<PathBuf> {
     let exe = std::env::current_exe().map_err(|e| anyhow!("cannot locate the sharemap binary: {e}"))?;
     sharemap_run::Tools::beside(&exe).existing(name).map_err(|e| anyhow!(e.why()))
+}
+
+/// The burst-sampling pass plugin, beside the binary; or why it was not built.
+fn burst_plugin() -> Result<PathBuf> {
+    if let Some(why) = sharemap_burst::MISSING_WHY {
+        bail!("--burst: {} was not built ({why})", sharemap_burst::PLUGIN);
+    }
+    library(sharemap_burst::PLUGIN)
 }
 
 /// The include directory beside the binary, with sharemap.h and the STM's headers in it.
@@ -166,8 +217,17 @@ fn instrument_flags(family: Family) -> Vec<OsString> {
 }
 
 fn run(cmd: &OsStr, args: &[OsString]) -> Result<i32> {
-    let status =
-        Command::new(cmd).args(args).status().map_err(|e| anyhow!("cannot run {}: {e}", cmd.to_string_lossy()))?;
+    run_with(cmd, args, None)
+}
+
+/// Runs the compiler; `burst` is handed to the pass plugin (`SHAREMAP_BURST=ON:OFF`).
+fn run_with(cmd: &OsStr, args: &[OsString], burst: Option<(u64, u64)>) -> Result<i32> {
+    let mut command = Command::new(cmd);
+    command.args(args);
+    if let Some((on, off)) = burst {
+        command.env("SHAREMAP_BURST", format!("{on}:{off}"));
+    }
+    let status = command.status().map_err(|e| anyhow!("cannot run {}: {e}", cmd.to_string_lossy()))?;
     use std::os::unix::process::ExitStatusExt;
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(1)))
 }
@@ -247,7 +307,13 @@ pub fn wrap(args: &[OsString], cxx: bool) -> Result<ExitCode> {
             );
         }
     }
-    let mut compile: Vec<OsString> = instrument_flags(family);
+    let mut compile: Vec<OsString> = match options.burst {
+        Some(_) if family == Family::Gcc => {
+            bail!("--burst needs clang (the sampling is an LLVM pass plugin); gcc builds record every access")
+        }
+        Some(_) => vec![format!("-fpass-plugin={}", burst_plugin()?.display()).into()],
+        None => instrument_flags(family),
+    };
     compile.extend(includes);
     let keep_stm = options.stm.then(|| OsString::from(KEEP_STM_TRACER));
     let link: Vec<OsString> = [lib.into_os_string(), WRAPPED.into(), KEEP_RUNTIME.into()]
@@ -257,14 +323,14 @@ pub fn wrap(args: &[OsString], cxx: bool) -> Result<ExitCode> {
         .collect();
     if compile_only(args) {
         let all: Vec<OsString> = compile.into_iter().chain(args.iter().cloned()).collect();
-        return Ok(ExitCode::from(run(&cc, &all)? as u8));
+        return Ok(ExitCode::from(run_with(&cc, &all, options.burst)? as u8));
     }
     let sources: Vec<&OsString> = args.iter().filter(|a| is_source(a)).collect();
     if family == Family::Clang || sources.is_empty() {
         // clang links no sanitizer runtime when told not to: one command does both.
         let flags = if sources.is_empty() { Vec::new() } else { compile };
         let all: Vec<OsString> = flags.into_iter().chain(args.iter().cloned()).chain(link).collect();
-        return Ok(ExitCode::from(run(&cc, &all)? as u8));
+        return Ok(ExitCode::from(run_with(&cc, &all, options.burst)? as u8));
     }
     // gcc: compile each source to an object first, then link without -fsanitize=thread.
     let tmp = tempfile::tempdir().map_err(|e| anyhow!("temporary directory: {e}"))?;

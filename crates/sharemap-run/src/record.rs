@@ -215,6 +215,7 @@ impl Recorder {
                 writer.set_threads(rec.threads, rec.os_tids);
                 // The trace's `cpu` events mean something on a machine with these nodes.
                 writer.set_host_cpu_nodes(host_cpu_nodes());
+                writer.set_burst(rec.burst);
                 corrupted = rec.corrupted;
                 (rec.status, rec.threads, rec.lost, rec.excluded, rec.forks)
             }

@@ -11,6 +11,7 @@
 
 mod annotate;
 mod atomics;
+mod burst;
 mod entry;
 mod memfns;
 mod threads;
@@ -83,6 +84,10 @@ pub(crate) struct ThreadState {
     stack: Cell<(usize, usize)>,
     /// It waited `WAIT_MS` for a block in vain: it does not wait again until it gets one.
     starved: Cell<bool>,
+    /// In a burst-sampled build: the thread is inside a burst (`burst`), and the state of
+    /// its random gaps between bursts (0: not drawn from yet).
+    in_burst: Cell<bool>,
+    gap_rng: Cell<u64>,
 }
 
 const NO_ID: u32 = u32::MAX;
@@ -98,6 +103,8 @@ thread_local! {
             busy: Cell::new(false),
             stack: Cell::new((0, 0)),
             starved: Cell::new(false),
+            in_burst: Cell::new(false),
+            gap_rng: Cell::new(0),
         }
     };
 }

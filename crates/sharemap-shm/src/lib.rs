@@ -30,7 +30,7 @@ pub const ENV_SAMPLE: &str = "SHAREMAP_SAMPLE";
 pub const ENV_NO_STACK: &str = "SHAREMAP_NO_STACK";
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMAPRT1");
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 
 /// Threads recorded at most, as many as a trace holds (`sharemap_core::MAX_THREADS`): the
 /// accesses of later threads are counted as lost.
@@ -79,6 +79,10 @@ pub struct Header {
     /// The executable's load bias (0 unless position-independent), set at attach: the
     /// recorder places the program's symbols with it (`record --exclude NAME`).
     pub exe_base: AtomicU64,
+    /// A burst-sampled build's back-edges per burst and between bursts (`sharemap cc
+    /// --burst ON:OFF`), set at its first burst (0: none yet, or not such a build).
+    pub burst_on: AtomicU64,
+    pub burst_off: AtomicU64,
 }
 
 pub const FREE: u32 = 0;

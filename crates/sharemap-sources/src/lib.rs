@@ -44,6 +44,8 @@ pub struct Recording {
     /// What the program broke in its trace channel, when it did: the recording stopped there
     /// (the tracer runtime; the records before it are kept).
     pub corrupted: Option<String>,
+    /// A burst-sampled build's setting, as its runtime reported it (the tracer runtime).
+    pub burst: Option<sharemap_trace::Burst>,
 }
 
 /// A sink that leaves out the accesses touching some address ranges (`record --exclude`),

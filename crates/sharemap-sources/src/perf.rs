@@ -185,6 +185,7 @@ pub fn record(program: &[OsString], event: PerfEvent, sink: &mut dyn Sink) -> Re
         forks: 0,
         excluded: 0,
         corrupted: None,
+        burst: None,
     })
 }
 

@@ -17,7 +17,7 @@
 use crate::{Recording, Sink};
 use sharemap_shm::{self as shm, BlockHeader, Header, Record};
 use sharemap_trace::native::DEFAULT_CHUNK_ACCESSES;
-use sharemap_trace::{Access, Chunk, Event, EventKind, Kind};
+use sharemap_trace::{Access, Chunk, Event, EventKind, Kind, MAX_BURST};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::ffi::OsString;
@@ -596,5 +596,15 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
     let forks = h.forks.load(Ordering::Relaxed);
     let threads = threads.min(shm::MAX_THREADS);
     os_tids.resize(threads as usize, 0);
-    Ok(Recording { status, accesses: accesses - excluded, threads, os_tids, lost, forks, excluded, corrupted })
+    // Written by the program: a setting no build makes says the channel was tampered with.
+    let (on, off) = (h.burst_on.load(Ordering::Relaxed), h.burst_off.load(Ordering::Relaxed));
+    let burst = (on != 0 || off != 0).then_some(sharemap_trace::Burst { on, off });
+    let corrupted = match burst {
+        Some(b) if corrupted.is_none() && (b.on == 0 || b.off == 0 || b.on > MAX_BURST || b.off > MAX_BURST) => {
+            Some(format!("burst setting {on}:{off} in its header"))
+        }
+        _ => corrupted,
+    };
+    let burst = burst.filter(|_| corrupted.is_none());
+    Ok(Recording { status, accesses: accesses - excluded, threads, os_tids, lost, forks, excluded, corrupted, burst })
 }

@@ -323,6 +323,17 @@ impl TraceWriter {
         }
     }
 
+    /// A burst-sampled recording's setting (kept by native and Parquet traces; the other
+    /// formats have no metadata, and `convert` says what it drops).
+    pub fn set_burst(&mut self, burst: Option<crate::Burst>) {
+        match &mut self.inner {
+            Inner::Native(w) => w.set_burst(burst),
+            #[cfg(feature = "parquet")]
+            Inner::Parquet(w) => w.set_burst(burst),
+            _ => {}
+        }
+    }
+
     fn flush_pending(&mut self) -> Result<()> {
         let path = self.output.path().to_path_buf();
         self.pending.first_access = self.accesses - self.pending.accesses.len() as u64;

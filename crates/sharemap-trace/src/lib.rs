@@ -22,5 +22,5 @@ pub mod varint;
 pub use batch::{AccessBatch, Chunk};
 pub use error::{Result, TraceError};
 pub use formats::{Format, TraceReader, TraceWriter, WriteReport};
-pub use model::{Access, Event, EventKind, FORMAT_VERSION, Kind, MAX_HOST_CPUS, Metadata, Source};
+pub use model::{Access, Burst, Event, EventKind, FORMAT_VERSION, Kind, MAX_BURST, MAX_HOST_CPUS, Metadata, Source};
 pub use source::{MemoryTrace, TraceSource};

@@ -64,10 +64,14 @@ pub enum EventKind {
     /// The thread runs on the CPU the kernel numbers `arg` (from here on, until its next
     /// such event): where the OS put it, as the tracer saw it.
     Cpu = 10,
+    /// A burst of a burst-sampled recording (`sharemap cc --burst`) begins or ends on this
+    /// thread: every access of the thread between the two was recorded, none outside.
+    BurstBegin = 11,
+    BurstEnd = 12,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 10] = [
+    pub const ALL: [EventKind; 12] = [
         EventKind::ThreadStart,
         EventKind::ThreadExit,
         EventKind::InitDone,
@@ -78,6 +82,8 @@ impl EventKind {
         EventKind::RoiBegin,
         EventKind::RoiEnd,
         EventKind::Cpu,
+        EventKind::BurstBegin,
+        EventKind::BurstEnd,
     ];
 
     pub fn code(self) -> u8 {
@@ -100,6 +106,8 @@ impl EventKind {
             EventKind::RoiBegin => "roi-begin",
             EventKind::RoiEnd => "roi-end",
             EventKind::Cpu => "cpu",
+            EventKind::BurstBegin => "burst-begin",
+            EventKind::BurstEnd => "burst-end",
         }
     }
 
@@ -138,6 +146,8 @@ pub struct Source {
 
 /// CPUs a recording host may have (Linux's largest NR_CPUS).
 pub const MAX_HOST_CPUS: usize = 8192;
+/// The longest burst, or gap between bursts, a trace may say it has (back-edges).
+pub const MAX_BURST: u64 = 1 << 40;
 
 /// Trace-wide metadata, stored as JSON in the native header (and updated in the footer).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,6 +173,25 @@ pub struct Metadata {
     /// the recorded schedule to mean anything on it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub host_cpu_nodes: Vec<u32>,
+    /// A burst-sampled recording's setting: each thread recorded every access for `on`
+    /// loop back-edges, then none for `off` (`burst-begin`/`burst-end` events mark them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<Burst>,
+}
+
+/// `sharemap cc --burst ON:OFF`: back-edges per burst and between bursts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Burst {
+    pub on: u64,
+    pub off: u64,
+}
+
+impl Burst {
+    /// How many of the program's accesses a recorded one stands for (about: the back-edges
+    /// of a stretch differ in their accesses).
+    pub fn weight(&self) -> f64 {
+        (self.on + self.off) as f64 / self.on as f64
+    }
 }
 
 impl Default for Metadata {
@@ -177,6 +206,7 @@ impl Default for Metadata {
             os_tids: Vec::new(),
             run_ns: None,
             host_cpu_nodes: Vec::new(),
+            burst: None,
         }
     }
 }
@@ -201,6 +231,14 @@ impl Metadata {
         }
         if self.run_ns == Some(0) {
             return Err(MetadataError("run time 0 ns".into()));
+        }
+        if let Some(b) = self.burst
+            && (b.on == 0 || b.off == 0 || b.on > MAX_BURST || b.off > MAX_BURST)
+        {
+            return Err(MetadataError(format!(
+                "burst {}:{}: expected back-edges per burst and between bursts from 1 to {MAX_BURST}",
+                b.on, b.off
+            )));
         }
         if self.sampling_period == 0 {
             return Err(MetadataError("sampling period 0: expected 1 (every access) or more".into()));

@@ -138,6 +138,10 @@ impl<W: Write + Send> ParquetWriter<W> {
         self.meta.host_cpu_nodes = nodes;
     }
 
+    pub fn set_burst(&mut self, burst: Option<crate::Burst>) {
+        self.meta.burst = burst;
+    }
+
     pub fn write_chunk(&mut self, chunk: &Chunk) -> std::result::Result<(), ParquetError> {
         self.events.extend(chunk.events.iter().cloned());
         let a = &chunk.accesses;

@@ -5,8 +5,8 @@ pub use sharemap_trace::exclude::Ranges;
 pub use sharemap_trace::output::{AtomicOutput, OutputDir, flush, remove_temporaries, write_whole};
 pub use sharemap_trace::summary::{SharingSummary, ThreadSummary, TraceSummary};
 pub use sharemap_trace::{
-    Access, AccessBatch, Chunk, Event, EventKind, Format, Kind, MemoryTrace, Metadata, Source, TraceError, TraceReader,
-    TraceSource, TraceWriter, WriteReport,
+    Access, AccessBatch, Burst, Chunk, Event, EventKind, Format, Kind, MAX_BURST, MemoryTrace, Metadata, Source,
+    TraceError, TraceReader, TraceSource, TraceWriter, WriteReport,
 };
 
 /// The native format's own pieces: its reader, chunk index and defaults.

@@ -147,6 +147,10 @@ impl<W: Write> NativeWriter<W> {
         self.meta.host_cpu_nodes = nodes;
     }
 
+    pub fn set_burst(&mut self, burst: Option<crate::Burst>) {
+        self.meta.burst = burst;
+    }
+
     /// Appends a whole chunk whose events sit at absolute positions from
     /// `chunk.first_access`, taking its contents (it is left empty, for the caller to fill
     /// again). Encoded as it is when it starts at the writer's position and fits in one
