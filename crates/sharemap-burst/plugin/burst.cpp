@@ -40,6 +40,7 @@
 #include "llvm/Transforms/Utils/ValueMapper.h"
 
 #include <cstdlib>
+#include <deque>
 #include <string>
 
 using namespace llvm;
@@ -195,6 +196,7 @@ struct Check {
   Instruction *step;   // the add of -1 (plain) or +1 (burst)
   ICmpInst *expired;   // <= 0 (plain) or >= 0 (burst)
   CallInst *call;      // the runtime's switch; its second argument says which copy calls
+  Instruction *reloaded; // a register count's value after the switch (null: in the word)
 };
 
 class Burst {
@@ -219,12 +221,22 @@ public:
       copies.push_back(C);
     }
     remapInstructionsInBlocks(copies, vmap);
-    // The entry dispatches on the sign of the state.
+    // The entry dispatches on the sign of the state; 0, a thread's first check, asks the
+    // runtime (which draws the thread's phase).
+    auto *burstBody = cast<BasicBlock>(vmap[body]);
+    LLVMContext &ctx = F.getContext();
+    BasicBlock *notPlain = BasicBlock::Create(ctx, "burst.entry.other", &F, body);
+    BasicBlock *ask = BasicBlock::Create(ctx, "burst.entry.first", &F, body);
     IRBuilder<> b(entry->getTerminator());
     Value *s = b.CreateLoad(rt.i64, rt.state, "burst.state");
-    Value *inBurst = b.CreateICmpSLT(s, ConstantInt::get(rt.i64, 0));
-    b.CreateCondBr(inBurst, cast<BasicBlock>(vmap[body]), body);
+    b.CreateCondBr(b.CreateICmpSLE(s, ConstantInt::get(rt.i64, 0)), notPlain, body);
     entry->getTerminator()->eraseFromParent();
+    IRBuilder<> o(notPlain);
+    o.CreateCondBr(o.CreateICmpEQ(s, ConstantInt::get(rt.i64, 0)), ask, burstBody);
+    IRBuilder<> a(ask);
+    a.CreateCondBr(a.CreateCall(rt.switchFn, {rt.state, ConstantInt::getFalse(ctx), ConstantInt::get(rt.i64, rt.set.on),
+                                              ConstantInt::get(rt.i64, rt.set.off)}),
+                   burstBody, body);
     if (join) {
       joinCopies(vmap);
       repair(originals, vmap);
@@ -238,7 +250,7 @@ private:
   Runtime &rt;
   const DataLayout &DL;
   BasicBlock *entry = nullptr;
-  SmallVector<Check, 8> checks;
+  std::deque<Check> checks; // stable addresses: addCheck returns a reference
 
   // A new entry block holding the static allocas; the old entry's rest becomes the body.
   BasicBlock *splitEntry() {
@@ -253,57 +265,101 @@ private:
     return old;
   }
 
-  // Counts at each loop's back-edges (in the original, before it is copied). Every loop is
-  // looked at on the CFG as the optimiser left it, before any check is added.
+  // Counts at each loop's back-edges (in the original, before it is copied). A nest of
+  // loops without calls keeps one count in a register for all its back-edges (loaded before
+  // the nest, stored at its exits): the optimiser's blocked loops run inner loops of a few
+  // iterations, and a round trip through the thread-local word at each made a matrix
+  // product 1.5 times slower. Other loops count in the word itself.
   void addChecks() {
-    struct Plan {
-      BasicBlock *header, *preheader;
-      SmallVector<BasicBlock *, 4> latches, exits;
-      bool inRegister;
-    };
     auto callFree = [](Loop *L) {
       for (BasicBlock *BB : L->blocks())
         for (Instruction &I : *BB)
           if (isRealCall(I)) return false;
       return true;
     };
+    auto isRoot = [&](Loop *L) { return callFree(L) && (!L->getParentLoop() || !callFree(L->getParentLoop())); };
     {
-      // The optimiser leaves loops without a preheader or with shared exits: an innermost
-      // loop without calls gets both, to load its count before and store it after.
+      // The optimiser leaves loops without a preheader or with shared exits: a nest's
+      // outermost loop gets both, to load its count before and store it after.
       DominatorTree DT(F);
       LoopInfo LI(DT);
       for (Loop *L : LI.getLoopsInPreorder()) {
-        if (!L->getSubLoops().empty() || !callFree(L)) continue;
+        if (!isRoot(L)) continue;
         if (!L->getLoopPreheader()) InsertPreheaderForLoop(L, &DT, &LI, nullptr, false);
         if (!L->hasDedicatedExits()) formDedicatedExitBlocks(L, &DT, &LI, nullptr, false);
       }
     }
-    SmallVector<Plan, 8> plans;
+    // Every loop looked at on the CFG as it is now, before any check is added.
+    struct Edge {
+      BasicBlock *header, *latch;
+    };
+    struct Nest {
+      BasicBlock *preheader;
+      SmallVector<BasicBlock *, 4> exits;
+      SmallVector<Edge, 8> edges;
+    };
+    SmallVector<Nest, 4> nests;
+    SmallVector<Edge, 8> inMemory;
     {
       DominatorTree DT(F);
       LoopInfo LI(DT);
       for (Loop *L : LI.getLoopsInPreorder()) {
-        Plan p{L->getHeader(), L->getLoopPreheader(), {}, {}, false};
-        p.inRegister = L->getSubLoops().empty() && p.preheader && L->hasDedicatedExits() && callFree(L);
-        L->getLoopLatches(p.latches);
-        if (p.inRegister) L->getUniqueExitBlocks(p.exits);
-        plans.push_back(std::move(p));
+        SmallVector<BasicBlock *, 4> latches;
+        if (!callFree(L)) {
+          L->getLoopLatches(latches);
+          for (BasicBlock *latch : latches) inMemory.push_back({L->getHeader(), latch});
+          continue;
+        }
+        if (!isRoot(L)) continue;
+        if (!L->getLoopPreheader() || !L->hasDedicatedExits()) {
+          // Left as the optimiser made it (a header reached by indirect branches): every
+          // loop of the nest counts in the word.
+          for (Loop *M : L->getLoopsInPreorder()) {
+            latches.clear();
+            M->getLoopLatches(latches);
+            for (BasicBlock *latch : latches) inMemory.push_back({M->getHeader(), latch});
+          }
+          continue;
+        }
+        Nest n{L->getLoopPreheader(), {}, {}};
+        L->getUniqueExitBlocks(n.exits);
+        for (Loop *M : L->getLoopsInPreorder()) {
+          latches.clear();
+          M->getLoopLatches(latches);
+          for (BasicBlock *latch : latches) n.edges.push_back({M->getHeader(), latch});
+        }
+        nests.push_back(std::move(n));
       }
     }
-    for (Plan &p : plans) {
-      PHINode *count = nullptr;
-      if (p.inRegister) {
-        IRBuilder<> pre(p.preheader->getTerminator());
-        Value *c0 = pre.CreateLoad(rt.i64, rt.state, "burst.count0");
-        count = PHINode::Create(rt.i64, 0, "burst.count", &p.header->front());
-        count->addIncoming(c0, p.preheader);
-        for (BasicBlock *E : p.exits) new StoreInst(count, rt.state, &*E->getFirstInsertionPt());
+    for (Edge &e : inMemory) addCheck(e.header, e.latch, nullptr);
+    for (Nest &n : nests) {
+      // The count is one variable of the nest: its value at each point is found by
+      // SSAUpdater from where it is set (before the nest, at each check and switch).
+      IRBuilder<> pre(n.preheader->getTerminator());
+      Value *c0 = pre.CreateLoad(rt.i64, rt.state, "burst.count0");
+      SmallVector<std::pair<Instruction *, BasicBlock *>, 8> placeholders;
+      SSAUpdater ssa;
+      ssa.Initialize(rt.i64, "burst.count");
+      ssa.AddAvailableValue(n.preheader, c0);
+      for (Edge &e : n.edges) {
+        // Stands for the count at the end of the latch until the definitions are all known.
+        auto *now = BinaryOperator::CreateAdd(UndefValue::get(rt.i64), ConstantInt::get(rt.i64, 0), "burst.now");
+        Check &c = addCheck(e.header, e.latch, now);
+        ssa.AddAvailableValue(c.check, c.step);
+        ssa.AddAvailableValue(c.sw, c.reloaded);
+        placeholders.push_back({now, e.latch});
       }
-      for (BasicBlock *latch : p.latches) addCheck(p.header, latch, count);
+      for (auto &[now, latch] : placeholders) {
+        now->replaceAllUsesWith(ssa.GetValueAtEndOfBlock(latch));
+        now->eraseFromParent();
+      }
+      for (BasicBlock *E : n.exits) new StoreInst(ssa.GetValueInMiddleOfBlock(E), rt.state, &*E->getFirstInsertionPt());
     }
   }
 
-  void addCheck(BasicBlock *H, BasicBlock *latch, PHINode *count) {
+  // A check on the back-edge latch -> H: the count (`now`, a register count's value at the
+  // latch; null: the thread-local word) steps, and when it runs out the runtime is asked.
+  Check &addCheck(BasicBlock *H, BasicBlock *latch, Instruction *now) {
     LLVMContext &ctx = F.getContext();
     BasicBlock *chk = BasicBlock::Create(ctx, "burst.check", &F, H);
     BasicBlock *sw = BasicBlock::Create(ctx, "burst.switch", &F, H);
@@ -312,33 +368,26 @@ private:
       if (T->getSuccessor(i) == H) T->setSuccessor(i, chk);
     // H's phis: the latch's entry (one, even if it had several edges) now comes from chk.
     for (PHINode &P : H->phis()) {
-      if (&P == count) continue;
       int first = P.getBasicBlockIndex(latch);
       P.setIncomingBlock(first, chk);
       for (int i = P.getNumIncomingValues() - 1; i > first; i--)
         if (P.getIncomingBlock(i) == latch) P.removeIncomingValue(i, false);
     }
     IRBuilder<> b(chk);
-    Value *before = count ? static_cast<Value *>(count) : b.CreateLoad(rt.i64, rt.state, "burst.s");
+    Value *before = now ? static_cast<Value *>(b.Insert(now)) : b.CreateLoad(rt.i64, rt.state, "burst.s");
     auto *step = cast<Instruction>(b.CreateAdd(before, ConstantInt::get(rt.i64, -1), "burst.next"));
-    if (!count) b.CreateStore(step, rt.state);
+    if (!now) b.CreateStore(step, rt.state);
     auto *expired = cast<ICmpInst>(b.CreateICmpSLE(step, ConstantInt::get(rt.i64, 0)));
     b.CreateCondBr(expired, sw, H);
     IRBuilder<> s(sw);
-    if (count) s.CreateStore(step, rt.state);
+    if (now) s.CreateStore(step, rt.state);
     CallInst *call = s.CreateCall(rt.switchFn, {rt.state, ConstantInt::getFalse(ctx), ConstantInt::get(rt.i64, rt.set.on),
                                                ConstantInt::get(rt.i64, rt.set.off)});
-    Value *reloaded = count ? s.CreateLoad(rt.i64, rt.state, "burst.count.re") : nullptr;
+    Instruction *reloaded = now ? s.CreateLoad(rt.i64, rt.state, "burst.count.re") : nullptr;
     s.CreateBr(H);
-    for (PHINode &P : H->phis()) {
-      if (&P == count) {
-        P.addIncoming(step, chk);
-        P.addIncoming(reloaded, sw);
-      } else {
-        P.addIncoming(P.getIncomingValueForBlock(chk), sw);
-      }
-    }
-    checks.push_back({H, chk, sw, step, expired, call});
+    for (PHINode &P : H->phis()) P.addIncoming(P.getIncomingValueForBlock(chk), sw);
+    checks.push_back({H, chk, sw, step, expired, call, reloaded});
+    return checks.back();
   }
 
   // The burst copy counts up; each switch block may jump to either copy's header.
@@ -402,9 +451,8 @@ struct BurstPass : PassInfoMixin<BurstPass> {
     LLVMContext &ctx = M.getContext();
     rt.i64 = Type::getInt64Ty(ctx);
     rt.i8p = Type::getInt8PtrTy(ctx);
-    // A thread's first back-edge calls the runtime, which draws its phase (never, with
-    // ON = 0).
-    int64_t initial = rt.set.on == 0 ? INT64_MAX : 1;
+    // 0: a thread's first check asks the runtime, which draws its phase (never, with ON = 0).
+    int64_t initial = rt.set.on == 0 ? INT64_MAX : 0;
     auto *state = dyn_cast_or_null<GlobalVariable>(M.getNamedValue("__sharemap_burst_state"));
     if (!state) {
       state = new GlobalVariable(M, rt.i64, false, GlobalValue::LinkOnceODRLinkage, ConstantInt::get(rt.i64, initial),
@@ -426,6 +474,15 @@ struct BurstPass : PassInfoMixin<BurstPass> {
     rt.memcpy = M.getOrInsertFunction("memcpy", rt.i8p, rt.i8p, rt.i8p, rt.i64);
     rt.memmove = M.getOrInsertFunction("memmove", rt.i8p, rt.i8p, rt.i8p, rt.i64);
     rt.memset = M.getOrInsertFunction("memset", rt.i8p, rt.i8p, Type::getInt32Ty(ctx), rt.i64);
+    // The recorder tells a burst-sampled build by this string.
+    auto *markerInit = ConstantDataArray::getString(ctx, "sharemap-burst-v1");
+    if (!M.getNamedValue("__sharemap_burst_marker")) {
+      auto *marker = new GlobalVariable(M, markerInit->getType(), true, GlobalValue::LinkOnceODRLinkage, markerInit,
+                                        "__sharemap_burst_marker");
+      marker->setVisibility(GlobalValue::HiddenVisibility);
+      marker->setComdat(M.getOrInsertComdat("__sharemap_burst_marker"));
+      appendToUsed(M, {marker});
+    }
     bool changed = false;
     SmallVector<Function *, 32> work;
     for (Function &F : M)

@@ -34,6 +34,12 @@ struct Summary {
     mse: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     correlation: Option<f64>,
+    /// With --against: this sampled trace's answers against a complete recording's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fidelity: Option<sharemap::Fidelity>,
+    /// A burst-sampled trace's weight per thread: the sharing is scaled by them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    burst_weights: Option<Vec<f64>>,
     /// The mapping-potential gate on `--machine` (see `sharemap map`).
     mapping_potential: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -178,6 +184,8 @@ pub fn run(
         compared_with: accuracy.as_ref().map(|a| a.0.clone()),
         mse: accuracy.as_ref().map(|a| a.1),
         correlation: accuracy.as_ref().map(|a| a.2),
+        fidelity: analysis.fidelity.clone(),
+        burst_weights: session.input().open()?.metadata().burst.as_ref().map(|b| (0..n).map(|t| b.weight(t)).collect()),
         windows: (!windows.is_empty()).then(|| Windows {
             size: window,
             count: windows.len(),
@@ -211,6 +219,28 @@ pub fn run(
     }
     if let Some((name, mse, r)) = &accuracy {
         println!("  against {name}: MSE {mse:.5} (scaled to max 1), correlation {r:.4}");
+    }
+    if let Some(w) = &summary.burst_weights {
+        let w: Vec<String> = w.iter().map(|w| format!("{w:.1}")).collect();
+        println!(
+            "  burst-sampled: each thread's sharing scaled by its weight (back-edges run over those recorded): {}",
+            w.join(" ")
+        );
+    }
+    if let Some(f) = &summary.fidelity {
+        let r = f.correlation.map_or("none (fewer than 3 threads: one pair)".to_string(), |r| format!("{r:.4}"));
+        println!("  against the complete trace {}:", f.reference);
+        println!("    sharing matrix correlation {r}");
+        println!(
+            "    dominant node agrees on {:.1} % of the {} pages carrying {:.0} % of its accesses",
+            100.0 * f.pages_agreeing,
+            f.pages_compared,
+            100.0 * sharemap::fidelity::PAGE_SHARE
+        );
+        println!(
+            "    the {} mapping from this trace costs {:.4}x the one from the complete trace (on its sharing; 1 = as good)",
+            f.mapping_algorithm, f.mapping_cost_ratio
+        );
     }
     for (i, j, v) in summary.top_pairs.iter().take(5) {
         println!("  threads {i} and {j}: {v}");

@@ -35,6 +35,7 @@ pub fn flag(kind: ErrorKind) -> Option<&'static str> {
         | ErrorKind::Guest
         | ErrorKind::GuestKernel
         | ErrorKind::Interrupted
+        | ErrorKind::SampledTrace
         | ErrorKind::Io => return None,
     })
 }

@@ -117,6 +117,11 @@ enum Command {
         /// Leave out accesses to the threads' stacks (tracer)
         #[arg(long)]
         exclude_stack: bool,
+        /// A burst-sampled build's setting for this recording, in place of the one it was
+        /// built with: ON:OFF (loop back-edges per burst and between bursts), 0 (no bursts),
+        /// or all (every access: a complete trace of the same binary)
+        #[arg(long)]
+        burst: Option<String>,
         /// Address-space randomisation off (personality ADDR_NO_RANDOMIZE): the program's
         /// addresses are the same in a later `sharemap run --no-aslr`, so page plans apply
         #[arg(long)]
@@ -222,6 +227,12 @@ enum Command {
         /// report the windows where the sharing pattern changes
         #[arg(long, default_value_t = 0)]
         window: u64,
+        /// A complete recording of the same program (e.g. `record --burst all` of the same
+        /// burst-sampled build, with --no-aslr for both): how faithfully this sampled trace
+        /// gives its sharing matrix (correlation), its pages' dominant nodes (on the pages
+        /// that carry 90 % of its accesses) and its mapping's cost
+        #[arg(long)]
+        against: Option<PathBuf>,
         #[command(flatten)]
         exclude: trace_cmds::ExcludeArg,
         /// Output directory
@@ -537,7 +548,7 @@ fn main() -> ExitCode {
         Command::Convert { input, output, from, to, exclude, partition_pages: None } => {
             trace_cmds::convert(&input, &output, from.as_deref(), to.as_deref(), exclude.text())
         }
-        Command::Record { backend, event, sample, exclude_stack, no_aslr, exclude, output, to, command } => {
+        Command::Record { backend, event, sample, exclude_stack, burst, no_aslr, exclude, output, to, command } => {
             if no_aslr && let Err(e) = sharemap_run::record::disable_aslr() {
                 eprintln!("sharemap: --no-aslr: the kernel refused to turn address randomisation off: {e}");
                 return ExitCode::from(1);
@@ -547,6 +558,7 @@ fn main() -> ExitCode {
                 event: &event,
                 sample,
                 exclude_stack,
+                burst: burst.as_deref(),
                 no_aslr,
                 exclude: exclude.as_deref(),
             };
@@ -588,8 +600,9 @@ fn main() -> ExitCode {
             let input = map::Input { path: &input, from: from.as_deref(), exclude: exclude.text() };
             map::run(&input, &machine, &algo, &cost_model, seed, json)
         }
-        Command::Analyze { trace, from, machine, detector, compare, window, exclude, output } => {
-            let request = sharemap::AnalyzeRequest { detector, compare, window };
+        Command::Analyze { trace, from, machine, detector, compare, window, against, exclude, output } => {
+            let against = against.map(sharemap::TraceInput::file);
+            let request = sharemap::AnalyzeRequest { detector, compare, window, against };
             analyze::run(&trace, from.as_deref(), exclude.text(), &machine, &request, &output)
         }
         Command::Filter { model, reorder, gaps, output, to, sensitivity } => {

@@ -203,6 +203,8 @@ pub struct RecordHow<'a> {
     pub event: &'a str,
     pub sample: u64,
     pub exclude_stack: bool,
+    /// `--burst`: a burst-sampled build's setting for this recording.
+    pub burst: Option<&'a str>,
     /// Address-space randomisation was turned off for the program (noted in the trace).
     pub no_aslr: bool,
     /// `--exclude`: address ranges and symbol names.
@@ -215,6 +217,7 @@ pub fn record(output: &Path, to: Option<&str>, command: &[OsString], how: &Recor
         event: how.event.into(),
         sample: how.sample,
         exclude_stack: how.exclude_stack,
+        burst: how.burst.map(str::to_string),
         no_aslr: how.no_aslr,
         exclude: how.exclude.map(str::to_string),
         output: output.to_path_buf(),

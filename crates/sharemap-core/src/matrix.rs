@@ -48,6 +48,16 @@ impl SharingMatrix {
         }
     }
 
+    /// Multiplies each pair's cell by `factor(i, j)` (a sample's weight: what one counted
+    /// unit stands for).
+    pub fn scale_pairs(&mut self, factor: impl Fn(usize, usize) -> f64) {
+        for i in 0..self.n {
+            for j in 0..self.n {
+                self.cells[i * self.n + j] *= factor(i.min(j), i.max(j));
+            }
+        }
+    }
+
     /// Grows the matrix to `n` threads (new rows and columns are zero).
     pub fn grow(&mut self, n: usize) {
         if n <= self.n {

@@ -50,7 +50,30 @@ pub fn detect_with_page_size(
 ///
 /// Without windows, detectors that fork (`Detector::fork`) read one run of chunks per worker
 /// at the same time, and the runs are joined in order.
+///
+/// A burst-sampled trace's sharing is weighted by what each thread's recorded accesses stand
+/// for (`Burst::weight`), so that it estimates the whole run's; its page usage keeps the
+/// accesses recorded.
 pub fn run(
+    source: &mut dyn TraceSource,
+    detectors: Vec<Box<dyn Detector>>,
+    window: u64,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Vec<Found>, TraceError> {
+    let burst = source.metadata().burst.clone();
+    let mut found = run_unweighted(source, detectors, window, progress)?;
+    if let Some(b) = burst {
+        // A unit of sharing between two threads stands for the mean of their weights.
+        let pair = |i: usize, j: usize| (b.weight(i) + b.weight(j)) / 2.0;
+        for f in &mut found {
+            f.detection.matrix.scale_pairs(pair);
+            f.windows.iter_mut().for_each(|m| m.scale_pairs(pair));
+        }
+    }
+    Ok(found)
+}
+
+fn run_unweighted(
     source: &mut dyn TraceSource,
     detectors: Vec<Box<dyn Detector>>,
     window: u64,

@@ -139,7 +139,7 @@ impl Session {
         compare: Option<String>,
         window: u64,
     ) -> PyResult<(String, Bound<'py, PyBytes>, usize)> {
-        let request = sharemap::AnalyzeRequest { detector: detector.into(), compare, window };
+        let request = sharemap::AnalyzeRequest { detector: detector.into(), compare, window, against: None };
         request.check().map_err(to_py)?;
         let analysis = interruptible(py, &self.stop, || self.inner.analyze(&request))?;
         let matrix = &analysis.detection.matrix;

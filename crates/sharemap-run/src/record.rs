@@ -6,6 +6,7 @@ use sharemap::trace::{Format, Metadata, Ranges, Source, TraceWriter};
 use sharemap::{Error, ErrorKind, Machine, Result};
 use sharemap_sources::ExcludingSink;
 use sharemap_sources::perf::PerfEvent;
+use sharemap_sources::runtime::BURST_ALL;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -25,6 +26,8 @@ pub struct RecordRequest {
     pub sample: u64,
     /// Leave out accesses to the threads' stacks (tracer).
     pub exclude_stack: bool,
+    /// A burst-sampled build's setting for this recording: `ON:OFF`, `0` or `all`.
+    pub burst: Option<String>,
     /// Address-space randomisation was turned off for the program (noted in the trace; the
     /// run actor is preloaded so that a later `run --no-aslr` sees the same addresses).
     pub no_aslr: bool,
@@ -55,6 +58,8 @@ pub struct Recorder {
     in_executable: Vec<(u64, u64)>,
     env: Vec<(OsString, OsString)>,
     meta: Metadata,
+    /// `--burst`, parsed.
+    burst: Option<(u64, u64)>,
 }
 
 /// What a recording did.
@@ -150,9 +155,25 @@ impl Recorder {
             }
             if backend == "tracer" { Backend::Tracer } else { Backend::Valgrind }
         };
+        let burst_build = resolved.as_deref().is_some_and(sharemap_sources::runtime::is_burst_build);
+        let burst = match &request.burst {
+            None => None,
+            Some(_) if backend != Backend::Tracer || !burst_build => {
+                return Err(refuse(format!(
+                    "--burst: {name} is not a burst-sampled build (build it with `sharemap cc --burst`)"
+                )));
+            }
+            Some(text) => Some(parse_burst(text)?),
+        };
         if backend == Backend::Tracer {
             params.insert("exclude_stack".to_string(), request.exclude_stack.to_string());
-            params.insert("instrumentation".to_string(), "ThreadSanitizer's (sharemap cc)".to_string());
+            let how =
+                if burst_build { "burst-sampled (sharemap cc --burst)" } else { "ThreadSanitizer's (sharemap cc)" };
+            params.insert("instrumentation".to_string(), how.to_string());
+        }
+        if let Some((on, off)) = burst {
+            let text = if on == BURST_ALL { "all".to_string() } else { format!("{on}:{off}") };
+            params.insert("burst".to_string(), text);
         }
         let source = Source {
             kind: match backend {
@@ -182,7 +203,7 @@ impl Recorder {
         }
         let env =
             if request.no_aslr && backend == Backend::Tracer { same_libraries_as_run(tools)? } else { Vec::new() };
-        Ok(Recorder { request, backend, notes, ranges, in_executable, env, meta })
+        Ok(Recorder { request, backend, notes, ranges, in_executable, env, meta, burst })
     }
 
     pub fn backend(&self) -> Backend {
@@ -192,7 +213,7 @@ impl Recorder {
     /// Runs the program and records it. The trace keeps every access handed over, whatever
     /// the program's end.
     pub fn run(self) -> Result<Recorded> {
-        let Recorder { request, backend, ranges, in_executable, env, meta, .. } = self;
+        let Recorder { request, backend, ranges, in_executable, env, meta, burst, .. } = self;
         let mut writer = TraceWriter::create(&request.output, request.format, meta)?;
         writer.flush_each_chunk()?;
         // The trace's clock: the run's wall time, start to end, recording included.
@@ -205,6 +226,7 @@ impl Recorder {
                 let opts = sharemap_sources::runtime::Options {
                     sample: request.sample,
                     exclude_stack: request.exclude_stack,
+                    burst,
                     exclude: ranges,
                     exclude_in_executable: in_executable,
                     env,
@@ -356,4 +378,22 @@ fn describe_status(status: ExitStatus) -> String {
         (None, Some(sig)) => format!("it was killed by signal {sig}"),
         _ => "it ended".to_string(),
     }
+}
+
+/// `record --burst`: `ON:OFF`, `0` (no bursts) or `all` (`BURST_ALL`: every access).
+fn parse_burst(text: &str) -> Result<(u64, u64)> {
+    let max = sharemap_trace::MAX_BURST;
+    let setting = match text {
+        "all" => Some((BURST_ALL, 1)),
+        "0" => Some((0, 1)),
+        _ => text.split_once(':').and_then(|(on, off)| {
+            let (on, off) = (on.parse::<u64>().ok()?, off.parse::<u64>().ok()?);
+            (on <= max && (1..=max).contains(&off)).then_some((on, off))
+        }),
+    };
+    setting.ok_or_else(|| {
+        refuse(format!(
+            "--burst {text}: expected ON:OFF (loop back-edges per burst and between bursts, OFF at least 1, each at most {max}), 0 or all"
+        ))
+    })
 }

@@ -2,20 +2,78 @@
 //! pass's code calls it when a thread's countdown runs out, and jumps to the copy it names.
 //!
 //! The countdown is one thread-local word the pass defines in the program: positive, plain
-//! code runs and counts down to the next burst; negative, a burst runs and counts up to its
-//! end. The plain copy calls when its count reaches 0 or finds a burst running (a callee
-//! started it); the burst copy likewise.
+//! code runs and counts down; negative, the instrumented copy runs and counts up. Either
+//! copy calls here when its count reaches 0, or when it finds the other mode set (a callee
+//! changed it).
 //!
-//! The gaps between bursts are drawn at random, uniformly from OFF/2 to 3·OFF/2 back-edges
-//! (OFF on average), and a thread's first from 1 to OFF: with fixed gaps, a loop whose trip
-//! count is close to a multiple of the period would be sampled at the same iterations in
-//! every pass, and most of its pages never.
+//! Bursts are windows of time, the same for every thread: in each period of ON + OFF
+//! microseconds one window of ON, at a random offset (from a hash of the period's number and
+//! the run's seed). The oracle's sharing counts changes of hands, which a sample sees only
+//! when the threads that exchange a block are recorded at the same time: bursts of each
+//! thread at its own moments (counted in its own back-edges) saw one change per burst where
+//! the run had thousands, and correlated 0.01-0.9 with the complete trace on the workloads.
+//! A thread reads the clock when its count runs out, and counts about an eighth of a window
+//! of its own back-edges to the next reading (measured as it goes), so it enters and leaves a
+//! window within that much of its edges.
+//!
+//! Instrumented code runs slower, so a window holds a smaller share of a thread's work than
+//! of the time: each burst's end records the back-edges the thread ran in it and since its
+//! previous burst, from which the recorder weighs each thread (`Burst::weights`).
+//!
+//! A thread's word starts at 0: its first check (a function's entry) calls here. When the
+//! recording asked for every access (`record --burst all`) it starts a burst of its own that
+//! never ends; when nothing records, the word goes to the largest count and the thread never
+//! calls again.
 
-use crate::{THREAD, access, active, event, header};
-use core::sync::atomic::{AtomicBool, Ordering};
+use crate::{access, active, burst_end, event, header};
+use core::cell::Cell;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use sharemap_shm::BURST_ALL;
+
+/// The trace format's code of `burst-begin` (its `burst-end` is a record of its own).
+const BURST_BEGIN: u8 = 11;
 
 /// Set before `main` by a burst-sampled build's constructor.
 static BURST_BUILD: AtomicBool = AtomicBool::new(false);
+/// The run's seed for the windows' offsets, drawn at the first call.
+static SEED: AtomicU64 = AtomicU64::new(0);
+
+/// `sharemap record --burst`: the recording's own setting (`NONE`: the build's).
+const NONE: u64 = u64::MAX - 1;
+static ON_OVERRIDE: AtomicU64 = AtomicU64::new(NONE);
+static OFF_OVERRIDE: AtomicU64 = AtomicU64::new(NONE);
+/// The longest burst or gap taken from a setting (µs; the trace format's limit).
+const MAX_STRETCH: u64 = 1 << 40;
+
+/// A thread's part in the bursts.
+struct BurstThread {
+    started: Cell<bool>,
+    in_burst: Cell<bool>,
+    /// Back-edges its word was last set to count, and the clock then (ns).
+    poll: Cell<u64>,
+    polled_at: Cell<u64>,
+    /// Back-edges run in the current burst, and since the previous one ended.
+    edges_in: Cell<u64>,
+    edges_before: Cell<u64>,
+    /// Picoseconds per back-edge measured in the plain copy and in bursts (0: not yet).
+    ps_plain: Cell<u64>,
+    ps_burst: Cell<u64>,
+}
+
+thread_local! {
+    static BURST: BurstThread = const {
+        BurstThread {
+            started: Cell::new(false),
+            in_burst: Cell::new(false),
+            poll: Cell::new(0),
+            polled_at: Cell::new(0),
+            edges_in: Cell::new(0),
+            edges_before: Cell::new(0),
+            ps_plain: Cell::new(0),
+            ps_burst: Cell::new(0),
+        }
+    };
+}
 
 /// Called by the constructor the pass adds to each module it instruments.
 #[unsafe(no_mangle)]
@@ -26,78 +84,138 @@ pub extern "C" fn __sharemap_burst_build() {
 /// An access of a wrapped libc function: recorded unless the build is burst-sampled and the
 /// thread between bursts.
 pub(crate) fn library_access(write: bool, addr: usize, size: usize) {
-    if BURST_BUILD.load(Ordering::Relaxed) && !THREAD.with(|t| t.in_burst.get()) {
+    if BURST_BUILD.load(Ordering::Relaxed) && !BURST.with(|b| b.in_burst.get()) {
         return;
     }
     access(write, addr, size);
 }
 
-/// The trace format's codes of `burst-begin` and `burst-end`.
-const BURST_BEGIN: u8 = 11;
-const BURST_END: u8 = 12;
+/// At attach: the recorder's setting, if it gave one (`BURST_ALL` records every access).
+pub(crate) fn set_override(on: Option<u64>, off: Option<u64>) {
+    if let Some(on) = on {
+        ON_OVERRIDE.store(if on == BURST_ALL { BURST_ALL } else { on.min(MAX_STRETCH) }, Ordering::Relaxed);
+        OFF_OVERRIDE.store(off.unwrap_or(1).clamp(1, MAX_STRETCH), Ordering::Relaxed);
+    }
+}
 
-/// Starts or ends a burst when the count ran out, and says which copy runs now (true: the
-/// instrumented one). `on` and `off` are the build's back-edges per burst and between
-/// bursts; `on` = 0, or a program not being recorded, never bursts.
+/// Enters or leaves the window the clock is in, and says which copy runs now (true: the
+/// instrumented one). `on` and `off` are the build's microseconds per burst and between
+/// bursts, unless the recording set its own; `on` = 0, or a program not being recorded,
+/// never bursts.
 ///
 /// # Safety
 /// `state` is the calling thread's countdown word, as the pass passes it.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn __sharemap_burst_switch(state: *mut i64, from_burst: bool, on: i64, off: i64) -> bool {
+pub unsafe extern "C" fn __sharemap_burst_switch(state: *mut i64, _from_burst: bool, on: i64, off: i64) -> bool {
     // SAFETY: as the caller promises; only the calling thread touches it.
     let count = unsafe { &mut *state };
-    match (*count).signum() {
-        -1 => true,
-        1 => false,
-        _ if from_burst => {
-            *count = gap(off, false);
-            THREAD.with(|t| t.in_burst.set(false));
-            event(BURST_END, b"", 0);
-            false
-        }
-        _ => {
-            if on <= 0 || !active() {
+    let (on, off) = match ON_OVERRIDE.load(Ordering::Relaxed) {
+        NONE => (on.clamp(0, MAX_STRETCH as i64) as u64, off.clamp(1, MAX_STRETCH as i64) as u64),
+        o => (o, OFF_OVERRIDE.load(Ordering::Relaxed)),
+    };
+    BURST.with(|b| {
+        let now = now_ns();
+        if !b.started.replace(true) {
+            if on == 0 || !active() {
                 *count = i64::MAX;
                 return false;
             }
-            if THREAD.with(|t| t.gap_rng.get()) == 0 {
-                // The thread's first call (its count starts at 1): a random phase first.
-                *count = gap(off, true);
-                return false;
+            if on == BURST_ALL {
+                // Every access from here on: a burst that never ends, unmarked.
+                *count = i64::MIN + 1;
+                b.in_burst.set(true);
+                return true;
+            }
+            if SEED.load(Ordering::Relaxed) == 0 {
+                let seed = (now ^ (std::process::id() as u64).rotate_left(40)) | 1;
+                let _ = SEED.compare_exchange(0, seed, Ordering::Relaxed, Ordering::Relaxed);
             }
             let h = header();
             if h.burst_on.load(Ordering::Relaxed) == 0 {
-                h.burst_on.store(on as u64, Ordering::Relaxed);
-                h.burst_off.store(off.max(1) as u64, Ordering::Relaxed);
+                h.burst_on.store(on, Ordering::Relaxed);
+                h.burst_off.store(off, Ordering::Relaxed);
             }
-            *count = -on;
-            THREAD.with(|t| t.in_burst.set(true));
-            event(BURST_BEGIN, b"", 0);
-            true
+            b.polled_at.set(now);
+            return decide(b, count, now, on, off);
         }
-    }
+        // A callee changed the mode: the caller follows it.
+        match (*count).signum() {
+            -1 => return true,
+            1 => return false,
+            _ => {}
+        }
+        let ran = b.poll.get();
+        let elapsed = now.saturating_sub(b.polled_at.get()).max(1);
+        let ps = (u128::from(elapsed) * 1000 / u128::from(ran.max(1))).min(u64::MAX as u128) as u64;
+        if b.in_burst.get() {
+            b.edges_in.set(b.edges_in.get() + ran);
+            b.ps_burst.set(ps.max(1));
+        } else {
+            b.edges_before.set(b.edges_before.get() + ran);
+            b.ps_plain.set(ps.max(1));
+        }
+        b.polled_at.set(now);
+        decide(b, count, now, on, off)
+    })
 }
 
-/// A gap between bursts, in back-edges: uniform in [OFF/2, 3·OFF/2], or in [1, OFF] for a
-/// thread's first (its phase).
-fn gap(off: i64, first: bool) -> i64 {
-    let off = off.max(1) as u64;
-    let r = THREAD.with(|t| {
-        let mut x = t.gap_rng.get();
-        if x == 0 {
-            // Seeded per thread: its state's address and the clock.
-            let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-            // SAFETY: `now` is a valid timespec to fill.
-            unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-            x = (t as *const _ as u64) ^ (now.tv_nsec as u64).rotate_left(32) ^ 0x9E37_79B9_7F4A_7C15;
+/// Back-edges to the first reading of the clock, and the bounds of the count between two.
+const FIRST_POLL: u64 = 64;
+const MIN_POLL: u64 = 16;
+const MAX_POLL: u64 = 1 << 24;
+/// How much slower a burst is taken to run than the plain copy until one is measured (a
+/// recorded access costs about a hundred times a plain one).
+const BURST_SLOWER: u64 = 128;
+
+/// Back-edges to the next reading of the clock in the copy now due: about an eighth of a
+/// window, at that copy's last measured rate. The rate of the other copy is no guide: a
+/// count set at plain speed would keep a thread in a burst a hundred times too long.
+fn poll_length(b: &BurstThread, burst: bool, on: u64) -> u64 {
+    let ps = match (burst, b.ps_plain.get(), b.ps_burst.get()) {
+        (true, _, ps) if ps > 0 => ps,
+        (true, plain, _) if plain > 0 => plain.saturating_mul(BURST_SLOWER),
+        (false, plain, _) if plain > 0 => plain,
+        _ => return FIRST_POLL,
+    };
+    let target_ps = u128::from(on) * 1_000_000 / 8;
+    ((target_ps / u128::from(ps)) as u64).clamp(MIN_POLL, MAX_POLL)
+}
+
+/// Enters or leaves the window as the clock says; sets the word to count the back-edges to
+/// the next reading in the copy now due, and names it.
+fn decide(b: &BurstThread, count: &mut i64, now: u64, on: u64, off: u64) -> bool {
+    let want = in_window(now, on, off);
+    if want != b.in_burst.get() {
+        b.in_burst.set(want);
+        if want {
+            event(BURST_BEGIN, b"", 0);
+        } else {
+            burst_end(b.edges_in.replace(0), b.edges_before.replace(0));
         }
-        // xorshift64*: never 0 again once it is not.
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        t.gap_rng.set(x.max(1));
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    });
-    let g = if first { 1 + r % off } else { off / 2 + r % off.max(1) };
-    g.clamp(1, i64::MAX as u64) as i64
+    }
+    let poll = poll_length(b, want, on);
+    b.poll.set(poll);
+    *count = if want { -(poll as i64) } else { poll as i64 };
+    want
+}
+
+/// Whether the clock is in a window: period `now / (on + off)` µs has one of `on` µs, at an
+/// offset its number's hash picks.
+fn in_window(now: u64, on: u64, off: u64) -> bool {
+    let (on, period) = (on * 1000, (on + off) * 1000);
+    let k = now / period;
+    let mut x = k ^ SEED.load(Ordering::Relaxed);
+    // splitmix64's finaliser.
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 31;
+    let start = x % (period - on + 1);
+    (now % period).wrapping_sub(start) < on
+}
+
+fn now_ns() -> u64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `t` is a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }

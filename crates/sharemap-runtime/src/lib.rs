@@ -84,10 +84,6 @@ pub(crate) struct ThreadState {
     stack: Cell<(usize, usize)>,
     /// It waited `WAIT_MS` for a block in vain: it does not wait again until it gets one.
     starved: Cell<bool>,
-    /// In a burst-sampled build: the thread is inside a burst (`burst`), and the state of
-    /// its random gaps between bursts (0: not drawn from yet).
-    in_burst: Cell<bool>,
-    gap_rng: Cell<u64>,
 }
 
 const NO_ID: u32 = u32::MAX;
@@ -103,8 +99,6 @@ thread_local! {
             busy: Cell::new(false),
             stack: Cell::new((0, 0)),
             starved: Cell::new(false),
-            in_burst: Cell::new(false),
-            gap_rng: Cell::new(0),
         }
     };
 }
@@ -158,6 +152,7 @@ fn attach() -> *mut u8 {
     let Some(fd) = env(sharemap_shm::ENV_FD) else { return null_mut() };
     SAMPLE.store(env(sharemap_shm::ENV_SAMPLE).unwrap_or(1).clamp(1, u32::MAX as u64) as u32, Ordering::Relaxed);
     NO_STACK.store(u8::from(env(sharemap_shm::ENV_NO_STACK) == Some(1)), Ordering::Relaxed);
+    burst::set_override(env(sharemap_shm::ENV_BURST_ON), env(sharemap_shm::ENV_BURST_OFF));
     // SAFETY: fstat and mmap on a descriptor we were given; results are checked.
     unsafe {
         let mut st: libc::stat = core::mem::zeroed();
@@ -449,6 +444,19 @@ pub(crate) fn event(kind: u8, label: &[u8], arg: u16) {
 fn event_on(t: &ThreadState, kind: u8, label: &[u8], arg: u16) {
     let string = store_string(label);
     push(t, |seq| Record::event(seq, kind, string, arg));
+}
+
+/// Records the end of the thread's burst, with the back-edges it ran in it and before it.
+pub(crate) fn burst_end(in_burst: u64, before: u64) {
+    if !active() {
+        return;
+    }
+    THREAD.with(|t| {
+        if !t.busy.replace(true) {
+            push(t, |seq| Record::burst_end(seq, in_burst, before));
+            t.busy.set(false);
+        }
+    });
 }
 
 /// Records the thread's start, with its OS id.

@@ -28,9 +28,14 @@ pub const ENV_FD: &str = "SHAREMAP_FD";
 pub const ENV_SAMPLE: &str = "SHAREMAP_SAMPLE";
 /// Environment variable: when set to 1, accesses to the thread's stack are not recorded.
 pub const ENV_NO_STACK: &str = "SHAREMAP_NO_STACK";
+/// A burst-sampled build's setting for this recording, overriding its own (`record
+/// --burst`): microseconds per burst (`BURST_ALL`: every access) and between bursts.
+pub const ENV_BURST_ON: &str = "SHAREMAP_BURST_ON";
+pub const ENV_BURST_OFF: &str = "SHAREMAP_BURST_OFF";
+pub const BURST_ALL: u64 = u64::MAX;
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMAPRT1");
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 
 /// Threads recorded at most, as many as a trace holds (`sharemap_core::MAX_THREADS`): the
 /// accesses of later threads are counted as lost.
@@ -79,7 +84,7 @@ pub struct Header {
     /// The executable's load bias (0 unless position-independent), set at attach: the
     /// recorder places the program's symbols with it (`record --exclude NAME`).
     pub exe_base: AtomicU64,
-    /// A burst-sampled build's back-edges per burst and between bursts (`sharemap cc
+    /// A burst-sampled build's microseconds per burst and between bursts (`sharemap cc
     /// --burst ON:OFF`), set at its first burst (0: none yet, or not such a build).
     pub burst_on: AtomicU64,
     pub burst_off: AtomicU64,
@@ -116,6 +121,10 @@ pub const TAG_EVENT: u8 = 2;
 pub const TAG_THREAD_START: u8 = 3;
 /// Where the thread runs, read as it takes a block: `payload` = the CPU the kernel numbers.
 pub const TAG_CPU: u8 = 4;
+/// A burst of a burst-sampled build ends on the thread: `payload` = the loop back-edges it
+/// ran in the burst (low 32 bits) | those it ran between its previous burst and this one
+/// << 32 (each saturating).
+pub const TAG_BURST_END: u8 = 5;
 
 /// Largest size one access record holds; larger ranges are split (at page boundaries).
 pub const MAX_ACCESS_SIZE: u64 = 4096;
@@ -138,6 +147,11 @@ impl Record {
         let payload =
             kind as u64 | (string.0 as u64 & 0xff_ffff) << 8 | (string.1 as u64 & 0xffff) << 32 | (arg as u64) << 48;
         Record { seq_tag: seq << 8 | TAG_EVENT as u64, payload }
+    }
+
+    pub fn burst_end(seq: u64, in_burst: u64, before: u64) -> Record {
+        let payload = in_burst.min(u32::MAX as u64) | before.min(u32::MAX as u64) << 32;
+        Record { seq_tag: seq << 8 | TAG_BURST_END as u64, payload }
     }
 
     pub fn thread_start(seq: u64, os_tid: u64) -> Record {

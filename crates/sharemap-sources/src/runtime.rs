@@ -15,6 +15,8 @@
 //! program cannot pull the mapping from under the recorder either.
 
 use crate::{Recording, Sink};
+/// `Options::burst`'s "every access".
+pub use sharemap_shm::BURST_ALL;
 use sharemap_shm::{self as shm, BlockHeader, Header, Record};
 use sharemap_trace::native::DEFAULT_CHUNK_ACCESSES;
 use sharemap_trace::{Access, Chunk, Event, EventKind, Kind, MAX_BURST};
@@ -38,6 +40,9 @@ pub struct Options {
     pub sample: u64,
     /// Leave out accesses to the threads' stacks.
     pub exclude_stack: bool,
+    /// A burst-sampled build's setting for this recording (back-edges per burst, with
+    /// `shm::BURST_ALL` for every access, and between bursts).
+    pub burst: Option<(u64, u64)>,
     /// Leave out accesses to these address ranges.
     pub exclude: sharemap_trace::exclude::Ranges,
     /// ... and to these, given relative to the executable's load address (its symbols).
@@ -55,6 +60,7 @@ impl Default for Options {
             blocks: 2048,
             sample: 1,
             exclude_stack: false,
+            burst: None,
             exclude: Default::default(),
             exclude_in_executable: Vec::new(),
             env: Vec::new(),
@@ -79,8 +85,16 @@ pub enum RecordError {
 /// Whether the file at `path` contains the runtime's marker (the program was built with
 /// `sharemap cc`).
 pub fn is_instrumented(path: &std::path::Path) -> bool {
+    has_marker(path, b"sharemap-runtime-v1")
+}
+
+/// Whether the program was built burst-sampled (`sharemap cc --burst`: the pass's marker).
+pub fn is_burst_build(path: &std::path::Path) -> bool {
+    has_marker(path, b"sharemap-burst-v1")
+}
+
+fn has_marker(path: &std::path::Path, marker: &[u8]) -> bool {
     let Ok(bytes) = std::fs::read(path) else { return false };
-    let marker = b"sharemap-runtime-v1";
     bytes.windows(marker.len()).any(|w| w == marker)
 }
 
@@ -212,6 +226,8 @@ struct Merger<'a> {
     os_tids: Vec<u64>,
     /// Per thread: the CPU it was last seen on (`NO_CPU`: not yet).
     cpus: Vec<u32>,
+    /// Per thread: back-edges run in bursts and in all (a burst-sampled build's).
+    burst_edges: Vec<(u64, u64)>,
     /// Per thread: the least number its next record may carry (above its last one).
     after: Vec<u64>,
     /// Records in the queues.
@@ -238,6 +254,7 @@ impl<'a> Merger<'a> {
             accesses: 0,
             os_tids: Vec::new(),
             cpus: Vec::new(),
+            burst_edges: Vec::new(),
             after: Vec::new(),
             queued: 0,
             corrupted: None,
@@ -413,6 +430,22 @@ impl<'a> Merger<'a> {
                     });
                 }
             }
+            shm::TAG_BURST_END => {
+                let (inside, before) = (r.payload & 0xffff_ffff, r.payload >> 32);
+                let t = thread as usize;
+                if self.burst_edges.len() <= t {
+                    self.burst_edges.resize(t + 1, (0, 0));
+                }
+                let e = &mut self.burst_edges[t];
+                *e = (e.0.saturating_add(inside), e.1.saturating_add(inside + before));
+                self.chunk.events.push(Event {
+                    at,
+                    thread,
+                    kind: EventKind::BurstEnd,
+                    arg: r.payload,
+                    label: String::new(),
+                });
+            }
             shm::TAG_CPU => {
                 // A `cpu` event only when the thread is somewhere new.
                 let (t, cpu) = (thread as usize, r.payload.min(u32::MAX as u64 - 1) as u32);
@@ -493,7 +526,7 @@ fn check_records(records: &[Record], after: &mut u64) -> Result<(), (usize, Stri
                 let (code, (offset, len), _) = r.event_parts();
                 EventKind::from_code(code).is_some() && offset as usize + len as usize <= shm::STRING_BYTES
             }
-            shm::TAG_THREAD_START | shm::TAG_CPU => true,
+            shm::TAG_THREAD_START | shm::TAG_CPU | shm::TAG_BURST_END => true,
             _ => false,
         };
         if !fine {
@@ -523,6 +556,9 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
         .env(shm::ENV_FD, region.fd.as_raw_fd().to_string())
         .env(shm::ENV_SAMPLE, opts.sample.max(1).to_string())
         .env(shm::ENV_NO_STACK, if opts.exclude_stack { "1" } else { "0" });
+    if let Some((on, off)) = opts.burst {
+        cmd.env(shm::ENV_BURST_ON, on.to_string()).env(shm::ENV_BURST_OFF, off.to_string());
+    }
     cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
     // The program's own name in its argv[0], as a shell would give it.
     cmd.arg0(&program[0]);
@@ -560,7 +596,7 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
             while merger.round(false) > 0 {}
             merger.round(true);
             merger.flush();
-            Ok::<_, io::Error>((status, merger.accesses, merger.os_tids, merger.corrupted))
+            Ok::<_, io::Error>((status, merger.accesses, merger.os_tids, merger.corrupted, merger.burst_edges))
         });
         let mut written = Ok(());
         let mut out = crate::ExcludingSink::new(sink, opts.exclude.clone());
@@ -582,7 +618,7 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
         excluded = out.excluded;
         (merging.join(), written)
     });
-    let (status, accesses, mut os_tids, corrupted) = match merged {
+    let (status, accesses, mut os_tids, corrupted, burst_edges) = match merged {
         Ok(r) => r.map_err(|e| RecordError::Spawn(name.clone(), e))?,
         Err(panic) => std::panic::resume_unwind(panic),
     };
@@ -598,8 +634,15 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
     os_tids.resize(threads as usize, 0);
     // Written by the program: a setting no build makes says the channel was tampered with.
     let (on, off) = (h.burst_on.load(Ordering::Relaxed), h.burst_off.load(Ordering::Relaxed));
-    let burst = (on != 0 || off != 0).then_some(sharemap_trace::Burst { on, off });
-    let corrupted = match burst {
+    // Each thread's weight: the back-edges it ran over those it ran in bursts.
+    let weights = (0..threads as usize)
+        .map(|t| match burst_edges.get(t) {
+            Some(&(inside, all)) if inside > 0 => all as f64 / inside as f64,
+            _ => 0.0,
+        })
+        .collect();
+    let burst = (on != 0 || off != 0).then_some(sharemap_trace::Burst { on, off, weights });
+    let corrupted = match &burst {
         Some(b) if corrupted.is_none() && (b.on == 0 || b.off == 0 || b.on > MAX_BURST || b.off > MAX_BURST) => {
             Some(format!("burst setting {on}:{off} in its header"))
         }

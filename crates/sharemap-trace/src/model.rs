@@ -146,11 +146,11 @@ pub struct Source {
 
 /// CPUs a recording host may have (Linux's largest NR_CPUS).
 pub const MAX_HOST_CPUS: usize = 8192;
-/// The longest burst, or gap between bursts, a trace may say it has (back-edges).
+/// The longest burst, or gap between bursts, a trace may say it has (µs).
 pub const MAX_BURST: u64 = 1 << 40;
 
 /// Trace-wide metadata, stored as JSON in the native header (and updated in the footer).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Metadata {
     pub format_version: u32,
     pub page_size: u64,
@@ -173,24 +173,33 @@ pub struct Metadata {
     /// the recorded schedule to mean anything on it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub host_cpu_nodes: Vec<u32>,
-    /// A burst-sampled recording's setting: each thread recorded every access for `on`
-    /// loop back-edges, then none for `off` (`burst-begin`/`burst-end` events mark them).
+    /// A burst-sampled recording's setting: every thread recorded every access in windows
+    /// of `on` µs, one in each `on + off` µs (`burst-begin`/`burst-end` events mark them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<Burst>,
 }
 
-/// `sharemap cc --burst ON:OFF`: back-edges per burst and between bursts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// `sharemap cc --burst ON:OFF`: microseconds per burst and between bursts, and what each
+/// thread's recorded accesses stand for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Burst {
     pub on: u64,
     pub off: u64,
+    /// Per thread: the loop back-edges it ran over those it ran in bursts (0: none in a
+    /// burst). Instrumented code runs slower, so a thread does less of its work in a window
+    /// than the window's share of the time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub weights: Vec<f64>,
 }
 
 impl Burst {
-    /// How many of the program's accesses a recorded one stands for (about: the back-edges
-    /// of a stretch differ in their accesses).
-    pub fn weight(&self) -> f64 {
-        (self.on + self.off) as f64 / self.on as f64
+    /// How many of the program's accesses one of `thread`'s recorded accesses stands for:
+    /// its measured weight, or the windows' share of the time.
+    pub fn weight(&self, thread: usize) -> f64 {
+        match self.weights.get(thread) {
+            Some(&w) if w >= 1.0 && w.is_finite() => w,
+            _ => (self.on + self.off) as f64 / self.on as f64,
+        }
     }
 }
 
@@ -232,13 +241,18 @@ impl Metadata {
         if self.run_ns == Some(0) {
             return Err(MetadataError("run time 0 ns".into()));
         }
-        if let Some(b) = self.burst
-            && (b.on == 0 || b.off == 0 || b.on > MAX_BURST || b.off > MAX_BURST)
-        {
-            return Err(MetadataError(format!(
-                "burst {}:{}: expected back-edges per burst and between bursts from 1 to {MAX_BURST}",
-                b.on, b.off
-            )));
+        if let Some(b) = &self.burst {
+            if b.on == 0 || b.off == 0 || b.on > MAX_BURST || b.off > MAX_BURST {
+                return Err(MetadataError(format!(
+                    "burst {}:{}: expected microseconds per burst and between bursts from 1 to {MAX_BURST}",
+                    b.on, b.off
+                )));
+            }
+            if b.weights.len() > MAX_THREADS as usize
+                || b.weights.iter().any(|w| !(*w == 0.0 || (*w >= 1.0 && w.is_finite())))
+            {
+                return Err(MetadataError("burst weights: expected one per thread, each 0 or at least 1".into()));
+            }
         }
         if self.sampling_period == 0 {
             return Err(MetadataError("sampling period 0: expected 1 (every access) or more".into()));

@@ -18,6 +18,9 @@ pub struct AnalyzeRequest {
     pub compare: Option<String>,
     /// Accesses per window (0: no windows).
     pub window: u64,
+    /// A complete recording of the same program: how faithfully this (sampled) trace's
+    /// sharing, page usage and mapping match its (`Fidelity`).
+    pub against: Option<TraceInput>,
 }
 
 impl AnalyzeRequest {
@@ -42,6 +45,8 @@ pub struct Analysis {
     /// Windows where the pattern changes (correlation below 0.5 with the phase so far).
     pub phase_changes: Vec<usize>,
     pub accuracy: Option<Accuracy>,
+    /// Against a complete recording (`AnalyzeRequest::against`).
+    pub fidelity: Option<crate::Fidelity>,
     /// The mapping-potential gate of the matrix on the machine.
     pub mapping_potential: f64,
     /// Where the detector saw the threads run: the modelled OS's placement (`os`).
@@ -69,7 +74,7 @@ pub struct Accuracy {
 /// );
 /// let machine = Machine::from_spec("pack:2 core:2 pu:1").unwrap();
 /// let session = Session::new(TraceInput::memory(trace), machine, 1);
-/// let request = AnalyzeRequest { detector: "oracle".into(), compare: Some("sampled:every=2".into()), window: 100 };
+/// let request = AnalyzeRequest { detector: "oracle".into(), compare: Some("sampled:every=2".into()), window: 100, against: None };
 /// let a = session.analyze(&request).unwrap();
 /// assert_eq!((a.windows.len(), a.phase_changes.clone()), (8, vec![4]));
 /// assert!(a.accuracy.unwrap().correlation > 0.9);
@@ -108,6 +113,7 @@ pub(crate) fn analyze(
         detectors.push(detector::build(&r, &ctx)?);
     }
     let name = detectors[0].spec();
+    let granularity = detectors[0].granularity();
     let reference_name = detectors.get(1).map(|d| d.spec());
     let total = trace.access_count_hint();
     let mut found = pass(observer, "detecting sharing", total, |progress| {
@@ -121,8 +127,38 @@ pub(crate) fn analyze(
         mse: matrix.mse(&truth),
         correlation: matrix.correlation(&truth),
     });
+    let fidelity = match &request.against {
+        None => None,
+        Some(complete) => {
+            let spec = match granularity {
+                Granularity::Page => "oracle:page",
+                Granularity::Line => "oracle:line",
+            };
+            let mut other = complete.open()?;
+            let ctx = DetectorContext::new(other.metadata(), &placement)?;
+            let d = detector::build(&detector::parse(spec)?, &ctx)?;
+            let total = other.access_count_hint();
+            let reference = pass(observer, "detecting sharing in the complete trace", total, |progress| {
+                sharemap_detect::run(other.as_mut(), vec![d], 0, progress)
+            })?
+            .pop()
+            .expect("one detector")
+            .detection;
+            let burst = input.open()?.metadata().burst.clone();
+            Some(crate::fidelity::compare(
+                complete.name(),
+                &found.detection,
+                &reference,
+                machine,
+                &placement,
+                burst.as_ref(),
+                0,
+            )?)
+        }
+    };
     let costs = PairCosts::new(machine, CostModel::Latency);
     Ok(Analysis {
+        fidelity,
         detector: name,
         mapping_potential: sharemap_mapping::potential::gate(matrix, machine, &costs, found.detection.seen),
         placement,

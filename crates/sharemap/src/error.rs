@@ -65,6 +65,8 @@ pub enum ErrorKind {
     Pattern,
     /// A claim `reproduce` does not know.
     Claim,
+    /// An analysis that needs every access, given a sampled trace (`--sample`, `--burst`).
+    SampledTrace,
     /// A pass stopped by its caller (Ctrl-C in Python).
     Interrupted,
     /// Any other input or output.
@@ -101,6 +103,7 @@ impl ErrorKind {
             ErrorKind::Exclude => "excluded ranges",
             ErrorKind::Pattern => "pattern",
             ErrorKind::Claim => "claim",
+            ErrorKind::SampledTrace => "sampled trace",
             ErrorKind::Interrupted => "interrupted",
             ErrorKind::Io => "input/output",
         }

@@ -22,6 +22,7 @@
 
 pub mod analyze;
 mod error;
+pub mod fidelity;
 pub mod filter;
 pub mod generate;
 mod input;
@@ -41,6 +42,7 @@ pub mod trace;
 
 pub use analyze::{Accuracy, Analysis, AnalyzeRequest};
 pub use error::{Error, ErrorKind};
+pub use fidelity::Fidelity;
 pub use filter::{Filter, Sensitivity};
 pub use input::{TraceInput, Truncation};
 pub use map::{CostModel, MapRequest, Mapped, Mapping, Potential, Sharing as LoadedSharing};
@@ -143,8 +145,12 @@ mod tests {
         let input = TraceInput::memory(MemoryTrace::from_accesses(accesses.iter().copied()));
         let machine = Machine::from_spec("numa:2 pu:2").unwrap();
         let session = Session::new(input, machine, 1);
-        let request =
-            AnalyzeRequest { detector: "oracle".into(), compare: Some("sampled:every=2".into()), window: 1000 };
+        let request = AnalyzeRequest {
+            detector: "oracle".into(),
+            compare: Some("sampled:every=2".into()),
+            window: 1000,
+            against: None,
+        };
         let a = serde_json::to_value(session.analyze(&request).unwrap()).unwrap();
         assert_eq!(a["detection"]["matrix"]["threads"], 4);
         assert_eq!(a["detection"]["pages"].as_array().unwrap().len(), 5);

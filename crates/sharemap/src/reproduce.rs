@@ -371,7 +371,12 @@ fn neighbour_on_sammu() -> Result<Session> {
 
 fn sammu_matrix(_: &Inputs) -> Result<Finding> {
     let s = neighbour_on_sammu()?;
-    let a = s.analyze(&AnalyzeRequest { detector: "sammu".into(), compare: Some("oracle".into()), window: 0 })?;
+    let a = s.analyze(&AnalyzeRequest {
+        detector: "sammu".into(),
+        compare: Some("oracle".into()),
+        window: 0,
+        against: None,
+    })?;
     let accuracy = a.accuracy.expect("compared");
     let updates = a.detection.report.as_ref().and_then(|r| r.json.get("updates")).and_then(|v| v.as_u64()).unwrap_or(0);
     let correlation = accuracy.correlation;
@@ -463,8 +468,12 @@ fn cg_data_mapping(inputs: &Inputs) -> Result<Finding> {
 
 fn stmap_sampling(_: &Inputs) -> Result<Finding> {
     let s = neighbour_on_sammu()?;
-    let a =
-        s.analyze(&AnalyzeRequest { detector: "stmap:si=100".into(), compare: Some("stmap:si=0".into()), window: 0 })?;
+    let a = s.analyze(&AnalyzeRequest {
+        detector: "stmap:si=100".into(),
+        compare: Some("stmap:si=0".into()),
+        window: 0,
+        against: None,
+    })?;
     let acc = a.accuracy.expect("compared");
     Ok(Finding::new(
         "SI = 100: the best trade-off, its matrices' MSE against SI = 0 low (figure 1b)",

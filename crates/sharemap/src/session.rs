@@ -178,6 +178,10 @@ impl Session {
             let source = self.input.open()?;
             (source.metadata().clone(), source.access_count_hint())
         };
+        crate::trace::needs_every_access(
+            &meta,
+            "the off-line optimum and the placement policies (seed 004's model) count every reference to each page",
+        )?;
         let situation = Situation::check(setup, &self.machine, self.seed, &meta, count)?;
         Ok((situation, PolicySet(built)))
     }

@@ -74,6 +74,7 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
     let chosen = mechanisms::parse_list(&request.mechanisms)?;
     let mut trace = open()?;
     let meta = trace.metadata().clone();
+    crate::trace::needs_every_access(&meta, "the simulator replays every access through caches, TLBs and memory")?;
     let mut params = request.params.clone();
     if params.zero_page == 2 {
         // Reads before the first write are zero-page reads only where the trace began with

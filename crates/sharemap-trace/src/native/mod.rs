@@ -77,7 +77,7 @@ impl ChunkHeader {
 }
 
 /// Final totals written in the footer when the writer finishes cleanly.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Footer {
     pub metadata: crate::model::Metadata,
     pub accesses: u64,
