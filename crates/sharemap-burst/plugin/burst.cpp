@@ -189,14 +189,23 @@ bool joinable(Function &F) {
   return true;
 }
 
-// A back-edge check: the block on the edge latch -> header, and the block that calls the
-// runtime when the count runs out.
+// A back-edge check: the block on the edge latch -> header that steps the count, and the
+// block that calls the runtime when it runs out.
 struct Check {
-  BasicBlock *header, *check, *sw;
-  Instruction *step;   // the add of -1 (plain) or +1 (burst)
-  ICmpInst *expired;   // <= 0 (plain) or >= 0 (burst)
-  CallInst *call;      // the runtime's switch; its second argument says which copy calls
+  BasicBlock *check, *slow;
+  Instruction *step;     // the add of -1 (plain) or +1 (burst)
+  ICmpInst *going;       // count still > 0 (plain) or < 0 (burst): no call
+  CallInst *call;        // the runtime's switch; its second argument says which copy calls
   Instruction *reloaded; // a register count's value after the switch (null: in the word)
+};
+
+// A loop's dispatch block: every entry into the loop, and every return from the runtime,
+// goes through it to the header of the copy the count's sign names. Shared by both copies
+// (not copied), it is the single entry of every cycle that crosses between them, so the
+// joined CFG stays reducible and the code generator still sees loops.
+struct Dispatch {
+  BasicBlock *block, *header;
+  ICmpInst *inBurst; // count < 0
 };
 
 class Burst {
@@ -208,35 +217,24 @@ public:
     collect(F, DL, accesses);
     if (accesses.empty()) return false;
     bool join = joinable(F);
-    BasicBlock *body = splitEntry();
+    BasicBlock *start = splitEntry();
     if (join) addChecks();
-    // Copy every block but the new entry (with the static allocas, shared by both copies).
+    // Copy every block but the new entry (with the static allocas) and the dispatch blocks,
+    // which both copies share.
+    SmallPtrSet<BasicBlock *, 16> shared;
+    shared.insert(entry);
+    for (Dispatch &d : dispatches) shared.insert(d.block);
     ValueToValueMapTy vmap;
     SmallVector<BasicBlock *, 32> originals, copies;
     for (BasicBlock &BB : F)
-      if (&BB != entry) originals.push_back(&BB);
+      if (!shared.count(&BB)) originals.push_back(&BB);
     for (BasicBlock *BB : originals) {
       BasicBlock *C = CloneBasicBlock(BB, vmap, ".burst", &F);
       vmap[BB] = C;
       copies.push_back(C);
     }
     remapInstructionsInBlocks(copies, vmap);
-    // The entry dispatches on the sign of the state; 0, a thread's first check, asks the
-    // runtime (which draws the thread's phase).
-    auto *burstBody = cast<BasicBlock>(vmap[body]);
-    LLVMContext &ctx = F.getContext();
-    BasicBlock *notPlain = BasicBlock::Create(ctx, "burst.entry.other", &F, body);
-    BasicBlock *ask = BasicBlock::Create(ctx, "burst.entry.first", &F, body);
-    IRBuilder<> b(entry->getTerminator());
-    Value *s = b.CreateLoad(rt.i64, rt.state, "burst.state");
-    b.CreateCondBr(b.CreateICmpSLE(s, ConstantInt::get(rt.i64, 0)), notPlain, body);
-    entry->getTerminator()->eraseFromParent();
-    IRBuilder<> o(notPlain);
-    o.CreateCondBr(o.CreateICmpEQ(s, ConstantInt::get(rt.i64, 0)), ask, burstBody);
-    IRBuilder<> a(ask);
-    a.CreateCondBr(a.CreateCall(rt.switchFn, {rt.state, ConstantInt::getFalse(ctx), ConstantInt::get(rt.i64, rt.set.on),
-                                              ConstantInt::get(rt.i64, rt.set.off)}),
-                   burstBody, body);
+    dispatchEntry(start, cast<BasicBlock>(vmap[start]));
     if (join) {
       joinCopies(vmap);
       repair(originals, vmap);
@@ -251,18 +249,44 @@ private:
   const DataLayout &DL;
   BasicBlock *entry = nullptr;
   std::deque<Check> checks; // stable addresses: addCheck returns a reference
+  SmallVector<Dispatch, 8> dispatches;
 
-  // A new entry block holding the static allocas; the old entry's rest becomes the body.
+  // A new entry block holding the static allocas, then an empty block (copied) before the
+  // old entry's code: the entry's dispatch goes to it or its copy.
   BasicBlock *splitEntry() {
     BasicBlock *old = &F.getEntryBlock();
     entry = BasicBlock::Create(F.getContext(), "burst.entry", &F, old);
+    BasicBlock *start = BasicBlock::Create(F.getContext(), "burst.start", &F, old);
+    BranchInst::Create(old, start);
     SmallVector<AllocaInst *, 8> allocas;
     for (Instruction &I : *old)
       if (auto *A = dyn_cast<AllocaInst>(&I))
         if (A->isStaticAlloca()) allocas.push_back(A);
-    BranchInst *br = BranchInst::Create(old, entry);
+    BranchInst *br = BranchInst::Create(start, entry);
     for (AllocaInst *A : allocas) A->moveBefore(br);
-    return old;
+    return start;
+  }
+
+  // The entry dispatches on the sign of the state; 0, a thread's first check, asks the
+  // runtime (which draws the thread's phase).
+  void dispatchEntry(BasicBlock *plain, BasicBlock *burst) {
+    LLVMContext &ctx = F.getContext();
+    BasicBlock *notPlain = BasicBlock::Create(ctx, "burst.entry.other", &F, plain);
+    BasicBlock *ask = BasicBlock::Create(ctx, "burst.entry.first", &F, plain);
+    IRBuilder<> b(entry->getTerminator());
+    Value *s = b.CreateLoad(rt.i64, rt.state, "burst.state");
+    b.CreateCondBr(b.CreateICmpSLE(s, ConstantInt::get(rt.i64, 0)), notPlain, plain);
+    entry->getTerminator()->eraseFromParent();
+    IRBuilder<> o(notPlain);
+    o.CreateCondBr(o.CreateICmpEQ(s, ConstantInt::get(rt.i64, 0)), ask, burst);
+    IRBuilder<> a(ask);
+    a.CreateCondBr(a.CreateCall(rt.switchFn, {rt.state, ConstantInt::getFalse(ctx), ConstantInt::get(rt.i64, rt.set.on),
+                                              ConstantInt::get(rt.i64, rt.set.off)}),
+                   burst, plain);
+  }
+
+  Value *placeholder(Type *t, Instruction *before, const Twine &name) {
+    return new FreezeInst(UndefValue::get(t), name, before);
   }
 
   // Counts at each loop's back-edges (in the original, before it is copied). A nest of
@@ -290,134 +314,180 @@ private:
       }
     }
     // Every loop looked at on the CFG as it is now, before any check is added.
-    struct Edge {
-      BasicBlock *header, *latch;
+    struct Plan {
+      BasicBlock *header;
+      SmallVector<BasicBlock *, 4> latches, outside;
+      bool innermost;
+      int nest; // the register nest it belongs to (-1: counts in the word)
     };
     struct Nest {
       BasicBlock *preheader;
       SmallVector<BasicBlock *, 4> exits;
-      SmallVector<Edge, 8> edges;
     };
+    SmallVector<Plan, 8> plans;
     SmallVector<Nest, 4> nests;
-    SmallVector<Edge, 8> inMemory;
     {
       DominatorTree DT(F);
       LoopInfo LI(DT);
+      DenseMap<Loop *, int> nestOf;
       for (Loop *L : LI.getLoopsInPreorder()) {
-        SmallVector<BasicBlock *, 4> latches;
-        if (!callFree(L)) {
-          L->getLoopLatches(latches);
-          for (BasicBlock *latch : latches) inMemory.push_back({L->getHeader(), latch});
-          continue;
-        }
-        if (!isRoot(L)) continue;
-        if (!L->getLoopPreheader() || !L->hasDedicatedExits()) {
-          // Left as the optimiser made it (a header reached by indirect branches): every
-          // loop of the nest counts in the word.
-          for (Loop *M : L->getLoopsInPreorder()) {
-            latches.clear();
-            M->getLoopLatches(latches);
-            for (BasicBlock *latch : latches) inMemory.push_back({M->getHeader(), latch});
+        Plan p{L->getHeader(), {}, {}, L->getSubLoops().empty(), -1};
+        L->getLoopLatches(p.latches);
+        for (BasicBlock *pred : predecessors(L->getHeader()))
+          if (!L->contains(pred) && !is_contained(p.outside, pred)) p.outside.push_back(pred);
+        if (callFree(L)) {
+          if (isRoot(L) && L->getLoopPreheader() && L->hasDedicatedExits()) {
+            nestOf[L] = nests.size();
+            Nest n{L->getLoopPreheader(), {}};
+            L->getUniqueExitBlocks(n.exits);
+            nests.push_back(std::move(n));
+          } else if (!isRoot(L)) {
+            auto it = nestOf.find(L->getParentLoop());
+            if (it != nestOf.end()) nestOf[L] = it->second;
           }
-          continue;
+          auto it = nestOf.find(L);
+          if (it != nestOf.end()) p.nest = it->second;
         }
-        Nest n{L->getLoopPreheader(), {}, {}};
-        L->getUniqueExitBlocks(n.exits);
-        for (Loop *M : L->getLoopsInPreorder()) {
-          latches.clear();
-          M->getLoopLatches(latches);
-          for (BasicBlock *latch : latches) n.edges.push_back({M->getHeader(), latch});
-        }
-        nests.push_back(std::move(n));
+        plans.push_back(std::move(p));
       }
     }
-    for (Edge &e : inMemory) addCheck(e.header, e.latch, nullptr);
+    // Each nest's count is one variable: its value at each point is found by SSAUpdater
+    // from where it is set (before the nest, at each check and switch).
+    SmallVector<std::unique_ptr<SSAUpdater>, 4> counts;
+    SmallVector<SmallVector<std::pair<Value *, BasicBlock *>, 8>, 4> placeholders(nests.size());
     for (Nest &n : nests) {
-      // The count is one variable of the nest: its value at each point is found by
-      // SSAUpdater from where it is set (before the nest, at each check and switch).
       IRBuilder<> pre(n.preheader->getTerminator());
       Value *c0 = pre.CreateLoad(rt.i64, rt.state, "burst.count0");
-      SmallVector<std::pair<Instruction *, BasicBlock *>, 8> placeholders;
+      counts.push_back(std::make_unique<SSAUpdater>());
+      counts.back()->Initialize(rt.i64, "burst.count");
+      counts.back()->AddAvailableValue(n.preheader, c0);
+    }
+    // The header's phis are rebuilt once its new predecessors are in place: meanwhile a
+    // placeholder stands for each, with the values its edges brought.
+    struct Rebuilt {
+      Value *stand;
+      BasicBlock *header;
+      // Handles: a value that is itself a placeholder follows it when it is replaced.
+      SmallVector<std::pair<BasicBlock *, WeakTrackingVH>, 4> incoming;
+    };
+    SmallVector<Rebuilt, 16> rebuilt;
+    SmallVector<PHINode *, 16> phis;
+    for (Plan &p : plans) {
+      for (PHINode &P : p.header->phis()) {
+        phis.push_back(&P);
+        rebuilt.push_back({placeholder(P.getType(), &*p.header->getFirstInsertionPt(), P.getName()), p.header, {}});
+      }
+    }
+    // Every phi replaced before any is read: one may bring another.
+    for (unsigned i = 0; i < phis.size(); i++) phis[i]->replaceAllUsesWith(rebuilt[i].stand);
+    for (unsigned i = 0; i < phis.size(); i++) {
+      PHINode *P = phis[i];
+      for (unsigned k = 0; k < P->getNumIncomingValues(); k++)
+        rebuilt[i].incoming.push_back({P->getIncomingBlock(k), WeakTrackingVH(P->getIncomingValue(k))});
+    }
+    for (PHINode *P : phis) P->eraseFromParent();
+    for (Plan &p : plans) {
+      LLVMContext &ctx = F.getContext();
+      BasicBlock *d = BasicBlock::Create(ctx, "burst.dispatch", &F, p.header);
+      for (BasicBlock *pred : p.outside) {
+        Instruction *T = pred->getTerminator();
+        for (unsigned i = 0; i < T->getNumSuccessors(); i++)
+          if (T->getSuccessor(i) == p.header) T->setSuccessor(i, d);
+      }
+      Value *stand = p.nest >= 0 ? placeholder(rt.i64, BranchInst::Create(p.header, d), "burst.at.dispatch") : nullptr;
+      if (p.nest < 0) BranchInst::Create(p.header, d);
+      IRBuilder<> b(d->getTerminator());
+      Value *c = stand ? stand : b.CreateLoad(rt.i64, rt.state, "burst.s");
+      auto *inBurst = cast<ICmpInst>(b.CreateICmpSLT(c, ConstantInt::get(rt.i64, 0), "burst.in"));
+      dispatches.push_back({d, p.header, inBurst});
+      if (stand) placeholders[p.nest].push_back({stand, nullptr});
+      for (BasicBlock *latch : p.latches) {
+        Value *now = p.nest >= 0 ? placeholder(rt.i64, latch->getTerminator(), "burst.now") : nullptr;
+        Check &k = addCheck(p.header, d, latch, now, p.innermost);
+        if (p.nest >= 0) {
+          counts[p.nest]->AddAvailableValue(k.check, k.step);
+          counts[p.nest]->AddAvailableValue(k.slow, k.reloaded);
+          placeholders[p.nest].push_back({now, latch});
+        }
+      }
+    }
+    for (Rebuilt &r : rebuilt) {
       SSAUpdater ssa;
-      ssa.Initialize(rt.i64, "burst.count");
-      ssa.AddAvailableValue(n.preheader, c0);
-      for (Edge &e : n.edges) {
-        // Stands for the count at the end of the latch until the definitions are all known.
-        auto *now = BinaryOperator::CreateAdd(UndefValue::get(rt.i64), ConstantInt::get(rt.i64, 0), "burst.now");
-        Check &c = addCheck(e.header, e.latch, now);
-        ssa.AddAvailableValue(c.check, c.step);
-        ssa.AddAvailableValue(c.sw, c.reloaded);
-        placeholders.push_back({now, e.latch});
+      ssa.Initialize(r.stand->getType(), r.stand->getName());
+      for (auto &[block, value] : r.incoming) ssa.AddAvailableValue(block, value);
+      Value *v = ssa.GetValueInMiddleOfBlock(r.header);
+      // A phi that only ever brought itself has no value.
+      r.stand->replaceAllUsesWith(v == r.stand ? UndefValue::get(v->getType()) : v);
+    }
+    for (Rebuilt &r : rebuilt) cast<Instruction>(r.stand)->eraseFromParent();
+    for (unsigned n = 0; n < nests.size(); n++) {
+      for (auto &[stand, latch] : placeholders[n]) {
+        auto *I = cast<Instruction>(stand);
+        // At a latch: the count at its end; at a dispatch block: the count entering it.
+        Value *v = latch ? counts[n]->GetValueAtEndOfBlock(latch) : counts[n]->GetValueInMiddleOfBlock(I->getParent());
+        I->replaceAllUsesWith(v);
+        I->eraseFromParent();
       }
-      for (auto &[now, latch] : placeholders) {
-        now->replaceAllUsesWith(ssa.GetValueAtEndOfBlock(latch));
-        now->eraseFromParent();
-      }
-      for (BasicBlock *E : n.exits) new StoreInst(ssa.GetValueInMiddleOfBlock(E), rt.state, &*E->getFirstInsertionPt());
+      for (BasicBlock *E : nests[n].exits)
+        new StoreInst(counts[n]->GetValueInMiddleOfBlock(E), rt.state, &*E->getFirstInsertionPt());
     }
   }
 
-  // A check on the back-edge latch -> H: the count (`now`, a register count's value at the
-  // latch; null: the thread-local word) steps, and when it runs out the runtime is asked.
-  Check &addCheck(BasicBlock *H, BasicBlock *latch, Instruction *now) {
+  // A check on the back-edge latch -> header: the count (`now`, a register count's value
+  // at the end of the latch; null: the thread-local word) steps; while it goes on, an
+  // innermost loop goes straight back to its header, an outer one through its dispatch;
+  // when it runs out the runtime is asked, and the dispatch picks the copy.
+  Check &addCheck(BasicBlock *header, BasicBlock *dispatch, BasicBlock *latch, Value *now, bool innermost) {
     LLVMContext &ctx = F.getContext();
-    BasicBlock *chk = BasicBlock::Create(ctx, "burst.check", &F, H);
-    BasicBlock *sw = BasicBlock::Create(ctx, "burst.switch", &F, H);
+    BasicBlock *chk = BasicBlock::Create(ctx, "burst.check", &F, header);
+    BasicBlock *slow = BasicBlock::Create(ctx, "burst.switch", &F, header);
     Instruction *T = latch->getTerminator();
     for (unsigned i = 0; i < T->getNumSuccessors(); i++)
-      if (T->getSuccessor(i) == H) T->setSuccessor(i, chk);
-    // H's phis: the latch's entry (one, even if it had several edges) now comes from chk.
-    for (PHINode &P : H->phis()) {
-      int first = P.getBasicBlockIndex(latch);
-      P.setIncomingBlock(first, chk);
-      for (int i = P.getNumIncomingValues() - 1; i > first; i--)
-        if (P.getIncomingBlock(i) == latch) P.removeIncomingValue(i, false);
-    }
+      if (T->getSuccessor(i) == header) T->setSuccessor(i, chk);
     IRBuilder<> b(chk);
-    Value *before = now ? static_cast<Value *>(b.Insert(now)) : b.CreateLoad(rt.i64, rt.state, "burst.s");
+    Value *before = now ? now : b.CreateLoad(rt.i64, rt.state, "burst.s");
     auto *step = cast<Instruction>(b.CreateAdd(before, ConstantInt::get(rt.i64, -1), "burst.next"));
     if (!now) b.CreateStore(step, rt.state);
-    auto *expired = cast<ICmpInst>(b.CreateICmpSLE(step, ConstantInt::get(rt.i64, 0)));
-    b.CreateCondBr(expired, sw, H);
-    IRBuilder<> s(sw);
+    auto *going = cast<ICmpInst>(b.CreateICmpSGT(step, ConstantInt::get(rt.i64, 0)));
+    b.CreateCondBr(going, innermost ? header : dispatch, slow);
+    IRBuilder<> s(slow);
     if (now) s.CreateStore(step, rt.state);
     CallInst *call = s.CreateCall(rt.switchFn, {rt.state, ConstantInt::getFalse(ctx), ConstantInt::get(rt.i64, rt.set.on),
                                                ConstantInt::get(rt.i64, rt.set.off)});
     Instruction *reloaded = now ? s.CreateLoad(rt.i64, rt.state, "burst.count.re") : nullptr;
-    s.CreateBr(H);
-    for (PHINode &P : H->phis()) P.addIncoming(P.getIncomingValueForBlock(chk), sw);
-    checks.push_back({H, chk, sw, step, expired, call, reloaded});
+    s.CreateBr(dispatch);
+    checks.push_back({chk, slow, step, going, call, reloaded});
     return checks.back();
   }
 
-  // The burst copy counts up; each switch block may jump to either copy's header.
+  // The burst copy counts up; each dispatch block, shared, takes the copies' edges too and
+  // picks the header by the count's sign.
   void joinCopies(ValueToValueMapTy &vmap) {
     LLVMContext &ctx = F.getContext();
     for (Check &c : checks) {
-      auto *step = cast<Instruction>(vmap[c.step]);
-      step->setOperand(1, ConstantInt::get(rt.i64, 1));
-      cast<ICmpInst>(vmap[c.expired])->setPredicate(CmpInst::ICMP_SGE);
-      auto *call = cast<CallInst>(vmap[c.call]);
-      call->setArgOperand(1, ConstantInt::getTrue(ctx));
-      auto *H2 = cast<BasicBlock>(vmap[c.header]);
-      auto *sw2 = cast<BasicBlock>(vmap[c.sw]);
-      // plain switch: true -> burst header; burst switch: false -> plain header.
-      SmallVector<std::pair<PHINode *, Value *>, 8> toBurst, toPlain;
-      for (PHINode &P : c.header->phis()) {
-        auto *P2 = cast<PHINode>(vmap[&P]);
-        toBurst.push_back({P2, P.getIncomingValueForBlock(c.sw)});
-        toPlain.push_back({&P, P2->getIncomingValueForBlock(sw2)});
+      cast<Instruction>(vmap[c.step])->setOperand(1, ConstantInt::get(rt.i64, 1));
+      cast<ICmpInst>(vmap[c.going])->setPredicate(CmpInst::ICMP_SLT);
+      cast<CallInst>(vmap[c.call])->setArgOperand(1, ConstantInt::getTrue(ctx));
+    }
+    for (Dispatch &d : dispatches) {
+      // Its phis get the copies' predecessors, with the copies' values.
+      for (PHINode &P : d.block->phis()) {
+        SmallVector<std::pair<Value *, BasicBlock *>, 4> added;
+        for (unsigned i = 0; i < P.getNumIncomingValues(); i++) {
+          auto it = vmap.find(P.getIncomingBlock(i));
+          if (it == vmap.end()) continue;
+          auto vt = vmap.find(P.getIncomingValue(i));
+          added.push_back({vt == vmap.end() ? P.getIncomingValue(i) : static_cast<Value *>(vt->second),
+                           cast<BasicBlock>(it->second)});
+        }
+        for (auto &[v, b] : added) P.addIncoming(v, b);
       }
-      for (auto &[P2, v] : toBurst) P2->addIncoming(v, c.sw);
-      for (auto &[P, v] : toPlain) P->addIncoming(v, sw2);
-      c.sw->getTerminator()->eraseFromParent();
-      BranchInst::Create(H2, c.header, c.call, c.sw);
-      sw2->getTerminator()->eraseFromParent();
-      BranchInst::Create(H2, c.header, call, sw2);
+      d.block->getTerminator()->eraseFromParent();
+      BranchInst::Create(cast<BasicBlock>(vmap[d.header]), d.header, d.inBurst, d.block);
     }
   }
 
-  // Uses a back-edge jump left without a dominating definition: through phis of the value
+  // Uses the joined copies left without a dominating definition: through phis of the value
   // and its copy.
   void repair(ArrayRef<BasicBlock *> originals, ValueToValueMapTy &vmap) {
     DominatorTree DT(F);

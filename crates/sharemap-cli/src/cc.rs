@@ -47,12 +47,13 @@ struct Options {
     tl2: bool,
     /// No tracer: a plain build (with the STM).
     no_trace: bool,
-    /// Burst-sampled instrumentation (clang): back-edges per burst and between bursts.
+    /// Burst-sampled instrumentation (clang): microseconds per burst and between bursts.
     burst: Option<(u64, u64)>,
 }
 
-/// `--burst` alone: a burst of this many loop back-edges in every this many.
-pub const DEFAULT_BURST: (u64, u64) = (1_000, 19_000);
+/// `--burst` alone: windows of 20 µs, one in every 100 µs (docs/source-tracer.md gives the
+/// measurements behind it).
+pub const DEFAULT_BURST: (u64, u64) = (20, 80);
 
 /// `ON:OFF` (or `0`: never burst, the checks alone).
 fn parse_burst(text: &str) -> Option<(u64, u64)> {
@@ -104,7 +105,7 @@ fn take_options(args: &[OsString]) -> Result<(Options, Vec<OsString>)> {
 
 fn burst_error(text: &str) -> anyhow::Error {
     anyhow!(
-        "--burst {text}: expected ON:OFF, loop back-edges per burst and between bursts (OFF at least 1, each at most {}), or 0 for no bursts",
+        "--burst {text}: expected ON:OFF, microseconds per burst and between bursts (OFF at least 1, each at most {}), or 0 for no bursts",
         sharemap::trace::MAX_BURST
     )
 }

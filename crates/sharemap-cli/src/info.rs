@@ -69,9 +69,21 @@ fn print_text(s: &TraceSummary, f: &FileInfo) {
         cmd,
         if params.is_empty() { String::new() } else { format!("({})", params.join(" ")) }
     );
+    let sampling = match &m.burst {
+        Some(b) => {
+            let w: Vec<String> = b.weights.iter().map(|w| format!("{w:.1}")).collect();
+            format!(
+                "burst-sampled: windows of {} µs in every {} (each thread's recorded accesses stand for: {})",
+                b.on,
+                b.on + b.off,
+                if w.is_empty() { "not measured".to_string() } else { w.join(" ") }
+            )
+        }
+        None => format!("sampling 1 in {}", m.sampling_period),
+    };
     println!(
-        "accesses   {} (reads {}, writes {}), {:.2} bytes/access on disk, sampling 1 in {}",
-        s.accesses, s.reads, s.writes, f.bytes_per_access, m.sampling_period
+        "accesses   {} (reads {}, writes {}), {:.2} bytes/access on disk, {sampling}",
+        s.accesses, s.reads, s.writes, f.bytes_per_access
     );
     println!("threads    {}", s.threads);
     let range = match (s.min_addr, s.max_addr) {

@@ -118,8 +118,8 @@ enum Command {
         #[arg(long)]
         exclude_stack: bool,
         /// A burst-sampled build's setting for this recording, in place of the one it was
-        /// built with: ON:OFF (loop back-edges per burst and between bursts), 0 (no bursts),
-        /// or all (every access: a complete trace of the same binary)
+        /// built with: ON:OFF (microseconds per burst window and between windows), 0 (no
+        /// bursts), or all (every access: a complete trace of the same binary)
         #[arg(long)]
         burst: Option<String>,
         /// Address-space randomisation off (personality ADDR_NO_RANDOMIZE): the program's

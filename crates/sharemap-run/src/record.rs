@@ -393,7 +393,7 @@ fn parse_burst(text: &str) -> Result<(u64, u64)> {
     };
     setting.ok_or_else(|| {
         refuse(format!(
-            "--burst {text}: expected ON:OFF (loop back-edges per burst and between bursts, OFF at least 1, each at most {max}), 0 or all"
+            "--burst {text}: expected ON:OFF (microseconds per burst and between bursts, OFF at least 1, each at most {max}), 0 or all"
         ))
     })
 }
