@@ -37,7 +37,7 @@ struct Summary {
     /// With --against: this sampled trace's answers against a complete recording's.
     #[serde(skip_serializing_if = "Option::is_none")]
     fidelity: Option<sharemap::Fidelity>,
-    /// A burst-sampled trace's weight per thread: the sharing is scaled by them.
+    /// A burst-sampled trace's weight per thread (its back-edges over those in bursts).
     #[serde(skip_serializing_if = "Option::is_none")]
     burst_weights: Option<Vec<f64>>,
     /// The mapping-potential gate on `--machine` (see `sharemap map`).
@@ -165,6 +165,7 @@ pub fn run(
         plot::save_svg(&svg, &dir.join("heatmap.svg"))?;
         pages.join().map_err(|_| anyhow!("the page-usage plot failed"))?
     })?;
+    let burst = session.input().open()?.metadata().burst.clone();
     let mut pairs: Vec<(usize, usize, f64)> = (0..n)
         .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
         .map(|(i, j)| (i, j, matrix.get(i, j)))
@@ -185,7 +186,7 @@ pub fn run(
         mse: accuracy.as_ref().map(|a| a.1),
         correlation: accuracy.as_ref().map(|a| a.2),
         fidelity: analysis.fidelity.clone(),
-        burst_weights: session.input().open()?.metadata().burst.as_ref().map(|b| (0..n).map(|t| b.weight(t)).collect()),
+        burst_weights: burst.as_ref().map(|b| (0..n).map(|t| b.weight(t)).collect()),
         windows: (!windows.is_empty()).then(|| Windows {
             size: window,
             count: windows.len(),
@@ -220,10 +221,11 @@ pub fn run(
     if let Some((name, mse, r)) = &accuracy {
         println!("  against {name}: MSE {mse:.5} (scaled to max 1), correlation {r:.4}");
     }
-    if let Some(w) = &summary.burst_weights {
+    if let (Some(w), Some(b)) = (&summary.burst_weights, &burst) {
         let w: Vec<String> = w.iter().map(|w| format!("{w:.1}")).collect();
         println!(
-            "  burst-sampled: each thread's sharing scaled by its weight (back-edges run over those recorded): {}",
+            "  burst-sampled: the sharing scaled by {:.1}; each thread's back-edges over those in bursts: {}",
+            b.sharing_weight(),
             w.join(" ")
         );
     }

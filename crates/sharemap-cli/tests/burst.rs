@@ -56,14 +56,7 @@ fn expected_sum() -> u64 {
     T * R * (N * (N - 1) / 2)
 }
 
-fn sharemap(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sharemap"));
-    cmd.args(args);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("run sharemap")
-}
+use common::sharemap_env as sharemap;
 
 fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))

@@ -2,10 +2,12 @@
 //! recorded with `sharemap record`, checked against the exact accesses it makes to its
 //! arrays, its annotations, its threads, and a SIGKILL in the middle of its run.
 
+mod common;
+use common::sharemap_env as sharemap;
 use sharemap::trace::{Chunk, Event, EventKind, Kind, Metadata, TraceReader, TraceSource};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 const T: u64 = 3;
 const K: u64 = 1000;
@@ -45,15 +47,6 @@ int main(int argc, char **argv) {
     return 3;
 }
 "#;
-
-fn sharemap(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sharemap"));
-    cmd.args(args);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("run sharemap")
-}
 
 fn have(tool: &str) -> bool {
     Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success())

@@ -51,8 +51,8 @@ pub fn detect_with_page_size(
 /// Without windows, detectors that fork (`Detector::fork`) read one run of chunks per worker
 /// at the same time, and the runs are joined in order.
 ///
-/// A burst-sampled trace's sharing is weighted by what each thread's recorded accesses stand
-/// for (`Burst::weight`), so that it estimates the whole run's; its page usage keeps the
+/// A burst-sampled trace's sharing is weighted by what a recorded unit stands for
+/// (`Burst::sharing_weight`), so that it estimates the whole run's; its page usage keeps the
 /// accesses recorded.
 pub fn run(
     source: &mut dyn TraceSource,
@@ -63,11 +63,13 @@ pub fn run(
     let burst = source.metadata().burst.clone();
     let mut found = run_unweighted(source, detectors, window, progress)?;
     if let Some(b) = burst {
-        // A unit of sharing between two threads stands for the mean of their weights.
-        let pair = |i: usize, j: usize| (b.weight(i) + b.weight(j)) / 2.0;
+        // One weight for every pair: scaling pairs by their threads' own weights (the mean of
+        // the two) turned cg's matrix upside down (correlation -0.996 with the complete
+        // trace's): the master's serial work lowers its weight, not its sharing's.
+        let w = b.sharing_weight();
         for f in &mut found {
-            f.detection.matrix.scale_pairs(pair);
-            f.windows.iter_mut().for_each(|m| m.scale_pairs(pair));
+            f.detection.matrix.scale_pairs(|_, _| w);
+            f.windows.iter_mut().for_each(|m| m.scale_pairs(|_, _| w));
         }
     }
     Ok(found)

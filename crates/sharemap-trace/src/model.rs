@@ -193,6 +193,18 @@ pub struct Burst {
 }
 
 impl Burst {
+    /// What one recorded unit of sharing stands for: the weights' mean over the threads that
+    /// were in bursts. Bursts are the same windows for every thread, so a change of hands
+    /// between two threads is seen as often as the windows hold work, whichever pair it is.
+    pub fn sharing_weight(&self) -> f64 {
+        let measured: Vec<f64> = self.weights.iter().copied().filter(|&w| w >= 1.0 && w.is_finite()).collect();
+        if measured.is_empty() {
+            (self.on + self.off) as f64 / self.on as f64
+        } else {
+            measured.len() as f64 / measured.iter().map(|w| 1.0 / w).sum::<f64>()
+        }
+    }
+
     /// How many of the program's accesses one of `thread`'s recorded accesses stands for:
     /// its measured weight, or the windows' share of the time.
     pub fn weight(&self, thread: usize) -> f64 {

@@ -8,6 +8,16 @@ pub fn sharemap(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sharemap")).args(args).output().expect("run sharemap")
 }
 
+/// `sharemap` with more environment variables.
+pub fn sharemap_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sharemap"));
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run sharemap")
+}
+
 pub fn ok(args: &[&str]) -> Output {
     let out = sharemap(args);
     assert!(out.status.success(), "sharemap {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
