@@ -55,17 +55,6 @@ struct Options {
 /// measurements behind it).
 pub const DEFAULT_BURST: (u64, u64) = (20, 80);
 
-/// `ON:OFF` (or `0`: never burst, the checks alone).
-fn parse_burst(text: &str) -> Option<(u64, u64)> {
-    if text == "0" {
-        return Some((0, 1));
-    }
-    let (on, off) = text.split_once(':')?;
-    let (on, off) = (on.parse::<u64>().ok()?, off.parse::<u64>().ok()?);
-    let max = sharemap::trace::MAX_BURST;
-    (on <= max && (1..=max).contains(&off)).then_some((on, off))
-}
-
 fn take_options(args: &[OsString]) -> Result<(Options, Vec<OsString>)> {
     let mut o = Options::default();
     let mut rest = Vec::new();
@@ -80,7 +69,7 @@ fn take_options(args: &[OsString]) -> Result<(Options, Vec<OsString>)> {
                 let next = iter.peek().and_then(|n| n.to_str()).filter(|n| n.starts_with(|c: char| c.is_ascii_digit()));
                 o.burst = Some(match next {
                     Some(text) => {
-                        let setting = parse_burst(text).ok_or_else(|| burst_error(text))?;
+                        let setting = sharemap::trace::Burst::parse_setting(text).ok_or_else(|| burst_error(text))?;
                         iter.next();
                         setting
                     }
@@ -89,7 +78,7 @@ fn take_options(args: &[OsString]) -> Result<(Options, Vec<OsString>)> {
             }
             Some(s) if s.starts_with("--burst=") => {
                 let text = &s["--burst=".len()..];
-                o.burst = Some(parse_burst(text).ok_or_else(|| burst_error(text))?);
+                o.burst = Some(sharemap::trace::Burst::parse_setting(text).ok_or_else(|| burst_error(text))?);
             }
             _ => rest.push(a.clone()),
         }

@@ -383,14 +383,7 @@ fn describe_status(status: ExitStatus) -> String {
 /// `record --burst`: `ON:OFF`, `0` (no bursts) or `all` (`BURST_ALL`: every access).
 fn parse_burst(text: &str) -> Result<(u64, u64)> {
     let max = sharemap_trace::MAX_BURST;
-    let setting = match text {
-        "all" => Some((BURST_ALL, 1)),
-        "0" => Some((0, 1)),
-        _ => text.split_once(':').and_then(|(on, off)| {
-            let (on, off) = (on.parse::<u64>().ok()?, off.parse::<u64>().ok()?);
-            (on <= max && (1..=max).contains(&off)).then_some((on, off))
-        }),
-    };
+    let setting = if text == "all" { Some((BURST_ALL, 1)) } else { sharemap_trace::Burst::parse_setting(text) };
     setting.ok_or_else(|| {
         refuse(format!(
             "--burst {text}: expected ON:OFF (microseconds per burst and between bursts, OFF at least 1, each at most {max}), 0 or all"

@@ -193,6 +193,17 @@ pub struct Burst {
 }
 
 impl Burst {
+    /// A setting as `sharemap cc --burst` and `record --burst` take it: `ON:OFF` (µs, OFF at
+    /// least 1, each at most `MAX_BURST`), or `0` for no bursts (`(0, 1)`).
+    pub fn parse_setting(text: &str) -> Option<(u64, u64)> {
+        if text == "0" {
+            return Some((0, 1));
+        }
+        let (on, off) = text.split_once(':')?;
+        let (on, off) = (on.parse::<u64>().ok()?, off.parse::<u64>().ok()?);
+        (on <= MAX_BURST && (1..=MAX_BURST).contains(&off)).then_some((on, off))
+    }
+
     /// What one recorded unit of sharing stands for: the weights' mean over the threads that
     /// were in bursts. Bursts are the same windows for every thread, so a change of hands
     /// between two threads is seen as often as the windows hold work, whichever pair it is.
