@@ -20,6 +20,7 @@
 
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/Triple.h"
 #include "llvm/Analysis/CaptureTracking.h"
 #include "llvm/Analysis/LoopInfo.h"
 #include "llvm/Analysis/ValueTracking.h"
@@ -67,6 +68,10 @@ Setting setting() {
 struct Runtime {
   GlobalVariable *state;
   FunctionCallee switchFn;
+  // The back-edge checks' way in: the same function behind a thunk that keeps the registers
+  // (x86-64; elsewhere the function itself).
+  FunctionCallee switchSaving;
+  CallingConv::ID savingConv = CallingConv::C;
   FunctionCallee read[5], write[5], readRange, writeRange, memcpy, memmove, memset;
   Type *i64, *i8p;
   Setting set;
@@ -155,12 +160,12 @@ void instrument(const Access &a, Instruction *I, Runtime &rt) {
   Value *len = a.sizeOp >= 0 ? b.CreateZExtOrTrunc(I->getOperand(a.sizeOp), rt.i64)
                              : static_cast<Value *>(ConstantInt::get(rt.i64, a.bytes));
   if (a.read) {
-    if (k >= 0) b.CreateCall(rt.read[k], {p});
-    else b.CreateCall(rt.readRange, {p, len});
+    CallInst *c = k >= 0 ? b.CreateCall(rt.read[k], {p}) : b.CreateCall(rt.readRange, {p, len});
+    c->setCallingConv(rt.savingConv);
   }
   if (a.write) {
-    if (k >= 0) b.CreateCall(rt.write[k], {p});
-    else b.CreateCall(rt.writeRange, {p, len});
+    CallInst *c = k >= 0 ? b.CreateCall(rt.write[k], {p}) : b.CreateCall(rt.writeRange, {p, len});
+    c->setCallingConv(rt.savingConv);
   }
 }
 
@@ -449,8 +454,9 @@ private:
     b.CreateCondBr(going, innermost ? header : dispatch, slow);
     IRBuilder<> s(slow);
     if (now) s.CreateStore(step, rt.state);
-    CallInst *call = s.CreateCall(rt.switchFn, {rt.state, ConstantInt::getFalse(ctx), ConstantInt::get(rt.i64, rt.set.on),
+    CallInst *call = s.CreateCall(rt.switchSaving, {rt.state, ConstantInt::getFalse(ctx), ConstantInt::get(rt.i64, rt.set.on),
                                                ConstantInt::get(rt.i64, rt.set.off)});
+    call->setCallingConv(rt.savingConv);
     Instruction *reloaded = now ? s.CreateLoad(rt.i64, rt.state, "burst.count.re") : nullptr;
     s.CreateBr(dispatch);
     checks.push_back({chk, slow, step, going, call, reloaded});
@@ -529,15 +535,31 @@ struct BurstPass : PassInfoMixin<BurstPass> {
     }
     rt.state = state;
     Type *voidTy = Type::getVoidTy(ctx);
+    // x86-64: the runtime's calls keep the registers (`preserve_most`, see the runtime's burst.rs).
+    bool saving = Triple(M.getTargetTriple()).getArch() == Triple::x86_64;
     rt.switchFn = M.getOrInsertFunction("__sharemap_burst_switch", Type::getInt1Ty(ctx), PointerType::getUnqual(rt.i64),
                                         Type::getInt1Ty(ctx), rt.i64, rt.i64);
-    const char *sizes[5] = {"1", "2", "4", "8", "16"};
-    for (int k = 0; k < 5; k++) {
-      rt.read[k] = M.getOrInsertFunction(std::string("__tsan_read") + sizes[k], voidTy, rt.i8p);
-      rt.write[k] = M.getOrInsertFunction(std::string("__tsan_write") + sizes[k], voidTy, rt.i8p);
+    rt.switchSaving = rt.switchFn;
+    if (saving) {
+      rt.switchSaving = M.getOrInsertFunction("__sharemap_burst_switch_saving", rt.switchFn.getFunctionType());
+      rt.savingConv = CallingConv::PreserveMost;
+      if (auto *f = dyn_cast<Function>(rt.switchSaving.getCallee())) f->setCallingConv(rt.savingConv);
     }
-    rt.readRange = M.getOrInsertFunction("__tsan_read_range", voidTy, rt.i8p, rt.i64);
-    rt.writeRange = M.getOrInsertFunction("__tsan_write_range", voidTy, rt.i8p, rt.i64);
+    const char *sizes[5] = {"1", "2", "4", "8", "16"};
+    // The access callbacks: ThreadSanitizer's, or on x86-64 the runtime's thunks that keep
+    // the registers (see the runtime's burst.rs).
+    std::string prefix = saving ? "__sharemap_burst_" : "__tsan_";
+    auto callback = [&](const std::string &name, ArrayRef<Type *> params) {
+      FunctionCallee f = M.getOrInsertFunction(prefix + name, FunctionType::get(voidTy, params, false));
+      if (auto *fn = dyn_cast<Function>(f.getCallee()); fn && saving) fn->setCallingConv(CallingConv::PreserveMost);
+      return f;
+    };
+    for (int k = 0; k < 5; k++) {
+      rt.read[k] = callback(std::string("read") + sizes[k], {rt.i8p});
+      rt.write[k] = callback(std::string("write") + sizes[k], {rt.i8p});
+    }
+    rt.readRange = callback("read_range", {rt.i8p, rt.i64});
+    rt.writeRange = callback("write_range", {rt.i8p, rt.i64});
     rt.memcpy = M.getOrInsertFunction("memcpy", rt.i8p, rt.i8p, rt.i8p, rt.i64);
     rt.memmove = M.getOrInsertFunction("memmove", rt.i8p, rt.i8p, rt.i8p, rt.i64);
     rt.memset = M.getOrInsertFunction("memset", rt.i8p, rt.i8p, Type::getInt32Ty(ctx), rt.i64);

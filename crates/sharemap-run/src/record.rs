@@ -99,7 +99,8 @@ impl Recorder {
         crate::resolve_program(Path::new(program)).map_err(|e| refuse(e.why()))?;
         let name = Path::new(program).file_name().unwrap_or(program).to_string_lossy().to_string();
         let resolved = which(program);
-        let instrumented = resolved.as_deref().is_some_and(sharemap_sources::runtime::is_instrumented);
+        let marks = resolved.as_deref().map(sharemap_sources::runtime::build_marks).unwrap_or_default();
+        let instrumented = marks.instrumented;
         let mut notes = Vec::new();
         let asked = request.backend.as_str();
         let backend = match asked {
@@ -155,7 +156,7 @@ impl Recorder {
             }
             if backend == "tracer" { Backend::Tracer } else { Backend::Valgrind }
         };
-        let burst_build = resolved.as_deref().is_some_and(sharemap_sources::runtime::is_burst_build);
+        let burst_build = marks.burst;
         let burst = match &request.burst {
             None => None,
             Some(_) if backend != Backend::Tracer || !burst_build => {

@@ -98,6 +98,62 @@ pub(crate) fn set_override(on: Option<u64>, off: Option<u64>) {
     }
 }
 
+// Thunks keeping every general register but r11 (rax too, unless it carries the result):
+// LLVM's `preserve_most` convention, which the pass gives its calls on x86-64. An ordinary
+// call, even on a cold path, leaves the code around it only the callee-saved registers, and
+// the optimiser's loops then reload values from the stack at each iteration (a blocked
+// matrix product's plain copy ran 1.25 times slower than the plain build, and the burst
+// copy spills around each of its access calls). Entered with rsp 8 below a 16-byte
+// boundary; an odd number of 8-byte pushes realigns it for the call.
+#[cfg(target_arch = "x86_64")]
+macro_rules! saving_thunks {
+    ($($thunk:literal => $target:path;)*) => {
+        $(std::arch::global_asm!(
+            concat!(".globl ", $thunk),
+            concat!(".type ", $thunk, ",@function"),
+            concat!($thunk, ":"),
+            "push rax", "push rcx", "push rdx", "push rsi", "push rdi", "push r8", "push r9", "push r10",
+            "sub rsp, 8",
+            "call {target}",
+            "add rsp, 8",
+            "pop r10", "pop r9", "pop r8", "pop rdi", "pop rsi", "pop rdx", "pop rcx", "pop rax",
+            "ret",
+            concat!(".size ", $thunk, ", .-", $thunk),
+            target = sym $target,
+        );)*
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+saving_thunks! {
+    "__sharemap_burst_read1" => crate::entry::__tsan_read1;
+    "__sharemap_burst_read2" => crate::entry::__tsan_read2;
+    "__sharemap_burst_read4" => crate::entry::__tsan_read4;
+    "__sharemap_burst_read8" => crate::entry::__tsan_read8;
+    "__sharemap_burst_read16" => crate::entry::__tsan_read16;
+    "__sharemap_burst_write1" => crate::entry::__tsan_write1;
+    "__sharemap_burst_write2" => crate::entry::__tsan_write2;
+    "__sharemap_burst_write4" => crate::entry::__tsan_write4;
+    "__sharemap_burst_write8" => crate::entry::__tsan_write8;
+    "__sharemap_burst_write16" => crate::entry::__tsan_write16;
+    "__sharemap_burst_read_range" => crate::entry::__tsan_read_range;
+    "__sharemap_burst_write_range" => crate::entry::__tsan_write_range;
+}
+
+// The switch returns its answer in al: rax is not kept, so seven pushes.
+#[cfg(target_arch = "x86_64")]
+std::arch::global_asm!(
+    ".globl __sharemap_burst_switch_saving",
+    ".type __sharemap_burst_switch_saving,@function",
+    "__sharemap_burst_switch_saving:",
+    "push rcx", "push rdx", "push rsi", "push rdi", "push r8", "push r9", "push r10",
+    "call {switch}",
+    "pop r10", "pop r9", "pop r8", "pop rdi", "pop rsi", "pop rdx", "pop rcx",
+    "ret",
+    ".size __sharemap_burst_switch_saving, .-__sharemap_burst_switch_saving",
+    switch = sym __sharemap_burst_switch,
+);
+
 /// Enters or leaves the window the clock is in, and says which copy runs now (true: the
 /// instrumented one). `on` and `off` are the build's microseconds per burst and between
 /// bursts, unless the recording set its own; `on` = 0, or a program not being recorded,

@@ -35,7 +35,7 @@ pub const ENV_BURST_OFF: &str = "SHAREMAP_BURST_OFF";
 pub const BURST_ALL: u64 = u64::MAX;
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMAPRT1");
-pub const VERSION: u32 = 7;
+pub const VERSION: u32 = 8;
 
 /// Threads recorded at most, as many as a trace holds (`sharemap_core::MAX_THREADS`): the
 /// accesses of later threads are counted as lost.
@@ -74,8 +74,12 @@ pub struct Header {
     /// process exec'd by the program later finds it taken and does not attach: the trace
     /// holds one address space.
     pub attached: AtomicU32,
-    /// Index where producers start looking for a free block.
-    pub next_block: AtomicU32,
+    /// One more than the highest block index a producer has taken: the recorder looks no
+    /// further (producers take the lowest free block, so this stays near the backlog).
+    pub blocks_used: AtomicU32,
+    /// The lowest block the recorder freed in its last round that freed any: where
+    /// producers start looking for a free block.
+    pub free_hint: AtomicU32,
     /// The recorder's process id: a producer waiting for a block checks it is still alive,
     /// and stops recording when it is gone (the program goes on unrecorded).
     pub recorder: AtomicU32,

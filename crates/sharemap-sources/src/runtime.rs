@@ -82,20 +82,20 @@ pub enum RecordError {
     Sink(io::Error),
 }
 
-/// Whether the file at `path` contains the runtime's marker (the program was built with
-/// `sharemap cc`).
-pub fn is_instrumented(path: &std::path::Path) -> bool {
-    has_marker(path, b"sharemap-runtime-v1")
+/// What `sharemap cc` left in a program file: its runtime's marker (a traced build) and the
+/// burst pass's (a burst-sampled build).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BuildMarks {
+    pub instrumented: bool,
+    pub burst: bool,
 }
 
-/// Whether the program was built burst-sampled (`sharemap cc --burst`: the pass's marker).
-pub fn is_burst_build(path: &std::path::Path) -> bool {
-    has_marker(path, b"sharemap-burst-v1")
-}
-
-fn has_marker(path: &std::path::Path, marker: &[u8]) -> bool {
-    let Ok(bytes) = std::fs::read(path) else { return false };
-    bytes.windows(marker.len()).any(|w| w == marker)
+/// Reads the file at `path` once (a program with debug information can be megabytes: a
+/// byte-by-byte search of it twice had cost a short recording 20 ms) and looks for both marks.
+pub fn build_marks(path: &std::path::Path) -> BuildMarks {
+    let Ok(bytes) = std::fs::read(path) else { return BuildMarks::default() };
+    let has = |marker: &[u8]| memchr::memmem::find(&bytes, marker).is_some();
+    BuildMarks { instrumented: has(b"sharemap-runtime-v1"), burst: has(b"sharemap-burst-v1") }
 }
 
 /// The shared region, mapped in the recorder.
@@ -278,7 +278,10 @@ impl<'a> Merger<'a> {
         if self.corrupted.is_some() {
             return 0;
         }
-        for i in 0..self.taken.len() {
+        // Only as far as producers have gone (what the program wrote there is clamped: a
+        // program that lies about it only loses its own records).
+        let used = (self.region.header().blocks_used.load(Ordering::Acquire) as usize).min(self.taken.len());
+        for i in 0..used {
             let b = self.region.block(i);
             let state = b.state.load(Ordering::Acquire);
             if state == shm::FREE {
@@ -301,6 +304,7 @@ impl<'a> Merger<'a> {
         self.pieces.sort_unstable_by_key(|p| p.first);
         self.stopped.clear();
         let mut moved = 0;
+        let mut lowest_freed = usize::MAX;
         for p in &self.pieces {
             if self.stopped.len() <= p.thread {
                 self.stopped.resize(p.thread + 1, false);
@@ -339,6 +343,7 @@ impl<'a> Merger<'a> {
                 }
             }
             if p.full && to == p.count {
+                lowest_freed = lowest_freed.min(p.block);
                 let b = self.region.block(p.block);
                 self.taken[p.block] = 0;
                 b.count.store(0, Ordering::Relaxed);
@@ -351,6 +356,9 @@ impl<'a> Merger<'a> {
             }
         }
         self.pieces.clear();
+        if lowest_freed != usize::MAX {
+            self.region.header().free_hint.store(lowest_freed as u32, Ordering::Relaxed);
+        }
         moved
     }
 
