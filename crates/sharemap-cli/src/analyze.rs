@@ -240,6 +240,13 @@ pub fn run(
             100.0 * sharemap::fidelity::PAGE_SHARE
         );
         println!(
+            "    within {:.0} % of the best node's accesses on {:.1} % of them ({} of them are near-ties, two nodes within {:.0} %)",
+            100.0 * (1.0 - sharemap::fidelity::NEAR),
+            100.0 * f.pages_near_best,
+            f.near_ties,
+            100.0 * (1.0 - sharemap::fidelity::NEAR)
+        );
+        println!(
             "    the {} mapping from this trace costs {:.4}x the one from the complete trace (on its sharing; 1 = as good)",
             f.mapping_algorithm, f.mapping_cost_ratio
         );

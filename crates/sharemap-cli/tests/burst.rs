@@ -170,6 +170,7 @@ fn a_burst_sampled_trace_marks_its_bursts_weighs_its_threads_and_keeps_the_shari
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap()).unwrap();
     let f = &summary["fidelity"];
     assert!(f["pages_compared"].as_u64().unwrap() > 0, "{f}");
+    assert!(f["pages_near_best"].as_f64().unwrap() >= f["pages_agreeing"].as_f64().unwrap(), "{f}");
     assert!(f["mapping_cost_ratio"].as_f64().unwrap() >= 1.0 - 1e-9, "{f}");
     // The analyses that count every reference refuse it, in one line that says why.
     for args in [

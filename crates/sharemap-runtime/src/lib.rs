@@ -84,6 +84,8 @@ pub(crate) struct ThreadState {
     stack: Cell<(usize, usize)>,
     /// It waited `WAIT_MS` for a block in vain: it does not wait again until it gets one.
     starved: Cell<bool>,
+    /// Blocks taken so far.
+    blocks_taken: Cell<u32>,
 }
 
 const NO_ID: u32 = u32::MAX;
@@ -99,6 +101,7 @@ thread_local! {
             busy: Cell::new(false),
             stack: Cell::new((0, 0)),
             starved: Cell::new(false),
+            blocks_taken: Cell::new(0),
         }
     };
 }
@@ -326,6 +329,8 @@ fn take_block(t: &ThreadState, id: u32) -> bool {
             {
                 b.thread.store(id, Ordering::Relaxed);
                 b.count.store(0, Ordering::Relaxed);
+                b.ordinal.store(t.blocks_taken.get(), Ordering::Relaxed);
+                t.blocks_taken.set(t.blocks_taken.get().wrapping_add(1));
                 h.blocks_used.fetch_max(i + 1, Ordering::Release);
                 t.block.set(b as *const BlockHeader as *mut BlockHeader);
                 // SAFETY: the records follow the block header.

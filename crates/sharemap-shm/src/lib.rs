@@ -104,6 +104,9 @@ pub struct BlockHeader {
     pub thread: AtomicU32,
     /// Records written and published.
     pub count: AtomicU32,
+    /// How many blocks its thread took before this one: the recorder takes a thread's
+    /// blocks in this order, whichever of them one scan of the region happens to see.
+    pub ordinal: AtomicU32,
 }
 
 /// One record: `seq_tag` = order number << 8 | tag; `payload` by tag.

@@ -203,6 +203,8 @@ struct Piece {
     count: usize,
     /// Handed over: its count is final, and once its records are in it can be freed.
     full: bool,
+    /// Its place among its thread's blocks.
+    ordinal: u32,
 }
 
 /// The merge: records taken from the region, per thread, waiting for their turn.
@@ -230,6 +232,8 @@ struct Merger<'a> {
     burst_edges: Vec<(u64, u64)>,
     /// Per thread: the least number its next record may carry (above its last one).
     after: Vec<u64>,
+    /// Per thread: the ordinal of the block whose records come next.
+    ordinals: Vec<u32>,
     /// Records in the queues.
     queued: usize,
     /// What the program broke in the region, once it did: nothing more is taken.
@@ -256,6 +260,7 @@ impl<'a> Merger<'a> {
             cpus: Vec::new(),
             burst_edges: Vec::new(),
             after: Vec::new(),
+            ordinals: Vec::new(),
             queued: 0,
             corrupted: None,
         }
@@ -294,10 +299,17 @@ impl<'a> Merger<'a> {
                 self.corrupted = Some(format!("block {i} {what}"));
                 return 0;
             }
+            let full = state == shm::FULL;
+            if !full && count == 0 {
+                // Just taken: what its header names may not be visible yet (the first
+                // record's publication, or the hand-over, makes it so), and it holds nothing.
+                continue;
+            }
             let (n, thread) = (count as usize, thread as usize);
             let first = if n == 0 { u64::MAX } else { self.region.records(i, 1)[0].seq() };
+            let ordinal = b.ordinal.load(Ordering::Relaxed);
             // Full: its count is final (a thread that ends hands over its block part full).
-            self.pieces.push(Piece { thread, first, block: i, count: n, full: state == shm::FULL });
+            self.pieces.push(Piece { thread, first, block: i, count: n, full, ordinal });
         }
         // By first number: what the merge needs soonest is taken first, each thread's
         // blocks in their order.
@@ -310,6 +322,23 @@ impl<'a> Merger<'a> {
                 self.stopped.resize(p.thread + 1, false);
             }
             if self.stopped[p.thread] {
+                continue;
+            }
+            if self.ordinals.len() <= p.thread {
+                self.ordinals.resize(p.thread + 1, 0);
+            }
+            // A later block of the thread than the one due (which this scan missed: taken
+            // after the scan passed its place, or beyond the blocks in use it read) waits.
+            let due = self.ordinals[p.thread];
+            if p.ordinal != due {
+                if p.ordinal.wrapping_sub(due) > u32::MAX / 2 {
+                    self.corrupted = Some(format!(
+                        "block {} (thread {}) says it is the thread's block {}, whose records were taken already",
+                        p.block, p.thread, p.ordinal
+                    ));
+                    break;
+                }
+                self.stopped[p.thread] = true;
                 continue;
             }
             let from = self.taken[p.block] as usize;
@@ -344,6 +373,7 @@ impl<'a> Merger<'a> {
             }
             if p.full && to == p.count {
                 lowest_freed = lowest_freed.min(p.block);
+                self.ordinals[p.thread] = due.wrapping_add(1);
                 let b = self.region.block(p.block);
                 self.taken[p.block] = 0;
                 b.count.store(0, Ordering::Relaxed);
@@ -360,6 +390,29 @@ impl<'a> Merger<'a> {
             self.region.header().free_hint.store(lowest_freed as u32, Ordering::Relaxed);
         }
         moved
+    }
+
+    /// Once the program is gone and every round is done: records still in a block were
+    /// never reached (a block out of its thread's order), which only a program that wrote
+    /// over the region's headers causes.
+    fn check_nothing_left(&mut self) {
+        if self.corrupted.is_some() {
+            return;
+        }
+        for i in 0..self.taken.len() {
+            let b = self.region.block(i);
+            let count = b.count.load(Ordering::Acquire);
+            if b.state.load(Ordering::Acquire) != shm::FREE && count > self.taken[i] {
+                let thread = b.thread.load(Ordering::Relaxed);
+                self.corrupted = Some(format!(
+                    "block {i} (thread {thread}) still holds {} records: it says it is the thread's block {}, and block {} of the thread never came",
+                    count - self.taken[i],
+                    b.ordinal.load(Ordering::Relaxed),
+                    self.ordinals.get(thread as usize).copied().unwrap_or(0)
+                ));
+                return;
+            }
+        }
     }
 
     /// Writes queued records in order while the next number is in hand (or all of them).
@@ -603,6 +656,7 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
             // what is left past any gap (a record it died writing).
             while merger.round(false) > 0 {}
             merger.round(true);
+            merger.check_nothing_left();
             merger.flush();
             Ok::<_, io::Error>((status, merger.accesses, merger.os_tids, merger.corrupted, merger.burst_edges))
         });
@@ -658,4 +712,85 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
     };
     let burst = burst.filter(|_| corrupted.is_none());
     Ok(Recording { status, accesses: accesses - excluded, threads, os_tids, lost, forks, excluded, corrupted, burst })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Plays a producer: block `i` is `thread`'s block number `ordinal`, holding reads
+    /// numbered `seqs`, handed over when `full`.
+    fn fill(region: &Region, i: usize, thread: u32, ordinal: u32, seqs: std::ops::Range<u64>, full: bool) {
+        let b = region.block(i);
+        // SAFETY: the records follow block i's header, inside the mapping.
+        let records = unsafe { region.base.add(shm::block_offset(i) + shm::BLOCK_HEADER_BYTES) as *mut Record };
+        for (k, seq) in seqs.clone().enumerate() {
+            // SAFETY: k < RECORDS_PER_BLOCK in these tests.
+            unsafe { records.add(k).write(Record::access(seq, false, 0x1000 + 8 * seq, 8)) };
+        }
+        b.thread.store(thread, Ordering::Relaxed);
+        b.ordinal.store(ordinal, Ordering::Relaxed);
+        b.count.store(seqs.count() as u32, Ordering::Release);
+        b.state.store(if full { shm::FULL } else { shm::FILLING }, Ordering::Release);
+    }
+
+    fn merged(region: &Region, rounds: impl FnOnce(&mut Merger)) -> (Vec<u64>, Option<String>) {
+        let (out, chunks) = mpsc::sync_channel::<Chunk>(16);
+        let (_give_back, spare) = mpsc::channel::<Chunk>();
+        let mut merger = Merger::new(region, out, spare);
+        rounds(&mut merger);
+        merger.flush();
+        let corrupted = merger.corrupted.take();
+        drop(merger);
+        (chunks.iter().flat_map(|c| c.accesses.addr.clone()).collect(), corrupted)
+    }
+
+    fn addrs(seqs: std::ops::Range<u64>) -> Vec<u64> {
+        seqs.map(|s| 0x1000 + 8 * s).collect()
+    }
+
+    #[test]
+    fn a_threads_later_block_waits_for_the_one_a_scan_missed() {
+        let region = Region::create(8).unwrap();
+        // Thread 0 filled block 5 (its first), then took block 1; the recorder's scan read
+        // the blocks in use before block 5 was counted among them.
+        fill(&region, 5, 0, 0, 0..100, true);
+        fill(&region, 1, 0, 1, 100..150, false);
+        region.header().blocks_used.store(2, Ordering::Relaxed);
+        let (out, corrupted) = merged(&region, |m| {
+            m.round(false);
+            assert_eq!(m.queued, 0, "the later block was taken first");
+            region.header().blocks_used.store(6, Ordering::Relaxed);
+            while m.round(false) > 0 {}
+            m.round(true);
+            m.check_nothing_left();
+        });
+        assert_eq!(corrupted, None);
+        assert_eq!(out, addrs(0..150));
+    }
+
+    #[test]
+    fn blocks_out_of_their_threads_order_are_reported() {
+        // A block claiming a place already taken.
+        let region = Region::create(8).unwrap();
+        fill(&region, 0, 0, 0, 0..10, true);
+        region.header().blocks_used.store(8, Ordering::Relaxed);
+        let (_, corrupted) = merged(&region, |m| {
+            m.round(false);
+            fill(&region, 3, 0, 0, 10..20, true);
+            m.round(false);
+        });
+        assert!(corrupted.is_some_and(|c| c.contains("block 3 (thread 0)") && c.contains("taken already")));
+        // A block whose predecessor never comes: its records are reported, not dropped.
+        let region = Region::create(8).unwrap();
+        fill(&region, 2, 0, 1, 0..10, true);
+        region.header().blocks_used.store(8, Ordering::Relaxed);
+        let (out, corrupted) = merged(&region, |m| {
+            while m.round(false) > 0 {}
+            m.round(true);
+            m.check_nothing_left();
+        });
+        assert!(out.is_empty());
+        assert!(corrupted.is_some_and(|c| c.contains("still holds 10 records") && c.contains("block 0 of the thread")));
+    }
 }

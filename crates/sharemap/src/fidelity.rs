@@ -12,6 +12,8 @@ use sharemap_mapping::{CostModel, PairCosts, mapping_cost};
 /// The share of the complete trace's accesses whose pages are compared (the pages that
 /// carry them, busiest first).
 pub const PAGE_SHARE: f64 = 0.9;
+/// How close to a page's best node another node's accesses must come to count as near it.
+pub const NEAR: f64 = 0.95;
 /// The mapping algorithm whose mappings are compared.
 pub const ALGORITHM: &str = "sharemap";
 
@@ -29,6 +31,14 @@ pub struct Fidelity {
     /// the threads where the modelled OS runs them) is the same in the sampled trace; a page
     /// the sample never saw disagrees.
     pub pages_agreeing: f64,
+    /// The share of them where the sample's dominant node gets, in the complete trace, at
+    /// least `NEAR` of the accesses of the page's best node: placed there, the page would
+    /// cost at most 1 - `NEAR` more remote accesses than at its best.
+    pub pages_near_best: f64,
+    /// The compared pages whose two busiest nodes are a near-tie in the complete trace (the
+    /// second gets at least `NEAR` of the first's accesses): no sample can be expected to
+    /// settle which one dominates.
+    pub near_ties: usize,
     /// The cost, on the complete trace's sharing, of the mapping computed from the sampled
     /// trace, over that of the mapping computed from the complete one: 1 is as good.
     pub mapping_cost_ratio: f64,
@@ -58,7 +68,7 @@ pub fn compare(
     }
     let correlation = (a.threads() >= 3).then(|| a.correlation(b)).filter(|c| c.is_finite());
     let weight = |t: usize| burst.map_or(1.0, |b| b.weight(t));
-    let (pages_compared, pages_agreeing) = dominant_nodes_agree(&sampled.pages, &complete.pages, placement, &weight);
+    let pages = dominant_nodes_agree(&sampled.pages, &complete.pages, placement, &weight);
     let costs = PairCosts::new(machine, CostModel::Latency);
     let map = |m: &SharingMatrix| -> Result<Vec<usize>> {
         let algo =
@@ -71,49 +81,136 @@ pub fn compare(
     Ok(Fidelity {
         reference,
         correlation,
-        pages_compared,
-        pages_agreeing,
+        pages_compared: pages.compared,
+        pages_agreeing: pages.share(pages.agreeing),
+        pages_near_best: pages.share(pages.near_best),
+        near_ties: pages.near_ties,
         mapping_cost_ratio,
         mapping_algorithm: ALGORITHM.into(),
     })
 }
 
-/// (pages compared, share agreeing): the busiest pages of `complete` up to `PAGE_SHARE` of
-/// its accesses.
-/// A sampled thread's accesses count with its `weight`.
+/// The busiest pages of a complete trace (up to `PAGE_SHARE` of its accesses), and how many
+/// of them the sample places as the complete trace does.
+#[derive(Debug, PartialEq)]
+struct PageAgreement {
+    compared: usize,
+    agreeing: usize,
+    near_best: usize,
+    near_ties: usize,
+}
+
+impl PageAgreement {
+    fn share(&self, n: usize) -> f64 {
+        if self.compared == 0 { 1.0 } else { n as f64 / self.compared as f64 }
+    }
+}
+
+/// Compares each busy page's dominant node; a sampled thread's accesses count with its
+/// `weight`.
 fn dominant_nodes_agree(
     sampled: &PageUsage,
     complete: &PageUsage,
     placement: &ThreadPlacement,
     weight: &dyn Fn(usize) -> f64,
-) -> (usize, f64) {
+) -> PageAgreement {
     let nodes = placement.nodes().max(1);
-    let dominant = |accesses: &[u64], weight: &dyn Fn(usize) -> f64| -> Option<usize> {
+    let per_node = |accesses: &[u64], weight: &dyn Fn(usize) -> f64| -> Vec<f64> {
         let mut per_node = vec![0f64; nodes];
         for (t, &n) in accesses.iter().enumerate() {
             if t < placement.pus().len() {
                 per_node[placement.node(t as u32).min(nodes - 1)] += n as f64 * weight(t);
             }
         }
+        per_node
+    };
+    // The busiest node (the lowest on ties); none for a page nobody touched.
+    let dominant = |per_node: &[f64]| -> Option<usize> {
         let best = per_node.iter().copied().fold(0.0, f64::max);
         (best > 0.0).then(|| per_node.iter().position(|&c| c == best)).flatten()
     };
     let sampled: std::collections::HashMap<u64, Option<usize>> =
-        sampled.sorted().into_iter().map(|(page, e)| (page, dominant(&e.accesses, weight))).collect();
+        sampled.sorted().into_iter().map(|(page, e)| (page, dominant(&per_node(&e.accesses, weight)))).collect();
     let mut pages: Vec<(u64, u64, &[u64])> =
         complete.sorted().into_iter().map(|(p, e)| (e.accesses.iter().sum(), p, e.accesses.as_slice())).collect();
     pages.sort_unstable_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
     let total: u64 = pages.iter().map(|p| p.0).sum();
-    let (mut covered, mut compared, mut agreeing) = (0u64, 0usize, 0usize);
+    let mut covered = 0u64;
+    let mut a = PageAgreement { compared: 0, agreeing: 0, near_best: 0, near_ties: 0 };
     for (count, page, accesses) in pages {
         if total == 0 || covered as f64 >= PAGE_SHARE * total as f64 {
             break;
         }
         covered += count;
-        compared += 1;
-        if sampled.get(&page).copied().flatten().is_some_and(|n| Some(n) == dominant(accesses, &|_| 1.0)) {
-            agreeing += 1;
+        a.compared += 1;
+        let truth = per_node(accesses, &|_| 1.0);
+        let best = truth.iter().copied().fold(0.0, f64::max);
+        let second = truth.iter().copied().filter(|&c| c < best).fold(0.0, f64::max);
+        let tied = truth.iter().filter(|&&c| c == best).count() > 1;
+        if tied || second >= NEAR * best {
+            a.near_ties += 1;
+        }
+        let Some(node) = sampled.get(&page).copied().flatten() else { continue };
+        if Some(node) == dominant(&truth) {
+            a.agreeing += 1;
+        }
+        if truth[node] >= NEAR * best {
+            a.near_best += 1;
         }
     }
-    (compared, if compared == 0 { 1.0 } else { agreeing as f64 / compared as f64 })
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sharemap_machine::Machine;
+
+    /// Four threads, two per node (threads 0 and 1 on node 0).
+    fn placement() -> ThreadPlacement {
+        let m = Machine::from_spec("numa:2 pu:2").unwrap();
+        ThreadPlacement::identity(&m)
+    }
+
+    /// Page usage with `counts[page][thread]` accesses.
+    fn usage(counts: &[[u64; 4]]) -> PageUsage {
+        let mut u = PageUsage::new(4096);
+        for (page, per_thread) in counts.iter().enumerate() {
+            for (t, &n) in per_thread.iter().enumerate() {
+                for _ in 0..n {
+                    u.access(t as u32, page as u64 * 4096);
+                }
+            }
+        }
+        u
+    }
+
+    #[test]
+    fn strict_and_near_agreement_count_what_they_say() {
+        let p = placement();
+        // Page 0: node 0 by far (40 against 0); page 1: a near-tie, node 1 ahead by 1 in 40;
+        // page 2: node 1 by far; page 3 (busy) never sampled.
+        let complete = usage(&[[20, 20, 0, 0], [10, 9, 20, 0], [0, 0, 30, 10], [25, 25, 0, 0]]);
+        // The sample gets page 0 right, picks node 0 for the near-tie, node 0 for page 2.
+        let sampled = usage(&[[2, 1, 0, 0], [2, 1, 1, 1], [1, 0, 0, 0]]);
+        let a = dominant_nodes_agree(&sampled, &complete, &p, &|_| 1.0);
+        assert_eq!(a, PageAgreement { compared: 4, agreeing: 1, near_best: 2, near_ties: 1 });
+        // Weights decide: thread 2 counting 10 times makes node 1 dominate page 1 in the sample.
+        let a = dominant_nodes_agree(&sampled, &complete, &p, &|t| if t == 2 { 10.0 } else { 1.0 });
+        assert_eq!((a.agreeing, a.near_best), (2, 2));
+    }
+
+    #[test]
+    fn only_the_pages_carrying_the_share_are_compared() {
+        let p = placement();
+        // 100 accesses on page 0 and 1 on each of 20 others: page 0 alone carries 83 %, so
+        // pages are taken busiest first until 90 % is covered.
+        let mut counts = vec![[100, 0, 0, 0]];
+        counts.extend(std::iter::repeat_n([0, 0, 1, 0], 20));
+        let complete = usage(&counts);
+        let a = dominant_nodes_agree(&usage(&[[1, 0, 0, 0]]), &complete, &p, &|_| 1.0);
+        let needed = (0.9f64 * 120.0 - 100.0).ceil() as usize;
+        assert_eq!(a.compared, 1 + needed);
+        assert_eq!(a.agreeing, 1);
+    }
 }
