@@ -230,9 +230,21 @@ pub fn run(
         );
     }
     if let Some(f) = &summary.fidelity {
-        let r = f.correlation.map_or("none (fewer than 3 threads: one pair)".to_string(), |r| format!("{r:.4}"));
+        let r = f.correlation.map_or(
+            "none (fewer than 3 threads, or a matrix the same for every pair, such as no sharing seen: nothing to correlate)"
+                .to_string(),
+            |r| format!("{r:.4}"),
+        );
         println!("  against the complete trace {}:", f.reference);
         println!("    sharing matrix correlation {r}");
+        if let (Some(spread), Some(err)) = (f.spread, f.relative_error) {
+            println!(
+                "    the complete sharing varies by {:.1} % over thread pairs (std. dev. over mean{}); this one differs from it by {:.1} % of its sum",
+                100.0 * spread,
+                if spread < 0.05 { ": pairs share alike, the correlation follows noise" } else { "" },
+                100.0 * err
+            );
+        }
         println!(
             "    dominant node agrees on {:.1} % of the {} pages carrying {:.0} % of its accesses",
             100.0 * f.pages_agreeing,
@@ -240,7 +252,7 @@ pub fn run(
             100.0 * sharemap::fidelity::PAGE_SHARE
         );
         println!(
-            "    within {:.0} % of the best node's accesses on {:.1} % of them ({} of them are near-ties, two nodes within {:.0} %)",
+            "    within {:.0} % of the best node's accesses on {:.1} % of them ({} of them near-ties: two nodes within {:.0} %)",
             100.0 * (1.0 - sharemap::fidelity::NEAR),
             100.0 * f.pages_near_best,
             f.near_ties,

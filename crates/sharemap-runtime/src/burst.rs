@@ -226,15 +226,14 @@ const BURST_SLOWER: u64 = 128;
 /// Back-edges to the next reading of the clock in the copy now due: about an eighth of a
 /// window, at that copy's last measured rate. The rate of the other copy is no guide: a
 /// count set at plain speed would keep a thread in a burst a hundred times too long.
-fn poll_length(b: &BurstThread, burst: bool, on: u64) -> u64 {
+fn poll_length(b: &BurstThread, burst: bool, span_ns: u64) -> u64 {
     let ps = match (burst, b.ps_plain.get(), b.ps_burst.get()) {
         (true, _, ps) if ps > 0 => ps,
         (true, plain, _) if plain > 0 => plain.saturating_mul(BURST_SLOWER),
         (false, plain, _) if plain > 0 => plain,
         _ => return FIRST_POLL,
     };
-    let target_ps = u128::from(on) * 1_000_000 / 8;
-    ((target_ps / u128::from(ps)) as u64).clamp(MIN_POLL, MAX_POLL)
+    ((u128::from(span_ns) * 1000 / u128::from(ps)) as u64).clamp(MIN_POLL, MAX_POLL)
 }
 
 /// Enters or leaves the window as the clock says; sets the word to count the back-edges to
@@ -249,24 +248,48 @@ fn decide(b: &BurstThread, count: &mut i64, now: u64, on: u64, off: u64) -> bool
             burst_end(b.edges_in.replace(0), b.edges_before.replace(0));
         }
     }
-    let poll = poll_length(b, want, on);
+    // In a window, a reading every eighth of it; between windows, halfway to the next one
+    // (down to an eighth of a window), so that short windows do not make the plain code read
+    // the clock every few hundred nanoseconds: the rate may be off by half and still stop
+    // short of the window.
+    let eighth = on * 1000 / 8;
+    let span = if want { eighth } else { (until_window(now, on, off) / 2).max(eighth) };
+    let poll = poll_length(b, want, span);
     b.poll.set(poll);
     *count = if want { -(poll as i64) } else { poll as i64 };
     want
 }
 
-/// Whether the clock is in a window: period `now / (on + off)` µs has one of `on` µs, at an
-/// offset its number's hash picks.
-fn in_window(now: u64, on: u64, off: u64) -> bool {
+/// Where period `k`'s window of `on` µs starts in its period of `on + off` µs (in ns): at an
+/// offset the hash of its number picks.
+fn window_start(k: u64, on: u64, off: u64) -> u64 {
     let (on, period) = (on * 1000, (on + off) * 1000);
-    let k = now / period;
     let mut x = k ^ SEED.load(Ordering::Relaxed);
     // splitmix64's finaliser.
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     x ^= x >> 31;
-    let start = x % (period - on + 1);
-    (now % period).wrapping_sub(start) < on
+    x % (period - on + 1)
+}
+
+/// Whether the clock is in a window.
+fn in_window(now: u64, on: u64, off: u64) -> bool {
+    let period = (on + off) * 1000;
+    (now % period).wrapping_sub(window_start(now / period, on, off)) < on * 1000
+}
+
+/// Nanoseconds from `now` to the start of the next window (0 inside one).
+fn until_window(now: u64, on: u64, off: u64) -> u64 {
+    let period = (on + off) * 1000;
+    let (k, at) = (now / period, now % period);
+    let start = window_start(k, on, off);
+    if at < start {
+        start - at
+    } else if at - start < on * 1000 {
+        0
+    } else {
+        period - at + window_start(k + 1, on, off)
+    }
 }
 
 fn now_ns() -> u64 {
@@ -274,4 +297,26 @@ fn now_ns() -> u64 {
     // SAFETY: `t` is a valid timespec to fill.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_time_to_the_next_window_lands_on_its_start() {
+        for (on, off) in [(2, 18), (20, 80), (1, 1), (5, 1000)] {
+            let period = (on + off) * 1000;
+            for step in 0..20_000u64 {
+                let now = 1_000_000_007 + step * 997;
+                let until = until_window(now, on, off);
+                assert_eq!(until == 0, in_window(now, on, off), "{on}:{off} at {now}");
+                if until > 0 {
+                    assert!(in_window(now + until, on, off), "{on}:{off}: {now} + {until} is not in a window");
+                    assert!(!in_window(now + until - 1, on, off), "{on}:{off}: a window starts before {now} + {until}");
+                    assert!(until < 2 * period, "{on}:{off}: {until} ns is more than two periods");
+                }
+            }
+        }
+    }
 }

@@ -319,7 +319,8 @@ fn take_block(t: &ThreadState, id: u32) -> bool {
         // every record a cache miss and cost a short recording 30 ms of page faults). A
         // scan from block 0 would cross the whole backlog's headers when the recorder is
         // behind.
-        let start = h.free_hint.load(Ordering::Relaxed) % blocks;
+        // (A program that wrote 0 over the header's block count finds none.)
+        let start = h.free_hint.load(Ordering::Relaxed).checked_rem(blocks).unwrap_or(0);
         for k in 0..blocks {
             let i = (start + k) % blocks;
             // SAFETY: i < blocks, inside the checked region.

@@ -23,8 +23,16 @@ pub struct Fidelity {
     /// The complete trace.
     pub reference: String,
     /// Pearson correlation of the two sharing matrices over thread pairs (None with fewer
-    /// than three threads: one pair has no correlation).
+    /// than three threads, one pair having no correlation, or when either matrix is the same
+    /// for every pair).
     pub correlation: Option<f64>,
+    /// How much the complete sharing varies over thread pairs (standard deviation over
+    /// mean; None when nothing is shared): near 0 every pair shares alike, and the
+    /// correlation has no pattern to follow (it measures noise).
+    pub spread: Option<f64>,
+    /// The sampled sharing's distance from the complete one, as the detectors scale it: the
+    /// sum over thread pairs of the differences over the complete sharing's sum.
+    pub relative_error: Option<f64>,
     /// The pages that carry `PAGE_SHARE` of the complete trace's accesses.
     pub pages_compared: usize,
     /// The share of them whose dominant node (the node whose threads access it most, with
@@ -67,6 +75,7 @@ pub fn compare(
         ));
     }
     let correlation = (a.threads() >= 3).then(|| a.correlation(b)).filter(|c| c.is_finite());
+    let (spread, relative_error) = sharing_difference(a, b);
     let weight = |t: usize| burst.map_or(1.0, |b| b.weight(t));
     let pages = dominant_nodes_agree(&sampled.pages, &complete.pages, placement, &weight);
     let costs = PairCosts::new(machine, CostModel::Latency);
@@ -81,6 +90,8 @@ pub fn compare(
     Ok(Fidelity {
         reference,
         correlation,
+        spread,
+        relative_error,
         pages_compared: pages.compared,
         pages_agreeing: pages.share(pages.agreeing),
         pages_near_best: pages.share(pages.near_best),
@@ -88,6 +99,18 @@ pub fn compare(
         mapping_cost_ratio,
         mapping_algorithm: ALGORITHM.into(),
     })
+}
+
+/// (spread of `complete` over its thread pairs, distance of `sampled` from it): see `Fidelity`.
+fn sharing_difference(sampled: &SharingMatrix, complete: &SharingMatrix) -> (Option<f64>, Option<f64>) {
+    let (xs, ys): (Vec<f64>, Vec<f64>) = (sampled.pairs().collect(), complete.pairs().collect());
+    let total: f64 = ys.iter().sum();
+    if total <= 0.0 {
+        return (None, None);
+    }
+    let mean = total / ys.len() as f64;
+    let spread = (ys.iter().map(|y| (y - mean) * (y - mean)).sum::<f64>() / ys.len() as f64).sqrt() / mean;
+    (Some(spread), Some(xs.iter().zip(&ys).map(|(x, y)| (x - y).abs()).sum::<f64>() / total))
 }
 
 /// The busiest pages of a complete trace (up to `PAGE_SHARE` of its accesses), and how many
@@ -198,6 +221,24 @@ mod tests {
         // Weights decide: thread 2 counting 10 times makes node 1 dominate page 1 in the sample.
         let a = dominant_nodes_agree(&sampled, &complete, &p, &|t| if t == 2 { 10.0 } else { 1.0 });
         assert_eq!((a.agreeing, a.near_best), (2, 2));
+    }
+
+    #[test]
+    fn spread_and_error_measure_the_pairs() {
+        let matrix = |v: [f64; 3]| {
+            let mut m = SharingMatrix::new(3);
+            m.add(0, 1, v[0]);
+            m.add(0, 2, v[1]);
+            m.add(1, 2, v[2]);
+            m
+        };
+        // Pairs sharing alike: no spread; a sample 10 % high on one pair of three.
+        let (spread, err) = sharing_difference(&matrix([110.0, 100.0, 100.0]), &matrix([100.0; 3]));
+        assert!(spread.unwrap().abs() < 1e-12 && (err.unwrap() - 10.0 / 300.0).abs() < 1e-12);
+        // Pairs 0, 100, 200: mean 100, population standard deviation 81.6.
+        let (spread, err) = sharing_difference(&matrix([0.0, 100.0, 200.0]), &matrix([0.0, 100.0, 200.0]));
+        assert!((spread.unwrap() - (20000.0f64 / 3.0).sqrt() / 100.0).abs() < 1e-12 && err == Some(0.0));
+        assert_eq!(sharing_difference(&matrix([1.0; 3]), &matrix([0.0; 3])), (None, None));
     }
 
     #[test]
