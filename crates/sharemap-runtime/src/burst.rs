@@ -223,8 +223,8 @@ const MAX_POLL: u64 = 1 << 24;
 /// recorded access costs about a hundred times a plain one).
 const BURST_SLOWER: u64 = 128;
 
-/// Back-edges to the next reading of the clock in the copy now due: about an eighth of a
-/// window, at that copy's last measured rate. The rate of the other copy is no guide: a
+/// Back-edges to the next reading of the clock in the copy now due: about `span_ns`, at
+/// that copy's last measured rate. The rate of the other copy is no guide: a
 /// count set at plain speed would keep a thread in a burst a hundred times too long.
 fn poll_length(b: &BurstThread, burst: bool, span_ns: u64) -> u64 {
     let ps = match (burst, b.ps_plain.get(), b.ps_burst.get()) {

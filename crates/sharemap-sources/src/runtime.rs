@@ -283,8 +283,8 @@ impl<'a> Merger<'a> {
         if self.corrupted.is_some() {
             return 0;
         }
-        // Only as far as producers have gone (what the program wrote there is clamped: a
-        // program that lies about it only loses its own records).
+        // Only as far as producers have gone (clamped: the program can write anything
+        // there; records beyond a false count are reported at the end, not taken).
         let used = (self.region.header().blocks_used.load(Ordering::Acquire) as usize).min(self.taken.len());
         for i in 0..used {
             let b = self.region.block(i);
