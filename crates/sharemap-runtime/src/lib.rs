@@ -318,8 +318,7 @@ fn take_block(t: &ThreadState, id: u32) -> bool {
         // the recorder's backlog (taking blocks in turn through the whole region had made
         // every record a cache miss and cost a short recording 30 ms of page faults). A
         // scan from block 0 would cross the whole backlog's headers when the recorder is
-        // behind.
-        // (A program that wrote 0 over the header's block count finds none.)
+        // behind. (A program that wrote 0 over the header's block count finds none.)
         let start = h.free_hint.load(Ordering::Relaxed).checked_rem(blocks).unwrap_or(0);
         for k in 0..blocks {
             let i = (start + k) % blocks;

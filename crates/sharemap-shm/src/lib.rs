@@ -75,7 +75,7 @@ pub struct Header {
     /// holds one address space.
     pub attached: AtomicU32,
     /// One more than the highest block index a producer has taken: the recorder looks no
-    /// further (producers take the lowest free block, so this stays near the backlog).
+    /// further (producers look from `free_hint` up, so this stays near the backlog).
     pub blocks_used: AtomicU32,
     /// The lowest block the recorder freed in its last round that freed any: where
     /// producers start looking for a free block.
