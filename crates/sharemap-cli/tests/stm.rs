@@ -67,6 +67,7 @@ const API_CHECKS: [&str; 32] = [
     "exit-reinit",
     "free-reuse",
     "reuse-opacity",
+    "reuse-opacity-unsized",
     "malloc-abort-commit",
     "free-after-commit",
     "compile-flags",

@@ -80,6 +80,9 @@ const RECLAIM_GAP: std::time::Duration = std::time::Duration::from_millis(20);
 const REUSE_CAP: usize = 64;
 /// How many of the newest reusable blocks `stm_malloc` looks through for its size.
 const REUSE_SCAN: usize = 8;
+/// A reused block is at least the size asked for, and less than this much larger (one
+/// step of malloc's size classes: a block freed without its size counts malloc's).
+const REUSE_SLACK: usize = 16;
 
 /// A block freed with its whole size locked, by a transaction that committed at `version`.
 #[derive(Clone, Copy)]
@@ -130,7 +133,8 @@ impl ThreadMem {
     #[inline]
     fn reuse(&mut self, size: usize) -> Option<Freed> {
         let n = self.reusable.len();
-        let i = (n.saturating_sub(REUSE_SCAN)..n).rev().find(|&i| self.reusable[i].size == size)?;
+        let fits = |f: &Freed| (size..size + REUSE_SLACK).contains(&f.size);
+        let i = (n.saturating_sub(REUSE_SCAN)..n).rev().find(|&i| fits(&self.reusable[i]))?;
         self.reusable.remove(i)
     }
 
@@ -339,6 +343,15 @@ pub unsafe extern "C" fn stm_free2_tx(tx: *mut Thread, addr: *mut c_void, idx: u
     // it now conflict, as TinySTM's do. A large block is left to the epochs alone (no
     // transaction can see its memory reused anyway): thousands of locks would only bloat
     // the write set.
+    // No size given (TL2's `TxFree`, `stm_free(p, 0)`): the whole block, as malloc sized
+    // it. Locked, it can come back to this thread's next allocation at once, hot, instead
+    // of waiting in limbo for the epochs (STAMP frees that way on every packet and node).
+    let size = if size == 0 && idx == 0 {
+        // SAFETY: addr came from malloc, as the caller promises.
+        unsafe { libc::malloc_usable_size(addr) }
+    } else {
+        size
+    };
     let locked = size <= LOCK_FREED_UP_TO;
     if locked {
         let granule = 1usize << crate::core::LOCK_GRANULE_BITS;
