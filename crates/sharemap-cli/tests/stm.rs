@@ -44,7 +44,7 @@ fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
-const API_CHECKS: [&str; 32] = [
+const API_CHECKS: [&str; 33] = [
     "widths-own-writes",
     "widths-memory",
     "write-back",
