@@ -64,6 +64,10 @@ pub unsafe fn load_word(th: &mut Thread, addr: usize) -> Word {
 #[inline(never)]
 unsafe extern "C" fn load_slow(th: &mut Thread, addr: usize) -> Word {
     // SAFETY: as the caller promises.
+    if let Some(v) = unsafe { th.tx.load_own(addr) } {
+        return v;
+    }
+    // SAFETY: as the caller promises.
     match unsafe { th.tx.load_slow(addr) } {
         Ok(v) => v,
         Err(a) => {

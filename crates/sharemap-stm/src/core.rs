@@ -315,6 +315,19 @@ impl Tx {
         Some(value)
     }
 
+    /// A read of a word under a lock this transaction holds (it wrote near it: the other
+    /// half of a pair of floats, another field of a node), the commonest load off the fast
+    /// path; None when the lock is not ours. Kept apart from `load_slow`, whose frame and
+    /// retry loop it does not need.
+    ///
+    /// # Safety
+    /// As `load`.
+    #[inline(always)]
+    pub unsafe fn load_own(&self, addr: usize) -> Option<Word> {
+        let l = LOCKS[lock_index(addr)].load(Ordering::Acquire);
+        (l & (OWNED | (MAX_OWNER << OWNER_SHIFT)) == self.owner_bits()).then(|| self.own_value(l >> INDEX_SHIFT, addr))
+    }
+
     /// `load` when the lock is taken, newer than the snapshot, or changed while reading, or
     /// the read set is full.
     ///
