@@ -8,42 +8,73 @@ use std::ffi::c_void;
 
 const WORD: usize = std::mem::size_of::<Word>();
 
-/// The `size` bytes (1..=8) at `addr`, little-endian. Each word goes through `stm_load`'s
-/// own fast path: a pointer or a long costs what `stm_load` does.
+/// The `size` bytes (1..=8) at `addr`, little-endian. A value inside one word (every
+/// aligned C value) is one `stm_load` fast path, with nothing kept across it: a pointer
+/// or a long is a tail call, and costs what `stm_load` does. One that straddles two words
+/// goes out of line.
 ///
 /// # Safety
 /// The words holding them are memory the program may read.
 #[inline(always)]
 unsafe fn load_bytes(addr: usize, size: usize) -> u64 {
+    let off = addr % WORD;
+    if off + size > WORD {
+        // SAFETY: as the caller promises.
+        return unsafe { load_straddling(addr, size) };
+    }
+    // SAFETY: the word holding the bytes, as the caller promises.
+    let word = unsafe { load_entry(addr - off) } as u64;
+    if size == WORD { word } else { (word >> (off * 8)) & ((1u64 << (size * 8)) - 1) }
+}
+
+/// `load_bytes` of a value across two words.
+///
+/// # Safety
+/// As `load_bytes`.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn load_straddling(addr: usize, size: usize) -> u64 {
     let base = addr & !(WORD - 1);
     let off = addr - base;
     // SAFETY: the words holding the bytes, as the caller promises.
-    let first = unsafe { load_entry(base) } as u64 >> (off * 8);
-    let value = if off + size <= WORD {
-        first
-    } else {
-        // SAFETY: as above.
-        first | (unsafe { load_entry(base + WORD) } as u64) << ((WORD - off) * 8)
-    };
+    let low = unsafe { load_entry(base) } as u64 >> (off * 8);
+    // SAFETY: as above.
+    let value = low | (unsafe { load_entry(base + WORD) } as u64) << ((WORD - off) * 8);
     if size == 8 { value } else { value & ((1u64 << (size * 8)) - 1) }
 }
 
-/// Stores the `size` low bytes (1..=8) of `value` at `addr`.
+/// Stores the `size` low bytes (1..=8) of `value` at `addr` (inside one word, inline, as
+/// `load_bytes`).
 ///
 /// # Safety
 /// The words holding them are memory the program may read and write.
 #[inline(always)]
 unsafe fn store_bytes(addr: usize, value: u64, size: usize) {
+    let off = addr % WORD;
+    if off + size > WORD {
+        // SAFETY: as the caller promises.
+        return unsafe { store_straddling(addr, value, size) };
+    }
+    let bits = if size == 8 { u64::MAX } else { (1u64 << (size * 8)) - 1 };
+    // SAFETY: the word holding the bytes, as the caller promises.
+    unsafe { store_entry(addr - off, (value << (off * 8)) as Word, (bits << (off * 8)) as Word) };
+}
+
+/// `store_bytes` of a value across two words.
+///
+/// # Safety
+/// As `store_bytes`.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn store_straddling(addr: usize, value: u64, size: usize) {
     let base = addr & !(WORD - 1);
     let off = addr - base;
     let bits = if size == 8 { u64::MAX } else { (1u64 << (size * 8)) - 1 };
     // SAFETY: the words holding the bytes, as the caller promises.
     unsafe { store_entry(base, (value << (off * 8)) as Word, (bits << (off * 8)) as Word) };
-    if off + size > WORD {
-        let shift = (WORD - off) * 8;
-        // SAFETY: as above.
-        unsafe { store_entry(base + WORD, (value >> shift) as Word, (bits >> shift) as Word) };
-    }
+    let shift = (WORD - off) * 8;
+    // SAFETY: as above.
+    unsafe { store_entry(base + WORD, (value >> shift) as Word, (bits >> shift) as Word) };
 }
 
 macro_rules! typed {
