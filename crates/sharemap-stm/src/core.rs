@@ -244,6 +244,12 @@ impl Tx {
         OWNED | (self.id << OWNER_SHIFT)
     }
 
+    /// Whether lock word `l` is held by this transaction.
+    #[inline(always)]
+    fn holds(&self, l: usize) -> bool {
+        l & (OWNED | (MAX_OWNER << OWNER_SHIFT)) == self.owner_bits()
+    }
+
     /// Our buffered value of `addr` under the lock whose first write of ours is `first`,
     /// merged with memory for the bits we do not write.
     #[inline]
@@ -325,7 +331,7 @@ impl Tx {
     #[inline(always)]
     pub unsafe fn load_own(&self, addr: usize) -> Option<Word> {
         let l = LOCKS[lock_index(addr)].load(Ordering::Acquire);
-        (l & (OWNED | (MAX_OWNER << OWNER_SHIFT)) == self.owner_bits()).then(|| self.own_value(l >> INDEX_SHIFT, addr))
+        self.holds(l).then(|| self.own_value(l >> INDEX_SHIFT, addr))
     }
 
     /// `load` when the lock is taken, newer than the snapshot, or changed while reading, or
@@ -401,8 +407,7 @@ impl Tx {
         let l = lock.load(Ordering::Acquire);
         if l & OWNED != 0 {
             // Ours (another word of a small object already written): update or link in.
-            return l & (OWNED | (MAX_OWNER << OWNER_SHIFT)) == self.owner_bits()
-                && self.store_owned(l >> INDEX_SHIFT, index, addr, value, mask);
+            return self.holds(l) && self.store_owned(l >> INDEX_SHIFT, index, addr, value, mask);
         }
         if version(l) > self.end || w == self.writes.capacity() || self.read_only {
             return false;

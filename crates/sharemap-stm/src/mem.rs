@@ -339,10 +339,6 @@ pub unsafe extern "C" fn stm_free2_tx(tx: *mut Thread, addr: *mut c_void, idx: u
     if !GC.load(Ordering::Relaxed) {
         enable_gc();
     }
-    // Take the block's locks, one write of nothing (mask 0) per lock: transactions reading
-    // it now conflict, as TinySTM's do. A large block is left to the epochs alone (no
-    // transaction can see its memory reused anyway): thousands of locks would only bloat
-    // the write set.
     // No size given (TL2's `TxFree`, `stm_free(p, 0)`): the whole block, as malloc sized
     // it. Locked, it can come back to this thread's next allocation at once, hot, instead
     // of waiting in limbo for the epochs (STAMP frees that way on every packet and node).
@@ -352,6 +348,10 @@ pub unsafe extern "C" fn stm_free2_tx(tx: *mut Thread, addr: *mut c_void, idx: u
     } else {
         size
     };
+    // Take the block's locks, one write of nothing (mask 0) per lock: transactions reading
+    // it now conflict, as TinySTM's do. A large block is left to the epochs alone (no
+    // transaction can see its memory reused anyway): thousands of locks would only bloat
+    // the write set.
     let locked = size <= LOCK_FREED_UP_TO;
     if locked {
         let granule = 1usize << crate::core::LOCK_GRANULE_BITS;
