@@ -23,6 +23,7 @@ pub const ABORT_IRREVOCABLE: c_int = (1 << 6) | (9 << 8);
 pub const ABORT_OTHER: c_int = (1 << 6) | (0xF << 8);
 const LOCKED_READ: c_int = (1 << 6) | (3 << 8);
 const LOCKED_WRITE: c_int = (1 << 6) | (4 << 8);
+const VALIDATE_READ: c_int = (1 << 6) | (5 << 8);
 
 /// Bits of `stm_tx_attr_t` (id:16, read_only, visible_reads, no_retry, no_extend).
 const ATTR_READ_ONLY: i32 = 1 << 16;
@@ -288,9 +289,9 @@ pub unsafe extern "C" fn stm_start_tx(tx: *mut Thread, attr: i32) -> *mut SigJmp
     }
     th.attr = attr;
     th.retries = 0;
-    // A transaction marked read-only runs its first attempt so; its retries log their
-    // reads and may extend their snapshot (a long reader does not starve behind writers).
-    th.tx.read_only = attr & ATTR_READ_ONLY != 0;
+    // A transaction marked read-only runs its first attempt so; its retries may log their
+    // reads to extend their snapshot (`Tx::retry`).
+    th.tx.first_attempt(attr & ATTR_READ_ONLY != 0);
     begin_attempt(th);
     &mut th.env
 }
@@ -307,7 +308,7 @@ pub(crate) fn abort_with(th: &mut Thread, reason: c_int) {
     bump(&slot.aborts);
     bump(&slot.aborts_by[((reason >> 8) & 0xF) as usize]);
     th.retries += 1;
-    th.tx.read_only = false;
+    th.tx.retry(th.attr & ATTR_READ_ONLY != 0 && (reason == LOCKED_READ || reason == VALIDATE_READ));
     hooks::event(hooks::TX_ABORT, (th.attr & 0xFFFF) as u16);
     th.status = Status::Aborted;
     each_callback(|c| c.abort);

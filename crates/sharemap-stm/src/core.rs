@@ -98,6 +98,12 @@ pub enum Abort {
 }
 
 impl Abort {
+    /// Whether a read-only attempt can abort so and retry read-only: a conflict, not a
+    /// write.
+    pub fn is_reader_conflict(self) -> bool {
+        matches!(self, Abort::ReadLocked | Abort::ValidateRead)
+    }
+
     /// TinySTM's detailed reason code: `(1 << 6) | (k << 8)`.
     pub fn code(self) -> i32 {
         let k = match self {
@@ -111,13 +117,6 @@ impl Abort {
         };
         (1 << 6) | (k << 8)
     }
-}
-
-#[derive(Clone, Copy)]
-struct Read {
-    lock: u32,
-    /// The lock word seen (a version).
-    seen: usize,
 }
 
 /// A buffered write. The first write under a lock took the lock and remembers it (one
@@ -146,7 +145,13 @@ pub struct Tx {
     /// The snapshot: every value read is valid at all times in start..=end.
     start: u64,
     end: u64,
-    reads: Vec<Read>,
+    /// The latest end the reads were valid at (`end` unless `bound_end` lowered it since).
+    /// A read's lock is unchanged exactly while it is free with a version at most this:
+    /// a commit after the read took a later clock value (TL2's check, so a read is logged
+    /// as its lock's index alone, four bytes).
+    horizon: u64,
+    /// The locks read, by index.
+    reads: Vec<u32>,
     writes: Vec<Write>,
     /// Locks held: the writes that are first under their lock.
     locks: usize,
@@ -159,8 +164,49 @@ pub struct Tx {
     /// A read-only attempt (TinySTM's `read_only` attribute): reads are not logged, so the
     /// snapshot cannot be extended (a read newer than it aborts) and there is nothing to
     /// validate at commit; a write aborts, and the transaction restarts as an update one.
-    /// Set by the caller before `begin`, for each attempt.
+    /// Set by the caller before `begin`, for each attempt (`first_attempt`, `retry`).
     pub read_only: bool,
+    /// How this thread's read-only transactions retry.
+    reader_retries: ReaderRetries,
+    /// Whether the running attempt is a read-only transaction's retry with its reads
+    /// logged: its extensions count in `reader_retries`.
+    tallying: bool,
+}
+
+/// How a read-only transaction retries after a conflict. A retry that logs its reads can
+/// extend its snapshot past later commits (a reader walking a list survives a write ahead
+/// of it), but a logged read costs more than an unlogged one, and where extensions mostly
+/// fail the log buys nothing: in TinySTM's bank a reader of every account extends one time
+/// in three (each transfer touches two accounts, often ones it has read), restarts about
+/// as often as unlogged retries do, and pays for the log besides. So each thread tallies
+/// how its logged retries' extensions end, and logs while at least half succeed; one retry
+/// in 16 logs regardless, so that a change of phase is seen.
+#[derive(Default)]
+struct ReaderRetries {
+    extended: u32,
+    failed: u32,
+    retries: u32,
+}
+
+impl ReaderRetries {
+    /// Whether the next retry logs its reads.
+    fn logs_next(&mut self) -> bool {
+        self.retries = self.retries.wrapping_add(1);
+        self.extended >= self.failed || self.retries % 16 == 0
+    }
+
+    /// One extension's outcome; older outcomes weigh half at every 64.
+    fn record(&mut self, extended: bool) {
+        if extended {
+            self.extended += 1;
+        } else {
+            self.failed += 1;
+        }
+        if self.extended + self.failed >= 64 {
+            self.extended /= 2;
+            self.failed /= 2;
+        }
+    }
 }
 
 impl Tx {
@@ -171,6 +217,7 @@ impl Tx {
             id,
             start: 0,
             end: 0,
+            horizon: 0,
             reads: Vec::with_capacity(1024),
             writes: Vec::with_capacity(256),
             locks: 0,
@@ -179,11 +226,28 @@ impl Tx {
             grown: false,
             can_extend: true,
             read_only: false,
+            reader_retries: ReaderRetries::default(),
+            tallying: false,
         }
     }
 
     pub fn id(&self) -> usize {
         self.id
+    }
+
+    /// Makes the next attempt a transaction's first: read-only (its reads not logged) or not.
+    #[inline]
+    pub fn first_attempt(&mut self, read_only: bool) {
+        self.read_only = read_only;
+        self.tallying = false;
+    }
+
+    /// Makes the next attempt a retry. One of a read-only transaction that lost a conflict
+    /// (`reader_conflict`) is read-only again or logs its reads, as `ReaderRetries` decides;
+    /// any other is an update attempt (a read-only one that wrote, or made irrevocable).
+    pub fn retry(&mut self, reader_conflict: bool) {
+        self.read_only = reader_conflict && !self.reader_retries.logs_next();
+        self.tallying = reader_conflict && !self.read_only;
     }
 
     /// Starts a transaction: its snapshot is the clock now.
@@ -198,6 +262,7 @@ impl Tx {
         self.can_extend = true;
         self.start = clock();
         self.end = self.start;
+        self.horizon = self.start;
     }
 
     /// A huge transaction once does not keep its sets' memory for good.
@@ -315,7 +380,7 @@ impl Tx {
         }
         // SAFETY: n < capacity, checked above; Read is Copy (no drop to skip).
         unsafe {
-            self.reads.as_mut_ptr().add(n).write(Read { lock: index as u32, seen: l });
+            self.reads.as_mut_ptr().add(n).write(index as u32);
             self.reads.set_len(n + 1);
         }
         Some(value)
@@ -375,7 +440,7 @@ impl Tx {
                 return Ok(value);
             }
             self.grown |= self.reads.len() == self.reads.capacity();
-            self.reads.push(Read { lock: index as u32, seen: l });
+            self.reads.push(index as u32);
             return Ok(value);
         }
     }
@@ -502,13 +567,20 @@ impl Tx {
         }
     }
 
-    /// Whether every read still holds: its lock unchanged, or now ours, taken at the
-    /// version we read.
+    /// Whether every read still holds: its lock free at a version inside the horizon, or
+    /// now ours, taken at such a version.
     fn valid(&self) -> bool {
-        self.reads.iter().all(|r| {
-            let now = LOCKS[r.lock as usize].load(Ordering::Acquire);
-            now == r.seen
-                || (now & OWNED != 0 && owner(now) == self.id && self.writes[now >> INDEX_SHIFT].before == r.seen)
+        let horizon = self.horizon;
+        self.reads.iter().all(|&r| {
+            let now = LOCKS[r as usize].load(Ordering::Acquire);
+            let seen = if now & OWNED == 0 {
+                now
+            } else if owner(now) == self.id {
+                self.writes[now >> INDEX_SHIFT].before
+            } else {
+                return false;
+            };
+            version(seen) <= horizon
         })
     }
 
@@ -518,8 +590,13 @@ impl Tx {
             return Err(());
         }
         let now = clock();
-        if self.valid() {
+        let valid = self.valid();
+        if self.tallying {
+            self.reader_retries.record(valid);
+        }
+        if valid {
             self.end = now;
+            self.horizon = now;
             Ok(())
         } else {
             Err(())
@@ -614,6 +691,7 @@ impl Tx {
         let t = CLOCK.0.fetch_add(1, Ordering::AcqRel) + 1;
         self.start = t;
         self.end = t;
+        self.horizon = t;
         self.irrevocable = true;
         self.serial = serial;
         true
@@ -637,18 +715,22 @@ impl Tx {
     }
 
     /// Runs `body` as a transaction until it commits; its result (the Rust interface; the C
-    /// API retries through sigsetjmp instead). Set `read_only` before for a read-only first
-    /// attempt; retries run as update transactions, as the C API's.
+    /// API retries through sigsetjmp instead). Set `read_only` before for a read-only
+    /// transaction; it retries as the C API's do (`retry`).
     pub fn atomically<T>(&mut self, mut body: impl FnMut(&mut Self) -> Result<T, Abort>) -> T {
+        let reader = self.read_only;
+        self.tallying = false;
         let mut attempt = 0u32;
         loop {
             wait_irrevocable();
             self.begin();
             match body(self).and_then(|v| self.commit().map(|_| v)) {
                 Ok(v) => return v,
-                Err(_) => self.rollback(),
+                Err(a) => {
+                    self.rollback();
+                    self.retry(reader && a.is_reader_conflict());
+                }
             }
-            self.read_only = false;
             attempt += 1;
             backoff(attempt);
         }
@@ -890,6 +972,66 @@ mod tests {
             assert_eq!(a.load(at(&y)), Err(Abort::ValidateRead), "no extension allowed");
             a.rollback();
         }
+    }
+
+    /// Reads are logged as lock indices and checked against the horizon: a lock taken and
+    /// given back unchanged still validates, and so does a read above an end lowered after
+    /// it (`bound_end`); a commit over a read does not.
+    #[test]
+    fn reads_hold_until_a_commit_over_them() {
+        let (x, y, z) = (Cell::new(1), Cell::new(1), Cell::new(1));
+        let (mut a, mut b) = (tx(), tx());
+        // SAFETY: words on this stack.
+        unsafe {
+            b.begin();
+            b.store(at(&x), 2, !0).unwrap();
+            b.commit().unwrap();
+            a.begin();
+            assert_eq!(a.load(at(&x)), Ok(2));
+            a.bound_end(a.start() - 1);
+            b.begin();
+            b.store(at(&x), 7, !0).unwrap();
+            b.rollback();
+            b.begin();
+            b.store(at(&y), 3, !0).unwrap();
+            b.commit().unwrap();
+            assert_eq!(a.load(at(&y)), Ok(3), "x still holds: the snapshot extends");
+            b.begin();
+            b.store(at(&x), 4, !0).unwrap();
+            b.commit().unwrap();
+            b.begin();
+            b.store(at(&z), 4, !0).unwrap();
+            b.commit().unwrap();
+            assert_eq!(a.load(at(&z)), Err(Abort::ValidateRead));
+            a.rollback();
+        }
+    }
+
+    /// Read-only retries log their reads while at least half of their extensions succeed,
+    /// and otherwise run read-only, but for one in 16.
+    #[test]
+    fn read_only_retries_log_while_extensions_succeed() {
+        let mut r = ReaderRetries::default();
+        assert!(r.logs_next(), "no tally yet: log");
+        for _ in 0..40 {
+            r.record(false);
+        }
+        r.record(true);
+        let logged = (0..64).filter(|_| r.logs_next()).count();
+        assert_eq!(logged, 4, "one retry in 16 while extensions fail");
+        for _ in 0..40 {
+            r.record(true);
+        }
+        assert!((0..64).all(|_| r.logs_next()), "extensions succeed again: always log");
+        let mut a = tx();
+        a.reader_retries = r;
+        a.retry(false);
+        assert!(!a.read_only && !a.tallying, "a retry after a write is an update attempt");
+        for _ in 0..100 {
+            a.reader_retries.record(false);
+        }
+        a.retry(true);
+        assert!(a.read_only && !a.tallying);
     }
 
     /// A read-only attempt logs no reads, aborts rather than extend, and cannot write.
