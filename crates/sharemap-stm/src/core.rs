@@ -192,7 +192,7 @@ impl ReaderRetries {
     /// Whether the next retry logs its reads.
     fn logs_next(&mut self) -> bool {
         self.retries = self.retries.wrapping_add(1);
-        self.extended >= self.failed || self.retries % 16 == 0
+        self.extended >= self.failed || self.retries.is_multiple_of(16)
     }
 
     /// One extension's outcome; older outcomes weigh half at every 64.
