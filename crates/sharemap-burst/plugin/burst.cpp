@@ -7,9 +7,12 @@
 // runs out call the runtime, which starts or ends a burst, and jump to the header of the
 // copy that is now due. The plain copy is the optimised code itself, checks added.
 //
-// Counting: an innermost loop without calls keeps the count in a register (loaded before
-// the loop, stored back at its exits), so a vectorised loop pays an add and a branch per
-// iteration; any other loop counts in the thread-local word at each back-edge.
+// Counting: a nest of loops without calls keeps the count in a register (loaded before the
+// nest, stored back at its exits), so a vectorised loop pays an add and a branch per
+// iteration; any other loop counts in the thread-local word at each back-edge. A loop with
+// no loop and no call inside and at most 64 iterations (as scalar evolution bounds it: a
+// blocked product's inner loops, a vectorised loop's remainder) is not counted: it runs as
+// part of the body of the loop around it, whose back-edge counts.
 //
 // After the copies are wired together, a value defined in one copy may reach a block of
 // the other through a back-edge jump: every such use is rewritten through SSAUpdater,
@@ -23,6 +26,7 @@
 #include "llvm/ADT/Triple.h"
 #include "llvm/Analysis/CaptureTracking.h"
 #include "llvm/Analysis/LoopInfo.h"
+#include "llvm/Analysis/ScalarEvolution.h"
 #include "llvm/Analysis/ValueTracking.h"
 #include "llvm/IR/Dominators.h"
 #include "llvm/IR/IRBuilder.h"
@@ -177,6 +181,48 @@ bool isRealCall(const Instruction &I) {
   return !C->isInlineAsm() || C->mayHaveSideEffects();
 }
 
+bool callFree(const Loop *L) {
+  for (BasicBlock *BB : L->blocks())
+    for (Instruction &I : *BB)
+      if (isRealCall(I)) return false;
+  return true;
+}
+
+// Loops too short to count (see the top). They are found before the vectoriser runs, while
+// a blocked loop's bound is still `i < ii + B && i < n` (the vector loop's, computed through
+// a remainder, no longer bounds), and marked with a loop property that the vectoriser and
+// the unroller carry to the loops they make of it.
+const char *const ShortLoop = "sharemap.burst.short";
+constexpr unsigned MaxShortTrips = 64;
+
+struct MarkShortLoops : PassInfoMixin<MarkShortLoops> {
+  PreservedAnalyses run(Function &F, FunctionAnalysisManager &FAM) {
+    LoopInfo &LI = FAM.getResult<LoopAnalysis>(F);
+    ScalarEvolution &SE = FAM.getResult<ScalarEvolutionAnalysis>(F);
+    for (Loop *L : LI.getLoopsInPreorder()) {
+      if (!L->getSubLoops().empty() || !callFree(L)) continue;
+      unsigned trips = SE.getSmallConstantMaxTripCount(L);
+      if (trips > 0 && trips <= MaxShortTrips) addStringMetadataToLoop(L, ShortLoop);
+    }
+    // Metadata only: every analysis holds.
+    return PreservedAnalyses::all();
+  }
+};
+
+// The headers of the loops that get no check: marked short, or bounded so now.
+SmallPtrSet<BasicBlock *, 8> shortLoops(Function &F, FunctionAnalysisManager &FAM) {
+  SmallPtrSet<BasicBlock *, 8> headers;
+  LoopInfo &LI = FAM.getResult<LoopAnalysis>(F);
+  ScalarEvolution &SE = FAM.getResult<ScalarEvolutionAnalysis>(F);
+  for (Loop *L : LI.getLoopsInPreorder()) {
+    if (!L->getSubLoops().empty() || !callFree(L)) continue;
+    unsigned trips = SE.getSmallConstantMaxTripCount(L);
+    bool marked = findStringMetadataForLoop(L, ShortLoop).hasValue();
+    if (marked || (trips > 0 && trips <= MaxShortTrips)) headers.insert(L->getHeader());
+  }
+  return headers;
+}
+
 // Whether the CFG can be copied and its copies joined at back-edges.
 bool joinable(Function &F) {
   for (BasicBlock &BB : F) {
@@ -212,7 +258,8 @@ struct Dispatch {
 
 class Burst {
 public:
-  Burst(Function &F, Runtime &rt) : F(F), rt(rt), DL(F.getParent()->getDataLayout()) {}
+  Burst(Function &F, Runtime &rt, SmallPtrSet<BasicBlock *, 8> uncounted)
+      : F(F), rt(rt), DL(F.getParent()->getDataLayout()), uncounted(std::move(uncounted)) {}
 
   bool run() {
     SmallVector<Access, 32> accesses;
@@ -249,6 +296,8 @@ private:
   Function &F;
   Runtime &rt;
   const DataLayout &DL;
+  // The headers of the loops that get no check (`shortLoops`).
+  SmallPtrSet<BasicBlock *, 8> uncounted;
   BasicBlock *entry = nullptr;
   std::deque<Check> checks; // stable addresses: addCheck returns a reference
   SmallVector<Dispatch, 8> dispatches;
@@ -297,12 +346,6 @@ private:
   // iterations, and a round trip through the thread-local word at each made a matrix
   // product 1.5 times slower. Other loops count in the word itself.
   void addChecks() {
-    auto callFree = [](Loop *L) {
-      for (BasicBlock *BB : L->blocks())
-        for (Instruction &I : *BB)
-          if (isRealCall(I)) return false;
-      return true;
-    };
     auto isRoot = [&](Loop *L) { return callFree(L) && (!L->getParentLoop() || !callFree(L->getParentLoop())); };
     {
       // The optimiser leaves loops without a preheader or with shared exits: a nest's
@@ -310,7 +353,7 @@ private:
       DominatorTree DT(F);
       LoopInfo LI(DT);
       for (Loop *L : LI.getLoopsInPreorder()) {
-        if (!isRoot(L)) continue;
+        if (!isRoot(L) || uncounted.count(L->getHeader())) continue;
         if (!L->getLoopPreheader()) InsertPreheaderForLoop(L, &DT, &LI, nullptr, false);
         if (!L->hasDedicatedExits()) formDedicatedExitBlocks(L, &DT, &LI, nullptr, false);
       }
@@ -333,6 +376,7 @@ private:
       LoopInfo LI(DT);
       DenseMap<Loop *, int> nestOf;
       for (Loop *L : LI.getLoopsInPreorder()) {
+        if (uncounted.count(L->getHeader())) continue;
         Plan p{L->getHeader(), {}, {}, L->getSubLoops().empty(), -1};
         L->getLoopLatches(p.latches);
         for (BasicBlock *pred : predecessors(L->getHeader()))
@@ -518,7 +562,7 @@ private:
 };
 
 struct BurstPass : PassInfoMixin<BurstPass> {
-  PreservedAnalyses run(Module &M, ModuleAnalysisManager &) {
+  PreservedAnalyses run(Module &M, ModuleAnalysisManager &MAM) {
     Runtime rt;
     rt.set = setting();
     LLVMContext &ctx = M.getContext();
@@ -578,7 +622,8 @@ struct BurstPass : PassInfoMixin<BurstPass> {
       if (!F.isDeclaration() && !isOurs(F) && !F.hasFnAttribute(Attribute::Naked) &&
           !F.hasFnAttribute(Attribute::DisableSanitizerInstrumentation))
         work.push_back(&F);
-    for (Function *F : work) changed |= Burst(*F, rt).run();
+    FunctionAnalysisManager &FAM = MAM.getResult<FunctionAnalysisManagerModuleProxy>(M).getManager();
+    for (Function *F : work) changed |= Burst(*F, rt, shortLoops(*F, FAM)).run();
     // The runtime learns at start that libc's memory functions are to be recorded only
     // inside bursts.
     FunctionCallee announce = M.getOrInsertFunction("__sharemap_burst_build", voidTy);
@@ -596,6 +641,8 @@ struct BurstPass : PassInfoMixin<BurstPass> {
 
 extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo llvmGetPassPluginInfo() {
   return {LLVM_PLUGIN_API_VERSION, "sharemap-burst", "1", [](PassBuilder &PB) {
+            PB.registerVectorizerStartEPCallback(
+                [](FunctionPassManager &FPM, OptimizationLevel) { FPM.addPass(MarkShortLoops()); });
             PB.registerOptimizerLastEPCallback(
                 [](ModulePassManager &MPM, OptimizationLevel) { MPM.addPass(BurstPass()); });
           }};

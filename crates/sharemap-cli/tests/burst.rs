@@ -202,3 +202,69 @@ fn burst_settings_are_checked_before_anything_runs() {
     assert!(!out.status.success() && text(&out).contains("not a burst-sampled build"), "{}", text(&out));
     assert!(!p(&dir, "t.trace").exists());
 }
+
+/// A blocked loop: an outer loop over blocks, an inner one of at most 16 iterations, and a
+/// loop with no bound the compiler knows beside them.
+const BLOCKED: &str = r#"
+#include <stdio.h>
+#define N 1000
+static volatile double a[N], c[N];
+void blocked(long n) {
+    for (long jj = 0; jj < n; jj += 16)
+        for (long j = jj; j < jj + 16 && j < n; j++) c[j] = c[j] + a[j] * 2.0;
+}
+void unbounded(long n, long m) {
+    for (long i = 0; i < n; i++)
+        for (long j = 0; j < m; j++) c[j] = c[j] + a[i];
+}
+int main(int argc, char **argv) {
+    for (int i = 0; i < N; i++) a[i] = i;
+    for (int r = 0; r < 50; r++) blocked(N);
+    unbounded(argc, 3);
+    double s = 0;
+    for (int i = 0; i < N; i++) s += c[i];
+    printf("%.0f\n", s);
+    return 0;
+}
+"#;
+
+/// A loop of at most 64 iterations with nothing inside is not counted: the loop around it
+/// counts (its check would cost a vectorised inner loop an exit and registers); a loop
+/// without such a bound is. Its accesses are recorded all the same.
+#[test]
+fn short_inner_loops_carry_no_check_and_lose_no_access() {
+    if !clang() {
+        eprintln!("skipped: no clang");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = p(&dir, "blocked.c");
+    std::fs::write(&src, BLOCKED).unwrap();
+    let ir = p(&dir, "blocked.ll");
+    let out =
+        sharemap(&["cc", "--burst", "-O2", "-fno-discard-value-names", "-S", "-emit-llvm", s(&src), "-o", s(&ir)], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let ir = std::fs::read_to_string(&ir).unwrap();
+    // Each counted loop has a check in each copy (`burst.check`, `burst.check.burst`).
+    let checks = |function: &str| {
+        let body = ir.split("\ndefine ").find(|d| d.contains(&format!("@{function}("))).expect("the function's IR");
+        let body = &body[..body.find("\n}\n").unwrap_or(body.len())];
+        body.lines().filter(|l| l.starts_with("burst.check")).count()
+    };
+    assert_eq!(checks("blocked"), 2, "the outer loop alone counts");
+    assert_eq!(checks("unbounded"), 4, "both loops count");
+    // Built and recorded whole: every access of the blocked loops is in the trace.
+    let plain = p(&dir, "plain");
+    assert!(Command::new("clang").args(["-O2", s(&src), "-o", s(&plain)]).status().unwrap().success());
+    let expected = String::from_utf8(Command::new(&plain).output().unwrap().stdout).unwrap();
+    let prog = p(&dir, "burst");
+    let built = sharemap(&["cc", "--burst", "-O2", s(&src), "-o", s(&prog)], &[]);
+    assert!(built.status.success(), "{}", text(&built));
+    let trace = p(&dir, "all.trace");
+    let rec = record(&trace, &prog, &["--burst", "all"]);
+    assert!(text(&rec).contains(expected.trim()), "{}", text(&rec));
+    // Initialisation, 50 passes of a read of c, a read of a and a write of c per element,
+    // the unbounded loop's 3 elements, the final sum.
+    const N: u64 = 1000;
+    assert_eq!(read(&trace).0, N + 50 * 3 * N + 3 * 3 + N);
+}
