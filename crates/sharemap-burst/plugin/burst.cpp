@@ -195,15 +195,19 @@ bool callFree(const Loop *L) {
 const char *const ShortLoop = "sharemap.burst.short";
 constexpr unsigned MaxShortTrips = 64;
 
+// Whether scalar evolution bounds L, with no loop and no call inside, to a short loop.
+bool boundedShort(Loop *L, ScalarEvolution &SE) {
+  if (!L->getSubLoops().empty() || !callFree(L)) return false;
+  unsigned trips = SE.getSmallConstantMaxTripCount(L);
+  return trips > 0 && trips <= MaxShortTrips;
+}
+
 struct MarkShortLoops : PassInfoMixin<MarkShortLoops> {
   PreservedAnalyses run(Function &F, FunctionAnalysisManager &FAM) {
     LoopInfo &LI = FAM.getResult<LoopAnalysis>(F);
     ScalarEvolution &SE = FAM.getResult<ScalarEvolutionAnalysis>(F);
-    for (Loop *L : LI.getLoopsInPreorder()) {
-      if (!L->getSubLoops().empty() || !callFree(L)) continue;
-      unsigned trips = SE.getSmallConstantMaxTripCount(L);
-      if (trips > 0 && trips <= MaxShortTrips) addStringMetadataToLoop(L, ShortLoop);
-    }
+    for (Loop *L : LI.getLoopsInPreorder())
+      if (boundedShort(L, SE)) addStringMetadataToLoop(L, ShortLoop);
     // Metadata only: every analysis holds.
     return PreservedAnalyses::all();
   }
@@ -215,10 +219,8 @@ SmallPtrSet<BasicBlock *, 8> shortLoops(Function &F, FunctionAnalysisManager &FA
   LoopInfo &LI = FAM.getResult<LoopAnalysis>(F);
   ScalarEvolution &SE = FAM.getResult<ScalarEvolutionAnalysis>(F);
   for (Loop *L : LI.getLoopsInPreorder()) {
-    if (!L->getSubLoops().empty() || !callFree(L)) continue;
-    unsigned trips = SE.getSmallConstantMaxTripCount(L);
-    bool marked = findStringMetadataForLoop(L, ShortLoop).hasValue();
-    if (marked || (trips > 0 && trips <= MaxShortTrips)) headers.insert(L->getHeader());
+    bool marked = L->getSubLoops().empty() && callFree(L) && findStringMetadataForLoop(L, ShortLoop).hasValue();
+    if (marked || boundedShort(L, SE)) headers.insert(L->getHeader());
   }
   return headers;
 }
