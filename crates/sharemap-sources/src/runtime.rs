@@ -711,6 +711,46 @@ fn access_of(thread: u32, r: &Record) -> Access {
     Access { thread, addr: r.addr(), size: r.size() as u32, kind }
 }
 
+/// The recorder's pause between rounds that found less than a full round's records: from
+/// `MIN_PAUSE`, doubled after each round that took under a quarter of one, halved after the
+/// others, up to `MAX_PAUSE`. On two CPUs a burst-sampled program's threads had the recorder
+/// waking every 200 µs, each time in place of one of them (and its team then waiting for it
+/// at the next barrier). The region holds 8M records, far more than a program makes in a
+/// pause; and the end of the program ends a pause at once (`ExitWatch`).
+const MIN_PAUSE: Duration = Duration::from_micros(200);
+const MAX_PAUSE: Duration = Duration::from_millis(5);
+
+fn next_pause(pause: Duration, taken: usize) -> Duration {
+    if taken < TAKE_PER_ROUND / 4 { (pause * 2).min(MAX_PAUSE) } else { (pause / 2).max(MIN_PAUSE) }
+}
+
+/// Waits for the program's end or a timeout: a pidfd polled, which the end of the process
+/// makes readable. Without one (a kernel before 5.3) a plain sleep, of 1 ms at most, bounds
+/// how late the recorder sees the end.
+struct ExitWatch(Option<OwnedFd>);
+
+impl ExitWatch {
+    fn new(pid: u32) -> Self {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        // SAFETY: a descriptor just opened, owned by nobody else.
+        ExitWatch((fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) }))
+    }
+
+    fn wait(&self, timeout: Duration) {
+        match &self.0 {
+            Some(fd) => {
+                let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+                let t = libc::timespec { tv_sec: timeout.as_secs() as _, tv_nsec: timeout.subsec_nanos() as _ };
+                // SAFETY: one valid pollfd and timespec, no signal mask. An interruption
+                // just ends the wait early.
+                unsafe { libc::ppoll(&mut p, 1, &t, std::ptr::null()) };
+            }
+            None => std::thread::sleep(timeout.min(Duration::from_millis(1))),
+        }
+    }
+}
+
 /// Runs `program` with the region, writes its accesses and events to `sink` in order.
 pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Result<Recording, RecordError> {
     let name = program.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
@@ -740,6 +780,8 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
         let merging = scope.spawn(|| {
             let mut merger = Merger::new(&region, out, spare);
             let mut told = false;
+            let exit = ExitWatch::new(child.id());
+            let mut pause = MIN_PAUSE;
             let status = loop {
                 let taken = merger.round(false);
                 if merger.corrupted.is_some() && !told {
@@ -751,8 +793,9 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
                 if let Some(status) = child.try_wait()? {
                     break status;
                 }
-                if taken == 0 {
-                    std::thread::sleep(Duration::from_micros(200));
+                if taken < TAKE_PER_ROUND {
+                    pause = next_pause(pause, taken);
+                    exit.wait(pause);
                 }
             };
             // The program is gone: whatever it published is final. Take it all, then write
@@ -938,5 +981,32 @@ mod tests {
         std::fs::write(&cut, &head).unwrap();
         assert_eq!(build_marks(&cut), BuildMarks { instrumented: true, burst: false });
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn pauses_grow_while_rounds_find_little_and_shrink_when_they_find_much() {
+        let mut p = MIN_PAUSE;
+        for _ in 0..20 {
+            p = next_pause(p, 0);
+        }
+        assert_eq!(p, MAX_PAUSE);
+        p = next_pause(p, TAKE_PER_ROUND / 2);
+        assert_eq!(p, MAX_PAUSE / 2);
+        for _ in 0..20 {
+            p = next_pause(p, TAKE_PER_ROUND - 1);
+        }
+        assert_eq!(p, MIN_PAUSE);
+    }
+
+    #[test]
+    fn a_pause_ends_when_the_program_does() {
+        let mut child = Command::new("sleep").arg("0.1").spawn().unwrap();
+        let watch = ExitWatch::new(child.id());
+        assert!(watch.0.is_some(), "pidfd_open failed on this kernel");
+        let started = std::time::Instant::now();
+        watch.wait(Duration::from_secs(60));
+        // Far below the timeout: the end of the program woke the wait.
+        assert!(started.elapsed() < Duration::from_secs(30), "waited {:?}", started.elapsed());
+        assert!(child.try_wait().unwrap().is_some());
     }
 }
