@@ -51,9 +51,9 @@ struct Options {
     burst: Option<(u64, u64)>,
 }
 
-/// `--burst` alone: windows of 20 µs, one in every 100 µs (docs/source-tracer.md gives the
-/// measurements behind it).
-pub const DEFAULT_BURST: (u64, u64) = (20, 80);
+/// `--burst` alone: windows of 1 µs, one in every 10 µs (docs/source-tracer.md gives the
+/// measurements behind it: more, shorter windows see more of the pages for fewer accesses).
+pub const DEFAULT_BURST: (u64, u64) = (1, 9);
 
 fn take_options(args: &[OsString]) -> Result<(Options, Vec<OsString>)> {
     let mut o = Options::default();
