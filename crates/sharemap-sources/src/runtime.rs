@@ -713,9 +713,9 @@ fn access_of(thread: u32, r: &Record) -> Access {
 
 /// The recorder's pause between rounds that found less than a full round's records: from
 /// `MIN_PAUSE`, doubled after each round that took under a quarter of one, halved after the
-/// others, up to `MAX_PAUSE`. On two CPUs a burst-sampled program's threads had the recorder
-/// waking every 200 µs, each time in place of one of them (and its team then waiting for it
-/// at the next barrier). The region holds 8M records, far more than a program makes in a
+/// others, up to `MAX_PAUSE`. A fixed 200 µs had the recorder waking about 5,000 times a
+/// second beside a burst-sampled program, taking a few records each time, on the CPUs the
+/// program's threads use. The region holds 8M records, far more than a program makes in a
 /// pause; and the end of the program ends a pause at once (`ExitWatch`).
 const MIN_PAUSE: Duration = Duration::from_micros(200);
 const MAX_PAUSE: Duration = Duration::from_millis(5);
