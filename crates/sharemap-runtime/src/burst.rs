@@ -60,8 +60,9 @@ struct BurstThread {
     ps_burst: Cell<u64>,
 }
 
-thread_local! {
-    static BURST: BurstThread = const {
+impl BurstThread {
+    /// A thread that has not called yet.
+    const fn new() -> BurstThread {
         BurstThread {
             started: Cell::new(false),
             in_burst: Cell::new(false),
@@ -72,7 +73,11 @@ thread_local! {
             ps_plain: Cell::new(0),
             ps_burst: Cell::new(0),
         }
-    };
+    }
+}
+
+thread_local! {
+    static BURST: BurstThread = const { BurstThread::new() };
 }
 
 /// Called by the constructor the pass adds to each module it instruments.
@@ -315,13 +320,10 @@ mod tests {
         let b = BurstThread {
             started: Cell::new(true),
             in_burst: Cell::new(true),
-            poll: Cell::new(0),
-            polled_at: Cell::new(0),
-            edges_in: Cell::new(0),
-            edges_before: Cell::new(0),
             // 10 ns per back-edge plain, 2 µs in a burst (hundreds of accesses recorded).
             ps_plain: Cell::new(10_000),
             ps_burst: Cell::new(2_000_000),
+            ..BurstThread::new()
         };
         // An eighth of a 1 µs window is shorter than one back-edge: read after each.
         assert_eq!(poll_length(&b, true, 125), 1);
