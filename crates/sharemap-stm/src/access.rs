@@ -50,23 +50,35 @@ pub unsafe fn load_word(th: &mut Thread, addr: usize) -> Word {
     on_access(th, addr, false);
     // SAFETY: as above.
     match unsafe { th.tx.load_fast(addr) } {
-        Some(v) => v,
+        Ok(v) => v,
         // SAFETY: as above.
-        None => unsafe { load_slow(th, addr) },
+        Err(l) => unsafe { load_slow(th, addr, l) },
     }
 }
 
-/// A load off the fast path: locked, newer than the snapshot, or the read set full. Aborts
-/// (jumping back to the client) when it cannot read.
+/// A load off the fast path, given the lock word the fast path saw: under a lock of ours
+/// (here, with no stack frame), else locked, newer than the snapshot, or the read set full
+/// (`load_other`).
 ///
 /// # Safety
 /// As `load_word`.
 #[inline(never)]
-unsafe extern "C" fn load_slow(th: &mut Thread, addr: usize) -> Word {
+unsafe extern "C" fn load_slow(th: &mut Thread, addr: usize, lock: usize) -> Word {
     // SAFETY: as the caller promises.
-    if let Some(v) = unsafe { th.tx.load_own(addr) } {
+    if let Some(v) = unsafe { th.tx.load_own(lock, addr) } {
         return v;
     }
+    // SAFETY: as the caller promises.
+    unsafe { load_other(th, addr) }
+}
+
+/// A load neither fast nor under a lock of ours. Aborts (jumping back to the client) when
+/// it cannot read.
+///
+/// # Safety
+/// As `load_word`.
+#[inline(never)]
+unsafe extern "C" fn load_other(th: &mut Thread, addr: usize) -> Word {
     // SAFETY: as the caller promises.
     match unsafe { th.tx.load_slow(addr) } {
         Ok(v) => v,
@@ -166,9 +178,9 @@ pub unsafe fn load_entry(addr: usize) -> Word {
         th.countdown -= 1;
         // SAFETY: as the caller promises.
         return match unsafe { th.tx.load_fast(addr) } {
-            Some(v) => v,
+            Ok(v) => v,
             // SAFETY: as the caller promises.
-            None => unsafe { load_slow(th, addr) },
+            Err(l) => unsafe { load_slow(th, addr, l) },
         };
     }
     // SAFETY: as the caller promises.

@@ -321,7 +321,8 @@ impl Tx {
     fn own_value(&self, first: usize, addr: usize) -> Word {
         let mut w = first as u32;
         while w != NIL {
-            let e = &self.writes[w as usize];
+            // SAFETY: a chain links entries of the write set (`chained`).
+            let e = unsafe { self.chained(w) };
             if e.addr == addr {
                 if e.mask == Word::MAX {
                     return e.value;
@@ -337,6 +338,20 @@ impl Tx {
         unsafe { word(addr) }.load(Ordering::Acquire)
     }
 
+    /// The write-set entry `w` of a lock's chain. Entries are only added (a chain's links
+    /// point back into the set, which is cleared with every lock released), so an index on a
+    /// chain of a lock we hold is always inside it; unchecked, because a chain is walked on
+    /// every read and write near a word the transaction wrote (kmeans' pairs of floats).
+    ///
+    /// # Safety
+    /// `w` is the index of a lock we hold, or a `next` link of an entry of ours.
+    #[inline(always)]
+    unsafe fn chained(&self, w: u32) -> &Write {
+        debug_assert!((w as usize) < self.writes.len());
+        // SAFETY: as the caller promises.
+        unsafe { self.writes.get_unchecked(w as usize) }
+    }
+
     /// Reads a word.
     ///
     /// # Safety
@@ -346,56 +361,56 @@ impl Tx {
     pub unsafe fn load(&mut self, addr: usize) -> Result<Word, Abort> {
         // SAFETY: as the caller promises.
         match unsafe { self.load_fast(addr) } {
-            Some(v) => Ok(v),
+            Ok(v) => Ok(v),
             // SAFETY: as the caller promises.
-            None => unsafe { self.load_slow(addr) },
+            Err(_) => unsafe { self.load_slow(addr) },
         }
     }
 
     /// `load`'s common case, inlined into the caller: unlocked, inside the snapshot, room
-    /// in the read set. None: call `load_slow` (kept out of line so that the fast path
-    /// needs few registers and no stack frame).
+    /// in the read set. Otherwise the lock word it saw, for `load_own`, then `load_slow`
+    /// (kept out of line so that the fast path needs few registers and no stack frame).
     ///
     /// # Safety
     /// As `load`.
     #[inline(always)]
-    pub unsafe fn load_fast(&mut self, addr: usize) -> Option<Word> {
+    pub unsafe fn load_fast(&mut self, addr: usize) -> Result<Word, usize> {
         let index = lock_index(addr);
         let lock = &LOCKS[index];
         let l = lock.load(Ordering::Acquire);
         if l & OWNED != 0 || version(l) > self.end {
-            return None;
+            return Err(l);
         }
         // SAFETY: as the caller promises.
         let value = unsafe { word(addr) }.load(Ordering::Acquire);
         if lock.load(Ordering::Acquire) != l {
-            return None;
+            return Err(l);
         }
         if self.read_only {
-            return Some(value);
+            return Ok(value);
         }
         let n = self.reads.len();
         if n == self.reads.capacity() {
-            return None;
+            return Err(l);
         }
         // SAFETY: n < capacity, checked above; Read is Copy (no drop to skip).
         unsafe {
             self.reads.as_mut_ptr().add(n).write(index as u32);
             self.reads.set_len(n + 1);
         }
-        Some(value)
+        Ok(value)
     }
 
     /// A read of a word under a lock this transaction holds (it wrote near it: the other
     /// half of a pair of floats, another field of a node), the commonest load off the fast
-    /// path; None when the lock is not ours. Kept apart from `load_slow`, whose frame and
+    /// path, given the lock word `load_fast` saw (a lock we hold stays ours until we release
+    /// it); None when the lock is not ours. Kept apart from `load_slow`, whose frame and
     /// retry loop it does not need.
     ///
     /// # Safety
     /// As `load`.
     #[inline(always)]
-    pub unsafe fn load_own(&self, addr: usize) -> Option<Word> {
-        let l = LOCKS[lock_index(addr)].load(Ordering::Acquire);
+    pub unsafe fn load_own(&self, l: usize, addr: usize) -> Option<Word> {
         self.holds(l).then(|| self.own_value(l >> INDEX_SHIFT, addr))
     }
 
@@ -498,7 +513,9 @@ impl Tx {
     fn store_owned(&mut self, first: usize, index: usize, addr: usize, value: Word, mask: Word) -> bool {
         let mut w = first as u32;
         while w != NIL {
-            let e = &mut self.writes[w as usize];
+            debug_assert!((w as usize) < self.writes.len());
+            // SAFETY: a chain links entries of the write set (`chained`).
+            let e = unsafe { self.writes.get_unchecked_mut(w as usize) };
             if e.addr == addr {
                 e.value = (e.value & !mask) | (value & mask);
                 e.mask |= mask;
