@@ -8,10 +8,18 @@
 //!
 //! Such a block need not wait for the epochs before the same thread's next `stm_malloc` of
 //! that size reuses it: its commit gave every word of it a version newer than the snapshot
-//! of any transaction that could still hold a pointer to it, so such a reader, whatever it
-//! finds there, fails to extend and aborts (the pointer it followed changed too). The block
-//! stays the STM's until then, never returned to the allocator, so no reader can fault on
-//! it. A removed node comes back hot, as malloc's own per-thread cache gives it back.
+//! of any transaction that started before, so such a reader, whatever it finds there, fails
+//! to extend and aborts (the pointer it followed changed too). The block stays the STM's
+//! until then, never returned to the allocator, so no reader can fault on it. A removed
+//! node comes back hot, as malloc's own per-thread cache gives it back, and as TinySTM's
+//! `mod_mem_init(0)` frees such a block at commit.
+//!
+//! A free without a size (TL2's `TxFree`: every STAMP free) locks the block as malloc sized
+//! it but waits for the epochs: a transaction that starts after the free can still reach
+//! the block when the program keeps pointers in objects it has already removed (STAMP's
+//! yada walks a garbage element's neighbour list), and a block reused at once is by then
+//! another thread's live object. With such reuse yada at 2 threads failed its own checks or
+//! crashed in about one medium run in ten under load.
 
 use crate::thread::Thread;
 use std::ffi::{c_int, c_void};
@@ -340,8 +348,8 @@ pub unsafe extern "C" fn stm_free2_tx(tx: *mut Thread, addr: *mut c_void, idx: u
         enable_gc();
     }
     // No size given (TL2's `TxFree`, `stm_free(p, 0)`): the whole block, as malloc sized
-    // it. Locked, it can come back to this thread's next allocation at once, hot, instead
-    // of waiting in limbo for the epochs (STAMP frees that way on every packet and node).
+    // it, is locked, but it waits for the epochs (the module's comment says why).
+    let sized = size != 0;
     let size = if size == 0 && idx == 0 {
         // SAFETY: addr came from malloc, as the caller promises.
         unsafe { libc::malloc_usable_size(addr) }
@@ -364,8 +372,9 @@ pub unsafe extern "C" fn stm_free2_tx(tx: *mut Thread, addr: *mut c_void, idx: u
             w += granule;
         }
     }
-    // Reusable at once only when the locks cover the block from its start: a later owner
-    // of `size` bytes writes nothing a reader could take for a version it has seen.
-    let reusable = if locked && idx == 0 { size } else { 0 };
+    // Reusable at once only when the program gave the size and the locks cover the block
+    // from its start: a later owner of `size` bytes writes nothing a reader could take for
+    // a version it has seen.
+    let reusable = if sized && locked && idx == 0 { size } else { 0 };
     th.mem.frees.push(Freed { ptr: addr as usize, size: reusable, version: 0 });
 }

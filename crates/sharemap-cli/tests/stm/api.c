@@ -461,11 +461,12 @@ static void reuse(void) {
   }
   second = stm_malloc(sizeof(pair_t));
   stm_commit();
-  /* Freed without its size: the size malloc gave it is locked, so it comes back too. */
+  /* Freed without its size (TL2's TxFree): locked, but left to the epochs, not reused at
+   * once (a program may keep pointers to it in objects it already removed: STAMP's yada). */
   tx_free(second, 0);
   void *after_unsized = tx_malloc(sizeof(pair_t));
   CHECK("free-reuse",
-        same == p && other_size != p && first == p && second == p && after_unsized == p,
+        same == p && other_size != p && first == p && second == p && after_unsized != p,
         "freed %p; same size got %p, another size %p; aborted attempt %p, retry %p; after an unsized free %p", p,
         same, other_size, (void *)first, (void *)second, after_unsized);
   tx_free(other_size, sizeof(pair_t) + 16);
@@ -500,6 +501,9 @@ static void *reuse_reader(void *arg) {
   return NULL;
 }
 
+/* Sized frees come back to the next allocation at once (more than half of the 200000);
+ * frees without a size wait for the epochs (hardly any). Either way no reader sees a
+ * reused block's new contents under an old snapshot. */
 static void recycled_zombies(const char *check, size_t freed_size) {
   recycled = 0;
   atomic_store(&zombies, 0);
@@ -529,7 +533,8 @@ static void recycled_zombies(const char *check, size_t freed_size) {
   }
   atomic_store(&reuse_stop, 1);
   for (int i = 0; i < 2; i++) pthread_join(readers[i], NULL);
-  CHECK(check, zombies == 0 && recycled > 100000,
+  int reused_as_expected = freed_size ? recycled > 100000 : recycled < 1000;
+  CHECK(check, zombies == 0 && reused_as_expected,
         "%ld reads of a reused block's new contents under an old snapshot; %ld of 200000 blocks reused", zombies,
         recycled);
   tx_free((void *)head.w, sizeof(pair_t));
