@@ -352,6 +352,17 @@ impl Tx {
         unsafe { self.writes.get_unchecked(w as usize) }
     }
 
+    /// `chained`, to update the entry.
+    ///
+    /// # Safety
+    /// As `chained`.
+    #[inline(always)]
+    unsafe fn chained_mut(&mut self, w: u32) -> &mut Write {
+        debug_assert!((w as usize) < self.writes.len());
+        // SAFETY: as the caller promises.
+        unsafe { self.writes.get_unchecked_mut(w as usize) }
+    }
+
     /// Reads a word.
     ///
     /// # Safety
@@ -513,9 +524,8 @@ impl Tx {
     fn store_owned(&mut self, first: usize, index: usize, addr: usize, value: Word, mask: Word) -> bool {
         let mut w = first as u32;
         while w != NIL {
-            debug_assert!((w as usize) < self.writes.len());
             // SAFETY: a chain links entries of the write set (`chained`).
-            let e = unsafe { self.writes.get_unchecked_mut(w as usize) };
+            let e = unsafe { self.chained_mut(w) };
             if e.addr == addr {
                 e.value = (e.value & !mask) | (value & mask);
                 e.mask |= mask;
