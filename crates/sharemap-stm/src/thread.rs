@@ -70,6 +70,8 @@ impl Slot {
 pub static SLOTS: [Slot; MAX_THREADS] = [const { Slot::new() }; MAX_THREADS];
 /// One past the highest slot ever claimed: scans stop there.
 static SLOTS_USED: AtomicUsize = AtomicUsize::new(0);
+/// The threads registered now.
+static REGISTERED: AtomicUsize = AtomicUsize::new(0);
 
 /// Adds one to a counter only its owner writes (no atomic read-modify-write needed).
 #[inline]
@@ -208,6 +210,10 @@ fn claim_slot() -> usize {
             if fits && !s.used.load(Ordering::Relaxed) && claim(i) {
                 s.os_tid.store(tid, Ordering::Relaxed);
                 SLOTS_USED.fetch_max(i + 1, Ordering::AcqRel);
+                REGISTERED.fetch_add(1, Ordering::SeqCst);
+                // Pairs with the fence in `alone`: either that thread sees this one, or this
+                // one's first transaction reads a clock past that thread's commit.
+                std::sync::atomic::fence(Ordering::SeqCst);
                 return i;
             }
         }
@@ -279,6 +285,16 @@ pub fn exit_thread() {
     slot.active_since.store(u64::MAX, Ordering::Release);
     CURRENT.with(|c| c.set(null_mut()));
     slot.used.store(false, Ordering::Release);
+    REGISTERED.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// Whether the calling thread, registered and just past a commit, is the only registered
+/// thread: then no transaction but its own can reach what that commit freed, neither one
+/// running now nor one to come (a thread that registers later starts after the commit).
+#[inline]
+pub fn alone() -> bool {
+    std::sync::atomic::fence(Ordering::SeqCst);
+    REGISTERED.load(Ordering::SeqCst) == 1
 }
 
 /// One past the highest slot ever used: the threads STMap knows of.

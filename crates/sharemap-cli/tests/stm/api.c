@@ -423,7 +423,7 @@ static void allocation(void) {
 }
 
 /* ---- a block freed with its size comes back to the same thread's next stm_malloc of that
- * size at once; one freed without it waits for the epochs ---- */
+ * size at once; one freed without it waits for the epochs, unless its thread is alone ---- */
 typedef struct { volatile stm_word_t a, b; } pair_t;
 
 static void *tx_malloc(size_t size) {
@@ -444,6 +444,18 @@ static void tx_free(void *p, size_t size) {
   stm_commit();
 }
 
+/* A second registered thread, idle until told to leave. */
+static atomic_int parked_ready, parked_go;
+static void *parked(void *arg) {
+  (void)arg;
+  stm_init_thread();
+  atomic_store(&parked_ready, 1);
+  while (!atomic_load(&parked_go)) {
+  }
+  stm_exit_thread();
+  return NULL;
+}
+
 static void reuse(void) {
   void *p = tx_malloc(sizeof(pair_t));
   tx_free(p, sizeof(pair_t));
@@ -461,16 +473,31 @@ static void reuse(void) {
   }
   second = stm_malloc(sizeof(pair_t));
   stm_commit();
-  /* Freed without its size (TL2's TxFree): locked, but left to the epochs, not reused at
-   * once (a program may keep pointers to it in objects it already removed: STAMP's yada). */
+  /* Freed without its size (TL2's TxFree) while another thread is registered: locked, but
+   * left to the epochs, not reused at once (a program may keep pointers to it in objects it
+   * already removed: STAMP's yada). */
+  pthread_t other;
+  atomic_store(&parked_go, 0);
+  atomic_store(&parked_ready, 0);
+  pthread_create(&other, NULL, parked, NULL);
+  while (!atomic_load(&parked_ready)) {
+  }
   tx_free(second, 0);
   void *after_unsized = tx_malloc(sizeof(pair_t));
+  atomic_store(&parked_go, 1);
+  pthread_join(other, NULL);
   CHECK("free-reuse",
         same == p && other_size != p && first == p && second == p && after_unsized != p,
         "freed %p; same size got %p, another size %p; aborted attempt %p, retry %p; after an unsized free %p", p,
         same, other_size, (void *)first, (void *)second, after_unsized);
+  /* With no other thread registered, no transaction but the next of this thread can reach
+   * it: it goes back to malloc at commit, whose per-thread cache hands it out next. */
+  tx_free(after_unsized, 0);
+  void *from_malloc = malloc(sizeof(pair_t));
+  CHECK("free-alone", from_malloc == after_unsized, "freed %p alone; malloc then gave %p", after_unsized,
+        from_malloc);
+  free(from_malloc);
   tx_free(other_size, sizeof(pair_t) + 16);
-  tx_free(after_unsized, sizeof(pair_t));
 }
 
 /* ---- opacity across reuse: a writer replaces the head node each transaction, reusing
@@ -481,11 +508,13 @@ static void reuse(void) {
 static cell_t head;
 static atomic_int reuse_stop;
 static atomic_long zombies;
+static atomic_int readers_ready;
 static long recycled;
 
 static void *reuse_reader(void *arg) {
   (void)arg;
   stm_init_thread();
+  atomic_fetch_add(&readers_ready, 1);
   while (!atomic_load(&reuse_stop)) {
     volatile int reason = 0;
     BEGIN((stm_tx_attr_t)0);
@@ -513,7 +542,11 @@ static void recycled_zombies(const char *check, size_t freed_size) {
   first->b = SUM;
   head.w = (stm_word_t)first;
   pthread_t readers[2];
+  atomic_store(&readers_ready, 0);
   for (int i = 0; i < 2; i++) pthread_create(&readers[i], NULL, reuse_reader, NULL);
+  /* Registered readers: the writer is never alone, so its unsized frees wait. */
+  while (atomic_load(&readers_ready) < 2) {
+  }
   void *freed_last = NULL;
   for (stm_word_t x = 1; x <= 200000; x++) {
     volatile int reason = 0;
