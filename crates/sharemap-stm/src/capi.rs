@@ -366,8 +366,9 @@ pub unsafe extern "C" fn stm_commit_tx(tx: *mut Thread) -> c_int {
     }
     match th.tx.commit() {
         Ok(version) => {
-            th.mem.on_commit(version);
+            // Ended first: the frees' scan of running transactions must not find this one.
             mem::publish_end(th);
+            th.mem.on_commit(version);
             let slot = th.slot();
             bump(&slot.commits);
             if th.retries != 0 || slot.min_retries.load(Ordering::Relaxed) != 0 {

@@ -15,12 +15,14 @@
 //! `mod_mem_init(0)` frees such a block at commit.
 //!
 //! A free without a size (TL2's `TxFree`: every STAMP free) locks the block as malloc sized
-//! it but waits for the epochs: a transaction that starts after the free can still reach
+//! it but is not reused at once: a transaction that starts after the free can still reach
 //! the block when the program keeps pointers in objects it has already removed (STAMP's
 //! yada walks a garbage element's neighbour list), and a block reused at once is by then
 //! another thread's live object. With such reuse yada at 2 threads failed its own checks or
-//! crashed in about one medium run in ten under load. A thread that is the only one
-//! registered frees such blocks at commit: nobody else can reach them.
+//! crashed in about one medium run in ten under load. It waits until every running
+//! transaction began at or after its free (`ThreadMem::scan_waiting`), the test TinySTM's
+//! epochs apply before giving it back to malloc; a thread that is the only one registered
+//! frees such blocks at commit: nobody else can reach them.
 
 use crate::thread::Thread;
 use std::ffi::{c_int, c_void};
@@ -87,6 +89,9 @@ const RECLAIM_GAP: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// The most freed blocks a thread keeps for reuse; the oldest go to the epochs beyond that.
 const REUSE_CAP: usize = 64;
+/// Blocks freed without a size that wait before the thread reads the other threads' starts
+/// (a read of each one's line, which its next start writes).
+const SCAN_AT: usize = 4;
 /// How many of the newest reusable blocks `stm_malloc` looks through for its size.
 const REUSE_SCAN: usize = 8;
 /// A reused block is at least the size asked for, and less than this much larger (one
@@ -101,6 +106,9 @@ struct Freed {
     /// epochs).
     size: usize,
     version: u64,
+    /// Reusable only once every running transaction began at or after `version` (a free
+    /// without a size): see `ThreadMem::scan_waiting`.
+    waits: bool,
 }
 
 #[derive(Default)]
@@ -111,6 +119,9 @@ pub struct ThreadMem {
     frees: Vec<Freed>,
     /// Freed by committed transactions with all their bytes locked: the newest last.
     reusable: std::collections::VecDeque<Freed>,
+    /// Freed without a size, all bytes locked, until the running transactions began after
+    /// them: the oldest first.
+    waiting: std::collections::VecDeque<Freed>,
     /// Freed by committed transactions, with their commit version.
     limbo: Vec<(u64, usize)>,
     /// When this thread last tried to give blocks back.
@@ -161,27 +172,29 @@ impl ThreadMem {
         // A read-only transaction's frees: tag them with the clock now.
         let v = if version == 0 { crate::core::clock() } else { version };
         // With no other thread registered nothing need wait: blocks go back to malloc at
-        // once, while hot, as TinySTM's epochs give them back at one thread.
-        let alone = crate::thread::alone();
+        // once, while hot, as TinySTM's epochs give them back at one thread. Asked only
+        // when a block would wait (the question fences; sized frees are reused anyway).
+        let alone = self.frees.iter().any(|f| f.size == 0 || f.waits) && crate::thread::alone();
         if alone {
             self.limbo.drain(..).for_each(|(_, p)| free(p));
         }
-        for mut f in self.frees.drain(..) {
+        let frees = std::mem::take(&mut self.frees);
+        for mut f in frees.iter().copied() {
             f.version = v;
-            if f.size == 0 {
-                if alone {
-                    free(f.ptr);
-                } else {
-                    self.limbo.push((v, f.ptr));
-                }
-                continue;
+            if alone && (f.size == 0 || f.waits) {
+                free(f.ptr);
+            } else if f.size == 0 {
+                self.limbo.push((v, f.ptr));
+            } else if f.waits {
+                self.waiting.push_back(f);
+            } else {
+                self.keep(f);
             }
-            if self.reusable.len() == REUSE_CAP
-                && let Some(old) = self.reusable.pop_front()
-            {
-                self.limbo.push((old.version, old.ptr));
-            }
-            self.reusable.push_back(f);
+        }
+        self.frees = frees;
+        self.frees.clear();
+        if self.waiting.len() >= SCAN_AT {
+            self.scan_waiting();
         }
         if self.limbo.len() < self.reclaim_at.max(RECLAIM_BATCH) {
             return;
@@ -196,9 +209,41 @@ impl ThreadMem {
         self.reclaim_at = self.limbo.len() + RECLAIM_BATCH;
     }
 
+    /// A block for this thread's next allocations of its size; the oldest kept goes to the
+    /// epochs beyond `REUSE_CAP`.
+    fn keep(&mut self, f: Freed) {
+        if self.reusable.len() == REUSE_CAP
+            && let Some(old) = self.reusable.pop_front()
+        {
+            self.limbo.push((old.version, old.ptr));
+        }
+        self.reusable.push_back(Freed { waits: false, ..f });
+    }
+
+    /// Blocks freed without a size become reusable once every running transaction began
+    /// at or after their free, read without fencing the other threads. A start this read
+    /// misses (still in its thread's store buffer) belongs to a transaction whose snapshot
+    /// may be older; if it then reaches such a block, the lock the free took shows a
+    /// version past its snapshot before it reads a word there, so it extends, and aborts
+    /// if the free's transaction changed what led it there. The block stays the STM's, never
+    /// given back to malloc from here, so that read cannot fault. Transactions that start
+    /// later and still reach the block through pointers the program left in objects it had
+    /// removed (the yada case) are exposed as under TinySTM's epochs, which give the block
+    /// back to malloc's per-thread cache by the same test, not by a moment after it.
+    fn scan_waiting(&mut self) {
+        let oldest = oldest_running();
+        while let Some(&f) = self.waiting.front()
+            && f.version <= oldest
+        {
+            self.waiting.pop_front();
+            self.keep(f);
+        }
+    }
+
     /// The thread leaves: what is not yet safe to free waits in a global list.
     pub fn exit(&mut self) {
         self.limbo.extend(self.reusable.drain(..).map(|f| (f.version, f.ptr)));
+        self.limbo.extend(self.waiting.drain(..).map(|f| (f.version, f.ptr)));
         reclaim(&mut self.limbo);
         if !self.limbo.is_empty()
             && let Ok(mut o) = ORPHANS.lock()
@@ -287,7 +332,7 @@ pub unsafe extern "C" fn stm_malloc_tx(tx: *mut Thread, size: usize) -> *mut c_v
     // SAFETY: malloc has no preconditions.
     let p = unsafe { libc::malloc(size) };
     if !p.is_null() {
-        th.mem.allocs.push(Freed { ptr: p as usize, size: 0, version: 0 });
+        th.mem.allocs.push(Freed { ptr: p as usize, size: 0, version: 0, waits: false });
     }
     p
 }
@@ -309,7 +354,7 @@ pub unsafe extern "C" fn stm_calloc_tx(tx: *mut Thread, nm: usize, size: usize) 
     if !p.is_null()
         && let Some(th) = th
     {
-        th.mem.allocs.push(Freed { ptr: p as usize, size: 0, version: 0 });
+        th.mem.allocs.push(Freed { ptr: p as usize, size: 0, version: 0, waits: false });
     }
     p
 }
@@ -386,6 +431,6 @@ pub unsafe extern "C" fn stm_free2_tx(tx: *mut Thread, addr: *mut c_void, idx: u
     // Reusable at once only when the program gave the size and the locks cover the block
     // from its start: a later owner of `size` bytes writes nothing a reader could take for
     // a version it has seen.
-    let reusable = if sized && locked && idx == 0 { size } else { 0 };
-    th.mem.frees.push(Freed { ptr: addr as usize, size: reusable, version: 0 });
+    let whole = locked && idx == 0;
+    th.mem.frees.push(Freed { ptr: addr as usize, size: if whole { size } else { 0 }, version: 0, waits: !sized });
 }

@@ -423,7 +423,8 @@ static void allocation(void) {
 }
 
 /* ---- a block freed with its size comes back to the same thread's next stm_malloc of that
- * size at once; one freed without it waits for the epochs, unless its thread is alone ---- */
+ * size at once; one freed without it once the transactions running at its free have ended,
+ * or to malloc at once when its thread is alone ---- */
 typedef struct { volatile stm_word_t a, b; } pair_t;
 
 static void *tx_malloc(size_t size) {
@@ -444,16 +445,39 @@ static void tx_free(void *p, size_t size) {
   stm_commit();
 }
 
-/* A second registered thread, idle until told to leave. */
-static atomic_int parked_ready, parked_go;
+/* A second registered thread that holds a transaction open until told to commit, then
+ * stays registered, idle, until told to leave. */
+static atomic_int parked_ready, parked_go, parked_done, parked_leave;
+static cell_t parked_cell;
 static void *parked(void *arg) {
   (void)arg;
   stm_init_thread();
+  volatile int reason = 0;
+  BEGIN((stm_tx_attr_t)0);
+  (void)reason;
+  (void)stm_load(&parked_cell.w);
   atomic_store(&parked_ready, 1);
   while (!atomic_load(&parked_go)) {
   }
+  stm_commit();
+  atomic_store(&parked_done, 1);
+  while (!atomic_load(&parked_leave)) {
+  }
   stm_exit_thread();
   return NULL;
+}
+
+/* Frees `n` fresh blocks without their size, one transaction each, into `out`. */
+#define ROUND 16
+static void free_unsized(void **out) {
+  for (int i = 0; i < ROUND; i++) out[i] = tx_malloc(sizeof(pair_t));
+  for (int i = 0; i < ROUND; i++) tx_free(out[i], 0);
+}
+
+static int among(void *p, void **set) {
+  for (int i = 0; i < ROUND; i++)
+    if (set[i] == p) return 1;
+  return 0;
 }
 
 static void reuse(void) {
@@ -473,29 +497,42 @@ static void reuse(void) {
   }
   second = stm_malloc(sizeof(pair_t));
   stm_commit();
-  /* Freed without its size (TL2's TxFree) while another thread is registered: locked, but
-   * left to the epochs, not reused at once (a program may keep pointers to it in objects it
-   * already removed: STAMP's yada). */
+  CHECK("free-reuse", same == p && other_size != p && first == p && second == p,
+        "freed %p; same size got %p, another size %p; aborted attempt %p, retry %p", p, same, other_size,
+        (void *)first, (void *)second);
+  tx_free(second, sizeof(pair_t));
+
+  /* Freed without its size (TL2's TxFree): locked, and reused only once every running
+   * transaction began after the free. While another thread's transaction that began before
+   * runs, none of the blocks comes back; once it has committed, the newest does. */
   pthread_t other;
   atomic_store(&parked_go, 0);
   atomic_store(&parked_ready, 0);
+  atomic_store(&parked_done, 0);
+  atomic_store(&parked_leave, 0);
   pthread_create(&other, NULL, parked, NULL);
   while (!atomic_load(&parked_ready)) {
   }
-  tx_free(second, 0);
-  void *after_unsized = tx_malloc(sizeof(pair_t));
+  void *during[ROUND], *after[ROUND];
+  free_unsized(during);
+  void *while_running = tx_malloc(sizeof(pair_t));
   atomic_store(&parked_go, 1);
+  while (!atomic_load(&parked_done)) {
+  }
+  free_unsized(after);
+  void *once_ended = tx_malloc(sizeof(pair_t));
+  atomic_store(&parked_leave, 1);
   pthread_join(other, NULL);
-  CHECK("free-reuse",
-        same == p && other_size != p && first == p && second == p && after_unsized != p,
-        "freed %p; same size got %p, another size %p; aborted attempt %p, retry %p; after an unsized free %p", p,
-        same, other_size, (void *)first, (void *)second, after_unsized);
+  CHECK("free-reuse-unsized", !among(while_running, during) && among(once_ended, after),
+        "while an older transaction ran: %p (%s); after it ended: %p (%s)", while_running,
+        among(while_running, during) ? "a block freed after it began" : "fresh", once_ended,
+        among(once_ended, after) ? "a freed block" : "not one of the freed blocks");
+  tx_free(while_running, sizeof(pair_t));
   /* With no other thread registered, no transaction but the next of this thread can reach
    * it: it goes back to malloc at commit, whose per-thread cache hands it out next. */
-  tx_free(after_unsized, 0);
+  tx_free(once_ended, 0);
   void *from_malloc = malloc(sizeof(pair_t));
-  CHECK("free-alone", from_malloc == after_unsized, "freed %p alone; malloc then gave %p", after_unsized,
-        from_malloc);
+  CHECK("free-alone", from_malloc == once_ended, "freed %p alone; malloc then gave %p", once_ended, from_malloc);
   free(from_malloc);
   tx_free(other_size, sizeof(pair_t) + 16);
 }
@@ -531,8 +568,9 @@ static void *reuse_reader(void *arg) {
 }
 
 /* Sized frees come back to the next allocation at once (more than half of the 200000);
- * frees without a size wait for the epochs (hardly any). Either way no reader sees a
- * reused block's new contents under an old snapshot. */
+ * frees without a size once the readers' transactions running at the free have ended (theirs
+ * are short, so many do). Either way no reader sees a reused
+ * block's new contents under an old snapshot. */
 static void recycled_zombies(const char *check, size_t freed_size) {
   recycled = 0;
   atomic_store(&zombies, 0);
@@ -566,7 +604,7 @@ static void recycled_zombies(const char *check, size_t freed_size) {
   }
   atomic_store(&reuse_stop, 1);
   for (int i = 0; i < 2; i++) pthread_join(readers[i], NULL);
-  int reused_as_expected = freed_size ? recycled > 100000 : recycled < 1000;
+  int reused_as_expected = recycled > (freed_size ? 100000 : 1000);
   CHECK(check, zombies == 0 && reused_as_expected,
         "%ld reads of a reused block's new contents under an old snapshot; %ld of 200000 blocks reused", zombies,
         recycled);
@@ -607,6 +645,22 @@ static void misc(void) {
   stm_get_global_stats("global_nb_commits", &gc);
   stm_get_global_stats("global_nb_aborts", &ga);
   CHECK("global-stats", gc > 400 && ga > 0, "commits %lu aborts %lu", gc, ga);
+  /* sharemap's own: each abort kind over every thread. The readers of reuse-opacity abort
+   * on the writer's locks and versions; the kinds never add up to more than the aborts. */
+  const char *kinds[] = {"locked_read", "locked_write", "validate_read", "validate_write", "validate_commit",
+                         "irrevocable", "killed"};
+  unsigned long by_kind = 0;
+  int known = 1;
+  for (int i = 0; i < 7; i++) {
+    char name[64];
+    unsigned long n = 0;
+    snprintf(name, sizeof name, "global_nb_aborts_%s", kinds[i]);
+    known &= stm_get_global_stats(name, &n) == 1;
+    by_kind += n;
+  }
+  unsigned long bogus = 0;
+  CHECK("global-stats-kinds", known && by_kind > 0 && by_kind <= ga && !stm_get_global_stats("global_nb_bogus", &bogus),
+        "names known %d, %lu aborts by kind of %lu", known, by_kind, ga);
   (void)reason;
 }
 
