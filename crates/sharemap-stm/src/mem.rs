@@ -178,8 +178,9 @@ impl ThreadMem {
         if alone {
             self.limbo.drain(..).for_each(|(_, p)| free(p));
         }
-        let frees = std::mem::take(&mut self.frees);
-        for mut f in frees.iter().copied() {
+        // Taken out while `keep` borrows the rest, put back empty (its capacity kept).
+        let mut frees = std::mem::take(&mut self.frees);
+        for mut f in frees.drain(..) {
             f.version = v;
             if alone && (f.size == 0 || f.waits) {
                 free(f.ptr);
@@ -192,7 +193,6 @@ impl ThreadMem {
             }
         }
         self.frees = frees;
-        self.frees.clear();
         if self.waiting.len() >= SCAN_AT {
             self.scan_waiting();
         }
