@@ -79,7 +79,7 @@ pub unsafe extern "C" fn stm_get_global_stats(name: *const c_char, val: *mut c_v
         b"global_nb_aborts" => sum(&|s| s.aborts.load(Ordering::Relaxed)),
         b"global_max_retries" => slots.iter().map(|s| s.max_retries.load(Ordering::Relaxed)).max().unwrap_or(0),
         // Beyond TinySTM's names: each abort kind over every thread (`global_` and the
-        // thread statistic's name), where a program's time goes lost.
+        // thread statistic's name), to see which conflicts a program's retries come from.
         _ => match ABORT_KINDS.iter().find(|(n, _)| name.strip_prefix(b"global_") == Some(n.as_bytes())) {
             Some(&(_, kind)) => sum(&|s| s.aborts_by[kind].load(Ordering::Relaxed)),
             None => return 0,
