@@ -176,9 +176,10 @@ std::arch::global_asm!(
     ".popsection",
 );
 
+/// The calling thread's `Thread`, or null before `stm_init_thread`.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn get_current() -> *mut Thread {
+pub fn current() -> *mut Thread {
     let p: *mut Thread;
     // SAFETY: reads the calling thread's own TLS word, defined above.
     unsafe {
@@ -212,9 +213,10 @@ thread_local! {
     static CURRENT: Cell<*mut Thread> = const { Cell::new(null_mut()) };
 }
 
+/// The calling thread's `Thread`, or null before `stm_init_thread`.
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
-fn get_current() -> *mut Thread {
+pub fn current() -> *mut Thread {
     CURRENT.with(|c| c.get())
 }
 
@@ -234,12 +236,6 @@ impl Drop for ExitGuard {
     fn drop(&mut self) {
         exit_thread();
     }
-}
-
-/// The calling thread's `Thread`, or null before `stm_init_thread`.
-#[inline]
-pub fn current() -> *mut Thread {
-    get_current()
 }
 
 /// The calling thread's state, registered if it was not: the one way every entry point
