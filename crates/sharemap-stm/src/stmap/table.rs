@@ -9,6 +9,7 @@
 //! cell, and no increment needs an atomic read-modify-write.
 
 use sharemap_decide::stmap;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Threads STMap follows (slots beyond are not sampled).
@@ -47,6 +48,11 @@ fn entry_threads(e: u64) -> (u64, u64) {
 
 fn entry(key: u64, t1: u64, t2: u64) -> u64 {
     key | t1 << KEY_BITS | t2 << (KEY_BITS + 10)
+}
+
+/// A thread as stored in an entry (0: none).
+fn id(t: Option<NonZeroU64>) -> u64 {
+    t.map_or(0, NonZeroU64::get)
 }
 
 /// Per address (word), the last two threads; the sharing matrix they feed.
@@ -89,7 +95,7 @@ impl Sharing {
     /// compare-and-swap, then `tid`'s row counted.
     pub fn record(&self, addr: usize, tid: u16) {
         let key = (addr as u64 >> 3) & KEY_MASK;
-        let me = tid as u64 + 1;
+        let me = NonZeroU64::MIN.saturating_add(tid as u64);
         let mask = self.entries.len() - 1;
         let home = hash(key, self.bits);
         let mut i = home;
@@ -100,11 +106,12 @@ impl Sharing {
                 if e != 0 && e & KEY_MASK != key {
                     break; // another address: probe on
                 }
-                // Threads are stored plus one, 0 for none.
-                let (t1, t2) = if e == 0 { (0, 0) } else { entry_threads(e) };
-                let some = |t: u64| (t != 0).then_some(t);
-                let (last, partners) = stmap::algorithm_1([some(t1), some(t2)], me);
-                let next = entry(key, last[0].unwrap_or(0), last[1].unwrap_or(0));
+                // Threads are stored plus one, 0 for none: as NonZeroU64, an Option of one
+                // is that same word. With Option<u64>, the pairs went through the stack and
+                // a sample cost twice the instructions.
+                let (t1, t2) = entry_threads(e);
+                let (last, partners) = stmap::algorithm_1([NonZeroU64::new(t1), NonZeroU64::new(t2)], me);
+                let next = entry(key, id(last[0]), id(last[1]));
                 if next != e {
                     if let Err(now) = cell.compare_exchange_weak(e, next, Ordering::AcqRel, Ordering::Acquire) {
                         e = now;
@@ -114,7 +121,11 @@ impl Sharing {
                         self.distinct.fetch_add(1, Ordering::Relaxed);
                     }
                 }
-                for p in partners.into_iter().flatten() {
+                // Unrolled: an iterator over the partners kept them on the stack too.
+                if let Some(p) = partners[0] {
+                    self.count(tid, p);
+                }
+                if let Some(p) = partners[1] {
                     self.count(tid, p);
                 }
                 return;
@@ -126,18 +137,16 @@ impl Sharing {
         // next one's addresses. It counts as distinct.
         let cell = &self.entries[home];
         let old = cell.load(Ordering::Relaxed);
-        let _ = cell.compare_exchange(old, entry(key, me, 0), Ordering::AcqRel, Ordering::Relaxed);
+        let _ = cell.compare_exchange(old, entry(key, me.get(), 0), Ordering::AcqRel, Ordering::Relaxed);
         self.distinct.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// One communication event of `tid` with `partner` (plus one; 0: none).
+    /// One communication event of `tid` with `partner` (plus one).
     #[inline]
-    fn count(&self, tid: u16, partner: u64) {
-        if partner != 0 {
-            let cell = &self.rows[tid as usize * MAX_THREADS + partner as usize - 1];
-            // Only thread `tid` writes its row.
-            cell.store(cell.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        }
+    fn count(&self, tid: u16, partner: NonZeroU64) {
+        let cell = &self.rows[tid as usize * MAX_THREADS + partner.get() as usize - 1];
+        // Only thread `tid` writes its row.
+        cell.store(cell.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
     /// Distinct addresses seen (Equation 1's da).
     pub fn distinct(&self) -> u64 {
