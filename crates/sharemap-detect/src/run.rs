@@ -246,6 +246,7 @@ mod tests {
             "sampled:every=7",
             "sampled:cache=16",
             "sampled:tlb=32",
+            "sampled:window=50,gap=450",
             "faults:window=500",
             "stmap:si=10,mi=500,da=20,thread=0",
             "sammu:l1=32,l1ways=4,l2=256,l2ways=8,ac=16,nc=4,nt=8",
@@ -255,6 +256,9 @@ mod tests {
         assert_eq!(spec_of("sampled").unwrap(), "sampled:every=100");
         assert_eq!(spec_of("sampled:cache").unwrap(), "sampled:cache=32");
         assert!(spec_of("sampled:every=0").unwrap_err().to_string().contains("positive integer"));
+        assert_eq!(spec_of("sampled:window").unwrap(), "sampled:window=1000,gap=9000");
+        assert!(spec_of("sampled:gap=5").unwrap_err().to_string().contains("gap goes with window"));
+        assert!(spec_of("sampled:every=5,window=5").unwrap_err().to_string().contains("give one of"));
         assert!(parse("oracle:x").unwrap_err().to_string().contains("unknown option 'x'"));
         assert!(parse("stmp").unwrap_err().to_string().contains("unknown detector 'stmp'"));
         // Every registered detector builds with its defaults.
@@ -273,6 +277,31 @@ mod tests {
         assert_eq!(half.seen, 4);
         assert_eq!(all.matrix.get(0, 1), 7.0);
         assert_eq!(half.matrix.get(0, 1), 3.0);
+    }
+
+    #[test]
+    fn windows_keep_one_run_per_stretch() {
+        // 10,000 accesses, thread i % 3 on its own page: windows of 7 in every 7 + 43.
+        let acc: Vec<Access> = (0..10_000u64).map(|i| Access::read((i % 3) as u32, 0x1000 * (i % 3 + 1), 8)).collect();
+        let w = detect_on(&acc, "sampled:window=7,gap=43");
+        assert_eq!(w.seen, 200 * 7, "7 accesses in each of the 200 stretches");
+        // The kept accesses of each stretch are one run of 7 inside it, at varying offsets.
+        let mut offsets = std::collections::BTreeSet::new();
+        for k in 0..200u64 {
+            let kept: Vec<u64> = (50 * k..50 * (k + 1)).filter(|&i| crate::sampled::in_window(i, 7, 43)).collect();
+            assert_eq!(kept.len(), 7, "stretch {k}");
+            assert_eq!(kept[6] - kept[0], 6, "stretch {k}: one run");
+            offsets.insert(kept[0] - 50 * k);
+        }
+        assert!(offsets.len() > 20, "offsets vary: {offsets:?}");
+        // Page usage counts what the windows kept: each thread a third of them, on its page.
+        let pages = w.pages.sorted();
+        assert_eq!(pages.len(), 3);
+        for (t, (page, e)) in pages.into_iter().enumerate() {
+            let n: u64 = e.accesses.iter().sum();
+            assert_eq!(n, e.accesses[t], "page {page} holds thread {t}'s accesses only");
+            assert!((440..=500).contains(&n), "page {page}: {n} of 1,400");
+        }
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The `sampled` detector: what a hardware profile would see, fed to the oracle's rule:
 //! every k-th access of each thread (event sampling), or the accesses that miss a
-//! per-thread cache or data TLB (the long-latency-load proxies of seed 001).
+//! per-thread cache or data TLB (the long-latency-load proxies of seed 001), or every access
+//! inside windows of the whole trace (the time windows of a burst-sampled build, ideal: the
+//! same share of every thread's work, with no instrumented code slowing a window down).
 
 use crate::cache::PerThreadCache;
 use crate::detector::{Detection, Detector, DetectorContext, DetectorInfo};
@@ -17,14 +19,21 @@ pub(crate) const INFO: DetectorInfo = DetectorInfo {
         count("every", "100", "keep every k-th access of each thread (the default, k = 100)"),
         count("cache", "32", "keep misses of a per-thread cache of this many KiB"),
         count("tlb", "64", "keep misses of a per-thread data TLB of this many entries"),
+        count("window", "1000", "keep every access in windows of this many accesses of the whole trace"),
+        count("gap", "9000", "with window: accesses between windows (one window per window + gap, hashed offset)"),
     ],
     caps: Caps::WINDOWS,
     build: |params, ctx| {
-        let chosen = ["every", "cache", "tlb"].into_iter().filter(|k| params.is_set(k)).count();
+        let chosen = ["every", "cache", "tlb", "window"].into_iter().filter(|k| params.is_set(k)).count();
         if chosen > 1 {
-            return Err(params.error("give one of every, cache or tlb"));
+            return Err(params.error("give one of every, cache, tlb or window"));
         }
-        let filter = if params.is_set("cache") {
+        if params.is_set("gap") && !params.is_set("window") {
+            return Err(params.error("gap goes with window"));
+        }
+        let filter = if params.is_set("window") {
+            Filter::Windows { on: params.integer("window"), off: params.integer("gap") }
+        } else if params.is_set("cache") {
             Filter::CacheMiss { kb: params.integer("cache") }
         } else if params.is_set("tlb") {
             Filter::TlbMiss { entries: params.integer("tlb") }
@@ -43,6 +52,21 @@ pub enum Filter {
     CacheMiss { kb: u64 },
     /// Accesses missing a per-thread data TLB of `entries` entries (4-way), page blocks.
     TlbMiss { entries: u64 },
+    /// Every access inside one window of `on` accesses (counted over the whole trace) in
+    /// each stretch of `on + off`.
+    Windows { on: u64, off: u64 },
+}
+
+/// Whether access number `at` of the trace falls in a window of `on` accesses placed in its
+/// stretch of `on + off` at an offset hashed from the stretch's number.
+pub fn in_window(at: u64, on: u64, off: u64) -> bool {
+    let period = on + off;
+    // splitmix64's finaliser.
+    let mut x = at / period;
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 31;
+    (at % period).wrapping_sub(x % (off + 1)) < on
 }
 
 pub struct Sampled {
@@ -56,7 +80,7 @@ impl Sampled {
     pub fn new(filter: Filter, ctx: &DetectorContext) -> Self {
         let (line, page) = (ctx.line_size, ctx.page_size.bytes());
         let (block, cache) = match filter {
-            Filter::Every(_) => (line, None),
+            Filter::Every(_) | Filter::Windows { .. } => (line, None),
             Filter::CacheMiss { kb } => (line, Some(PerThreadCache::new((kb * 1024 / line) as usize, 8, line))),
             Filter::TlbMiss { entries } => (page, Some(PerThreadCache::new(entries as usize, 4, page))),
         };
@@ -70,6 +94,7 @@ impl Detector for Sampled {
             Filter::Every(k) => format!("sampled:every={k}"),
             Filter::CacheMiss { kb } => format!("sampled:cache={kb}"),
             Filter::TlbMiss { entries } => format!("sampled:tlb={entries}"),
+            Filter::Windows { on, off } => format!("sampled:window={on},gap={off}"),
         }
     }
 
@@ -82,7 +107,7 @@ impl Detector for Sampled {
 
     fn chunk(&mut self, chunk: &Chunk) {
         let (filter, per_thread, cache) = (self.filter, &mut self.per_thread, &mut self.cache);
-        self.seen.filter(chunk, |_, t, addr| match filter {
+        self.seen.filter(chunk, |at, t, addr| match filter {
             Filter::Every(k) => {
                 if per_thread.len() <= t as usize {
                     per_thread.resize(t as usize + 1, 0);
@@ -91,6 +116,7 @@ impl Detector for Sampled {
                 *n += 1;
                 (*n).is_multiple_of(k)
             }
+            Filter::Windows { on, off } => in_window(at, on, off),
             Filter::CacheMiss { .. } | Filter::TlbMiss { .. } => {
                 cache.as_mut().expect("built with the filter").misses(t as usize, addr)
             }
