@@ -20,18 +20,17 @@ pub(crate) const INFO: DetectorInfo = DetectorInfo {
         count("cache", "32", "keep misses of a per-thread cache of this many KiB"),
         count("tlb", "64", "keep misses of a per-thread data TLB of this many entries"),
         count("window", "1000", "keep every access in windows of this many accesses of the whole trace"),
-        count("gap", "9000", "with window: accesses between windows (one window per window + gap, hashed offset)"),
+        count("gap", "9000", "accesses between windows (one window per window + gap, hashed offset)"),
     ],
     caps: Caps::WINDOWS,
     build: |params, ctx| {
-        let chosen = ["every", "cache", "tlb", "window"].into_iter().filter(|k| params.is_set(k)).count();
+        // `gap` alone chooses windows too, of the default length.
+        let windows = params.is_set("window") || params.is_set("gap");
+        let chosen = ["every", "cache", "tlb"].into_iter().filter(|k| params.is_set(k)).count() + windows as usize;
         if chosen > 1 {
             return Err(params.error("give one of every, cache, tlb or window"));
         }
-        if params.is_set("gap") && !params.is_set("window") {
-            return Err(params.error("gap goes with window"));
-        }
-        let filter = if params.is_set("window") {
+        let filter = if windows {
             Filter::Windows { on: params.integer("window"), off: params.integer("gap") }
         } else if params.is_set("cache") {
             Filter::CacheMiss { kb: params.integer("cache") }

@@ -35,7 +35,8 @@ fn opts(key: &str, value: &str) -> Vec<(String, Option<String>)> {
 
 /// Parameters that choose among alternatives rather than tune one: giving any of them is a
 /// choice, so the plugin differs from the one built with none.
-const ALTERNATIVES: [(&str, &str); 3] = [("sampled", "every"), ("sampled", "cache"), ("sampled", "tlb")];
+const ALTERNATIVES: [(&str, &str); 5] =
+    [("sampled", "every"), ("sampled", "cache"), ("sampled", "tlb"), ("sampled", "window"), ("sampled", "gap")];
 
 /// Walks one registry: `describe` builds a row with the given options and describes what
 /// it built (None where these options do not build).
