@@ -23,3 +23,12 @@ pub use spec::{Spec, SpecError};
 /// analyses size their per-thread tables (a sharing matrix is n² counters: 128 MiB at this
 /// maximum) by the ids a trace holds, so a hostile id cannot ask for terabytes.
 pub const MAX_THREADS: u32 = 4096;
+
+/// A well-mixed hash of a number (one step of splitmix64): seeded choices that must not
+/// follow the numbers' order, such as a random page's node or a window's offset.
+pub fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e3779b97f4a7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d049bb133111eb);
+    x ^ (x >> 31)
+}

@@ -60,12 +60,7 @@ pub enum Filter {
 /// stretch of `on + off` at an offset hashed from the stretch's number.
 pub fn in_window(at: u64, on: u64, off: u64) -> bool {
     let period = on + off;
-    // splitmix64's finaliser.
-    let mut x = at / period;
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^= x >> 31;
-    (at % period).wrapping_sub(x % (off + 1)) < on
+    (at % period).wrapping_sub(sharemap_core::mix(at / period) % (off + 1)) < on
 }
 
 pub struct Sampled {

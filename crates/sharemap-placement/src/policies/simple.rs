@@ -3,6 +3,7 @@
 use super::{Context, Policy, PolicyError, charge, first_touch, private};
 use crate::cost::{Residence, Tally, node_bit};
 use crate::page::Page;
+use sharemap_core::mix;
 
 #[derive(Debug)]
 pub struct FirstTouch {
@@ -70,14 +71,6 @@ pub enum Spread {
 
 #[derive(Debug)]
 pub struct Static(pub Spread);
-
-/// A well-mixed hash (splitmix64's finaliser).
-pub(crate) fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e3779b97f4a7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d049bb133111eb);
-    x ^ (x >> 31)
-}
 
 impl Policy for Static {
     fn check(&self, nodes: usize) -> Result<(), PolicyError> {
