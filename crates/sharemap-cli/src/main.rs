@@ -46,9 +46,25 @@ enum Command {
         /// Number of threads
         #[arg(long, default_value_t = 8)]
         threads: u32,
-        /// Number of accesses (suffixes k, M, G allowed)
-        #[arg(long, default_value = "1M", value_parser = parse_count)]
-        accesses: u64,
+        /// Stop after this many accesses (suffixes k, M, G allowed). Given alone, it also sizes
+        /// the data (--footprint auto: a few thousand references per page, for tests)
+        #[arg(long, value_parser = parse_count)]
+        accesses: Option<u64>,
+        /// Data per thread: pages (1024), bytes (4MiB), or auto (from --accesses). Default: the
+        /// pattern's paper-like footprint (1024 pages per thread; matmult 32)
+        #[arg(long)]
+        footprint: Option<String>,
+        /// Phases after the initialisation (default: the pattern's, 10 for most, unless
+        /// --accesses alone ends the run)
+        #[arg(long)]
+        iterations: Option<u64>,
+        /// References per word per iteration: each access after the initialisation made this
+        /// many times in a row
+        #[arg(long, default_value_t = 1)]
+        reuse: u32,
+        /// Bytes of each access (the program's word; 4 for seed 004's ACE traces)
+        #[arg(long, default_value_t = 8)]
+        word: u64,
         /// Seed of the pattern's random choices (same seed, same trace)
         #[arg(long, default_value_t = 1)]
         seed: u64,
@@ -521,17 +537,29 @@ fn main() -> ExitCode {
         remove_temporaries_on_signal();
     }
     let result = match cli.command {
-        Command::Gen { pattern, threads, accesses, seed, page_size, output, to, list } => {
+        Command::Gen {
+            pattern,
+            threads,
+            accesses,
+            footprint,
+            iterations,
+            reuse,
+            word,
+            seed,
+            page_size,
+            output,
+            to,
+            list,
+        } => {
             if list {
                 listed_the_old_way("gen --list", "patterns");
                 self::list(ListKind::Patterns)
             } else {
+                let size = trace_cmds::GenSize { accesses, footprint, iterations, reuse, word, seed, page_size };
                 trace_cmds::generate(
                     &pattern.unwrap_or_default(),
                     threads,
-                    accesses,
-                    seed,
-                    page_size,
+                    size,
                     &output.unwrap_or_default(),
                     to.as_deref(),
                 )

@@ -32,26 +32,53 @@ pub fn list_patterns() {
     }
 }
 
-pub fn generate(
-    pattern: &str,
-    threads: u32,
-    accesses: u64,
-    seed: u64,
-    page_size: u64,
-    output: &Path,
-    to: Option<&str>,
-) -> Result<ExitCode> {
+/// `gen`'s size flags as given.
+pub struct GenSize {
+    pub accesses: Option<u64>,
+    pub footprint: Option<String>,
+    pub iterations: Option<u64>,
+    pub reuse: u32,
+    pub word: u64,
+    pub seed: u64,
+    pub page_size: u64,
+}
+
+pub fn generate(pattern: &str, threads: u32, size: GenSize, output: &Path, to: Option<&str>) -> Result<ExitCode> {
     let p = generate::pattern(pattern).map_err(|e| anyhow!(e.why()))?;
-    let params = GenParams { page_size, ..GenParams::new(threads, accesses, seed) };
+    let footprint = size
+        .footprint
+        .as_deref()
+        .map(|f| f.parse::<generate::Footprint>().map_err(|e| anyhow!("--footprint {e}")))
+        .transpose()?;
+    if footprint == Some(generate::Footprint::Auto) && size.accesses.is_none() {
+        bail!("--footprint auto sizes the data from --accesses: give it too");
+    }
+    let sizing = generate::Sizing {
+        accesses: size.accesses,
+        footprint,
+        iterations: size.iterations,
+        reuse: size.reuse,
+        word: size.word,
+        page_size: size.page_size,
+        ..generate::Sizing::new(threads, size.seed)
+    };
+    let params = sizing.params(p);
     generate::check(&params).map_err(|e| match e {
         generate::GenError::Threads(0) => anyhow!("--threads must be at least 1"),
         generate::GenError::Threads(_) => anyhow!("--threads must be at most {}", generate::MAX_THREADS),
         generate::GenError::PageSize(p) => anyhow!("--page-size must be a power of two >= 64 (got {p})"),
-        generate::GenError::LineSize(_) => anyhow!("{e}"),
+        generate::GenError::Word(_) => anyhow!("--word: {e}"),
+        generate::GenError::Reuse(_) => anyhow!("--reuse: {e}"),
+        generate::GenError::Footprint { .. } => anyhow!("--footprint: {e}"),
+        generate::GenError::LineSize(_) | generate::GenError::Unbounded => anyhow!("{e}"),
     })?;
     let report = generate_to(p, &params, output, format_arg(to)?)?;
+    let pages = match params.footprint {
+        Some(f) => format!("{f} pages per thread"),
+        None => "data sized from --accesses".to_string(),
+    };
     eprintln!(
-        "sharemap: wrote {} ({}, pattern {}) to {} ({} bytes, {:.2} bytes/access)",
+        "sharemap: wrote {} ({}, pattern {}, {pages}) to {} ({} bytes, {:.2} bytes/access)",
         crate::count(report.accesses, "access", "accesses"),
         crate::count(threads as u64, "thread", "threads"),
         p.name,

@@ -226,28 +226,54 @@ fn machine(spec: &str) -> PyResult<String> {
 }
 
 /// Generates a pattern into a trace file (its format from the extension unless given); the
-/// writer's report as JSON.
+/// writer's report as JSON. Sizes left out follow `sharemap::generate::Sizing`: the
+/// pattern's paper-like footprint and iterations, or with `accesses` alone data sized from it.
 #[pyfunction(name = "gen")]
-#[pyo3(signature = (pattern, output, threads = 8, accesses = 1_000_000, seed = 1, page_size = 4096, format = None))]
+#[pyo3(signature = (pattern, output, threads = 8, accesses = None, seed = 1, page_size = 4096, format = None, footprint = None, iterations = None, reuse = 1, word = 8))]
 #[allow(clippy::too_many_arguments)]
 fn generate(
     py: Python<'_>,
     pattern: &str,
     output: PathBuf,
     threads: u32,
-    accesses: u64,
+    accesses: Option<u64>,
     seed: u64,
     page_size: u64,
     format: Option<&str>,
+    footprint: Option<String>,
+    iterations: Option<u64>,
+    reuse: u32,
+    word: u64,
 ) -> PyResult<String> {
     let p = sharemap::generate::pattern(pattern).map_err(to_py)?;
-    let params =
-        sharemap::generate::GenParams { page_size, ..sharemap::generate::GenParams::new(threads, accesses, seed) };
+    let footprint = footprint
+        .map(|f| {
+            f.parse::<sharemap::generate::Footprint>().map_err(|e| SettingError::new_err(format!("footprint {e}")))
+        })
+        .transpose()?;
+    if footprint == Some(sharemap::generate::Footprint::Auto) && accesses.is_none() {
+        return Err(SettingError::new_err("footprint 'auto' sizes the data from accesses: give it too"));
+    }
+    let sizing = sharemap::generate::Sizing {
+        accesses,
+        footprint,
+        iterations,
+        reuse,
+        word,
+        page_size,
+        ..sharemap::generate::Sizing::new(threads, seed)
+    };
+    let params = sizing.params(p);
     sharemap::generate::check(&params).map_err(|e| SettingError::new_err(e.to_string()))?;
     let format = format.and_then(sharemap::trace::Format::from_name);
     let stop = AtomicBool::new(false);
     let report = interruptible(py, &stop, || sharemap::generate::to_file(p, &params, &output, format, &()))?;
-    json(&serde_json::json!({ "accesses": report.accesses, "bytes": report.bytes, "path": output }))
+    json(&serde_json::json!({
+        "accesses": report.accesses,
+        "bytes": report.bytes,
+        "path": output,
+        "footprint_pages": params.footprint,
+    }))
 }
 
 /// Writes a trace as a Parquet dataset of one part per `pages` pages; its index as JSON.

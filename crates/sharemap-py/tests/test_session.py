@@ -99,6 +99,21 @@ def test_map_matches_the_cli(trace):
     assert 0.0 <= m.potential["structural"] <= 1.0 and m.random_cost >= m.mappings["cost"].min()
 
 
+def test_gen_by_footprint_matches_the_cli(tmp_path):
+    """A footprint and iterations size the run as `sharemap gen` does: same bytes on disk."""
+    ours, theirs = tmp_path / "py.trace", tmp_path / "cli.trace"
+    report = sharemap.gen("neighbor", ours, threads=4, footprint=16, iterations=3, reuse=2, word=4)
+    cli("gen", "neighbor", "--threads", "4", "--footprint", "16", "--iterations", "3", "--reuse", "2", "--word", "4", "-o", str(theirs))
+    assert ours.read_bytes() == theirs.read_bytes()
+    assert report["footprint_pages"] == 16
+    info = json.loads(cli("info", str(ours), "--json"))
+    assert info["pages"] == 4 * 16
+    with pytest.raises(sharemap.SettingError):
+        sharemap.gen("neighbor", tmp_path / "x.trace", footprint="auto")
+    with pytest.raises(sharemap.SettingError):
+        sharemap.gen("neighbor", tmp_path / "x.trace", footprint="3 parsecs")
+
+
 def test_machine_matches_the_cli():
     assert sharemap.machine("pack:2 numa:2 core:4 pu:2") == json.loads(cli("machine", "pack:2 numa:2 core:4 pu:2", "--json"))
 

@@ -7,7 +7,102 @@ use sharemap_sources::generate;
 use sharemap_trace::{Access, Chunk, EventKind, Format, MemoryTrace, TraceWriter, WriteReport};
 use std::path::Path;
 
-pub use sharemap_sources::generate::{GenError, GenParams, MAX_THREADS, PATTERNS, Pattern};
+pub use sharemap_sources::generate::{GenError, GenParams, MAX_THREADS, PAPER_FOOTPRINT, PATTERNS, Pattern};
+
+/// How large a generated run's data is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Footprint {
+    /// Sized from the access count so that several iterations fit in it (small traces for
+    /// tests and examples: a few thousand references per page).
+    Auto,
+    /// Pages per thread.
+    Pages(u64),
+    /// Bytes per thread, rounded up to whole pages.
+    Bytes(u64),
+}
+
+impl std::str::FromStr for Footprint {
+    type Err = String;
+
+    /// `auto`, a number of pages (`1024`), or bytes with a unit (`4MiB`, `512KiB`, `1G`).
+    fn from_str(text: &str) -> std::result::Result<Footprint, String> {
+        let t = text.trim();
+        if t == "auto" {
+            return Ok(Footprint::Auto);
+        }
+        let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+        let (number, unit) = t.split_at(digits);
+        let n: u64 = number.parse().map_err(|_| format!("'{text}': expected auto, pages (1024) or bytes (4MiB)"))?;
+        let scale: u64 = match unit.trim() {
+            "" => return Ok(Footprint::Pages(n)),
+            "B" => 1,
+            "K" | "KB" | "KiB" | "k" => 1 << 10,
+            "M" | "MB" | "MiB" => 1 << 20,
+            "G" | "GB" | "GiB" => 1 << 30,
+            u => return Err(format!("'{text}': unknown unit '{u}' (B, KiB, MiB, GiB; a bare number is pages)")),
+        };
+        n.checked_mul(scale).map(Footprint::Bytes).ok_or_else(|| format!("'{text}': too large"))
+    }
+}
+
+/// A run's size as a user gives it; what is left out follows the pattern's paper-like
+/// defaults ([`Sizing::params`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sizing {
+    pub threads: u32,
+    pub seed: u64,
+    pub page_size: u64,
+    pub accesses: Option<u64>,
+    pub footprint: Option<Footprint>,
+    pub iterations: Option<u64>,
+    pub reuse: u32,
+    pub word: u64,
+}
+
+impl Sizing {
+    pub fn new(threads: u32, seed: u64) -> Sizing {
+        Sizing {
+            threads,
+            seed,
+            page_size: 4096,
+            accesses: None,
+            footprint: None,
+            iterations: None,
+            reuse: 1,
+            word: sharemap_sources::generate::WORD,
+        }
+    }
+
+    /// The generator's parameters. A footprint left out is the pattern's paper-like default
+    /// (`Pattern::default_footprint` pages per thread), except with an access count alone,
+    /// which sizes the data from the count as `Footprint::Auto` does. Iterations left out
+    /// are the pattern's default unless an access count ends the run.
+    pub fn params(&self, pattern: &Pattern) -> GenParams {
+        let footprint = match self.footprint {
+            Some(Footprint::Auto) => None,
+            Some(Footprint::Pages(p)) => Some(p),
+            Some(Footprint::Bytes(b)) => Some(b.div_ceil(self.page_size.max(1))),
+            None if self.accesses.is_some() && self.iterations.is_none() => None,
+            None => Some(pattern.default_footprint),
+        };
+        let iterations = match (self.iterations, self.accesses) {
+            (Some(k), _) => Some(k),
+            (None, Some(_)) => None,
+            (None, None) => Some(pattern.default_iterations),
+        };
+        GenParams {
+            threads: self.threads,
+            accesses: self.accesses.unwrap_or(u64::MAX),
+            seed: self.seed,
+            page_size: self.page_size,
+            line_size: 64,
+            word: self.word,
+            footprint,
+            reuse: self.reuse,
+            iterations,
+        }
+    }
+}
 
 /// The pattern of this name, or an error listing them all.
 pub fn pattern(name: &str) -> Result<&'static Pattern> {
@@ -34,7 +129,7 @@ pub fn to_file(
 ) -> Result<WriteReport> {
     check(params).map_err(|e| Error::new(ErrorKind::Pattern, e.to_string()))?;
     let mut writer = TraceWriter::create(output, format, generate::metadata(pattern, params))?;
-    observer.start(&format!("gen {}", pattern.name), Some(params.accesses));
+    observer.start(&format!("gen {}", pattern.name), (params.accesses != u64::MAX).then_some(params.accesses));
     let mut sink = Observed { inner: &mut writer, observer, n: 0 };
     generate::run(pattern, params, &mut sink)?;
     observer.end();

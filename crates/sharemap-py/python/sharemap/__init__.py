@@ -216,10 +216,28 @@ def machine(spec: str) -> dict:
     return json.loads(_native.machine(spec))
 
 
-def gen(pattern: str, output, threads: int = 8, accesses: int = 1_000_000, seed: int = 1, page_size: int = 4096, format: Optional[str] = None) -> dict:
+def gen(
+    pattern: str,
+    output,
+    threads: int = 8,
+    accesses: Optional[int] = None,
+    seed: int = 1,
+    page_size: int = 4096,
+    format: Optional[str] = None,
+    footprint=None,
+    iterations: Optional[int] = None,
+    reuse: int = 1,
+    word: int = 8,
+) -> dict:
     """Generates one of the seed programs' sharing patterns into a trace file (see
-    ``patterns()``); returns what was written."""
-    return json.loads(_native.gen(pattern, str(output), threads, accesses, seed, page_size, format))
+    ``patterns()``); returns what was written. ``footprint`` is pages per thread (an int),
+    bytes (``"4MiB"``) or ``"auto"`` (sized from ``accesses``); left out, it is the pattern's
+    paper-like footprint (1024 pages per thread) run for its iterations, unless ``accesses``
+    alone is given, which sizes the data from it as before."""
+    fp = None if footprint is None else str(footprint)
+    return json.loads(
+        _native.gen(pattern, str(output), threads, accesses, seed, page_size, format, fp, iterations, reuse, word)
+    )
 
 
 def patterns() -> dict:

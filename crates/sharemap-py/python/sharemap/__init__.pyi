@@ -70,9 +70,13 @@ def gen(
     pattern: str,
     output: Union[str, PathLike[str]],
     threads: int = 8,
-    accesses: int = 1_000_000,
+    accesses: Optional[int] = None,
     seed: int = 1,
     page_size: int = 4096,
     format: Optional[str] = None,
+    footprint: Union[int, str, None] = None,
+    iterations: Optional[int] = None,
+    reuse: int = 1,
+    word: int = 8,
 ) -> dict[str, Any]: ...
 def patterns() -> dict[str, str]: ...

@@ -2,7 +2,9 @@
 //! phases (separated by barriers); in a phase every participating thread runs a finite
 //! stream of accesses. The runner interleaves the threads of a phase in random quanta, so the
 //! file order is a plausible total order, and stops after exactly the requested number of
-//! accesses. Every random choice derives from the seed.
+//! accesses or iterations. Every random choice derives from the seed. A pattern's sizes
+//! come from its footprint (pages per thread) when one is given, else from the access
+//! budget.
 
 mod patterns;
 
@@ -14,6 +16,7 @@ use rand_chacha::ChaCha8Rng;
 use sharemap_trace::{Access, EventKind, Kind, Metadata, Source};
 use std::io;
 
+/// The default word: bytes of each generated access.
 pub const WORD: u64 = 8;
 
 /// A memory operation of a stream; the runner adds the thread.
@@ -22,13 +25,6 @@ pub struct Op {
     pub addr: u64,
     pub size: u32,
     pub write: bool,
-}
-
-pub fn rd(addr: u64) -> Op {
-    Op { addr, size: WORD as u32, write: false }
-}
-pub fn wr(addr: u64) -> Op {
-    Op { addr, size: WORD as u32, write: true }
 }
 
 pub type Stream = Box<dyn Iterator<Item = Op>>;
@@ -51,22 +47,70 @@ impl Phase {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GenParams {
     pub threads: u32,
+    /// The run stops after this many accesses (`u64::MAX`: when `iterations` ends it).
     pub accesses: u64,
     pub seed: u64,
     pub page_size: u64,
     pub line_size: u64,
+    /// Bytes of each access, the program's word (a power of two up to the line size): 8, or
+    /// 4 for seed 004's 32-bit ACE traces.
+    pub word: u64,
+    /// Pages of data per thread, all its arrays together (a shared table counts its share
+    /// per thread); `None`: sized from `accesses` so that several iterations fit in it.
+    pub footprint: Option<u64>,
+    /// Each access after the initialisation is made this many times in a row: references
+    /// per word per iteration (1: once).
+    pub reuse: u32,
+    /// The run stops after this many phases past the initialisation (`None`: at `accesses`).
+    pub iterations: Option<u64>,
 }
 
+/// Most references a generator repeats an access (`reuse`).
+pub const MAX_REUSE: u32 = 1 << 16;
+
+/// Most bytes one data region holds: regions start 2^36 bytes apart.
+pub const REGION_BYTES: u64 = 1 << 36;
+
 impl GenParams {
+    /// Sizes derived from `accesses`, 8-byte words, each access once, no iteration limit.
     pub fn new(threads: u32, accesses: u64, seed: u64) -> Self {
-        GenParams { threads, accesses, seed, page_size: 4096, line_size: 64 }
+        GenParams {
+            threads,
+            accesses,
+            seed,
+            page_size: 4096,
+            line_size: 64,
+            word: WORD,
+            footprint: None,
+            reuse: 1,
+            iterations: None,
+        }
     }
+
+    /// A footprint of `pages` per thread run for `iterations` phases past the
+    /// initialisation, however many accesses that takes.
+    pub fn sized(threads: u32, pages: u64, iterations: u64, seed: u64) -> Self {
+        GenParams { footprint: Some(pages), iterations: Some(iterations), ..GenParams::new(threads, u64::MAX, seed) }
+    }
+
     pub fn page_words(&self) -> u64 {
-        self.page_size / WORD
+        self.page_size / self.word
     }
-    /// Accesses per thread if work were spread evenly.
+    /// Accesses per thread if work were spread evenly (sizes derived from the budget).
     pub fn per_thread(&self) -> u64 {
         self.accesses / self.threads as u64
+    }
+    /// Words of data per thread the footprint gives, if it is set.
+    pub fn footprint_words(&self) -> Option<u64> {
+        self.footprint.map(|pages| pages * self.page_words())
+    }
+    /// A read of one word at `addr`.
+    pub fn rd(&self, addr: u64) -> Op {
+        Op { addr, size: self.word as u32, write: false }
+    }
+    /// A write of one word at `addr`.
+    pub fn wr(&self, addr: u64) -> Op {
+        Op { addr, size: self.word as u32, write: true }
     }
     /// A generator seeded for one stream (thread, phase) of this run.
     pub fn rng(&self, thread: u32, phase: u64) -> ChaCha8Rng {
@@ -84,6 +128,26 @@ impl GenParams {
         if self.line_size < WORD || !self.line_size.is_power_of_two() || self.line_size > self.page_size {
             return Err(GenError::LineSize(self.line_size));
         }
+        if !(1..=self.line_size).contains(&self.word) || !self.word.is_power_of_two() {
+            return Err(GenError::Word(self.word));
+        }
+        if !(1..=MAX_REUSE).contains(&self.reuse) {
+            return Err(GenError::Reuse(self.reuse));
+        }
+        if let Some(pages) = self.footprint {
+            // The largest region a pattern lays out holds every thread's share (x 2 for
+            // the coarser grids of phase-change and a double buffer's halves).
+            let bytes = (pages as u128) * self.threads as u128 * self.page_size as u128 * 2;
+            if pages == 0 || bytes > REGION_BYTES as u128 {
+                return Err(GenError::Footprint { pages, threads: self.threads });
+            }
+        }
+        if self.footprint.is_none() && self.accesses == u64::MAX {
+            return Err(GenError::Unbounded);
+        }
+        if self.iterations.is_none() && self.accesses == u64::MAX {
+            return Err(GenError::Unbounded);
+        }
         Ok(())
     }
 }
@@ -100,6 +164,16 @@ pub enum GenError {
     PageSize(u64),
     #[error("line size {0}: expected a power of two between 8 and the page size")]
     LineSize(u64),
+    #[error("word of {0} bytes: expected a power of two from 1 to the line size")]
+    Word(u64),
+    #[error("reuse {0}: expected 1 to 65536 references per word")]
+    Reuse(u32),
+    #[error(
+        "footprint of {pages} pages per thread: expected at least 1, and at most 2^35 bytes for all {threads} threads together"
+    )]
+    Footprint { pages: u64, threads: u32 },
+    #[error("no end: give an access count, or a footprint and a number of iterations")]
+    Unbounded,
 }
 
 /// A workload pattern: a named program that yields its phases lazily (usually forever).
@@ -108,7 +182,18 @@ pub struct Pattern {
     /// What the pattern models and which seed describes it.
     pub models: &'static str,
     pub phases: fn(GenParams) -> Box<dyn Iterator<Item = Phase>>,
+    /// Pages per thread of a run sized like the papers' (NPB classes A/B: past the TLBs'
+    /// reach and, at 64 threads, past the last-level caches).
+    pub default_footprint: u64,
+    /// Phases after the initialisation of such a run.
+    pub default_iterations: u64,
 }
+
+/// The papers' kind of footprint: 4 MiB of 4 KiB pages per thread (256 MiB at 64 threads).
+pub const PAPER_FOOTPRINT: u64 = 1024;
+
+/// Iterations of a run sized like the papers'.
+pub const PAPER_ITERATIONS: u64 = 10;
 
 pub fn find(name: &str) -> Option<&'static Pattern> {
     PATTERNS.iter().find(|p| p.name == name)
@@ -120,24 +205,34 @@ const QUANTUM: (u64, u64) = (32, 256);
 /// Trace metadata describing a generator run.
 pub fn metadata(pattern: &Pattern, p: &GenParams) -> Metadata {
     let mut source = Source { kind: "generator".into(), name: pattern.name.into(), ..Source::default() };
-    for (k, v) in
-        [("threads", p.threads as u64), ("accesses", p.accesses), ("seed", p.seed), ("page_size", p.page_size)]
-    {
+    let mut params =
+        vec![("threads", p.threads as u64), ("seed", p.seed), ("page_size", p.page_size), ("word", p.word)];
+    if p.accesses != u64::MAX {
+        params.push(("accesses", p.accesses));
+    }
+    params.extend(p.footprint.map(|f| ("footprint_pages", f)));
+    params.extend(p.iterations.map(|i| ("iterations", i)));
+    if p.reuse > 1 {
+        params.push(("reuse", p.reuse as u64));
+    }
+    for (k, v) in params {
         source.params.insert(k.into(), v.to_string());
     }
     Metadata { page_size: p.page_size, line_size: p.line_size, threads: p.threads, ..Metadata::with_source(source) }
 }
 
 /// Runs `pattern` into `sink`; returns the number of accesses produced (= p.accesses unless
-/// the program ends first).
+/// the program or its iterations end first). The first phase is the initialisation; each
+/// access of the later ones is made `reuse` times in a row.
 pub fn run(pattern: &Pattern, p: &GenParams, sink: &mut dyn Sink) -> io::Result<u64> {
     let mut sched = ChaCha8Rng::seed_from_u64(p.seed ^ 0x5eed_5c4e_d01e);
     let mut started = vec![false; p.threads as usize];
     let mut count = 0u64;
-    for phase in (pattern.phases)(*p) {
-        if count >= p.accesses {
+    for (number, phase) in (pattern.phases)(*p).enumerate() {
+        if count >= p.accesses || p.iterations.is_some_and(|it| number as u64 > it) {
             break;
         }
+        let repeat = if number == 0 { 1 } else { p.reuse };
         if phase.init_done_before {
             sink.event(0, EventKind::InitDone, 0, "")?;
         }
@@ -160,8 +255,14 @@ pub fn run(pattern: &Pattern, p: &GenParams, sink: &mut dyn Sink) -> io::Result<
                 match stream.next() {
                     Some(op) => {
                         let kind = if op.write { Kind::Write } else { Kind::Read };
-                        sink.access(Access { thread: *thread, addr: op.addr, size: op.size, kind })?;
-                        count += 1;
+                        let access = Access { thread: *thread, addr: op.addr, size: op.size, kind };
+                        for _ in 0..repeat {
+                            sink.access(access)?;
+                            count += 1;
+                            if count == p.accesses {
+                                break;
+                            }
+                        }
                         if count == p.accesses {
                             break;
                         }
@@ -195,9 +296,11 @@ pub fn round_up(x: u64, m: u64) -> u64 {
     x.div_ceil(m) * m
 }
 
-/// Sequential 8-byte writes over `words` words from `base` (a parallel initialisation loop).
-pub fn write_range(base: u64, words: u64) -> Stream {
-    Box::new((0..words).map(move |i| wr(base + i * WORD)))
+/// Sequential writes over `words` words of `p.word` bytes from `base` (a parallel
+/// initialisation loop).
+pub fn write_range(p: &GenParams, base: u64, words: u64) -> Stream {
+    let p = *p;
+    Box::new((0..words).map(move |i| p.wr(base + i * p.word)))
 }
 
 /// Random stream helper: boxes an iterator built with a per-stream RNG.

@@ -293,3 +293,112 @@ fn bad_parameters_are_rejected() {
     assert!(GenParams { page_size: 1000, ..GenParams::new(1, 10, 1) }.validate().is_err());
     assert!(GenParams::new(4, 10, 1).validate().is_ok());
 }
+
+fn generate_with(name: &str, p: &GenParams) -> VecSink {
+    let mut sink = VecSink::default();
+    run(find(name).unwrap(), p, &mut sink).unwrap();
+    sink
+}
+
+fn distinct_pages(s: &VecSink) -> BTreeSet<u64> {
+    s.accesses.iter().map(|a| a.addr / 4096).collect()
+}
+
+/// A footprint of F pages per thread lays out about F x threads pages, whatever the run's
+/// length: the same pages after one iteration as after three.
+#[test]
+fn the_footprint_sets_the_pages_whatever_the_length() {
+    let threads = 4u32;
+    for pattern in PATTERNS {
+        // A multiplication is n^3 accesses for n^2 words: matmult gets a smaller footprint.
+        let pages = if pattern.name == "matmult" { 16 } else { 64 };
+        let one = generate_with(pattern.name, &GenParams::sized(threads, pages, 1, 1));
+        let three = generate_with(pattern.name, &GenParams::sized(threads, pages, 3, 1));
+        let (a, b) = (distinct_pages(&one), distinct_pages(&three));
+        assert_eq!(a, b, "{}: the length changed the pages", pattern.name);
+        let want = (threads as u64 * pages) as f64;
+        let ratio = a.len() as f64 / want;
+        assert!((0.95..=1.1).contains(&ratio), "{}: {} pages for {want}", pattern.name, a.len());
+        assert!(three.accesses.len() > one.accesses.len(), "{}", pattern.name);
+    }
+    // Twice the footprint, twice the pages.
+    let small = distinct_pages(&generate_with("neighbor", &GenParams::sized(threads, 64, 1, 1))).len();
+    let large = distinct_pages(&generate_with("neighbor", &GenParams::sized(threads, 128, 1, 1))).len();
+    assert_eq!(large, 2 * small);
+}
+
+/// `iterations` counts the phases after the initialisation: phase-change marks each one.
+#[test]
+fn iterations_count_the_phases_after_the_initialisation() {
+    for k in [1u64, 4, 7] {
+        let s = generate_with("phase-change", &GenParams::sized(4, 32, k, 1));
+        let marks = s.events.iter().filter(|e| e.2 == EventKind::PhaseChange).count() as u64;
+        assert_eq!(marks, k);
+    }
+    // An access limit still cuts the run short.
+    let p = GenParams { accesses: 1000, ..GenParams::sized(4, 32, 5, 1) };
+    assert_eq!(generate_with("neighbor", &p).accesses.len(), 1000);
+}
+
+/// Reuse r makes every access after the initialisation r times in a row: r times as many,
+/// each the same thread, address and kind as the one before it r - 1 times out of r.
+#[test]
+fn reuse_repeats_each_access_after_the_initialisation() {
+    let once = generate_with("sor", &GenParams::sized(4, 16, 2, 1));
+    let init = after_init_sized(&GenParams::sized(4, 16, 2, 1), "sor");
+    for r in [2u32, 5] {
+        let p = GenParams { reuse: r, ..GenParams::sized(4, 16, 2, 1) };
+        let s = generate_with("sor", &p);
+        assert_eq!(s.accesses.len() - init, r as usize * (once.accesses.len() - init));
+        assert_eq!(s.accesses[..init], once.accesses[..init], "the initialisation is not repeated");
+        let repeats = s.accesses[init..].windows(2).filter(|w| w[0] == w[1]).count();
+        let runs = (s.accesses.len() - init) / r as usize;
+        assert!(repeats >= runs * (r as usize - 1), "{repeats} repeats in {runs} runs of {r}");
+        let mut a: Vec<_> = s.accesses[init..].iter().map(|a| (a.thread, a.addr, a.kind == Kind::Write)).collect();
+        let mut b: Vec<_> = once.accesses[init..]
+            .iter()
+            .flat_map(|a| std::iter::repeat_n((a.thread, a.addr, a.kind == Kind::Write), r as usize))
+            .collect();
+        a.sort();
+        b.sort();
+        assert_eq!(a, b);
+    }
+}
+
+fn after_init_sized(p: &GenParams, name: &str) -> usize {
+    let init = (find(name).unwrap().phases)(*p).next().unwrap();
+    init.streams.into_iter().map(|(_, s)| s.count()).sum()
+}
+
+/// A 4-byte word: every access is 4 bytes, a page holds 1024 of them (sor's rows are 1024
+/// columns), and the footprint's pages are the same.
+#[test]
+fn the_word_size_shapes_accesses_and_rows() {
+    let p = GenParams { word: 4, ..GenParams::sized(2, 8, 1, 1) };
+    let s = generate_with("sor", &p);
+    assert!(s.accesses.iter().all(|a| a.size == 4 && a.addr % 4 == 0));
+    let max_col = s.accesses.iter().map(|a| (a.addr - region(0)) / 4 % 1024).max().unwrap();
+    assert_eq!(max_col, 1023);
+    let eight = generate_with("sor", &GenParams::sized(2, 8, 1, 1));
+    assert_eq!(distinct_pages(&s), distinct_pages(&eight));
+    for pattern in PATTERNS {
+        let s = generate_with(pattern.name, &GenParams { word: 4, ..GenParams::sized(2, 8, 1, 1) });
+        // all-to-all's column indices are 4 bytes whatever the word.
+        assert!(s.accesses.iter().all(|a| a.size == 4), "{}", pattern.name);
+    }
+}
+
+#[test]
+fn sizes_without_an_end_or_out_of_range_are_rejected() {
+    let unbounded = GenParams { iterations: None, ..GenParams::sized(4, 8, 1, 1) };
+    assert_eq!(unbounded.validate(), Err(GenError::Unbounded));
+    assert_eq!(
+        GenParams { footprint: Some(0), ..GenParams::sized(4, 8, 1, 1) }.validate().unwrap_err(),
+        GenError::Footprint { pages: 0, threads: 4 }
+    );
+    assert!(GenParams::sized(4096, 1 << 20, 1, 1).validate().is_err());
+    assert_eq!(GenParams { word: 3, ..GenParams::new(4, 10, 1) }.validate(), Err(GenError::Word(3)));
+    assert_eq!(GenParams { word: 128, ..GenParams::new(4, 10, 1) }.validate(), Err(GenError::Word(128)));
+    assert_eq!(GenParams { reuse: 0, ..GenParams::new(4, 10, 1) }.validate(), Err(GenError::Reuse(0)));
+    assert!(GenParams::sized(64, 4096, 10, 1).validate().is_ok());
+}
