@@ -114,6 +114,7 @@ sharing kept within each level (%, EagerMap's quality view; lower levels are bet
                 .collect::<String>()
         );
     }
+    capacity_lines(&mapped);
     let potential = &mapped.potential;
     let how = match (potential.accesses, potential.weight, potential.sharing_percent) {
         (Some(n), Some(weight), Some(percent)) => format!(
@@ -140,6 +141,40 @@ sharing kept within each level (%, EagerMap's quality view; lower levels are bet
         os.iter().map(|o| format!("{{{o}}}")).collect::<Vec<_>>().join(",")
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The data the threads use against the caches: how sharemap's default spread the threads,
+/// and how full each level's fullest cache is under the first mapping.
+fn capacity_lines(mapped: &sharemap::Mapping) {
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    let Some(demand) = &mapped.demand else {
+        println!(
+            "\ndata the threads use: unknown (a matrix file has no pages), so the mapping weighs sharing alone, not cache capacity; map the trace to weigh it"
+        );
+        return;
+    };
+    println!(
+        "\ndata the threads use: {:.1} MiB ({:.1} MiB of it on pages several threads share)",
+        mib(demand.total()),
+        mib(demand.shared_bytes)
+    );
+    for r in &mapped.mappings {
+        if let Some(s) = &r.spread {
+            println!("{}: {}", r.algorithm, s.why);
+        }
+    }
+    let first = &mapped.mappings[0];
+    if !first.loads.is_empty() {
+        let levels: Vec<String> = first
+            .loads
+            .iter()
+            .map(|l| {
+                let name = l.level.trim_end_matches("Cache");
+                format!("{name} {:.2} of {:.2} MiB ({} of {} in use)", mib(l.most), mib(l.capacity), l.used, l.of)
+            })
+            .collect();
+        println!("fullest cache of each level under {}: {}", first.algorithm, levels.join(", "));
+    }
 }
 
 /// `sharemap algorithms`: every mapping algorithm, its source and its options.

@@ -219,7 +219,7 @@ pub fn build(args: &ReportArgs, runs: Option<&Runs>) -> Result<Page> {
     sections.push(pages_section(&analysis.detection.pages, matrix.threads())?);
 
     // The analysis's oracle matrix is what `Session::map` would count again: one pass fewer.
-    let sharing = sharemap::LoadedSharing { matrix: matrix.clone(), accesses: Some(analysis.detection.seen) };
+    let sharing = sharemap::LoadedSharing::of_detection(&analysis.detection);
     let request = MapRequest { algorithms: "sharemap,compact,scatter,round-robin,random".into(), ..Default::default() };
     let mapped = sharemap::map::map(&sharing, machine, &request, model.seed).map_err(|e| anyhow!(e))?;
     sections.push(mapping_section(&mapped));

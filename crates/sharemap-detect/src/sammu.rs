@@ -105,6 +105,9 @@ pub struct SammuReport {
     pub updates_from_evictions: u64,
     pub updates_from_saturations: u64,
     pub updates_from_flush: u64,
+    /// Statistics updates whose sharers vector held another thread: the share of SAMMU's
+    /// samples that see sharing (what the remap decision weighs a gain by).
+    pub sharing_updates: u64,
     pub migration_notifications: u64,
     /// Extra memory accesses SAMMU makes: one read and one write of the page history entry
     /// per activation, one sharing-matrix update per sharer per statistics update.
@@ -246,6 +249,13 @@ impl Sammu {
         self.updates.iter_mut().flat_map(|u| u.drain(..))
     }
 
+    /// The share of the statistics updates that saw another thread in the page's sharers
+    /// vector: SAMMU's estimate of the share of accesses that go to shared pages (each update
+    /// stands for the AC >= AT accesses of one TLB entry). 0 before any update.
+    pub fn sharing_share(&self) -> f64 {
+        self.report.sharing_updates as f64 / self.report.updates.max(1) as f64
+    }
+
     pub fn new(p: SammuParams, cores: usize, nodes: usize) -> Self {
         let tlbs = (0..cores.max(1))
             .map(|_| Tlb { l1: Level::new(p.l1_entries, p.l1_ways), l2: Level::new(p.l2_entries, p.l2_ways) })
@@ -328,6 +338,7 @@ impl Sammu {
                 log.push((e.page, node));
             }
             let t = e.thread;
+            r.sharing_updates += h.sharers.iter().any(|&s| s != NONE && s != t) as u64;
             for s in h.sharers {
                 if s != NONE && s != t {
                     let need = (s.max(t) + 1) as usize;

@@ -22,6 +22,21 @@ pub trait MappingAlgorithm: Send + Sync {
 
     /// Each thread's logical PU.
     fn map(&self, m: &SharingMatrix, machine: &Machine, costs: &PairCosts) -> Result<Vec<usize>, MappingError>;
+
+    /// Each thread's logical PU, knowing the data the threads use (`demand`) when the caller
+    /// does, and how many last-level caches it spread them over when it weighed that. Only an
+    /// algorithm that weighs cache capacity uses the demand (sharemap's default does); the
+    /// others map as `map`.
+    fn map_with(
+        &self,
+        m: &SharingMatrix,
+        machine: &Machine,
+        costs: &PairCosts,
+        demand: Option<&crate::Demand>,
+    ) -> Result<(Vec<usize>, Option<crate::capacity::Spread>), MappingError> {
+        let _ = demand;
+        Ok((self.map(m, machine, costs)?, None))
+    }
 }
 
 /// Why an algorithm cannot map this matrix on this machine.
@@ -57,7 +72,7 @@ pub static ALGORITHMS: &[AlgorithmInfo] = &[
     plain(
         "sharemap",
         "sharemap",
-        "the cheapest of bisection, eagermap (up to 256 threads) and the order-based mappings, refined by cost-aware pairwise swaps (the default)",
+        "the cheapest of bisection, eagermap (up to 256 threads) and the order-based mappings (no two threads on one core while cores are free), refined by cost-aware pairwise swaps; given the threads' data, spread first over as many last-level caches as it needs (the default)",
         |_, _| Box::new(refined::Refined),
     ),
     plain(

@@ -4,6 +4,7 @@
 
 pub mod algorithm;
 mod bisect;
+pub mod capacity;
 pub mod cost;
 mod eager;
 pub mod exhaustive;
@@ -24,4 +25,5 @@ pub fn os_mapping(machine: &sharemap_machine::Machine, threads: usize) -> Vec<us
 }
 
 pub use algorithm::{ALGORITHMS, AlgorithmInfo, MappingAlgorithm, MappingError, build, is_algorithm};
+pub use capacity::Demand;
 pub use cost::{CostModel, PairCosts, mapping_cost, sharing_by_level};

@@ -52,8 +52,13 @@ pub fn sharing_weight(sharing: f64, accesses: u64) -> f64 {
     if accesses == 0 {
         return 0.0;
     }
-    let s = sharing / accesses as f64;
-    s / (s + HALF_WEIGHT_SHARING)
+    share_weight(sharing / accesses as f64)
+}
+
+/// `sharing_weight` of a share already estimated (sharing per access, or a detector's share
+/// of its samples that share): s / (s + `HALF_WEIGHT_SHARING`).
+pub fn share_weight(share: f64) -> f64 {
+    if share <= 0.0 { 0.0 } else { share / (share + HALF_WEIGHT_SHARING) }
 }
 
 /// The gate for a trace: the structural gain of `potential` weighted by how much of the

@@ -3,9 +3,13 @@
 //! per-level costs (which the bisection and the grouping ignore). With no more threads than
 //! cores, no two threads share a core: SMT siblings share the core's caches, TLB and
 //! pipeline, which the per-level costs do not see (a pair on one core costs least there),
-//! and Linux too fills idle cores first.
+//! and Linux too fills idle cores first. Given the data the threads use, it first spreads them
+//! over as many last-level caches as that data needs, then groups them within those
+//! (`capacity`): the pair costs alone would pack them into as few as possible.
 
+use crate::Demand;
 use crate::algorithm::{MappingAlgorithm, MappingError};
+use crate::capacity::{self, Spread, Units};
 use crate::cost::PairCosts;
 use crate::cost::mapping_cost;
 use sharemap_core::SharingMatrix;
@@ -19,6 +23,26 @@ impl MappingAlgorithm for Refined {
     }
 
     fn map(&self, m: &SharingMatrix, machine: &Machine, costs: &PairCosts) -> Result<Vec<usize>, MappingError> {
+        Ok(self.map_with(m, machine, costs, None)?.0)
+    }
+
+    fn map_with(
+        &self,
+        m: &SharingMatrix,
+        machine: &Machine,
+        costs: &PairCosts,
+        demand: Option<&Demand>,
+    ) -> Result<(Vec<usize>, Option<Spread>), MappingError> {
+        // How many last-level caches the data needs, with fewer threads than cores (with
+        // more, every cache has threads anyway).
+        let n = m.threads();
+        let spread = match (demand, Units::of(machine)) {
+            (Some(d), Some(units)) if n < units.cores.iter().sum::<usize>() => {
+                let s = capacity::spread(d, &units, n);
+                Some((s, units))
+            }
+            _ => None,
+        };
         // Several starting points, computed in parallel; the cheapest is improved by swaps.
         // So the result is never worse than any of them.
         use rayon::prelude::*;
@@ -35,15 +59,19 @@ impl MappingAlgorithm for Refined {
             .map(|start| {
                 let mut candidate = start(m, machine);
                 one_per_core(&mut candidate, machine, costs);
+                if let Some((s, units)) = &spread {
+                    candidate = capacity::balance(&candidate, units, s.units, machine.pu_count());
+                }
                 (mapping_cost(m, &candidate, costs), candidate)
             })
             .collect();
         // The first of the cheapest, so that ties resolve the same way on every run.
         let mut chosen =
             candidates.into_iter().reduce(|best, c| if c.0 < best.0 { c } else { best }).expect("at least one start").1;
-        // Swaps keep the set of PUs in use: still one thread per core.
+        // Swaps keep the set of PUs in use: still one thread per core, and as many threads
+        // under each cache.
         refine(m, &mut chosen, costs);
-        Ok(chosen)
+        Ok((chosen, spread.map(|(s, _)| s)))
     }
 }
 

@@ -6,7 +6,8 @@ use crate::{Error, ErrorKind, Result, TraceInput};
 use serde::Serialize;
 use sharemap_core::{SharingMatrix, ThreadPlacement};
 use sharemap_machine::Machine;
-use sharemap_mapping::{ALGORITHMS, PairCosts, mapping_cost, potential, sharing_by_level};
+use sharemap_mapping::capacity::{self, LevelLoad, Spread};
+use sharemap_mapping::{ALGORITHMS, Demand, PairCosts, mapping_cost, potential, sharing_by_level};
 use std::time::Instant;
 
 pub use sharemap_mapping::potential::DEFAULT_THRESHOLD as POTENTIAL_THRESHOLD;
@@ -49,11 +50,29 @@ pub fn cost_model(name: &str) -> Result<CostModel> {
     }
 }
 
-/// A sharing matrix and, when it came from a trace, the accesses it was counted over.
+/// A sharing matrix and, when it came from a trace, the accesses it was counted over and the
+/// data the threads use (what sharemap's default algorithm weighs against cache capacity).
 #[derive(Clone, Debug)]
 pub struct Sharing {
     pub matrix: SharingMatrix,
     pub accesses: Option<u64>,
+    pub demand: Option<Demand>,
+}
+
+impl Sharing {
+    /// A matrix alone (a matrix file): no accesses, no pages.
+    pub fn matrix(matrix: SharingMatrix) -> Sharing {
+        Sharing { matrix, accesses: None, demand: None }
+    }
+
+    /// A detector's findings on a trace: its matrix, the accesses it saw and the pages.
+    pub fn of_detection(d: &sharemap_detect::Detection) -> Sharing {
+        Sharing {
+            matrix: d.matrix.clone(),
+            accesses: Some(d.seen),
+            demand: Some(Demand::from_usage(&d.pages, d.matrix.threads())),
+        }
+    }
 }
 
 /// One algorithm's mapping.
@@ -66,6 +85,11 @@ pub struct Mapped {
     pub elapsed_ms: f64,
     /// EagerMap's view: the share of sharing kept within each level, from the bottom up.
     pub sharing_by_level: Vec<LevelShare>,
+    /// How many last-level caches it spread the threads over and why (sharemap's default,
+    /// when the data is known).
+    pub spread: Option<Spread>,
+    /// Per cache level, the data its fullest cache holds under this mapping (when known).
+    pub loads: Vec<LevelLoad>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -87,6 +111,8 @@ pub struct Mapping {
     pub random_cost: f64,
     /// Whether mapping is worth it at all.
     pub potential: Potential,
+    /// The data the threads use, when the sharing came from a trace.
+    pub demand: Option<Demand>,
 }
 
 /// The mapping-potential gate: how much a grouped mapping gains over a random one
@@ -138,7 +164,7 @@ impl Potential {
 /// m.add(1, 2, 100.0);
 /// let machine = Machine::from_spec("pack:2 core:2 pu:1").unwrap();
 /// let request = MapRequest { algorithms: "sharemap,random:seed=3".into(), ..Default::default() };
-/// let mapped = sharemap::map::map(&Sharing { matrix: m, accesses: None }, &machine, &request, 1).unwrap();
+/// let mapped = sharemap::map::map(&Sharing::matrix(m), &machine, &request, 1).unwrap();
 /// let best = &mapped.mappings[0].mapping;
 /// assert_eq!(best[0] / 2, best[3] / 2, "a sharing pair shares a package");
 /// assert!(mapped.mappings[0].cost <= mapped.mappings[1].cost);
@@ -162,8 +188,11 @@ pub fn map(sharing: &Sharing, machine: &Machine, request: &MapRequest, seed: u64
             continue; // `all` skips what an algorithm cannot do; asking for it alone is an error.
         }
         let start = Instant::now();
-        let mapping = alg.map(matrix, machine, &costs).map_err(|e| Error::new(ErrorKind::Mapping, e.to_string()))?;
+        let (mapping, spread) = alg
+            .map_with(matrix, machine, &costs, sharing.demand.as_ref())
+            .map_err(|e| Error::new(ErrorKind::Mapping, e.to_string()))?;
         let elapsed_ms = start.elapsed().as_secs_f64() * 1e3;
+        let loads = sharing.demand.as_ref().map(|d| capacity::loads(&mapping, machine, d)).unwrap_or_default();
         let sharing_by_level = sharing_by_level(matrix, &mapping, machine)
             .into_iter()
             .map(|(level, share)| LevelShare { level, share })
@@ -174,6 +203,8 @@ pub fn map(sharing: &Sharing, machine: &Machine, request: &MapRequest, seed: u64
             mapping,
             elapsed_ms,
             sharing_by_level,
+            spread,
+            loads,
         });
     }
     let os_mapping = sharemap_mapping::os_mapping(machine, matrix.threads());
@@ -184,6 +215,7 @@ pub fn map(sharing: &Sharing, machine: &Machine, request: &MapRequest, seed: u64
         os_mapping,
         random_cost: random_cost(matrix, machine, &costs, seed),
         potential: Potential::of(matrix, machine, request.cost_model, sharing.accesses),
+        demand: sharing.demand.clone(),
     })
 }
 
@@ -213,7 +245,7 @@ pub(crate) fn oracle_sharing(input: &TraceInput, observer: &dyn Observer) -> Res
         sharemap_detect::run(trace.as_mut(), vec![d], 0, progress)
     })?;
     let detection = found.into_iter().next().expect("one detector").detection;
-    Ok(Sharing { matrix: detection.matrix, accesses: Some(detection.seen) })
+    Ok(Sharing::of_detection(&detection))
 }
 
 /// The sharing `input` holds: a matrix file (numalize CSV, TopoMatch .mat) as it is, or a
@@ -225,7 +257,7 @@ pub fn load_sharing(input: &TraceInput, observer: &dyn Observer) -> Result<Shari
             return Err(Error::new(ErrorKind::Exclude, "works on traces, not on a matrix file"));
         }
         let matrix = SharingMatrix::read(path).map_err(|e| Error::new(ErrorKind::Sharing, e.to_string()))?;
-        return Ok(Sharing { matrix, accesses: None });
+        return Ok(Sharing::matrix(matrix));
     }
     oracle_sharing(input, observer)
 }

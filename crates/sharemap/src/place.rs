@@ -229,6 +229,30 @@ pub struct Placement {
     pub evaluation: Evaluation,
 }
 
+/// For each time-driven policy whose first timed action comes after the trace's end (at its
+/// time scale), a note saying so, with the figures and the setting that would change it.
+pub(crate) fn clock_notes(situation: &Situation, policies: &PolicySet, refs: u64) -> Vec<String> {
+    let span_ms = refs as f64 / situation.refs_per_ms;
+    let scale = match situation.time_scale {
+        crate::TimeScale::Recorded => "the recorded run's own",
+        crate::TimeScale::Given => "--refs-per-ms",
+        crate::TimeScale::Default => "assumed, the trace has no clock: --refs-per-ms sets it",
+    };
+    policies
+        .0
+        .iter()
+        .filter_map(|(name, p)| {
+            let (what, ms) = p.clock()?;
+            (ms >= span_ms).then(|| {
+                format!(
+                    "{name}: its {what} comes at {ms} ms, after the trace's end ({span_ms:.1} ms: {refs} references at {:.0} per ms, {scale}), so that part of it never acts",
+                    situation.refs_per_ms
+                )
+            })
+        })
+        .collect()
+}
+
 /// Every policy can run on the machine (a node it names exists): checked before any pass.
 pub(crate) fn check_machine(situation: &Situation, policies: &PolicySet) -> Result<()> {
     let nodes = situation.machine.numa_count();

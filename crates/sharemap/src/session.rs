@@ -135,11 +135,13 @@ impl Session {
         if let Some(out) = plan {
             crate::plan::write_placement_to(out, &evaluation, prepared.situation.page_size.bytes())?;
         }
+        let mut situation = prepared.situation;
+        situation.notes.extend(crate::place::clock_notes(&situation, &policies, prepared.partition.refs));
         Ok(Placement {
             accesses: prepared.partition.refs,
             pages: prepared.partition.pages(),
             threads: prepared.threads,
-            situation: prepared.situation,
+            situation,
             evaluation,
         })
     }

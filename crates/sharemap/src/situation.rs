@@ -210,12 +210,13 @@ impl Situation {
                     situation.notes.push(format!("{why}: threads stay where the OS put them (the os model)"));
                     os_placement(machine, "os", threads_of(&meta, machine))?
                 }
-                ThreadSharing::Map(matrix, why) => {
+                ThreadSharing::Map(matrix, why, demand) => {
                     situation.notes.extend(why.map(|w| format!("{w}: threads mapped with the sharing known then")));
                     let costs = PairCosts::new(machine, CostModel::Latency);
-                    let pus = alg
-                        .map(&matrix, machine, &costs)
+                    let (pus, spread) = alg
+                        .map_with(&matrix, machine, &costs, demand.as_ref())
                         .map_err(|e| Error::new(ErrorKind::ThreadMap, format!("{name}: {e}")))?;
+                    situation.notes.extend(spread.map(|s| s.why));
                     ThreadPlacement::on_pus(machine, pus)?
                 }
             };
@@ -348,8 +349,9 @@ pub enum TimeScale {
 
 /// What a mapping algorithm gets to map.
 enum ThreadSharing {
-    /// This matrix (with the online decision that chose it, if any).
-    Map(SharingMatrix, Option<String>),
+    /// This matrix (with the online decision that chose it, if any), and the threads' data
+    /// when a detector read the trace.
+    Map(SharingMatrix, Option<String>, Option<sharemap_mapping::Demand>),
     /// Nothing: the detector's online decision was not to map, for this reason.
     Stay(String),
 }
@@ -367,7 +369,7 @@ fn thread_sharing(sharing: &Sharing, machine: &Machine, trace: &mut dyn TraceSou
                     format!("the matrix has {} threads, the trace has {threads}", m.threads()),
                 ));
             }
-            Ok(ThreadSharing::Map(m.clone(), None))
+            Ok(ThreadSharing::Map(m.clone(), None, None))
         }
         Sharing::Detector(spec) => {
             let spec = sharemap_detect::detector::parse(spec)?;
@@ -376,9 +378,10 @@ fn thread_sharing(sharing: &Sharing, machine: &Machine, trace: &mut dyn TraceSou
             let d = sharemap_detect::detector::build(&spec, &ctx)?;
             let found = sharemap_detect::run(trace, vec![d], 0, &|_| {})?;
             let detection = found.into_iter().next().expect("one detector").detection;
+            let demand = Some(sharemap_mapping::Demand::from_usage(&detection.pages, detection.matrix.threads()));
             Ok(match detection.decision {
-                None => ThreadSharing::Map(detection.matrix, None),
-                Some(d) if d.map => ThreadSharing::Map(d.matrix, Some(d.why)),
+                None => ThreadSharing::Map(detection.matrix, None, demand),
+                Some(d) if d.map => ThreadSharing::Map(d.matrix, Some(d.why), demand),
                 Some(d) => ThreadSharing::Stay(d.why),
             })
         }

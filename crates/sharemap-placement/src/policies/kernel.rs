@@ -32,6 +32,10 @@ impl NumaBalancing {
 }
 
 impl Policy for NumaBalancing {
+    fn clock(&self) -> Option<(&'static str, f64)> {
+        Some(("first scan", self.delay_ms))
+    }
+
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
         if let Some(t) = private(page) {
             return t;
@@ -172,6 +176,12 @@ pub struct Kmaf {
 }
 
 impl Policy for Kmaf {
+    /// A node faults once per window: a move needs 3 faults of one node against none of
+    /// another's (3 > 2 x (0 + 1)), so three windows.
+    fn clock(&self) -> Option<(&'static str, f64)> {
+        Some(("third fault window, the first in which a page can move", 2.0 * self.window_ms))
+    }
+
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
         if let Some(t) = private(page) {
             return t;
@@ -212,6 +222,10 @@ pub struct Carrefour {
 }
 
 impl Policy for Carrefour {
+    fn clock(&self) -> Option<(&'static str, f64)> {
+        Some(("first epoch's end", self.epoch_ms))
+    }
+
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
         // One node makes all of a private page's accesses: at most it is decided there.
         if self.share <= 1.0

@@ -57,6 +57,13 @@ pub trait Policy: Send + Sync + std::fmt::Debug {
         let _ = nodes;
         Ok(())
     }
+
+    /// For a policy driven by time: what it waits for (a scan's delay, a window, a daemon's
+    /// period) and after how many ms of the trace's time scale it first comes. A trace that
+    /// ends before it never sees that part of the policy, which `place` says.
+    fn clock(&self) -> Option<(&'static str, f64)> {
+        None
+    }
 }
 
 /// Work done in trace order while the trace is split by page, for the policies that need it.

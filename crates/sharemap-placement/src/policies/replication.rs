@@ -23,6 +23,13 @@ pub struct Replicate {
 }
 
 impl Policy for Replicate {
+    fn clock(&self) -> Option<(&'static str, f64)> {
+        match self.rule {
+            Rule::Time(ms) => Some(("mapping lifetime that earns a copy", ms)),
+            _ => None,
+        }
+    }
+
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
         if let Some(t) = private(page) {
             return t;

@@ -48,6 +48,9 @@ impl Policy for Ace {
                 left[x] -= 1;
                 act = left[x] == 0;
             }
+            // Whether this reference takes the other nodes' mappings away (their TLB entries
+            // are shot down, and with them Delay's counters).
+            let before = res.set();
             if act {
                 if r.write {
                     if invalidations >= self.limit {
@@ -72,8 +75,10 @@ impl Policy for Ace {
                 // A write while counting down still needs a single copy: an invalidation.
                 invalidations += 1;
             }
-            if r.write {
-                // The other nodes' copies and mappings are gone: their counts restart.
+            let invalidated = r.write && (res.set() != before || res.copies() > 1);
+            if invalidated {
+                // The other nodes' copies and mappings are gone: their counts restart. A
+                // write that invalidated nothing (the page's one copy stays) leaves them.
                 let mut others = counting & !node_bit(r.node);
                 counting &= node_bit(r.node);
                 while others != 0 {
@@ -89,7 +94,10 @@ impl Policy for Ace {
 
 /// PLATINUM (Cox & Fowler): replicate on read, migrate on write, like ACE; a page that is
 /// referenced by another node within t1 of an invalidation is frozen where it is (in global
-/// memory if the machine has it); every t2 a daemon defrosts all frozen pages.
+/// memory if the machine has it); every t2 a daemon defrosts all frozen pages. Pages start
+/// where ACE's and Delay's do, so that the three are compared from one starting rule: in
+/// global memory when the machine has it (seed 004's ACE, whose traces were taken with all
+/// writable memory there), else at the first touch.
 #[derive(Debug)]
 pub struct Platinum {
     pub t1_ms: f64,
@@ -97,14 +105,18 @@ pub struct Platinum {
 }
 
 impl Policy for Platinum {
+    fn clock(&self) -> Option<(&'static str, f64)> {
+        Some(("defrost daemon", self.t2_ms))
+    }
+
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
         let global = ctx.costs.has_global();
-        if let Some(t) = private(page) {
+        if !global && let Some(t) = private(page) {
             // No invalidation by another node, so nothing freezes.
             return t;
         }
         let (t1, t2) = (ctx.refs(self.t1_ms), ctx.refs(self.t2_ms));
-        let mut res = first_touch(page);
+        let mut res = if global { Residence::new(GLOBAL_BIT) } else { first_touch(page) };
         let mut frozen_in: Option<u64> = None; // defrost period in which it froze
         let mut last_invalidation: Option<(u64, u16)> = None;
         page.refs().for_each(|r| {

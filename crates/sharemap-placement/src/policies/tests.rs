@@ -262,6 +262,50 @@ fn delay_waits_c_references_before_replicating() {
     assert_eq!((w.global, w.local, w.global_moves), (99, 51, 1));
 }
 
+/// Delay's countdown lives in the TLB entry of the node counting: only a write that takes its
+/// mapping away (an invalidation) restarts it. Here node 0 holds the page's one copy and
+/// writes it in the middle of node 1's countdown: nothing is invalidated, node 1's 100th
+/// read replicates the page.
+#[test]
+fn delay_counts_survive_a_write_that_invalidates_nothing() {
+    let c = ctx(2, butterfly(), None, &[], &[]);
+    let mut refs = writes(0, 0, 1);
+    refs.extend(reads(1, 1, 60));
+    refs.push(Ref::write(61, 0));
+    refs.extend(reads(1, 62, 60));
+    let t = run("delay", &[], &refs, &c);
+    // Node 1: 99 remote reads, then its 100th replicates: it and the 20 after are local, as
+    // are node 0's two writes. (A restart at the write: no copy at all.)
+    assert_eq!((t.replications, t.remote, t.local), (1, 99, 2 + 21));
+    // A write that does invalidate (node 0 writing while node 1 holds a copy) restarts it.
+    let mut refs = writes(0, 0, 1);
+    refs.extend(reads(1, 1, 100)); // copy at the 100th
+    refs.push(Ref::write(101, 0)); // invalidates node 1's copy
+    refs.extend(reads(1, 102, 150));
+    let t = run("delay", &[], &refs, &c);
+    assert_eq!(t.replications, 2, "{t:?}");
+    assert_eq!(t.remote, 99 + 99);
+}
+
+proptest! {
+    /// On a machine with global memory ACE, Delay and PLATINUM start a page in global memory
+    /// (seed 004's ACE): on a page one node references, none of them has anything to freeze
+    /// or defrost, and PLATINUM pays what ACE pays to bring it out.
+    #[test]
+    fn on_global_memory_platinum_starts_where_ace_does(
+        node in 0u16..4,
+        refs in prop::collection::vec(any::<bool>(), 1..300),
+    ) {
+        let costs = Costs::new(&CostParams { r: 5.0, big_r: 40.0, g: Some(2.0), big_g: Some(30.0) });
+        let c = ctx(4, costs, None, &[], &[]);
+        let refs: Vec<Ref> = refs.iter().enumerate().map(|(i, &w)| Ref { at: i as u64, node, write: w, sampled: false }).collect();
+        let ace = run("ace", &[], &refs, &c);
+        let platinum = run("platinum", &[], &refs, &c);
+        prop_assert_eq!(ace.cost(&costs), platinum.cost(&costs));
+        prop_assert!(platinum.global_moves == 1, "{:?}", platinum);
+    }
+}
+
 #[test]
 fn platinum_freezes_and_defrosts() {
     let c = ctx(2, butterfly(), None, &[], &[]);

@@ -124,7 +124,8 @@ pub fn oracle_mapping(ctx: &Context) -> Result<Vec<usize>, MechanismError> {
     let costs = PairCosts::new(ctx.machine, CostModel::Latency);
     let mut matrix = profile.matrix.clone();
     matrix.grow(ctx.threads.max(1));
-    mapper.map(&matrix, ctx.machine, &costs).map_err(MechanismError::of)
+    let demand = profile.demand(matrix.threads());
+    Ok(mapper.map_with(&matrix, ctx.machine, &costs, Some(&demand)).map_err(MechanismError::of)?.0)
 }
 
 fn profile<'a>(ctx: &'a Context) -> Result<&'a super::Profile, MechanismError> {
@@ -247,7 +248,8 @@ impl Static {
                 None => sharemap_core::SharingMatrix::new(ctx.threads.max(1)),
             };
             matrix.grow(ctx.threads.max(1));
-            mapper.map(&matrix, ctx.machine, &costs).map_err(MechanismError::of)?
+            let demand = ctx.profile.map(|p| p.demand(matrix.threads()));
+            mapper.map_with(&matrix, ctx.machine, &costs, demand.as_ref()).map_err(MechanismError::of)?.0
         })
     }
 }

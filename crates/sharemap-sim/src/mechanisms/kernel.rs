@@ -34,6 +34,9 @@ pub fn build_numa_balancing(p: &Params, _seed: u64) -> Result<Box<dyn Mechanism>
         fault_ns: p.number("fault-us") * 1e3,
         pages: FxHashMap::default(),
         cursor: 0,
+        first_scan_ns: p.number("scan-delay-ms") * 1e6,
+        scans: 0,
+        hinting_faults: 0,
     }))
 }
 
@@ -46,6 +49,10 @@ struct NumaBalancing {
     pages: FxHashMap<u64, (bool, TwoStageFilter)>,
     /// The next page (number) the scanner marks.
     cursor: u64,
+    /// When the first scan comes, and scans and hinting faults so far.
+    first_scan_ns: f64,
+    scans: u64,
+    hinting_faults: u64,
 }
 
 impl Mechanism for NumaBalancing {
@@ -62,6 +69,7 @@ impl Mechanism for NumaBalancing {
         let state = self.pages.entry(page).or_insert((false, TwoStageFilter::default()));
         if state.0 {
             state.0 = false;
+            self.hinting_faults += 1;
             let node = node_of(sim, thread);
             sim.fault(thread, self.fault_ns);
             if state.1.fault(node as u16, sim.home_of(page) == Some(node)) {
@@ -70,9 +78,28 @@ impl Mechanism for NumaBalancing {
         }
         if sim.thread_clock(thread) >= self.next_scan_ns {
             self.next_scan_ns = sim.time_ns() + self.period_ns;
+            self.scans += 1;
             self.scan(sim.page_shift());
         }
     }
+
+    fn note(&self, time_ns: f64) -> Option<String> {
+        Some(if self.scans == 0 {
+            never_fired("NUMA balancing", "first scan", self.first_scan_ns, time_ns, "scan-delay-ms")
+        } else {
+            format!("NUMA balancing: {} scans, {} hinting faults", self.scans, self.hinting_faults)
+        })
+    }
+}
+
+/// A time-driven mechanism whose first action comes after the run's end, said with the
+/// figures that show it and the setting that would change it.
+fn never_fired(who: &str, what: &str, at_ns: f64, time_ns: f64, setting: &str) -> String {
+    format!(
+        "{who} never fired: its {what} comes at {:.3} ms, after the end of this {:.3} ms run, so it equals os (a run of seconds, or a smaller {setting}, lets it act)",
+        at_ns / 1e6,
+        time_ns / 1e6
+    )
 }
 
 impl NumaBalancing {
@@ -122,8 +149,12 @@ struct KmafState {
     pages: FxHashMap<u64, KmafPage>,
     matrix: SharingMatrix,
     faults: u64,
+    /// Faults on a page another thread faulted on in the same window.
+    sharing_faults: u64,
     remap: Remapper,
     next_decision_ns: f64,
+    decisions: u64,
+    remaps: u64,
 }
 
 struct KmafPage {
@@ -140,8 +171,11 @@ impl Mechanism for Kmaf {
             pages: FxHashMap::default(),
             matrix: SharingMatrix::new(ctx.threads.max(1)),
             faults: 0,
+            sharing_faults: 0,
             remap: Remapper::new(ctx, sharemap_mapping::potential::DEFAULT_THRESHOLD, 0.1)?,
             next_decision_ns: self.period_ns,
+            decisions: 0,
+            remaps: 0,
         });
         Ok(os_start(ctx))
     }
@@ -163,15 +197,18 @@ impl Mechanism for Kmaf {
             faulted: Vec::new(),
             faulted_window: 0,
         });
-        if p.window[node] != window {
+        // Windows only advance: the threads of a node run on clocks of their own, and one
+        // behind another must not reopen a window the node has left.
+        if window > p.window[node] {
             p.window[node] = window;
             st.faults += 1;
             sim.fault(thread, self.fault_ns);
-            if p.faulted_window != window {
+            if window > p.faulted_window {
                 p.faulted_window = window;
                 p.faulted.clear();
             }
             let t = thread as u32;
+            st.sharing_faults += p.faulted.iter().any(|&o| o != t) as u64;
             if !p.faulted.contains(&t) {
                 if st.matrix.threads() <= thread {
                     st.matrix.grow(thread + 1);
@@ -191,8 +228,27 @@ impl Mechanism for Kmaf {
         }
         if now >= st.next_decision_ns {
             st.next_decision_ns = sim.time_ns() + self.period_ns;
-            st.remap.consider(&st.matrix, sim);
+            st.decisions += 1;
+            let share = st.sharing_faults as f64 / st.faults.max(1) as f64;
+            st.remaps += st.remap.consider(&st.matrix, share, sim) as u64;
         }
+    }
+
+    fn note(&self, time_ns: f64) -> Option<String> {
+        let st = self.state.as_ref()?;
+        let faults = format!(
+            "kMAF: {} faults ({:.1} % on pages another thread faulted on in the window), {} pages",
+            st.faults,
+            100.0 * st.sharing_faults as f64 / st.faults.max(1) as f64,
+            st.pages.len()
+        );
+        let windows = (time_ns / self.window_ns).ceil().max(1.0);
+        let decided = if st.decisions == 0 {
+            never_fired("its thread mapping", "first remap decision", self.period_ns, time_ns, "period-ms")
+        } else {
+            format!("{} remap decisions, {} moved threads", st.decisions, st.remaps)
+        };
+        Some(format!("{faults} in {windows:.0} windows of {} ms; {decided}", self.window_ns / 1e6))
     }
 }
 
@@ -208,6 +264,7 @@ pub fn build_carrefour(p: &Params, _seed: u64) -> Result<Box<dyn Mechanism>, Spe
         next_epoch_ns: 0.0,
         nodes: 1,
         counts: FxHashMap::default(),
+        epochs: 0,
     }))
 }
 
@@ -219,6 +276,7 @@ struct Carrefour {
     nodes: usize,
     /// Per page, this epoch: accesses per node, and whether it was written.
     counts: FxHashMap<u64, (Vec<u32>, bool)>,
+    epochs: u64,
 }
 
 impl Mechanism for Carrefour {
@@ -241,8 +299,17 @@ impl Mechanism for Carrefour {
         c.1 |= write;
         if sim.thread_clock(thread) >= self.next_epoch_ns {
             self.next_epoch_ns = sim.time_ns() + self.epoch_ns;
+            self.epochs += 1;
             self.decide(sim, thread);
         }
+    }
+
+    fn note(&self, time_ns: f64) -> Option<String> {
+        Some(if self.epochs == 0 {
+            never_fired("Carrefour", "first epoch", self.epoch_ns, time_ns, "epoch-ms")
+        } else {
+            format!("Carrefour: {} epochs of {} ms", self.epochs, self.epoch_ns / 1e6)
+        })
     }
 }
 

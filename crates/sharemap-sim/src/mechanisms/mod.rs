@@ -42,6 +42,12 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// The data the threads use, from the whole trace's pages: what a mapping weighs against
+    /// the caches' capacity.
+    pub fn demand(&self, threads: usize) -> sharemap_mapping::Demand {
+        sharemap_mapping::Demand::from_pages(threads, self.page_size, self.pages.iter().map(|(_, t)| &t[..]))
+    }
+
     /// The memory accesses per page and node with the threads on `pus`, if the profile has them.
     pub fn memory_under(&self, pus: &[usize]) -> Option<&[(u64, Vec<u64>)]> {
         self.memory.iter().find(|(p, _)| p == pus).map(|(_, pages)| &pages[..])

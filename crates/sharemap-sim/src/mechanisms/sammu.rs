@@ -38,6 +38,9 @@ struct State {
     nodes: usize,
     max_nc: u16,
     next_decision_ns: f64,
+    /// Remap decisions taken (one per period) and those that moved threads.
+    decisions: u64,
+    remaps: u64,
 }
 
 impl Mechanism for SammuMechanism {
@@ -51,6 +54,8 @@ impl Mechanism for SammuMechanism {
             nodes: m.nodes,
             max_nc: ((1u32 << self.params.nc_bits) - 1) as u16,
             next_decision_ns: self.period_ns,
+            decisions: 0,
+            remaps: 0,
         });
         let pus = super::os_pus(ctx);
         Ok(Start { pus, placement: FirstPlacement::FirstTouch, homes: Vec::new() })
@@ -58,6 +63,40 @@ impl Mechanism for SammuMechanism {
 
     fn online(&self) -> bool {
         true
+    }
+
+    /// What SAMMU saw and did: its updates (and why there are none), its remap decisions
+    /// (none when the run is shorter than the period) and how many moved threads.
+    fn note(&self, time_ns: f64) -> Option<String> {
+        let st = self.state.as_ref()?;
+        let r = &st.detector.report;
+        let seen = if r.updates == 0 {
+            format!(
+                "its TLBs reported nothing ({} evictions, {} saturations, none with AC >= AT): each core's pages fit its TLBs",
+                r.evictions, r.saturations
+            )
+        } else {
+            format!(
+                "{} statistics updates, {:.1} % of them seeing another thread in the sharers vector",
+                r.updates,
+                100.0 * st.detector.sharing_share()
+            )
+        };
+        let decided = if st.decisions == 0 {
+            format!(
+                "never decided a thread mapping: the run ({:.3} ms) is shorter than its period ({} ms)",
+                time_ns / 1e6,
+                self.period_ns / 1e6
+            )
+        } else {
+            format!(
+                "{} remap decisions (one per {} ms), {} of them moved threads",
+                st.decisions,
+                self.period_ns / 1e6,
+                st.remaps
+            )
+        };
+        Some(format!("SAMMU: {seen}; {decided}; {} migration notifications", r.migration_notifications))
     }
 
     fn after_access(&mut self, sim: &mut Sim, thread: usize, addr: u64, _write: bool, _ns: f64) {
@@ -76,7 +115,11 @@ impl Mechanism for SammuMechanism {
         if sim.thread_clock(thread) >= st.next_decision_ns {
             let now = sim.time_ns();
             st.next_decision_ns = now + self.period_ns;
-            st.remap.consider(&st.detector.matrix, sim);
+            st.decisions += 1;
+            let share = st.detector.sharing_share();
+            if st.remap.consider(&st.detector.matrix, share, sim) {
+                st.remaps += 1;
+            }
         }
     }
 }
