@@ -32,5 +32,10 @@ static double run(long n, int iters, int parallel) {
 
 int main(int argc, char **argv) {
     long n = size_arg(argc, argv, 100000);
+    if (skip_check()) {
+        /* On stderr: a recording's caller may keep stdout for itself (reproduce --json). */
+        fprintf(stderr, "cg: unchecked (result %.12g)\n", run(n, 5, 1));
+        return 0;
+    }
     return check("cg", run(n, 5, 1), run(n, 5, 0));
 }

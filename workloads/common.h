@@ -16,6 +16,14 @@ static inline long size_arg(int argc, char **argv, long dflt) {
     return n;
 }
 
+/* Whether to leave out the serial reference run the check needs: SHAREMAP_WORKLOAD_NOCHECK=1
+ * (a recording of the parallel part alone, as the NAS benchmarks are, which have no serial
+ * reference run in them). */
+static inline int skip_check(void) {
+    const char *s = getenv("SHAREMAP_WORKLOAD_NOCHECK");
+    return s != NULL && s[0] == '1';
+}
+
 /* Prints the verdict and returns the exit status: 0 when `got` matches `want`. */
 static inline int check(const char *name, double got, double want) {
     double err = fabs(got - want) / (fabs(want) > 1 ? fabs(want) : 1);

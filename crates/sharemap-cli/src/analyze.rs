@@ -198,15 +198,13 @@ pub fn run(
     write_file(&dir.join("summary.json"), &(serde_json::to_string_pretty(&summary)? + "\n"))?;
     out.commit()?;
     let dir = dest;
-    println!(
-        "{}: {n} threads, {} pages; {} saw {} of {} accesses; sharing {}",
-        trace.display(),
-        summary.pages,
-        summary.detector,
-        summary.seen,
-        summary.accesses,
-        summary.total_sharing
-    );
+    // What `seen` counts: the accesses a detector samples, or SAMMU's TLB activations.
+    let seen = if summary.detector.starts_with("sammu") {
+        format!("{} had {} TLB activations in {} accesses", summary.detector, summary.seen, summary.accesses)
+    } else {
+        format!("{} saw {} of {} accesses", summary.detector, summary.seen, summary.accesses)
+    };
+    println!("{}: {n} threads, {} pages; {seen}; sharing {}", trace.display(), summary.pages, summary.total_sharing);
     if let Some(w) = &summary.windows {
         println!(
             "  {} windows of {} accesses; phase changes at {:?}",
@@ -219,7 +217,19 @@ pub fn run(
         println!("  {line}");
     }
     if let Some((name, mse, r)) = &accuracy {
-        println!("  against {name}: MSE {mse:.5} (scaled to max 1), correlation {r:.4}");
+        let r = if r.is_finite() {
+            format!("{r:.4}")
+        } else {
+            "undefined (a matrix the same for every pair, such as no sharing seen)".to_string()
+        };
+        let which = if request.compare.as_deref().map(str::trim) == Some("oracle")
+            && !summary.detector.starts_with("oracle")
+        {
+            " (a bare `oracle` is compared at the detector's own granularity; give oracle:line or oracle:page to choose)"
+        } else {
+            ""
+        };
+        println!("  against {name}{which}: MSE {mse:.5} (scaled to max 1), correlation {r}");
     }
     if let (Some(w), Some(b)) = (&summary.burst_weights, &burst) {
         let w: Vec<String> = w.iter().map(|w| format!("{w:.1}")).collect();

@@ -65,6 +65,13 @@ enum Command {
         /// Bytes of each access (the program's word; 4 for seed 004's ACE traces)
         #[arg(long, default_value_t = 8)]
         word: u64,
+        /// neighbor: pages of each neighbour's block read per iteration (SP at 64 threads: the
+        /// whole block)
+        #[arg(long, default_value_t = 1)]
+        halo: u64,
+        /// all-to-all: nonzeros per row (NPB CG class B: about 176)
+        #[arg(long, default_value_t = 8)]
+        nnz: u64,
         /// Seed of the pattern's random choices (same seed, same trace)
         #[arg(long, default_value_t = 1)]
         seed: u64,
@@ -545,6 +552,8 @@ fn main() -> ExitCode {
             iterations,
             reuse,
             word,
+            halo,
+            nnz,
             seed,
             page_size,
             output,
@@ -555,7 +564,8 @@ fn main() -> ExitCode {
                 listed_the_old_way("gen --list", "patterns");
                 self::list(ListKind::Patterns)
             } else {
-                let size = trace_cmds::GenSize { accesses, footprint, iterations, reuse, word, seed, page_size };
+                let size =
+                    trace_cmds::GenSize { accesses, footprint, iterations, reuse, word, halo, nnz, seed, page_size };
                 trace_cmds::generate(
                     &pattern.unwrap_or_default(),
                     threads,

@@ -491,3 +491,91 @@ fn runs_section(runs: &Runs) -> Result<Section> {
     s.notes.push(format!("From {} (sharemap run --csv); intervals are Student's t over the runs.", runs.file));
     Ok(s)
 }
+
+/// `sharemap reproduce --report`: the claims' verdicts, then a section per claim with its
+/// figure (when it has one), the paper's figure beside sharemap's, and why.
+pub fn reproduce_page(results: &[sharemap::reproduce::ClaimResult]) -> Result<Page> {
+    let holds = results.iter().filter(|r| r.finding.verdict == sharemap::reproduce::Verdict::Holds).count();
+    let mut claims = Section::new(
+        "claims",
+        "The claims",
+        format!(
+            "{holds} of {} claims hold at the papers' scale; each section below gives the experiment's size",
+            results.len()
+        ),
+    );
+    claims.table = Some(Table::new(
+        vec!["claim".into(), "paper".into(), "verdict".into(), "seconds".into()],
+        results
+            .iter()
+            .map(|r| {
+                vec![
+                    r.name.to_string(),
+                    r.source.to_string(),
+                    r.finding.verdict.label().to_string(),
+                    format!("{:.1}", r.seconds),
+                ]
+            })
+            .collect(),
+    ));
+    let mut sections = vec![claims];
+    for r in results {
+        let f = &r.finding;
+        let mut s = Section::new(r.name, r.name, r.claim);
+        s.notes.push(format!("paper: {}", f.paper));
+        s.notes.push(format!("sharemap: {}", f.sharemap));
+        s.notes.push(format!("{}: {}", f.verdict.label(), f.why));
+        if let Some(d) = &f.diagnostic {
+            s.notes.push(format!(
+                "diagnostic: {}: {} ({})",
+                d.experiment,
+                d.found,
+                if d.confirms { "confirms the reason" } else { "does not confirm it" }
+            ));
+        }
+        s.notes.push(format!("scale: {}", f.scale));
+        if let Some(fig) = &f.figure {
+            s.figure = Some(Figure::svg(&figure_svg(fig)?, fig.title.clone()));
+        }
+        sections.push(s);
+    }
+    Ok(Page {
+        title: "sharemap reproduce".into(),
+        subtitle: "the seed papers' claims as experiments: the paper's figure, sharemap's, and a verdict".into(),
+        sections,
+    })
+}
+
+/// A claim's figure: lines when its x values are numbers, else bars (series / x).
+fn figure_svg(fig: &sharemap::reproduce::Figure) -> Result<String> {
+    let xs: Option<Vec<f64>> = fig.x.iter().map(|x| x.parse::<f64>().ok()).collect();
+    match xs {
+        Some(xs) => {
+            let series: Vec<crate::plot::Series> = fig
+                .series
+                .iter()
+                .map(|(name, ys)| crate::plot::Series {
+                    name: name.clone(),
+                    points: xs.iter().copied().zip(ys.iter().copied()).collect(),
+                })
+                .collect();
+            let log_x = xs.first().is_some_and(|&a| a > 0.0) && xs.last().is_some_and(|&b| b / xs[0] >= 16.0);
+            crate::plot::svg(&crate::plot::Chart {
+                title: &fig.title,
+                x_label: &fig.x_label,
+                y_label: &fig.y_label,
+                series: &series,
+                stacked: false,
+                log_x,
+            })
+        }
+        None => {
+            let bars: Vec<(String, f64, Option<f64>)> = fig
+                .series
+                .iter()
+                .flat_map(|(name, ys)| fig.x.iter().zip(ys).map(move |(x, y)| (format!("{x} {name}"), *y, None)))
+                .collect();
+            crate::plot::bars_svg_with(&fig.title, &fig.y_label, &bars, true)
+        }
+    }
+}

@@ -298,12 +298,13 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             if let Some(a) = &r.autopin {
                 let picks: Vec<String> = a.picks.iter().map(|(n, k)| format!("{n} {k}")).collect();
                 println!(
-                    "{}: fastest in probation: {} (the oracle's mapping in {} of {} rounds); probation runs took {:.3} s",
+                    "{}: fastest in probation: {} (the oracle's mapping in {} of {} rounds); its time includes its probation runs ({:.3} s) beside the runs it chose ({:.3} s)",
                     r.name,
                     picks.join(", "),
                     a.oracle,
                     args.repeat,
-                    a.probation_seconds
+                    a.probation_seconds,
+                    a.chosen_seconds
                 );
             }
             if let Some(p) = &config.profile {

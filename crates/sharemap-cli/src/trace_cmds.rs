@@ -39,6 +39,8 @@ pub struct GenSize {
     pub iterations: Option<u64>,
     pub reuse: u32,
     pub word: u64,
+    pub halo: u64,
+    pub nnz: u64,
     pub seed: u64,
     pub page_size: u64,
 }
@@ -59,6 +61,8 @@ pub fn generate(pattern: &str, threads: u32, size: GenSize, output: &Path, to: O
         iterations: size.iterations,
         reuse: size.reuse,
         word: size.word,
+        halo: size.halo,
+        nnz: size.nnz,
         page_size: size.page_size,
         ..generate::Sizing::new(threads, size.seed)
     };
@@ -70,6 +74,8 @@ pub fn generate(pattern: &str, threads: u32, size: GenSize, output: &Path, to: O
         generate::GenError::Word(_) => anyhow!("--word: {e}"),
         generate::GenError::Reuse(_) => anyhow!("--reuse: {e}"),
         generate::GenError::Footprint { .. } => anyhow!("--footprint: {e}"),
+        generate::GenError::Halo => anyhow!("--halo: {e}"),
+        generate::GenError::Nnz(_) => anyhow!("--nnz: {e}"),
         generate::GenError::LineSize(_) | generate::GenError::Unbounded => anyhow!("{e}"),
     })?;
     let report = generate_to(p, &params, output, format_arg(to)?)?;
@@ -250,6 +256,7 @@ pub fn record(output: &Path, to: Option<&str>, command: &[OsString], how: &Recor
         output: output.to_path_buf(),
         format: format_arg(to)?,
         command: command.to_vec(),
+        env: Vec::new(),
     };
     let tools = Tools::beside(&std::env::current_exe()?);
     let recorder = Recorder::new(request, &tools).map_err(said)?;

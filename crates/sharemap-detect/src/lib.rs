@@ -2,7 +2,8 @@
 //! used (page usage), from a trace, by the mechanisms of the research sharemap builds on.
 //! Each detector is one module behind the [`Detector`] trait, listed in [`DETECTORS`].
 
-pub mod cache;
+/// The per-thread caches and TLBs profiles and sampled detectors model (sharemap-decide's).
+pub use sharemap_decide::cache;
 pub mod detector;
 pub mod faults;
 pub mod oracle;

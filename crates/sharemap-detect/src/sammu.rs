@@ -13,7 +13,7 @@
 use crate::detector::{Detection, Detector, DetectorContext, DetectorInfo, Report};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use sharemap_core::plugin::{Caps, Param, Params, count, ranged, switch};
+use sharemap_core::plugin::{Caps, Param, Params, count, integer, ranged, switch};
 use sharemap_core::{PageUsage, SharingMatrix, ThreadPlacement};
 use sharemap_trace::Chunk;
 
@@ -41,9 +41,14 @@ pub const FLUSH: Param = switch(
     "0",
     "1: empty every TLB at the end of the trace, activating SAMMU for each entry (no equivalent in the paper)",
 );
+pub const TICK: Param = integer(
+    "tick",
+    "0",
+    "empty a core's TLBs every this many of its accesses, each entry activating SAMMU as an eviction does: a scheduler tick or context switch that flushes them (0: never, the paper as written)",
+);
 
 /// The detector's table: every parameter of SAMMU.
-pub const PARAMS: &[Param] = &[L1, L1_WAYS, L2, L2_WAYS, AC, NC, NT, FLUSH];
+pub const PARAMS: &[Param] = &[L1, L1_WAYS, L2, L2_WAYS, AC, NC, NT, FLUSH, TICK];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SammuParams {
@@ -61,6 +66,10 @@ pub struct SammuParams {
     /// has no such step (the program simply ends), so it is off by default; on short traces
     /// it can be most of the statistics updates.
     pub flush_at_end: bool,
+    /// Empty a core's TLBs every this many of its accesses (0: never). The paper leaves open
+    /// whether anything flushes them (Linux does at a switch to another address space; its
+    /// Pin simulation does not say), and a resident entry is never seen without it.
+    pub tick: u64,
 }
 
 impl Default for SammuParams {
@@ -86,6 +95,7 @@ impl SammuParams {
             nc_bits: get("nc") as u32,
             nt: get("nt").min(u32::MAX as u64) as u32,
             flush_at_end: p.has("flush") && p.switch("flush"),
+            tick: if p.has("tick") { p.integer("tick") } else { 0 },
         }
     }
 }
@@ -100,11 +110,14 @@ pub struct SammuReport {
     pub saturations: u64,
     /// Entries activated by the end-of-trace flush (0 unless `flush`).
     pub flushed: u64,
+    /// Entries activated by the periodic flushes (0 unless `tick`).
+    pub ticked: u64,
     /// Activations with AC >= AT, which update the statistics, and what caused them.
     pub updates: u64,
     pub updates_from_evictions: u64,
     pub updates_from_saturations: u64,
     pub updates_from_flush: u64,
+    pub updates_from_ticks: u64,
     /// Statistics updates whose sharers vector held another thread: the share of SAMMU's
     /// samples that see sharing (what the remap decision weighs a gain by).
     pub sharing_updates: u64,
@@ -123,6 +136,7 @@ enum Cause {
     Eviction,
     Saturation,
     Flush,
+    Tick,
 }
 
 #[derive(Clone, Copy)]
@@ -218,6 +232,8 @@ const NONE: u32 = u32::MAX;
 pub struct Sammu {
     p: SammuParams,
     tlbs: Vec<Tlb>,
+    /// Per core, its accesses since its TLBs were last emptied (with `tick`).
+    since_tick: Vec<u64>,
     /// Page history table: page -> index into `entries` and, times `nodes`, into `nc`.
     history: FxHashMap<u64, u32>,
     entries: Vec<History>,
@@ -257,11 +273,12 @@ impl Sammu {
     }
 
     pub fn new(p: SammuParams, cores: usize, nodes: usize) -> Self {
-        let tlbs = (0..cores.max(1))
+        let tlbs: Vec<Tlb> = (0..cores.max(1))
             .map(|_| Tlb { l1: Level::new(p.l1_entries, p.l1_ways), l2: Level::new(p.l2_entries, p.l2_ways) })
             .collect();
         Sammu {
             p,
+            since_tick: vec![0; tlbs.len()],
             tlbs,
             history: FxHashMap::default(),
             entries: Vec::new(),
@@ -275,6 +292,13 @@ impl Sammu {
 
     /// An access by `thread`, running on `core` in NUMA node `node`, to `page`.
     pub fn access(&mut self, thread: u32, core: usize, node: usize, page: u64) {
+        if self.p.tick > 0 {
+            self.since_tick[core] += 1;
+            if self.since_tick[core] >= self.p.tick {
+                self.since_tick[core] = 0;
+                self.empty_core(core, node, Cause::Tick);
+            }
+        }
         let max_ac = if self.p.ac_bits >= 32 { u32::MAX } else { (1u32 << self.p.ac_bits) - 1 };
         let tlb = &mut self.tlbs[core];
         // An L1 hit only reorders its set.
@@ -314,6 +338,7 @@ impl Sammu {
             Cause::Eviction => r.evictions += 1,
             Cause::Saturation => r.saturations += 1,
             Cause::Flush => r.flushed += 1,
+            Cause::Tick => r.ticked += 1,
         }
         r.extra_memory_accesses += 2;
         let nodes = self.nodes;
@@ -333,6 +358,7 @@ impl Sammu {
                 Cause::Eviction => r.updates_from_evictions += 1,
                 Cause::Saturation => r.updates_from_saturations += 1,
                 Cause::Flush => r.updates_from_flush += 1,
+                Cause::Tick => r.updates_from_ticks += 1,
             }
             if let Some(log) = self.updates.as_mut() {
                 log.push((e.page, node));
@@ -360,6 +386,15 @@ impl Sammu {
         } else if ac > 0 {
             // Equation 2: AT - (AT - AC) / (AT / AC).
             h.at -= (h.at - ac) * ac / h.at;
+        }
+    }
+
+    /// Empties one core's TLBs, activating SAMMU for each entry.
+    fn empty_core(&mut self, core: usize, node: usize, cause: Cause) {
+        let tlb = &mut self.tlbs[core];
+        let out: Vec<Entry> = tlb.l1.drain().chain(tlb.l2.drain()).collect();
+        for e in out {
+            self.trigger(e, node, cause);
         }
     }
 
@@ -418,7 +453,7 @@ impl Detector for SammuDetector {
     fn spec(&self) -> String {
         let p = &self.sammu.p;
         format!(
-            "sammu:l1={},l1ways={},l2={},l2ways={},ac={},nc={},nt={}{}",
+            "sammu:l1={},l1ways={},l2={},l2ways={},ac={},nc={},nt={}{}{}",
             p.l1_entries,
             p.l1_ways,
             p.l2_entries,
@@ -426,7 +461,8 @@ impl Detector for SammuDetector {
             p.ac_bits,
             p.nc_bits,
             p.nt,
-            if p.flush_at_end { ",flush=1" } else { "" }
+            if p.flush_at_end { ",flush=1" } else { "" },
+            if p.tick > 0 { format!(",tick={}", p.tick) } else { String::new() }
         )
     }
 
@@ -457,8 +493,13 @@ impl Detector for SammuDetector {
         sammu.report.storage_bytes = sammu.storage(threads);
         let r = &sammu.report;
         let flushed = if sammu.p.flush_at_end { format!(", {} flushed at the end", r.flushed) } else { String::new() };
+        let ticked = if sammu.p.tick > 0 {
+            format!(", {} at ticks ({} updates)", r.ticked, r.updates_from_ticks)
+        } else {
+            String::new()
+        };
         let line = format!(
-            "SAMMU: {} activations ({} evictions, {} saturations{flushed}), {} statistics updates ({} from evictions, {} from saturations, {} from the flush), {} migration notifications; {} extra memory accesses ({:.3} per access), {} bytes of storage",
+            "SAMMU: {} activations ({} evictions, {} saturations{flushed}{ticked}), {} statistics updates ({} from evictions, {} from saturations, {} from the flush), {} migration notifications; {} extra memory accesses ({:.3} per access), {} bytes of storage",
             r.triggers,
             r.evictions,
             r.saturations,
@@ -522,6 +563,31 @@ mod tests {
 
     fn small() -> SammuParams {
         SammuParams { l1_entries: 2, l1_ways: 2, l2_entries: 2, l2_ways: 2, nt: 2, ..SammuParams::default() }
+    }
+
+    /// A page that stays in the TLB is never seen without a flush; a tick every 4 accesses
+    /// of the core empties its TLBs, each entry then updating the statistics as an eviction.
+    #[test]
+    fn a_tick_empties_the_core_and_shows_resident_pages() {
+        let plain = {
+            let mut s = Sammu::new(small(), 2, 2);
+            for _ in 0..8 {
+                s.access(0, 0, 0, 7);
+                s.access(1, 1, 1, 7);
+            }
+            s
+        };
+        assert_eq!((plain.report.triggers, plain.report.updates), (0, 0));
+        let mut s = Sammu::new(SammuParams { tick: 4, ..small() }, 2, 2);
+        for _ in 0..8 {
+            s.access(0, 0, 0, 7);
+            s.access(1, 1, 1, 7);
+        }
+        // Each core ticks at its 4th and 8th access (the tick comes before that access):
+        // page 7's entry activates each time, and the threads then share it.
+        assert_eq!(s.report.ticked, 2 + 2);
+        assert_eq!(s.report.updates_from_ticks, 4);
+        assert!(s.matrix.get(0, 1) > 0.0);
     }
 
     #[test]

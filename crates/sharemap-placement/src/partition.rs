@@ -36,10 +36,12 @@ pub struct PartitionOptions {
 /// Which accesses a profile sees (seed 001's profile sources), decided in trace order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SamplerKind {
-    /// Accesses missing a per-thread cache (the long-latency-load proxy).
-    CacheMiss { size: u64, ways: u32, line: u64 },
-    /// Accesses missing a per-thread data TLB.
-    TlbMiss { entries: u32, ways: u32 },
+    /// Accesses missing a per-thread cache; with `loads_only`, the loads among them (the
+    /// long-latency-load proxy: a PMU samples loads; stores still bring lines in).
+    CacheMiss { size: u64, ways: u32, line: u64, loads_only: bool },
+    /// What Marathe & Mueller's profile samples (`sharemap_decide::marathe::Profiler`) in a
+    /// trace of `line`-byte lines.
+    Profile { source: sharemap_decide::marathe::Source, line: u64 },
 }
 
 /// Most runs a trace is cut into (each keeps its own page table until the runs are joined).
@@ -445,7 +447,7 @@ impl InOrder {
         InOrder {
             shift: opts.page_size.shift(),
             threads: ThreadTable::new(p),
-            sampler: opts.prepass.sampler.map(Sampler::new),
+            sampler: opts.prepass.sampler.map(|kind| Sampler::new(kind, opts.page_size.bytes())),
             tlb: opts.prepass.tlb.map(|params| Sammu::new(params, p.cores(), p.nodes()).log_updates()),
         }
     }
@@ -459,7 +461,7 @@ impl InOrder {
         for i in 0..a.len() {
             let thread = a.thread[i] as usize;
             if let Some(s) = self.sampler.as_mut() {
-                out.sampled[i] = s.misses(thread, a.addr[i]);
+                out.sampled[i] = s.marks(thread, a.addr[i], a.is_write(i));
             }
             if let Some(model) = self.tlb.as_mut() {
                 let (core, node) = (self.threads.cores[thread], self.threads.nodes[thread]);
@@ -515,21 +517,31 @@ fn spill_error(e: std::io::Error) -> TraceError {
     TraceError::invalid(&std::env::temp_dir(), format!("cannot spill page references to a temporary file: {e}"))
 }
 
-/// Which accesses a profile sees: misses of a per-thread cache or TLB.
-struct Sampler(PerThreadCache);
+/// Which accesses a sampler marks: misses of a per-thread cache (cache fills), or a
+/// Marathe profile's samples (in trace order, of `page`-byte pages and `line`-byte lines).
+enum Sampler {
+    Misses { cache: PerThreadCache, loads_only: bool },
+    Profile(sharemap_decide::marathe::Profiler),
+}
 
 impl Sampler {
-    fn new(kind: SamplerKind) -> Self {
-        Sampler(match kind {
-            SamplerKind::CacheMiss { size, ways, line } => {
-                PerThreadCache::new((size / line.max(1)) as usize, ways as usize, line)
+    fn new(kind: SamplerKind, page: u64) -> Self {
+        match kind {
+            SamplerKind::CacheMiss { size, ways, line, loads_only } => Sampler::Misses {
+                cache: PerThreadCache::new((size / line.max(1)) as usize, ways as usize, line),
+                loads_only,
+            },
+            SamplerKind::Profile { source, line } => {
+                Sampler::Profile(sharemap_decide::marathe::Profiler::new(source, line, page))
             }
-            SamplerKind::TlbMiss { entries, ways } => PerThreadCache::new(entries as usize, ways as usize, 4096),
-        })
+        }
     }
 
-    fn misses(&mut self, thread: usize, addr: u64) -> bool {
-        self.0.misses(thread, addr)
+    fn marks(&mut self, thread: usize, addr: u64, write: bool) -> bool {
+        match self {
+            Sampler::Misses { cache, loads_only } => cache.misses(thread, addr) && !(*loads_only && write),
+            Sampler::Profile(p) => p.sample(thread, addr, write),
+        }
     }
 }
 

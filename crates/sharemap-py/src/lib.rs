@@ -229,7 +229,7 @@ fn machine(spec: &str) -> PyResult<String> {
 /// writer's report as JSON. Sizes left out follow `sharemap::generate::Sizing`: the
 /// pattern's paper-like footprint and iterations, or with `accesses` alone data sized from it.
 #[pyfunction(name = "gen")]
-#[pyo3(signature = (pattern, output, threads = 8, accesses = None, seed = 1, page_size = 4096, format = None, footprint = None, iterations = None, reuse = 1, word = 8))]
+#[pyo3(signature = (pattern, output, threads = 8, accesses = None, seed = 1, page_size = 4096, format = None, footprint = None, iterations = None, reuse = 1, word = 8, halo = 1, nnz = 8))]
 #[allow(clippy::too_many_arguments)]
 fn generate(
     py: Python<'_>,
@@ -244,6 +244,8 @@ fn generate(
     iterations: Option<u64>,
     reuse: u32,
     word: u64,
+    halo: u64,
+    nnz: u64,
 ) -> PyResult<String> {
     let p = sharemap::generate::pattern(pattern).map_err(to_py)?;
     let footprint = footprint
@@ -260,6 +262,8 @@ fn generate(
         iterations,
         reuse,
         word,
+        halo,
+        nnz,
         page_size,
         ..sharemap::generate::Sizing::new(threads, seed)
     };
@@ -302,7 +306,7 @@ fn policies(spec: &str) -> PyResult<Vec<(String, bool)>> {
         .filter(|n| n != "optimal")
         .map(|n| {
             let name = n.split(':').next().unwrap_or_default().to_string();
-            let per_page = sharemap::registry::policy_is_per_page(&name)
+            let per_page = sharemap::registry::policy_is_per_page(&n)
                 .ok_or_else(|| SpecError::new_err(format!("policy '{name}': unknown policy")))?;
             Ok((n, per_page))
         })

@@ -14,7 +14,9 @@ import sharemap.dask
 ROOT = Path(__file__).resolve().parents[3]
 CLI = str(ROOT / "target" / "release" / "sharemap")
 MACHINE = "numa:4 pu:2"
-POLICIES = "first-touch,first-n-fills,interleave,random,bind,replicate-counter,ace,delay"
+# The fill counters count fills at a cache every page's accesses go through: by parts only
+# when counting references (fills-kb=0).
+POLICIES = "first-touch,first-n-fills:fills-kb=0,interleave,random,bind,replicate-counter:fills-kb=0,ace,delay"
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +55,13 @@ def test_place_by_parts_is_the_whole_traces(cluster, traces):
         assert math.isclose(a, b, rel_tol=1e-12), (a, b)
     for a, b in zip(split["vs_optimal"], whole["vs_optimal"]):
         assert math.isclose(a, b, rel_tol=1e-12)
+
+
+def test_policies_counting_fills_are_refused_by_parts(cluster, traces):
+    _, parts = traces
+    with pytest.raises(sharemap.SpecError) as e:
+        sharemap.dask.place(parts, machine=MACHINE, policies="first-touch,replicate-counter", cost="ace", client=cluster)
+    assert "replicate-counter" in str(e.value)
 
 
 def test_analyze_by_parts_is_the_whole_traces(cluster, traces):

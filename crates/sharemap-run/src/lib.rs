@@ -60,7 +60,11 @@ impl DataPlacement {
             DataPlacement::Plan(plan) => return Ok((MemoryPolicy::FirstTouch, Some(plan.clone()))),
             DataPlacement::Optimal(trace) => optimal_plan(trace, ThreadMap::Pus(pus), page_size(), host)?,
             DataPlacement::Marathe(trace) => {
-                mechanism::profile_plan(trace, &pus, host, sharemap_decide::marathe::default_every(), None)?.0
+                let source = sharemap_decide::marathe::Source::CacheMiss {
+                    kb: sharemap_decide::marathe::CACHE_KB.default.parse().expect("a number"),
+                    stores: false,
+                };
+                mechanism::profile_plan(trace, &pus, host, source, None)?.0
             }
         };
         Ok((MemoryPolicy::FirstTouch, Some(std::sync::Arc::new(plan))))
@@ -494,8 +498,11 @@ pub struct AutopinChoices {
     pub picks: Vec<(String, usize)>,
     /// Rounds won by the oracle's mapping.
     pub oracle: usize,
-    /// Seconds spent in probation runs (each candidate once per round).
+    /// Seconds spent in probation runs (each candidate once per round), which Autopin's
+    /// time includes.
     pub probation_seconds: f64,
+    /// Seconds of the runs it chose, alone (the rest of its time is probation).
+    pub chosen_seconds: f64,
 }
 
 /// Whether runs must be traced: to print where things were, to apply a plan, or to count
@@ -596,6 +603,7 @@ pub fn measure(
             let failed = |failure| Box::new(FailedRun { configuration: config.name.clone(), round, failure });
             let mut chosen = config;
             let winner;
+            let mut round_probation = 0.0;
             if let mechanism::Procedure::Autopin { candidates, oracle } = &config.procedure {
                 // Probation: each candidate once; the fastest runs for the round.
                 let mut best = (f64::INFINITY, 0);
@@ -603,6 +611,7 @@ pub fn measure(
                     picks: candidates.iter().map(|(n, _)| (n.clone(), 0)).collect(),
                     oracle: 0,
                     probation_seconds: 0.0,
+                    chosen_seconds: 0.0,
                 });
                 for (i, (name, pinning)) in candidates.iter().enumerate() {
                     let probe = Configuration::fixed(
@@ -615,6 +624,7 @@ pub fn measure(
                         return Err(failed(Failure::Exited(Box::new(outcome))));
                     }
                     choices.probation_seconds += outcome.seconds;
+                    round_probation += outcome.seconds;
                     if outcome.seconds < best.0 {
                         best = (outcome.seconds, i);
                     }
@@ -631,7 +641,12 @@ pub fn measure(
             if outcome.exit != 0 {
                 return Err(failed(Failure::Exited(Box::new(outcome))));
             }
-            seconds[c].push(outcome.seconds);
+            // Autopin's time includes what it spent choosing, as seed 000 and the simulator
+            // count it: this round's probation runs, then the run it chose.
+            if let Some(choices) = autopin[c].as_mut() {
+                choices.chosen_seconds += outcome.seconds;
+            }
+            seconds[c].push(outcome.seconds + round_probation);
             if let Some(observed) = outcome.observed {
                 plans[c] = observed.plan;
                 counts[c].extend(observed.counts);

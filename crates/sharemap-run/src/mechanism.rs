@@ -69,10 +69,14 @@ pub static MECHANISMS: &[MechanismInfo] = &[
     MechanismInfo {
         name: "marathe",
         source: "Marathe & Mueller (seed 001)",
-        summary: "threads in recorded order (thread k on PU k), each page on the node whose threads took most of its sampled accesses",
+        summary: "threads in recorded order (thread k on PU k), each page on the node whose threads took most of its profile's samples (by default loads missing a per-thread cache, as place's and simulate's marathe)",
         params: &[
+            sharemap_decide::marathe::SOURCE,
             sharemap_decide::marathe::EVERY,
-            given("prefix", "-", ParamKind::Share, "profile instead the first share (0-1] of the accesses"),
+            sharemap_decide::marathe::CACHE_KB,
+            sharemap_decide::marathe::TLB_ENTRIES,
+            sharemap_decide::marathe::STORES,
+            given("prefix", "-", ParamKind::Share, "profile instead every access of the first share (0-1] of the run"),
         ],
         caps: Caps { recording: true, numa: true, ..Caps::NONE },
         build: marathe,
@@ -256,17 +260,17 @@ fn oracle(r: &Request) -> Result<Configuration> {
 
 fn marathe(r: &Request) -> Result<Configuration> {
     let trace = r.recording();
-    let every = r.params.integer("every");
+    let source = sharemap_decide::marathe::Source::from_params(&r.params);
     let prefix = r.params.get_number("prefix");
     if prefix == Some(0.0) {
         return Err(Error::new(ErrorKind::Mechanism, "marathe:prefix=0: expected a share in (0, 1]"));
     }
     let pus: Vec<usize> = (0..r.ctx.host.pu_count()).collect();
-    let (plan, samples) = profile_plan(trace, &pus, r.ctx.host, every, prefix)?;
+    let (plan, samples) = profile_plan(trace, &pus, r.ctx.host, source, prefix)?;
     let meta = sharemap::TraceInput::file(trace).metadata()?;
     let sampling = match prefix {
         Some(share) => format!("the first {:.0}% of accesses", share * 100.0),
-        None => format!("1 in {every} accesses"),
+        None => source.describe(),
     };
     let mut config = r.fixed(Pinning::Pus(pus), MemoryPolicy::FirstTouch, Some(plan));
     config.profile = Some(Profile {
@@ -315,7 +319,7 @@ pub fn profile_plan(
     trace: &Path,
     pus: &[usize],
     host: &Machine,
-    every: u64,
+    sampler: sharemap_decide::marathe::Source,
     prefix: Option<f64>,
 ) -> Result<(Plan, u64)> {
     let mut source = sharemap::TraceInput::file(trace).open()?;
@@ -330,6 +334,7 @@ pub fn profile_plan(
     let placement = sharemap_core::ThreadPlacement::on_pus(host, pus.to_vec())?;
     let page_size = crate::page_size();
     let nodes = host.numa_count();
+    let mut profiler = sharemap_decide::marathe::Profiler::new(sampler, source.metadata().line_size.max(1), page_size);
     let mut counts: std::collections::HashMap<u64, Vec<u64>> = std::collections::HashMap::new();
     let mut chunk = sharemap_trace::batch::Chunk::default();
     let (mut seen, mut samples) = (0u64, 0u64);
@@ -340,7 +345,8 @@ pub fn profile_plan(
                 break 'read;
             }
             // With a prefix the profile is every access of the run's start.
-            if prefix.is_some() || sharemap_decide::marathe::sampled(seen, every) {
+            let sampled = profiler.sample(a.thread as usize, a.addr, a.kind == sharemap_trace::Kind::Write);
+            if prefix.is_some() || sampled {
                 let node = placement.node(a.thread % pus.len() as u32);
                 counts.entry(a.addr / page_size).or_insert_with(|| vec![0; nodes])[node] += 1;
                 samples += 1;
@@ -417,14 +423,15 @@ mod tests {
         accesses.push(Access::write(3, 2 * page + 64, 8));
         let trace = write_trace(&dir, &accesses);
         let host = Machine::from_spec("pack:2 numa:1 core:2 pu:1").unwrap();
-        let (plan, samples) = profile_plan(&trace, &[0, 1, 2, 3], &host, 1, None).unwrap();
+        let every = |k| sharemap_decide::marathe::Source::Every { k };
+        let (plan, samples) = profile_plan(&trace, &[0, 1, 2, 3], &host, every(1), None).unwrap();
         assert_eq!(samples, 7);
         assert_eq!(plan, Plan { pages: vec![page, 2 * page], nodes: vec![1, 0] });
         // One in two: accesses 0, 2, 4, 6 (threads 0, 2, 2, 3): page 1 to node 1, page 2 to node 1.
-        let (plan, samples) = profile_plan(&trace, &[0, 1, 2, 3], &host, 2, None).unwrap();
+        let (plan, samples) = profile_plan(&trace, &[0, 1, 2, 3], &host, every(2), None).unwrap();
         assert_eq!((samples, plan.nodes), (4, vec![1, 1]));
         // The first 2 of 7 accesses: thread 0 only.
-        let (plan, samples) = profile_plan(&trace, &[0, 1, 2, 3], &host, 1, Some(2.0 / 7.0)).unwrap();
+        let (plan, samples) = profile_plan(&trace, &[0, 1, 2, 3], &host, every(1), Some(2.0 / 7.0)).unwrap();
         assert_eq!((samples, plan.pages, plan.nodes), (2, vec![page], vec![0]));
     }
 
@@ -446,7 +453,8 @@ mod tests {
             assert_eq!(spec.name, "marathe", "{}: run plans only Marathe's placement from a profile", case.name);
             let params =
                 MECHANISMS.iter().find(|m| m.name == "marathe").unwrap().params(KIND, &[&spec.options]).unwrap();
-            let (plan, _) = profile_plan(&trace, &pus, &host, params.integer("every"), None).unwrap();
+            let source = sharemap_decide::marathe::Source::from_params(&params);
+            let (plan, _) = profile_plan(&trace, &pus, &host, source, None).unwrap();
             let decisions: Vec<Decision> = plan
                 .pages
                 .iter()
@@ -495,9 +503,24 @@ mod tests {
             for p in row.params.iter().filter(|p| !p.given) {
                 let explicit = describe(&format!("{}:{}={}", row.name, p.key, p.default)).unwrap();
                 assert_eq!(explicit, defaults, "{}: {}={}", row.name, p.key, p.default);
-                let other: u64 = p.default.parse::<u64>().unwrap() + 1;
-                let changed = describe(&format!("{}:{}={other}", row.name, p.key)).unwrap();
-                assert_ne!(changed, defaults, "{}: {}={other} changes nothing", row.name, p.key);
+                // Another value; Marathe's every and tlb-entries act only with their source.
+                let other = match p.kind {
+                    ParamKind::Choice(words) => words.iter().find(|w| **w != p.default).unwrap().to_string(),
+                    ParamKind::Switch => "1".to_string(),
+                    _ => (p.default.parse::<u64>().unwrap() + 1).to_string(),
+                };
+                let enabling = match (row.name, p.key) {
+                    ("marathe", "every") => "source=every,",
+                    ("marathe", "tlb-entries") => "source=tlb-miss,",
+                    _ => "",
+                };
+                let base = if enabling.is_empty() {
+                    defaults.clone()
+                } else {
+                    describe(&format!("{}:{}", row.name, enabling.trim_end_matches(','))).unwrap()
+                };
+                let changed = describe(&format!("{}:{enabling}{}={other}", row.name, p.key)).unwrap();
+                assert_ne!(changed, base, "{}: {enabling}{}={other} changes nothing", row.name, p.key);
             }
         }
     }

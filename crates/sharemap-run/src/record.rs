@@ -38,6 +38,8 @@ pub struct RecordRequest {
     pub format: Option<Format>,
     /// The program and its arguments.
     pub command: Vec<OsString>,
+    /// More environment for the program (the tracer backend): `OMP_NUM_THREADS`, say.
+    pub env: Vec<(OsString, OsString)>,
 }
 
 /// The backend a recording uses.
@@ -204,6 +206,8 @@ impl Recorder {
         }
         let env =
             if request.no_aslr && backend == Backend::Tracer { same_libraries_as_run(tools)? } else { Vec::new() };
+        let mut env = env;
+        env.extend(request.env.iter().cloned());
         Ok(Recorder { request, backend, notes, ranges, in_executable, env, meta, burst })
     }
 

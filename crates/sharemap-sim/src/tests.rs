@@ -730,7 +730,9 @@ mod mechanisms {
         // Thread 0 (node 0) touches the page first; thread 1 (node 1) makes every later access.
         let mut trace = vec![Access::write(0, 0x5000, 8)];
         trace.extend((0..10_000u64).map(|i| Access::read(1, 0x5000 + 64 * (i % 64), 8)));
-        let sampled = vec![(100, vec![(5u64, vec![1, 99])])];
+        // The default profile: loads missing a 32 KiB per-thread cache.
+        let source = sharemap_decide::marathe::Source::CacheMiss { kb: 32, stores: false };
+        let sampled = vec![(source, vec![(5u64, vec![1, 99])])];
         let profile =
             Profile { matrix: SharingMatrix::new(2), pages: Vec::new(), sampled, memory: Vec::new(), page_size: 4096 };
         let out = run(TWO, "os,marathe", &trace, Some(&profile));

@@ -25,8 +25,8 @@ fn decide(case: &Case) -> Vec<Decision> {
         pages: Vec::new(),
         sampled: chosen
             .iter()
-            .filter_map(|c| c.profile_every())
-            .map(|every| (every, sampled_pages(&mut trace(case), PAGE_SIZE, every).unwrap()))
+            .filter_map(|c| c.profile_source())
+            .map(|source| (source, sampled_pages(&mut trace(case), PAGE_SIZE, source).unwrap()))
             .collect(),
         memory: Vec::new(),
         page_size: PAGE_SIZE,

@@ -57,6 +57,10 @@ pub struct Sizing {
     pub iterations: Option<u64>,
     pub reuse: u32,
     pub word: u64,
+    /// `neighbor`'s halo in pages.
+    pub halo: u64,
+    /// `all-to-all`'s nonzeros per row.
+    pub nnz: u64,
 }
 
 impl Sizing {
@@ -70,6 +74,8 @@ impl Sizing {
             iterations: None,
             reuse: 1,
             word: sharemap_sources::generate::WORD,
+            halo: 1,
+            nnz: 8,
         }
     }
 
@@ -100,6 +106,8 @@ impl Sizing {
             footprint,
             reuse: self.reuse,
             iterations,
+            halo: self.halo,
+            nnz: self.nnz,
         }
     }
 }

@@ -28,8 +28,14 @@ pub struct Row {
 
 /// Whether a placement policy decides each page from its own references alone, so that a
 /// trace cut by page range gives the answer the whole trace gives (`sharemap.dask`).
-pub fn policy_is_per_page(name: &str) -> Option<bool> {
-    sharemap_placement::policies::find(name).map(|p| p.caps.per_page)
+pub fn policy_is_per_page(spec: &str) -> Option<bool> {
+    use sharemap_placement::policies::{Prepass, Settings, build, find};
+    let spec = sharemap_core::Spec::parse(spec).ok()?;
+    let row = find(&spec.name)?;
+    // A row that decides per page, built as asked: still per page unless its partition pass
+    // must work in trace order across pages (a profile, a cache whose fills it counts).
+    let built = build(row, &Settings::default(), &spec.options).ok()?;
+    Some(row.caps.per_page && built.prepass(64) == Prepass::default())
 }
 
 /// Every row of a kind, in the order `all` runs them.

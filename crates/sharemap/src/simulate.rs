@@ -119,12 +119,15 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
         let placement = sharemap_core::ThreadPlacement::identity(&machine);
         let d = sharemap_detect::detect_with_page_size(&mut *trace, "oracle", &placement, page_size)?;
         trace = open()?;
-        let mut periods: Vec<u64> = chosen.iter().filter_map(|c| c.profile_every()).collect();
-        periods.sort_unstable();
-        periods.dedup();
+        let mut sources: Vec<_> = Vec::new();
+        for source in chosen.iter().filter_map(|c| c.profile_source()) {
+            if !sources.contains(&source) {
+                sources.push(source);
+            }
+        }
         let mut sampled = Vec::new();
-        for every in periods {
-            sampled.push((every, mechanisms::sampled_pages(&mut *trace, page_size, every)?));
+        for source in sources {
+            sampled.push((source, mechanisms::sampled_pages(&mut *trace, page_size, source)?));
             trace = open()?;
         }
         let pages = d.pages.sorted().into_iter().map(|(p, e)| (p, e.accesses.clone())).collect();

@@ -38,6 +38,12 @@ fn opts(key: &str, value: &str) -> Vec<(String, Option<String>)> {
 const ALTERNATIVES: [(&str, &str); 5] =
     [("sampled", "every"), ("sampled", "cache"), ("sampled", "tlb"), ("sampled", "window"), ("sampled", "gap")];
 
+/// Parameters that act only when another parameter has a value (Marathe's profile: `every`
+/// with `source=every`, `tlb-entries` with `source=tlb-miss`): each is checked to change the
+/// plugin with that value set.
+const CONDITIONAL: [(&str, &str, (&str, &str)); 2] =
+    [("marathe", "every", ("source", "every")), ("marathe", "tlb-entries", ("source", "tlb-miss"))];
+
 /// Walks one registry: `describe` builds a row with the given options and describes what
 /// it built (None where these options do not build).
 fn walk<B>(kind: &str, rows: &'static [Plugin<B>], describe: &dyn Fn(&'static Plugin<B>, &Options) -> Option<String>) {
@@ -56,8 +62,20 @@ fn walk<B>(kind: &str, rows: &'static [Plugin<B>], describe: &dyn Fn(&'static Pl
                 );
             }
             if let Some(v) = another(p) {
-                let changed = describe(row, &opts(p.key, &v));
-                assert!(changed.is_some_and(|c| c != defaults), "{kind} {}: {}={v} changes nothing", row.name, p.key);
+                let enabling = CONDITIONAL.iter().find(|(r, k, _)| *r == row.name && *k == p.key).map(|c| c.2);
+                let base: Vec<(String, Option<String>)> =
+                    enabling.iter().map(|(k, val)| (k.to_string(), Some(val.to_string()))).collect();
+                let mut with = base.clone();
+                with.extend(opts(p.key, &v));
+                let before = if base.is_empty() { Some(defaults.clone()) } else { describe(row, &base) };
+                let changed = describe(row, &with);
+                assert!(
+                    changed.is_some() && changed != before,
+                    "{kind} {}: {}={v} changes nothing{}",
+                    row.name,
+                    p.key,
+                    enabling.map(|(k, val)| format!(" (with {k}={val})")).unwrap_or_default()
+                );
             }
         }
     }

@@ -1,6 +1,8 @@
 //! Seed 001 (Marathe & Mueller): place each page, for the whole run, on the node whose
-//! threads a profile saw access it most. The profile is a sample of the accesses: every
-//! k-th one, or those missing a modelled per-thread cache (long-latency loads) or TLB.
+//! threads a profile saw access it most. The profile is what a PMU reports: by default the
+//! loads that miss a modelled per-thread cache (the long-latency loads the paper finds the
+//! better indicator), or the accesses that miss a per-thread data TLB of the trace's pages,
+//! or (`source=every`) every k-th access, a sampling no PMU offers, kept for comparison.
 //! Profile and evaluation use the same trace: the best case for a profile-guided run.
 
 use super::{Context, Policy, Prepass};
@@ -9,53 +11,21 @@ use crate::page::Page;
 use crate::partition::SamplerKind;
 use sharemap_decide::marathe;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
-    Every,
-    CacheMiss,
-    TlbMiss,
-}
-
-impl Source {
-    /// One of the words the `source` parameter takes.
-    pub fn parse(word: &str) -> Source {
-        match word {
-            "cache-miss" => Source::CacheMiss,
-            "tlb-miss" => Source::TlbMiss,
-            _ => Source::Every,
-        }
-    }
-}
-
 #[derive(Debug)]
 pub struct Marathe {
-    pub source: Source,
-    pub every: u64,
-    pub cache_kb: u64,
-    pub tlb_entries: u32,
+    pub source: marathe::Source,
 }
 
 impl Policy for Marathe {
     fn prepass(&self, line: u64) -> Prepass {
-        let sampler = match self.source {
-            Source::Every => None,
-            Source::CacheMiss => {
-                Some(SamplerKind::CacheMiss { size: self.cache_kb * 1024, ways: 8, line: line.max(1) })
-            }
-            Source::TlbMiss => Some(SamplerKind::TlbMiss { entries: self.tlb_entries, ways: 4 }),
-        };
-        Prepass { sampler, ..Prepass::default() }
+        Prepass { sampler: Some(SamplerKind::Profile { source: self.source, line: line.max(1) }), ..Prepass::default() }
     }
 
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
         let mut samples = [0u32; MAX_NODES];
         let mut total = 0u64;
         page.refs().for_each(|r| {
-            let seen = match self.source {
-                Source::Every => marathe::sampled(r.at, self.every),
-                _ => r.sampled,
-            };
-            if seen {
+            if r.sampled {
                 samples[r.node as usize] += 1;
                 total += 1;
             }

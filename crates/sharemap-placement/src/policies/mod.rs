@@ -133,6 +133,23 @@ pub const KIND: &str = "policy";
 const AT_LEAST_4: ParamKind = ParamKind::Integer { min: 4, max: 1 << 24 };
 
 /// Every policy, in the order `--policy all` reports them.
+/// Seed 003's counters count cache fills: the references that miss a per-thread cache of
+/// this size (its 16 KB per processor), found in the partition pass. 0 counts references.
+const FILLS_KB: Param = integer(
+    "fills-kb",
+    "16",
+    "per-thread cache (KiB, 8-way, the trace's lines) whose misses are the cache fills counted; 0: count every reference",
+);
+
+/// The partition pass's work for a policy counting fills in a `kb`-KiB per-thread cache.
+pub(crate) fn fills_prepass(kb: u64, line: u64) -> Prepass {
+    if kb == 0 {
+        return Prepass::default();
+    }
+    let sampler = SamplerKind::CacheMiss { size: kb * 1024, ways: 8, line: line.max(1), loads_only: false };
+    Prepass { sampler: Some(sampler), ..Prepass::default() }
+}
+
 pub static POLICIES: &[PolicyInfo] = &[
     PolicyInfo {
         name: "first-touch",
@@ -149,10 +166,10 @@ pub static POLICIES: &[PolicyInfo] = &[
     PolicyInfo {
         name: "first-n-fills",
         source: "Marchetti et al. (seed 003), section 3.2",
-        summary: "first touch, then the first node to make n references (after init-done, if annotated) becomes the home",
-        params: &[count("n", "16", "references that make a node the page's home")],
+        summary: "first touch, then the first node to make n cache fills (after init-done, if annotated) becomes the home",
+        params: &[count("n", "16", "cache fills that make a node the page's home"), FILLS_KB],
         caps: Caps::PER_PAGE,
-        build: |v| Ok(Box::new(simple::FirstNFills { n: u32_of(v, "n") })),
+        build: |v| Ok(Box::new(simple::FirstNFills { n: u32_of(v, "n"), fills_kb: v.integer("fills-kb") })),
     },
     PolicyInfo {
         name: "round-robin",
@@ -282,29 +299,9 @@ pub static POLICIES: &[PolicyInfo] = &[
         name: "marathe",
         source: "Marathe & Mueller (seed 001): hardware profile-guided placement",
         summary: "a profile of sampled accesses places each page, for the whole run, on the node with the most samples (unsampled pages: first touch)",
-        params: &[
-            choice(
-                "source",
-                "every",
-                &["every", "cache-miss", "tlb-miss"],
-                "every (each k-th access), cache-miss (long-latency-load proxy) or tlb-miss",
-            ),
-            Param {
-                doc: "source=every: profile one access in this many (the first, then every n-th)",
-                ..sharemap_decide::marathe::EVERY
-            },
-            integer("cache-kb", "32", "per-thread cache for source=cache-miss (KiB, 8-way, line size of the trace)"),
-            integer("tlb-entries", "64", "per-thread data TLB for source=tlb-miss (4-way)"),
-        ],
+        params: &sharemap_decide::marathe::PROFILE,
         caps: Caps::NONE,
-        build: |v| {
-            Ok(Box::new(marathe::Marathe {
-                source: marathe::Source::parse(v.text("source")),
-                every: v.integer("every"),
-                cache_kb: v.integer("cache-kb").max(1),
-                tlb_entries: v.integer("tlb-entries").clamp(1, u32::MAX as u64) as u32,
-            }))
-        },
+        build: |v| Ok(Box::new(marathe::Marathe { source: sharemap_decide::marathe::Source::from_params(v) })),
     },
     PolicyInfo {
         name: "replicate-time",
@@ -312,23 +309,35 @@ pub static POLICIES: &[PolicyInfo] = &[
         summary: "home by first touch; a node whose mapping of a page lasted t ms gets a read copy the next time it maps it (writes invalidate copies and mappings)",
         params: &[number("t-ms", "10", "mapping lifetime that earns a copy")],
         caps: Caps::NONE,
-        build: |v| Ok(Box::new(replication::Replicate { rule: replication::Rule::Time(v.number("t-ms")) })),
+        build: |v| {
+            Ok(Box::new(replication::Replicate { rule: replication::Rule::Time(v.number("t-ms")), fills_kb: 0 }))
+        },
     },
     PolicyInfo {
         name: "replicate-counter",
         source: "Marchetti et al. (seed 003), section 4.2: counter policy",
-        summary: "a node that made n references during a mapping gets a read copy the next time it maps the page",
-        params: &[integer("n", "64", "references during a mapping that earn a copy")],
+        summary: "a node that made n cache fills during a mapping gets a read copy the next time it maps the page",
+        params: &[integer("n", "64", "cache fills during a mapping that earn a copy"), FILLS_KB],
         caps: Caps::PER_PAGE,
-        build: |v| Ok(Box::new(replication::Replicate { rule: replication::Rule::Counter(u32_of(v, "n")) })),
+        build: |v| {
+            Ok(Box::new(replication::Replicate {
+                rule: replication::Rule::Counter(u32_of(v, "n")),
+                fills_kb: v.integer("fills-kb"),
+            }))
+        },
     },
     PolicyInfo {
         name: "replicate-counter-interrupt",
         source: "Marchetti et al. (seed 003), section 4.2: counter-interrupt policy",
-        summary: "a node gets a read copy as soon as it has made n references since mapping the page",
-        params: &[integer("n", "64", "references since mapping that earn a copy")],
+        summary: "a node gets a read copy as soon as it has made n cache fills since mapping the page",
+        params: &[integer("n", "64", "cache fills since mapping that earn a copy"), FILLS_KB],
         caps: Caps::PER_PAGE,
-        build: |v| Ok(Box::new(replication::Replicate { rule: replication::Rule::Interrupt(u32_of(v, "n")) })),
+        build: |v| {
+            Ok(Box::new(replication::Replicate {
+                rule: replication::Rule::Interrupt(u32_of(v, "n")),
+                fills_kb: v.integer("fills-kb"),
+            }))
+        },
     },
     PolicyInfo {
         name: "ace",

@@ -1,7 +1,9 @@
 //! Seed 003's replication policies (Marchetti et al. section 4.2). A page has a home (first
 //! touch); each node maps it on its first access and keeps the mapping until a write by
 //! another node invalidates it. Copies are read-only: a write drops them, the page staying
-//! at its home. Each reference counts as a cache fill (the model has no cache).
+//! at its home. The counters count cache fills: the references that miss a per-thread cache
+//! of `fills_kb` (seed 003's 16 KB per processor), found in the partition pass; with 0 every
+//! reference counts. The time policy's lifetime runs on references.
 
 use super::{Context, Policy, charge, first_touch, private};
 use crate::cost::{MAX_NODES, Tally, node_bit};
@@ -20,9 +22,15 @@ pub enum Rule {
 #[derive(Debug)]
 pub struct Replicate {
     pub rule: Rule,
+    /// The per-thread cache whose misses the counters count (KiB; 0: every reference).
+    pub fills_kb: u64,
 }
 
 impl Policy for Replicate {
+    fn prepass(&self, line: u64) -> super::Prepass {
+        super::fills_prepass(self.fills_kb, line)
+    }
+
     fn clock(&self) -> Option<(&'static str, f64)> {
         match self.rule {
             Rule::Time(ms) => Some(("mapping lifetime that earns a copy", ms)),
@@ -53,10 +61,11 @@ impl Policy for Replicate {
                 }
                 earned[x] = false;
             }
-            fills[x] += 1;
+            let fill = self.fills_kb == 0 || r.sampled;
+            fills[x] += fill as u32;
             if let Rule::Interrupt(n) = self.rule {
-                // Once per mapping: the n-th reference since the node mapped the page.
-                if fills[x] == n && !r.write && !res.holds(r.node) {
+                // Once per mapping: the n-th fill since the node mapped the page.
+                if fill && fills[x] == n && !r.write && !res.holds(r.node) {
                     res.replicate(node_bit(r.node));
                 }
             }

@@ -32,9 +32,15 @@ impl Policy for FirstTouch {
 #[derive(Debug)]
 pub struct FirstNFills {
     pub n: u32,
+    /// The per-thread cache whose misses count (KiB; 0: every reference counts).
+    pub fills_kb: u64,
 }
 
 impl Policy for FirstNFills {
+    fn prepass(&self, line: u64) -> super::Prepass {
+        super::fills_prepass(self.fills_kb, line)
+    }
+
     fn run(&self, page: &Page, ctx: &Context) -> Tally {
         if let Some(t) = private(page) {
             return t;
@@ -44,7 +50,7 @@ impl Policy for FirstNFills {
         let start = ctx.init_done.unwrap_or(0);
         let mut refs = page.refs();
         while let Some(r) = refs.next() {
-            if r.at >= start {
+            if r.at >= start && (self.fills_kb == 0 || r.sampled) {
                 let c = &mut counts[r.node as usize];
                 *c += 1;
                 if *c >= self.n {

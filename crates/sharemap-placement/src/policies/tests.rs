@@ -147,9 +147,23 @@ fn first_n_fills_waits_for_n() {
     let mut refs = reads(0, 0, 3);
     refs.extend(reads(1, 3, 20));
     let c = ctx(2, butterfly(), None, &[], &[]);
-    let t = run("first-n-fills", &["first-n-fills.n=5"], &refs, &c);
+    let t = run("first-n-fills", &["first-n-fills.n=5", "first-n-fills.fills-kb=0"], &refs, &c);
     // Node 1's 5th reference makes it home: 4 remote first, then the move.
     assert_eq!((t.remote, t.node_moves, t.local), (4, 1, 3 + 16));
+}
+
+/// Counting fills, only the references the partition pass found missing the per-thread cache
+/// (`sampled`) count: node 1's 20 references of which every fourth is a fill reach n = 5 at
+/// its 17th reference, not its 5th.
+#[test]
+fn first_n_fills_counts_only_fills() {
+    let mut refs = reads(0, 0, 3);
+    refs.extend((3..23).map(|i| Ref { sampled: (i - 3) % 4 == 0, ..Ref::read(i, 1) }));
+    let c = ctx(2, butterfly(), None, &[], &[]);
+    let t = run("first-n-fills", &["first-n-fills.n=5"], &refs, &c);
+    assert_eq!((t.remote, t.node_moves, t.local), (16, 1, 3 + 4));
+    let counting_all = run("first-n-fills", &["first-n-fills.n=5", "first-n-fills.fills-kb=0"], &refs, &c);
+    assert_eq!(counting_all.remote, 4);
 }
 
 #[test]
@@ -328,24 +342,36 @@ fn replicate_counter_interrupt_copies_after_n() {
     let c = ctx(2, butterfly(), None, &[], &[]);
     let mut refs = vec![Ref::write(0, 0)];
     refs.extend(reads(1, 1, 10));
-    let t = run("replicate-counter-interrupt", &["replicate-counter-interrupt.n=4"], &refs, &c);
+    let t = run(
+        "replicate-counter-interrupt",
+        &["replicate-counter-interrupt.n=4", "replicate-counter-interrupt.fills-kb=0"],
+        &refs,
+        &c,
+    );
     assert_eq!((t.remote, t.replications, t.local), (3, 1, 1 + 7));
     // The counter policy only copies at the next mapping, after an invalidation.
     let mut again = refs.clone();
     again.push(Ref::write(11, 0));
     again.extend(reads(1, 12, 3));
-    let t = run("replicate-counter", &["replicate-counter.n=4"], &again, &c);
+    let t = run("replicate-counter", &["replicate-counter.n=4", "replicate-counter.fills-kb=0"], &again, &c);
     assert_eq!((t.replications, t.remote), (1, 10));
 }
 
+/// The policy homes a page by the references its profile marked (`sampled`, which the
+/// partition pass sets from the profile: here one in two, at even positions).
 #[test]
 fn marathe_uses_the_majority_of_samples() {
     let c = ctx(2, butterfly(), None, &[], &[]);
     let mut refs = reads(0, 0, 3);
     refs.extend(reads(1, 3, 10));
-    let t = run("marathe", &["marathe.every=2"], &refs, &c);
+    let refs: Vec<Ref> = refs.into_iter().map(|r| Ref { sampled: r.at % 2 == 0, ..r }).collect();
+    let t = run("marathe", &["marathe.source=every", "marathe.every=2"], &refs, &c);
     // Samples at 0, 2 (node 0) and 4..12 (5 of node 1): node 1 from the start, for free.
     assert_eq!((t.local, t.remote, t.new_locations(), t.profile_samples), (10, 3, 0, 7));
+    // No sample at all: first touch.
+    let unsampled: Vec<Ref> = refs.iter().map(|r| Ref { sampled: false, ..*r }).collect();
+    let t = run("marathe", &[], &unsampled, &c);
+    assert_eq!((t.local, t.remote, t.profile_samples), (3, 10, 0));
 }
 
 #[test]

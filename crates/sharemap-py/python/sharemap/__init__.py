@@ -228,15 +228,19 @@ def gen(
     iterations: Optional[int] = None,
     reuse: int = 1,
     word: int = 8,
+    halo: int = 1,
+    nnz: int = 8,
 ) -> dict:
     """Generates one of the seed programs' sharing patterns into a trace file (see
     ``patterns()``); returns what was written. ``footprint`` is pages per thread (an int),
     bytes (``"4MiB"``) or ``"auto"`` (sized from ``accesses``); left out, it is the pattern's
     paper-like footprint (1024 pages per thread) run for its iterations, unless ``accesses``
-    alone is given, which sizes the data from it as before."""
+    alone is given, which sizes the data from it as before. ``halo`` is ``neighbor``'s, in
+    pages of each neighbour's block read per iteration; ``nnz`` is ``all-to-all``'s nonzeros
+    per row."""
     fp = None if footprint is None else str(footprint)
     return json.loads(
-        _native.gen(pattern, str(output), threads, accesses, seed, page_size, format, fp, iterations, reuse, word)
+        _native.gen(pattern, str(output), threads, accesses, seed, page_size, format, fp, iterations, reuse, word, halo, nnz)
     )
 
 

@@ -78,5 +78,7 @@ def gen(
     iterations: Optional[int] = None,
     reuse: int = 1,
     word: int = 8,
+    halo: int = 1,
+    nnz: int = 8,
 ) -> dict[str, Any]: ...
 def patterns() -> dict[str, str]: ...

@@ -163,10 +163,10 @@ impl Mechanism for Oracle {
     }
 }
 
-/// Marathe & Mueller: the pages sampled one access in `every`, each on its dominant node.
+/// Marathe & Mueller: the pages its profile samples, each on the node with most samples.
 #[derive(Debug)]
 pub struct Marathe {
-    pub every: u64,
+    pub source: sharemap_decide::marathe::Source,
 }
 
 impl Mechanism for Marathe {
@@ -174,16 +174,16 @@ impl Mechanism for Marathe {
         true
     }
 
-    fn profile_every(&self) -> Option<u64> {
-        Some(self.every)
+    fn profile_source(&self) -> Option<sharemap_decide::marathe::Source> {
+        Some(self.source)
     }
 
     fn start(&mut self, ctx: &Context) -> Result<Start, MechanismError> {
         let profile = profile(ctx)?;
         let pus = super::os_pus(ctx);
         let sampled = profile
-            .sampled_pages(self.every)
-            .ok_or_else(|| MechanismError(format!("the profile has no pages sampled 1 in {}", self.every)))?;
+            .sampled_pages(self.source)
+            .ok_or_else(|| MechanismError(format!("the profile has no pages of {}", self.source.describe())))?;
         let homes = dominant_nodes(ctx, &pus, sampled);
         Ok(Start { pus, placement: FirstPlacement::FirstTouch, homes })
     }

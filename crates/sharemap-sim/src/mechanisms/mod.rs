@@ -31,9 +31,9 @@ pub struct Profile {
     pub matrix: SharingMatrix,
     /// Per page: accesses by each thread.
     pub pages: PageCounts,
-    /// For each sampling period a mechanism asked for ([`Mechanism::profile_every`]): per
-    /// page, accesses by each thread among one access in that many (see [`sampled_pages`]).
-    pub sampled: Vec<(u64, PageCounts)>,
+    /// For each profile source a mechanism asked for ([`Mechanism::profile_source`]): per
+    /// page, each thread's samples (see [`sampled_pages`]).
+    pub sampled: Vec<(marathe::Source, PageCounts)>,
     /// For each thread mapping (each thread's PU) a mechanism asked for
     /// ([`Mechanism::memory_profile_pus`]): per page, the accesses each node makes to its
     /// memory when the threads run there (`memory_profile`).
@@ -53,32 +53,29 @@ impl Profile {
         self.memory.iter().find(|(p, _)| p == pus).map(|(_, pages)| &pages[..])
     }
 
-    /// The pages sampled one access in `every`, if the profile has them.
-    pub fn sampled_pages(&self, every: u64) -> Option<&[(u64, Vec<u64>)]> {
-        self.sampled.iter().find(|(e, _)| *e == every).map(|(_, pages)| &pages[..])
+    /// The pages as `source` profiles them, if the profile has them.
+    pub fn sampled_pages(&self, source: marathe::Source) -> Option<&[(u64, Vec<u64>)]> {
+        self.sampled.iter().find(|(e, _)| *e == source).map(|(_, pages)| &pages[..])
     }
 }
 
-/// Per page of `page_size` bytes, accesses by each thread among the accesses the profile
-/// samples one in `every` (`sharemap_decide::marathe::sampled`: the first, then every
-/// `every`-th).
+/// Per page of `page_size` bytes, each thread's accesses among those `source` samples
+/// (`sharemap_decide::marathe::Profiler`, in trace order, lines of the trace's size).
 pub fn sampled_pages(
     trace: &mut dyn sharemap_trace::TraceSource,
     page_size: u64,
-    every: u64,
+    source: marathe::Source,
 ) -> Result<PageCounts, sharemap_trace::TraceError> {
-    let every = every.max(1);
+    let line = trace.metadata().line_size.max(1);
+    let mut profiler = marathe::Profiler::new(source, line, page_size);
     let mut counter = sharemap_core::PageCounter::new(page_size);
-    let mut position = 0u64;
     trace.for_each_chunk(&mut |c| {
         let a = &c.accesses;
-        // The chunk's first sampled access: positions are counted over the whole trace.
-        let first = (every - position % every) % every;
-        debug_assert!(first >= a.len() as u64 || marathe::sampled(position + first, every));
-        for i in (first as usize..a.len()).step_by(every as usize) {
-            counter.access(a.thread[i], a.addr[i]);
+        for i in 0..a.len() {
+            if profiler.sample(a.thread[i] as usize, a.addr[i], a.is_write(i)) {
+                counter.access(a.thread[i], a.addr[i]);
+            }
         }
-        position += a.len() as u64;
         Ok(())
     })?;
     Ok(counter.finish().sorted().into_iter().map(|(p, e)| (p, e.accesses.clone())).collect())
@@ -180,8 +177,8 @@ pub trait Mechanism: Send + std::fmt::Debug {
         Ok(None)
     }
 
-    /// The sampling period of the sampled pages it needs in the profile, if any.
-    fn profile_every(&self) -> Option<u64> {
+    /// The profile source whose sampled pages it needs in the profile, if any.
+    fn profile_source(&self) -> Option<marathe::Source> {
         None
     }
 
@@ -237,10 +234,10 @@ pub const MECHANISMS: &[MechanismInfo] = &[
     MechanismInfo {
         name: "marathe",
         source: "Marathe & Mueller (seed 001, PPoPP 2006)",
-        summary: "profile then place: threads where the OS puts them (as os); each page, from the start, on the node whose threads made most of its sampled accesses (one in `every` of the trace, as place's marathe); unsampled pages by first touch",
-        params: &[marathe::EVERY],
+        summary: "profile then place: threads where the OS puts them (as os); each page, from the start, on the node whose threads took most of its profile's samples (by default loads missing a per-thread cache, as place's marathe); pages without samples by first touch",
+        params: &marathe::PROFILE,
         caps: Caps::NONE,
-        build: |p, _| Ok(Box::new(fixed::Marathe { every: p.integer("every") })),
+        build: |p, _| Ok(Box::new(fixed::Marathe { source: marathe::Source::from_params(p) })),
     },
     MechanismInfo {
         name: "sammu",
@@ -369,8 +366,8 @@ impl Chosen {
         self.probe.memory_profile_pus(ctx)
     }
 
-    pub fn profile_every(&self) -> Option<u64> {
-        self.probe.profile_every()
+    pub fn profile_source(&self) -> Option<marathe::Source> {
+        self.probe.profile_source()
     }
 
     /// The placement it replays, to be computed before the run.

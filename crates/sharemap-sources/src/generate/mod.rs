@@ -63,6 +63,12 @@ pub struct GenParams {
     pub reuse: u32,
     /// The run stops after this many phases past the initialisation (`None`: at `accesses`).
     pub iterations: Option<u64>,
+    /// `neighbor`'s halo: pages of each neighbour's block a thread reads per iteration (1;
+    /// SP at 64 threads reads a whole plane, its neighbour's block, on each side).
+    pub halo: u64,
+    /// `all-to-all`'s nonzeros per row (8; NPB CG class B has about 176, so that its vector,
+    /// a row's worth, is a small share of its data).
+    pub nnz: u64,
 }
 
 /// Most references a generator repeats an access (`reuse`).
@@ -84,6 +90,8 @@ impl GenParams {
             footprint: None,
             reuse: 1,
             iterations: None,
+            halo: 1,
+            nnz: 8,
         }
     }
 
@@ -134,6 +142,12 @@ impl GenParams {
         if !(1..=MAX_REUSE).contains(&self.reuse) {
             return Err(GenError::Reuse(self.reuse));
         }
+        if self.halo == 0 {
+            return Err(GenError::Halo);
+        }
+        if !(1..=4096).contains(&self.nnz) {
+            return Err(GenError::Nnz(self.nnz));
+        }
         if let Some(pages) = self.footprint {
             // The largest region a pattern lays out holds every thread's share (x 2 for
             // the coarser grids of phase-change and a double buffer's halves).
@@ -174,6 +188,10 @@ pub enum GenError {
     Footprint { pages: u64, threads: u32 },
     #[error("no end: give an access count, or a footprint and a number of iterations")]
     Unbounded,
+    #[error("a halo of 0 pages: expected at least 1")]
+    Halo,
+    #[error("{0} nonzeros per row: expected 1 to 4096")]
+    Nnz(u64),
 }
 
 /// A workload pattern: a named program that yields its phases lazily (usually forever).
@@ -214,6 +232,12 @@ pub fn metadata(pattern: &Pattern, p: &GenParams) -> Metadata {
     params.extend(p.iterations.map(|i| ("iterations", i)));
     if p.reuse > 1 {
         params.push(("reuse", p.reuse as u64));
+    }
+    if p.halo != 1 && pattern.name == "neighbor" {
+        params.push(("halo_pages", p.halo));
+    }
+    if p.nnz != 8 && pattern.name == "all-to-all" {
+        params.push(("nnz", p.nnz));
     }
     for (k, v) in params {
         source.params.insert(k.into(), v.to_string());

@@ -18,14 +18,14 @@ pub const PATTERNS: &[Pattern] = &[
     },
     Pattern {
         name: "neighbor",
-        models: "domain decomposition: each thread sweeps its block and reads a one-page halo of its left and right neighbours (seed 000's LU/SP/BT-like neighbour sharing)",
+        models: "domain decomposition: each thread sweeps its block and reads a halo of its left and right neighbours' blocks, one page unless --halo (seed 000's LU/SP/BT-like neighbour sharing)",
         phases: neighbor,
         default_footprint: PAPER_FOOTPRINT,
         default_iterations: PAPER_ITERATIONS,
     },
     Pattern {
         name: "all-to-all",
-        models: "CG-like sparse matrix-vector product: each thread reads vector entries of all threads uniformly (seed 000's CG)",
+        models: "CG-like sparse matrix-vector product: each thread reads vector entries of all threads uniformly, 8 nonzeros a row unless --nnz (seed 000's CG)",
         phases: all_to_all,
         default_footprint: PAPER_FOOTPRINT,
         default_iterations: PAPER_ITERATIONS,
@@ -134,7 +134,7 @@ fn private(p: GenParams) -> Phases {
 
 fn neighbor(p: GenParams) -> Phases {
     let w = words_per_thread(&p, 16, 2).max(2 * p.page_words());
-    let halo = p.page_words().min(w / 2);
+    let halo = (p.halo * p.page_words()).min(w);
     let n = p.threads;
     let word = p.word;
     let arrays = [region(0), region(1)];
@@ -170,7 +170,9 @@ fn neighbor(p: GenParams) -> Phases {
 }
 
 fn all_to_all(p: GenParams) -> Phases {
-    const NNZ: u64 = 8;
+    // Nonzeros per row: 8 by default; NPB CG class B has about 176.
+    #[allow(non_snake_case)]
+    let NNZ = p.nnz;
     // A row holds x, y, NNZ values of a word and NNZ 4-byte column indices.
     let row_words = 2 + NNZ + (NNZ * 4).div_ceil(p.word);
     let rows = words_per_thread(&p, 3 * NNZ * 6, row_words);

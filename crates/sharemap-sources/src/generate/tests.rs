@@ -402,3 +402,16 @@ fn sizes_without_an_end_or_out_of_range_are_rejected() {
     assert_eq!(GenParams { reuse: 0, ..GenParams::new(4, 10, 1) }.validate(), Err(GenError::Reuse(0)));
     assert!(GenParams::sized(64, 4096, 10, 1).validate().is_ok());
 }
+
+/// neighbor's halo: each adjacent pair shares `halo` pages of each side's block in each of
+/// the two grids (they swap roles every iteration): 4 x halo x (threads - 1) pages.
+#[test]
+fn the_halo_sets_how_much_neighbours_share() {
+    for halo in [1u64, 3] {
+        let p = GenParams { halo, ..GenParams::sized(4, 16, 2, 1) };
+        let s = generate_with("neighbor", &p);
+        let shared = pages(&s, 0).values().filter(|u| u.threads.len() > 1).count() as u64;
+        assert_eq!(shared, 4 * halo * 3, "halo {halo}");
+    }
+    assert_eq!(GenParams { halo: 0, ..GenParams::sized(4, 16, 2, 1) }.validate(), Err(GenError::Halo));
+}
