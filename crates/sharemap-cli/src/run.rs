@@ -73,7 +73,8 @@ pub struct RunArgs {
     pub thp: String,
     /// Mechanisms to measure against os (comma-separated or repeated; `all` for those that
     /// apply here): os, random, compact, scatter, round-robin, oracle, marathe[:every=K |
-    /// :prefix=SHARE], autopin, numa-balancing; oracle, marathe and autopin need --recording
+    /// :prefix=SHARE], sammu, kmaf, carrefour, autopin, numa-balancing; oracle, marathe,
+    /// sammu, kmaf, carrefour and autopin need --recording
     #[arg(long = "mechanism")]
     pub mechanisms: Vec<String>,
     /// A recording of the program (`sharemap record --no-aslr`) for the mechanisms that
@@ -317,6 +318,14 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
                     None => "the recording's run time is unknown".into(),
                 };
                 println!("{}: profile of {} samples ({}); {cost}", r.name, p.samples, p.sampling);
+            }
+            if let Some(p) = &config.replayed {
+                let fired =
+                    if p.thread_migrations + p.page_moves == 0 { " (it never fired on the recording)" } else { "" };
+                println!(
+                    "{}: simulated {} on the recording: {} thread migrations, {} page moves; {} pages planned on the node of their last move, applied from the start{fired}",
+                    r.name, p.simulated, p.thread_migrations, p.page_moves, p.planned_pages
+                );
             }
         }
     }

@@ -67,6 +67,7 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode> {
         page_size: args.page_size,
         params,
         settings: args.set.clone(),
+        log_decisions: false,
     };
     let machine = Machine::from_spec(&args.machine).map_err(|e| anyhow!(e))?;
     warn_if_truncated(&input)?;

@@ -391,14 +391,30 @@ fn a_plan_from_a_recording_is_applied_in_a_two_node_guest() {
     assert!(!section(&sections, "none").contains("plan:"));
     // Every mechanism runs on a NUMA host where root may switch NUMA balancing.
     let table = section(&sections, "mechanisms");
-    for name in ["os", "random", "compact", "scatter", "round-robin", "oracle", "marathe", "autopin", "numa-balancing"]
-    {
+    let names = [
+        "os",
+        "random",
+        "compact",
+        "scatter",
+        "round-robin",
+        "oracle",
+        "marathe",
+        "sammu",
+        "kmaf",
+        "carrefour",
+        "autopin",
+        "numa-balancing",
+    ];
+    for name in names {
         assert!(table.lines().any(|l| l.split_whitespace().next() == Some(name)), "{name}\n{table}");
     }
     assert!(
         table.contains("marathe: profile of ") && table.contains("(loads missing a 32 KiB per-thread cache)"),
         "{table}"
     );
+    for name in ["sammu", "kmaf", "carrefour"] {
+        assert!(table.contains(&format!("{name}: simulated {name}")) && table.contains(" page moves; "), "{table}");
+    }
     assert!(table.contains("autopin: fastest in probation: ") && table.contains(" of 2 rounds"), "{table}");
     assert!(table.contains("oracle: plan (last run): ") && table.contains("marathe: plan (last run): "), "{table}");
 }

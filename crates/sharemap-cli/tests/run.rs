@@ -290,7 +290,7 @@ fn mechanisms_are_measured_from_a_recording() {
     let nodes = json(&ok(&["machine", "live", "--json"]))["numa_nodes"].as_u64().unwrap();
     if nodes < 2 {
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("marathe, numa-balancing left out"), "{err}");
+        assert!(err.contains("marathe, sammu, kmaf, carrefour, numa-balancing left out"), "{err}");
     }
     // JSON: autopin's picks add up to the rounds.
     let v = json(&ok(&[

@@ -18,6 +18,11 @@ impl PerThreadCache {
 
     /// Looks `addr` up in `thread`'s structure; true on a miss (the block is then filled).
     pub fn misses(&mut self, thread: usize, addr: u64) -> bool {
+        self.access(thread, addr).0
+    }
+
+    /// `misses`, with the block a miss evicted from `thread`'s structure, if any.
+    pub fn access(&mut self, thread: usize, addr: u64) -> (bool, Option<u64>) {
         if self.tags.len() <= thread {
             self.tags.resize(thread + 1, Vec::new());
         }
@@ -31,12 +36,12 @@ impl PerThreadCache {
         match ways.iter().position(|&x| x == block) {
             Some(pos) => {
                 ways[..=pos].rotate_right(1);
-                false
+                (false, None)
             }
             None => {
                 ways.rotate_right(1);
-                ways[0] = block;
-                true
+                let out = std::mem::replace(&mut ways[0], block);
+                (true, (out != u64::MAX).then_some(out))
             }
         }
     }
@@ -58,5 +63,10 @@ mod tests {
         assert_eq!(got, vec![true, true, false, true, true, true]);
         // Threads have their own.
         assert!(c.misses(1, 0));
+        // What a miss evicts: two-way, one set: 0, 64 fill it; 128 evicts 0, the oldest.
+        let mut c = PerThreadCache::new(2, 2, 64);
+        assert_eq!((c.access(0, 0), c.access(0, 64)), ((true, None), (true, None)));
+        assert_eq!(c.access(0, 128), (true, Some(0)));
+        assert_eq!(c.access(0, 64), (false, None));
     }
 }

@@ -243,6 +243,29 @@ impl Case {
             ))
         }
     }
+    /// For a layer that applies a mechanism's moves as a plan from the start (`run` replays
+    /// the simulated mechanism): each page the expectation moves, on the node of its last
+    /// move (a page with copies on its lowest node), against the plan's (page, node) list.
+    pub fn check_last_homes(&self, layer: &str, plan: &[(u64, usize)]) -> Result<(), String> {
+        assert_eq!(self.what, What::Moves, "{}: only moves reduce to last homes", self.name);
+        let mut want: BTreeMap<u64, u128> = BTreeMap::new();
+        for &(page, nodes) in &self.expect {
+            want.insert(page, 1u128 << nodes.trailing_zeros());
+        }
+        let got: BTreeMap<u64, u128> = plan.iter().map(|&(page, node)| (page, 1u128 << node)).collect();
+        if got == want {
+            Ok(())
+        } else {
+            let list = |m: &BTreeMap<u64, u128>| show(&m.iter().map(|(&p, &n)| (p, n)).collect::<Vec<_>>());
+            Err(format!(
+                "case '{}' ({}), layer {layer}: planned {}, expected the last moves {}",
+                self.name,
+                self.mechanism,
+                list(&got),
+                list(&want)
+            ))
+        }
+    }
 }
 
 #[cfg(test)]

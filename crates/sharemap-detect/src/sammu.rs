@@ -13,7 +13,7 @@
 use crate::detector::{Detection, Detector, DetectorContext, DetectorInfo, Report};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use sharemap_core::plugin::{Caps, Param, Params, count, integer, ranged, switch};
+use sharemap_core::plugin::{Caps, Param, Params};
 use sharemap_core::{PageUsage, SharingMatrix, ThreadPlacement};
 use sharemap_trace::Chunk;
 
@@ -26,26 +26,9 @@ pub(crate) const INFO: DetectorInfo = DetectorInfo {
     build: |params, ctx| Ok(Box::new(SammuDetector::new(SammuParams::from_params(params), ctx))),
 };
 
-// SAMMU's parameters, seed 000's table 1: the one place their defaults are written. The
-// detector takes them all; the `sammu` placement policy and simulator mechanism take those
-// they model, under these keys.
-pub const L1: Param = ranged("l1", "64", 1, 1 << 20, "L1 TLB entries");
-pub const L1_WAYS: Param = ranged("l1ways", "4", 1, 64, "L1 TLB associativity");
-pub const L2: Param = ranged("l2", "512", 1, 1 << 24, "L2 TLB entries");
-pub const L2_WAYS: Param = ranged("l2ways", "4", 1, 64, "L2 TLB associativity");
-pub const AC: Param = ranged("ac", "32", 1, 32, "bits of the access counter AC and threshold AT (1-32)");
-pub const NC: Param = ranged("nc", "4", 1, 16, "bits of each NUMA counter (at most 16)");
-pub const NT: Param = count("nt", "10", "NUMA threshold NT");
-pub const FLUSH: Param = switch(
-    "flush",
-    "0",
-    "1: empty every TLB at the end of the trace, activating SAMMU for each entry (no equivalent in the paper)",
-);
-pub const TICK: Param = integer(
-    "tick",
-    "0",
-    "empty a core's TLBs every this many of its accesses, each entry activating SAMMU as an eviction does: a scheduler tick or context switch that flushes them (0: never, the paper as written)",
-);
+// SAMMU's parameters, seed 000's table 1, are sharemap-decide's (one table for the
+// detector, the `sammu` placement policy and the simulator's and run's mechanisms).
+pub use sharemap_decide::sammu::{AC, FLUSH, L1, L1_WAYS, L2, L2_WAYS, NC, NT, TICK};
 
 /// The detector's table: every parameter of SAMMU.
 pub const PARAMS: &[Param] = &[L1, L1_WAYS, L2, L2_WAYS, AC, NC, NT, FLUSH, TICK];

@@ -272,10 +272,14 @@ mod tests {
         accesses.extend((0..2_000u64).map(|i| Access::write((i % 8) as u32, 7 * 4096, 8)));
         let machine = sharemap_machine::Machine::from_spec("numa:4 pu:2").unwrap();
         let costs = Costs::new(&sharemap_machine::CostParams::butterfly(4096));
-        // The fill counters' cache and Marathe's profile would need two passes: one here.
+        // The fill counters' cache, the replication policies' TLB and Marathe's profile
+        // would need passes of their own: one here.
         let mut settings = crate::policies::Settings::default();
         for p in ["first-n-fills", "replicate-counter", "replicate-counter-interrupt"] {
             settings.add(&format!("{p}.fills-kb=0")).unwrap();
+        }
+        for p in ["replicate-time", "replicate-counter", "replicate-counter-interrupt"] {
+            settings.add(&format!("{p}.tlb=0")).unwrap();
         }
         let all: Vec<(String, Box<dyn Policy>)> = crate::policies::POLICIES
             .iter()

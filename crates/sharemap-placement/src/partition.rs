@@ -92,7 +92,7 @@ impl Partition {
         let evaluation = opts.memory_budget / EVALUATION_SHARE;
         let page_memory = (evaluation / workers).max(MIN_PAGE_MEMORY);
         let chains = opts.memory_budget - evaluation;
-        if opts.prepass.sampler.is_some() || opts.prepass.tlb.is_some() {
+        if opts.prepass.sampler.is_some() || opts.prepass.tlb.is_some() || opts.prepass.mappings.is_some() {
             return Ok(Self::join(vec![build_in_order(reader, opts, chains, progress)?], page_memory));
         }
         let runs = workers.clamp(1, MAX_RUNS);
@@ -439,6 +439,8 @@ struct InOrder {
     threads: ThreadTable,
     sampler: Option<Sampler>,
     tlb: Option<Sammu>,
+    /// Per thread, the TLB holding its mappings (seed 003): its evictions are events.
+    mappings: Option<PerThreadCache>,
 }
 
 impl InOrder {
@@ -449,6 +451,10 @@ impl InOrder {
             threads: ThreadTable::new(p),
             sampler: opts.prepass.sampler.map(|kind| Sampler::new(kind, opts.page_size.bytes())),
             tlb: opts.prepass.tlb.map(|params| Sammu::new(params, p.cores(), p.nodes()).log_updates()),
+            mappings: opts
+                .prepass
+                .mappings
+                .map(|entries| PerThreadCache::new(entries.max(1) as usize, 8, opts.page_size.bytes())),
         }
     }
 
@@ -462,6 +468,12 @@ impl InOrder {
             let thread = a.thread[i] as usize;
             if let Some(s) = self.sampler.as_mut() {
                 out.sampled[i] = s.marks(thread, a.addr[i], a.is_write(i));
+            }
+            if let Some(tlb) = self.mappings.as_mut()
+                && let (_, Some(evicted)) = tlb.access(thread, a.addr[i])
+            {
+                // The thread's node no longer maps that page: an event on it, here.
+                out.tlb_events.push((chunk.first_access + i as u64, evicted, self.threads.nodes[thread]));
             }
             if let Some(model) = self.tlb.as_mut() {
                 let (core, node) = (self.threads.cores[thread], self.threads.nodes[thread]);

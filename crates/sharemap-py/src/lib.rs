@@ -203,7 +203,13 @@ impl Session {
         for p in &params {
             model.set(p).map_err(|e| SettingError::new_err(e.to_string()))?;
         }
-        let request = sharemap::SimulateRequest { mechanisms: mechanisms.into(), page_size, params: model, settings };
+        let request = sharemap::SimulateRequest {
+            mechanisms: mechanisms.into(),
+            page_size,
+            params: model,
+            settings,
+            log_decisions: false,
+        };
         let simulation = interruptible(py, &self.stop, || self.inner.simulate(&request))?;
         json(&simulation)
     }

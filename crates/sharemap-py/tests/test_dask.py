@@ -14,9 +14,10 @@ import sharemap.dask
 ROOT = Path(__file__).resolve().parents[3]
 CLI = str(ROOT / "target" / "release" / "sharemap")
 MACHINE = "numa:4 pu:2"
-# The fill counters count fills at a cache every page's accesses go through: by parts only
-# when counting references (fills-kb=0).
-POLICIES = "first-touch,first-n-fills:fills-kb=0,interleave,random,bind,replicate-counter:fills-kb=0,ace,delay"
+# The fill counters count fills at a cache every page's accesses go through, and mappings
+# end at a TLB's evictions: by parts only when counting references (fills-kb=0) with
+# mappings that end at writes alone (tlb=0).
+POLICIES = "first-touch,first-n-fills:fills-kb=0,interleave,random,bind,replicate-counter:fills-kb=0,tlb=0,ace,delay"
 
 
 @pytest.fixture(scope="module")

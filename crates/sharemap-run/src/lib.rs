@@ -169,6 +169,9 @@ pub struct Configuration {
     pub procedure: mechanism::Procedure,
     /// The sampled profile its plan came from (marathe).
     pub profile: Option<mechanism::Profile>,
+    /// What the simulator decided on the recording, which this configuration replays (SAMMU,
+    /// kMAF, Carrefour).
+    pub replayed: Option<mechanism::Replayed>,
 }
 
 impl Configuration {
@@ -181,6 +184,7 @@ impl Configuration {
             plan: None,
             procedure: mechanism::Procedure::Fixed,
             profile: None,
+            replayed: None,
         }
     }
 }

@@ -82,6 +82,34 @@ pub static MECHANISMS: &[MechanismInfo] = &[
         build: marathe,
     },
     MechanismInfo {
+        name: "sammu",
+        source: "SAMMU (seed 000) §3 and §4.1 (its mappings generated on a recording, fed into the real run)",
+        summary: "simulated on the recording (this host's machine, the decision core simulate drives): the threads where its last remap put them, each page it moved on the node it last moved it to; from the run's start",
+        params: &sharemap_decide::sammu::MECHANISM,
+        caps: Caps { recording: true, numa: true, ..Caps::NONE },
+        build: replayed,
+    },
+    MechanismInfo {
+        name: "kmaf",
+        source: "kMAF (seed 000's related work), as simulate models it",
+        summary: "simulated on the recording as sammu is: its last thread mapping and its pages' last moves, from the run's start",
+        params: &[sharemap_decide::kmaf::WINDOW_MS, sharemap_decide::kmaf::PERIOD_MS, sharemap_decide::kmaf::FAULT_US],
+        caps: Caps { recording: true, numa: true, ..Caps::NONE },
+        build: replayed,
+    },
+    MechanismInfo {
+        name: "carrefour",
+        source: "Carrefour (Dashti et al.), as simulate models it",
+        summary: "simulated on the recording as sammu is: each page it moved on the node it last moved it to (a replicated page on its lowest node), threads left to the scheduler; from the run's start",
+        params: &[
+            sharemap_decide::carrefour::EPOCH_MS,
+            sharemap_decide::carrefour::SHARE,
+            sharemap_decide::carrefour::MIN_ACCESSES,
+        ],
+        caps: Caps { recording: true, numa: true, ..Caps::NONE },
+        build: replayed,
+    },
+    MechanismInfo {
         name: "autopin",
         source: "SAMMU (seed 000) §4.3 (Autopin)",
         summary: "each round tries compact, scatter, round-robin and the oracle's mapping once, then runs the fastest",
@@ -157,6 +185,17 @@ pub enum Procedure {
     Autopin { candidates: Vec<(String, Pinning)>, oracle: usize },
     /// The kernel's NUMA balancing on for the run, restored after.
     NumaBalancing,
+}
+
+/// What the simulator decided on the recording, for a configuration that replays it.
+#[derive(Clone, Debug, serde::Serialize, PartialEq)]
+pub struct Replayed {
+    /// The mechanism as simulated.
+    pub simulated: String,
+    pub thread_migrations: u64,
+    pub page_moves: u64,
+    /// Pages the plan holds: those the mechanism moved, on the node of their last move.
+    pub planned_pages: usize,
 }
 
 /// A sampled profile, and what recording it cost (Marathe & Mueller report the profiling
@@ -280,6 +319,66 @@ fn marathe(r: &Request) -> Result<Configuration> {
         recording_seconds: meta.run_ns.map(|ns| ns as f64 / 1e9),
     });
     Ok(config)
+}
+
+/// SAMMU, kMAF or Carrefour as seed 000 fed SAMMU's decisions into its real runs: the
+/// mechanism simulated on the recording with this host as the machine (the decision core
+/// `simulate` drives), then the real run with the threads where its last remap put them and a
+/// plan of the pages it moved, each on the node it last moved it to. Applied from the run's
+/// start: the placer has no timeline, so what the mechanism did late in the recorded run
+/// holds here from the beginning (docs/run.md).
+fn replayed(r: &Request) -> Result<Configuration> {
+    let trace = r.recording();
+    // Every parameter spelled out, so the configuration says what was simulated.
+    let spec = r.params.full_spec().to_string();
+    let session = sharemap::Session::new(sharemap::TraceInput::file(trace), r.ctx.host.clone(), r.ctx.seed);
+    let request = sharemap::SimulateRequest { mechanisms: spec.clone(), log_decisions: true, ..Default::default() };
+    let sim = session.simulate(&request)?;
+    let page_size = crate::page_size();
+    if sim.page_size != page_size {
+        return Err(Error::new(
+            ErrorKind::Mechanism,
+            format!("{spec}: the recording's pages are {} bytes, this host's {page_size}", sim.page_size),
+        ));
+    }
+    let o = &sim.mechanisms[0];
+    let nodes = r.ctx.host.numa_count();
+    let plan = last_moves(o.decisions.iter().map(|d| (d.page, d.nodes)), nodes);
+    let plan = Plan {
+        pages: plan.iter().map(|&(page, _)| page * page_size).collect(),
+        nodes: plan.iter().map(|&(_, node)| r.ctx.host.numa_os_index(node) as i32).collect(),
+    };
+    let pinning = if r.params.name() == "carrefour" || o.final_pus.is_empty() {
+        Pinning::Os
+    } else {
+        Pinning::Pus(o.final_pus.clone())
+    };
+    let replayed = Replayed {
+        simulated: spec,
+        thread_migrations: o.counts.thread_migrations,
+        page_moves: o.counts.page_migrations,
+        planned_pages: plan.pages.len(),
+    };
+    let plan = (!plan.pages.is_empty()).then_some(plan);
+    let mut config = r.fixed(pinning, MemoryPolicy::FirstTouch, plan);
+    config.replayed = Some(replayed);
+    Ok(config)
+}
+
+/// Each page a mechanism moved (a decision that changed its nodes; the first is its first
+/// touch), with the node of its last move: the lowest of a replicated page's nodes.
+fn last_moves(decisions: impl Iterator<Item = (u64, u128)>, nodes: usize) -> Vec<(u64, usize)> {
+    let mut now: std::collections::BTreeMap<u64, (u128, bool)> = std::collections::BTreeMap::new();
+    for (page, set) in decisions {
+        let e = now.entry(page).or_insert((set, false));
+        if e.0 != set {
+            *e = (set, true);
+        }
+    }
+    now.into_iter()
+        .filter(|&(_, (set, moved))| moved && set != 0 && (set.trailing_zeros() as usize) < nodes)
+        .map(|(page, (set, _))| (page, set.trailing_zeros() as usize))
+        .collect()
 }
 
 fn autopin(r: &Request) -> Result<Configuration> {
@@ -450,7 +549,19 @@ mod tests {
                 case.nodes.iter().map(|&n| (0..host.pu_count()).find(|&p| host.pu_numa[p] == n).unwrap()).collect();
             let trace = write_trace(&dir, &case.trace_accesses());
             let spec = sharemap_core::Spec::parse(&case.mechanism).unwrap();
-            assert_eq!(spec.name, "marathe", "{}: run plans only Marathe's placement from a profile", case.name);
+            if case.what == cases::What::Moves {
+                // A mechanism replayed from its simulation: its last moves, planned from the start.
+                let ctx = MechanismContext { host: &host, recording: Some(&trace), seed: 1 };
+                let config = configuration(&case.mechanism, &ctx).unwrap();
+                let plan = config.plan.map(|p| (*p).clone()).unwrap_or(Plan { pages: Vec::new(), nodes: Vec::new() });
+                let homes: Vec<(u64, usize)> =
+                    plan.pages.iter().zip(&plan.nodes).map(|(&a, &n)| (a / cases::PAGE_SIZE, n as usize)).collect();
+                case.check_last_homes("run", &homes).unwrap_or_else(|e| panic!("{e}"));
+                let replayed = config.replayed.unwrap();
+                assert_eq!(replayed.planned_pages, homes.len(), "{}", case.name);
+                continue;
+            }
+            assert_eq!(spec.name, "marathe", "{}: run plans Marathe's homes from a profile", case.name);
             let params =
                 MECHANISMS.iter().find(|m| m.name == "marathe").unwrap().params(KIND, &[&spec.options]).unwrap();
             let source = sharemap_decide::marathe::Source::from_params(&params);
@@ -498,7 +609,10 @@ mod tests {
         let host = Machine::from_spec("numa:2 pu:1").unwrap();
         let ctx = MechanismContext { host: &host, recording: Some(&trace), seed: 1 };
         for row in MECHANISMS.iter().filter(|m| (m.caps.available)()) {
-            let describe = |spec: &str| configuration(spec, &ctx).map(|c| format!("{c:?}").replace(spec, row.name));
+            let describe = |spec: &str| {
+                let named = |name: &str| format!("name: {name:?}");
+                configuration(spec, &ctx).map(|c| format!("{c:?}").replace(&named(spec), &named(row.name)))
+            };
             let defaults = describe(row.name).unwrap();
             for p in row.params.iter().filter(|p| !p.given) {
                 let explicit = describe(&format!("{}:{}={}", row.name, p.key, p.default)).unwrap();
@@ -507,7 +621,13 @@ mod tests {
                 let other = match p.kind {
                     ParamKind::Choice(words) => words.iter().find(|w| **w != p.default).unwrap().to_string(),
                     ParamKind::Switch => "1".to_string(),
-                    _ => (p.default.parse::<u64>().unwrap() + 1).to_string(),
+                    // Inside the bounds: one above, or one below at the top (SAMMU's ac).
+                    ParamKind::Integer { max, .. } => {
+                        let d = p.default.parse::<u64>().unwrap();
+                        (if d < max { d + 1 } else { d - 1 }).to_string()
+                    }
+                    ParamKind::Share => (p.default.parse::<f64>().unwrap() / 2.0).to_string(),
+                    _ => (p.default.parse::<f64>().unwrap() * 2.0 + 1.0).to_string(),
                 };
                 let enabling = match (row.name, p.key) {
                     ("marathe", "every") => "source=every,",

@@ -116,7 +116,10 @@ pub(crate) fn prepare(
 ) -> Result<Prepared> {
     let mut splits = Vec::new();
     let mut threads = 0;
-    for (prepass, serves) in Prepass::groups(&policies.0, situation.line_size) {
+    let groups = Prepass::groups(&policies.0, situation.line_size);
+    // Every split is held until the evaluation: they share the budget.
+    let budget = situation.memory_budget / groups.len().max(1);
+    for (prepass, serves) in groups {
         let mut trace = input.open()?;
         // No more memory than the trace's references can fill (4 bytes each, twice over for
         // partly filled blocks), when their number is known.
@@ -125,7 +128,7 @@ pub(crate) fn prepare(
         let opts = PartitionOptions {
             page_size: situation.page_size,
             placement: situation.placement.clone(),
-            memory_budget: situation.memory_budget.min(justified),
+            memory_budget: budget.min(justified),
             prepass,
         };
         let partition =

@@ -22,12 +22,21 @@ pub struct SimulateRequest {
     pub params: Params,
     /// Settings of the placement policies `place` mechanisms replay, `policy.key=value`.
     pub settings: Vec<String>,
+    /// Keep each mechanism's page decisions, in order (`Outcome::decisions`): what a real
+    /// run replays of it.
+    pub log_decisions: bool,
 }
 
 impl Default for SimulateRequest {
     /// Every mechanism, with the model's default parameters.
     fn default() -> Self {
-        SimulateRequest { mechanisms: "all".into(), page_size: None, params: Params::default(), settings: Vec::new() }
+        SimulateRequest {
+            mechanisms: "all".into(),
+            page_size: None,
+            params: Params::default(),
+            settings: Vec::new(),
+            log_decisions: false,
+        }
     }
 }
 
@@ -160,7 +169,7 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
         seed: session.seed(),
         profile: None,
         plans: &plans,
-        log_decisions: false,
+        log_decisions: request.log_decisions,
         schedule: recorded_schedule(&meta, &machine),
     };
     let mut memory = Vec::new();

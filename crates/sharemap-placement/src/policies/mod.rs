@@ -73,6 +73,9 @@ pub struct Prepass {
     pub sampler: Option<SamplerKind>,
     /// SAMMU's TLB model: its statistics updates become the pages' TLB events.
     pub tlb: Option<SammuParams>,
+    /// A per-thread TLB of this many entries (8-way LRU) whose evictions become the pages'
+    /// events: where a node's mapping of a page ends (seed 003's replication policies).
+    pub mappings: Option<u32>,
 }
 
 impl Prepass {
@@ -86,7 +89,15 @@ impl Prepass {
             (Some(a), Some(b)) if a != b => return None,
             (a, b) => a.or(b),
         };
-        Some(Prepass { sampler, tlb })
+        let mappings = match (self.mappings, other.mappings) {
+            (Some(a), Some(b)) if a != b => return None,
+            (a, b) => a.or(b),
+        };
+        // Both kinds of event in one page's list would read as one another's.
+        if tlb.is_some() && mappings.is_some() {
+            return None;
+        }
+        Some(Prepass { sampler, tlb, mappings })
     }
 
     /// The passes a set of policies needs: each with the indices of the policies it serves.
@@ -141,6 +152,10 @@ const FILLS_KB: Param = integer(
     "per-thread cache (KiB, 8-way, the trace's lines) whose misses are the cache fills counted; 0: count every reference",
 );
 
+fn tlb_of(v: &Params) -> u32 {
+    v.integer("tlb").min(u32::MAX as u64) as u32
+}
+
 /// The partition pass's work for a policy counting fills in a `kb`-KiB per-thread cache.
 pub(crate) fn fills_prepass(kb: u64, line: u64) -> Prepass {
     if kb == 0 {
@@ -149,6 +164,14 @@ pub(crate) fn fills_prepass(kb: u64, line: u64) -> Prepass {
     let sampler = SamplerKind::CacheMiss { size: kb * 1024, ways: 8, line: line.max(1), loads_only: false };
     Prepass { sampler: Some(sampler), ..Prepass::default() }
 }
+
+/// Seed 003's mappings are TLB entries: its machine's 128 (table 1). 0: a mapping lasts
+/// until another node writes the page.
+const MAPPING_TLB: Param = integer(
+    "tlb",
+    "128",
+    "entries of the per-thread TLB (8-way LRU) that holds a node's mappings: one ends when its entry is evicted, or when another node writes; 0: only the write ends it",
+);
 
 pub static POLICIES: &[PolicyInfo] = &[
     PolicyInfo {
@@ -306,23 +329,28 @@ pub static POLICIES: &[PolicyInfo] = &[
     PolicyInfo {
         name: "replicate-time",
         source: "Marchetti et al. (seed 003), section 4.2: time policy",
-        summary: "home by first touch; a node whose mapping of a page lasted t ms gets a read copy the next time it maps it (writes invalidate copies and mappings)",
-        params: &[number("t-ms", "10", "mapping lifetime that earns a copy")],
+        summary: "home by first touch; a node whose mapping of a page (a TLB entry) lasted t ms gets a read copy the next time it maps it (writes invalidate copies and mappings)",
+        params: &[number("t-ms", "10", "mapping lifetime that earns a copy"), MAPPING_TLB],
         caps: Caps::NONE,
         build: |v| {
-            Ok(Box::new(replication::Replicate { rule: replication::Rule::Time(v.number("t-ms")), fills_kb: 0 }))
+            Ok(Box::new(replication::Replicate {
+                rule: replication::Rule::Time(v.number("t-ms")),
+                fills_kb: 0,
+                tlb: tlb_of(v),
+            }))
         },
     },
     PolicyInfo {
         name: "replicate-counter",
         source: "Marchetti et al. (seed 003), section 4.2: counter policy",
-        summary: "a node that made n cache fills during a mapping gets a read copy the next time it maps the page",
-        params: &[integer("n", "64", "cache fills during a mapping that earn a copy"), FILLS_KB],
+        summary: "a node that made n cache fills during a mapping (a TLB entry's stay) gets a read copy the next time it maps the page",
+        params: &[integer("n", "64", "cache fills during a mapping that earn a copy"), FILLS_KB, MAPPING_TLB],
         caps: Caps::PER_PAGE,
         build: |v| {
             Ok(Box::new(replication::Replicate {
                 rule: replication::Rule::Counter(u32_of(v, "n")),
                 fills_kb: v.integer("fills-kb"),
+                tlb: tlb_of(v),
             }))
         },
     },
@@ -330,12 +358,13 @@ pub static POLICIES: &[PolicyInfo] = &[
         name: "replicate-counter-interrupt",
         source: "Marchetti et al. (seed 003), section 4.2: counter-interrupt policy",
         summary: "a node gets a read copy as soon as it has made n cache fills since mapping the page",
-        params: &[integer("n", "64", "cache fills since mapping that earn a copy"), FILLS_KB],
+        params: &[integer("n", "64", "cache fills since mapping that earn a copy"), FILLS_KB, MAPPING_TLB],
         caps: Caps::PER_PAGE,
         build: |v| {
             Ok(Box::new(replication::Replicate {
                 rule: replication::Rule::Interrupt(u32_of(v, "n")),
                 fills_kb: v.integer("fills-kb"),
+                tlb: tlb_of(v),
             }))
         },
     },

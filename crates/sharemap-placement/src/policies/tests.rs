@@ -359,6 +359,28 @@ fn replicate_counter_interrupt_copies_after_n() {
 
 /// The policy homes a page by the references its profile marked (`sampled`, which the
 /// partition pass sets from the profile: here one in two, at even positions).
+/// A mapping is a TLB entry (seed 003): node 1 makes 4 references, its entry is evicted (an
+/// event on the page), and its next reference maps the page again with a copy. Without the
+/// TLB (`tlb=0`) the mapping lasts, and no copy comes.
+#[test]
+fn replication_counts_mappings_as_tlb_entries() {
+    let c = ctx(2, butterfly(), None, &[], &[]);
+    let mut refs = vec![Ref::write(0, 0)];
+    refs.extend(reads(1, 1, 4));
+    refs.extend(reads(1, 10, 5));
+    let evicted = [Ref::read(7, 1)];
+    let set = ["replicate-counter.n=4", "replicate-counter.fills-kb=0"];
+    let mut s = Settings::default();
+    set.iter().for_each(|x| s.add(x).unwrap());
+    let policy = build(find("replicate-counter").unwrap(), &s, &[]).unwrap();
+    let t = policy.run(&page(&refs).with_events(&evicted), &c);
+    assert_eq!((t.replications, t.remote, t.local), (1, 4, 1 + 5));
+    s.add("replicate-counter.tlb=0").unwrap();
+    let policy = build(find("replicate-counter").unwrap(), &s, &[]).unwrap();
+    let t = policy.run(&page(&refs).with_events(&evicted), &c);
+    assert_eq!((t.replications, t.remote), (0, 9));
+}
+
 #[test]
 fn marathe_uses_the_majority_of_samples() {
     let c = ctx(2, butterfly(), None, &[], &[]);

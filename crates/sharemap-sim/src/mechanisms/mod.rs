@@ -14,9 +14,7 @@ mod sammu;
 use crate::model::Model;
 use crate::sim::{FirstPlacement, Sim};
 use sharemap_core::SharingMatrix;
-use sharemap_core::plugin::{
-    self, Caps, Param, ParamKind, Params, Plugin, given, number, positive, ranged, share, text,
-};
+use sharemap_core::plugin::{self, Caps, ParamKind, Params, Plugin, given, number, positive, ranged, text};
 use sharemap_core::spec::{Spec, SpecError};
 use sharemap_decide::{carrefour, kmaf, marathe, numa_balancing};
 use sharemap_machine::Machine;
@@ -243,14 +241,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         name: "sammu",
         source: "SAMMU (seed 000) section 3",
         summary: "SAMMU's TLB detector on every access: its sharing matrix remaps the threads every period when the mapping-potential gate passes and the new mapping is cheaper by the hysteresis; its NUMA counters move a page to node n when NC[n] - NC[home] >= NT",
-        params: &[
-            positive("period-ms", "1", "simulated time between remap decisions"),
-            sharemap_detect::sammu::NT,
-            Param { doc: "bits of each NUMA counter", ..sharemap_detect::sammu::NC },
-            Param { doc: "bits of the TLB entries' access counters", ..sharemap_detect::sammu::AC },
-            share("gate", "0.1", "mapping potential needed to remap"),
-            share("hysteresis", "0.1", "a new mapping must cost this share less than the current one"),
-        ],
+        params: &sharemap_decide::sammu::MECHANISM,
         caps: Caps::NONE,
         build: sammu::build,
     },
