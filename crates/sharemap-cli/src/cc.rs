@@ -33,6 +33,16 @@ const STM_PLAIN: &str = "libsharemap_stm.a";
 /// What the runtime needs from the system (rustc's native-static-libs, less the driver's).
 const RUNTIME_LIBS: [&str; 5] = ["-lpthread", "-ldl", "-lm", "-lrt", "-lutil"];
 const WRAPPED: &str = "-Wl,--wrap=memcpy,--wrap=memmove,--wrap=memset";
+/// Under `--tx-only` libc's copies are not wrapped; the runtime's wrappers, linked but never
+/// called, still name the `__real_` functions `--wrap` would have given: these forward them.
+const UNWRAPPED_SHIM: &str = "#include <stddef.h>
+void *memcpy(void *, const void *, size_t);
+void *memmove(void *, const void *, size_t);
+void *memset(void *, int, size_t);
+void *__real_memcpy(void *d, const void *s, size_t n) { return memcpy(d, s, n); }
+void *__real_memmove(void *d, const void *s, size_t n) { return memmove(d, s, n); }
+void *__real_memset(void *d, int c, size_t n) { return memset(d, c, n); }
+";
 /// Keeps the runtime in a program that makes no traced access (the recorder finds it by
 /// this symbol's marker, and the runtime attaches from a constructor next to it).
 const KEEP_RUNTIME: &str = "-Wl,--undefined=SHAREMAP_RUNTIME_MARKER";
@@ -47,6 +57,9 @@ struct Options {
     tl2: bool,
     /// No tracer: a plain build (with the STM).
     no_trace: bool,
+    /// The STM's transactional loads and stores alone, no compiler instrumentation: what an
+    /// STM sees (STMap's view), not the program's other accesses.
+    tx_only: bool,
     /// Burst-sampled instrumentation (clang): microseconds per burst and between bursts.
     burst: Option<(u64, u64)>,
 }
@@ -64,6 +77,7 @@ fn take_options(args: &[OsString]) -> Result<(Options, Vec<OsString>)> {
             Some("--stm") => o.stm = true,
             Some("--stm-tl2") => (o.stm, o.tl2) = (true, true),
             Some("--no-trace") => o.no_trace = true,
+            Some("--tx-only") => o.tx_only = true,
             Some("--burst") => {
                 // A setting may follow as its own word: digits, with a colon.
                 let next = iter.peek().and_then(|n| n.to_str()).filter(|n| n.starts_with(|c: char| c.is_ascii_digit()));
@@ -85,6 +99,11 @@ fn take_options(args: &[OsString]) -> Result<(Options, Vec<OsString>)> {
     }
     if o.no_trace && !o.stm {
         bail!("--no-trace builds a plain program with sharemap's STM: give --stm or --stm-tl2 with it");
+    }
+    if o.tx_only && (!o.stm || o.no_trace) {
+        bail!(
+            "--tx-only records the STM's transactional accesses alone: give --stm or --stm-tl2 with it, and not --no-trace"
+        );
     }
     if o.burst.is_some() && o.stm {
         bail!("--burst samples the compiler's instrumentation; --stm records through the STM: give one of them");
@@ -263,6 +282,22 @@ fn without_foreign_stm(args: Vec<OsString>) -> Vec<OsString> {
     kept
 }
 
+/// The object forwarding the runtime's `__real_` names to libc, compiled in `dir`.
+fn unwrapped_shim(cc: &OsStr, dir: &Path) -> Result<OsString> {
+    let src = dir.join("sharemap-unwrapped.c");
+    let obj = dir.join("sharemap-unwrapped.o");
+    std::fs::write(&src, UNWRAPPED_SHIM).map_err(|e| anyhow!("{}: {e}", src.display()))?;
+    let args: Vec<OsString> = ["-x", "c", "-O2", "-fno-builtin", "-c"]
+        .iter()
+        .map(OsString::from)
+        .chain([src.into(), "-o".into(), obj.clone().into()])
+        .collect();
+    if run(cc, &args)? != 0 {
+        bail!("--tx-only: the compiler could not build the forwarding of memcpy, memmove and memset");
+    }
+    Ok(obj.into_os_string())
+}
+
 pub fn wrap(args: &[OsString], cxx: bool) -> Result<ExitCode> {
     let (options, args) = take_options(args)?;
     let args = if options.stm && !compile_only(&args) { without_foreign_stm(args) } else { args };
@@ -302,11 +337,20 @@ pub fn wrap(args: &[OsString], cxx: bool) -> Result<ExitCode> {
             bail!("--burst needs clang (the sampling is an LLVM pass plugin); gcc builds record every access")
         }
         Some(_) => vec![format!("-fpass-plugin={}", burst_plugin()?.display()).into()],
+        // The STM records its own loads and stores; the program is compiled as it is.
+        None if options.tx_only => Vec::new(),
         None => instrument_flags(family),
     };
     compile.extend(includes);
     let keep_stm = options.stm.then(|| OsString::from(KEEP_STM_TRACER));
-    let link: Vec<OsString> = [lib.into_os_string(), WRAPPED.into(), KEEP_RUNTIME.into()]
+    // libc's copies are the program's accesses, not the STM's: unwrapped under --tx-only.
+    let shim_dir = tempfile::tempdir().map_err(|e| anyhow!("temporary directory: {e}"))?;
+    let wrapped = if options.tx_only && !compile_only(args) {
+        unwrapped_shim(&cc, shim_dir.path())?
+    } else {
+        OsString::from(WRAPPED)
+    };
+    let link: Vec<OsString> = [lib.into_os_string(), wrapped, KEEP_RUNTIME.into()]
         .into_iter()
         .chain(keep_stm)
         .chain(RUNTIME_LIBS.iter().map(OsString::from))

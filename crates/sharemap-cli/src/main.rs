@@ -483,6 +483,9 @@ sharemap's own options, taken out wherever they appear:
                and tx-begin/commit/abort events are recorded
   --stm-tl2    the same with TL2's STM_* macros first on the include path (<stm.h>)
   --no-trace   with --stm or --stm-tl2: a plain build (no instrumentation) against the STM
+  --tx-only    with --stm or --stm-tl2: only the STM's transactional loads and stores and
+               tx events are recorded (what STMap inside an STM sees), not the program's
+               other accesses
 
 Environment:
   SHAREMAP_COMPILER   clang (default: clang or clang-14), gcc, or a compiler's path

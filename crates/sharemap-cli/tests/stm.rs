@@ -500,3 +500,66 @@ fn transactional_traces_carry_accesses_and_transaction_events() {
     let across = m.get(1, 3) + m.get(1, 4) + m.get(2, 3) + m.get(2, 4);
     assert!(pairs > 100.0 && across == 0.0, "pairs {pairs}, across {across}\n{}", String::from_utf8_lossy(&out.stdout));
 }
+
+/// `--tx-only` records what the STM sees and nothing else: a program whose plain accesses
+/// and transactional ones are known apart (1,000 committed transactions of 2 loads and 1
+/// store, one thread, no abort possible; around them a plain memset and a loop over 4,096
+/// ints) gives exactly the transactional 3,000 accesses, where the full build gives more.
+#[test]
+fn tx_only_records_the_stms_accesses_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = p(&dir, "counted.c");
+    std::fs::write(
+        &src,
+        r#"#include <stm.h>
+#include <string.h>
+#include <stdio.h>
+static volatile stm_word_t cells[64];
+static int plain[4096];
+int main(void) {
+  stm_init();
+  stm_init_thread();
+  memset(plain, 1, sizeof plain);
+  long sum = 0;
+  for (int i = 0; i < 4096; i++) sum += plain[i];
+  for (int i = 0; i < 1000; i++) {
+    stm_tx_attr_t attr = {{.id = 0, .read_only = 0}};
+    sigjmp_buf *env = stm_start(attr);
+    if (env != NULL) sigsetjmp(*env, 0);
+    stm_word_t a = stm_load(&cells[i % 64]);
+    stm_word_t b = stm_load(&cells[(i + 1) % 64]);
+    stm_store(&cells[i % 64], a + b + 1);
+    stm_commit();
+  }
+  stm_exit_thread();
+  stm_exit();
+  printf("sum %ld\n", sum);
+  return 0;
+}
+"#,
+    )
+    .unwrap();
+    for (flags, name) in [(&["cc", "--stm", "--tx-only", "-O1"][..], "tx-only"), (&["cc", "--stm", "-O1"][..], "full")]
+    {
+        let mut args = flags.to_vec();
+        args.push(s(&src));
+        let prog = build(&dir, name, &args, "gcc");
+        let trace = p(&dir, &format!("{name}.trace"));
+        ok(&["record", "-o", s(&trace), "--", s(&prog)]);
+        let info = common::json(&ok(&["info", s(&trace), "--json"]));
+        assert_eq!(info["events"]["tx-commit"], 1000, "{name}: {info}");
+        let accesses = info["accesses"].as_u64().unwrap();
+        if name == "tx-only" {
+            assert_eq!(accesses, 3000, "{info}");
+            assert_eq!((info["reads"].as_u64(), info["writes"].as_u64()), (Some(2000), Some(1000)), "{info}");
+        } else {
+            assert!(accesses > 3000 + 4096, "the full build records the plain loop too: {info}");
+        }
+    }
+    // Only with the STM, and not with a plain build.
+    for bad in [&["cc", "--tx-only", "-c", "x.c"][..], &["cc", "--stm", "--no-trace", "--tx-only", "-c", "x.c"][..]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_sharemap")).args(bad).output().unwrap();
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--tx-only"), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+}

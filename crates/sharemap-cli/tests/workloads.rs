@@ -2,6 +2,8 @@
 //! tracer; each checks its own result; each recorded trace shows the sharing the program is
 //! written to have.
 
+mod common;
+
 use sharemap::SharingMatrix;
 use sharemap::trace::{Chunk, EventKind, TraceReader, TraceSource};
 use std::path::{Path, PathBuf};
@@ -202,6 +204,8 @@ fn reproduce_runs_every_claim_and_explains_those_that_do_not_hold() {
     let out = Command::new(env!("CARGO_BIN_EXE_sharemap"))
         .args(["reproduce", "--json", "--keep"])
         .arg(d.path())
+        .arg("--stamp")
+        .arg(common::anchor("stamp-0.9.10.tar.gz"))
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

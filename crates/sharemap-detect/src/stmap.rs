@@ -265,6 +265,104 @@ impl Stmap {
     }
 }
 
+/// Equation 1 as it would be taken on a machine where every thread progresses at thread 1's
+/// rate (seed 002's: one thread per PU). A trace recorded with more threads than cores holds
+/// the order the host's scheduler gave them, and the distinct addresses seen by the time
+/// thread 1 reaches MI depend on how many other threads ran meanwhile (on 2 cores, genome's
+/// varied twofold run to run). Here each thread's first MI transactional accesses count,
+/// sampled as Algorithm 2 samples them, and thread 1's commits and aborts up to its MI.
+pub struct EqualProgress {
+    p: StmapParams,
+    distinct: rustc_hash::FxHashSet<u64>,
+    /// Per thread: transactional accesses counted, accesses since the last sample, in a
+    /// transaction.
+    counted: Vec<u64>,
+    since_sample: Vec<u64>,
+    in_tx: Vec<bool>,
+    has_tx: bool,
+    commits: u64,
+    aborts: u64,
+}
+
+impl EqualProgress {
+    pub fn new(p: StmapParams) -> Self {
+        EqualProgress {
+            p,
+            distinct: Default::default(),
+            counted: Vec::new(),
+            since_sample: Vec::new(),
+            in_tx: Vec::new(),
+            has_tx: false,
+            commits: 0,
+            aborts: 0,
+        }
+    }
+
+    fn grow(&mut self, t: usize) {
+        if self.counted.len() <= t {
+            self.counted.resize(t + 1, 0);
+            self.since_sample.resize(t + 1, 0);
+            self.in_tx.resize(t + 1, false);
+        }
+    }
+
+    fn event(&mut self, e: &sharemap_trace::Event) {
+        let t = e.thread as usize;
+        self.grow(t);
+        match e.kind {
+            EventKind::TxBegin => (self.has_tx, self.in_tx[t]) = (true, true),
+            EventKind::TxCommit | EventKind::TxAbort => {
+                (self.has_tx, self.in_tx[t]) = (true, false);
+                if e.thread == self.p.counting_thread && self.counted[t] < self.p.mi {
+                    if e.kind == EventKind::TxCommit { self.commits += 1 } else { self.aborts += 1 }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub fn chunk(&mut self, chunk: &Chunk) {
+        let a = &chunk.accesses;
+        let mut events = chunk.events.iter().peekable();
+        for k in 0..a.len() {
+            let here = chunk.first_access + k as u64;
+            while let Some(e) = events.next_if(|e| e.at <= here) {
+                self.event(e);
+            }
+            let t = a.thread[k] as usize;
+            self.grow(t);
+            if (self.has_tx && !self.in_tx[t]) || self.counted[t] >= self.p.mi {
+                continue;
+            }
+            self.counted[t] += 1;
+            self.since_sample[t] += 1;
+            if self.since_sample[t] > self.p.si {
+                self.since_sample[t] = 0;
+                self.distinct.insert(a.addr[k]);
+            }
+        }
+        for e in events {
+            self.event(e);
+        }
+    }
+
+    /// The decision (`at`: None when thread 1 never made MI accesses; else Some(0), the
+    /// moment being the same for every thread).
+    pub fn finish(self) -> StmapDecision {
+        let reached = self.counted.get(self.p.counting_thread as usize).is_some_and(|&c| c >= self.p.mi);
+        let da = self.distinct.len() as u64;
+        let total = self.commits + self.aborts;
+        let ratio = |n: u64| (total > 0).then(|| n as f64 / total as f64);
+        StmapDecision {
+            at: reached.then_some(0),
+            distinct_addresses: da,
+            commit_ratio: ratio(self.commits),
+            abort_ratio: ratio(self.aborts),
+            enable: if reached { stmap::equation_1(da, self.p.da_threshold, self.commits, self.aborts) } else { None },
+        }
+    }
+}
+
 impl Detector for Stmap {
     fn spec(&self) -> String {
         let p = &self.p;
@@ -385,5 +483,49 @@ mod tests {
         assert_eq!(dec.at, Some(11));
         assert_eq!((dec.commit_ratio, dec.abort_ratio), (Some(0.5), Some(0.5)));
         assert_eq!(dec.enable, Some(false), "cr < ar is false");
+    }
+
+    fn equal_progress(trace: &MemoryTrace, p: StmapParams) -> StmapDecision {
+        use sharemap_trace::TraceSource;
+        let mut e = EqualProgress::new(p);
+        let mut t = trace.clone();
+        t.for_each_chunk(&mut |c| {
+            e.chunk(c);
+            Ok(())
+        })
+        .unwrap();
+        e.finish()
+    }
+
+    #[test]
+    fn equal_progress_counts_every_threads_first_mi_accesses() {
+        // The host ran thread 1 alone first (20 accesses over addresses 0..20), then threads
+        // 2 and 3 (20 each over their own 20 addresses), each in one transaction that commits.
+        let mut acc = Vec::new();
+        let mut ev = Vec::new();
+        for t in 1..4u32 {
+            ev.push((acc.len(), t, EventKind::TxBegin));
+            acc.extend((0..20u64).map(|i| Access::write(t, 8 * (100 * t as u64 + i), 8)));
+            ev.push((acc.len(), t, EventKind::TxCommit));
+        }
+        let p = trace(&acc, &ev);
+        let params = StmapParams { si: 0, mi: 10, da_threshold: 25, counting_thread: 1 };
+        // In the recorded order thread 1 reached MI having seen its own 10 addresses alone.
+        let (_, recorded) = run_stmap(&p, params);
+        assert_eq!((recorded.distinct_addresses, recorded.enable), (10, Some(true)));
+        // At one rate for all, threads 2 and 3 made their first 10 accesses meanwhile: 30
+        // distinct, over the threshold; no transaction of thread 1 had ended by its 10th
+        // access, so the ratios do not tell and Equation 1 is undecided.
+        let equal = equal_progress(&p, params);
+        assert_eq!(equal.at, Some(0));
+        assert_eq!(equal.distinct_addresses, 30);
+        assert_eq!(equal.enable, None, "no transaction of thread 1 ended before its MI");
+        // With a sampling interval of 1, every second access of each thread: 15.
+        let equal = equal_progress(&p, StmapParams { si: 1, ..params });
+        assert_eq!(equal.distinct_addresses, 15);
+        assert_eq!(equal.enable, Some(true));
+        // Thread 1 never reaching MI decides nothing.
+        let equal = equal_progress(&p, StmapParams { mi: 21, ..params });
+        assert_eq!((equal.at, equal.enable), (None, None));
     }
 }

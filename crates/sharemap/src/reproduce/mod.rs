@@ -141,9 +141,24 @@ pub struct Inputs {
     pub cg: Option<PathBuf>,
     /// Why there is no `cg` recording, when there is none.
     pub cg_missing: Option<String>,
+    /// Recordings of STM programs' transactional accesses (`sharemap cc --tx-only`): the
+    /// suite's sets and STAMP's applications, for the stmap-equation-1 claim.
+    pub stm: Vec<StmRecording>,
+    /// What is missing from `stm`, and why.
+    pub stm_missing: Vec<String>,
     pub scale: Scale,
     /// Where generated traces go (a temporary directory when not given).
     pub dir: Option<PathBuf>,
+}
+
+/// A recording of an STM program's transactional accesses and transaction events.
+#[derive(Clone, Debug)]
+pub struct StmRecording {
+    /// The program (STAMP's application, or the suite's `rbtree`, `hashset`).
+    pub name: String,
+    pub trace: PathBuf,
+    /// Its arguments but the thread count, for the scale line.
+    pub input: String,
 }
 
 /// One generated trace of an experiment.
@@ -365,6 +380,7 @@ pub static CLAIMS: &[ClaimInfo] = &[
     sammu::CG_DATA_MAPPING,
     stmap::SAMPLING,
     stmap::SI_TRADEOFF,
+    stmap::EQUATION_1,
     marathe::SERIAL_INIT,
     marathe::LATENCY_AHEAD_OF_TLB,
 ];
