@@ -383,7 +383,7 @@ fn placement_quality_depends_on_the_thread_mapping() {
 }
 
 /// The Scotch export is what Scotch reads: scotch_gmap maps it, and sharemap's default
-/// mapping costs no more than Scotch's under sharemap's metric (issue 4's target).
+/// mapping costs no more than Scotch's under sharemap's metric.
 #[test]
 fn scotch_reads_the_export_and_the_default_is_no_worse() {
     if Command::new("scotch_gmap").arg("-h").output().is_err() {
@@ -440,7 +440,7 @@ fn sampled_and_fault_detectors_compare_with_the_oracle() {
 }
 
 /// SAMMU on the neighbour pattern, one thread per core: its matrix follows the oracle's
-/// (issue 4's target: correlation >= 0.9). With SMT siblings sharing a TLB the siblings'
+/// (correlation >= 0.9). With SMT siblings sharing a TLB the siblings'
 /// sharing is invisible to it (the entry keeps one thread id), as in seed 000's design.
 #[test]
 fn sammu_follows_the_oracle_on_neighbour_sharing() {

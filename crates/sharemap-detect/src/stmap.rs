@@ -64,7 +64,7 @@ impl StmapParams {
 }
 
 /// The mapping decision Algorithm 2 took (at the first time the counting thread reached MI).
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq)]
 pub struct StmapDecision {
     /// Trace position of the decision; None if the counting thread never reached MI.
     pub at: Option<u64>,

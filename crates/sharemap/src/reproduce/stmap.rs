@@ -7,6 +7,7 @@
 
 use super::{ClaimInfo, Diagnostic, Figure, Finding, Gen, Run, claim};
 use crate::{AnalyzeRequest, Machine, Result, Session, TraceInput};
+use sharemap_detect::stmap::{EqualProgress, StmapDecision, StmapParams};
 
 const THREADS: u32 = 16;
 
@@ -149,27 +150,21 @@ struct Decided {
 /// Equation 1 at `mi` on a recording: in the recorded order (the host's scheduler's), or
 /// with every thread at thread 1's rate (`equal`, as on the paper's machines, a PU per thread).
 fn decided(trace: &std::path::Path, mi: u64, equal: bool) -> Result<Decided> {
-    let p = sharemap_detect::stmap::StmapParams { si: 100, mi, da_threshold: 10_000, counting_thread: 1 };
-    if !equal {
-        // The machine does not enter the detection.
-        let s = Session::new(TraceInput::file(trace), Machine::from_spec("sammu-x7550")?, 1);
-        let spec = format!("stmap:si={},mi={mi},da={},thread=1", p.si, p.da_threshold);
-        let json = s.detect(&spec)?.report.map(|r| r.json).unwrap_or_default();
-        let reached = json.get("at").is_some_and(|a| !a.is_null());
-        return Ok(Decided {
-            enabled: if reached { json.get("enable").and_then(|e| e.as_bool()) } else { None },
-            distinct: json.get("distinct_addresses").and_then(|v| v.as_u64()).unwrap_or(0),
-            abort_ratio: json.get("abort_ratio").and_then(|v| v.as_f64()),
-        });
-    }
-    let d = {
-        let mut e = sharemap_detect::stmap::EqualProgress::new(p);
-        let mut source = TraceInput::file(trace).open()?;
-        source.for_each_chunk(&mut |c| {
+    let p = StmapParams { si: 100, mi, da_threshold: 10_000, counting_thread: 1 };
+    let d: StmapDecision = if equal {
+        let mut e = EqualProgress::new(p);
+        TraceInput::file(trace).open()?.for_each_chunk(&mut |c| {
             e.chunk(c);
             Ok(())
         })?;
         e.finish()
+    } else {
+        // The machine does not enter the detection.
+        let s = Session::new(TraceInput::file(trace), Machine::from_spec("sammu-x7550")?, 1);
+        let spec = format!("stmap:si={},mi={mi},da={},thread=1", p.si, p.da_threshold);
+        let json = s.detect(&spec)?.report.map(|r| r.json).unwrap_or_default();
+        serde_json::from_value(json)
+            .map_err(|e| crate::Error::new(crate::ErrorKind::Claim, format!("STMap's decision: {e}")))?
     };
     Ok(Decided { enabled: d.at.and(d.enable), distinct: d.distinct_addresses, abort_ratio: d.abort_ratio })
 }
