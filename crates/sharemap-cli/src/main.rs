@@ -360,9 +360,11 @@ enum Command {
         /// a directory with other files in it is refused)
         #[arg(long)]
         dir: Option<PathBuf>,
-        /// Accesses per generated trace
-        #[arg(long, default_value = "1M", value_parser = parse_count)]
-        accesses: u64,
+        /// Accesses per generated trace, the data sized from them (a quick look, for tests;
+        /// every heading says so). Default: each pattern's paper-like footprint (1024 pages
+        /// per thread, matmult 32: past a core's TLB reach), 3 iterations
+        #[arg(long, value_parser = parse_count)]
+        accesses: Option<u64>,
         /// Also write report.html: `sharemap report` of the recorded program (of a generated
         /// pattern where no compiler is installed), with the real runs' times
         #[arg(long)]

@@ -241,6 +241,29 @@ fn machine_json_has_the_counts() {
     }
 }
 
+/// By default the demo's patterns have their paper-like footprints (8 threads of 1024 pages:
+/// 8192 pages, past a core's 576 TLB entries), and a policy that moved no page says so.
+#[test]
+fn demo_defaults_to_paper_like_footprints() {
+    let d = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sharemap")).args(["demo", "--dir"]).arg(d.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("paper-like footprint (1024 pages per thread") && !text.contains("toy sizes"), "{text}");
+    let pages = |pattern: &str| -> u64 {
+        let row = text.lines().find(|l| l.split_whitespace().next() == Some(pattern)).unwrap();
+        row.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    assert_eq!(pages("neighbor"), 8 * 1024, "{text}");
+    assert_eq!(pages("private"), 8 * 1024, "{text}");
+    // A moving policy that never moved is named, never left to look like a choice.
+    let placement = &text[text.find("Data placement").unwrap()..];
+    let table: Vec<&str> = placement.lines().take_while(|l| !l.starts_with("Reading:")).collect();
+    if let Some(line) = table.iter().find(|l| l.starts_with("(moved or copied no page")) {
+        assert!(line.contains("sammu") == line.contains("NT = 10"), "{line}");
+    }
+}
+
 #[test]
 fn demo_runs_and_shows_every_pattern_and_the_sammu_machine() {
     // Run where a new user would, without --dir: its files stay in ./sharemap-demo.
@@ -299,7 +322,8 @@ fn demo_runs_and_shows_every_pattern_and_the_sammu_machine() {
     assert!(report.contains("<section id=\"placement\">") && text.contains("The report: sharemap-demo/report.html"));
     // The placement table says its time scale, and on init-then-compute the time-driven
     // policies act within the trace: they no longer tie with `bind`.
-    assert!(text.contains("time scale 10 references per ms: each trace stands for 10 s of run"), "{text}");
+    assert!(text.contains("each trace's references spread over 10 s of run"), "{text}");
+    assert!(text.contains("100000 accesses each") && text.contains("not the papers' scale"), "{text}");
     let header = text.lines().find(|l| l.starts_with("policy ") && l.contains("init-cmp")).unwrap();
     let column = header.split_whitespace().position(|c| c == "init-cmp").unwrap();
     let mcpr = |policy: &str| -> f64 {
