@@ -210,7 +210,7 @@ pub fn spread(demand: &Demand, units: &Units, threads: usize) -> Spread {
         )
     } else {
         format!(
-            "{threads} threads spread over all {} {name}s: their {:.1} MiB of data exceeds even that ({:.1} MiB in one {name} of {:.1} MiB), so every cache and memory controller helps; grouped by sharing within them",
+            "{threads} threads spread over all {} {name}s: their {:.1} MiB of data does not fit even there ({:.1} MiB in one {name} of {:.1} MiB, more than the 3/4 of it usable), so every cache and memory controller helps; grouped by sharing within them",
             units.count(),
             mb(data),
             mb(per_unit),
