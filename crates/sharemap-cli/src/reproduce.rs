@@ -182,6 +182,15 @@ fn run_in(dir: &Path, program: &str, args: &[&str]) -> std::result::Result<(), S
     ))
 }
 
+/// A short key of a program's arguments, in its recording's name: a directory kept by
+/// `--keep` reuses a recording only if it was made with the same arguments.
+fn input_key(args: &[&str]) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (STM_THREADS, args).hash(&mut h);
+    format!("{:08x}", h.finish() as u32)
+}
+
 /// Where STAMP's source is: `--stamp`, else SHAREMAP_ANCHORS' tarball.
 fn stamp_source(given: Option<&Path>) -> Option<PathBuf> {
     given.map(Path::to_path_buf).or_else(|| {
@@ -213,7 +222,7 @@ fn record_stamp(source: &Path, dir: &Path) -> std::result::Result<Vec<StmRecordi
     let mut recorded = Vec::new();
     for (app, threads_flag, args) in STAMP_APPS {
         let app_dir = tree.join(app);
-        let trace = dir.join(format!("stamp-{app}.trace"));
+        let trace = dir.join(format!("stamp-{app}-{}.trace", input_key(args)));
         let command: Vec<OsString> = std::iter::once(app_dir.join(app).into_os_string())
             .chain(std::iter::once(format!("{threads_flag}{STM_THREADS}").into()))
             .chain(args.iter().map(|a| match a.strip_prefix('@') {
@@ -243,8 +252,8 @@ fn record_intsets(dir: &Path) -> std::result::Result<Vec<StmRecording>, String> 
     let mut recorded = Vec::new();
     for (name, define) in [("rbtree", "-DSET_RBTREE"), ("hashset", "-DSET_HASH")] {
         let bin = src_dir.join(name);
-        let trace = dir.join(format!("stm-{name}.trace"));
         let args = ["-t", STM_THREADS, "-d", "2000", "-u", "20"];
+        let trace = dir.join(format!("stm-{name}-{}.trace", input_key(&args)));
         if !trace.is_file() {
             let cc: Vec<OsString> = ["--stm", "--tx-only", "-O2", define]
                 .iter()
