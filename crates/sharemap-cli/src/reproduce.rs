@@ -191,12 +191,16 @@ fn input_key(args: &[&str]) -> String {
     format!("{:08x}", h.finish() as u32)
 }
 
-/// Where STAMP's source is: `--stamp`, else SHAREMAP_ANCHORS' tarball.
+/// Where STAMP's source is: `--stamp`, else SHAREMAP_ANCHORS' tarball; absolute, since it
+/// is unpacked from inside the working directory.
 fn stamp_source(given: Option<&Path>) -> Option<PathBuf> {
-    given.map(Path::to_path_buf).or_else(|| {
-        let dir = std::env::var_os("SHAREMAP_ANCHORS")?;
-        Some(Path::new(&dir).join("stamp-0.9.10.tar.gz")).filter(|p| p.is_file())
-    })
+    given
+        .map(Path::to_path_buf)
+        .or_else(|| {
+            let dir = std::env::var_os("SHAREMAP_ANCHORS")?;
+            Some(Path::new(&dir).join("stamp-0.9.10.tar.gz")).filter(|p| p.is_file())
+        })
+        .map(|p| std::path::absolute(&p).unwrap_or(p))
 }
 
 /// Builds STAMP's applications with `sharemap cc --stm-tl2 --tx-only` in `dir` and records

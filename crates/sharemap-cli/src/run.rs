@@ -323,9 +323,17 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
                 let fired =
                     if p.thread_migrations + p.page_moves == 0 { " (it never fired on the recording)" } else { "" };
                 println!(
-                    "{}: simulated {} on the recording: {} thread migrations, {} page moves; {} pages planned on the node of their last move, applied from the start{fired}",
-                    r.name, p.simulated, p.thread_migrations, p.page_moves, p.planned_pages
+                    "{}: simulated {} on the recording: {} thread migrations in {} remaps, {} page moves{fired}",
+                    r.name, p.simulated, p.thread_migrations, p.remaps, p.page_moves
                 );
+                if let Some(t) = &r.timeline {
+                    let over = if r.name == results[0].name {
+                        "one uncounted os run"
+                    } else {
+                        "the baseline's mean time before the run"
+                    };
+                    println!("{}: {} (spread over {over})", r.name, timeline_summary(t));
+                }
             }
         }
     }
@@ -334,7 +342,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
 
 /// One run, with the program's output and exit status passed through.
 fn single(runner: &Runner, config: &Configuration) -> Result<ExitCode> {
-    let outcome = runner.run(config, 0).map_err(flag)?;
+    let outcome = runner.run(config, 0, None).map_err(flag)?;
     if let Some(p) = problem(config, &outcome) {
         bail!("{p}");
     }
@@ -399,9 +407,24 @@ fn print_where(observed: &Observed, threads: bool, host: &Machine) {
             (_, why) => eprintln!("sharemap: hardware counters: none: {}", why.as_deref().unwrap_or("no counts read")),
         }
     }
+    if let Some(t) = &observed.timeline {
+        eprintln!("sharemap: timeline: {} (spread over one uncounted os run)", timeline_summary(t));
+    }
     if let Some(p) = &observed.plan {
         eprintln!("sharemap: plan: {}", plan_summary(p));
     }
+}
+
+/// How far a replayed timeline got in a run, in one line.
+fn timeline_summary(t: &sharemap_run::timeline::TimelineOutcome) -> String {
+    let mut line = format!(
+        "replayed in the order they fired over {:.3} s: {} of {} remaps and {} of {} page moves came due before the program ended",
+        t.scale_seconds, t.remaps_applied, t.remaps, t.moves_due, t.moves
+    );
+    if t.remaps_applied < t.remaps || t.moves_due < t.moves {
+        line.push_str(" (it ran faster than the time its decisions were spread over)");
+    }
+    line
 }
 
 /// A plan's outcome in one line: how much landed, why the rest did not, and a warning

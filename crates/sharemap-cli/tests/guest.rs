@@ -413,10 +413,85 @@ fn a_plan_from_a_recording_is_applied_in_a_two_node_guest() {
         "{table}"
     );
     for name in ["sammu", "kmaf", "carrefour"] {
-        assert!(table.contains(&format!("{name}: simulated {name}")) && table.contains(" page moves; "), "{table}");
+        assert!(table.contains(&format!("{name}: simulated {name}")) && table.contains(" page moves"), "{table}");
+        assert!(table.contains(&format!("{name}: replayed in the order they fired over ")), "{table}");
     }
     assert!(table.contains("autopin: fastest in probation: ") && table.contains(" of 2 rounds"), "{table}");
     assert!(table.contains("oracle: plan (last run): ") && table.contains("marathe: plan (last run): "), "{table}");
+}
+
+/// Seed 000's method in a real run: SAMMU simulated on a recording, its decisions replayed
+/// in the order they fired. Threads 0-1 and 2-3 share a region each, which the OS model
+/// spreads over the nodes; SAMMU remaps each pair onto one node early in the run and moves
+/// pages after it. Each thread writes its allowed CPUs as it starts and as it ends (to the
+/// file its argument names: a measurement discards the program's output): every CPU at the
+/// start (the scheduler's until the remap), one CPU of its pair's node at the end.
+#[test]
+fn sammus_decisions_are_replayed_in_the_order_they_fired_in_a_two_node_guest() {
+    let Some(kernel) = kernel() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let src = p(&dir, "pairs.c");
+    std::fs::write(
+        &src,
+        "#define _GNU_SOURCE\n#include <pthread.h>\n#include <sched.h>\n#include <stdio.h>\n#include <stdlib.h>\n\
+         #define PAGES 2048\n\
+         static char *region[2]; static FILE *out; static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;\n\
+         static void say(long k, const char *when) { cpu_set_t s; sched_getaffinity(0, sizeof s, &s);\n\
+           pthread_mutex_lock(&lock);\n\
+           if (CPU_COUNT(&s) == 1) { for (int c = 0; c < CPU_SETSIZE; c++) if (CPU_ISSET(c, &s)) fprintf(out, \"thread %ld %s %d\\n\", k, when, c); }\n\
+           else fprintf(out, \"thread %ld %s all %d\\n\", k, when, CPU_COUNT(&s));\n\
+           pthread_mutex_unlock(&lock); }\n\
+         static void *work(void *a) { long k = (long)a; char *r = region[k / 2]; say(k, \"starts\");\n\
+           for (int it = 0; it < 60; it++) for (long p = (k % 2) * 8; p < PAGES * 4096L; p += 4096) r[p] += 1;\n\
+           say(k, \"allowed\"); return 0; }\n\
+         int main(int argc, char **argv) { out = fopen(argc > 1 ? argv[1] : \"/dev/null\", \"w\");\n\
+           for (int k = 0; k < 2; k++) region[k] = malloc(PAGES * 4096L);\n\
+           pthread_t t[3]; for (long k = 1; k < 4; k++) pthread_create(&t[k - 1], 0, work, (void *)k);\n\
+           work(0); for (int k = 0; k < 3; k++) pthread_join(t[k], 0); fclose(out); return 0; }\n",
+    )
+    .unwrap();
+    let prog = p(&dir, "pairs");
+    ok(&["cc", "-O1", s(&src), "-o", s(&prog)]);
+    let sm = GUEST_SHAREMAP;
+    let bin = "/opt/sharemap/bin/pairs";
+    // The measurement runs os, then sammu: the file holds sammu's run.
+    let commands = format!(
+        "{sm} record --no-aslr -o /tmp/r.trace -- {bin} 2>/dev/null || exit 1\n\
+         echo; echo '== simulated'; {sm} simulate /tmp/r.trace --machine live --mechanism os,sammu 2>&1 || exit 1\n\
+         echo; echo '== replayed'; {sm} run --no-aslr --mechanism sammu --recording /tmp/r.trace -- {bin} /tmp/threads 2>&1 || exit 1\n\
+         echo; echo '== threads'; cat /tmp/threads\n"
+    );
+    let sections = boot(kernel, &[&prog], &[], &commands);
+    let simulated = section(&sections, "simulated");
+    let text = section(&sections, "replayed");
+    let threads = section(&sections, "threads");
+    // The recording's simulation remapped threads and moved pages (columns thr.mig, pg.mig).
+    let sammu = simulated.lines().find(|l| l.starts_with("sammu ")).unwrap_or_else(|| panic!("{simulated}"));
+    let counts: Vec<&str> = sammu.split_whitespace().collect();
+    assert!(counts[7].parse::<u64>().unwrap() > 0 && counts[8].parse::<u64>().unwrap() > 0, "{simulated}");
+    // Every remap and page move came due.
+    let line = text.lines().find(|l| l.starts_with("sammu: replayed in the order")).unwrap_or_else(|| panic!("{text}"));
+    let n: Vec<u64> = line.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
+    // "over S.SSS s: A of R remaps and D of M page moves": the figures after the seconds.
+    let (a, r, d, m) = (n[2], n[3], n[4], n[5]);
+    assert!(r >= 1 && a == r && m > 0 && d == m, "{line}");
+    // Each thread began unpinned and ended on one CPU, each pair on one node (CPUs 0-1 on
+    // node 0, 2-3 on node 1).
+    for k in 0..4 {
+        assert!(
+            threads.contains(&format!("thread {k} starts all 4")),
+            "thread {k} was pinned from its start:\n{threads}"
+        );
+    }
+    let ended = allowed(threads);
+    assert_eq!(ended.len(), 4, "{threads}");
+    let node = |k: u32| ended[&k] / 2;
+    assert!(node(0) == node(1) && node(2) == node(3) && node(0) != node(2), "{ended:?}\n{text}");
+    let plan = text.lines().find(|l| l.starts_with("sammu: plan (last run): ")).unwrap_or_else(|| panic!("{text}"));
+    let n: Vec<u64> = plan.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
+    let (planned, touched, on_node) = (n[0], n[1], n[2]);
+    assert!(planned > 0 && touched == planned, "{text}");
+    assert!(on_node as f64 >= AT_LEAST * touched as f64, "{text}");
 }
 
 /// Two huge-page regions (1024 pages, asked for with madvise) first touched by the main

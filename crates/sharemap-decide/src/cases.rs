@@ -266,6 +266,33 @@ impl Case {
             ))
         }
     }
+
+    /// For a layer that replays a mechanism's moves in order on single nodes (`run`'s
+    /// timeline): its (page, node) moves against the expectation's, a page with copies
+    /// taken on its lowest node.
+    pub fn check_replayed_moves(&self, layer: &str, moves: &[(u64, usize)]) -> Result<(), String> {
+        assert_eq!(self.what, What::Moves, "{}: only moves are replayed", self.name);
+        let lowest = |v: &[(u64, u128)]| -> Vec<(u64, u128)> {
+            let mut v: Vec<(u64, u128)> = v.iter().map(|&(p, n)| (p, 1u128 << n.trailing_zeros())).collect();
+            if self.order == Order::Page {
+                v.sort_by_key(|m| m.0);
+            }
+            v
+        };
+        let got: Vec<(u64, u128)> = moves.iter().map(|&(p, n)| (p, 1u128 << n)).collect();
+        let (got, want) = (lowest(&got), lowest(&self.expect));
+        if got == want {
+            Ok(())
+        } else {
+            Err(format!(
+                "case '{}' ({}), layer {layer}: replayed {}, expected (lowest nodes) {}",
+                self.name,
+                self.mechanism,
+                show(&got),
+                show(&want)
+            ))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod placer;
 pub mod record;
 pub mod sysctl;
 pub mod thp;
+pub mod timeline;
 pub mod vm;
 
 pub use observe::{Observed, ThreadSeen, cpu_list, cpu_ranges};
@@ -172,6 +173,9 @@ pub struct Configuration {
     /// What the simulator decided on the recording, which this configuration replays (SAMMU,
     /// kMAF, Carrefour).
     pub replayed: Option<mechanism::Replayed>,
+    /// Its decisions in the order they fired, applied at their times (then `plan` holds each
+    /// page's last move, which the run's end is counted against).
+    pub timeline: Option<std::sync::Arc<timeline::Timeline>>,
 }
 
 impl Configuration {
@@ -185,6 +189,7 @@ impl Configuration {
             procedure: mechanism::Procedure::Fixed,
             profile: None,
             replayed: None,
+            timeline: None,
         }
     }
 }
@@ -319,20 +324,40 @@ pub struct RunOutcome {
 
 impl Runner {
     /// Runs the program once in a configuration (`run` numbers the runs: a random mapping
-    /// is drawn from the seed and that number).
-    pub fn run(&self, config: &Configuration, run: u64) -> Result<RunOutcome> {
+    /// is drawn from the seed and that number). A configuration with a timeline spreads it
+    /// over `scale` seconds, or over the time of one uncounted run under the scheduler's
+    /// placement (`os`) first when no scale is given.
+    pub fn run(&self, config: &Configuration, run: u64, scale: Option<f64>) -> Result<RunOutcome> {
+        let scale = match (&config.timeline, scale) {
+            (Some(_), None) => Some(self.timing_run()?),
+            _ => scale,
+        };
         if let mechanism::Procedure::NumaBalancing = config.procedure {
             // This process's ownership (a measurement holds it throughout), or its own.
             let owner = sysctl::NumaBalancingGuard::take()?;
             owner.set(true)?;
-            let outcome = self.run_once(config, run);
+            let outcome = self.run_once(config, run, scale, self.show_output);
             owner.restore();
             return outcome;
         }
-        self.run_once(config, run)
+        self.run_once(config, run, scale, self.show_output)
     }
 
-    fn run_once(&self, config: &Configuration, run: u64) -> Result<RunOutcome> {
+    /// The seconds of one run under the scheduler's placement, its output discarded: what a
+    /// timeline is spread over when nothing else says how long the program runs.
+    pub fn timing_run(&self) -> Result<f64> {
+        let os = Configuration::fixed("os", Pinning::Os, MemoryPolicy::FirstTouch);
+        let outcome = self.run_once(&os, 0, None, false)?;
+        if outcome.exit != 0 {
+            return Err(Error::new(
+                ErrorKind::Program,
+                format!("{} exited with status {} in the run that times it", self.program.display(), outcome.exit),
+            ));
+        }
+        Ok(outcome.seconds)
+    }
+
+    fn run_once(&self, config: &Configuration, run: u64, scale: Option<f64>, show_output: bool) -> Result<RunOutcome> {
         let report = tempfile::NamedTempFile::new()?;
         // Removed on a signal too; and the program dies with us rather than run on orphaned.
         let _listed = sharemap_core::output::Listed::new(report.path());
@@ -375,7 +400,7 @@ impl Runner {
             // SAFETY: between fork and exec only the prctl system call runs.
             unsafe { cmd.pre_exec(thp::disable_in_child) };
         }
-        if !self.show_output {
+        if !show_output {
             cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
         }
         let cannot =
@@ -384,23 +409,30 @@ impl Runner {
         // Traced when anything needs the kernel's answers at the threads' exits; then every
         // configuration of a measurement is (`traced` is the runner's), so they differ only
         // in their mapping. Tracing stops each thread as it starts and ends.
-        let (status, observed) = if self.traced || config.plan.is_some() {
-            let counters = &counters::HARDWARE_COUNTERS;
-            let regions = self.thp.as_ref().and_then(|t| t.regions());
-            let plan = config.plan.as_deref();
-            let out =
-                observe::run_traced(&mut cmd, plan, self.plan_interval, regions, counters).map_err(|e| {
-                    match e.kind() {
+        let timeline = config.timeline.as_deref().zip(scale);
+        let (status, observed) =
+            if self.traced || config.plan.is_some() || timeline.is_some() {
+                let counters = &counters::HARDWARE_COUNTERS;
+                let regions = self.thp.as_ref().and_then(|t| t.regions());
+                let plan = config.plan.as_deref();
+                let schedule = timeline.map(|(t, scale)| t.at_scale(std::time::Duration::from_secs_f64(scale)));
+                let out = observe::run_traced(&mut cmd, plan, schedule, self.plan_interval, regions, counters)
+                    .map_err(|e| match e.kind() {
                         ErrorKind::Io => {
                             Error::new(ErrorKind::Program, format!("cannot run {}: {e}", self.program.display()))
                         }
                         _ => e,
-                    }
-                })?;
-            (out.status, Some(out.observed))
-        } else {
-            (cmd.status().map_err(cannot)?, None)
-        };
+                    })?;
+                let mut observed = out.observed;
+                if let (Some(reached), Some((t, scale))) = (observed.timeline.as_mut(), timeline) {
+                    reached.scale_seconds = scale;
+                    reached.remaps = t.remaps.len();
+                    reached.moves = t.moves.len();
+                }
+                (out.status, Some(observed))
+            } else {
+                (cmd.status().map_err(cannot)?, None)
+            };
         let seconds = start.elapsed().as_secs_f64();
         use std::os::unix::process::ExitStatusExt;
         let signal = status.signal();
@@ -486,6 +518,9 @@ pub struct ConfigurationResult {
     /// How its plan fared in its last run, when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanOutcome>,
+    /// How far its timeline got in its last run, when it replays one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<timeline::TimelineOutcome>,
     /// Mean LLC load misses and remote loads per 1000 instructions over its runs, where the
     /// host's PMU counts them.
     pub llc_mpki: Option<f64>,
@@ -512,7 +547,7 @@ pub struct AutopinChoices {
 /// Whether runs must be traced: to print where things were, to apply a plan, or to count
 /// with the PMU where the host has one (a VM without a virtual PMU has none).
 pub fn needs_tracing(observe: bool, configs: &[Configuration]) -> bool {
-    observe || configs.iter().any(|c| c.plan.is_some()) || counters::available()
+    observe || configs.iter().any(|c| c.plan.is_some() || c.timeline.is_some()) || counters::available()
 }
 
 /// Why hardware counters were not counted in these outcomes (None when they were).
@@ -600,8 +635,10 @@ pub fn measure(
     };
     let mut seconds = vec![Vec::with_capacity(repeat); configs.len()];
     let mut plans = vec![None; configs.len()];
+    let mut timelines = vec![None; configs.len()];
     let mut counts: Vec<Vec<counters::Counts>> = vec![Vec::new(); configs.len()];
     let mut autopin: Vec<Option<AutopinChoices>> = vec![None; configs.len()];
+    let mut timed = None;
     for round in 0..repeat {
         for (c, config) in configs.iter().enumerate() {
             let failed = |failure| Box::new(FailedRun { configuration: config.name.clone(), round, failure });
@@ -623,7 +660,8 @@ pub fn measure(
                         pinning.clone(),
                         config.memory.clone(),
                     );
-                    let outcome = runner.run(&probe, round as u64).map_err(|e| failed(Failure::CannotStart(e)))?;
+                    let outcome =
+                        runner.run(&probe, round as u64, None).map_err(|e| failed(Failure::CannotStart(e)))?;
                     if outcome.exit != 0 {
                         return Err(failed(Failure::Exited(Box::new(outcome))));
                     }
@@ -640,7 +678,21 @@ pub fn measure(
                 winner = Configuration::fixed(&config.name, candidates[best.1].1.clone(), config.memory.clone());
                 chosen = &winner;
             }
-            let outcome = runner.run(chosen, round as u64).map_err(|e| failed(Failure::CannotStart(e)))?;
+            // A timeline is spread over the baseline's mean time so far, or over one
+            // uncounted run under the scheduler's placement when it is the baseline itself.
+            let scale = match &chosen.timeline {
+                None => None,
+                Some(_) if c > 0 && !seconds[0].is_empty() => Some(mean_ci95(&seconds[0]).0),
+                Some(_) => match timed {
+                    Some(t) => Some(t),
+                    None => {
+                        let t = runner.timing_run().map_err(|e| failed(Failure::CannotStart(e)))?;
+                        timed = Some(t);
+                        timed
+                    }
+                },
+            };
+            let outcome = runner.run(chosen, round as u64, scale).map_err(|e| failed(Failure::CannotStart(e)))?;
             progress(config, round, &outcome);
             if outcome.exit != 0 {
                 return Err(failed(Failure::Exited(Box::new(outcome))));
@@ -653,6 +705,7 @@ pub fn measure(
             seconds[c].push(outcome.seconds + round_probation);
             if let Some(observed) = outcome.observed {
                 plans[c] = observed.plan;
+                timelines[c] = observed.timeline;
                 counts[c].extend(observed.counts);
             }
         }
@@ -662,9 +715,10 @@ pub fn measure(
         .iter()
         .zip(seconds)
         .zip(plans)
+        .zip(timelines)
         .zip(counts)
         .zip(autopin)
-        .map(|((((config, seconds), plan), counts), autopin)| {
+        .map(|(((((config, seconds), plan), timeline), counts), autopin)| {
             let (mean, ci95) = mean_ci95(&seconds);
             // A ratio is reported only when every run has it.
             let mean_of = |f: fn(&counters::Counts) -> Option<f64>| {
@@ -681,6 +735,7 @@ pub fn measure(
                 normalized: mean / base,
                 significant: None,
                 plan,
+                timeline,
                 autopin,
             }
         })
@@ -708,6 +763,7 @@ pub fn compare(named: Vec<(String, Vec<f64>)>) -> Vec<ConfigurationResult> {
                 normalized: mean / base,
                 significant: None,
                 plan: None,
+                timeline: None,
                 llc_mpki: None,
                 remote_pki: None,
                 autopin: None,
@@ -870,6 +926,7 @@ mod tests {
                 normalized: 1.0,
                 significant: None,
                 plan: None,
+                timeline: None,
                 llc_mpki: None,
                 remote_pki: None,
                 autopin: None,

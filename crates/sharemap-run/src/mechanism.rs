@@ -2,6 +2,7 @@
 //! of a measurement: a thread mapping, a data placement, or a procedure (autopin tries
 //! candidates; numa-balancing switches the kernel's own mechanism on for its runs).
 
+use crate::timeline::Timeline;
 use crate::{Configuration, MemoryPolicy, Pinning, Plan, optimal_plan, pinning};
 use sharemap::{Error, ErrorKind, Result, ThreadMap};
 use sharemap_core::plugin::{Caps, ParamKind, Params, Plugin, given};
@@ -84,7 +85,7 @@ pub static MECHANISMS: &[MechanismInfo] = &[
     MechanismInfo {
         name: "sammu",
         source: "SAMMU (seed 000) §3 and §4.1 (its mappings generated on a recording, fed into the real run)",
-        summary: "simulated on the recording (this host's machine, the decision core simulate drives): the threads where its last remap put them, each page it moved on the node it last moved it to; from the run's start",
+        summary: "simulated on the recording (this host's machine, the decision core simulate drives), then its remaps and page moves applied in the order they fired, each at its share of the run",
         params: &sharemap_decide::sammu::MECHANISM,
         caps: Caps { recording: true, numa: true, ..Caps::NONE },
         build: replayed,
@@ -92,7 +93,7 @@ pub static MECHANISMS: &[MechanismInfo] = &[
     MechanismInfo {
         name: "kmaf",
         source: "kMAF (seed 000's related work), as simulate models it",
-        summary: "simulated on the recording as sammu is: its last thread mapping and its pages' last moves, from the run's start",
+        summary: "simulated on the recording as sammu is, its remaps and page moves applied in the order they fired",
         params: &[sharemap_decide::kmaf::WINDOW_MS, sharemap_decide::kmaf::PERIOD_MS, sharemap_decide::kmaf::FAULT_US],
         caps: Caps { recording: true, numa: true, ..Caps::NONE },
         build: replayed,
@@ -100,7 +101,7 @@ pub static MECHANISMS: &[MechanismInfo] = &[
     MechanismInfo {
         name: "carrefour",
         source: "Carrefour (Dashti et al.), as simulate models it",
-        summary: "simulated on the recording as sammu is: each page it moved on the node it last moved it to (a replicated page on its lowest node), threads left to the scheduler; from the run's start",
+        summary: "simulated on the recording as sammu is, its page moves applied in the order they fired (a replicated page on its lowest node); threads left to the scheduler",
         params: &[
             sharemap_decide::carrefour::EPOCH_MS,
             sharemap_decide::carrefour::SHARE,
@@ -196,6 +197,8 @@ pub struct Replayed {
     pub page_moves: u64,
     /// Pages the plan holds: those the mechanism moved, on the node of their last move.
     pub planned_pages: usize,
+    /// The points of the run where it remapped threads (the moves of one remap together).
+    pub remaps: usize,
 }
 
 /// A sampled profile, and what recording it cost (Marathe & Mueller report the profiling
@@ -323,10 +326,10 @@ fn marathe(r: &Request) -> Result<Configuration> {
 
 /// SAMMU, kMAF or Carrefour as seed 000 fed SAMMU's decisions into its real runs: the
 /// mechanism simulated on the recording with this host as the machine (the decision core
-/// `simulate` drives), then the real run with the threads where its last remap put them and a
-/// plan of the pages it moved, each on the node it last moved it to. Applied from the run's
-/// start: the placer has no timeline, so what the mechanism did late in the recorded run
-/// holds here from the beginning (docs/run.md).
+/// `simulate` drives), then the real run with its decisions in the order they fired: the
+/// threads are the scheduler's until its first remap, and each remap and each page move
+/// is applied at its share of the recorded run's accesses, spread over the baseline's time
+/// (docs/run.md). The plan of each page's last move is what the run's end is counted against.
 fn replayed(r: &Request) -> Result<Configuration> {
     let trace = r.recording();
     // Every parameter spelled out, so the configuration says what was simulated.
@@ -348,20 +351,21 @@ fn replayed(r: &Request) -> Result<Configuration> {
         pages: plan.iter().map(|&(page, _)| page * page_size).collect(),
         nodes: plan.iter().map(|&(_, node)| r.ctx.host.numa_os_index(node) as i32).collect(),
     };
-    let pinning = if r.params.name() == "carrefour" || o.final_pus.is_empty() {
-        Pinning::Os
-    } else {
-        Pinning::Pus(o.final_pus.clone())
-    };
+    // Carrefour moves pages only: its threads stay the scheduler's.
+    let thread_moves = if r.params.name() == "carrefour" { &[][..] } else { &o.thread_moves[..] };
+    let timeline =
+        Timeline::of_simulation(&o.decisions, thread_moves, &o.final_pus, o.counts.accesses, page_size, r.ctx.host);
     let replayed = Replayed {
         simulated: spec,
         thread_migrations: o.counts.thread_migrations,
         page_moves: o.counts.page_migrations,
         planned_pages: plan.pages.len(),
+        remaps: timeline.remaps.len(),
     };
     let plan = (!plan.pages.is_empty()).then_some(plan);
-    let mut config = r.fixed(pinning, MemoryPolicy::FirstTouch, plan);
+    let mut config = r.fixed(Pinning::Os, MemoryPolicy::FirstTouch, plan);
     config.replayed = Some(replayed);
+    config.timeline = Some(Arc::new(timeline));
     Ok(config)
 }
 
@@ -550,9 +554,15 @@ mod tests {
             let trace = write_trace(&dir, &case.trace_accesses());
             let spec = sharemap_core::Spec::parse(&case.mechanism).unwrap();
             if case.what == cases::What::Moves {
-                // A mechanism replayed from its simulation: its last moves, planned from the start.
+                // A mechanism replayed from its simulation: its moves in order on its timeline,
+                // and the plan of their last ones, which the run's end is counted against.
                 let ctx = MechanismContext { host: &host, recording: Some(&trace), seed: 1 };
                 let config = configuration(&case.mechanism, &ctx).unwrap();
+                let timeline = config.timeline.clone().unwrap();
+                let moves: Vec<(u64, usize)> =
+                    timeline.moves.iter().map(|&(_, a, n)| (a / cases::PAGE_SIZE, n as usize)).collect();
+                case.check_replayed_moves("run", &moves).unwrap_or_else(|e| panic!("{e}"));
+                assert!(timeline.moves.windows(2).all(|w| w[0].0 <= w[1].0), "{}: in order", case.name);
                 let plan = config.plan.map(|p| (*p).clone()).unwrap_or(Plan { pages: Vec::new(), nodes: Vec::new() });
                 let homes: Vec<(u64, usize)> =
                     plan.pages.iter().zip(&plan.nodes).map(|(&a, &n)| (a / cases::PAGE_SIZE, n as usize)).collect();

@@ -6,12 +6,14 @@
 //! touched to its node (see `Placer`), so nothing is added to the program's address space.
 
 use crate::counters::{Counter, Counts, Open};
-use crate::placer::{Placer, PlanOutcome, query_nodes};
+use crate::placer::{Placer, PlanOutcome, Threads, query_nodes};
+use crate::timeline::{Schedule, TimelineOutcome};
 use serde::Serialize;
 use sharemap::plan::Plan;
 use sharemap::{Error, ErrorKind, Result};
 use std::collections::HashMap;
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 
 /// One thread as the kernel saw it when it exited.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -36,6 +38,8 @@ pub struct Observed {
     pub pages_per_node: Vec<(usize, u64)>,
     pub anonymous_per_node: Vec<(usize, u64)>,
     pub plan: Option<PlanOutcome>,
+    /// How far a replayed mechanism's timeline got.
+    pub timeline: Option<TimelineOutcome>,
     /// The counters asked for, read at the last exit (None: none could be opened).
     pub counts: Option<Counts>,
     /// Why a counter could not be opened (the first refusal).
@@ -50,10 +54,13 @@ pub struct TracedExit {
 
 /// Starts `cmd` traced and waits for it, observing each thread's exit and counting
 /// `counters` over all its threads; with a plan, a placer migrates the plan's touched pages
-/// every `interval` until the program ends.
+/// every `interval` until the program ends. With a schedule, the placer follows it instead
+/// (remapping threads and moving pages at their times, page by page whatever `regions`
+/// says) and `plan` is what is counted at the end.
 pub fn run_traced(
     cmd: &mut Command,
     plan: Option<&Plan>,
+    schedule: Option<Schedule>,
     interval: std::time::Duration,
     regions: Option<u64>,
     counters: &[Counter],
@@ -106,11 +113,17 @@ pub fn run_traced(
     unsafe { libc::kill(pid, libc::SIGCONT) };
     let mut own_sigcont = true;
     // The plan the placer follows: each page's own node, or its huge-page region's.
+    let with_schedule = schedule.is_some();
     let placed = plan.map(|p| match regions {
-        Some(size) => crate::thp::by_region(p, size),
-        None => p.clone(),
+        Some(size) if !with_schedule => crate::thp::by_region(p, size),
+        _ => p.clone(),
     });
-    let placer = placed.clone().map(|p| Placer::start(pid, p, interval));
+    let threads = Arc::new(Mutex::new(Threads::default()));
+    threads.lock().unwrap_or_else(|e| e.into_inner()).started(0, pid);
+    let placer = match schedule {
+        Some(s) => Some(Placer::follow(pid, s, threads.clone(), interval)),
+        None => placed.clone().map(|p| Placer::start(pid, p, interval)),
+    };
     let mut tracer =
         Tracer { pid, threads: HashMap::new(), seen: Vec::new(), exited: 0, observed: Observed::default() };
     tracer.threads.insert(pid, Thread { order: 0, started: true, exited: false });
@@ -158,7 +171,12 @@ pub fn run_traced(
                     tracer.observed.pages_per_node = numa_maps_totals(&maps);
                     let anonymous: Vec<&str> = maps.lines().filter(|l| !l.contains(" file=")).collect();
                     tracer.observed.anonymous_per_node = numa_maps_totals(&anonymous.join("\n"));
-                    if let (Some(plan), Some(placed), Some((mut outcome, refused))) = (plan, &placed, finished) {
+                    if let Some((_, _, progress)) = &finished
+                        && with_schedule
+                    {
+                        tracer.observed.timeline = Some(TimelineOutcome::reached(*progress));
+                    }
+                    if let (Some(plan), Some(placed), Some((mut outcome, refused, _))) = (plan, &placed, finished) {
                         let nodes = query_nodes(tid, &plan.pages);
                         let huge = crate::thp::in_huge_pages(tid, &plan.pages);
                         outcome.count(plan, placed, &nodes, huge.as_deref(), &refused);
@@ -172,7 +190,9 @@ pub fn run_traced(
                 // again), or the report of that SIGCONT.
                 if !tracer.threads.get(&tid).is_some_and(|t| t.started) {
                     tracer.known(tid);
-                    tracer.threads.get_mut(&tid).expect("known").started = true;
+                    let thread = tracer.threads.get_mut(&tid).expect("known");
+                    thread.started = true;
+                    threads.lock().unwrap_or_else(|e| e.into_inner()).started(thread.order, tid);
                 }
                 if matches!(signal, libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU) {
                     // SAFETY: keeps a tracee in its group stop.
@@ -189,7 +209,11 @@ pub fn run_traced(
     };
     if let Some(p) = placer.take() {
         // The program ended without its last exit seen: what was moved, nothing counted.
-        tracer.observed.plan = Some(p.finish().0);
+        let (outcome, _, progress) = p.finish();
+        tracer.observed.plan = Some(outcome);
+        if with_schedule {
+            tracer.observed.timeline = Some(TimelineOutcome::reached(progress));
+        }
     }
     use std::os::unix::process::ExitStatusExt;
     let mut observed = tracer.observed;
@@ -311,6 +335,14 @@ pub(crate) fn numa_maps_totals(text: &str) -> Vec<(usize, u64)> {
 mod tests {
     use super::*;
 
+    /// `run_traced` waits for any child (`waitpid(-1)`: its tracees' threads are not known
+    /// ahead), so tests that run it or start other children take turns.
+    static CHILDREN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn turn() -> std::sync::MutexGuard<'static, ()> {
+        CHILDREN.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     #[test]
     fn cpu_lists_and_numa_maps_are_read() {
         assert_eq!(cpu_list("0-3,8,10-11"), vec![0, 1, 2, 3, 8, 10, 11]);
@@ -325,8 +357,10 @@ mod tests {
     /// subshell pipeline has one thread (the main one), allowed every CPU we may use.
     #[test]
     fn a_traced_program_is_seen_to_exit() {
+        let _turn = turn();
         let out = run_traced(
             Command::new("sh").args(["-c", "exit 3"]),
+            None,
             None,
             std::time::Duration::from_millis(10),
             None,
@@ -343,6 +377,7 @@ mod tests {
         let out = run_traced(
             Command::new("sh").args(["-c", "exec sh -c 'exit 4'"]),
             None,
+            None,
             std::time::Duration::from_millis(10),
             None,
             &[],
@@ -356,6 +391,7 @@ mod tests {
     /// nothing (start-up's own faults vary by a few between runs).
     #[test]
     fn counters_count_every_thread() {
+        let _turn = turn();
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("touch.c");
         std::fs::write(
@@ -377,6 +413,7 @@ mod tests {
             let out = run_traced(
                 Command::new(&bin).arg(pages),
                 None,
+                None,
                 std::time::Duration::from_millis(10),
                 None,
                 &[crate::counters::PAGE_FAULTS],
@@ -387,5 +424,50 @@ mod tests {
         };
         let (base, full) = (faults("0"), faults("1000"));
         assert!(full >= base + 990 && full <= base + 1100, "{base} alone, {full} with 1000 pages touched");
+    }
+
+    /// A timeline's remaps reach the program's threads at their time, those started before
+    /// and after alike: a program whose main thread starts one thread at once and another
+    /// after 300 ms, all spinning until 600 ms, remapped at 100 ms; every thread ends allowed
+    /// its CPU alone. Its page moves come due as scheduled.
+    #[test]
+    fn a_timelines_remaps_pin_every_thread_at_their_time() {
+        let _turn = turn();
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("spin.c");
+        std::fs::write(
+            &src,
+            "#include <pthread.h>\n#include <time.h>\n#include <unistd.h>\n\
+             static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9; }\n\
+             static double start; static volatile long sink;\n\
+             static void *spin(void *a) { while (now() - start < 0.6) sink++; return a; }\n\
+             int main(void) { start = now(); pthread_t a, b;\n\
+               pthread_create(&a, 0, spin, 0); usleep(300000); pthread_create(&b, 0, spin, 0);\n\
+               spin(0); pthread_join(a, 0); pthread_join(b, 0); return 0; }\n",
+        )
+        .unwrap();
+        let bin = dir.path().join("spin");
+        let built = Command::new("gcc").args(["-O1", "-pthread", "-o"]).arg(&bin).arg(&src).status();
+        assert!(built.is_ok_and(|s| s.success()), "gcc");
+        // The late thread wants another CPU than its creator's, which it would inherit.
+        let allowed = crate::allowed_cpus().unwrap();
+        let (first, last) = (allowed[0], *allowed.last().unwrap());
+        let cpus = vec![first, last, last];
+        let mut page = vec![0u8; 8192];
+        let addr = (page.as_mut_ptr() as u64).div_ceil(4096) * 4096;
+        let schedule = Schedule {
+            remaps: vec![(std::time::Duration::from_millis(100), cpus.clone())],
+            moves: vec![(std::time::Duration::from_millis(50), addr, 0), (std::time::Duration::from_secs(60), addr, 0)],
+        };
+        let out =
+            run_traced(&mut Command::new(&bin), None, Some(schedule), std::time::Duration::from_millis(1), None, &[])
+                .unwrap();
+        assert!(out.status.success());
+        assert_eq!(out.observed.threads.len(), 3);
+        for t in &out.observed.threads {
+            assert_eq!(t.allowed, vec![cpus[t.order]], "thread {} of {:?}", t.order, out.observed.threads);
+        }
+        let reached = out.observed.timeline.unwrap();
+        assert_eq!((reached.remaps_applied, reached.moves_due), (1, 1));
     }
 }

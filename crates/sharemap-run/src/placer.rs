@@ -3,12 +3,13 @@
 //! program's own allocations are not intercepted, so its addresses stay as in the recording
 //! the plan came from).
 
+use crate::timeline::Schedule;
 use serde::Serialize;
 use sharemap::plan::Plan;
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// How a plan fared in one run, by the kernel's answers at the program's last exit.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -136,52 +137,135 @@ fn move_to(pid: i32, pages: &[u64], nodes: &[i32], refused: &mut Vec<u64>) -> u6
 /// elsewhere, or the kernel balances it) and is left alone rather than fought over.
 const MOVES_PER_PAGE: u8 = 3;
 
-/// Applies a plan to a running process from a thread of ours: every `interval` it asks
-/// where the pages not yet placed lie, and migrates those the program has touched.
+/// The program's threads by creation order, as the tracer learns them, and the CPUs the
+/// last remap gave them (None: no remap yet, the threads are the scheduler's).
+#[derive(Debug, Default)]
+pub(crate) struct Threads {
+    /// Thread ids by creation order (0: not started yet).
+    tids: Vec<i32>,
+    cpus: Option<Vec<usize>>,
+}
+
+impl Threads {
+    /// A thread has started: after a remap it goes where the remap put its number.
+    pub(crate) fn started(&mut self, order: usize, tid: i32) {
+        if self.tids.len() <= order {
+            self.tids.resize(order + 1, 0);
+        }
+        self.tids[order] = tid;
+        if let Some(&cpu) = self.cpus.as_ref().and_then(|c| c.get(order)) {
+            pin(tid, cpu);
+        }
+    }
+
+    /// Every started thread to its CPU in `cpus` (by creation order; threads beyond it are
+    /// left where they are), and threads started later too.
+    fn remap(&mut self, cpus: Vec<usize>) {
+        for (&tid, &cpu) in self.tids.iter().zip(&cpus) {
+            if tid > 0 {
+                pin(tid, cpu);
+            }
+        }
+        self.cpus = Some(cpus);
+    }
+}
+
+/// Pins thread `tid` to `cpu`; a thread that has gone is left alone.
+fn pin(tid: i32, cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET stays within it for cpu < CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if cpu < libc::CPU_SETSIZE as usize {
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+    }
+}
+
+/// How far a schedule got before the program ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Progress {
+    pub remaps_applied: usize,
+    pub moves_due: usize,
+}
+
+/// Applies a schedule to a running process from a thread of ours: each remap at its time,
+/// each page move from its time on. Every `interval` it asks where the pages whose move is
+/// due lie, and migrates those the program has touched. A plan applied from the start is a
+/// schedule of moves all at zero.
 pub struct Placer {
     stop: Arc<AtomicBool>,
     moved: Arc<AtomicU64>,
     refused: Arc<AtomicU64>,
-    thread: std::thread::JoinHandle<HashSet<u64>>,
+    thread: std::thread::JoinHandle<(HashSet<u64>, Progress)>,
 }
+
+/// The longest a placer sleeps waiting for its next step, so that it stops soon after asked.
+const WAIT: Duration = Duration::from_millis(10);
 
 impl Placer {
     pub fn start(pid: i32, plan: Plan, interval: Duration) -> Placer {
+        let moves = plan.pages.into_iter().zip(plan.nodes).map(|(p, n)| (Duration::ZERO, p, n)).collect();
+        let schedule = Schedule { remaps: Vec::new(), moves };
+        Placer::follow(pid, schedule, Arc::new(Mutex::new(Threads::default())), interval)
+    }
+
+    /// Follows `schedule` from now (the program's start), remapping the threads `threads`
+    /// knows.
+    pub(crate) fn follow(pid: i32, schedule: Schedule, threads: Arc<Mutex<Threads>>, interval: Duration) -> Placer {
         let stop = Arc::new(AtomicBool::new(false));
         let (moved, refused) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let (s, m, r) = (stop.clone(), moved.clone(), refused.clone());
         let thread = std::thread::spawn(move || {
-            let (mut pages, mut nodes) = (plan.pages, plan.nodes);
-            let mut moves = vec![0u8; pages.len()];
+            let start = Instant::now();
+            let mut remaps = schedule.remaps.into_iter().peekable();
+            let mut moves = schedule.moves.into_iter().peekable();
+            let mut progress = Progress::default();
+            // Pages whose move is due and not yet seen done: their node and the moves made.
+            let mut watch: BTreeMap<u64, (i32, u8)> = BTreeMap::new();
             // Pages whose last migration the kernel refused.
             let mut last_refused = HashSet::new();
-            let mut refused_now = Vec::new();
-            while !s.load(Ordering::Relaxed) && !pages.is_empty() {
-                let now = query_nodes(pid, &pages);
-                if now.iter().all(|&n| n == -libc::ESRCH) {
+            let (mut pages, mut go, mut to, mut refused_now) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            while !s.load(Ordering::Relaxed) {
+                let now = start.elapsed();
+                while let Some((_, cpus)) = remaps.next_if(|r| r.0 <= now) {
+                    threads.lock().unwrap_or_else(|e| e.into_inner()).remap(cpus);
+                    progress.remaps_applied += 1;
+                }
+                while let Some((_, page, node)) = moves.next_if(|m| m.0 <= now) {
+                    watch.insert(page, (node, 0));
+                    progress.moves_due += 1;
+                }
+                if watch.is_empty() {
+                    let next = [remaps.peek().map(|r| r.0), moves.peek().map(|m| m.0)].into_iter().flatten().min();
+                    match next {
+                        Some(at) => std::thread::sleep(at.saturating_sub(now).min(WAIT)),
+                        None => break,
+                    }
+                    continue;
+                }
+                pages.clear();
+                pages.extend(watch.keys().copied());
+                let status = query_nodes(pid, &pages);
+                if status.iter().all(|&n| n == -libc::ESRCH) {
                     break;
                 }
-                let (mut go, mut to) = (Vec::new(), Vec::new());
-                let mut keep = 0;
-                for i in 0..pages.len() {
-                    let misplaced = now[i] >= 0 && now[i] != nodes[i];
-                    if misplaced {
-                        go.push(pages[i]);
-                        to.push(nodes[i]);
-                        moves[i] += 1;
+                go.clear();
+                to.clear();
+                for (&page, &now) in pages.iter().zip(&status) {
+                    let entry = watch.get_mut(&page).expect("watched");
+                    let node = entry.0;
+                    if now >= 0 && now != node {
+                        go.push(page);
+                        to.push(node);
+                        entry.1 += 1;
                     }
                     // Placed pages, and pages moved as often as a page may be, leave the
                     // watch; untouched and misplaced ones stay.
-                    if now[i] != nodes[i] && moves[i] < MOVES_PER_PAGE {
-                        pages[keep] = pages[i];
-                        nodes[keep] = nodes[i];
-                        moves[keep] = moves[i];
-                        keep += 1;
+                    if now == node || entry.1 >= MOVES_PER_PAGE {
+                        watch.remove(&page);
                     }
                 }
-                pages.truncate(keep);
-                nodes.truncate(keep);
-                moves.truncate(keep);
                 if go.is_empty() {
                     std::thread::sleep(interval);
                 } else {
@@ -196,21 +280,22 @@ impl Placer {
                     r.fetch_add(refused_now.len() as u64, Ordering::Relaxed);
                 }
             }
-            last_refused
+            (last_refused, progress)
         });
         Placer { stop, moved, refused, thread }
     }
 
-    /// Stops it; what it moved so far, and the pages whose last migration was refused.
-    pub fn finish(self) -> (PlanOutcome, HashSet<u64>) {
+    /// Stops it; what it moved so far, the pages whose last migration was refused, and how
+    /// far its schedule got.
+    pub fn finish(self) -> (PlanOutcome, HashSet<u64>, Progress) {
         self.stop.store(true, Ordering::Relaxed);
-        let refused_pages = self.thread.join().unwrap_or_default();
+        let (refused_pages, progress) = self.thread.join().unwrap_or_default();
         let outcome = PlanOutcome {
             moved: self.moved.load(Ordering::Relaxed),
             refused: self.refused.load(Ordering::Relaxed),
             ..PlanOutcome::default()
         };
-        (outcome, refused_pages)
+        (outcome, refused_pages, progress)
     }
 }
 

@@ -108,6 +108,7 @@ pub fn simulate(
         .map(|r| {
             let mut o = Outcome::new(&r.name, &r.sim.stats, r.sim.time_ns(), &levels);
             o.decisions = r.sim.take_decisions();
+            o.thread_moves = r.sim.take_thread_moves();
             o.final_pus = (0..r.sim.threads()).map(|t| r.sim.pu_of(t)).collect();
             o.note = r.mechanism.note(o.time_ns);
             o

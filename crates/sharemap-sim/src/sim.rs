@@ -183,6 +183,8 @@ pub struct Sim<'m> {
     last_thread: usize,
     /// Where pages were put, when asked for (`log_decisions`).
     decisions: Option<Vec<PageDecision>>,
+    /// Threads moved, logged with the pages' decisions.
+    thread_moves: Vec<ThreadMove>,
     /// Memory accesses per page and requesting node, when asked for (`count_memory`): the
     /// page's index in `memory_index`, times the node count, into `memory`.
     memory_index: Option<FxHashMap<u64, usize>>,
@@ -201,6 +203,16 @@ pub struct PageDecision {
     pub at: u64,
     pub page: u64,
     pub nodes: u128,
+}
+
+/// A thread moved: when (accesses simulated by then), which thread, from which logical PU
+/// to which.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadMove {
+    pub at: u64,
+    pub thread: usize,
+    pub from: usize,
+    pub to: usize,
 }
 
 /// How far ahead in the trace `Sim::run` prefetches: about the accesses simulated in the
@@ -309,6 +321,7 @@ impl<'m> Sim<'m> {
             ahead: Ahead::default(),
             last_thread: usize::MAX,
             decisions: None,
+            thread_moves: Vec::new(),
             memory_index: None,
             memory: Vec::new(),
             #[cfg(test)]
@@ -406,6 +419,11 @@ impl<'m> Sim<'m> {
     /// The pages placed, moved or copied since `log_decisions`, in order.
     pub fn take_decisions(&mut self) -> Vec<PageDecision> {
         self.decisions.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// The threads moved since `log_decisions`, in order.
+    pub fn take_thread_moves(&mut self) -> Vec<ThreadMove> {
+        std::mem::take(&mut self.thread_moves)
     }
 
     /// Counts, from now on, the accesses each node makes to each page's memory (those no
@@ -1170,8 +1188,12 @@ impl<'m> Sim<'m> {
     /// thread that has not begun is only placed there.
     pub fn move_thread(&mut self, t: usize, pu: usize) {
         let pu = pu % self.m.pus();
-        if self.pu_of(t) == pu {
+        let from = self.pu_of(t);
+        if from == pu {
             return;
+        }
+        if self.decisions.is_some() {
+            self.thread_moves.push(ThreadMove { at: self.stats.accesses, thread: t, from, to: pu });
         }
         self.place_thread(t, pu);
         if !self.threads[t].started {

@@ -118,6 +118,9 @@ pub struct Outcome {
     /// Where pages were put, in order, when the context asked (`Context::log_decisions`).
     #[serde(skip)]
     pub decisions: Vec<crate::sim::PageDecision>,
+    /// The threads moved, in order, logged with the pages' decisions.
+    #[serde(skip)]
+    pub thread_moves: Vec<crate::sim::ThreadMove>,
     /// Each thread's logical PU at the end of the run (where a mechanism's last remap put it).
     #[serde(skip)]
     pub final_pus: Vec<usize>,
@@ -157,6 +160,7 @@ impl Outcome {
             vs_os: None,
             note: None,
             decisions: Vec::new(),
+            thread_moves: Vec::new(),
             final_pus: Vec::new(),
         }
     }
