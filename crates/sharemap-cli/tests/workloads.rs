@@ -230,8 +230,15 @@ fn reproduce_runs_every_claim_and_explains_those_that_do_not_hold() {
         "stmap-sampling",
         "marathe-serial-init",
     ];
-    let confirmed =
-        ["sammu-time", "sammu-overhead", "marathe-latency-ahead-of-tlb", "replication-sor", "sammu-cg-matrix"];
+    let confirmed = [
+        "sammu-time",
+        "sammu-overhead",
+        "marathe-latency-ahead-of-tlb",
+        "replication-sor",
+        "sammu-cg-matrix",
+        "platinum-butterfly-ace",
+        "page-size",
+    ];
     for c in claims {
         let name = c["name"].as_str().unwrap();
         for field in ["source", "claim", "paper", "sharemap", "why", "scale"] {
