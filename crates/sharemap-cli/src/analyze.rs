@@ -7,9 +7,8 @@ use crate::trace_cmds::{say_excluded, warn_if_truncated};
 use anyhow::{Result, anyhow};
 use serde::Serialize;
 use sharemap::registry::Kind;
-use sharemap::trace::{AtomicOutput, OutputDir, flush};
+use sharemap::trace::OutputDir;
 use sharemap::{AnalyzeRequest, Machine, PageUsage, Session};
-use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -49,16 +48,6 @@ struct Summary {
     reports: std::collections::BTreeMap<&'static str, serde_json::Value>,
 }
 
-fn write_file(path: &Path, text: &str) -> Result<()> {
-    let out = AtomicOutput::create(path)?;
-    let mut w = out.writer()?;
-    w.write_all(text.as_bytes()).map_err(|e| anyhow!("{}: {e}", path.display()))?;
-    flush(&mut w, path)?;
-    drop(w);
-    out.commit()?;
-    Ok(())
-}
-
 #[derive(Serialize)]
 struct Windows {
     /// Accesses per window.
@@ -74,8 +63,9 @@ const PAGE_ROWS: usize = 256;
 
 /// The page-usage plot: pages by address (top to bottom, binned into at most `PAGE_ROWS`
 /// rows) against threads, darker for more accesses.
-fn save_page_usage(usage: &PageUsage, threads: usize, base: &Path) -> Result<()> {
-    plot::save_svg(&page_usage_svg(usage, threads)?, base)
+/// Saves a plot as `name.svg` (and `.png`) in an output directory.
+fn save_plot(out: &OutputDir, svg: &str, name: &str) -> Result<()> {
+    plot::save_svg_with(svg, |ext, bytes| Ok(out.write(&format!("{name}.{ext}"), bytes)?))
 }
 
 /// The page-usage plot as SVG.
@@ -129,7 +119,6 @@ pub fn run(
     // so a failed or stopped run leaves no empty directory and no old and new files mixed.
     let out = OutputDir::create(dir)?;
     let dest = dir;
-    let dir = out.staging();
     let analysis = session.analyze(request).map_err(|e| match e.kind() {
         sharemap::ErrorKind::Window => anyhow!("--window {}", e.why()),
         sharemap::ErrorKind::PageSize => anyhow!("{}: {e}", trace.display()),
@@ -142,27 +131,27 @@ pub fn run(
     let n = matrix.threads();
     // Pages' first-touch nodes where the modelled OS runs each thread.
     let node_of = |t: u32| analysis.placement.node(t) as u32;
+    let write = |name: &str, text: &str| out.write(name, text.as_bytes());
 
-    write_file(&dir.join("comm.csv"), &matrix.to_numalize_csv())?;
+    write("comm.csv", &matrix.to_numalize_csv())?;
     if !windows.is_empty() {
-        let wdir = dir.join("windows");
-        std::fs::create_dir_all(&wdir).map_err(|e| anyhow!("{}: {e}", wdir.display()))?;
+        out.mkdir("windows")?;
         for (k, w) in windows.iter().enumerate() {
-            write_file(&wdir.join(format!("comm-{k:04}.csv")), &w.to_numalize_csv())?;
+            write(&format!("windows/comm-{k:04}.csv"), &w.to_numalize_csv())?;
         }
     }
-    write_file(&dir.join("comm.mat"), &matrix.to_topomatch())?;
-    write_file(&dir.join("comm.grf"), &sharemap::map::scotch_graph(matrix))?;
-    write_file(&dir.join("machine.tgt"), &sharemap::map::scotch_target(&machine))?;
-    write_file(&dir.join("pages.csv"), &usage.to_numalize_csv(n, node_of))?;
-    write_file(&dir.join("page-nodes.csv"), &usage.to_node_csv(machine.numa_count(), node_of))?;
+    write("comm.mat", &matrix.to_topomatch())?;
+    write("comm.grf", &sharemap::map::scotch_graph(matrix))?;
+    write("machine.tgt", &sharemap::map::scotch_target(&machine))?;
+    write("pages.csv", &usage.to_numalize_csv(n, node_of))?;
+    write("page-nodes.csv", &usage.to_node_csv(machine.numa_count(), node_of))?;
     // The two plots are rendered side by side (rendering costs about as much as detection on
     // tens of millions of accesses).
     std::thread::scope(|scope| -> Result<()> {
-        let pages = scope.spawn(|| save_page_usage(usage, n, &dir.join("pages.svg")));
+        let pages = scope.spawn(|| save_plot(&out, &page_usage_svg(usage, n)?, "pages"));
         let title = format!("Sharing between threads ({det_name})");
         let svg = plot::sharing_heatmap_svg(&title, matrix)?;
-        plot::save_svg(&svg, &dir.join("heatmap.svg"))?;
+        save_plot(&out, &svg, "heatmap")?;
         pages.join().map_err(|_| anyhow!("the page-usage plot failed"))?
     })?;
     let burst = session.input().open()?.metadata().burst.clone();
@@ -195,7 +184,7 @@ pub fn run(
         mapping_potential: analysis.mapping_potential,
         reports: found.report.iter().map(|r| (r.key, r.json.clone())).collect(),
     };
-    write_file(&dir.join("summary.json"), &(serde_json::to_string_pretty(&summary)? + "\n"))?;
+    write("summary.json", &(serde_json::to_string_pretty(&summary)? + "\n"))?;
     out.commit()?;
     let dir = dest;
     // What `seen` counts: the accesses a detector samples, or SAMMU's TLB activations.

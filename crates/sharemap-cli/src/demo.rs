@@ -7,7 +7,7 @@ use crate::trace_cmds::generate_to;
 use anyhow::{Result, anyhow, bail};
 use sharemap::generate::{GenParams, PATTERNS};
 use sharemap::map::{MapRequest, Mapping};
-use sharemap::trace::{Chunk, TraceSource};
+use sharemap::trace::{Chunk, TraceSource, write_whole};
 use sharemap::{Machine, PlaceRequest, Session, SharingMatrix, SimulateRequest, TraceInput};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -31,9 +31,10 @@ fn output_dir(dir: &Path) -> Result<()> {
     if entries > 0 && !dir.join(MARKER).is_file() {
         bail!("{} is not empty and is not a previous demo's: give another --dir", dir.display());
     }
-    std::fs::create_dir_all(dir).map_err(|e| anyhow!("cannot create {}: {e}", dir.display()))?;
-    std::fs::write(dir.join(MARKER), "written by `sharemap demo`; a later demo may write over this directory\n")
-        .map_err(|e| anyhow!("{}: {e}", dir.display()))?;
+    // Made, or checked, as a directory the demo builds programs in and runs them from: not
+    // reached through another user's link, not theirs, not writable by every user.
+    sharemap::trace::make_dir(dir)?;
+    write_whole(&dir.join(MARKER), b"written by `sharemap demo`; a later demo may write over this directory\n")?;
     Ok(())
 }
 
@@ -411,8 +412,8 @@ fn recorded_program(dir: &Path, takeaways: &mut Vec<String>) {
 fn try_recorded_program(dir: &Path, takeaways: &mut Vec<String>) -> Result<()> {
     let me = std::env::current_exe()?;
     let src = dir.join("stencil3d.c");
-    std::fs::write(&src, STENCIL)?;
-    std::fs::write(dir.join("common.h"), STENCIL_COMMON)?;
+    write_whole(&src, STENCIL.as_bytes())?;
+    write_whole(&dir.join("common.h"), STENCIL_COMMON.as_bytes())?;
     let bin = dir.join("stencil3d");
     let quiet = |cmd: &mut std::process::Command| -> Result<()> {
         let out = cmd.output()?;
@@ -629,8 +630,8 @@ fn real_runs(dir: &Path, takeaways: &mut Vec<String>) {
 fn try_real_runs(dir: &Path, takeaways: &mut Vec<String>) -> Result<()> {
     let me = std::env::current_exe()?;
     let src = dir.join("pipeline.c");
-    std::fs::write(&src, PIPELINE)?;
-    std::fs::write(dir.join("common.h"), STENCIL_COMMON)?;
+    write_whole(&src, PIPELINE.as_bytes())?;
+    write_whole(&dir.join("common.h"), STENCIL_COMMON.as_bytes())?;
     let run = |cmd: &mut std::process::Command| -> Result<std::process::Output> {
         let out = cmd.output()?;
         if !out.status.success() {
@@ -750,9 +751,9 @@ fn try_stm_runs(dir: &Path, takeaways: &mut Vec<String>) -> Result<()> {
     use std::process::Command;
     let me = std::env::current_exe()?;
     let stm = dir.join("stm");
-    std::fs::create_dir_all(&stm)?;
+    sharemap::trace::make_dir(&stm)?;
     for (name, text) in [("pairs.c", STM_PAIRS), ("bank.c", STM_BANK), ("bench.h", STM_BENCH)] {
-        std::fs::write(stm.join(name), text)?;
+        write_whole(&stm.join(name), text.as_bytes())?;
     }
     let output = |cmd: &mut Command| -> Result<std::process::Output> {
         let out = cmd.env_remove("SHAREMAP_STMAP").output()?;

@@ -479,6 +479,12 @@ pub fn sharing_heatmap_svg(title: &str, matrix: &sharemap::SharingMatrix) -> Res
 
 /// Writes `svg` as `base.svg` and, with the `png` feature, `base.png`.
 pub fn save_svg(svg: &str, base: &Path) -> Result<()> {
+    save_svg_with(svg, |ext, bytes| Ok(write_whole(&base.with_extension(ext), bytes)?))
+}
+
+/// Saves a plot as SVG (and PNG) through `write`, given each file's extension and bytes (a
+/// file of an output directory, say).
+pub fn save_svg_with(svg: &str, write: impl Fn(&str, &[u8]) -> Result<()>) -> Result<()> {
     #[cfg(feature = "png")]
     let png = png(svg)?;
     #[cfg(feature = "png")]
@@ -486,7 +492,7 @@ pub fn save_svg(svg: &str, base: &Path) -> Result<()> {
     #[cfg(not(feature = "png"))]
     let files = [("svg", svg.as_bytes())];
     for (ext, bytes) in files {
-        write_whole(&base.with_extension(ext), bytes)?;
+        write(ext, bytes)?;
     }
     Ok(())
 }

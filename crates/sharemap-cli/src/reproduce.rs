@@ -5,6 +5,7 @@
 use anyhow::{Result, anyhow};
 use clap::Args;
 use sharemap::reproduce::{CLAIMS, ClaimResult, Inputs, Scale, StmRecording, Verdict, reproduce};
+use sharemap::trace::write_whole;
 use sharemap_run::Tools;
 use sharemap_run::record::{RecordRequest, Recorder};
 use std::ffi::OsString;
@@ -67,7 +68,9 @@ fn record_cg(dir: &Path) -> std::result::Result<PathBuf, String> {
     if trace.is_file() {
         return Ok(trace);
     }
-    std::fs::write(&src, CG).and_then(|_| std::fs::write(dir.join("common.h"), COMMON)).map_err(|e| e.to_string())?;
+    write_whole(&src, CG.as_bytes())
+        .and_then(|_| write_whole(&dir.join("common.h"), COMMON.as_bytes()))
+        .map_err(|e| e.to_string())?;
     let args: Vec<OsString> = ["-O2", "-fopenmp"]
         .iter()
         .map(OsString::from)
@@ -249,9 +252,9 @@ fn record_stamp(source: &Path, dir: &Path) -> std::result::Result<Vec<StmRecordi
 /// `dir` and records each for 2 s at 32 threads, 20 % updates.
 fn record_intsets(dir: &Path) -> std::result::Result<Vec<StmRecording>, String> {
     let src_dir = dir.join("stm");
-    std::fs::create_dir_all(&src_dir).map_err(|e| e.to_string())?;
+    sharemap::trace::make_dir(&src_dir).map_err(|e| e.to_string())?;
     for (name, text) in STM_SOURCES {
-        std::fs::write(src_dir.join(name), text).map_err(|e| e.to_string())?;
+        write_whole(&src_dir.join(name), text.as_bytes()).map_err(|e| e.to_string())?;
     }
     let mut recorded = Vec::new();
     for (name, define) in [("rbtree", "-DSET_RBTREE"), ("hashset", "-DSET_HASH")] {
@@ -305,7 +308,7 @@ pub fn run(args: &ReproduceArgs) -> Result<ExitCode> {
     let _listed = temp.as_ref().map(|t| sharemap::trace::Listed::new(t.path()));
     let dir = match (&args.keep, &temp) {
         (Some(d), _) => {
-            std::fs::create_dir_all(d).map_err(|e| anyhow!("--keep {}: {e}", d.display()))?;
+            sharemap::trace::make_dir(d).map_err(|e| anyhow!("--keep {e}"))?;
             d.clone()
         }
         (None, Some(t)) => t.path().to_path_buf(),

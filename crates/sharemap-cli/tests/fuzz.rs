@@ -269,9 +269,41 @@ fn damaged_native_traces() {
         let (name, bytes) = mutate_native(&base, &mut rng);
         let case = format!("native-{k}-{name}");
         let t = p(&d, "t.trace");
-        std::fs::write(&t, bytes).unwrap();
+        std::fs::write(&t, &bytes).unwrap();
         trace_commands(&case, &t, d.path());
+        complete_or_corrupt(&case, &t, &bytes, &base);
     }
+}
+
+/// A damaged file that still ends in its intact end record (trailer, footer, checksum: as
+/// the base wrote it) is complete: it is read whole, with the footer's count, or refused as
+/// corrupt (exit 2); never read short as a truncated trace with exit 0.
+fn complete_or_corrupt(case: &str, t: &Path, bytes: &[u8], base: &[u8]) {
+    let tail = |b: &[u8]| {
+        let footer = u64::from_le_bytes(b[b.len().saturating_sub(16)..b.len() - 8].try_into().unwrap_or([0; 8]));
+        b.get(footer as usize..).map(<[u8]>::to_vec)
+    };
+    if bytes.len() < 16 || base.len() < 16 || tail(bytes).is_none() || tail(bytes) != tail(base) {
+        return;
+    }
+    let out = Command::new(binary()).args(["info", s(t), "--json"]).output().unwrap();
+    let code = out.status.code().unwrap_or(-1);
+    if code == 0 {
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let (want, got) = (info_accesses(base), v["accesses"].as_u64());
+        if got != Some(want) || v.get("truncated_at").is_some_and(|x| !x.is_null()) {
+            fail(case, t, &["info", "--json"], &format!("read as {got:?} accesses of the footer's {want}, exit 0"));
+        }
+    } else if code != 2 {
+        fail(case, t, &["info", "--json"], &format!("exit {code}, not 2 (corrupt)"));
+    }
+}
+
+fn info_accesses(trace: &[u8]) -> u64 {
+    let d = tempfile::tempdir().unwrap();
+    let t = d.path().join("base.trace");
+    std::fs::write(&t, trace).unwrap();
+    common::json(&ok(&["info", s(&t), "--json"]))["accesses"].as_u64().unwrap()
 }
 
 const CSV_VALUES: [&str; 12] = [

@@ -13,6 +13,9 @@ use std::process::{Command, Output};
 
 const USER: &str = "sharemap-hostile";
 
+/// One test at a time: each may create the user and remove it when it ends.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The second user (uid, gid, whether this test created it), created if missing; None
 /// (after saying why) where that cannot be.
 fn hostile_user() -> Option<(u32, u32, bool)> {
@@ -95,6 +98,7 @@ fn refused(out: &Output, place: &Path, why: &str) {
 
 #[test]
 fn another_user_cannot_choose_where_root_writes() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let Some((uid, gid, created)) = hostile_user() else { return };
     let _created = Created(created);
     let user = (uid, gid);
@@ -158,6 +162,61 @@ fn another_user_cannot_choose_where_root_writes() {
         let o = sharemap(&["vm", "--fetch-kernel"], &[("XDG_CACHE_HOME", s(&cache_link))]);
         refused(&o, &cache_link, "refusing to keep a kernel there");
     }
+    // A link of theirs on the *parent* path, to root's own directory: every output under it
+    // is refused, naming the link (in a sticky directory; in an open one the directory
+    // itself is refused first).
+    for (name, mode, why) in
+        [("sticky-parent", 0o1777, "owned by another user"), ("open-parent", 0o777, "owned by another user")]
+    {
+        let shared = p(&d, name);
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(mode)).unwrap();
+        let evil = shared.join("evil");
+        as_user(user, "ln", &[Path::new("-s"), &root_only, &evil]);
+        let under = |n: &str| evil.join(n);
+        let (t, a, h, c, part, plan, csv, sw, m, demo) = (
+            under("out.trace"),
+            under("analysis"),
+            under("report.html"),
+            under("converted.csv"),
+            under("parts"),
+            under("plan.csv"),
+            under("times.csv"),
+            under("sweep.csv"),
+            under("matrix.csv"),
+            under("demo"),
+        );
+        let cases: Vec<(Vec<&str>, &Path)> = vec![
+            (vec!["gen", "sor", "--threads", "2", "--accesses", "2k", "-o", s(&t)], &t),
+            (vec!["analyze", s(&trace), "--machine", "numa:2 pu:4", "-o", s(&a)], &a),
+            (vec!["report", s(&trace), "--machine", "numa:2 pu:4", "-o", s(&h)], &h),
+            (vec!["convert", s(&trace), s(&c)], &c),
+            (vec!["convert", s(&trace), s(&part), "--partition-pages", "4"], &part),
+            (vec!["place", s(&trace), "--policy", "first-touch", "--placement", s(&plan)], &plan),
+            (vec!["run", "--repeat", "2", "--csv", s(&csv), "--", "/bin/true"], &csv),
+            (vec!["sweep", s(&trace), "--vary", "G", "--values", "500,1000", "-o", s(&sw)], &sw),
+            (vec!["demo", "--accesses", "2k", "--dir", s(&demo)], &demo),
+        ];
+        for (args, out) in cases {
+            let o = sharemap(&args, &[]);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(!o.status.success(), "{args:?} wrote under {}: {err}", evil.display());
+            assert!(
+                err.lines().any(|l| l.contains(why) && l.contains(s(&evil))),
+                "{args:?}: one line naming {} ({}): {err}",
+                evil.display(),
+                out.display()
+            );
+        }
+        let o = Command::new(&pairs).args(["4", "2000", "1"]).env("SHAREMAP_STMAP_MATRIX", &m).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(why) && err.contains(s(&evil)), "the STM says so: {err}");
+    }
+    // A directory every user may write and that is not sticky: another user could swap
+    // what is written there, so nothing is.
+    let open = p(&d, "shared");
+    let o = sharemap(&["gen", "sor", "--threads", "2", "--accesses", "2k", "-o", s(&open.join("plain.trace"))], &[]);
+    refused(&o, &open, "writable by every user and not sticky");
     // Root's own links are still followed, so an output can be a link the user made.
     let own = p(&d, "own.trace");
     let target = p(&d, "target.trace");
@@ -167,4 +226,80 @@ fn another_user_cannot_choose_where_root_writes() {
     assert!(std::fs::symlink_metadata(&own).unwrap().file_type().is_symlink());
     assert!(std::fs::read(&target).unwrap().starts_with(b"SHAR"), "written through root's own link");
     assert_eq!(snapshot(&root_only), before, "root's files changed");
+}
+
+/// Runs `sharemap args` while the second user, in a directory of theirs, waits for the
+/// temporary `.NAME.*.partial` to appear and swaps it for a link to `to`. Tries up to
+/// three times for the swap to land while sharemap runs; returns sharemap's output, or
+/// None when the swap never came in time (sharemap was too quick).
+fn raced(user: (u32, u32), theirs: &Path, name: &str, to: &Path, args: &[&str]) -> Option<Output> {
+    for _ in 0..3 {
+        let script = format!(
+            "cd '{dir}' || exit 1; for i in $(seq 1 20000); do for f in .{name}.*.partial; do \
+             if [ -e \"$f\" ]; then mv \"$f\" moved-$$ && ln -s '{to}' \"$f\" && exit 0; fi; done; done; exit 1",
+            dir = theirs.display(),
+            to = to.display()
+        );
+        let mut swapper = Command::new("sh").args(["-c", &script]).uid(user.0).gid(user.1).spawn().unwrap();
+        let out = sharemap(args, &[]);
+        let _ = swapper.kill();
+        let swapped = swapper.wait().unwrap().success();
+        if swapped {
+            return Some(out);
+        }
+        for e in std::fs::read_dir(theirs).unwrap() {
+            let _ = std::fs::remove_file(e.unwrap().path());
+        }
+    }
+    None
+}
+
+/// The second user swaps root's temporaries, in a directory of theirs, while root writes:
+/// root writes nothing of theirs choosing, and never reports success for an output it did
+/// not write (the data is kept under a new name where it can be).
+#[test]
+fn another_user_cannot_swap_what_root_writes() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((uid, gid, created)) = hostile_user() else { return };
+    let _created = Created(created);
+    let user = (uid, gid);
+    let d = tempfile::tempdir().unwrap();
+    let root_only = p(&d, "root-only");
+    std::fs::create_dir(&root_only).unwrap();
+    std::fs::set_permissions(&root_only, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let victim = root_only.join("precious.conf");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let before = snapshot(&root_only);
+    let theirs = p(&d, "theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(uid), Some(gid)).unwrap();
+    let trace = p(&d, "big.trace");
+    common::ok(&["gen", "neighbor", "--threads", "8", "--accesses", "4M", "-o", s(&trace)]);
+
+    // An analysis directory: the staging directory swapped for a link to root's directory.
+    let dest = theirs.join("analysis");
+    let args = ["analyze", s(&trace), "--machine", "numa:2 pu:8", "-o", s(&dest)];
+    match raced(user, &theirs, "analysis", &root_only, &args) {
+        Some(o) => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(!o.status.success() && err.contains("not written"), "analyze reported success: {err}");
+            assert!(!dest.join("comm.csv").exists());
+        }
+        None => eprintln!("skipped the analysis race: the swap never came while analyze ran"),
+    }
+    assert_eq!(snapshot(&root_only), before, "root wrote into its own directory through their swap");
+
+    // A trace: the temporary file swapped for a link to root's file.
+    let dest = theirs.join("out.trace");
+    let args = ["gen", "neighbor", "--threads", "8", "--accesses", "20M", "-o", s(&dest)];
+    match raced(user, &theirs, "out.trace", &victim, &args) {
+        Some(o) => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(!o.status.success(), "gen reported success: {err}");
+            assert!(err.contains("not written") && !err.contains("sharemap: wrote"), "{err}");
+            assert!(std::fs::symlink_metadata(&dest).is_err(), "their link left at the name: {err}");
+        }
+        None => eprintln!("skipped the trace race: the swap never came while gen ran"),
+    }
+    assert_eq!(snapshot(&root_only), before, "root's file changed");
 }

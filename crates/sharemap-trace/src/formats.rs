@@ -220,7 +220,12 @@ impl TraceWriter {
                 ));
             }
         };
-        let output = AtomicOutput::create(path)?;
+        Self::to_output(AtomicOutput::create(path)?, format, meta)
+    }
+
+    /// A writer of `format` on an output already made (a file of an [`crate::output::OutputDir`]).
+    pub fn to_output(output: AtomicOutput, format: Format, meta: Metadata) -> Result<TraceWriter> {
+        let path = &output.path().to_path_buf();
         let w = output.writer()?;
         let io = |e| TraceError::io(path, e);
         let inner = match format {
@@ -349,10 +354,10 @@ impl TraceWriter {
     }
 
     pub fn finish(self) -> Result<WriteReport> {
-        let dest = self.output.path().to_path_buf();
         let (mut report, output) = self.close()?;
+        // The size of the file written, not of whatever has the name.
+        report.bytes = output.len()?;
         output.commit()?;
-        report.bytes = std::fs::metadata(&dest).map(|m| m.len()).unwrap_or(0);
         Ok(report)
     }
 

@@ -7,10 +7,9 @@
 use crate::observer::{Observer, pass};
 use crate::{Error, ErrorKind, Result, TraceInput};
 use serde::{Deserialize, Serialize};
-use sharemap_trace::output::{AtomicOutput, OutputDir};
+use sharemap_trace::output::OutputDir;
 use sharemap_trace::{Chunk, EventKind, Format, Metadata, TraceWriter};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 
 /// Parts written per pass over the input: each holds a Parquet row group in memory.
@@ -49,7 +48,6 @@ pub fn write(input: &TraceInput, dir: &Path, pages: u64, observer: &dyn Observer
         return Err(Error::new(ErrorKind::Values, "--partition-pages 0: expected a positive number of pages"));
     }
     let out = OutputDir::create(dir)?;
-    let staging = out.staging().to_path_buf();
     // The parts that hold accesses, and the trace's totals.
     let mut source = input.open()?;
     let meta: Metadata = source.metadata().clone();
@@ -85,7 +83,7 @@ pub fn write(input: &TraceInput, dir: &Path, pages: u64, observer: &dyn Observer
     for group in keys.chunks(OPEN_PARTS) {
         let mut writers: BTreeMap<u64, (TraceWriter, Chunk)> = BTreeMap::new();
         for &k in group {
-            let w = TraceWriter::create(&staging.join(file(k)), Some(Format::Parquet), part_meta.clone())?;
+            let w = TraceWriter::to_output(out.output(&file(k))?, Format::Parquet, part_meta.clone())?;
             writers.insert(k, (w, Chunk::default()));
         }
         let mut source = input.open()?;
@@ -122,13 +120,8 @@ pub fn write(input: &TraceInput, dir: &Path, pages: u64, observer: &dyn Observer
         annotations,
         parts: counts.iter().map(|(&k, &n)| Part { file: file(k), first_page: k * pages, accesses: n }).collect(),
     };
-    let index = AtomicOutput::create(&staging.join("_sharemap.json"))?;
-    let mut w = index.writer()?;
-    serde_json::to_writer_pretty(&mut w, &dataset).map_err(std::io::Error::from)?;
-    writeln!(w)?;
-    sharemap_trace::output::flush(&mut w, &staging.join("_sharemap.json"))?;
-    drop(w);
-    index.commit()?;
+    let index = serde_json::to_string_pretty(&dataset).map_err(std::io::Error::from)? + "\n";
+    out.write("_sharemap.json", index.as_bytes())?;
     out.commit()?;
     Ok(dataset)
 }

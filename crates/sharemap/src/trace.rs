@@ -2,7 +2,7 @@
 //! one, or look inside one.
 
 pub use sharemap_trace::exclude::Ranges;
-pub use sharemap_trace::output::{AtomicOutput, Listed, OutputDir, flush, remove_temporaries, write_whole};
+pub use sharemap_trace::output::{AtomicOutput, Listed, OutputDir, flush, make_dir, remove_temporaries, write_whole};
 pub use sharemap_trace::summary::{SharingSummary, ThreadSummary, TraceSummary};
 pub use sharemap_trace::{
     Access, AccessBatch, Burst, Chunk, Event, EventKind, Format, Kind, MAX_BURST, MemoryTrace, Metadata, Source,

@@ -305,22 +305,60 @@ fn trailer_points_to(file: &File, len: u64, footer_start: u64) -> std::io::Resul
     Ok(&trailer[8..16] == TRAILER_MAGIC && u64::from_le_bytes(trailer[0..8].try_into().unwrap()) == footer_start)
 }
 
+/// Where the footer starts when the file ends in an intact end record: a trailer naming a
+/// footer whose length reaches exactly to the trailer and whose checksum holds. A file
+/// stopped by a crash has none (its last bytes are a chunk's), so a file with one is
+/// complete, and a chunk that seems to run past the end is damage, not truncation.
+fn intact_end(file: &File, len: u64) -> std::io::Result<Option<u64>> {
+    if len < 12 + 16 {
+        return Ok(None);
+    }
+    let mut trailer = [0u8; 16];
+    file.read_exact_at(&mut trailer, len - 16)?;
+    let footer_start = u64::from_le_bytes(trailer[0..8].try_into().unwrap());
+    if &trailer[8..16] != TRAILER_MAGIC || footer_start > len - 16 - 12 {
+        return Ok(None);
+    }
+    let mut fh = [0u8; 12];
+    file.read_exact_at(&mut fh, footer_start)?;
+    let json_len = u32::from_le_bytes(fh[8..12].try_into().unwrap()) as u64;
+    if &fh[0..4] != FOOTER_MAGIC || footer_start + 12 + json_len + 16 != len {
+        return Ok(None);
+    }
+    let mut json = vec![0u8; json_len as usize];
+    file.read_exact_at(&mut json, footer_start + 12)?;
+    Ok((crc32fast::hash(&json) == u32::from_le_bytes(fh[4..8].try_into().unwrap())).then_some(footer_start))
+}
+
 /// Walks chunk headers from `start`. A file that stops inside a chunk or before the footer is
-/// truncated (readable up to there); anything malformed inside the complete part is corrupt.
+/// truncated (readable up to there); anything malformed inside the complete part is corrupt,
+/// and so is a file that seems to stop early but ends in an intact end record.
 fn scan(path: &Path, file: &File, start: u64, len: u64) -> Result<(Vec<ChunkInfo>, DataEnd, Option<Footer>)> {
     let io = |e| TraceError::io(path, e);
+    let footer_at = intact_end(file, len).map_err(io)?;
+    let truncated = |chunks: Vec<ChunkInfo>, offset: u64, what: &str| match footer_at {
+        Some(f) => Err(TraceError::corrupt(
+            path,
+            offset,
+            format!(
+                "{what} (chunk {}: the file ends in an intact footer at byte {f}, so it is complete and this disagrees with it)",
+                chunks.len()
+            ),
+        )),
+        None => Ok((chunks, DataEnd::Truncated { offset }, None)),
+    };
     let mut chunks = Vec::new();
     let mut pos = start;
     let mut expected_first = 0u64;
     loop {
         if len - pos < 4 {
-            return Ok((chunks, DataEnd::Truncated { offset: pos }, None));
+            return truncated(chunks, pos, "no end record after the last chunk");
         }
         let mut magic = [0u8; 4];
         file.read_exact_at(&mut magic, pos).map_err(io)?;
         if &magic == CHUNK_MAGIC {
             if len - pos < CHUNK_HEADER_LEN as u64 {
-                return Ok((chunks, DataEnd::Truncated { offset: pos }, None));
+                return truncated(chunks, pos, "chunk header cut short");
             }
             let mut hb = [0u8; CHUNK_HEADER_LEN];
             file.read_exact_at(&mut hb, pos).map_err(io)?;
@@ -335,7 +373,8 @@ fn scan(path: &Path, file: &File, start: u64, len: u64) -> Result<(Vec<ChunkInfo
             }
             let end = pos + CHUNK_HEADER_LEN as u64 + header.payload_len as u64;
             if end > len {
-                return Ok((chunks, DataEnd::Truncated { offset: pos }, None));
+                let what = format!("chunk header (payload_len {} runs past the file's end)", header.payload_len);
+                return truncated(chunks, pos, &what);
             }
             expected_first += header.accesses as u64;
             chunks.push(ChunkInfo { offset: pos, header });
@@ -343,7 +382,7 @@ fn scan(path: &Path, file: &File, start: u64, len: u64) -> Result<(Vec<ChunkInfo
         } else if &magic == FOOTER_MAGIC {
             let footer_start = pos;
             if len - pos < 12 {
-                return Ok((chunks, DataEnd::Truncated { offset: footer_start }, None));
+                return truncated(chunks, footer_start, "footer cut short");
             }
             let mut fh = [0u8; 12];
             file.read_exact_at(&mut fh, pos).map_err(io)?;
@@ -357,7 +396,7 @@ fn scan(path: &Path, file: &File, start: u64, len: u64) -> Result<(Vec<ChunkInfo
                     return Err(TraceError::corrupt(path, pos + 8, "footer (length disagrees with the file's end)"));
                 }
                 if len - pos < 12 + json_len + 16 {
-                    return Ok((chunks, DataEnd::Truncated { offset: footer_start }, None));
+                    return truncated(chunks, footer_start, "footer cut short");
                 }
             }
             let mut json = vec![0u8; json_len as usize];
@@ -380,6 +419,7 @@ fn scan(path: &Path, file: &File, start: u64, len: u64) -> Result<(Vec<ChunkInfo
             let span = chunks.iter().map(|c: &ChunkInfo| c.header.thread_span).max().unwrap_or(0);
             if footer.accesses != expected_first
                 || footer.chunks != chunks.len() as u64
+                || footer.events != chunks.iter().map(|c| c.header.events as u64).sum::<u64>()
                 || footer.metadata.threads < span
             {
                 return Err(TraceError::corrupt(path, footer_start, "footer (totals disagree with chunks)"));

@@ -335,3 +335,65 @@ fn a_random_gather_does_not_break_sequential_streams() {
     assert!(per_access < 1.6, "{per_access:.2} bytes/access");
     assert_eq!(read_all(save(&bytes).path()).unwrap().0, accesses);
 }
+
+/// `bytes` with chunk `k`'s header field at `field` (a byte offset in the header) set to
+/// `value` and the header's checksum recomputed, as a deliberate edit would leave it.
+fn with_chunk_field(bytes: &[u8], k: usize, field: usize, value: u32) -> (Vec<u8>, u64) {
+    let r = NativeReader::open(save(bytes).path()).unwrap();
+    let at = r.chunks()[k].offset as usize;
+    let mut bad = bytes.to_vec();
+    bad[at + field..at + field + 4].copy_from_slice(&value.to_le_bytes());
+    let crc = crc32fast::hash(&bad[at + 8..at + CHUNK_HEADER_LEN]);
+    bad[at + 4..at + 8].copy_from_slice(&crc.to_le_bytes());
+    (bad, at as u64)
+}
+
+/// A chunk whose payload seems to run past the end, in a file whose end record is intact,
+/// is corruption at that chunk, never a shorter trace; without the end record (a writer
+/// stopped), the same bytes are a trace truncated there.
+#[test]
+fn a_complete_file_its_chunks_contradict_is_corrupt_not_truncated() {
+    let bytes = write_trace(&sample(60_000), &[], 16_384);
+    for (k, payload_len) in [(0, 0x7fff_ffff), (2, 0x1001), (2, u32::MAX)] {
+        let (bad, at) = with_chunk_field(&bytes, k, 8, payload_len);
+        let r = NativeReader::open(save(&bad).path());
+        let (len, past) = (bad.len() as u64, at + CHUNK_HEADER_LEN as u64 + payload_len as u64);
+        if past <= len {
+            continue; // a length inside the file is caught as a bad magic after it
+        }
+        match r {
+            Err(TraceError::Corrupt { offset, what, .. }) => {
+                assert_eq!(offset, at, "chunk {k}: {what}");
+                assert!(what.contains(&format!("chunk {k}")) && what.contains("intact footer"), "{what}");
+            }
+            other => panic!("chunk {k}, payload_len {payload_len:#x}: read as {:?}", other.map(|r| r.access_count())),
+        }
+        // Cut the end record off: now it is a truncated trace, readable up to chunk k.
+        let footer = u64::from_le_bytes(bad[bad.len() - 16..bad.len() - 8].try_into().unwrap()) as usize;
+        let r = NativeReader::open(save(&bad[..footer]).path()).unwrap();
+        assert_eq!(r.end(), &DataEnd::Truncated { offset: at });
+        assert_eq!(r.chunks().len(), k);
+    }
+}
+
+/// A chunk header's event count that disagrees with the events it holds is corruption.
+#[test]
+fn a_chunk_header_miscounting_its_events_is_corrupt() {
+    let events: Vec<(u64, Event)> = (0..5)
+        .map(|i| (i * 100, Event { at: 0, thread: 0, kind: EventKind::PhaseChange, arg: i, label: String::new() }))
+        .collect();
+    let bytes = write_trace(&sample(1_000), &events, 300);
+    for events in [0u32, 1, 1000] {
+        let (bad, _) = with_chunk_field(&bytes, 0, 20, events);
+        assert!(
+            matches!(read_all(save(&bad).path()), Err(TraceError::Corrupt { .. })),
+            "events = {events} in chunk 0's header was read"
+        );
+        // Truncated (no footer to compare with), the chunk's own events still disagree.
+        let footer = u64::from_le_bytes(bad[bad.len() - 16..bad.len() - 8].try_into().unwrap()) as usize;
+        assert!(
+            matches!(read_all(save(&bad[..footer]).path()), Err(TraceError::Corrupt { .. })),
+            "events = {events}, truncated, was read"
+        );
+    }
+}

@@ -296,7 +296,7 @@ impl<'a> Run<'a> {
     fn new(inputs: &'a Inputs) -> Result<Run<'a>> {
         let (dir, temp) = match &inputs.dir {
             Some(d) => {
-                std::fs::create_dir_all(d).map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", d.display())))?;
+                sharemap_trace::output::make_dir(d).map_err(|e| Error::new(ErrorKind::Io, e.to_string()))?;
                 (d.clone(), None)
             }
             None => {
