@@ -76,9 +76,9 @@ impl ModelArgs {
             sharing,
             refs_per_ms: self.refs_per_ms,
             settings: self.set.clone(),
-            memory_budget: self
-                .memory_mb
-                .max(16)
+            memory_budget: Some(self.memory_mb)
+                .filter(|&mb| mb >= 16)
+                .ok_or_else(|| anyhow!("--memory-mb {}: expected at least 16 MiB", self.memory_mb))?
                 .checked_mul(1 << 20)
                 .ok_or_else(|| anyhow!("--memory-mb: {} MiB is more than any machine's memory", self.memory_mb))?,
         })

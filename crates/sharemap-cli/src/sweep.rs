@@ -30,7 +30,11 @@ pub fn parse_values(s: &str) -> Result<Vec<f64>> {
             .ok_or_else(|| anyhow!("--values {s}: the count after the second ':' must be an integer >= 2"))?;
         (0..n).map(|i| a + (b - a) * i as f64 / (n - 1) as f64).collect()
     } else {
-        s.split(',').filter(|t| !t.trim().is_empty()).map(num).collect::<Result<Vec<_>>>()?
+        let items = s.split(',').map(str::trim).collect::<Vec<_>>();
+        if let Some(k) = items.iter().position(|t| t.is_empty()).filter(|_| items.len() > 1) {
+            bail!("--values {s}: item {} of the comma list is empty", k + 1);
+        }
+        items.into_iter().filter(|t| !t.is_empty()).map(num).collect::<Result<Vec<_>>>()?
     };
     if values.is_empty() {
         bail!("--values: no values");

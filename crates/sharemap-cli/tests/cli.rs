@@ -511,3 +511,31 @@ fn one_way_to_list_one_syntax_and_suggestions_for_typos() {
     assert_eq!(old, new);
     assert!(note.contains("'bits' is now spelt 'nc'") && !quiet.contains("spelt"), "{note}");
 }
+
+/// Values out of range, and comma lists with an empty item, are refused in one line naming
+/// the flag: never taken silently (wrapped, clamped or skipped).
+#[test]
+fn values_out_of_range_and_empty_list_items_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "v.trace");
+    ok(&["gen", "sor", "--threads", "2", "--accesses", "2k", "-o", s(&t)]);
+    let out_csv = p(&d, "out.csv");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["place", s(&t), "--machine", "numa:2 pu:2", "--thread-map", "1,,0"], "item 2 of the comma list is empty"),
+        (vec!["convert", s(&t), s(&out_csv), "--exclude", ","], "item 1 of the comma list is empty"),
+        (vec!["place", s(&t), "--policy", "first-touch,,ace"], "item 2 of the comma list is empty"),
+        (
+            vec!["sweep", s(&t), "--vary", "G", "--values", "1,,2", "-o", s(&out_csv)],
+            "item 2 of the comma list is empty",
+        ),
+        (vec!["place", s(&t), "--memory-mb", "0"], "expected at least 16 MiB"),
+        (vec!["place", s(&t), "--refs-per-ms", "1e308"], "1e308: expected references per ms"),
+    ];
+    for (args, why) in cases {
+        let o = sharemap(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} was accepted");
+        assert_eq!(err.lines().filter(|l| l.contains(why)).count(), 1, "{args:?}: {err}");
+        assert!(!out_csv.exists(), "{args:?} wrote an output");
+    }
+}

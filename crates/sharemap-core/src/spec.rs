@@ -25,6 +25,24 @@ pub struct SpecError {
     pub what: String,
 }
 
+/// The items of a comma list, trimmed: an empty one (`1,,2`, a leading or trailing comma)
+/// is refused as a typo rather than skipped. Err: the 1-based position of the empty item.
+pub fn comma_items(text: &str) -> Result<Vec<&str>, usize> {
+    let items: Vec<&str> = text.split(',').map(str::trim).collect();
+    if items.len() == 1 && items[0].is_empty() {
+        return Ok(Vec::new());
+    }
+    match items.iter().position(|i| i.is_empty()) {
+        Some(k) => Err(k + 1),
+        None => Ok(items),
+    }
+}
+
+/// The message for an empty item of a comma list.
+pub fn empty_item(position: usize) -> String {
+    format!("item {position} of the comma list is empty")
+}
+
 impl Spec {
     pub fn parse(text: &str) -> Result<Spec, SpecError> {
         let text = text.trim();
@@ -47,7 +65,12 @@ impl Spec {
     /// A comma list of specs (see the module documentation).
     pub fn parse_list(text: &str) -> Result<Vec<Spec>, SpecError> {
         let mut items: Vec<String> = Vec::new();
-        for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let list = comma_items(text).map_err(|k| SpecError {
+            kind: "spec",
+            spec: text.trim().to_string(),
+            what: empty_item(k),
+        })?;
+        for item in list {
             match items.last_mut() {
                 Some(last) if item.contains('=') && !item.contains(':') && last.contains(':') => {
                     last.push(',');

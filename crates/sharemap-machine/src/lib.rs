@@ -135,11 +135,21 @@ impl Machine {
                     "{spec}: {len} bytes is too large for a machine description (at most {MAX_FILE_BYTES})"
                 )));
             }
-            let text = std::fs::read_to_string(path).map_err(|e| MachineError(format!("{spec}: {e}")))?;
+            let bytes = std::fs::read(path).map_err(|e| MachineError(format!("{spec}: {e}")))?;
+            let text = String::from_utf8(bytes).map_err(|e| {
+                MachineError(format!(
+                    "{spec}: not an hwloc XML file or synthetic string (not UTF-8 text at byte {})",
+                    e.utf8_error().valid_up_to()
+                ))
+            })?;
             if text.trim_start().starts_with('<') {
                 return Self::from_xml(&text, spec);
             }
-            let tree = synthetic::parse(synthetic_length(text.trim())?)?;
+            if text.trim().is_empty() {
+                return Err(MachineError(format!("{spec}: empty file (expected hwloc XML or a synthetic string)")));
+            }
+            let tree =
+                synthetic::parse(synthetic_length(text.trim())?).map_err(|e| MachineError(format!("{spec}: {e}")))?;
             return Self::from_tree(spec, "synthetic topology from file", tree, None);
         }
         if spec.ends_with(".xml") || spec.contains('/') {

@@ -121,3 +121,27 @@ fn xml_caches_carry_ways_and_line_size() {
     let e = Machine::from_xml(&bad, "test.xml").unwrap_err();
     assert!(e.0.contains("test.xml:5") && e.0.contains("cache_associativity"), "{e}");
 }
+
+/// Values that do not fit are refused, naming the file and line; an empty or binary file
+/// is named as such, never read as a synthetic string.
+#[test]
+fn machine_files_out_of_range_empty_or_binary_are_named() {
+    let d = tempfile::tempdir().unwrap();
+    let xml = |pu: &str| {
+        format!(
+            "<?xml version=\"1.0\"?>\n<topology version=\"2.0\">\n<object type=\"Machine\" os_index=\"0\">\n<object type=\"Package\" os_index=\"0\">\n<object type=\"Core\" os_index=\"0\">\n<object type=\"PU\" os_index=\"{pu}\"/>\n</object></object></object></topology>\n"
+        )
+    };
+    let path = d.path().join("big.xml");
+    std::fs::write(&path, xml("99999999999999")).unwrap();
+    let err = Machine::from_spec(path.to_str().unwrap()).unwrap_err().to_string();
+    assert!(err.contains("big.xml:6") && err.contains("out of range"), "{err}");
+    std::fs::write(&path, xml("4294967295")).unwrap();
+    assert_eq!(Machine::from_spec(path.to_str().unwrap()).unwrap().pu_os_index(0), u32::MAX);
+    for (name, bytes) in [("empty.xml", &b""[..]), ("blank", &b"  \n"[..]), ("binary.xml", &[0xff, 0xfe, 0, 1][..])] {
+        let path = d.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let err = Machine::from_spec(path.to_str().unwrap()).unwrap_err().to_string();
+        assert!(err.starts_with(path.to_str().unwrap()) && !err.contains("synthetic topology \"\""), "{name}: {err}");
+    }
+}

@@ -38,6 +38,21 @@ pub fn parse(text: &str, origin: &str) -> Result<XmlTopology, MachineError> {
     Ok(XmlTopology { tree, distances })
 }
 
+/// An attribute that must fit 32 bits (an OS index): a larger one is refused, not wrapped.
+fn attr_u32(node: roxmltree::Node, name: &str, origin: &str) -> Result<Option<u32>, MachineError> {
+    match attr_u64(node, name, origin)? {
+        Some(v) if v > u32::MAX as u64 => {
+            let pos = node.document().text_pos_at(node.range().start);
+            Err(MachineError(format!(
+                "{origin}:{}: attribute {name}=\"{v}\" is out of range (at most {})",
+                pos.row,
+                u32::MAX
+            )))
+        }
+        v => Ok(v.map(|v| v as u32)),
+    }
+}
+
 fn attr_u64(node: roxmltree::Node, name: &str, origin: &str) -> Result<Option<u64>, MachineError> {
     match node.attribute(name) {
         None => Ok(None),
@@ -105,7 +120,7 @@ fn add_object(
     let ty = node.attribute("type").unwrap_or("");
     if ty == "NUMANode" {
         let holder = parent.ok_or_else(|| MachineError(format!("{origin}: a NUMANode cannot be the root")))?;
-        let os = attr_u64(node, "os_index", origin)?.unwrap_or(tree.numa.len() as u64) as u32;
+        let os = attr_u32(node, "os_index", origin)?.unwrap_or(tree.numa.len() as u32);
         tree.attach_numa(holder, os, attr_u64(node, "local_memory", origin)?);
         // hwloc 1.x nests normal objects under NUMA nodes: keep walking its children.
         for child in node.children().filter(|n| n.is_element() && n.tag_name().name() == "object") {
@@ -121,7 +136,7 @@ fn add_object(
         parent
     } else {
         let id = tree.add(t, parent);
-        tree.objs[id].os_index = attr_u64(node, "os_index", origin)?.map(|x| x as u32);
+        tree.objs[id].os_index = attr_u32(node, "os_index", origin)?;
         if t.is_cache() {
             tree.objs[id].cache_size = attr_u64(node, "cache_size", origin)?;
             tree.objs[id].cache_line = attr_u64(node, "cache_linesize", origin)?.filter(|&l| l > 0).map(|l| l as u32);

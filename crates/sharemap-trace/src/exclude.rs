@@ -16,7 +16,9 @@ impl Ranges {
     /// `LO-HI` (HI excluded) or `LO+SIZE`, hexadecimal with 0x or decimal, comma-separated.
     pub fn parse(text: &str) -> std::result::Result<Ranges, RangesError> {
         let mut out = Ranges::default();
-        for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let items = sharemap_core::spec::comma_items(text)
+            .map_err(|k| RangesError(format!("'{text}': {}", sharemap_core::spec::empty_item(k))))?;
+        for item in items {
             let bad =
                 || RangesError(format!("'{item}': expected LO-HI or LO+SIZE (0x-hex or decimal), e.g. 0x601040+64"));
             let (lo, hi) = if let Some((a, b)) = item.split_once('+') {

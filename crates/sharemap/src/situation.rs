@@ -53,6 +53,11 @@ impl ThreadMap {
         } else {
             spec.to_string()
         };
+        if text.contains(',')
+            && let Err(k) = sharemap_core::spec::comma_items(&text)
+        {
+            return Err(Error::new(ErrorKind::ThreadMap, format!("'{spec}': {}", sharemap_core::spec::empty_item(k))));
+        }
         let pus = text
             .split(|c: char| c == ',' || c.is_whitespace())
             .filter(|x| !x.is_empty())
@@ -251,9 +256,15 @@ impl Situation {
             parse_cost(setup.cost.as_deref(), machine.cost_for(page_size.bytes(), line_size), page_size.bytes())?;
         costs.validate().map_err(|e| Error::new(ErrorKind::Cost, e.to_string()))?;
         let (refs_per_ms, time_scale) = match setup.refs_per_ms {
-            Some(r) if r > 0.0 && r.is_finite() => (r, TimeScale::Given),
+            Some(r) if r > 0.0 && r <= MAX_REFS_PER_MS => (r, TimeScale::Given),
             Some(r) => {
-                return Err(Error::new(ErrorKind::TimeScale, format!("{r}: expected a positive number")));
+                return Err(Error::new(
+                    ErrorKind::TimeScale,
+                    format!(
+                        "{}: expected references per ms above 0 and at most {MAX_REFS_PER_MS:e} (a million per ns)",
+                        shown(r)
+                    ),
+                ));
             }
             None => match (meta.run_ns, count) {
                 (Some(ns), Some(n)) if n > 0 => ((n as f64 / (ns as f64 / 1e6)).max(1e-6), TimeScale::Recorded),
@@ -389,6 +400,15 @@ fn thread_sharing(sharing: &Sharing, machine: &Machine, trace: &mut dyn TraceSou
 }
 
 /// A cost preset or `key=value` overrides of the machine's parameters.
+/// The most references per ms a trace's time scale may say: a million per nanosecond, past
+/// any machine; larger values only overflow the clocks they drive.
+pub const MAX_REFS_PER_MS: f64 = 1e12;
+
+/// A number as typed for small ones, in exponent form past 1e15 (never 300 digits).
+fn shown(v: f64) -> String {
+    if v.abs() >= 1e15 { format!("{v:e}") } else { v.to_string() }
+}
+
 pub fn parse_cost(spec: Option<&str>, base: CostParams, page_size: u64) -> Result<CostParams> {
     let Some(spec) = spec else { return Ok(base) };
     match spec.trim() {
