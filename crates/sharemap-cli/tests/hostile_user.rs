@@ -96,6 +96,16 @@ fn refused(out: &Output, place: &Path, why: &str) {
     assert!(lines.len() == 1 && lines[0].contains(s(place)), "one line naming {}: {err}", place.display());
 }
 
+/// Root's own directory (0755) with a file in it, which nothing the tests run may touch.
+fn root_files(d: &tempfile::TempDir) -> (PathBuf, PathBuf) {
+    let root_only = p(d, "root-only");
+    std::fs::create_dir(&root_only).unwrap();
+    std::fs::set_permissions(&root_only, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let victim = root_only.join("precious.conf");
+    std::fs::write(&victim, "precious\n").unwrap();
+    (root_only, victim)
+}
+
 #[test]
 fn another_user_cannot_choose_where_root_writes() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -104,11 +114,7 @@ fn another_user_cannot_choose_where_root_writes() {
     let user = (uid, gid);
     let d = tempfile::tempdir().unwrap();
     // Root's own things, which nothing below may touch.
-    let root_only = p(&d, "root-only");
-    std::fs::create_dir(&root_only).unwrap();
-    std::fs::set_permissions(&root_only, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let victim = root_only.join("precious.conf");
-    std::fs::write(&victim, "precious\n").unwrap();
+    let (root_only, victim) = root_files(&d);
     let victim_dir = root_only.join("cron.d");
     std::fs::create_dir(&victim_dir).unwrap();
     let before = snapshot(&root_only);
@@ -264,11 +270,7 @@ fn another_user_cannot_swap_what_root_writes() {
     let _created = Created(created);
     let user = (uid, gid);
     let d = tempfile::tempdir().unwrap();
-    let root_only = p(&d, "root-only");
-    std::fs::create_dir(&root_only).unwrap();
-    std::fs::set_permissions(&root_only, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let victim = root_only.join("precious.conf");
-    std::fs::write(&victim, "precious\n").unwrap();
+    let (root_only, victim) = root_files(&d);
     let before = snapshot(&root_only);
     let theirs = p(&d, "theirs");
     std::fs::create_dir(&theirs).unwrap();

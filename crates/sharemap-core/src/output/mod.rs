@@ -168,7 +168,7 @@ fn temp_prefix(name: &str) -> String {
     format!(".{}.", &name[..end])
 }
 
-/// A fresh temporary name for `name`: `.NAME.XXXXXX.partial`, six random characters.
+/// A fresh temporary name for `name`: `.NAME.` then six random characters then `.partial`.
 fn temp_name(name: &std::ffi::OsStr) -> OsString {
     const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     let mut random = [0u8; 6];
