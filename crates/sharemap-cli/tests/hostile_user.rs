@@ -96,6 +96,15 @@ fn refused(out: &Output, place: &Path, why: &str) {
     assert!(lines.len() == 1 && lines[0].contains(s(place)), "one line naming {}: {err}", place.display());
 }
 
+/// The second user for one test at a time (removed when the guard drops if the test made
+/// it), or None after saying why there is none.
+fn hostile() -> Option<((Created, std::sync::MutexGuard<'static, ()>), (u32, u32))> {
+    let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (uid, gid, created) = hostile_user()?;
+    // The user goes before the lock is released (fields drop in order).
+    Some(((Created(created), one), (uid, gid)))
+}
+
 /// Root's own directory (0755) with a file in it, which nothing the tests run may touch.
 fn root_files(d: &tempfile::TempDir) -> (PathBuf, PathBuf) {
     let root_only = p(d, "root-only");
@@ -108,9 +117,7 @@ fn root_files(d: &tempfile::TempDir) -> (PathBuf, PathBuf) {
 
 #[test]
 fn another_user_cannot_choose_where_root_writes() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let Some((uid, gid, created)) = hostile_user() else { return };
-    let _created = Created(created);
+    let Some((_held, (uid, gid))) = hostile() else { return };
     let user = (uid, gid);
     let d = tempfile::tempdir().unwrap();
     // Root's own things, which nothing below may touch.
@@ -265,9 +272,7 @@ fn raced(user: (u32, u32), theirs: &Path, name: &str, to: &Path, args: &[&str]) 
 /// not write (the data is kept under a new name where it can be).
 #[test]
 fn another_user_cannot_swap_what_root_writes() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let Some((uid, gid, created)) = hostile_user() else { return };
-    let _created = Created(created);
+    let Some((_held, (uid, gid))) = hostile() else { return };
     let user = (uid, gid);
     let d = tempfile::tempdir().unwrap();
     let (root_only, victim) = root_files(&d);
