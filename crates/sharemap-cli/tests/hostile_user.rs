@@ -98,7 +98,10 @@ fn refused(out: &Output, place: &Path, why: &str) {
 
 /// The second user for one test at a time (removed when the guard drops if the test made
 /// it), or None after saying why there is none.
-fn hostile() -> Option<((Created, std::sync::MutexGuard<'static, ()>), (u32, u32))> {
+/// Held while a test runs: the user it may have created, then the lock.
+type Held = (Created, std::sync::MutexGuard<'static, ()>);
+
+fn hostile() -> Option<(Held, (u32, u32))> {
     let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let (uid, gid, created) = hostile_user()?;
     // The user goes before the lock is released (fields drop in order).
