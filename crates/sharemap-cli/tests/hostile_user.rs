@@ -96,11 +96,11 @@ fn refused(out: &Output, place: &Path, why: &str) {
     assert!(lines.len() == 1 && lines[0].contains(s(place)), "one line naming {}: {err}", place.display());
 }
 
-/// The second user for one test at a time (removed when the guard drops if the test made
-/// it), or None after saying why there is none.
 /// Held while a test runs: the user it may have created, then the lock.
 type Held = (Created, std::sync::MutexGuard<'static, ()>);
 
+/// The second user for one test at a time (removed when the guard drops if the test made
+/// it), or None after saying why there is none.
 fn hostile() -> Option<(Held, (u32, u32))> {
     let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let (uid, gid, created) = hostile_user()?;
