@@ -520,6 +520,9 @@ fn values_out_of_range_and_empty_list_items_are_refused() {
     let t = p(&d, "v.trace");
     ok(&["gen", "sor", "--threads", "2", "--accesses", "2k", "-o", s(&t)]);
     let out_csv = p(&d, "out.csv");
+    let empty_access = p(&d, "empty-access.csv");
+    std::fs::write(&empty_access, "thread,addr,size,kind\n0,0x1000,8,R\n1,0x2000,0,W\n").unwrap();
+    let long_map = vec!["0"; 30_000].join(",");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["place", s(&t), "--machine", "numa:2 pu:2", "--thread-map", "1,,0"], "item 2 of the comma list is empty"),
         (vec!["convert", s(&t), s(&out_csv), "--exclude", ","], "item 1 of the comma list is empty"),
@@ -530,6 +533,22 @@ fn values_out_of_range_and_empty_list_items_are_refused() {
         ),
         (vec!["place", s(&t), "--memory-mb", "0"], "expected at least 16 MiB"),
         (vec!["place", s(&t), "--refs-per-ms", "1e308"], "1e308: expected references per ms"),
+        (
+            vec!["place", s(&t), "--policy", "numa-balancing", "--set", "numa-balancing.scan-period-ms=1e308"],
+            "'1e308': expected a positive number of at most 1e12",
+        ),
+        // Model caches and TLBs that would not fit in memory (the process aborted on them).
+        (
+            vec!["place", s(&t), "--policy", "first-n-fills:fills-kb=999999999999"],
+            "'999999999999': expected an integer from 0 to 65536",
+        ),
+        (
+            vec!["analyze", s(&t), "--detector", "sampled:cache=99999999999999", "-o", s(&out_csv)],
+            "cache must be an integer from 1 to 65536",
+        ),
+        (vec!["place", s(&t), "--policy", "bind:node=70000"], "'70000': expected an integer from 0 to 65535"),
+        (vec!["info", s(&empty_access)], "empty-access.csv:3: bad size '0'"),
+        (vec!["run", "--thread-map", &long_map, "--", "/bin/true"], "30000 PUs listed"),
     ];
     for (args, why) in cases {
         let o = sharemap(&args);

@@ -332,7 +332,11 @@ fn stmap_names_exactly_the_sharing_pairs_and_pins_them_together() {
     let t = text(&verbose);
     assert!(t.contains("sharemap-stm: decision 1 at ") && t.contains("sharemap-stm: STMap: "), "{t}");
     // A bad setting is named in one line, and the default used; one parser reads them all.
-    for (name, value) in [("SHAREMAP_STMAP_HYSTERESIS", "inf"), ("SHAREMAP_STMAP_VERBOSE", "true")] {
+    for (name, value) in [
+        ("SHAREMAP_STMAP_HYSTERESIS", "inf"),
+        ("SHAREMAP_STMAP_HYSTERESIS", "99999999999999999999999"),
+        ("SHAREMAP_STMAP_VERBOSE", "true"),
+    ] {
         let out = run(&prog, &["2", "1000", "1"], &[(name, value)]);
         let said: Vec<String> = text(&out)
             .lines()

@@ -33,8 +33,8 @@ impl ParamKind {
             ParamKind::Integer { min: 1, max: u64::MAX } => "a positive integer".into(),
             ParamKind::Integer { min, max: u64::MAX } => format!("an integer of at least {min}"),
             ParamKind::Integer { min, max } => format!("an integer from {min} to {max}"),
-            ParamKind::Number => "a non-negative number".into(),
-            ParamKind::Positive => "a positive number".into(),
+            ParamKind::Number => "a non-negative number of at most 1e12".into(),
+            ParamKind::Positive => "a positive number of at most 1e12".into(),
             ParamKind::Share => "a number from 0 to 1".into(),
             ParamKind::Switch => "a switch (1, on, true; 0, off, false)".into(),
             ParamKind::Choice(words) => format!("one of {}", words.join(", ")),
@@ -53,8 +53,8 @@ impl ParamKind {
             ParamKind::Integer { min, max } => {
                 text.parse::<u64>().ok().filter(|v| (min..=max).contains(v)).map(Value::Integer)
             }
-            ParamKind::Number => text.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0).map(Value::Number),
-            ParamKind::Positive => text.parse::<f64>().ok().filter(|v| v.is_finite() && *v > 0.0).map(Value::Number),
+            ParamKind::Number => text.parse::<f64>().ok().filter(|v| (0.0..=MAX_NUMBER).contains(v)).map(Value::Number),
+            ParamKind::Positive => text.parse::<f64>().ok().filter(|v| *v > 0.0 && *v <= MAX_NUMBER).map(Value::Number),
             ParamKind::Share => text.parse::<f64>().ok().filter(|v| (0.0..=1.0).contains(v)).map(Value::Number),
             ParamKind::Switch => match text {
                 "1" | "on" | "true" => Some(Value::Switch(true)),
@@ -82,6 +82,18 @@ pub struct Param {
 }
 
 const ANY: ParamKind = ParamKind::Integer { min: 0, max: u64::MAX };
+
+/// The largest number a `number` or `positive` parameter takes: 10^12 (milliseconds: 31
+/// years; megabytes: an exabyte). Beyond it a time turned into nanoseconds leaves the range
+/// of a 64-bit count, and no experiment needs it.
+pub const MAX_NUMBER: f64 = 1e12;
+
+/// The largest per-thread model cache a parameter sets, in KiB (64 MiB: above any core's
+/// share of a last-level cache). The model keeps every line's tag per thread.
+pub const MAX_CACHE_KB: u64 = 1 << 16;
+
+/// The most entries of a per-thread model TLB a parameter sets.
+pub const MAX_TLB_ENTRIES: u64 = 1 << 20;
 
 /// A whole number, 0 or more.
 pub const fn integer(key: &'static str, default: &'static str, doc: &'static str) -> Param {
@@ -442,6 +454,13 @@ mod tests {
         assert!(err(&[("n", Some("0"))]).contains("n must be a positive integer"));
         assert!(err(&[("share", Some("2"))]).contains("share must be a number from 0 to 1"));
         assert!(err(&[("t-ms", Some("-1"))]).contains("t-ms must be a non-negative number"));
+        for huge in ["1e308", "1.000001e12", "inf", "NaN"] {
+            assert!(
+                err(&[("t-ms", Some(huge))]).contains("t-ms must be a non-negative number of at most 1e12"),
+                "{huge}"
+            );
+        }
+        assert!(row.params("policy", &[&opts(&[("t-ms", Some("1e12"))])]).is_ok());
         assert!(err(&[("source", Some("x"))]).contains("source must be one of every, tlb-miss"));
         assert!(err(&[("flush", Some("yes"))]).contains("flush must be a switch"));
         assert!(err(&[("seed", None)]).contains("seed needs a value"));

@@ -4,11 +4,12 @@
 //! that read it; else it is interleaved (page number mod nodes). Carrefour's machine-wide
 //! triggers (memory controller imbalance, DRAM traffic) are left out.
 
-use sharemap_core::plugin::{Param, count, positive, share};
+use sharemap_core::plugin::{Param, positive, ranged, share};
 
 pub const EPOCH_MS: Param = positive("epoch-ms", "1000", "decision period");
 pub const SHARE: Param = share("share", "0.9", "fraction of a page's accesses that makes it one node's page");
-pub const MIN_ACCESSES: Param = count("min-accesses", "16", "pages with fewer accesses in an epoch are left alone");
+pub const MIN_ACCESSES: Param =
+    ranged("min-accesses", "16", 1, u32::MAX as u64, "pages with fewer accesses in an epoch are left alone");
 
 /// Where a page goes at an epoch's end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 //! pages; or one access in `every` (the first, then each `every`-th), which no PMU gives.
 
 use crate::cache::PerThreadCache;
-use sharemap_core::plugin::{Param, choice, count, integer, switch};
+use sharemap_core::plugin::{MAX_CACHE_KB, MAX_TLB_ENTRIES, Param, choice, count, ranged, switch};
 
 pub const SOURCE: Param = choice(
     "source",
@@ -17,8 +17,9 @@ pub const SOURCE: Param = choice(
 pub const EVERY: Param =
     count("every", "100", "source=every: profile one access in this many (the first, then every n-th)");
 pub const CACHE_KB: Param =
-    integer("cache-kb", "32", "source=cache-miss: per-thread cache (KiB, 8-way, the trace's lines)");
-pub const TLB_ENTRIES: Param = integer("tlb-entries", "64", "source=tlb-miss: per-thread data TLB entries (4-way)");
+    ranged("cache-kb", "32", 1, MAX_CACHE_KB, "source=cache-miss: per-thread cache (KiB, 8-way, the trace's lines)");
+pub const TLB_ENTRIES: Param =
+    ranged("tlb-entries", "64", 1, MAX_TLB_ENTRIES, "source=tlb-miss: per-thread data TLB entries (4-way)");
 pub const STORES: Param = switch(
     "stores",
     "0",
@@ -43,9 +44,9 @@ impl Source {
     /// From a row's parameters (`PROFILE`'s keys).
     pub fn from_params(p: &sharemap_core::Params) -> Source {
         match p.text("source") {
-            "tlb-miss" => Source::TlbMiss { entries: p.integer("tlb-entries").clamp(1, u32::MAX as u64) as u32 },
+            "tlb-miss" => Source::TlbMiss { entries: p.integer("tlb-entries") as u32 },
             "every" => Source::Every { k: p.integer("every").max(1) },
-            _ => Source::CacheMiss { kb: p.integer("cache-kb").max(1), stores: p.has("stores") && p.switch("stores") },
+            _ => Source::CacheMiss { kb: p.integer("cache-kb"), stores: p.has("stores") && p.switch("stores") },
         }
     }
 

@@ -4,7 +4,7 @@
 //! table, seed 000's table 1 (the TLB model's, the counters'), which the detector, the
 //! placement policy and the simulator's and run's mechanisms take, and the remap's.
 
-use sharemap_core::plugin::{Param, count, integer, positive, ranged, share, switch};
+use sharemap_core::plugin::{Param, integer, positive, ranged, share, switch};
 
 pub const L1: Param = ranged("l1", "64", 1, 1 << 20, "L1 TLB entries");
 pub const L1_WAYS: Param = ranged("l1ways", "4", 1, 64, "L1 TLB associativity");
@@ -12,7 +12,7 @@ pub const L2: Param = ranged("l2", "512", 1, 1 << 24, "L2 TLB entries");
 pub const L2_WAYS: Param = ranged("l2ways", "4", 1, 64, "L2 TLB associativity");
 pub const AC: Param = ranged("ac", "32", 1, 32, "bits of the access counter AC and threshold AT (1-32)");
 pub const NC: Param = ranged("nc", "4", 1, 16, "bits of each NUMA counter (at most 16)");
-pub const NT: Param = count("nt", "10", "NUMA threshold NT");
+pub const NT: Param = ranged("nt", "10", 1, u16::MAX as u64, "NUMA threshold NT");
 pub const FLUSH: Param = switch(
     "flush",
     "0",

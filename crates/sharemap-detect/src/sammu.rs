@@ -76,7 +76,7 @@ impl SammuParams {
             l2_ways: get("l2ways") as usize,
             ac_bits: get("ac") as u32,
             nc_bits: get("nc") as u32,
-            nt: get("nt").min(u32::MAX as u64) as u32,
+            nt: get("nt") as u32,
             flush_at_end: p.has("flush") && p.switch("flush"),
             tick: if p.has("tick") { p.integer("tick") } else { 0 },
         }

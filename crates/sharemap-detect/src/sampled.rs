@@ -8,7 +8,7 @@ use crate::cache::PerThreadCache;
 use crate::detector::{Detection, Detector, DetectorContext, DetectorInfo};
 use crate::oracle::Seen;
 use sharemap_core::SharingMatrix;
-use sharemap_core::plugin::{Caps, count};
+use sharemap_core::plugin::{Caps, MAX_CACHE_KB, MAX_TLB_ENTRIES, count, ranged};
 use sharemap_trace::Chunk;
 
 pub(crate) const INFO: DetectorInfo = DetectorInfo {
@@ -17,8 +17,8 @@ pub(crate) const INFO: DetectorInfo = DetectorInfo {
     summary: "the oracle's rule on a sample: every k-th access of each thread (line blocks), the misses of a per-thread 8-way cache (line blocks), or of a per-thread 4-way data TLB (page blocks)",
     params: &[
         count("every", "100", "keep every k-th access of each thread (the default, k = 100)"),
-        count("cache", "32", "keep misses of a per-thread cache of this many KiB"),
-        count("tlb", "64", "keep misses of a per-thread data TLB of this many entries"),
+        ranged("cache", "32", 1, MAX_CACHE_KB, "keep misses of a per-thread cache of this many KiB"),
+        ranged("tlb", "64", 1, MAX_TLB_ENTRIES, "keep misses of a per-thread data TLB of this many entries"),
         count("window", "1000", "keep every access in windows of this many accesses of the whole trace"),
         count("gap", "9000", "accesses between windows (one window per window + gap, hashed offset)"),
     ],

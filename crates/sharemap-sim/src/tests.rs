@@ -748,7 +748,8 @@ mod mechanisms {
     fn bad_mechanism_specs_are_refused_before_the_run() {
         for (list, want) in [
             ("nope", "unknown mechanism"),
-            ("sammu:nt=0", "nt must be a positive integer"),
+            ("sammu:nt=0", "nt must be an integer from 1 to 65535"),
+            ("sammu:nt=65536", "nt must be an integer from 1 to 65535"),
             ("sammu:gate=2", "gate must be a number from 0 to 1"),
             ("autopin:probation-ms=-1", "probation-ms must be a positive number"),
             ("os:x=1", "unknown option 'x'"),

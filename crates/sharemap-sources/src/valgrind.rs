@@ -78,6 +78,10 @@ impl LogParser {
         let (Some(addr), Some(size)) = (parse_hex(&rest[..comma]), parse_dec(trim_end(&rest[comma + 1..]))) else {
             return Ok(());
         };
+        // Lackey never reports an empty access: such a line is not one of its.
+        if size == 0 {
+            return Ok(());
+        }
         let vg = self.current.unwrap_or(1);
         let thread = self.dense(sink, vg)?;
         let mut emit = |kind| {

@@ -139,7 +139,7 @@ pub fn parse_line(line: &str) -> std::result::Result<Access, LineError> {
     };
     let thread = t.parse::<u32>().ok().filter(|&t| t < MAX_THREADS).ok_or_else(|| LineError::Thread(excerpt(t)))?;
     let addr = parse_u64(a).ok_or_else(|| LineError::Address(excerpt(a)))?;
-    let size = s.parse::<u32>().map_err(|_| LineError::Size(excerpt(s)))?;
+    let size = s.parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| LineError::Size(excerpt(s)))?;
     let kind = match k {
         "R" | "r" => Kind::Read,
         "W" | "w" => Kind::Write,
@@ -157,7 +157,7 @@ pub enum LineError {
     Thread(String),
     #[error("bad address '{0}' (0x-hex or decimal)")]
     Address(String),
-    #[error("bad size '{0}' (bytes, a non-negative integer)")]
+    #[error("bad size '{0}' (bytes: an integer from 1 to 4294967295)")]
     Size(String),
     #[error("bad kind '{0}' (R or W)")]
     Kind(String),
@@ -212,6 +212,7 @@ mod tests {
             ("-1,0x10,8,R", "bad thread"),
             ("1,0xzz,8,R", "bad address"),
             ("1,16,eight,R", "bad size"),
+            ("1,16,0,R", "bad size '0' (bytes: an integer from 1"),
             ("1,16,8,X", "bad kind"),
             ("1,16,8,R,extra", "4 fields"),
             ("4096,16,8,R", "at most 4096 threads"),

@@ -6,7 +6,7 @@ use sharemap_trace::{
 };
 
 fn access() -> impl Strategy<Value = Access> {
-    (0u32..20, any::<u64>(), prop_oneof![Just(8u32), 1u32..200, any::<u32>()], any::<bool>()).prop_map(
+    (0u32..20, any::<u64>(), prop_oneof![Just(8u32), 1u32..200, 1u32..], any::<bool>()).prop_map(
         |(thread, addr, size, w)| Access { thread, addr, size, kind: if w { Kind::Write } else { Kind::Read } },
     )
 }

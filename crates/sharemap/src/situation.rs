@@ -73,6 +73,15 @@ impl ThreadMap {
         if pus.is_empty() {
             return Err(Error::new(ErrorKind::ThreadMap, format!("'{spec}' names no PU")));
         }
+        Self::pu_list(pus).map_err(|why| Error::new(ErrorKind::ThreadMap, why))
+    }
+
+    /// A list of PUs, one per thread: no longer than a trace's threads can be.
+    fn pu_list(pus: Vec<usize>) -> std::result::Result<ThreadMap, String> {
+        let most = sharemap_core::MAX_THREADS as usize;
+        if pus.len() > most {
+            return Err(format!("{} PUs listed, one per thread: a program has at most {most} threads here", pus.len()));
+        }
         Ok(ThreadMap::Pus(pus))
     }
 
@@ -90,7 +99,7 @@ impl ThreadMap {
         if pus.is_empty() {
             return Err(bad("the mapping is empty"));
         }
-        Ok(ThreadMap::Pus(pus))
+        Self::pu_list(pus).map_err(|why| bad(&why))
     }
 }
 

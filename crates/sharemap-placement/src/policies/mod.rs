@@ -12,7 +12,9 @@ use crate::cost::{Costs, Residence, Tally, node_bit};
 use crate::page::{Page, Ref};
 use crate::partition::SamplerKind;
 pub use sharemap_core::Param;
-use sharemap_core::plugin::{self, Caps, ParamKind, Params, Plugin, choice, count, integer, number};
+use sharemap_core::plugin::{
+    self, Caps, MAX_CACHE_KB, MAX_TLB_ENTRIES, ParamKind, Params, Plugin, choice, count, number, ranged,
+};
 use sharemap_decide::{carrefour, kmaf, numa_balancing};
 use sharemap_detect::sammu::{self as sammu_tables, SammuParams};
 use std::collections::BTreeMap;
@@ -146,14 +148,16 @@ const AT_LEAST_4: ParamKind = ParamKind::Integer { min: 4, max: 1 << 24 };
 /// Every policy, in the order `--policy all` reports them.
 /// Seed 003's counters count cache fills: the references that miss a per-thread cache of
 /// this size (its 16 KB per processor), found in the partition pass. 0 counts references.
-const FILLS_KB: Param = integer(
+const FILLS_KB: Param = ranged(
     "fills-kb",
     "16",
+    0,
+    MAX_CACHE_KB,
     "per-thread cache (KiB, 8-way, the trace's lines) whose misses are the cache fills counted; 0: count every reference",
 );
 
 fn tlb_of(v: &Params) -> u32 {
-    v.integer("tlb").min(u32::MAX as u64) as u32
+    v.integer("tlb") as u32
 }
 
 /// The partition pass's work for a policy counting fills in a `kb`-KiB per-thread cache.
@@ -167,9 +171,11 @@ pub(crate) fn fills_prepass(kb: u64, line: u64) -> Prepass {
 
 /// Seed 003's mappings are TLB entries: its machine's 128 (table 1). 0: a mapping lasts
 /// until another node writes the page.
-const MAPPING_TLB: Param = integer(
+const MAPPING_TLB: Param = ranged(
     "tlb",
     "128",
+    0,
+    MAX_TLB_ENTRIES,
     "entries of the per-thread TLB (8-way LRU) that holds a node's mappings: one ends when its entry is evicted, or when another node writes; 0: only the write ends it",
 );
 
@@ -190,7 +196,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         name: "first-n-fills",
         source: "Marchetti et al. (seed 003), section 3.2",
         summary: "first touch, then the first node to make n cache fills (after init-done, if annotated) becomes the home",
-        params: &[count("n", "16", "cache fills that make a node the page's home"), FILLS_KB],
+        params: &[ranged("n", "16", 1, U32, "cache fills that make a node the page's home"), FILLS_KB],
         caps: Caps::PER_PAGE,
         build: |v| Ok(Box::new(simple::FirstNFills { n: u32_of(v, "n"), fills_kb: v.integer("fills-kb") })),
     },
@@ -222,9 +228,9 @@ pub static POLICIES: &[PolicyInfo] = &[
         name: "bind",
         source: "numactl --membind",
         summary: "every page on one node",
-        params: &[integer("node", "0", "the node")],
+        params: &[ranged("node", "0", 0, u16::MAX as u64, "the node")],
         caps: Caps::PER_PAGE,
-        build: |v| Ok(Box::new(simple::Static(simple::Spread::Bind(v.integer("node").min(u16::MAX as u64) as u16)))),
+        build: |v| Ok(Box::new(simple::Static(simple::Spread::Bind(v.integer("node") as u16)))),
     },
     PolicyInfo {
         name: "next-touch",
@@ -281,18 +287,24 @@ pub static POLICIES: &[PolicyInfo] = &[
                 "1000",
                 "proxy: a node's access this many references after its previous one counts as a TLB eviction event",
             ),
-            count("burst", "256", "proxy: accesses of one residency that count as an access-counter saturation event"),
+            ranged(
+                "burst",
+                "256",
+                1,
+                U32,
+                "proxy: accesses of one residency that count as an access-counter saturation event",
+            ),
         ],
         caps: Caps::NONE,
         build: |v| {
             let proxy = v.text("events") == "proxy";
             Ok(Box::new(kernel::Sammu {
                 max: ((1u32 << v.integer("nc")) - 1) as u16,
-                threshold: v.integer("nt").min(u16::MAX as u64) as u16,
+                threshold: v.integer("nt") as u16,
                 proxy,
                 tlb: if proxy { None } else { Some(SammuParams::from_params(v)) },
                 gap: v.integer("gap"),
-                burst: v.integer("burst").min(u32::MAX as u64) as u32,
+                burst: v.integer("burst") as u32,
             }))
         },
     },
@@ -314,7 +326,7 @@ pub static POLICIES: &[PolicyInfo] = &[
             Ok(Box::new(kernel::Carrefour {
                 epoch_ms: v.number("epoch-ms"),
                 share: v.number("share"),
-                min_accesses: v.integer("min-accesses").min(u32::MAX as u64) as u32,
+                min_accesses: v.integer("min-accesses") as u32,
             }))
         },
     },
@@ -344,7 +356,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         name: "replicate-counter",
         source: "Marchetti et al. (seed 003), section 4.2: counter policy",
         summary: "a node that made n cache fills during a mapping (a TLB entry's stay) gets a read copy the next time it maps the page",
-        params: &[integer("n", "64", "cache fills during a mapping that earn a copy"), FILLS_KB, MAPPING_TLB],
+        params: &[ranged("n", "64", 0, U32, "cache fills during a mapping that earn a copy"), FILLS_KB, MAPPING_TLB],
         caps: Caps::PER_PAGE,
         build: |v| {
             Ok(Box::new(replication::Replicate {
@@ -358,7 +370,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         name: "replicate-counter-interrupt",
         source: "Marchetti et al. (seed 003), section 4.2: counter-interrupt policy",
         summary: "a node gets a read copy as soon as it has made n cache fills since mapping the page",
-        params: &[integer("n", "64", "cache fills since mapping that earn a copy"), FILLS_KB, MAPPING_TLB],
+        params: &[ranged("n", "64", 0, U32, "cache fills since mapping that earn a copy"), FILLS_KB, MAPPING_TLB],
         caps: Caps::PER_PAGE,
         build: |v| {
             Ok(Box::new(replication::Replicate {
@@ -372,7 +384,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         name: "ace",
         source: "Bolosky & Scott (seed 004) section 4.4.1: the ACE policy",
         summary: "pages start in global memory and are replicated to readers; a write leaves one local copy at the writer; after 4 invalidations a page is frozen in global memory for good",
-        params: &[integer("invalidations", "4", "invalidations allowed before freezing")],
+        params: &[ranged("invalidations", "4", 0, U32, "invalidations allowed before freezing")],
         caps: Caps::PER_PAGE,
         build: |v| Ok(Box::new(seed004::Ace { limit: u32_of(v, "invalidations"), delay: 0 })),
     },
@@ -392,8 +404,8 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "Bolosky & Scott (seed 004) section 4.4.1: the Delay policy",
         summary: "ACE, but a node new to a page is mapped remotely with a counter of c references; the ACE decision is made when it runs out",
         params: &[
-            integer("c", "100", "references before deciding"),
-            integer("invalidations", "4", "invalidations allowed before freezing"),
+            ranged("c", "100", 0, U32, "references before deciding"),
+            ranged("invalidations", "4", 0, U32, "invalidations allowed before freezing"),
         ],
         caps: Caps::PER_PAGE,
         build: |v| Ok(Box::new(seed004::Ace { limit: u32_of(v, "invalidations"), delay: u32_of(v, "c").max(1) })),
@@ -404,9 +416,12 @@ pub fn find(name: &str) -> Option<&'static PolicyInfo> {
     plugin::find(POLICIES, name)
 }
 
-/// A whole-number parameter that a policy counts in 32 bits.
+/// The largest count a policy keeps in 32 bits.
+const U32: u64 = u32::MAX as u64;
+
+/// A whole-number parameter that a policy counts in 32 bits (its range keeps it there).
 fn u32_of(v: &Params, key: &str) -> u32 {
-    v.integer(key).min(u32::MAX as u64) as u32
+    v.integer(key) as u32
 }
 
 /// A policy or one of its settings that cannot be used.

@@ -79,6 +79,12 @@ fn finite(ok: impl Fn(f64) -> bool) -> impl Fn(&str) -> Option<f64> {
     move |v| v.parse::<f64>().ok().filter(|x| x.is_finite() && ok(*x))
 }
 
+/// The hysteresis margin: a remap must make the mapping at least 1 + h times cheaper; beyond
+/// 10 (eleven times cheaper) no remap would ever happen and the setting is surely a typo.
+fn hysteresis_in_range(h: f64) -> bool {
+    (0.0..=10.0).contains(&h)
+}
+
 /// on/1/yes or off/0/no.
 fn switch(v: &str) -> Option<bool> {
     match v {
@@ -111,8 +117,8 @@ impl Config {
             hysteresis: var(
                 "SHAREMAP_STMAP_HYSTERESIS",
                 d.hysteresis,
-                "a finite number, 0 or more",
-                finite(|v| v >= 0.0),
+                "a number from 0 to 10",
+                finite(hysteresis_in_range),
             ),
             matrix: env("SHAREMAP_STMAP_MATRIX"),
         }
@@ -340,9 +346,10 @@ mod env_tests {
         assert_eq!(switch("yes"), Some(true));
         assert_eq!(switch("off"), Some(false));
         assert_eq!(switch("true"), None);
-        let hysteresis = finite(|v| v >= 0.0);
+        let hysteresis = finite(hysteresis_in_range);
         assert_eq!(hysteresis("0.25"), Some(0.25));
-        for bad in ["inf", "-inf", "NaN", "-1", "x"] {
+        assert_eq!(hysteresis("10"), Some(10.0));
+        for bad in ["inf", "-inf", "NaN", "-1", "x", "10.5", "99999999999999999999999"] {
             assert_eq!(hysteresis(bad), None, "{bad}");
         }
         let si = whole(|&v: &u32| v < u32::MAX);
