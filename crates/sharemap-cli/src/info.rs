@@ -130,13 +130,36 @@ fn print_text(s: &TraceSummary, f: &FileInfo) {
         );
     }
     if ran {
-        let nodes = &s.metadata.host_cpu_nodes;
-        let distinct: std::collections::BTreeSet<u32> = nodes.iter().copied().filter(|&n| n != u32::MAX).collect();
         println!(
-            "  (CPUs as the kernel numbers them, read by the tracer at each block of 4096 records; recorded on a host of {} CPUs and {} NUMA node{})",
-            nodes.len(),
-            distinct.len(),
-            if distinct.len() == 1 { "" } else { "s" }
+            "  (CPUs as the kernel numbers them, read by the tracer at each block of 4096 records; {})",
+            recording_host(&s.metadata.host_cpu_nodes)
         );
+    }
+}
+
+/// The host a recording's CPU numbers belong to, in words: its CPUs and NUMA nodes, when the
+/// trace says (a recording made before sharemap kept them, or converted by another tool,
+/// does not).
+fn recording_host(nodes: &[u32]) -> String {
+    let distinct: std::collections::BTreeSet<u32> = nodes.iter().copied().filter(|&n| n != u32::MAX).collect();
+    if distinct.is_empty() {
+        return "the trace does not say which host's CPUs these are".into();
+    }
+    format!(
+        "recorded on a host of {} CPUs and {} NUMA node{}",
+        nodes.len(),
+        distinct.len(),
+        if distinct.len() == 1 { "" } else { "s" }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_recording_host_is_described_only_when_the_trace_knows_it() {
+        assert_eq!(super::recording_host(&[]), "the trace does not say which host's CPUs these are");
+        assert_eq!(super::recording_host(&[u32::MAX; 4]), "the trace does not say which host's CPUs these are");
+        assert_eq!(super::recording_host(&[0, 0, 1, u32::MAX]), "recorded on a host of 4 CPUs and 2 NUMA nodes");
+        assert_eq!(super::recording_host(&[0, 0]), "recorded on a host of 2 CPUs and 1 NUMA node");
     }
 }

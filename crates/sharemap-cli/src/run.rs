@@ -389,11 +389,14 @@ fn print_where(observed: &Observed, threads: bool, host: &Machine) {
             let v: Vec<String> = pages.iter().map(|(n, p)| format!("node {n} {p}")).collect();
             if v.is_empty() { "none".to_string() } else { v.join(", ") }
         };
-        eprintln!(
-            "sharemap: resident pages at exit: {} (anonymous: {})",
-            nodes(&observed.pages_per_node),
-            nodes(&observed.anonymous_per_node)
-        );
+        match &observed.pages_unseen {
+            Some(why) => eprintln!("sharemap: resident pages at exit: not seen ({why})"),
+            None => eprintln!(
+                "sharemap: resident pages at exit: {} (anonymous: {})",
+                nodes(&observed.pages_per_node),
+                nodes(&observed.anonymous_per_node)
+            ),
+        }
         match (&observed.counts, &observed.counters_refused) {
             (Some(c), _) if c.get("instructions").is_some() => {
                 let ratio = |v: Option<f64>| v.map_or("not counted".to_string(), |v| format!("{v:.3}"));

@@ -141,7 +141,12 @@ fn guest_of(args: &VmArgs) -> Result<sharemap_run::vm::Guest> {
 
 pub fn run(args: VmArgs) -> Result<ExitCode> {
     if args.fetch_kernel {
-        eprintln!("sharemap: fetching Debian's cloud kernel (apt-get download; nothing is installed)");
+        // The cache is checked before anything is said or downloaded.
+        let cache = sharemap_run::vm::kernel_cache().map_err(|e| anyhow!("{}", e.why()))?;
+        eprintln!(
+            "sharemap: fetching Debian's cloud kernel into {} (apt-get download; nothing is installed)",
+            cache.display()
+        );
         let path = sharemap_run::vm::fetch_kernel().map_err(|e| anyhow!(e))?;
         eprintln!("sharemap: guest kernel at {}", path.display());
         if args.command.is_empty() {

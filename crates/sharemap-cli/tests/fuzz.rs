@@ -12,7 +12,7 @@
 //! kept under target/fuzz-failures for reproduction.
 
 mod common;
-use common::{ok, p, s};
+use common::{json, ok, p, s};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::io::Read;
@@ -533,10 +533,11 @@ fn hostile_matrix(rng: &mut ChaCha8Rng) -> (String, Vec<u8>) {
 }
 
 /// A program built with `sharemap cc` that scribbles on its own trace channel (the region
-/// `record` shares with it) while two threads record: `scribble SEED MODE`. Modes 0-5 break
+/// `record` shares with it) while two threads record: `scribble SEED MODE`. Modes 0-7 break
 /// one field the way the recorder was once broken (the header's block count, a full block
 /// naming thread 0xFFFFFFF0, a block state, a block count, a record's bytes, shrinking the
-/// region's file); mode 6 writes random values at random places.
+/// region's file, clearing the header's attached mark, the header's thread count); mode 8
+/// writes random values at random places.
 const SCRIBBLE: &str = r#"
 #include <pthread.h>
 #include <stdint.h>
@@ -597,6 +598,8 @@ int main(int argc, char **argv) {
     case 3: *(volatile uint32_t *)(b + 8) = 0xFFFFFFFFu; break;
     case 4: memset(b + 64, 0xA5, 64 * 16); break;
     case 5: if (ftruncate(fd, 4096) == 0) return 5; break;
+    case 6: *(volatile uint32_t *)(r + 40) = 0; break;
+    case 7: *(volatile uint32_t *)(r + 24) = 0xFFFFFFFFu; break;
     default:
         for (int k = 0; k < 200; k++) {
             uint64_t v = rnd() % 2 ? extremes[rnd() % 11] : rnd() * rnd();
@@ -634,8 +637,8 @@ fn a_program_scribbling_on_its_trace_channel() {
     let mut rng = ChaCha8Rng::seed_from_u64(seed());
     let random_cases = cases().div_ceil(4);
     let mut corrupted = 0;
-    for k in 0..6 + random_cases {
-        let mode = k.min(6);
+    for k in 0..8 + random_cases {
+        let mode = k.min(8);
         let program_seed = rng.gen_range(0..u32::MAX).to_string();
         let case = format!("shm-{k}-mode{mode}-seed{program_seed}");
         let mode_arg = mode.to_string();
@@ -645,7 +648,12 @@ fn a_program_scribbling_on_its_trace_channel() {
         // its status through: the trace of what it handed over is whole and kept.
         let whole = code == 0 || err.contains(&format!("into {} (", s(&trace)));
         if whole {
-            ok(&["info", s(&trace)]);
+            let info = json(&ok(&["info", s(&trace), "--json"]));
+            if mode == 7 {
+                // The threads are counted from what they recorded, not from the header.
+                assert_eq!(info["threads"], 3, "case {case}: {info}");
+                assert!(err.contains("from 3 threads"), "case {case}: {err}");
+            }
             std::fs::remove_file(&trace).unwrap();
         } else if let Some(kept) = err.split("are kept in ").nth(1) {
             corrupted += 1;
@@ -654,12 +662,15 @@ fn a_program_scribbling_on_its_trace_channel() {
             assert_eq!(info, 0, "case {case}: the kept trace {} reads", kept.display());
             std::fs::remove_file(kept).unwrap();
         }
-        if (1..=4).contains(&mode) {
+        if (1..=4).contains(&mode) || mode == 6 {
             assert!(err.contains("corrupted its trace channel"), "case {case}: the recorder noticed: {err}");
+        }
+        if mode == 6 {
+            assert!(err.contains("attached mark") && err.contains("are kept in"), "case {case}: {err}");
         }
         check_leftovers(&case, &src, &args, d.path(), if whole { 0 } else { code }, &[&trace]);
     }
-    assert!(corrupted >= 4, "the corruptions of modes 1-4 were each reported");
+    assert!(corrupted >= 5, "the corruptions of modes 1-4 and 6 were each reported");
 }
 
 /// Values a hostile or careless user gives an option.

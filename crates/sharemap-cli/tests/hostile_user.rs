@@ -174,6 +174,11 @@ fn another_user_cannot_choose_where_root_writes() {
         as_user(user, "mkdir", &[&cache]);
         let o = sharemap(&["vm", "--fetch-kernel"], &[("XDG_CACHE_HOME", s(&cache))]);
         refused(&o, &cache, "refusing to keep a kernel there");
+        assert!(!String::from_utf8_lossy(&o.stderr).contains("fetching"), "nothing said of fetching");
+        // Nor does a dry run advise fetching into it.
+        let o = sharemap(&["vm", "--dry-run", "--", "/bin/true"], &[("XDG_CACHE_HOME", s(&cache))]);
+        let plan = String::from_utf8_lossy(&o.stdout);
+        assert!(plan.contains("none can be fetched into the cache") && !plan.contains("--fetch-kernel"), "{plan}");
         let cache_link = link(&victim_dir, "cache-link");
         let o = sharemap(&["vm", "--fetch-kernel"], &[("XDG_CACHE_HOME", s(&cache_link))]);
         refused(&o, &cache_link, "refusing to keep a kernel there");

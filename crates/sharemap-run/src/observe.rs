@@ -37,6 +37,9 @@ pub struct Observed {
     /// where shared libraries' pages are wherever the page cache holds them).
     pub pages_per_node: Vec<(usize, u64)>,
     pub anonymous_per_node: Vec<(usize, u64)>,
+    /// Why the pages could not be seen, when they could not (then both lists are empty
+    /// because nothing was read, not because nothing was resident).
+    pub pages_unseen: Option<String>,
     pub plan: Option<PlanOutcome>,
     /// How far a replayed mechanism's timeline got.
     pub timeline: Option<TimelineOutcome>,
@@ -126,6 +129,8 @@ pub fn run_traced(
     };
     let mut tracer =
         Tracer { pid, threads: HashMap::new(), seen: Vec::new(), exited: 0, observed: Observed::default() };
+    // Until the last thread's exit is seen and its pages read.
+    tracer.observed.pages_unseen = Some("the last thread's exit was not seen".into());
     tracer.threads.insert(pid, Thread { order: 0, started: true, exited: false });
     tracer.observed.counters_refused = refused;
     let mut placer = placer;
@@ -167,10 +172,7 @@ pub fn run_traced(
                     // Through this thread, the last alive: the group leader (/proc/PID) may have
                     // left its memory behind already (a program that ends while other threads run,
                     // or whose main thread called pthread_exit), and then shows none.
-                    let maps = std::fs::read_to_string(format!("/proc/{tid}/numa_maps")).unwrap_or_default();
-                    tracer.observed.pages_per_node = numa_maps_totals(&maps);
-                    let anonymous: Vec<&str> = maps.lines().filter(|l| !l.contains(" file=")).collect();
-                    tracer.observed.anonymous_per_node = numa_maps_totals(&anonymous.join("\n"));
+                    tracer.see_pages(tid);
                     if let Some((_, _, progress)) = &finished
                         && with_schedule
                     {
@@ -242,6 +244,30 @@ impl Tracer {
     fn known(&mut self, tid: i32) {
         let order = self.threads.len();
         self.threads.entry(tid).or_insert(Thread { order, started: false, exited: false });
+    }
+
+    /// Reads the resident pages per node through thread `tid` (or its process), or says why
+    /// they could not be read: a live address space always has some resident page, so a
+    /// read giving none saw nothing.
+    fn see_pages(&mut self, tid: i32) {
+        let paths = [format!("/proc/{tid}/numa_maps"), format!("/proc/{}/task/{tid}/numa_maps", self.pid)];
+        let mut why = String::new();
+        for path in &paths {
+            match std::fs::read_to_string(path) {
+                Ok(maps) if !numa_maps_totals(&maps).is_empty() => {
+                    self.observed.pages_per_node = numa_maps_totals(&maps);
+                    let anonymous: Vec<&str> = maps.lines().filter(|l| !l.contains(" file=")).collect();
+                    self.observed.anonymous_per_node = numa_maps_totals(&anonymous.join("\n"));
+                    self.observed.pages_unseen = None;
+                    return;
+                }
+                Ok(_) => why = format!("{path} listed no resident page: the address space was already released"),
+                Err(e) => why = format!("{path}: {e}"),
+            }
+        }
+        self.observed.pages_per_node.clear();
+        self.observed.anonymous_per_node.clear();
+        self.observed.pages_unseen = Some(why);
     }
 
     /// Records an exiting thread; whether it is the last one alive.
@@ -351,6 +377,22 @@ mod tests {
         let maps = "7f00 default anon=3 dirty=3 N0=2 N1=1 kernelpagesize_kB=4\n\
                     7f10 interleave:0-1 file=/lib/x.so mapped=5 N1=5 kernelpagesize_kB=4\n";
         assert_eq!(numa_maps_totals(maps), vec![(0, 2), (1, 6)]);
+    }
+
+    /// Pages that could not be read are said to be unseen, never reported as none resident.
+    #[test]
+    fn pages_that_cannot_be_read_are_unseen_not_none() {
+        let tracer =
+            |pid| Tracer { pid, threads: HashMap::new(), seen: Vec::new(), exited: 0, observed: Observed::default() };
+        let me = std::process::id() as i32;
+        let mut live = tracer(me);
+        live.see_pages(me);
+        assert!(live.observed.pages_unseen.is_none() && !live.observed.pages_per_node.is_empty());
+        // A thread id no process has (above the kernel's pid_max limit).
+        let mut gone = tracer(me);
+        gone.see_pages(i32::MAX);
+        let why = gone.observed.pages_unseen.expect("unseen");
+        assert!(why.contains("numa_maps") && gone.observed.pages_per_node.is_empty(), "{why}");
     }
 
     /// The kernel's own answers for a program whose threads we know: `sh` running a

@@ -268,7 +268,7 @@ impl Recorder {
             let (report, kept) = writer.finish_partial()?;
             let program = request.command.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
             return Err(refuse(format!(
-                "{program} corrupted its trace channel ({what}); recording stopped there and the program ran on unrecorded ({}); the {} accesses recorded before are kept in {}",
+                "{program} corrupted its trace channel ({what}); the program ran on ({}); the {} accesses recorded up to the fault are kept in {}",
                 describe_status(status),
                 report.accesses,
                 kept.display()

@@ -549,16 +549,14 @@ fn home_of_user() -> Option<PathBuf> {
     dir.is_absolute().then_some(dir)
 }
 
-/// Makes `dir` (and its parents) if missing, itself with mode 0700, and checks that it is
-/// private: a directory, not a link, ours, writable by nobody else.
-fn private_dir(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+/// Checks that a private `dir` can be kept (or made) there without making anything: nothing
+/// on the way another user owns or may rename entries of, and `dir`, if it exists, private.
+fn check_private(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
     let refuse = |why: String| Error::new(ErrorKind::GuestKernel, format!("{}: {why}", dir.display()));
     // Nothing on the way that another user owns, or may rename entries of (a directory
     // writable by others and not sticky): either would let them choose, or swap, where the
     // kernel is kept.
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
     let mut walked = PathBuf::new();
     for part in dir.components() {
         walked.push(part);
@@ -577,15 +575,18 @@ fn private_dir(dir: &Path) -> Result<()> {
             )));
         }
     }
-    if let Some(parent) = dir.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| refuse(format!("cannot make its parent: {e}")))?;
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) => is_private(dir, &m),
+        Err(_) => Ok(()),
     }
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(refuse(format!("cannot make it: {e}"))),
-    }
-    let m = std::fs::symlink_metadata(dir).map_err(|e| refuse(e.to_string()))?;
+}
+
+/// Whether an existing `dir` is private: a directory, not a link, ours, writable by nobody else.
+fn is_private(dir: &Path, m: &std::fs::Metadata) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let refuse = |why: String| Error::new(ErrorKind::GuestKernel, format!("{}: {why}", dir.display()));
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
     if !m.is_dir() {
         return Err(refuse("not a directory (a link?): refusing to keep a kernel there".into()));
     }
@@ -599,6 +600,32 @@ fn private_dir(dir: &Path) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Makes `dir` (and its parents) if missing, itself with mode 0700, once `check_private`
+/// allows it, and checks what is there then.
+fn private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let refuse = |why: String| Error::new(ErrorKind::GuestKernel, format!("{}: {why}", dir.display()));
+    check_private(dir)?;
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| refuse(format!("cannot make its parent: {e}")))?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(refuse(format!("cannot make it: {e}"))),
+    }
+    let m = std::fs::symlink_metadata(dir).map_err(|e| refuse(e.to_string()))?;
+    is_private(dir, &m)
+}
+
+/// The directory the fetched kernel is kept in, made private (mode 0700) and checked: what
+/// `fetch_kernel` writes to, checked before anything is downloaded.
+pub fn kernel_cache() -> Result<PathBuf> {
+    let dir = cache_dir()?;
+    private_dir(&dir)?;
+    Ok(dir)
 }
 
 /// The SHA-256 of a file, in hex.
@@ -647,6 +674,16 @@ pub fn find_kernel(given: Option<&Path>) -> Result<PathBuf> {
             if dir.join("vmlinux").is_file() {
                 return checked_cached_kernel(&dir);
             }
+            // Advise fetching only where the fetched kernel could be kept.
+            check_private(&dir).map_err(|e| {
+                Error::new(
+                    ErrorKind::Guest,
+                    format!(
+                        "no guest kernel, and none can be fetched into the cache ({}): give --kernel or SHAREMAP_VM_KERNEL",
+                        e.why()
+                    ),
+                )
+            })?;
             dir.join("vmlinux")
         }
     };
@@ -668,8 +705,7 @@ pub fn find_kernel(given: Option<&Path>) -> Result<PathBuf> {
 pub fn fetch_kernel() -> Result<PathBuf> {
     let fail = |why: String| Error::new(ErrorKind::GuestKernel, why);
     // Where it will be kept, checked first: nothing is downloaded for a place refused.
-    let dir = cache_dir()?;
-    private_dir(&dir)?;
+    let dir = kernel_cache()?;
     let depends = run_text(Command::new("apt-cache").args(["depends", "linux-image-cloud-amd64"]))
         .map_err(|e| fail(format!("apt-cache: {e}")))?;
     let package = depends

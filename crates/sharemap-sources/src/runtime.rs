@@ -804,7 +804,10 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
             merger.round(true);
             merger.check_nothing_left();
             merger.flush();
-            Ok::<_, io::Error>((status, merger.accesses, merger.os_tids, merger.corrupted, merger.burst_edges))
+            // Every thread's first record is its start: the threads are those that sent one
+            // (or any record), whatever count the program left in the header.
+            let seen = merger.queues.len().max(merger.os_tids.len()) as u32;
+            Ok::<_, io::Error>((status, merger.accesses, merger.os_tids, merger.corrupted, merger.burst_edges, seen))
         });
         let mut written = Ok(());
         let mut out = crate::ExcludingSink::new(sink, opts.exclude.clone());
@@ -826,19 +829,26 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
         excluded = out.excluded;
         (merging.join(), written)
     });
-    let (status, accesses, mut os_tids, corrupted, burst_edges) = match merged {
+    let (status, accesses, mut os_tids, corrupted, burst_edges, threads) = match merged {
         Ok(r) => r.map_err(|e| RecordError::Spawn(name.clone(), e))?,
         Err(panic) => std::panic::resume_unwind(panic),
     };
     written.map_err(RecordError::Sink)?;
     let h = region.header();
-    if h.attached.load(Ordering::Acquire) == 0 {
+    // The program writes the header: a mark cleared after records came is a fault of its,
+    // not a build without the runtime.
+    let unattached = h.attached.load(Ordering::Acquire) == 0;
+    if unattached && threads == 0 {
         return Err(RecordError::NotInstrumented(name));
     }
-    let threads = h.threads.load(Ordering::Acquire);
+    let corrupted = match corrupted {
+        None if unattached => Some(format!(
+            "the runtime's attached mark in its header was cleared after {accesses} accesses came through"
+        )),
+        other => other,
+    };
     let lost = h.lost.load(Ordering::Relaxed);
     let forks = h.forks.load(Ordering::Relaxed);
-    let threads = threads.min(shm::MAX_THREADS);
     os_tids.resize(threads as usize, 0);
     // Written by the program: a setting no build makes says the channel was tampered with.
     let (on, off) = (h.burst_on.load(Ordering::Relaxed), h.burst_off.load(Ordering::Relaxed));
