@@ -3,54 +3,16 @@
 //! bytes of a float64 array; `python/sharemap/__init__.py` turns them into numpy arrays and
 //! pandas DataFrames. Long passes release the GIL and stop at Ctrl-C.
 
-use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyKeyboardInterrupt};
+mod errors;
+
+use errors::{of as to_py, setting as setting_error, spec as spec_error};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use sharemap::{ErrorKind, Machine, TraceInput};
+use sharemap::{Machine, TraceInput};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-
-create_exception!(_native, Error, PyException, "A sharemap error; `kind` names what it is about.");
-create_exception!(_native, TraceError, Error, "A trace that cannot be read or written.");
-create_exception!(_native, MachineError, Error, "A machine that cannot be read or modelled.");
-create_exception!(
-    _native,
-    SpecError,
-    Error,
-    "A mechanism spec (policy, detector, algorithm, mechanism) that is wrong."
-);
-create_exception!(
-    _native,
-    SettingError,
-    Error,
-    "A setting of the model (costs, thread map, page size, ...) that is wrong."
-);
-
-/// The Python exception for a facade error, its kind in `kind`.
-fn to_py(e: sharemap::Error) -> PyErr {
-    let message = e.to_string();
-    let kind = e.kind();
-    let err = match kind {
-        ErrorKind::Interrupted => return PyKeyboardInterrupt::new_err(message),
-        ErrorKind::Trace | ErrorKind::Io => TraceError::new_err(message),
-        ErrorKind::Machine | ErrorKind::MachineModel => MachineError::new_err(message),
-        ErrorKind::Spec
-        | ErrorKind::Policy
-        | ErrorKind::Mechanism
-        | ErrorKind::NeedsRecording
-        | ErrorKind::Mapping
-        | ErrorKind::Pattern
-        | ErrorKind::Claim => SpecError::new_err(message),
-        _ => SettingError::new_err(message),
-    };
-    Python::attach(|py| {
-        let _ = err.value(py).setattr("kind", format!("{kind:?}"));
-    });
-    err
-}
 
 /// Runs `work` on another thread with the GIL released, checking for Ctrl-C meanwhile: a
 /// signal sets `stop`, which ends the pass at its next chunk, and is raised once the work
@@ -80,7 +42,7 @@ fn interruptible<T: Send>(
                 interrupted = Some(e);
             }
         }
-        let out = handle.join().map_err(|_| Error::new_err("sharemap: the analysis panicked"))?;
+        let out = handle.join().map_err(|_| errors::error("sharemap: the analysis panicked"))?;
         if let Some(e) = interrupted {
             return Err(e);
         }
@@ -88,8 +50,18 @@ fn interruptible<T: Send>(
     })
 }
 
+/// A trace format by name (None: from the file's extension or content).
+fn format_of(name: Option<&str>) -> PyResult<Option<sharemap::trace::Format>> {
+    name.map(|name| {
+        sharemap::trace::Format::from_name(name).ok_or_else(|| {
+            setting_error(format!("unknown format '{name}' (formats: {})", sharemap::trace::Format::NAMES))
+        })
+    })
+    .transpose()
+}
+
 fn json<T: serde::Serialize>(value: &T) -> PyResult<String> {
-    serde_json::to_string(value).map_err(|e| Error::new_err(e.to_string()))
+    serde_json::to_string(value).map_err(|e| errors::error(e.to_string()))
 }
 
 /// A trace studied on a machine: the facade's `Session`.
@@ -104,18 +76,15 @@ impl Session {
     #[new]
     #[pyo3(signature = (path, machine = "sammu", seed = 1, format = None, exclude = None))]
     fn new(path: PathBuf, machine: &str, seed: u64, format: Option<&str>, exclude: Option<&str>) -> PyResult<Self> {
-        let format = match format {
-            Some(name) => Some(sharemap::trace::Format::from_name(name).ok_or_else(|| {
-                SettingError::new_err(format!("unknown format '{name}' (formats: {})", sharemap::trace::Format::NAMES))
-            })?),
-            None => None,
-        };
+        let format = format_of(format)?;
         let stop = Arc::new(AtomicBool::new(false));
         let mut input = TraceInput::file(path).with_format(format).stop_when(stop.clone());
         if let Some(ranges) = exclude {
             input = input.exclude(ranges).map_err(to_py)?;
         }
         let machine = Machine::from_spec(machine).map_err(|e| to_py(e.into()))?;
+        // A file that is missing or is no trace is said now, not at the first call.
+        input.open().map_err(to_py)?;
         Ok(Session { inner: sharemap::Session::new(input, machine, seed), stop })
     }
 
@@ -174,6 +143,9 @@ impl Session {
         plan: Option<PathBuf>,
     ) -> PyResult<String> {
         let sharing = sharemap::Sharing::parse(sharing).map_err(to_py)?;
+        if memory_mb < 16 {
+            return Err(setting_error(format!("memory_mb={memory_mb}: expected at least 16 (MiB)")));
+        }
         let setup = sharemap::Setup {
             cost,
             page_size,
@@ -181,7 +153,7 @@ impl Session {
             sharing,
             refs_per_ms,
             settings,
-            memory_budget: memory_mb.max(16).saturating_mul(1 << 20),
+            memory_budget: memory_mb.saturating_mul(1 << 20),
         };
         let request =
             sharemap::PlaceRequest { setup, policies: policies.into(), costliest, plan, keep_placement: false };
@@ -201,7 +173,7 @@ impl Session {
     ) -> PyResult<String> {
         let mut model = sharemap::simulate::Params::default();
         for p in &params {
-            model.set(p).map_err(|e| SettingError::new_err(e.to_string()))?;
+            model.set(p).map_err(|e| setting_error(e.to_string()))?;
         }
         let request = sharemap::SimulateRequest {
             mechanisms: mechanisms.into(),
@@ -255,12 +227,10 @@ fn generate(
 ) -> PyResult<String> {
     let p = sharemap::generate::pattern(pattern).map_err(to_py)?;
     let footprint = footprint
-        .map(|f| {
-            f.parse::<sharemap::generate::Footprint>().map_err(|e| SettingError::new_err(format!("footprint {e}")))
-        })
+        .map(|f| f.parse::<sharemap::generate::Footprint>().map_err(|e| setting_error(format!("footprint {e}"))))
         .transpose()?;
     if footprint == Some(sharemap::generate::Footprint::Auto) && accesses.is_none() {
-        return Err(SettingError::new_err("footprint 'auto' sizes the data from accesses: give it too"));
+        return Err(setting_error("footprint 'auto' sizes the data from accesses: give it too"));
     }
     let sizing = sharemap::generate::Sizing {
         accesses,
@@ -274,8 +244,8 @@ fn generate(
         ..sharemap::generate::Sizing::new(threads, seed)
     };
     let params = sizing.params(p);
-    sharemap::generate::check(&params).map_err(|e| SettingError::new_err(e.to_string()))?;
-    let format = format.and_then(sharemap::trace::Format::from_name);
+    sharemap::generate::check(&params).map_err(|e| setting_error(e.to_string()))?;
+    let format = format_of(format)?;
     let stop = AtomicBool::new(false);
     let report = interruptible(py, &stop, || sharemap::generate::to_file(p, &params, &output, format, &()))?;
     json(&serde_json::json!({
@@ -290,7 +260,7 @@ fn generate(
 #[pyfunction]
 #[pyo3(signature = (trace, output, pages, format = None))]
 fn partition(py: Python<'_>, trace: PathBuf, output: PathBuf, pages: u64, format: Option<&str>) -> PyResult<String> {
-    let format = format.and_then(sharemap::trace::Format::from_name);
+    let format = format_of(format)?;
     let input = TraceInput::file(trace).with_format(format);
     let stop = AtomicBool::new(false);
     let dataset = interruptible(py, &stop, || sharemap::partition::write(&input, &output, pages, &()))?;
@@ -313,7 +283,7 @@ fn policies(spec: &str) -> PyResult<Vec<(String, bool)>> {
         .map(|n| {
             let name = n.split(':').next().unwrap_or_default().to_string();
             let per_page = sharemap::registry::policy_is_per_page(&n)
-                .ok_or_else(|| SpecError::new_err(format!("policy '{name}': unknown policy")))?;
+                .ok_or_else(|| spec_error(format!("policy '{name}': unknown policy")))?;
             Ok((n, per_page))
         })
         .collect()
@@ -324,7 +294,7 @@ fn policies(spec: &str) -> PyResult<Vec<(String, bool)>> {
 #[pyfunction]
 fn potential(matrix: &[u8], threads: usize, machine: &str, accesses: u64) -> PyResult<f64> {
     if matrix.len() != threads * threads * 8 {
-        return Err(SettingError::new_err("the matrix bytes do not hold threads x threads float64 values"));
+        return Err(setting_error("the matrix bytes do not hold threads x threads float64 values"));
     }
     let mut m = sharemap::SharingMatrix::new(threads);
     for i in 0..threads {
@@ -352,11 +322,17 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(partition, m)?)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(potential, m)?)?;
-    let py = m.py();
-    m.add("Error", py.get_type::<Error>())?;
-    m.add("TraceError", py.get_type::<TraceError>())?;
-    m.add("MachineError", py.get_type::<MachineError>())?;
-    m.add("SpecError", py.get_type::<SpecError>())?;
-    m.add("SettingError", py.get_type::<SettingError>())?;
+    let c = errors::classes(m.py())?;
+    for (name, class) in [
+        ("Error", &c.error),
+        ("TraceError", &c.trace),
+        ("MissingFileError", &c.missing_file),
+        ("MachineError", &c.machine),
+        ("SpecError", &c.spec),
+        ("SettingError", &c.setting),
+        ("ArgumentTypeError", &c.argument_type),
+    ] {
+        m.add(name, class.clone_ref(m.py()))?;
+    }
     Ok(())
 }

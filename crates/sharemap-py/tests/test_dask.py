@@ -81,3 +81,28 @@ def test_policies_that_need_the_whole_trace_are_refused(traces):
             sharemap.dask.place(parts, machine=MACHINE, policies=policy)
     with pytest.raises(sharemap.SettingError, match="fixed placement"):
         sharemap.dask.place(parts, machine=MACHINE, thread_map="sharemap")
+
+
+def test_a_missing_or_damaged_dataset_raises_sharemap_errors(traces, tmp_path):
+    with pytest.raises(sharemap.MissingFileError) as e:
+        sharemap.dask.place(tmp_path / "nonexistent-parts")
+    assert isinstance(e.value, FileNotFoundError) and "_sharemap.json" in str(e.value)
+    _, parts = traces
+    for name, text in [
+        ("corrupt", "{not json"),
+        ("binary", "\udcff"),
+        ("list", "[]"),
+        ("no-parts", '{"accesses": 1, "annotations": 0, "partition_pages": 16}'),
+        ("escaping", '{"accesses": 1, "annotations": 0, "partition_pages": 16, "parts": [{"file": "../x.parquet"}]}'),
+        ("negative", '{"accesses": -1, "annotations": 0, "partition_pages": 16, "parts": [{"file": "a.parquet"}]}'),
+    ]:
+        d = tmp_path / name
+        d.mkdir()
+        (d / "_sharemap.json").write_bytes(text.encode("utf-8", "surrogateescape"))
+        with pytest.raises(sharemap.TraceError) as e:
+            sharemap.dask.read_index(d)
+        assert isinstance(e.value, ValueError) and "not a dataset index" in str(e.value), (name, str(e.value))
+    with pytest.raises(sharemap.SettingError):
+        sharemap.dask.place(parts, seed=-1)
+    with pytest.raises(sharemap.ArgumentTypeError):
+        sharemap.dask.place(parts, settings="bind.node=1")

@@ -119,8 +119,10 @@ def test_machine_matches_the_cli():
 
 
 def test_errors_are_exception_classes(trace, tmp_path):
-    with pytest.raises(sharemap.TraceError):
-        sharemap.Session(tmp_path / "missing.trace").info()
+    # A missing trace is refused when the Session is made, as a file Python cannot find.
+    with pytest.raises(sharemap.MissingFileError) as e:
+        sharemap.Session(tmp_path / "missing.trace")
+    assert isinstance(e.value, FileNotFoundError) and isinstance(e.value, sharemap.TraceError)
     with pytest.raises(sharemap.MachineError):
         sharemap.Session(trace, machine="pack:2 core:3")
     with pytest.raises(sharemap.SpecError) as e:
@@ -138,8 +140,61 @@ def test_errors_are_exception_classes(trace, tmp_path):
     bad = tmp_path / "bad.trace"
     bad.write_bytes(b"not a trace at all")
     with pytest.raises(sharemap.TraceError):
-        sharemap.Session(bad).info()
+        sharemap.Session(bad)
     assert issubclass(sharemap.TraceError, sharemap.Error)
+
+
+# Arguments out of range or of the wrong type: each raises a sharemap.Error that is also the
+# ValueError or TypeError Python code expects, naming the argument.
+OUT_OF_RANGE = [
+    ("seed", lambda t: sharemap.Session(t, seed=-1)),
+    ("seed", lambda t: sharemap.Session(t, seed=2**70)),
+    ("window", lambda t: sharemap.Session(t).analyze(window=2**64)),
+    ("memory_mb", lambda t: sharemap.Session(t).place(policies="first-touch", memory_mb=-5)),
+    ("memory_mb", lambda t: sharemap.Session(t).place(policies="first-touch", memory_mb=5)),
+    ("page_size", lambda t: sharemap.Session(t).simulate(mechanisms="os", page_size=-4096)),
+    ("accesses", lambda t: sharemap.gen("sor", t.parent / "never.trace", accesses=-1)),
+    ("threads", lambda t: sharemap.gen("sor", t.parent / "never.trace", threads=2**32)),
+    ("format", lambda t: sharemap.gen("sor", t.parent / "never.trace", accesses=100, format="nosuch")),
+]
+
+WRONG_TYPE = [
+    ("seed", lambda t: sharemap.Session(t, seed="1")),
+    ("machine", lambda t: sharemap.Session(t, machine=4)),
+    ("path", lambda t: sharemap.Session(4)),
+    ("window", lambda t: sharemap.Session(t).analyze(window=1.5)),
+    ("settings", lambda t: sharemap.Session(t).place(settings="bind.node=1")),
+    ("threads", lambda t: sharemap.gen("sor", t.parent / "never.trace", threads="8")),
+]
+
+
+@pytest.mark.parametrize("name,call", OUT_OF_RANGE)
+def test_values_out_of_range_raise_setting_errors(trace, name, call):
+    with pytest.raises(sharemap.SettingError) as e:
+        call(trace)
+    assert isinstance(e.value, ValueError) and isinstance(e.value, sharemap.Error)
+    assert name in str(e.value), str(e.value)
+    assert not (trace.parent / "never.trace").exists()
+
+
+@pytest.mark.parametrize("name,call", WRONG_TYPE)
+def test_wrong_types_raise_argument_type_errors(trace, name, call):
+    with pytest.raises(sharemap.ArgumentTypeError) as e:
+        call(trace)
+    assert isinstance(e.value, TypeError) and isinstance(e.value, sharemap.Error)
+    assert name in str(e.value) or name == "path", str(e.value)
+
+
+def test_error_classes_pickle_and_carry_a_kind(trace):
+    """Errors raised on a Dask worker travel back pickled: each class is found by its name."""
+    import pickle
+
+    try:
+        sharemap.Session(trace, seed=-1)
+    except sharemap.SettingError as e:
+        again = pickle.loads(pickle.dumps(e))
+    assert type(again) is sharemap.SettingError and str(again) == "seed=-1: expected an integer from 0 to 18446744073709551615"
+    assert sharemap.SettingError.kind == "Setting" and sharemap.Error.kind == "Error"
 
 
 @pytest.fixture(scope="module")
@@ -199,3 +254,14 @@ def test_type_stubs_cover_the_api():
         assert f"class {name}" in stubs or f"def {name}" in stubs, name
     for method in ("info", "machine", "analyze", "place", "simulate", "map"):
         assert f"def {method}(" in stubs
+    # Each call says what it raises, naming only sharemap's classes.
+    import ast
+
+    for name in ("__init__.pyi", "dask.pyi"):
+        tree = ast.parse((Path(sharemap.__file__).parent / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and (node.name == "__init__" or not node.name.startswith("_")):
+                doc = ast.get_docstring(node) or ""
+                assert doc.startswith("Raises "), (name, node.name)
+                named = {w.strip(",.()") for w in doc.split() if w.strip(",.()").endswith("Error")}
+                assert all(hasattr(sharemap, n) for n in named), (name, node.name, named)

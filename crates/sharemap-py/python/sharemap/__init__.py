@@ -10,7 +10,12 @@ A Session holds a trace (native, CSV or Parquet), the machine it is studied on a
     s.map(algorithms="all")
 
 Every number is the one the command line prints with ``--json`` on the same inputs.
-Errors are ``sharemap.Error`` subclasses with a ``kind``; Ctrl-C stops a long pass.
+Errors are ``sharemap.Error`` subclasses with a ``kind``, each also the built-in exception
+its case calls for: ``TraceError``, ``MachineError``, ``SpecError`` and ``SettingError`` (a
+value wrong or out of range, ``seed=-1`` included) are ``ValueError``\ s,
+``MissingFileError`` (a trace or dataset that does not exist) is a ``TraceError`` and a
+``FileNotFoundError``, ``ArgumentTypeError`` (an argument of the wrong type) a ``TypeError``.
+Ctrl-C stops a long pass.
 """
 
 from __future__ import annotations
@@ -21,7 +26,15 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Sequence
 
 from . import _native
-from ._native import Error, MachineError, SettingError, SpecError, TraceError
+from ._native import (
+    ArgumentTypeError,
+    Error,
+    MachineError,
+    MissingFileError,
+    SettingError,
+    SpecError,
+    TraceError,
+)
 
 __all__ = [
     "Session",
@@ -35,7 +48,76 @@ __all__ = [
     "MachineError",
     "SpecError",
     "SettingError",
+    "MissingFileError",
+    "ArgumentTypeError",
 ]
+
+
+def _call(function, *args):
+    """Calls the native layer: the errors its argument conversions raise (a value out of an
+    integer's range, a wrong type) become sharemap's, naming the argument."""
+    try:
+        return function(*args)
+    except Error:
+        raise
+    except OverflowError as e:
+        raise SettingError(f"{e}: out of range") from None
+    except TypeError as e:
+        raise ArgumentTypeError(str(e)) from None
+
+
+_BITS = {"u32": 32, "u64": 64}
+
+
+def _arg(name: str, value, kind: str):
+    """An argument checked before it crosses to the native layer: ``kind`` is ``str``,
+    ``float``, ``u32`` or ``u64`` (unsigned integers of that width), with ``?`` when None is
+    allowed. A wrong type raises ``ArgumentTypeError``, a value out of range ``SettingError``,
+    both naming the argument."""
+    import operator
+
+    if value is None and kind.endswith("?"):
+        return None
+    kind = kind.rstrip("?")
+    if kind == "str":
+        if not isinstance(value, str):
+            raise ArgumentTypeError(f"argument '{name}': expected a string, not {type(value).__name__}")
+        return value
+    if kind == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ArgumentTypeError(f"argument '{name}': expected a number, not {type(value).__name__}")
+        return float(value)
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)
+    except TypeError:
+        raise ArgumentTypeError(f"argument '{name}': expected an integer, not {type(value).__name__}") from None
+    top = 2 ** _BITS[kind] - 1
+    if not 0 <= number <= top:
+        raise SettingError(f"{name}={number}: expected an integer from 0 to {top}")
+    return number
+
+
+def _path(value) -> str:
+    """A path argument (str or os.PathLike) as text."""
+    import os
+
+    try:
+        return os.fspath(value)
+    except TypeError:
+        raise ArgumentTypeError(f"expected a path (str or os.PathLike), not {type(value).__name__}") from None
+
+
+def _strings(name: str, values) -> list:
+    """An iterable of strings argument as a list (a lone string is refused: it would be read
+    one character at a time)."""
+    if isinstance(values, str):
+        raise ArgumentTypeError(f"argument '{name}': expected an iterable of strings, not one string")
+    try:
+        return list(values)
+    except TypeError:
+        raise ArgumentTypeError(f"argument '{name}': expected an iterable of strings, not {type(values).__name__}") from None
 
 
 def _frame(rows: Sequence[dict], attrs: dict):
@@ -126,23 +208,25 @@ class Session:
     ``live``; ``exclude`` leaves address ranges out (``"0x601040+64"``)."""
 
     def __init__(self, path, machine: str = "sammu", seed: int = 1, format: Optional[str] = None, exclude: Optional[str] = None):
-        self._native = _native.Session(str(path), machine, seed, format, exclude)
+        args = (_arg("machine", machine, "str"), _arg("seed", seed, "u64"), _arg("format", format, "str?"))
+        self._native = _call(_native.Session, _path(path), *args, _arg("exclude", exclude, "str?"))
         self.path = str(path)
 
     def info(self) -> dict:
         """Accesses, threads, pages, page sharing and per-thread counts."""
-        return json.loads(self._native.info())
+        return json.loads(_call(self._native.info))
 
     def machine(self) -> dict:
         """The session's machine: levels, PUs, NUMA nodes, distances, cost parameters."""
-        return json.loads(self._native.machine())
+        return json.loads(_call(self._native.machine))
 
     def analyze(self, detector: str = "oracle", compare: Optional[str] = None, window: int = 0) -> Analysis:
         """One detector over the trace (``oracle``, ``sammu:l1=32``, ...), optionally scored
         against ``compare`` and cut into windows of ``window`` accesses."""
         import numpy as np
 
-        text, matrix, n = self._native.analyze(detector, compare, window)
+        args = (_arg("detector", detector, "str"), _arg("compare", compare, "str?"), _arg("window", window, "u64"))
+        text, matrix, n = _call(self._native.analyze, *args)
         raw = json.loads(text)
         matrix = np.frombuffer(matrix, dtype="<f8").reshape(n, n).copy()
         pages = _pages_frame(raw["detection"]["pages"], n)
@@ -166,7 +250,19 @@ class Session:
         references, moves, replications, cost relative to the optimum). ``df.attrs`` holds
         the model it ran in and, with ``costliest``, the costliest pages."""
         raw = json.loads(
-            self._native.place(policies, cost, page_size, thread_map, sharing, refs_per_ms, list(settings), costliest, memory_mb, plan)
+            _call(
+                self._native.place,
+                _arg("policies", policies, "str"),
+                _arg("cost", cost, "str?"),
+                _arg("page_size", page_size, "u64?"),
+                _arg("thread_map", thread_map, "str"),
+                _arg("sharing", sharing, "str"),
+                _arg("refs_per_ms", refs_per_ms, "float?"),
+                _strings("settings", settings),
+                _arg("costliest", costliest, "u32"),
+                _arg("memory_mb", memory_mb, "u32"),
+                None if plan is None else _path(plan),
+            )
         )
         rows = raw["evaluation"]["results"]
         attrs = {
@@ -188,7 +284,8 @@ class Session:
         """The trace on the simulated machine under each mechanism: a DataFrame with one row
         per mechanism (time, misses per level, local DRAM share, traffic, migrations, and
         ratios to ``os``). ``params`` set the model (``dram_ns=100``)."""
-        raw = json.loads(self._native.simulate(mechanisms, page_size, list(params), list(settings)))
+        args = (_arg("mechanisms", mechanisms, "str"), _arg("page_size", page_size, "u64?"))
+        raw = json.loads(_call(self._native.simulate, *args, _strings("params", params), _strings("settings", settings)))
         rows = []
         for m in raw["mechanisms"]:
             row = {k: v for k, v in m.items() if k not in ("mpka", "vs_os")}
@@ -207,13 +304,13 @@ class Session:
     def map(self, algorithms: str = "sharemap", cost_model: str = "latency") -> Mapping:
         """Thread mappings of the trace's oracle sharing onto the machine (a comma list of
         algorithms, or ``all``), priced by ``latency`` or ``hops``."""
-        raw = json.loads(self._native.map(algorithms, cost_model))
+        raw = json.loads(_call(self._native.map, _arg("algorithms", algorithms, "str"), _arg("cost_model", cost_model, "str")))
         return Mapping(_frame(raw["mappings"], {}), raw["random_cost"], raw["potential"], raw)
 
 
 def machine(spec: str) -> dict:
     """A machine's description: a preset, an hwloc synthetic string, an XML file or ``live``."""
-    return json.loads(_native.machine(spec))
+    return json.loads(_call(_native.machine, _arg("spec", spec, "str")))
 
 
 def gen(
@@ -240,7 +337,22 @@ def gen(
     per row."""
     fp = None if footprint is None else str(footprint)
     return json.loads(
-        _native.gen(pattern, str(output), threads, accesses, seed, page_size, format, fp, iterations, reuse, word, halo, nnz)
+        _call(
+            _native.gen,
+            _arg("pattern", pattern, "str"),
+            _path(output),
+            _arg("threads", threads, "u32"),
+            _arg("accesses", accesses, "u64?"),
+            _arg("seed", seed, "u64"),
+            _arg("page_size", page_size, "u64"),
+            _arg("format", format, "str?"),
+            fp,
+            _arg("iterations", iterations, "u64?"),
+            _arg("reuse", reuse, "u32"),
+            _arg("word", word, "u64"),
+            _arg("halo", halo, "u64"),
+            _arg("nnz", nnz, "u64"),
+        )
     )
 
 

@@ -5,13 +5,31 @@ from typing import Any, Iterable, Optional, Union
 import numpy
 import pandas
 
+# Every call raises only these (and KeyboardInterrupt at Ctrl-C). Each is a sharemap.Error
+# and the built-in exception its case calls for.
+
 class Error(Exception):
+    """The base: ``kind`` names what it is about (the facade's ErrorKind, or the class's)."""
+
     kind: str
 
-class TraceError(Error): ...
-class MachineError(Error): ...
-class SpecError(Error): ...
-class SettingError(Error): ...
+class TraceError(Error, ValueError):
+    """A trace or dataset that cannot be read or written."""
+
+class MissingFileError(TraceError, FileNotFoundError):
+    """A trace or dataset that does not exist."""
+
+class MachineError(Error, ValueError):
+    """A machine that cannot be read or modelled."""
+
+class SpecError(Error, ValueError):
+    """A policy, detector, algorithm or mechanism spec that is wrong."""
+
+class SettingError(Error, ValueError):
+    """A setting or argument value that is wrong or out of range (``seed=-1``)."""
+
+class ArgumentTypeError(Error, TypeError):
+    """An argument of the wrong type."""
 
 @dataclass
 class Analysis:
@@ -39,10 +57,15 @@ class Session:
         seed: int = 1,
         format: Optional[str] = None,
         exclude: Optional[str] = None,
-    ) -> None: ...
-    def info(self) -> dict[str, Any]: ...
-    def machine(self) -> dict[str, Any]: ...
-    def analyze(self, detector: str = "oracle", compare: Optional[str] = None, window: int = 0) -> Analysis: ...
+    ) -> None:
+        """Raises MissingFileError, TraceError (the file is no trace), MachineError,
+        SettingError (seed, exclude, format), ArgumentTypeError."""
+    def info(self) -> dict[str, Any]:
+        """Raises TraceError (the file changed since the Session was made)."""
+    def machine(self) -> dict[str, Any]:
+        """Raises nothing."""
+    def analyze(self, detector: str = "oracle", compare: Optional[str] = None, window: int = 0) -> Analysis:
+        """Raises SpecError (detector, compare), SettingError (window), TraceError, ArgumentTypeError."""
     def place(
         self,
         policies: str = "all",
@@ -55,17 +78,24 @@ class Session:
         costliest: int = 0,
         memory_mb: int = 256,
         plan: Optional[str] = None,
-    ) -> pandas.DataFrame: ...
+    ) -> pandas.DataFrame:
+        """Raises SpecError (policies), SettingError (cost, page_size, thread_map, sharing,
+        refs_per_ms, settings, memory_mb below 16), TraceError (the trace, or the plan
+        cannot be written), ArgumentTypeError."""
     def simulate(
         self,
         mechanisms: str = "all",
         page_size: Optional[int] = None,
         params: Iterable[str] = (),
         settings: Iterable[str] = (),
-    ) -> pandas.DataFrame: ...
-    def map(self, algorithms: str = "sharemap", cost_model: str = "latency") -> Mapping: ...
+    ) -> pandas.DataFrame:
+        """Raises SpecError (mechanisms), SettingError (page_size, params, settings),
+        MachineError (a model the simulator cannot hold), TraceError, ArgumentTypeError."""
+    def map(self, algorithms: str = "sharemap", cost_model: str = "latency") -> Mapping:
+        """Raises SpecError (algorithms), SettingError (cost_model), TraceError, ArgumentTypeError."""
 
-def machine(spec: str) -> dict[str, Any]: ...
+def machine(spec: str) -> dict[str, Any]:
+    """Raises MachineError, ArgumentTypeError."""
 def gen(
     pattern: str,
     output: Union[str, PathLike[str]],
@@ -80,5 +110,9 @@ def gen(
     word: int = 8,
     halo: int = 1,
     nnz: int = 8,
-) -> dict[str, Any]: ...
-def patterns() -> dict[str, str]: ...
+) -> dict[str, Any]:
+    """Raises SpecError (pattern), SettingError (a size or count out of range, format),
+    TraceError (the output cannot be written), ArgumentTypeError."""
+
+def patterns() -> dict[str, str]:
+    """Raises nothing."""

@@ -27,7 +27,7 @@ import json
 import os
 from typing import Iterable, Optional
 
-from . import Analysis, SettingError, SpecError, _native
+from . import Analysis, MissingFileError, SettingError, SpecError, TraceError, _arg, _call, _native, _path, _strings
 
 __all__ = ["partition", "place", "analyze", "read_index"]
 
@@ -35,12 +35,50 @@ __all__ = ["partition", "place", "analyze", "read_index"]
 def partition(trace, output, pages: int, format: Optional[str] = None) -> dict:
     """Writes ``trace`` as a dataset in the directory ``output`` (one Parquet trace per
     ``pages`` pages, and ``_sharemap.json``); returns its index."""
-    return json.loads(_native.partition(str(trace), str(output), pages, format))
+    args = (_path(trace), _path(output), _arg("pages", pages, "u64"), _arg("format", format, "str?"))
+    return json.loads(_call(_native.partition, *args))
 
 
 def read_index(dataset) -> dict:
-    with open(os.path.join(str(dataset), "_sharemap.json")) as f:
-        return json.load(f)
+    """The dataset's index (``_sharemap.json``), checked: ``MissingFileError`` when there is
+    none, ``TraceError`` when it is not one ``partition`` writes."""
+    path = os.path.join(_path(dataset), "_sharemap.json")
+    try:
+        with open(path, "rb") as f:
+            index = json.loads(f.read())
+    except FileNotFoundError:
+        raise MissingFileError(f"{path}: no such file: {dataset} is not a sharemap dataset (sharemap.dask.partition writes one)") from None
+    except OSError as e:
+        raise TraceError(f"{path}: {e.strerror or e}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TraceError(f"{path}: not a dataset index: {e}") from None
+    _check_index(path, index)
+    return index
+
+
+def _check_index(path: str, index) -> None:
+    """What the parts' arithmetic relies on, so that a damaged index is named, not a KeyError."""
+
+    def bad(what: str):
+        return TraceError(f"{path}: not a dataset index: {what}")
+
+    def count(value, what: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise bad(f"{what} is {value!r}, not a count")
+        return value
+
+    if not isinstance(index, dict):
+        raise bad("expected a JSON object")
+    for key in ("accesses", "annotations", "partition_pages"):
+        count(index.get(key), f"'{key}'")
+    parts = index.get("parts")
+    if not isinstance(parts, list) or not parts:
+        raise bad("'parts' is not a list of parts")
+    for k, part in enumerate(parts):
+        name = part.get("file") if isinstance(part, dict) else None
+        # A part is a file inside the dataset: no path that leaves it.
+        if not isinstance(name, str) or not name or os.path.isabs(name) or ".." in name.split("/") or "\x00" in name:
+            raise bad(f"part {k} names no file inside the dataset ({name!r})")
 
 
 def _compute(tasks, client):
@@ -54,7 +92,10 @@ def _compute(tasks, client):
 def _place_part(path, machine, seed, policies, cost, thread_map, settings):
     from sharemap import _native as native
 
-    raw = json.loads(native.Session(path, machine, seed).place(policies, cost, None, thread_map, "oracle", None, list(settings), 0, 256, None))
+    from sharemap import _call
+
+    session = _call(native.Session, path, machine, seed)
+    raw = json.loads(_call(session.place, policies, cost, None, thread_map, "oracle", None, list(settings), 0, 256, None))
     return raw["evaluation"]["results"], raw["situation"]
 
 
@@ -77,7 +118,11 @@ def place(
     from . import _frame
 
     index = read_index(dataset)
-    chosen = _native.policies(policies)
+    settings = tuple(_strings("settings", settings))
+    # Checked here rather than on every worker.
+    machine, seed, cost = _arg("machine", machine, "str"), _arg("seed", seed, "u64"), _arg("cost", cost, "str?")
+    thread_map = _arg("thread_map", thread_map, "str")
+    chosen = _call(_native.policies, _arg("policies", policies, "str"))
     if policies.strip() == "all":
         chosen = [(name, True) for name, per_page in chosen if per_page]
     refused = [name for name, per_page in chosen if not per_page]
@@ -91,7 +136,7 @@ def place(
         raise SettingError(f"thread_map {thread_map!r}: placing by parts needs a fixed placement (os, identity or a list of PUs)")
     spec = ",".join(name for name, _ in chosen)
     task = dask.delayed(_place_part)
-    tasks = [task(os.path.join(str(dataset), p["file"]), machine, seed, spec, cost, thread_map, tuple(settings)) for p in index["parts"]]
+    tasks = [task(os.path.join(_path(dataset), p["file"]), machine, seed, spec, cost, thread_map, settings) for p in index["parts"]]
     parts = _compute(tasks, client)
     accesses = index["accesses"]
     rows = []
@@ -119,7 +164,9 @@ def place(
 def _analyze_part(path, machine, seed):
     from sharemap import _native as native
 
-    text, matrix, n = native.Session(path, machine, seed).analyze("oracle", None, 0)
+    from sharemap import _call
+
+    text, matrix, n = _call(_call(native.Session, path, machine, seed).analyze, "oracle", None, 0)
     raw = json.loads(text)
     return matrix, n, raw["detection"]["pages"], raw["detection"]["seen"], raw["detection"]["accesses"]
 
@@ -133,8 +180,9 @@ def analyze(dataset, machine: str = "sammu", seed: int = 1, client=None) -> Anal
     from . import _pages_frame
 
     index = read_index(dataset)
+    machine, seed = _arg("machine", machine, "str"), _arg("seed", seed, "u64")
     task = dask.delayed(_analyze_part)
-    parts = _compute([task(os.path.join(str(dataset), p["file"]), machine, seed) for p in index["parts"]], client)
+    parts = _compute([task(os.path.join(_path(dataset), p["file"]), machine, seed) for p in index["parts"]], client)
     n = max(p[1] for p in parts)
     matrix = np.zeros((n, n))
     entries, seen, accesses = [], 0, 0
@@ -145,6 +193,6 @@ def analyze(dataset, machine: str = "sammu", seed: int = 1, client=None) -> Anal
         accesses += a
     entries.sort(key=lambda e: e["page"])
     frame = _pages_frame(entries, n)
-    potential = _native.potential(matrix.astype("<f8").tobytes(), n, machine, seen)
+    potential = _call(_native.potential, matrix.astype("<f8").tobytes(), n, machine, seen)
     raw = {"detector": "oracle:line", "seen": seen, "accesses": accesses, "parts": len(parts)}
     return Analysis("oracle:line", matrix, frame, potential, raw)

@@ -5,8 +5,11 @@ import pandas
 
 from . import Analysis
 
-def partition(trace: Union[str, PathLike[str]], output: Union[str, PathLike[str]], pages: int, format: Optional[str] = None) -> dict[str, Any]: ...
-def read_index(dataset: Union[str, PathLike[str]]) -> dict[str, Any]: ...
+def partition(trace: Union[str, PathLike[str]], output: Union[str, PathLike[str]], pages: int, format: Optional[str] = None) -> dict[str, Any]:
+    """Raises MissingFileError, TraceError, SettingError (pages, format), ArgumentTypeError."""
+
+def read_index(dataset: Union[str, PathLike[str]]) -> dict[str, Any]:
+    """Raises MissingFileError (no index), TraceError (an index partition does not write)."""
 def place(
     dataset: Union[str, PathLike[str]],
     machine: str = "sammu",
@@ -16,5 +19,9 @@ def place(
     thread_map: str = "os",
     settings: Iterable[str] = (),
     client: Any = None,
-) -> pandas.DataFrame: ...
-def analyze(dataset: Union[str, PathLike[str]], machine: str = "sammu", seed: int = 1, client: Any = None) -> Analysis: ...
+) -> pandas.DataFrame:
+    """Raises MissingFileError, TraceError, MachineError, SpecError (policies, or one not
+    decided page by page), SettingError, ArgumentTypeError."""
+
+def analyze(dataset: Union[str, PathLike[str]], machine: str = "sammu", seed: int = 1, client: Any = None) -> Analysis:
+    """Raises MissingFileError, TraceError, MachineError, SettingError, ArgumentTypeError."""
