@@ -107,8 +107,7 @@ fn read(trace: &Path) -> (u64, Vec<EventKind>, sharemap::trace::Metadata) {
 #[test]
 fn a_burst_build_computes_what_the_plain_one_does_and_records_every_access_when_asked() {
     if !clang() {
-        eprintln!("skipped: no clang");
-        return;
+        return common::skip(common::Need::Clang, "clang is not installed (scripts/setup installs it)");
     }
     let dir = tempfile::tempdir().unwrap();
     let sum = expected_sum().to_string();
@@ -144,8 +143,7 @@ fn a_burst_build_computes_what_the_plain_one_does_and_records_every_access_when_
 #[test]
 fn a_burst_sampled_trace_marks_its_bursts_weighs_its_threads_and_keeps_the_sharing() {
     if !clang() {
-        eprintln!("skipped: no clang");
-        return;
+        return common::skip(common::Need::Clang, "clang is not installed (scripts/setup installs it)");
     }
     let dir = tempfile::tempdir().unwrap();
     let prog = build(&dir, "prog", &["--burst", "20:80"]);
@@ -234,8 +232,7 @@ int main(int argc, char **argv) {
 #[test]
 fn short_inner_loops_carry_no_check_and_lose_no_access() {
     if !clang() {
-        eprintln!("skipped: no clang");
-        return;
+        return common::skip(common::Need::Clang, "clang is not installed (scripts/setup installs it)");
     }
     let dir = tempfile::tempdir().unwrap();
     let src = p(&dir, "blocked.c");

@@ -333,10 +333,10 @@ fn demo_runs_and_shows_every_pattern_and_the_sammu_machine() {
     for policy in ["numa-balancing", "carrefour"] {
         assert!((mcpr(policy) - mcpr("bind")).abs() > 0.05, "{policy} ties with bind: {header}");
     }
-    // A real program built with `sharemap cc` and recorded (CI has clang; elsewhere it may be
-    // skipped, with a word).
+    // A real program built with `sharemap cc` and recorded (scripts/test requires clang;
+    // elsewhere it may be skipped, with a word).
     assert!(text.contains("A real program"));
-    if std::env::var_os("CI").is_some() {
+    if common::Need::Clang.required() {
         assert!(text.contains("recorded with 8 threads"), "{text}");
         // Simulated under every mechanism, with the plots named.
         assert!(text.contains("Simulated on sammu-x7550"), "{text}");
@@ -349,7 +349,7 @@ fn demo_runs_and_shows_every_pattern_and_the_sammu_machine() {
     // Real runs: os against the sharing-aware mapping on this host, then the program in a
     // 2-node guest (scripts/test requires the guest).
     assert!(text.contains("Real runs"), "{text}");
-    if std::env::var_os("SHAREMAP_REQUIRE_GUEST").is_some() {
+    if common::Need::Guest.required() {
         assert!(text.contains("os against its sharing-aware mapping") && text.contains("vs os"), "{text}");
         // The host comes first, and the difference says whether it is noise.
         assert!(text.contains("Real runs on this host (") && text.contains("difference from os"), "{text}");
@@ -359,7 +359,7 @@ fn demo_runs_and_shows_every_pattern_and_the_sammu_machine() {
     }
     // The STM: the first and last remaps, the last decision, the final pins, and the
     // matrix's rows named (the main thread's among them).
-    if std::env::var_os("CI").is_some() {
+    if common::Need::Clang.required() {
         for m in ["first remap:", "last decision:", "final pins: worker 0", "the main thread (it registers at the end"]
         {
             assert!(text.contains(m), "demo's STM section lacks {m}: {text}");

@@ -21,7 +21,7 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn hostile_user() -> Option<(u32, u32, bool)> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: the hostile-user test needs root (to run sharemap as root and create a user)");
+        common::skip(common::Need::Root, "it runs sharemap as root and makes a second user: run it as root");
         return None;
     }
     let id = |flag: &str| {
@@ -40,7 +40,7 @@ fn hostile_user() -> Option<(u32, u32, bool)> {
         .status()
         .is_ok_and(|s| s.success());
     if !made {
-        eprintln!("skipped: useradd could not create {USER}");
+        common::skip(common::Need::Root, &format!("useradd could not create {USER}"));
         return None;
     }
     Some((id("-u")?, id("-g")?, true))

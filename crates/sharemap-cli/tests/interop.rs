@@ -6,8 +6,8 @@ use std::process::Command;
 fn pyarrow_available() -> bool {
     let ok = Command::new("python3").args(["-c", "import pyarrow"]).output().is_ok_and(|o| o.status.success());
     if !ok {
-        assert!(std::env::var_os("CI").is_none(), "CI must install pyarrow (scripts/setup)");
-        eprintln!("pyarrow missing: skipping");
+        use sharemap_testkit::{Need, skip};
+        skip(Need::Pyarrow, "python3 cannot import pyarrow (scripts/setup installs it)");
     }
     ok
 }

@@ -35,8 +35,7 @@ fn tools_available() -> bool {
     if have("valgrind") && have("gcc") {
         return true;
     }
-    assert!(std::env::var_os("CI").is_none(), "CI must have valgrind and gcc");
-    eprintln!("valgrind or gcc missing: skipping");
+    sharemap_testkit::skip(sharemap_testkit::Need::Valgrind, "valgrind or gcc is not installed");
     false
 }
 

@@ -72,8 +72,7 @@ fn host_pus() -> usize {
 /// the whole set.
 fn check_pinning(program: &Path) {
     if host_pus() < 2 {
-        eprintln!("skipped: this host has one PU");
-        return;
+        return common::skip(common::Need::Cpus, "this host has one PU");
     }
     let out = ok(&["run", "--thread-map", "1,0", "--", s(program)]);
     let cpus = cpus_of(&out.stdout);
@@ -177,7 +176,7 @@ fn measures_configurations_interleaved_against_os() {
 #[test]
 fn takes_the_mapping_sharemap_map_writes() {
     if host_pus() < 2 {
-        return;
+        return common::skip(common::Need::Cpus, "this host has one PU");
     }
     let dir = tempfile::tempdir().unwrap();
     let prog = build_c(&dir, "threads", THREADS, &[]);

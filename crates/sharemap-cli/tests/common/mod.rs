@@ -79,17 +79,7 @@ pub fn ends_within(pid: i32, seconds: u64) -> bool {
     false
 }
 
-/// A file of the reference systems beside the repository (`../shared/anchors`, or the
-/// directory SHAREMAP_ANCHORS names): TinySTM, STAMP, DineroIV's source releases.
-pub fn anchor(file: &str) -> PathBuf {
-    let dir = std::env::var_os("SHAREMAP_ANCHORS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/anchors"));
-    let path = dir.join(file);
-    assert!(
-        path.is_file(),
-        "{file} is not in {} (set SHAREMAP_ANCHORS to the reference systems' directory)",
-        dir.display()
-    );
-    path
-}
+/// The skip rule and the reference systems, for the suites that include this module (not
+/// every suite uses them).
+#[allow(unused_imports)]
+pub use sharemap_testkit::{Need, anchor, skip};
