@@ -119,11 +119,7 @@ pub fn run(
     // so a failed or stopped run leaves no empty directory and no old and new files mixed.
     let out = OutputDir::create(dir)?;
     let dest = dir;
-    let analysis = session.analyze(request).map_err(|e| match e.kind() {
-        sharemap::ErrorKind::Window => anyhow!("--window {}", e.why()),
-        sharemap::ErrorKind::PageSize => anyhow!("{}: {e}", trace.display()),
-        _ => anyhow::Error::new(e),
-    })?;
+    let analysis = session.analyze(request).map_err(|e| crate::flags::say(e, crate::flags::At::Analyze { trace }))?;
     say_excluded(session.input());
     let (found, windows, det_name) = (&analysis.detection, &analysis.windows, &analysis.detector);
     let (matrix, usage) = (&found.matrix, &found.pages);

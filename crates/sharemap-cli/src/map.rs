@@ -6,7 +6,7 @@ use crate::trace_cmds::warn_if_truncated;
 use anyhow::{Result, anyhow, bail};
 use sharemap::map::{CostModel, MapRequest};
 use sharemap::registry::Kind;
-use sharemap::{ErrorKind, LoadedSharing, Machine};
+use sharemap::{LoadedSharing, Machine};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -30,11 +30,8 @@ pub fn load_matrix(input: &Input) -> Result<LoadedSharing> {
     if !sharemap::map::is_matrix_file(&trace) {
         warn_if_truncated(&trace)?;
     }
-    let sharing = sharemap::map::load_sharing(&trace, &Bars::new()).map_err(|e| match e.kind() {
-        ErrorKind::Exclude => anyhow!("--exclude {}", e.why()),
-        ErrorKind::Sharing => anyhow!(e.why()),
-        _ => anyhow::Error::new(e),
-    })?;
+    let sharing = sharemap::map::load_sharing(&trace, &Bars::new())
+        .map_err(|e| crate::flags::say(e, crate::flags::At::Sharing))?;
     crate::trace_cmds::say_excluded(&trace);
     Ok(sharing)
 }

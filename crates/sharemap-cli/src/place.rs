@@ -96,12 +96,7 @@ impl ModelArgs {
 
 /// The flag a facade error came from.
 pub fn flag_context(e: sharemap::Error, args: &ModelArgs) -> anyhow::Error {
-    match e.kind() {
-        sharemap::ErrorKind::Sharing => anyhow!("--sharing {}: {} ({})", args.sharing, e.why(), args.trace.display()),
-        // Policy names and options say what is wrong in their own words.
-        sharemap::ErrorKind::Policy => anyhow!(e.why()),
-        _ => crate::flags::with_flag(e),
-    }
+    crate::flags::say(e, crate::flags::At::Place { sharing: &args.sharing, trace: &args.trace })
 }
 
 /// Where each thread runs: its PU and NUMA node.

@@ -3,7 +3,7 @@
 
 use anyhow::{Result, anyhow, bail};
 use sharemap::Machine;
-use sharemap::{ErrorKind, ThreadMap};
+use sharemap::ThreadMap;
 use sharemap_run::{
     Configuration, ConfigurationResult, DataPlacement, FailedRun, Failure, MemoryPolicy, Observed, Pinning,
     PlanOutcome, RunOutcome, Runner,
@@ -103,15 +103,8 @@ fn add_mechanisms(args: &RunArgs, host: &Machine, configs: &mut Vec<Configuratio
         if configs.iter().any(|c| c.name == spec) {
             continue;
         }
-        let config = configuration(&spec, &ctx).map_err(|e| match e.kind() {
-            ErrorKind::NeedsRecording => anyhow!("--mechanism: {} (--recording)", e.why()),
-            // What the mechanism read (its recording) says where it failed itself.
-            ErrorKind::Trace | ErrorKind::Machine | ErrorKind::Spec | ErrorKind::Io => {
-                anyhow!("--mechanism {spec}: {e}")
-            }
-            ErrorKind::PageSize if e.page_size().is_some() => anyhow!("--mechanism {spec}: {e}"),
-            _ => anyhow!("--mechanism: {}", e.why()),
-        })?;
+        let config = configuration(&spec, &ctx)
+            .map_err(|e| crate::flags::say(e, crate::flags::At::Mechanism { spec: &spec }))?;
         configs.push(config);
     }
     if measuring && !configs.iter().any(|c| c.name == "os") {
@@ -156,11 +149,7 @@ fn warn_on_aslr_mismatch(args: &RunArgs) {
 
 /// A facade error as the flag it came from.
 fn flag(e: sharemap::Error) -> anyhow::Error {
-    match e.kind() {
-        ErrorKind::ThreadMap | ErrorKind::DataPlacement => crate::flags::with_flag(e),
-        ErrorKind::Program => anyhow!(e.why()),
-        _ => anyhow!(e),
-    }
+    crate::flags::say(e, crate::flags::At::Run)
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {

@@ -3,9 +3,9 @@
 
 use crate::progress::Bars;
 use anyhow::{Result, anyhow, bail};
+use sharemap::TraceInput;
 use sharemap::generate::{self, GenParams, PATTERNS};
 use sharemap::trace::Format;
-use sharemap::{ErrorKind, TraceInput};
 use sharemap_run::Tools;
 use sharemap_run::record::{RecordRequest, Recorder};
 use std::ffi::OsString;
@@ -102,10 +102,8 @@ pub fn generate_to(
     output: &Path,
     format: Option<Format>,
 ) -> Result<sharemap::trace::WriteReport> {
-    generate::to_file(p, params, output, format, &Bars::new()).map_err(|e| match e.kind() {
-        ErrorKind::Io => anyhow!("writing {}: {e}", output.display()),
-        _ => anyhow::Error::new(e),
-    })
+    generate::to_file(p, params, output, format, &Bars::new())
+        .map_err(|e| crate::flags::say(e, crate::flags::At::Writing { output }))
 }
 
 pub fn convert(
@@ -154,10 +152,8 @@ pub fn partition(
 ) -> Result<ExitCode> {
     let input = input(input_path, from, exclude)?;
     warn_if_truncated(&input)?;
-    let dataset = sharemap::partition::write(&input, output, pages, &Bars::new()).map_err(|e| match e.kind() {
-        ErrorKind::Values => anyhow!(e.why()),
-        _ => anyhow::Error::new(e),
-    })?;
+    let dataset = sharemap::partition::write(&input, output, pages, &Bars::new())
+        .map_err(|e| crate::flags::say(e, crate::flags::At::Partition))?;
     say_excluded(&input);
     eprintln!(
         "sharemap: wrote {} accesses in {} parts of {} pages to {} (index: _sharemap.json)",
@@ -302,9 +298,5 @@ pub fn record(output: &Path, to: Option<&str>, command: &[OsString], how: &Recor
 
 /// A recording's error in its own words (`--exclude` ranges after the flag).
 fn said(e: sharemap::Error) -> anyhow::Error {
-    match e.kind() {
-        ErrorKind::Record => anyhow!(e.why()),
-        ErrorKind::Exclude => anyhow!("--exclude {}", e.why()),
-        _ => anyhow::Error::new(e),
-    }
+    crate::flags::say(e, crate::flags::At::Record)
 }

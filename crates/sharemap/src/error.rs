@@ -8,9 +8,11 @@ use sharemap_machine::MachineError;
 use sharemap_trace::TraceError;
 use std::fmt;
 
-/// What a failure is about. The command line matches every kind (a new kind does not
-/// compile there until it says which flag it belongs to); `Error` itself may grow.
+/// What a failure is about. New kinds may come (`#[non_exhaustive]`: a program matching on
+/// kinds keeps a catch-all arm); the command line turns each into the flag it came from in
+/// its flags.rs alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// Reading or writing a trace (exit status 2 for a corrupt one).
     Trace,
