@@ -184,22 +184,6 @@ const PLACEMENT_PATTERNS: [&str; 9] = [
     "init-then-compute",
 ];
 
-/// The policies that move or copy pages while the program runs.
-const MOVING_POLICIES: [&str; 12] = [
-    "next-touch",
-    "migrate-on-phase",
-    "numa-balancing",
-    "sammu",
-    "kmaf",
-    "carrefour",
-    "replicate-time",
-    "replicate-counter",
-    "replicate-counter-interrupt",
-    "ace",
-    "platinum",
-    "delay",
-];
-
 /// Threads spread over the packages: two per NUMA node of the SAMMU machine (PUs 0, 8, ... 56).
 fn demo_thread_map(m: &Machine) -> Vec<usize> {
     let step = (m.pu_count() / DEMO_THREADS as usize).max(1);
@@ -259,10 +243,11 @@ fn placement_table(
     }
     // Policies that move or copy pages during the run, and did so on no pattern: said, not
     // left to look like a policy that chose to stay.
+    let moving = sharemap::registry::moving_policies();
     let still: Vec<&str> = columns[0]
         .iter()
         .map(|r| r.name.as_str())
-        .filter(|name| MOVING_POLICIES.contains(name))
+        .filter(|name| moving.contains(name))
         .filter(|name| columns.iter().flatten().filter(|r| r.name == *name).all(|r| r.moves + r.replications == 0))
         .collect();
     if !still.is_empty() {

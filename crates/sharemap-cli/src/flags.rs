@@ -69,7 +69,8 @@ pub enum At<'a> {
     Run,
     /// Writing `output` (`gen`).
     Writing { output: &'a Path },
-    /// `convert --partition-pages`.
+    /// `convert --partition-pages` (Parquet).
+    #[cfg_attr(not(feature = "parquet"), allow(dead_code))]
     Partition,
     /// `record`.
     Record,

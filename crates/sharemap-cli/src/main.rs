@@ -238,10 +238,8 @@ enum Command {
         /// Machine, for the NUMA node of each page's first toucher in pages.csv
         #[arg(long, short = 'm', default_value = "sammu")]
         machine: String,
-        /// Detector: oracle[:line|page], sampled[:every=K|cache[=KB]|tlb[=ENTRIES]], faults[:window=N],
-        /// stmap[:si=N,mi=N,da=N,thread=T], sammu[:l1=N,l2=N,ac=BITS,...] (every option and
-        /// its source: `sharemap detectors`)
-        #[arg(long, default_value = "oracle")]
+        /// Detector (every option and its source: `sharemap detectors`)
+        #[arg(long, default_value = "oracle", help = detector_help())]
         detector: String,
         /// Also run this detector (e.g. oracle) and report MSE and correlation against it
         #[arg(long)]
@@ -397,6 +395,14 @@ enum ListKind {
 }
 
 /// A listing asked for the old way: it still works, and the note names the one way.
+/// `analyze --detector`'s help: every detector of the registry with its options' keys.
+fn detector_help() -> String {
+    format!(
+        "Detector: {} (every option and its source: `sharemap detectors`)",
+        sharemap::registry::synopsis(sharemap::registry::Kind::Detector)
+    )
+}
+
 fn listed_the_old_way(old: &str, kind: &str) {
     eprintln!("sharemap: note: `sharemap {old}` is `sharemap list {kind}` (every kind is listed that way)");
 }
@@ -725,7 +731,8 @@ mod tests {
         assert!(missing.is_empty(), "arguments without help: {missing:?}");
     }
 
-    /// `analyze --help` names every detector of the registry.
+    /// `analyze --help` names every detector of the registry and each of its options (made
+    /// from the registry: a new row needs no edit of the help).
     #[test]
     fn analyze_help_names_every_detector() {
         let cmd = Cli::command();
@@ -733,6 +740,9 @@ mod tests {
         let help = analyze.get_arguments().find(|a| a.get_id() == "detector").unwrap().get_help().unwrap().to_string();
         for d in sharemap::registry::rows(sharemap::registry::Kind::Detector) {
             assert!(help.contains(d.name), "--detector help lacks {}: {help}", d.name);
+            for p in d.params {
+                assert!(help.contains(p.key), "--detector help lacks {}'s {}: {help}", d.name, p.key);
+            }
         }
     }
 

@@ -201,16 +201,15 @@ fn sammu_and_the_oracle_are_no_slower_than_the_os_on_a_multigrid_recording() {
 #[test]
 fn reproduce_runs_every_claim_and_explains_those_that_do_not_hold() {
     let d = tempfile::tempdir().unwrap();
-    // STAMP's tarball named relative to the working directory, as a user types it.
-    let Some(stamp) = common::anchor("stamp-0.9.10.tar.gz") else { return };
-    let out = Command::new(env!("CARGO_BIN_EXE_sharemap"))
-        .current_dir(stamp.parent().unwrap())
-        .args(["reproduce", "--json", "--keep"])
-        .arg(d.path())
-        .arg("--stamp")
-        .arg(stamp.file_name().unwrap())
-        .output()
-        .unwrap();
+    // STAMP's tarball named relative to the working directory, as a user types it. Without
+    // it (a fresh clone) the claim that needs it is not run, and the skip is counted.
+    let stamp = common::anchor("stamp-0.9.10.tar.gz");
+    let mut reproduce = Command::new(env!("CARGO_BIN_EXE_sharemap"));
+    reproduce.args(["reproduce", "--json", "--keep"]).arg(d.path()).env_remove("SHAREMAP_ANCHORS");
+    if let Some(stamp) = &stamp {
+        reproduce.current_dir(stamp.parent().unwrap()).arg("--stamp").arg(stamp.file_name().unwrap());
+    }
+    let out = reproduce.output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let claims = v.as_array().unwrap();
@@ -245,6 +244,10 @@ fn reproduce_runs_every_claim_and_explains_those_that_do_not_hold() {
             assert!(!c[field].as_str().unwrap().is_empty(), "{name}: no {field}");
         }
         let verdict = c["verdict"].as_str().unwrap();
+        if name == "stmap-equation-1" && stamp.is_none() {
+            assert_eq!(verdict, "not-run", "{name} ran without STAMP: {}", c["why"]);
+            continue;
+        }
         assert_ne!(verdict, "not-run", "{name}: {}", c["why"]);
         if holds.contains(&name) {
             assert_eq!(verdict, "holds", "{name}: {}", c["sharemap"]);

@@ -175,6 +175,9 @@ pub struct Caps {
     /// Decides a page from that page's own references in order, whatever their positions in
     /// the trace and the other pages (a trace cut by page range gives the same answer).
     pub per_page: bool,
+    /// Moves or copies pages while the program runs (a placement policy): one that did on
+    /// no input is said to have, not left to look like one that chose to stay.
+    pub moves: bool,
 }
 
 fn always() -> bool {
@@ -183,14 +186,27 @@ fn always() -> bool {
 
 impl Caps {
     /// No particular capability or need.
-    pub const NONE: Caps =
-        Caps { windows: false, in_all: true, recording: false, numa: false, available: always, per_page: false };
+    pub const NONE: Caps = Caps {
+        windows: false,
+        in_all: true,
+        recording: false,
+        numa: false,
+        available: always,
+        per_page: false,
+        moves: false,
+    };
 
     /// Reads the trace in windows.
     pub const WINDOWS: Caps = Caps { windows: true, ..Caps::NONE };
 
     /// Decides each page from its own references alone.
     pub const PER_PAGE: Caps = Caps { per_page: true, ..Caps::NONE };
+
+    /// Moves or copies pages during the run.
+    pub const MOVES: Caps = Caps { moves: true, ..Caps::NONE };
+
+    /// Moves or copies pages during the run, deciding each from its own references alone.
+    pub const MOVES_PER_PAGE: Caps = Caps { moves: true, per_page: true, ..Caps::NONE };
 }
 
 /// A registry row, the same for every kind of plugin: `B` builds it.

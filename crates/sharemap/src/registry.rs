@@ -48,6 +48,33 @@ pub fn rows(kind: Kind) -> Vec<Row> {
     }
 }
 
+/// The placement policies that move or copy pages while the program runs (their rows'
+/// `Caps::moves`), in registry order.
+pub fn moving_policies() -> Vec<&'static str> {
+    sharemap_placement::policies::POLICIES.iter().filter(|p| p.caps.moves).map(|p| p.name).collect()
+}
+
+/// A registry's specs in brief, from its rows: `name[:key=..,switch]` each, comma-separated
+/// (help texts list them so, and stay true as rows come and go).
+pub fn synopsis(kind: Kind) -> String {
+    rows(kind)
+        .iter()
+        .map(|r| {
+            // A switch is given bare (`oracle:page`).
+            let keys: Vec<String> = r
+                .params
+                .iter()
+                .map(|p| match p.kind {
+                    sharemap_core::plugin::ParamKind::Switch => p.key.to_string(),
+                    _ => format!("{}=..", p.key),
+                })
+                .collect();
+            if keys.is_empty() { r.name.to_string() } else { format!("{}[:{}]", r.name, keys.join(",")) }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn rows_of<B>(plugins: &'static [sharemap_core::Plugin<B>]) -> Vec<Row> {
     plugins.iter().map(|p| Row { name: p.name, source: p.source, summary: p.summary, params: p.params }).collect()
 }

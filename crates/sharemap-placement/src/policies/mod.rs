@@ -237,7 +237,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "affinity-on-next-touch (madvise-style), marked at every annotation",
         summary: "first touch; after each annotation (init-done, phase-change, roi-begin) the next node to touch a page gets it",
         params: &[],
-        caps: Caps::NONE,
+        caps: Caps::MOVES,
         build: |_| Ok(Box::new(simple::NextTouch { phases_only: false })),
     },
     PolicyInfo {
@@ -245,7 +245,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "Marchetti et al. (seed 003), section 4.2",
         summary: "first touch honouring init-done; placements are forgotten at phase-change annotations and the next node to touch a page gets it",
         params: &[],
-        caps: Caps::NONE,
+        caps: Caps::MOVES,
         build: |_| Ok(Box::new(simple::NextTouch { phases_only: true })),
     },
     PolicyInfo {
@@ -253,7 +253,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "Linux automatic NUMA balancing (kernel/sched/fair.c defaults)",
         summary: "every scan period the scanner marks scan-size MB of pages in address order; the next access faults, and the page migrates to the faulting node if the previous fault came from that node too (two-stage filter)",
         params: &[numa_balancing::SCAN_DELAY_MS, numa_balancing::SCAN_PERIOD_MS, numa_balancing::SCAN_SIZE_MB],
-        caps: Caps::NONE,
+        caps: Caps::MOVES,
         build: |v| {
             Ok(Box::new(kernel::NumaBalancing {
                 delay_ms: v.number("scan-delay-ms"),
@@ -295,7 +295,7 @@ pub static POLICIES: &[PolicyInfo] = &[
                 "proxy: accesses of one residency that count as an access-counter saturation event",
             ),
         ],
-        caps: Caps::NONE,
+        caps: Caps::MOVES,
         build: |v| {
             let proxy = v.text("events") == "proxy";
             Ok(Box::new(kernel::Sammu {
@@ -313,7 +313,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "kMAF (kernel Memory Affinity Framework)",
         summary: "counts page faults per node (first access per node per window); migrates to the node with most faults when max > 2 x (second + 1)",
         params: &[kmaf::WINDOW_MS],
-        caps: Caps::NONE,
+        caps: Caps::MOVES,
         build: |v| Ok(Box::new(kernel::Kmaf { window_ms: v.number("window-ms") })),
     },
     PolicyInfo {
@@ -321,7 +321,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "Carrefour (Dashti et al., ASPLOS 2013)",
         summary: "per epoch and page: migrate if one node makes >= share of the accesses, replicate if read-only and shared, else interleave",
         params: &[carrefour::EPOCH_MS, carrefour::SHARE, carrefour::MIN_ACCESSES],
-        caps: Caps::NONE,
+        caps: Caps::MOVES,
         build: |v| {
             Ok(Box::new(kernel::Carrefour {
                 epoch_ms: v.number("epoch-ms"),
@@ -343,7 +343,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "Marchetti et al. (seed 003), section 4.2: time policy",
         summary: "home by first touch; a node whose mapping of a page (a TLB entry) lasted t ms gets a read copy the next time it maps it (writes invalidate copies and mappings)",
         params: &[number("t-ms", "10", "mapping lifetime that earns a copy"), MAPPING_TLB],
-        caps: Caps::NONE,
+        caps: Caps::MOVES,
         build: |v| {
             Ok(Box::new(replication::Replicate {
                 rule: replication::Rule::Time(v.number("t-ms")),
@@ -357,7 +357,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "Marchetti et al. (seed 003), section 4.2: counter policy",
         summary: "a node that made n cache fills during a mapping (a TLB entry's stay) gets a read copy the next time it maps the page",
         params: &[ranged("n", "64", 0, U32, "cache fills during a mapping that earn a copy"), FILLS_KB, MAPPING_TLB],
-        caps: Caps::PER_PAGE,
+        caps: Caps::MOVES_PER_PAGE,
         build: |v| {
             Ok(Box::new(replication::Replicate {
                 rule: replication::Rule::Counter(u32_of(v, "n")),
@@ -371,7 +371,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "Marchetti et al. (seed 003), section 4.2: counter-interrupt policy",
         summary: "a node gets a read copy as soon as it has made n cache fills since mapping the page",
         params: &[ranged("n", "64", 0, U32, "cache fills since mapping that earn a copy"), FILLS_KB, MAPPING_TLB],
-        caps: Caps::PER_PAGE,
+        caps: Caps::MOVES_PER_PAGE,
         build: |v| {
             Ok(Box::new(replication::Replicate {
                 rule: replication::Rule::Interrupt(u32_of(v, "n")),
@@ -385,7 +385,7 @@ pub static POLICIES: &[PolicyInfo] = &[
         source: "Bolosky & Scott (seed 004) section 4.4.1: the ACE policy",
         summary: "pages start in global memory and are replicated to readers; a write leaves one local copy at the writer; after 4 invalidations a page is frozen in global memory for good",
         params: &[ranged("invalidations", "4", 0, U32, "invalidations allowed before freezing")],
-        caps: Caps::PER_PAGE,
+        caps: Caps::MOVES_PER_PAGE,
         build: |v| Ok(Box::new(seed004::Ace { limit: u32_of(v, "invalidations"), delay: 0 })),
     },
     PolicyInfo {
@@ -396,7 +396,7 @@ pub static POLICIES: &[PolicyInfo] = &[
             number("t1-ms", "10", "freeze window after an invalidation"),
             number("t2-ms", "1000", "defrost period"),
         ],
-        caps: Caps::NONE,
+        caps: Caps::MOVES,
         build: |v| Ok(Box::new(seed004::Platinum { t1_ms: v.number("t1-ms"), t2_ms: v.number("t2-ms") })),
     },
     PolicyInfo {
@@ -407,7 +407,7 @@ pub static POLICIES: &[PolicyInfo] = &[
             ranged("c", "100", 0, U32, "references before deciding"),
             ranged("invalidations", "4", 0, U32, "invalidations allowed before freezing"),
         ],
-        caps: Caps::PER_PAGE,
+        caps: Caps::MOVES_PER_PAGE,
         build: |v| Ok(Box::new(seed004::Ace { limit: u32_of(v, "invalidations"), delay: u32_of(v, "c").max(1) })),
     },
 ];

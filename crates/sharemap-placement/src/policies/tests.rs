@@ -420,3 +420,29 @@ fn settings_are_checked() {
     s.add("delay.c=abc").unwrap();
     assert!(build(find("delay").unwrap(), &s, &[]).is_err());
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// A policy whose row does not declare `Caps::moves` never moves or copies a page, on any
+    /// references, annotations or phases: the demo and the reports rely on the flag to say
+    /// which policies could have moved.
+    #[test]
+    fn policies_not_declared_moving_never_move(
+        refs in prop::collection::vec((0u16..4, any::<bool>()), 1..300),
+        init in prop::option::of(0u64..300),
+        phase in 0u64..300,
+    ) {
+        let refs: Vec<Ref> = refs
+            .iter()
+            .enumerate()
+            .map(|(i, &(node, write))| if write { Ref::write(i as u64, node) } else { Ref::read(i as u64, node) })
+            .collect();
+        let phases = [phase];
+        let c = ctx(4, butterfly(), init, &phases, &phases);
+        for row in POLICIES.iter().filter(|p| !p.caps.moves) {
+            let t = run(row.name, &[], &refs, &c);
+            prop_assert_eq!(t.node_moves + t.global_moves + t.replications, 0, "{} moved", row.name);
+        }
+    }
+}
