@@ -16,7 +16,7 @@
 use crate::cache::{Cache, EXCLUSIVE, INVALID, MODIFIED, SHARED};
 use crate::directory::{Dir, Directory};
 use crate::model::Model;
-use crate::stats::Stats;
+use crate::stats::{PageDecision, Stats, ThreadMove};
 use rustc_hash::FxHashMap;
 
 /// Where a line's copy lives (for the directory and the value checks of the tests).
@@ -195,25 +195,6 @@ pub struct Sim<'m> {
 
 const NO_PAGE: u64 = u64::MAX;
 const NO_THREAD: usize = usize::MAX;
-
-/// A page placed, moved or copied: when (accesses simulated by then), which page, and the
-/// nodes it then lives on (bit n: node n).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PageDecision {
-    pub at: u64,
-    pub page: u64,
-    pub nodes: u128,
-}
-
-/// A thread moved: when (accesses simulated by then), which thread, from which logical PU
-/// to which.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ThreadMove {
-    pub at: u64,
-    pub thread: usize,
-    pub from: usize,
-    pub to: usize,
-}
 
 /// How far ahead in the trace `Sim::run` prefetches: about the accesses simulated in the
 /// time the host takes to fetch from its memory.

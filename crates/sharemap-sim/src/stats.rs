@@ -3,6 +3,25 @@
 use crate::model::Model;
 use serde::Serialize;
 
+/// A page placed, moved or copied: when (accesses simulated by then), which page, and the
+/// nodes it then lives on (bit n: node n).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageDecision {
+    pub at: u64,
+    pub page: u64,
+    pub nodes: u128,
+}
+
+/// A thread moved: when (accesses simulated by then), which thread, from which logical PU
+/// to which.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadMove {
+    pub at: u64,
+    pub thread: usize,
+    pub from: usize,
+    pub to: usize,
+}
+
 /// Bytes a data transfer between nodes carries (one line), and a message without data
 /// (an invalidation and its acknowledgement).
 const CONTROL_BYTES: u64 = 16;
@@ -117,10 +136,10 @@ pub struct Outcome {
     pub note: Option<String>,
     /// Where pages were put, in order, when the context asked (`Context::log_decisions`).
     #[serde(skip)]
-    pub decisions: Vec<crate::sim::PageDecision>,
+    pub decisions: Vec<PageDecision>,
     /// The threads moved, in order, logged with the pages' decisions.
     #[serde(skip)]
-    pub thread_moves: Vec<crate::sim::ThreadMove>,
+    pub thread_moves: Vec<ThreadMove>,
     /// Each thread's logical PU at the end of the run (where a mechanism's last remap put it).
     #[serde(skip)]
     pub final_pus: Vec<usize>,

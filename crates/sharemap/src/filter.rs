@@ -1,7 +1,7 @@
 //! Seed 004's perturbation filters (section 4.3): a trace's interleaving perturbed, and how
 //! much that moves the optimum (a placement robust to timing should hardly move).
 
-use crate::session::PolicySet;
+use crate::place::PolicySet;
 use crate::situation::{Setup, Situation};
 use crate::{Error, ErrorKind, Result, Session, TraceInput};
 use serde::Serialize;

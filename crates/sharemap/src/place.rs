@@ -2,7 +2,6 @@
 //! the trace by page and one parallel pass over the pages.
 
 use crate::observer::{Observer, pass};
-use crate::session::PolicySet;
 use crate::situation::{Setup, Situation};
 use crate::{Error, ErrorKind, Result, TraceInput};
 use serde::Serialize;
@@ -10,6 +9,15 @@ use sharemap_core::{Spec, SpecError};
 use sharemap_placement::partition::{Partition, PartitionOptions};
 use sharemap_placement::policies::{self, Context, POLICIES, Policy, Prepass, Settings};
 use std::path::PathBuf;
+
+/// Built placement policies, by name.
+pub struct PolicySet(pub(crate) Vec<(String, Box<dyn sharemap_placement::policies::Policy>)>);
+
+impl PolicySet {
+    pub fn names(&self) -> Vec<&str> {
+        self.0.iter().map(|p| p.0.as_str()).collect()
+    }
+}
 
 pub use sharemap_placement::evaluate::{EvalOptions, Evaluation, PageCost, PolicyResult};
 pub use sharemap_placement::{Costs, Tally};

@@ -5,7 +5,7 @@ use crate::analyze::{Analysis, AnalyzeRequest};
 use crate::filter::{Filter, Sensitivity};
 use crate::map::{MapRequest, Mapping};
 use crate::observer::Observer;
-use crate::place::{PlaceRequest, Placement, Prepared};
+use crate::place::{PlaceRequest, Placement, PolicySet, Prepared};
 use crate::simulate::{SimulateRequest, Simulation};
 use crate::situation::{Setup, Situation, ThreadMap};
 use crate::sweep::{SweepPoint, SweepRequest};
@@ -198,14 +198,5 @@ impl Session {
 
     pub(crate) fn observer(&self) -> &dyn Observer {
         self.observer.as_ref()
-    }
-}
-
-/// Built placement policies, by name.
-pub struct PolicySet(pub(crate) Vec<(String, Box<dyn sharemap_placement::policies::Policy>)>);
-
-impl PolicySet {
-    pub fn names(&self) -> Vec<&str> {
-        self.0.iter().map(|p| p.0.as_str()).collect()
     }
 }

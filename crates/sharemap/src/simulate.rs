@@ -9,7 +9,7 @@ use sharemap_sim::mechanisms::{self, Context, Profile};
 use sharemap_sim::{Model, SimError};
 use sharemap_trace::TraceSource;
 
-pub use sharemap_sim::sim::{PageDecision, ThreadMove};
+pub use sharemap_sim::stats::{PageDecision, ThreadMove};
 pub use sharemap_sim::{Outcome, Params};
 
 /// What to simulate (on the session's machine, with its seed).

@@ -149,7 +149,7 @@ pub(crate) fn sweep(session: &Session, request: &SweepRequest) -> Result<Vec<Swe
         let params = vary.apply(situation.costs, v);
         params.validate().map_err(|e| Error::new(ErrorKind::Values, format!("{}={v}: {e}", vary.label())))?;
         let costs = Costs::new(&params);
-        let opt = prepared.evaluate(costs, &crate::session::PolicySet(Vec::new()), &EvalOptions::default())?;
+        let opt = prepared.evaluate(costs, &crate::place::PolicySet(Vec::new()), &EvalOptions::default())?;
         let mut results =
             vec![SweepResult { name: "optimal".into(), cost: opt.results[0].cost, tally: opt.results[0].tally }];
         results.extend(base.results.iter().map(|r| SweepResult {
