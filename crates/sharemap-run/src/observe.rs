@@ -253,9 +253,10 @@ impl Tracer {
         let paths = [format!("/proc/{tid}/numa_maps"), format!("/proc/{}/task/{tid}/numa_maps", self.pid)];
         let mut why = String::new();
         for path in &paths {
-            match std::fs::read_to_string(path) {
-                Ok(maps) if !numa_maps_totals(&maps).is_empty() => {
-                    self.observed.pages_per_node = numa_maps_totals(&maps);
+            let read = std::fs::read_to_string(path).map(|maps| (numa_maps_totals(&maps), maps));
+            match read {
+                Ok((totals, maps)) if !totals.is_empty() => {
+                    self.observed.pages_per_node = totals;
                     let anonymous: Vec<&str> = maps.lines().filter(|l| !l.contains(" file=")).collect();
                     self.observed.anonymous_per_node = numa_maps_totals(&anonymous.join("\n"));
                     self.observed.pages_unseen = None;

@@ -62,10 +62,9 @@ def _check_index(path: str, index) -> None:
     def bad(what: str):
         return TraceError(f"{path}: not a dataset index: {what}")
 
-    def count(value, what: str) -> int:
+    def count(value, what: str) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise bad(f"{what} is {value!r}, not a count")
-        return value
 
     if not isinstance(index, dict):
         raise bad("expected a JSON object")
@@ -90,9 +89,8 @@ def _compute(tasks, client):
 
 
 def _place_part(path, machine, seed, policies, cost, thread_map, settings):
-    from sharemap import _native as native
-
     from sharemap import _call
+    from sharemap import _native as native
 
     session = _call(native.Session, path, machine, seed)
     raw = json.loads(_call(session.place, policies, cost, None, thread_map, "oracle", None, list(settings), 0, 256, None))
@@ -162,9 +160,8 @@ def place(
 
 
 def _analyze_part(path, machine, seed):
-    from sharemap import _native as native
-
     from sharemap import _call
+    from sharemap import _native as native
 
     text, matrix, n = _call(_call(native.Session, path, machine, seed).analyze, "oracle", None, 0)
     raw = json.loads(text)
