@@ -213,6 +213,18 @@ fn same_file(a: &rustix::fs::Stat, b: &rustix::fs::Stat) -> bool {
     a.st_dev == b.st_dev && a.st_ino == b.st_ino
 }
 
+/// Whether a file found at an output's name just after sharemap renamed its own there is
+/// another writer's finished output of the same user (two builds writing one header, two
+/// runs one CSV): the last rename wins, as with any atomic replace. What another user
+/// could have put there instead is refused: a link, a file of theirs, or a second name
+/// of someone's file.
+fn written_after_ours(found: &rustix::fs::Stat) -> bool {
+    let regular = rustix::fs::FileType::from_raw_mode(found.st_mode) == rustix::fs::FileType::RegularFile;
+    // SAFETY: geteuid has no preconditions.
+    // A link count of 0 is a file that a still later writer's rename replaced as it was read.
+    regular && found.st_uid == unsafe { libc::geteuid() } && found.st_nlink <= 1
+}
+
 /// Gives the file behind `file` a new temporary name in `dir` (its own was taken from it),
 /// so that what was written is not lost; returns that name.
 fn relink(file: &File, dir: &OwnedFd, name: &std::ffi::OsStr) -> Option<OsString> {
@@ -351,7 +363,10 @@ impl AtomicOutput {
                 return Err(self.swapped(&file, &dir, &dir_shown, &name, &temp));
             }
             rustix::fs::renameat(&*dir, temp.as_os_str(), &*dir, name.as_os_str()).map_err(|e| io(&self.dest, e))?;
-            if !ours(&name) {
+            if !ours(&name)
+                && !rustix::fs::statat(&*dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+                    .is_ok_and(|st| written_after_ours(&st))
+            {
                 // What the rename put there is not what was written: it goes, so that
                 // nothing reads it as sharemap's output.
                 let _ = rustix::fs::unlinkat(&*dir, name.as_os_str(), AtFlags::empty());
@@ -781,6 +796,44 @@ mod tests {
         assert!(std::fs::symlink_metadata(&dest).is_err(), "nothing at the destination");
         let kept = err.split("kept as ").nth(1).unwrap().trim_end_matches(')');
         assert_eq!(std::fs::read_to_string(kept).unwrap(), "recorded", "{err}");
+    }
+
+    /// Writers of one user racing to one name: each commit succeeds and the name holds one
+    /// writer's whole output (the last rename wins), never a mix and never nothing.
+    #[test]
+    fn concurrent_writers_of_one_name_all_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("shared.h");
+        std::thread::scope(|s| {
+            for t in 0..8u8 {
+                let dest = &dest;
+                s.spawn(move || {
+                    for _ in 0..40 {
+                        write_whole(dest, &[b'a' + t; 4096]).unwrap();
+                    }
+                });
+            }
+        });
+        let got = std::fs::read(&dest).unwrap();
+        assert_eq!(got.len(), 4096);
+        assert!(got.iter().all(|&b| b == got[0]));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary left");
+    }
+
+    /// What may stand at the name after the rename: another finished output of this user's,
+    /// not a link, nor a second name of a file.
+    #[test]
+    fn only_a_file_of_this_users_own_counts_as_a_later_writers() {
+        let dir = tempfile::tempdir().unwrap();
+        let stat = |p: &Path| rustix::fs::lstat(p).unwrap();
+        let file = dir.path().join("out");
+        write_whole(&file, b"1").unwrap();
+        assert!(written_after_ours(&stat(&file)));
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert!(!written_after_ours(&stat(&link)));
+        std::fs::hard_link(&file, dir.path().join("second")).unwrap();
+        assert!(!written_after_ours(&stat(&file)));
     }
 
     /// The directory of an output may be reached through this user's own link; in a
