@@ -14,8 +14,8 @@ use crate::page::{Page, Ref, Stream};
 use crate::policies::Prepass;
 use rayon::prelude::*;
 use sharemap_core::{DenseIndex, PageSize, RecentPerThread, ThreadPlacement};
-use sharemap_detect::cache::PerThreadCache;
-use sharemap_detect::sammu::Sammu;
+use sharemap_decide::cache::PerThreadCache;
+use sharemap_decide::sammu::Sammu;
 use sharemap_trace::{Chunk, EventKind, TraceError, TraceSource};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -641,12 +641,12 @@ mod tests {
         // leaves the TLB when page k + 4 arrives (its only access: AC 1 >= AT 0, an update).
         let accesses: Vec<Access> = (0..2).flat_map(|_| (0..6u64).map(|p| Access::read(0, p * 4096, 8))).collect();
         let dir = trace(&accesses);
-        let params = sharemap_detect::sammu::SammuParams {
+        let params = sharemap_decide::sammu::SammuParams {
             l1_entries: 2,
             l1_ways: 2,
             l2_entries: 2,
             l2_ways: 2,
-            ..sharemap_detect::sammu::SammuParams::default()
+            ..sharemap_decide::sammu::SammuParams::default()
         };
         // One thread, on the second of two single-core nodes.
         let machine = sharemap_machine::Machine::from_spec("numa:2 core:1 pu:1").unwrap();

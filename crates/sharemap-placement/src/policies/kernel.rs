@@ -4,8 +4,8 @@ use super::{Context, Policy, Prepass, charge, first_touch, private};
 use crate::cost::{MAX_NODES, Residence, Tally, node_bit};
 use crate::page::{Page, Ref};
 use sharemap_decide::carrefour::{self, Decision};
+use sharemap_decide::sammu::SammuParams;
 use sharemap_decide::{kmaf, numa_balancing, sammu};
-use sharemap_detect::sammu::SammuParams;
 
 /// Linux automatic NUMA balancing (`sharemap_decide::numa_balancing`): the scanner marks
 /// `size_mb` of address space per period, in address order over the trace's pages, wrapping

@@ -15,8 +15,8 @@ pub use sharemap_core::Param;
 use sharemap_core::plugin::{
     self, Caps, MAX_CACHE_KB, MAX_TLB_ENTRIES, ParamKind, Params, Plugin, choice, count, number, ranged,
 };
+use sharemap_decide::sammu::{self as sammu_tables, SammuParams};
 use sharemap_decide::{carrefour, kmaf, numa_balancing};
-use sharemap_detect::sammu::{self as sammu_tables, SammuParams};
 use std::collections::BTreeMap;
 
 /// What a policy may know besides the page's own references.

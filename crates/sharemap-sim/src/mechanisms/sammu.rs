@@ -9,7 +9,7 @@ use crate::sim::{FirstPlacement, Sim};
 use rustc_hash::FxHashMap;
 use sharemap_core::Params;
 use sharemap_core::spec::SpecError;
-use sharemap_detect::sammu::{Sammu, SammuParams};
+use sharemap_decide::sammu::{Sammu, SammuParams};
 
 pub fn build(p: &Params, _seed: u64) -> Result<Box<dyn Mechanism>, SpecError> {
     Ok(Box::new(SammuMechanism {
