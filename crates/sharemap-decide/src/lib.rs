@@ -5,6 +5,7 @@
 //! rule with their own clocks and costs. The shared case suite (`cases.toml`, read with the
 //! `cases` feature) checks that the layers make the same decisions.
 
+pub mod autopin;
 pub mod cache;
 pub mod carrefour;
 #[cfg(feature = "cases")]

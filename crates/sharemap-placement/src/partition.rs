@@ -544,7 +544,10 @@ impl Sampler {
                 loads_only,
             },
             SamplerKind::Profile { source, line } => {
-                Sampler::Profile(sharemap_decide::marathe::Profiler::new(source, line, page))
+                // Place's table has no prefix: no length is needed.
+                Sampler::Profile(
+                    sharemap_decide::marathe::Profiler::new(source, line, page, None).expect("no prefix in place"),
+                )
             }
         }
     }

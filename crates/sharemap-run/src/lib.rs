@@ -65,7 +65,7 @@ impl DataPlacement {
                     kb: sharemap_decide::marathe::CACHE_KB.default.parse().expect("a number"),
                     stores: false,
                 };
-                mechanism::profile_plan(trace, &pus, host, source, None)?.0
+                mechanism::profile_plan(trace, &pus, host, source)?.0
             }
         };
         Ok((MemoryPolicy::FirstTouch, Some(std::sync::Arc::new(plan))))
@@ -646,15 +646,16 @@ pub fn measure(
             let winner;
             let mut round_probation = 0.0;
             if let mechanism::Procedure::Autopin { candidates, oracle } = &config.procedure {
-                // Probation: each candidate once; the fastest runs for the round.
-                let mut best = (f64::INFINITY, 0);
+                // Probation: each candidate once; the one kept (sharemap-decide's rule: the
+                // most work per second, here the inverse of its time) runs for the round.
+                let mut rates = Vec::with_capacity(candidates.len());
                 let choices = autopin[c].get_or_insert_with(|| AutopinChoices {
                     picks: candidates.iter().map(|(n, _)| (n.clone(), 0)).collect(),
                     oracle: 0,
                     probation_seconds: 0.0,
                     chosen_seconds: 0.0,
                 });
-                for (i, (name, pinning)) in candidates.iter().enumerate() {
+                for (name, pinning) in candidates {
                     let probe = Configuration::fixed(
                         &format!("{} ({name})", config.name),
                         pinning.clone(),
@@ -667,15 +668,14 @@ pub fn measure(
                     }
                     choices.probation_seconds += outcome.seconds;
                     round_probation += outcome.seconds;
-                    if outcome.seconds < best.0 {
-                        best = (outcome.seconds, i);
-                    }
+                    rates.push(1.0 / outcome.seconds.max(f64::MIN_POSITIVE));
                 }
-                choices.picks[best.1].1 += 1;
-                if best.1 == *oracle {
+                let best = sharemap_decide::autopin::kept(&rates);
+                choices.picks[best].1 += 1;
+                if best == *oracle {
                     choices.oracle += 1;
                 }
-                winner = Configuration::fixed(&config.name, candidates[best.1].1.clone(), config.memory.clone());
+                winner = Configuration::fixed(&config.name, candidates[best].1.clone(), config.memory.clone());
                 chosen = &winner;
             }
             // A timeline is spread over the baseline's mean time so far, or over one

@@ -3,9 +3,9 @@
 //! candidates; numa-balancing switches the kernel's own mechanism on for its runs).
 
 use crate::timeline::Timeline;
-use crate::{Configuration, MemoryPolicy, Pinning, Plan, optimal_plan, pinning};
+use crate::{Configuration, MemoryPolicy, Pinning, Plan, pinning};
 use sharemap::{Error, ErrorKind, Result, ThreadMap};
-use sharemap_core::plugin::{Caps, ParamKind, Params, Plugin, given};
+use sharemap_core::plugin::{Caps, Params, Plugin};
 use sharemap_machine::Machine;
 use std::path::Path;
 use std::sync::Arc;
@@ -61,24 +61,17 @@ pub static MECHANISMS: &[MechanismInfo] = &[
     },
     MechanismInfo {
         name: "oracle",
-        source: "SAMMU (seed 000) §4.3 (full trace), Bolosky & Scott (seed 004) (the optimum)",
-        summary: "the sharing-aware mapping of the recording's whole sharing, and on a NUMA host the optimum's home node per page for it",
+        source: "SAMMU (seed 000) §4.3 (full trace), as simulate's oracle decides it",
+        summary: "simulate's oracle on the recording with this host as the machine: threads by the whole recording's sharing, and on a NUMA host each page on the node that makes most of its memory (cache-missing) accesses under that mapping",
         params: &[],
         caps: Caps { recording: true, ..Caps::NONE },
         build: oracle,
     },
     MechanismInfo {
         name: "marathe",
-        source: "Marathe & Mueller (seed 001)",
-        summary: "threads in recorded order (thread k on PU k), each page on the node whose threads took most of its profile's samples (by default loads missing a per-thread cache, as place's and simulate's marathe)",
-        params: &[
-            sharemap_decide::marathe::SOURCE,
-            sharemap_decide::marathe::EVERY,
-            sharemap_decide::marathe::CACHE_KB,
-            sharemap_decide::marathe::TLB_ENTRIES,
-            sharemap_decide::marathe::STORES,
-            given("prefix", "-", ParamKind::Share, "profile instead every access of the first share (0-1] of the run"),
-        ],
+        source: "Marathe & Mueller (seed 001), as simulate's marathe decides it",
+        summary: "simulate's marathe on the recording with this host as the machine: threads pinned where simulate's OS model puts them (so each thread's node is the one its samples are counted for), each page on the node whose threads took most of its profile's samples (by default loads missing a per-thread cache)",
+        params: &sharemap_decide::marathe::WHOLE_TRACE_PROFILE,
         caps: Caps { recording: true, numa: true, ..Caps::NONE },
         build: marathe,
     },
@@ -112,9 +105,9 @@ pub static MECHANISMS: &[MechanismInfo] = &[
     },
     MechanismInfo {
         name: "autopin",
-        source: "SAMMU (seed 000) §4.3 (Autopin)",
-        summary: "each round tries compact, scatter, round-robin and the oracle's mapping once, then runs the fastest",
-        params: &[],
+        source: "Autopin (Klug et al.), as SAMMU (seed 000) §4.3 runs it; simulate's candidates",
+        summary: "each round runs simulate's autopin candidates (the oracle's mapping and k-1 random ones, the same for one seed) once each, a whole run as each one's probation (no PMU measures a window here), then the fastest",
+        params: &[sharemap_decide::autopin::K],
         caps: Caps { recording: true, ..Caps::NONE },
         build: autopin,
     },
@@ -289,35 +282,53 @@ fn hwloc_order(r: &Request) -> Result<Configuration> {
     Ok(r.fixed(r.order(&r.name)?, MemoryPolicy::FirstTouch, None))
 }
 
+/// Where `r`'s mechanism starts on this host, decided on the recording by the simulator's
+/// mechanism of the same name (its profile, its rule): one decision core for both layers.
+fn simulated_start(r: &Request) -> Result<sharemap::MechanismStart> {
+    let spec = r.params.full_spec().to_string();
+    let session = sharemap::Session::new(sharemap::TraceInput::file(r.recording()), r.ctx.host.clone(), r.ctx.seed);
+    let request = sharemap::SimulateRequest { mechanisms: spec.clone(), ..Default::default() };
+    let start = session.starts(&request)?.pop().expect("one mechanism asked, one start");
+    let page_size = crate::page_size();
+    if start.page_size != page_size {
+        return Err(Error::new(
+            ErrorKind::Mechanism,
+            format!("{spec}: the recording's pages are {} bytes, this host's {page_size}", start.page_size),
+        ));
+    }
+    Ok(start)
+}
+
+/// The plan of pages homed before the run, in this host's addresses and node numbers.
+fn homes_plan(homes: &[(u64, usize)], host: &Machine) -> Plan {
+    let page_size = crate::page_size();
+    Plan {
+        pages: homes.iter().map(|&(page, _)| page * page_size).collect(),
+        nodes: homes.iter().map(|&(_, node)| host.numa_os_index(node) as i32).collect(),
+    }
+}
+
 fn oracle(r: &Request) -> Result<Configuration> {
-    let trace = r.recording();
-    let pus = oracle_pus(trace, r.ctx)?;
-    let plan = if r.numa {
-        Some(optimal_plan(trace, ThreadMap::Pus(pus.clone()), crate::page_size(), r.ctx.host)?)
-    } else {
-        None
-    };
-    Ok(r.fixed(Pinning::Pus(pus), MemoryPolicy::FirstTouch, plan))
+    let start = simulated_start(r)?;
+    let plan = (r.numa && !start.homes.is_empty()).then(|| homes_plan(&start.homes, r.ctx.host));
+    Ok(r.fixed(Pinning::Pus(start.pus), MemoryPolicy::FirstTouch, plan))
 }
 
 fn marathe(r: &Request) -> Result<Configuration> {
-    let trace = r.recording();
-    let source = sharemap_decide::marathe::Source::from_params(&r.params);
-    let prefix = r.params.get_number("prefix");
-    if prefix == Some(0.0) {
-        return Err(Error::new(ErrorKind::Mechanism, "marathe:prefix=0: expected a share in (0, 1]"));
+    let start = simulated_start(r)?;
+    if start.homes.is_empty() {
+        return Err(Error::new(
+            ErrorKind::Mechanism,
+            format!("{}: the profile holds no access", r.recording().display()),
+        ));
     }
-    let pus: Vec<usize> = (0..r.ctx.host.pu_count()).collect();
-    let (plan, samples) = profile_plan(trace, &pus, r.ctx.host, source, prefix)?;
-    let meta = sharemap::TraceInput::file(trace).metadata()?;
-    let sampling = match prefix {
-        Some(share) => format!("the first {:.0}% of accesses", share * 100.0),
-        None => source.describe(),
-    };
-    let mut config = r.fixed(Pinning::Pus(pus), MemoryPolicy::FirstTouch, Some(plan));
+    let meta = sharemap::TraceInput::file(r.recording()).metadata()?;
+    let source = sharemap_decide::marathe::Source::from_params(&r.params);
+    let plan = homes_plan(&start.homes, r.ctx.host);
+    let mut config = r.fixed(Pinning::Pus(start.pus), MemoryPolicy::FirstTouch, Some(plan));
     config.profile = Some(Profile {
-        samples,
-        sampling,
+        samples: start.samples.unwrap_or(0),
+        sampling: source.describe(),
         recording_period: meta.sampling_period.max(1),
         recording_seconds: meta.run_ns.map(|ns| ns as f64 / 1e9),
     });
@@ -386,14 +397,15 @@ fn last_moves(decisions: impl Iterator<Item = (u64, u128)>, nodes: usize) -> Vec
 }
 
 fn autopin(r: &Request) -> Result<Configuration> {
-    let mut candidates = Vec::new();
-    for order in ["compact", "scatter", "round-robin"] {
-        candidates.push((order.to_string(), r.order(order)?));
-    }
-    candidates.push(("oracle".to_string(), Pinning::Pus(oracle_pus(r.recording(), r.ctx)?)));
-    let oracle = candidates.len() - 1;
+    let start = simulated_start(r)?;
+    let candidates = start
+        .candidates
+        .into_iter()
+        .enumerate()
+        .map(|(i, pus)| (if i == 0 { "oracle".to_string() } else { format!("random {i}") }, Pinning::Pus(pus)))
+        .collect();
     let mut config = r.fixed(Pinning::Os, MemoryPolicy::FirstTouch, None);
-    config.procedure = Procedure::Autopin { candidates, oracle };
+    config.procedure = Procedure::Autopin { candidates, oracle: 0 };
     Ok(config)
 }
 
@@ -404,71 +416,36 @@ fn numa_balancing(r: &Request) -> Result<Configuration> {
     Ok(config)
 }
 
-/// The default algorithm's mapping of the recording's whole sharing onto the host.
-fn oracle_pus(trace: &Path, ctx: &MechanismContext) -> Result<Vec<usize>> {
-    let one_pu = Machine::from_spec("pu:1")?;
-    let matrix = sharemap::Session::new(sharemap::TraceInput::file(trace), one_pu, ctx.seed).sharing()?;
-    match pinning(&ThreadMap::Algorithm("sharemap".into()), ctx.host, Some(&matrix), ctx.seed)? {
-        Pinning::Pus(pus) => Ok(pus),
-        other => unreachable!("an algorithm gives PUs: {other:?}"),
-    }
-}
-
-/// Marathe & Mueller's placement from a sampled profile: the recording read 1 access in
-/// `every` (or its first `prefix` share), threads on `pus` (thread k on `pus[k mod n]`),
-/// each sampled page homed on the node whose threads sampled it most (ties: the lower
-/// node). Returns the plan and the number of samples.
+/// Marathe & Mueller's placement from a sampled profile for any thread mapping (`--data
+/// marathe:TRACE`): the recording's pages as `source` samples them (the profile pass every
+/// layer takes), threads on `pus` (thread k on `pus[k mod n]`), each sampled page homed on
+/// the node whose threads sampled it most (sharemap-decide's rule). Returns the plan and the
+/// number of samples.
 pub fn profile_plan(
     trace: &Path,
     pus: &[usize],
     host: &Machine,
-    sampler: sharemap_decide::marathe::Source,
-    prefix: Option<f64>,
+    source: sharemap_decide::marathe::Source,
 ) -> Result<(Plan, u64)> {
-    let mut source = sharemap::TraceInput::file(trace).open()?;
-    let total = source.access_count_hint();
-    let limit = match (prefix, total) {
-        (Some(share), Some(total)) => (share * total as f64).ceil() as u64,
-        (Some(_), None) => {
-            return Err(Error::new(ErrorKind::Mechanism, "marathe:prefix needs a trace whose length is known"));
-        }
-        (None, _) => u64::MAX,
-    };
-    let placement = sharemap_core::ThreadPlacement::on_pus(host, pus.to_vec())?;
+    let mut reader = sharemap::TraceInput::file(trace).open()?;
     let page_size = crate::page_size();
-    let nodes = host.numa_count();
-    let mut profiler = sharemap_decide::marathe::Profiler::new(sampler, source.metadata().line_size.max(1), page_size);
-    let mut counts: std::collections::HashMap<u64, Vec<u64>> = std::collections::HashMap::new();
-    let mut chunk = sharemap_trace::batch::Chunk::default();
-    let (mut seen, mut samples) = (0u64, 0u64);
-    use sharemap_trace::TraceSource;
-    'read: while source.next_chunk(&mut chunk)? {
-        for a in chunk.accesses.iter() {
-            if seen >= limit {
-                break 'read;
-            }
-            // With a prefix the profile is every access of the run's start.
-            let sampled = profiler.sample(a.thread as usize, a.addr, a.kind == sharemap_trace::Kind::Write);
-            if prefix.is_some() || sampled {
-                let node = placement.node(a.thread % pus.len() as u32);
-                counts.entry(a.addr / page_size).or_insert_with(|| vec![0; nodes])[node] += 1;
-                samples += 1;
-            }
-            seen += 1;
+    let pages = sharemap::simulate::sampled_pages(&mut *reader, page_size, source)
+        .map_err(|e| Error::new(ErrorKind::Mechanism, e.to_string()))?;
+    let placement = sharemap_core::ThreadPlacement::on_pus(host, pus.to_vec())?;
+    let mut per_node = vec![0u64; host.numa_count()];
+    let (mut homes, mut samples) = (Vec::with_capacity(pages.len()), 0u64);
+    for (page, by_thread) in &pages {
+        per_node.iter_mut().for_each(|n| *n = 0);
+        for (t, &n) in by_thread.iter().enumerate() {
+            per_node[placement.node(t as u32 % pus.len() as u32)] += n;
+            samples += n;
         }
+        homes.push((*page, sharemap_decide::marathe::home(&per_node)));
     }
-    let mut pages: Vec<(u64, Vec<u64>)> = counts.into_iter().collect();
-    pages.sort_by_key(|p| p.0);
-    let mut plan = Plan { pages: Vec::with_capacity(pages.len()), nodes: Vec::with_capacity(pages.len()) };
-    for (page, by_node) in pages {
-        let best = sharemap_decide::marathe::home(&by_node);
-        plan.pages.push(page * page_size);
-        plan.nodes.push(host.numa_os_index(best) as i32);
-    }
-    if plan.pages.is_empty() {
+    if homes.is_empty() {
         return Err(Error::new(ErrorKind::Mechanism, format!("{}: the profile holds no access", trace.display())));
     }
-    Ok((plan, samples))
+    Ok((homes_plan(&homes, host), samples))
 }
 
 use crate::sysctl::NUMA_BALANCING;
@@ -499,6 +476,7 @@ fn check_numa_balancing() -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sharemap_core::plugin::ParamKind;
     use sharemap_trace::{Access, TraceWriter};
 
     fn write_trace(dir: &tempfile::TempDir, accesses: &[Access]) -> std::path::PathBuf {
@@ -527,14 +505,15 @@ mod tests {
         let trace = write_trace(&dir, &accesses);
         let host = Machine::from_spec("pack:2 numa:1 core:2 pu:1").unwrap();
         let every = |k| sharemap_decide::marathe::Source::Every { k };
-        let (plan, samples) = profile_plan(&trace, &[0, 1, 2, 3], &host, every(1), None).unwrap();
+        let (plan, samples) = profile_plan(&trace, &[0, 1, 2, 3], &host, every(1)).unwrap();
         assert_eq!(samples, 7);
         assert_eq!(plan, Plan { pages: vec![page, 2 * page], nodes: vec![1, 0] });
         // One in two: accesses 0, 2, 4, 6 (threads 0, 2, 2, 3): page 1 to node 1, page 2 to node 1.
-        let (plan, samples) = profile_plan(&trace, &[0, 1, 2, 3], &host, every(2), None).unwrap();
+        let (plan, samples) = profile_plan(&trace, &[0, 1, 2, 3], &host, every(2)).unwrap();
         assert_eq!((samples, plan.nodes), (4, vec![1, 1]));
         // The first 2 of 7 accesses: thread 0 only.
-        let (plan, samples) = profile_plan(&trace, &[0, 1, 2, 3], &host, every(1), Some(2.0 / 7.0)).unwrap();
+        let prefix = sharemap_decide::marathe::Source::Prefix { per_million: (2e6f64 / 7.0).round() as u32 };
+        let (plan, samples) = profile_plan(&trace, &[0, 1, 2, 3], &host, prefix).unwrap();
         assert_eq!((samples, plan.pages, plan.nodes), (2, vec![page], vec![0]));
     }
 
@@ -549,10 +528,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for case in cases {
             let host = Machine::from_spec(&case.machine).unwrap();
-            let pus: Vec<usize> =
-                case.nodes.iter().map(|&n| (0..host.pu_count()).find(|&p| host.pu_numa[p] == n).unwrap()).collect();
             let trace = write_trace(&dir, &case.trace_accesses());
-            let spec = sharemap_core::Spec::parse(&case.mechanism).unwrap();
             if case.what == cases::What::Moves {
                 // A mechanism replayed from its simulation: its moves in order on its timeline,
                 // and the plan of their last ones, which the run's end is counted against.
@@ -571,11 +547,14 @@ mod tests {
                 assert_eq!(replayed.planned_pages, homes.len(), "{}", case.name);
                 continue;
             }
-            assert_eq!(spec.name, "marathe", "{}: run plans Marathe's homes from a profile", case.name);
-            let params =
-                MECHANISMS.iter().find(|m| m.name == "marathe").unwrap().params(KIND, &[&spec.options]).unwrap();
-            let source = sharemap_decide::marathe::Source::from_params(&params);
-            let (plan, _) = profile_plan(&trace, &pus, &host, source, None).unwrap();
+            // A mechanism decided before the run: its plan, and its threads where the case's
+            // premise puts them (the OS model's PUs, as simulate's).
+            let ctx = MechanismContext { host: &host, recording: Some(&trace), seed: 1 };
+            let config = configuration(&case.mechanism, &ctx).unwrap();
+            let Pinning::Pus(pinned) = &config.pinning else { panic!("{}: threads pinned", case.name) };
+            let nodes: Vec<usize> = pinned.iter().map(|&p| host.pu_numa[p]).collect();
+            assert_eq!(nodes, case.nodes, "{}: the threads' nodes", case.name);
+            let plan = config.plan.map(|p| (*p).clone()).unwrap_or(Plan { pages: Vec::new(), nodes: Vec::new() });
             let decisions: Vec<Decision> = plan
                 .pages
                 .iter()
@@ -583,6 +562,34 @@ mod tests {
                 .map(|(&addr, &node)| Decision { at: 0, page: addr / cases::PAGE_SIZE, nodes: 1 << node })
                 .collect();
             case.check("run", &decisions).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+
+    /// Autopin tries simulate's candidates: the oracle's mapping (what run's oracle pins),
+    /// then k-1 random mappings drawn with sharemap-decide's seeds.
+    #[test]
+    fn autopin_tries_the_simulators_candidates() {
+        let dir = tempfile::tempdir().unwrap();
+        let page = crate::page_size();
+        // Threads 0 and 2 share one line, 1 and 3 another: the oracle pairs them.
+        let accesses: Vec<Access> =
+            (0..4000u64).map(|i| Access::write((i % 4) as u32, 64 * (i % 2) + page * (i % 2), 8)).collect();
+        let trace = write_trace(&dir, &accesses);
+        let host = Machine::from_spec("pack:2 numa:1 core:2 pu:1").unwrap();
+        let ctx = MechanismContext { host: &host, recording: Some(&trace), seed: 7 };
+        let Procedure::Autopin { candidates, oracle } = configuration("autopin:k=3", &ctx).unwrap().procedure else {
+            panic!("autopin's procedure")
+        };
+        assert_eq!((candidates.len(), oracle), (3, 0));
+        let Pinning::Pus(oracle_pus) = configuration("oracle", &ctx).unwrap().pinning else { panic!("pinned") };
+        assert!(matches!(&candidates[0].1, Pinning::Pus(p) if *p == oracle_pus), "{candidates:?}");
+        assert_eq!(host.pu_numa[oracle_pus[0]], host.pu_numa[oracle_pus[2]], "{oracle_pus:?}");
+        let costs = sharemap_mapping::PairCosts::new(&host, sharemap_mapping::CostModel::Latency);
+        for (i, (name, pinning)) in candidates.iter().enumerate().skip(1) {
+            let seed = sharemap_decide::autopin::random_seed(7, i);
+            let random = sharemap_mapping::build("random", seed).unwrap();
+            let pus = random.map(&sharemap_core::SharingMatrix::new(4), &host, &costs).unwrap();
+            assert_eq!((name.as_str(), pinning), (format!("random {i}").as_str(), &Pinning::Pus(pus)));
         }
     }
 

@@ -15,9 +15,9 @@ pub mod stats;
 mod tests_support;
 
 pub use mechanisms::MechanismError;
-pub use mechanisms::{Context, MECHANISMS, Mechanism, MechanismInfo, Profile, RecordedSchedule};
+pub use mechanisms::{Context, MECHANISMS, Mechanism, MechanismInfo, Profile, RecordedSchedule, Start};
 pub use model::{Model, ModelError, ParamError, Params};
-pub use run::{SimError, memory_profile, simulate};
+pub use run::{SimError, memory_profile, simulate, starts};
 pub use sim::{FirstPlacement, Sim};
 pub use stats::{Outcome, Stats};
 #[cfg(test)]

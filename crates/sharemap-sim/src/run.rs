@@ -1,7 +1,7 @@
 //! A trace through every mechanism at once: the trace is read once, in order; each chunk goes
 //! to every mechanism's simulation, the simulations running side by side on the pool.
 
-use crate::mechanisms::{Chosen, Context, Mechanism, MechanismError};
+use crate::mechanisms::{Chosen, Context, Mechanism, MechanismError, Start};
 use crate::model::Model;
 use crate::sim::Sim;
 use crate::stats::Outcome;
@@ -118,6 +118,25 @@ pub fn simulate(
         out.iter_mut().for_each(|o| o.relate_to(&base));
     }
     Ok(out)
+}
+
+/// The thread mappings a mechanism tries after its start, each thread's PU.
+pub type Candidates = Vec<Vec<usize>>;
+
+/// Where each mechanism starts, without running it: the PU of each thread, the pages it homes
+/// before the run, and the mappings it tries after (autopin's candidates): what a real run
+/// applies of a mechanism decided before it runs.
+pub fn starts(mechanisms: &[Chosen], ctx: &Context) -> Result<Vec<(Start, Candidates)>, SimError> {
+    mechanisms
+        .iter()
+        .map(|chosen| {
+            let mut mechanism = chosen.build(ctx.seed).map_err(|e| SimError::Mechanism(MechanismError::of(e)))?;
+            let start = mechanism
+                .start(ctx)
+                .map_err(|e| SimError::Mechanism(MechanismError(format!("{}: {e}", chosen.label))))?;
+            Ok((start, mechanism.candidates()))
+        })
+        .collect()
 }
 
 /// Per page, the accesses each node makes to its memory (every access no cache served) when

@@ -50,7 +50,7 @@ pub use observer::Observer;
 pub use place::PolicySet;
 pub use place::{PlaceRequest, Placement, Prepared};
 pub use session::Session;
-pub use simulate::{SimulateRequest, Simulation};
+pub use simulate::{MechanismStart, SimulateRequest, Simulation};
 pub use situation::{DEFAULT_REFS_PER_MS, Setup, Sharing, Situation, ThreadMap, TimeScale, meminfo, parse_cost};
 pub use sweep::{SweepPoint, SweepRequest, SweepResult, Vary};
 

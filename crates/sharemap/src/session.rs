@@ -151,6 +151,13 @@ impl Session {
         crate::simulate::simulate(self, request)
     }
 
+    /// Where each requested mechanism starts (threads, pages homed before the run, the
+    /// mappings it tries), decided from the whole trace as `simulate` decides it, without
+    /// simulating: what `run` applies of the mechanisms decided before the program runs.
+    pub fn starts(&self, request: &SimulateRequest) -> Result<Vec<crate::MechanismStart>> {
+        crate::simulate::starts(self, request)
+    }
+
     /// The optimum and the policies as one model parameter varies.
     pub fn sweep(&self, request: &SweepRequest) -> Result<Vec<SweepPoint>> {
         crate::sweep::sweep(self, request)

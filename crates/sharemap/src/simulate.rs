@@ -9,6 +9,7 @@ use sharemap_sim::mechanisms::{self, Context, Profile};
 use sharemap_sim::{Model, SimError};
 use sharemap_trace::TraceSource;
 
+pub use sharemap_sim::mechanisms::sampled_pages;
 pub use sharemap_sim::stats::{PageDecision, ThreadMove};
 pub use sharemap_sim::{Outcome, Params};
 
@@ -79,6 +80,114 @@ pub struct Simulation {
 /// assert!(oracle.time_ns < os.time_ns);
 /// ```
 pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<Simulation> {
+    let Prepared { mut trace, machine, model, chosen, profile, plans, threads, page_size, schedule } =
+        prepare(session, request)?;
+    let ctx = Context {
+        machine: &machine,
+        model: &model,
+        threads,
+        page_size,
+        seed: session.seed(),
+        profile: profile.as_ref(),
+        plans: &plans,
+        log_decisions: request.log_decisions,
+        schedule,
+    };
+    let total = trace.access_count_hint();
+    let outcomes = pass(session.observer(), "simulating", total, |progress| {
+        sharemap_sim::simulate(&mut *trace, &model, &chosen, &ctx, progress)
+    })
+    .map_err(sim_error)?;
+    Ok(Simulation {
+        machine: machine.name.clone(),
+        cores: model.cores,
+        numa_nodes: model.nodes,
+        cache_levels: model.levels(),
+        inclusion: model.inclusion(),
+        page_size,
+        threads,
+        params: request.params.clone(),
+        mechanisms: outcomes,
+    })
+}
+
+/// Where a mechanism starts on the session's machine, decided before the run from the
+/// whole trace as `simulate` decides it: what a real run applies of the mechanisms decided
+/// before they run (the oracle, Marathe's profile, autopin's candidates).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MechanismStart {
+    /// The mechanism as given.
+    pub label: String,
+    /// Each thread's PU (the machine's logical numbering).
+    pub pus: Vec<usize>,
+    /// Pages homed before the run: (page, node), in pages of `page_size` bytes.
+    pub homes: Vec<(u64, usize)>,
+    /// The mappings it tries after its start (autopin's candidates, the first its start).
+    pub candidates: Vec<Vec<usize>>,
+    /// Samples in its profile, when it takes one (Marathe's).
+    pub samples: Option<u64>,
+    pub page_size: u64,
+}
+
+/// Each requested mechanism's start (see [`MechanismStart`]), without the simulating pass.
+pub(crate) fn starts(session: &Session, request: &SimulateRequest) -> Result<Vec<MechanismStart>> {
+    let prepared = prepare(session, request)?;
+    let Prepared { machine, model, chosen, profile, plans, threads, page_size, schedule, .. } = &prepared;
+    let ctx = Context {
+        machine,
+        model,
+        threads: *threads,
+        page_size: *page_size,
+        seed: session.seed(),
+        profile: profile.as_ref(),
+        plans,
+        log_decisions: false,
+        schedule: *schedule,
+    };
+    let started = sharemap_sim::starts(chosen, &ctx).map_err(sim_error)?;
+    Ok(chosen
+        .iter()
+        .zip(started)
+        .map(|(c, (start, candidates))| {
+            let samples = c.profile_source().and_then(|source| {
+                let pages = profile.as_ref()?.sampled_pages(source)?;
+                Some(pages.iter().map(|(_, t)| t.iter().sum::<u64>()).sum())
+            });
+            MechanismStart {
+                label: c.label.clone(),
+                pus: start.pus,
+                homes: start.homes,
+                candidates,
+                samples,
+                page_size: *page_size,
+            }
+        })
+        .collect())
+}
+
+fn sim_error(e: SimError) -> Error {
+    match e {
+        SimError::Trace(t) => Error::from(t),
+        SimError::Mechanism(m) => Error::new(ErrorKind::Mechanism, m.0),
+    }
+}
+
+/// What every mechanism needs before the run: the model, the whole trace's profile when one
+/// asks for it (with the memory accesses under each mapping asked for), the plans of the
+/// `place` mechanisms, and the trace opened again for the run.
+struct Prepared {
+    trace: Box<dyn TraceSource>,
+    machine: sharemap_machine::Machine,
+    model: Model,
+    chosen: Vec<mechanisms::Chosen>,
+    profile: Option<Profile>,
+    plans: Vec<(String, PlannedPlacement)>,
+    threads: usize,
+    page_size: u64,
+    schedule: sharemap_sim::RecordedSchedule,
+}
+
+fn prepare(session: &Session, request: &SimulateRequest) -> Result<Prepared> {
     let open = || session.input().open();
     let machine = session.machine().clone();
     let chosen = mechanisms::parse_list(&request.mechanisms)?;
@@ -137,7 +246,7 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
         }
         let mut sampled = Vec::new();
         for source in sources {
-            sampled.push((source, mechanisms::sampled_pages(&mut *trace, page_size, source)?));
+            sampled.push((source, mechanisms::sampled_pages(&mut *trace, page_size, source).map_err(sim_error)?));
             trace = open()?;
         }
         let pages = d.pages.sorted().into_iter().map(|(p, e)| (p, e.accesses.clone())).collect();
@@ -199,26 +308,7 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
     if let Some(p) = profile.as_mut() {
         p.memory = memory;
     }
-    let ctx = Context { profile: profile.as_ref(), ..base };
-    let total = trace.access_count_hint();
-    let outcomes = pass(session.observer(), "simulating", total, |progress| {
-        sharemap_sim::simulate(&mut *trace, &model, &chosen, &ctx, progress)
-    })
-    .map_err(|e| match e {
-        SimError::Trace(t) => Error::from(t),
-        SimError::Mechanism(m) => Error::new(ErrorKind::Mechanism, m.0),
-    })?;
-    Ok(Simulation {
-        machine: machine.name.clone(),
-        cores: model.cores,
-        numa_nodes: model.nodes,
-        cache_levels: model.levels(),
-        inclusion: model.inclusion(),
-        page_size,
-        threads,
-        params: request.params.clone(),
-        mechanisms: outcomes,
-    })
+    Ok(Prepared { trace, schedule: base.schedule, machine, model, chosen, profile, plans, threads, page_size })
 }
 
 /// Whether `os` can replay where the recorded run's threads ran: the recording host's CPUs

@@ -1,7 +1,7 @@
-//! Autopin (Klug et al.; seed 000 runs it with the oracle's mapping and four random ones):
-//! each candidate thread mapping runs for a warm-up period, then a probation period of
-//! simulated time; the one that made the most accesses per simulated ns (the simulator's
-//! IPC) during its probation is kept for the rest. Without the warm-up the first candidate
+//! Autopin (sharemap-decide's `autopin`: its candidates and the rule that keeps one) on the
+//! simulator's clock: each candidate thread mapping runs for a warm-up period, then a
+//! probation period of simulated time; the one that made the most accesses per simulated
+//! ns (the simulator's IPC) during its probation is kept for the rest. Without the warm-up the first candidate
 //! is measured over the program's cold start and each later one over the caches it left
 //! cold by moving: the comparison then favours whichever ran last.
 
@@ -57,8 +57,8 @@ impl Mechanism for Autopin {
         let none = SharingMatrix::new(ctx.threads.max(1));
         self.candidates = vec![oracle_mapping(ctx)?];
         for i in 1..self.k {
-            let random =
-                sharemap_mapping::build("random", self.seed.wrapping_add(i as u64)).map_err(MechanismError::of)?;
+            let seed = sharemap_decide::autopin::random_seed(self.seed, i);
+            let random = sharemap_mapping::build("random", seed).map_err(MechanismError::of)?;
             self.candidates.push(random.map(&none, ctx.machine, &costs).map_err(MechanismError::of)?);
         }
         Ok(Start { pus: self.candidates[0].clone(), placement: FirstPlacement::FirstTouch, homes: Vec::new() })
@@ -66,6 +66,10 @@ impl Mechanism for Autopin {
 
     fn online(&self) -> bool {
         true
+    }
+
+    fn candidates(&self) -> Vec<Vec<usize>> {
+        self.candidates.clone()
     }
 
     /// Autopin pays for its trials (seed 000 section 4.3: its gain is lower because it
@@ -129,9 +133,7 @@ impl Mechanism for Autopin {
         } else {
             self.done = true;
             self.trials_ns = sim.time_ns();
-            self.kept = (0..self.rates.len())
-                .max_by(|&a, &b| self.rates[a].total_cmp(&self.rates[b]).then(b.cmp(&a)))
-                .unwrap_or(0);
+            self.kept = sharemap_decide::autopin::kept(&self.rates);
             self.kept
         };
         for (t, &pu) in self.candidates[next].iter().enumerate() {

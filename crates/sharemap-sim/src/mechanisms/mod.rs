@@ -14,7 +14,7 @@ mod sammu;
 use crate::model::Model;
 use crate::sim::{FirstPlacement, Sim};
 use sharemap_core::SharingMatrix;
-use sharemap_core::plugin::{self, Caps, ParamKind, Params, Plugin, given, number, positive, ranged, text};
+use sharemap_core::plugin::{self, Caps, ParamKind, Params, Plugin, given, text};
 use sharemap_core::spec::{Spec, SpecError};
 use sharemap_decide::{carrefour, kmaf, marathe, numa_balancing};
 use sharemap_machine::Machine;
@@ -63,19 +63,22 @@ pub fn sampled_pages(
     trace: &mut dyn sharemap_trace::TraceSource,
     page_size: u64,
     source: marathe::Source,
-) -> Result<PageCounts, sharemap_trace::TraceError> {
+) -> Result<PageCounts, crate::SimError> {
     let line = trace.metadata().line_size.max(1);
-    let mut profiler = marathe::Profiler::new(source, line, page_size);
+    let mut profiler = marathe::Profiler::new(source, line, page_size, trace.access_count_hint())
+        .map_err(|e| crate::SimError::Mechanism(MechanismError(e)))?;
     let mut counter = sharemap_core::PageCounter::new(page_size);
-    trace.for_each_chunk(&mut |c| {
-        let a = &c.accesses;
-        for i in 0..a.len() {
-            if profiler.sample(a.thread[i] as usize, a.addr[i], a.is_write(i)) {
-                counter.access(a.thread[i], a.addr[i]);
+    trace
+        .for_each_chunk(&mut |c| {
+            let a = &c.accesses;
+            for i in 0..a.len() {
+                if profiler.sample(a.thread[i] as usize, a.addr[i], a.is_write(i)) {
+                    counter.access(a.thread[i], a.addr[i]);
+                }
             }
-        }
-        Ok(())
-    })?;
+            Ok(())
+        })
+        .map_err(crate::SimError::Trace)?;
     Ok(counter.finish().sorted().into_iter().map(|(p, e)| (p, e.accesses.clone())).collect())
 }
 
@@ -186,6 +189,11 @@ pub trait Mechanism: Send + std::fmt::Debug {
     fn plan(&self) -> Option<PlanRequest> {
         None
     }
+
+    /// The thread mappings it tries after `start` (autopin's candidates, the first its start).
+    fn candidates(&self) -> Vec<Vec<usize>> {
+        Vec::new()
+    }
 }
 
 /// A placement a mechanism replays: computed by `sharemap place`'s policy (or the optimum)
@@ -233,7 +241,7 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         name: "marathe",
         source: "Marathe & Mueller (seed 001, PPoPP 2006)",
         summary: "profile then place: threads where the OS puts them (as os); each page, from the start, on the node whose threads took most of its profile's samples (by default loads missing a per-thread cache, as place's marathe); pages without samples by first touch",
-        params: &marathe::PROFILE,
+        params: &marathe::WHOLE_TRACE_PROFILE,
         caps: Caps::NONE,
         build: |p, _| Ok(Box::new(fixed::Marathe { source: marathe::Source::from_params(p) })),
     },
@@ -250,13 +258,9 @@ pub const MECHANISMS: &[MechanismInfo] = &[
         source: "Autopin (Klug et al.), as SAMMU (seed 000) section 4.3 runs it",
         summary: "k candidate thread mappings (the oracle's and k-1 random ones) each run for a warm-up, then measured for a probation period; the one with the most accesses per simulated ns is kept; pages by first touch",
         params: &[
-            ranged("k", "5", 1, 1000, "candidate mappings"),
-            positive("probation-ms", "0.1", "simulated time each candidate is measured"),
-            number(
-                "warmup-ms",
-                "0.05",
-                "simulated time each candidate runs before it is measured (its caches fill again)",
-            ),
+            sharemap_decide::autopin::K,
+            sharemap_decide::autopin::PROBATION_MS,
+            sharemap_decide::autopin::WARMUP_MS,
         ],
         caps: Caps::NONE,
         build: autopin::build,
