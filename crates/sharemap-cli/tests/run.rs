@@ -278,7 +278,8 @@ fn mechanisms_are_measured_from_a_recording() {
     for name in ["os", "random", "compact", "scatter", "round-robin", "oracle", "autopin"] {
         assert!(first_words.contains(&name), "{name}: {table}");
     }
-    assert!(table.contains("autopin: fastest in probation: compact "), "{table}");
+    assert!(table.contains("autopin: fastest in probation: oracle "), "{table}");
+    assert!(table.contains(", random 4 "), "simulate's five candidates: {table}");
     // trace:FILE is the default algorithm on the recording's sharing, as --sharing gives it.
     let spec = format!("trace:{}", s(&trace));
     let by_spec = cpus_of(&ok(&["run", "--thread-map", &spec, "--", s(&prog)]).stdout);
