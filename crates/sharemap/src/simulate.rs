@@ -80,22 +80,13 @@ pub struct Simulation {
 /// assert!(oracle.time_ns < os.time_ns);
 /// ```
 pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<Simulation> {
-    let Prepared { mut trace, machine, model, chosen, profile, plans, threads, page_size, schedule } =
-        prepare(session, request)?;
-    let ctx = Context {
-        machine: &machine,
-        model: &model,
-        threads,
-        page_size,
-        seed: session.seed(),
-        profile: profile.as_ref(),
-        plans: &plans,
-        log_decisions: request.log_decisions,
-        schedule,
-    };
+    let (mut trace, prepared) = prepare(session, request)?;
+    let ctx = prepared.context(session.seed(), request.log_decisions);
+    let Prepared { machine, model, chosen, threads, page_size, .. } = &prepared;
+    let (threads, page_size) = (*threads, *page_size);
     let total = trace.access_count_hint();
     let outcomes = pass(session.observer(), "simulating", total, |progress| {
-        sharemap_sim::simulate(&mut *trace, &model, &chosen, &ctx, progress)
+        sharemap_sim::simulate(&mut *trace, model, chosen, &ctx, progress)
     })
     .map_err(sim_error)?;
     Ok(Simulation {
@@ -131,19 +122,9 @@ pub struct MechanismStart {
 
 /// Each requested mechanism's start (see [`MechanismStart`]), without the simulating pass.
 pub(crate) fn starts(session: &Session, request: &SimulateRequest) -> Result<Vec<MechanismStart>> {
-    let prepared = prepare(session, request)?;
-    let Prepared { machine, model, chosen, profile, plans, threads, page_size, schedule, .. } = &prepared;
-    let ctx = Context {
-        machine,
-        model,
-        threads: *threads,
-        page_size: *page_size,
-        seed: session.seed(),
-        profile: profile.as_ref(),
-        plans,
-        log_decisions: false,
-        schedule: *schedule,
-    };
+    let (_, prepared) = prepare(session, request)?;
+    let ctx = prepared.context(session.seed(), false);
+    let Prepared { chosen, profile, page_size, .. } = &prepared;
     let started = sharemap_sim::starts(chosen, &ctx).map_err(sim_error)?;
     Ok(chosen
         .iter()
@@ -174,9 +155,8 @@ fn sim_error(e: SimError) -> Error {
 
 /// What every mechanism needs before the run: the model, the whole trace's profile when one
 /// asks for it (with the memory accesses under each mapping asked for), the plans of the
-/// `place` mechanisms, and the trace opened again for the run.
+/// `place` mechanisms (returned beside the trace, opened again for the run).
 struct Prepared {
-    trace: Box<dyn TraceSource>,
     machine: sharemap_machine::Machine,
     model: Model,
     chosen: Vec<mechanisms::Chosen>,
@@ -187,7 +167,24 @@ struct Prepared {
     schedule: sharemap_sim::RecordedSchedule,
 }
 
-fn prepare(session: &Session, request: &SimulateRequest) -> Result<Prepared> {
+impl Prepared {
+    /// What the mechanisms see of it, with the session's seed.
+    fn context(&self, seed: u64, log_decisions: bool) -> Context<'_> {
+        Context {
+            machine: &self.machine,
+            model: &self.model,
+            threads: self.threads,
+            page_size: self.page_size,
+            seed,
+            profile: self.profile.as_ref(),
+            plans: &self.plans,
+            log_decisions,
+            schedule: self.schedule,
+        }
+    }
+}
+
+fn prepare(session: &Session, request: &SimulateRequest) -> Result<(Box<dyn TraceSource>, Prepared)> {
     let open = || session.input().open();
     let machine = session.machine().clone();
     let chosen = mechanisms::parse_list(&request.mechanisms)?;
@@ -308,7 +305,8 @@ fn prepare(session: &Session, request: &SimulateRequest) -> Result<Prepared> {
     if let Some(p) = profile.as_mut() {
         p.memory = memory;
     }
-    Ok(Prepared { trace, schedule: base.schedule, machine, model, chosen, profile, plans, threads, page_size })
+    let schedule = base.schedule;
+    Ok((trace, Prepared { schedule, machine, model, chosen, profile, plans, threads, page_size }))
 }
 
 /// Whether `os` can replay where the recorded run's threads ran: the recording host's CPUs
