@@ -23,6 +23,7 @@ pub fn flag(kind: ErrorKind) -> Option<&'static str> {
         ErrorKind::PageSize => "--page-size",
         ErrorKind::CostModel => "--cost-model",
         ErrorKind::Mechanism | ErrorKind::NeedsRecording => "--mechanism",
+        ErrorKind::Measurement => "--repeat",
         ErrorKind::DataPlacement => "--placement",
         ErrorKind::Exclude => "--exclude",
         ErrorKind::Claim => "--claim",
@@ -33,11 +34,13 @@ pub fn flag(kind: ErrorKind) -> Option<&'static str> {
         | ErrorKind::Mapping
         | ErrorKind::Program
         | ErrorKind::Record
+        | ErrorKind::Build
         | ErrorKind::Pattern
         | ErrorKind::Guest
         | ErrorKind::GuestKernel
         | ErrorKind::Interrupted
         | ErrorKind::SampledTrace
+        | ErrorKind::Results
         | ErrorKind::Io => return None,
         // A kind the facade added since: its own words, until it is given a flag here.
         _ => return None,
@@ -105,10 +108,18 @@ pub fn say(e: sharemap::Error, at: At<'_>) -> anyhow::Error {
             ErrorKind::PageSize if e.page_size().is_some() => anyhow!("--mechanism {spec}: {e}"),
             _ => anyhow!("--mechanism: {}", e.why()),
         },
-        At::Run => match kind {
-            ErrorKind::ThreadMap | ErrorKind::DataPlacement => with_flag(e),
-            ErrorKind::Program => anyhow!(e.why()),
-            _ => anyhow!(e),
+        At::Run => match e.setting().map(|s| (s.field, s.given.clone())) {
+            Some(("mechanisms", spec)) => say(e, At::Mechanism { spec: &spec }),
+            Some(("mechanism_lists", _)) => anyhow!("--mechanism {}", e.why()),
+            Some(("repeat", n)) => anyhow!("--repeat {n}: {}", e.why()),
+            Some(("thread_maps", map)) if kind != ErrorKind::ThreadMap => anyhow!("--thread-map {map}: {e}"),
+            Some(("placement", placement)) => anyhow!("--placement {placement}: {e}"),
+            Some(("sharing", _)) => say(e, At::Sharing),
+            _ => match kind {
+                ErrorKind::ThreadMap | ErrorKind::DataPlacement | ErrorKind::Mechanism => with_flag(e),
+                ErrorKind::Program => anyhow!(e.why()),
+                _ => anyhow!(e),
+            },
         },
         At::Writing { output } => match kind {
             ErrorKind::Io => anyhow!("writing {}: {e}", output.display()),

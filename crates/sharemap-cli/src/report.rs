@@ -4,7 +4,7 @@
 //! network and no file beside it: plots are SVG inside `data:` URIs.
 
 use crate::place::{ModelArgs, cost_label, flag_context};
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, anyhow};
 use askama::Template;
 use base64::Engine;
 use clap::Args;
@@ -108,35 +108,8 @@ pub struct Runs {
 }
 
 pub fn read_runs(path: &Path) -> Result<Runs> {
-    let text = std::fs::read_to_string(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
-    let mut lines = text.lines().enumerate();
-    match lines.next() {
-        Some((_, head)) if head.trim() == "configuration,run,seconds" => {}
-        _ => bail!("{} line 1: expected the header configuration,run,seconds (sharemap run --csv)", path.display()),
-    }
-    let mut named: Vec<(String, Vec<f64>)> = Vec::new();
-    for (i, line) in lines {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let at = || format!("{} line {}", path.display(), i + 1);
-        let mut fields = line.rsplitn(3, ',');
-        let (Some(seconds), Some(_run), Some(name)) = (fields.next(), fields.next(), fields.next()) else {
-            bail!("{}: expected configuration,run,seconds", at());
-        };
-        let seconds: f64 = seconds.trim().parse().map_err(|_| anyhow!("{}: '{seconds}' is not a time", at()))?;
-        if !(seconds.is_finite() && seconds >= 0.0) {
-            bail!("{}: '{seconds}' is not a time in seconds", at());
-        }
-        match named.iter_mut().find(|(n, _)| n == name) {
-            Some((_, times)) => times.push(seconds),
-            None => named.push((name.to_string(), vec![seconds])),
-        }
-    }
-    if named.is_empty() {
-        bail!("{}: no runs", path.display());
-    }
-    Ok(Runs { file: path.display().to_string(), results: sharemap_run::compare(named) })
+    let results = sharemap_run::runs::read(path).map_err(|e| anyhow!(e.why()))?;
+    Ok(Runs { file: path.display().to_string(), results })
 }
 
 fn percent(part: u64, whole: u64) -> String {

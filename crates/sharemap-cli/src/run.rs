@@ -1,20 +1,15 @@
 //! `sharemap run`: a program run with its threads pinned (and its pages placed), once, or
 //! several configurations measured against each other.
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, anyhow};
 use sharemap::Machine;
-use sharemap::ThreadMap;
 use sharemap_run::{
-    Configuration, ConfigurationResult, DataPlacement, FailedRun, Failure, MemoryPolicy, Observed, Pinning,
-    PlanOutcome, RunOutcome, Runner,
+    Configuration, ConfigurationResult, FailedRun, Failure, Observed, Pinning, PlanOutcome, PreparedRun, RunRequest,
+    Runner, Stopped,
 };
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-
-/// The most runs per configuration `--repeat` takes (each run's time is kept).
-const MAX_REPEAT: usize = 1_000_000;
 
 /// `sharemap run`'s flags.
 #[derive(clap::Args)]
@@ -86,255 +81,146 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
-/// The mechanisms' configurations, after the thread maps' (`all`: those that apply on this
-/// host with what was given, the others named in a note).
-fn add_mechanisms(args: &RunArgs, host: &Machine, configs: &mut Vec<Configuration>, measuring: bool) -> Result<()> {
-    use sharemap_run::mechanism::{MechanismContext, configuration, expand};
-    let ctx = MechanismContext { host, recording: args.recording.as_deref(), seed: args.seed };
-    let expansion = expand(&args.mechanisms, &ctx).map_err(|e| anyhow!("--mechanism {}", e.why()))?;
-    if !expansion.left_out.is_empty() {
-        eprintln!(
-            "sharemap: note: all: {} left out (they need {})",
-            expansion.left_out.join(", "),
-            if args.recording.is_none() { "--recording, a NUMA host or root" } else { "a NUMA host or root" }
-        );
-    }
-    for spec in expansion.specs {
-        if configs.iter().any(|c| c.name == spec) {
-            continue;
-        }
-        let config = configuration(&spec, &ctx)
-            .map_err(|e| crate::flags::say(e, crate::flags::At::Mechanism { spec: &spec }))?;
-        configs.push(config);
-    }
-    if measuring && !configs.iter().any(|c| c.name == "os") {
-        configs.insert(0, Configuration::fixed("os", Pinning::Os, MemoryPolicy::FirstTouch));
-    } else if let Some(i) = configs.iter().position(|c| c.name == "os") {
-        // The baseline first: every configuration is normalised to it.
-        let os = configs.remove(i);
-        configs.insert(0, os);
-    }
-    Ok(())
-}
-
-/// A recording's addresses hold in a run only when both were made with address
-/// randomisation off: a note for each recording this run reads by address (`--recording`,
-/// `--placement optimal:`/`marathe:`) whose setting differs from the run's.
-fn warn_on_aslr_mismatch(args: &RunArgs) {
-    let by_address = args
-        .recording
-        .iter()
-        .cloned()
-        .chain(["optimal:", "marathe:"].iter().filter_map(|p| args.placement.strip_prefix(p)).map(PathBuf::from));
-    for path in by_address {
-        let Ok(reader) = sharemap::trace::TraceReader::open(&path, None) else { continue };
-        let source = &sharemap::trace::TraceSource::metadata(&reader).source;
-        if !["tracer", "valgrind", "perf"].contains(&source.kind.as_str()) {
-            continue; // generated or imported: no address space of a run
-        }
-        let recorded_off = source.params.get("aslr").is_some_and(|v| v == "off");
-        match (recorded_off, args.no_aslr) {
-            (false, true) => eprintln!(
-                "sharemap: note: {} was recorded with address randomisation on: its addresses need not match this --no-aslr run's (record it with `sharemap record --no-aslr`)",
-                path.display()
-            ),
-            (true, false) => eprintln!(
-                "sharemap: note: {} was recorded with --no-aslr but this run randomises addresses: add --no-aslr",
-                path.display()
-            ),
-            _ => {}
+impl RunArgs {
+    /// The library's request for these flags.
+    fn request(&self) -> RunRequest {
+        RunRequest {
+            command: self.command.clone(),
+            thread_maps: self.thread_map.clone(),
+            sharing: self.sharing.clone(),
+            placement: self.placement.clone(),
+            mechanisms: self.mechanisms.clone(),
+            recording: self.recording.clone(),
+            repeat: self.repeat,
+            seed: self.seed,
+            no_aslr: self.no_aslr,
+            observe: self.show_where,
+            thp: sharemap_run::thp::Thp::parse(&self.thp).expect("clap checked it"),
         }
     }
 }
 
-/// A facade error as the flag it came from.
+/// A library error as the flag it came from.
 fn flag(e: sharemap::Error) -> anyhow::Error {
     crate::flags::say(e, crate::flags::At::Run)
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
-    if args.repeat == 0 || args.repeat > MAX_REPEAT {
-        bail!("--repeat {}: expected a number of runs from 1 to {MAX_REPEAT}", args.repeat);
-    }
-    let library = sharemap_run::Tools::beside(&std::env::current_exe()?)
-        .existing("libsharemap_pin.so")
-        .map_err(|e| anyhow!(e.why()))?;
+    let tools = sharemap_run::Tools::beside(&std::env::current_exe()?);
     let host = Machine::live().map_err(|e| anyhow!("cannot read this host's topology: {e}"))?;
-    let (program, program_args) = args.command.split_first().ok_or_else(|| anyhow!("no program given after --"))?;
-    let program = sharemap_run::resolve_program(Path::new(program)).map_err(flag)?;
-    let placement = DataPlacement::parse(&args.placement, &host).map_err(flag)?;
-    warn_on_aslr_mismatch(&args);
-    let sharing = match &args.sharing {
-        Some(path) => {
-            let input = crate::map::Input { path, from: None, exclude: None };
-            Some(crate::map::load_matrix(&input)?.matrix)
-        }
-        None => None,
-    };
-    let measuring = args.repeat > 1 || args.thread_map.len() > 1 || !args.mechanisms.is_empty();
-    let mut names: Vec<String> = args.thread_map.iter().map(|s| s.trim().to_string()).collect();
-    if !args.mechanisms.is_empty() && args.thread_map == ["os"] {
-        // The default thread map stands aside for the mechanisms (`os` among them or first).
-        names.clear();
+    let prepared = args.request().prepare(&tools, host).map_err(flag)?;
+    for note in &prepared.notes {
+        eprintln!("sharemap: {note}");
     }
-    if measuring && !names.iter().any(|n| n == "os") {
-        // Everything is normalised to the OS's own mapping.
-        names.insert(0, "os".into());
+    if !prepared.measuring {
+        return single(&prepared);
     }
-    let mut configs = Vec::new();
-    for name in &names {
-        let pinning = if name == "os" {
-            Pinning::Os
-        } else if let Some(path) = name.strip_prefix("trace:").or_else(|| name.strip_prefix("matrix:")) {
-            // The default algorithm on a recording's (or a matrix file's) sharing, for this host.
-            let input = crate::map::Input { path: Path::new(path), from: None, exclude: None };
-            let matrix = crate::map::load_matrix(&input).map_err(|e| anyhow!("--thread-map {name}: {e}"))?.matrix;
-            let map = ThreadMap::Algorithm("sharemap".into());
-            sharemap_run::pinning(&map, &host, Some(&matrix), args.seed).map_err(flag)?
-        } else {
-            let map = ThreadMap::parse(name).map_err(flag)?;
-            sharemap_run::pinning(&map, &host, sharing.as_ref(), args.seed).map_err(flag)?
-        };
-        // A plan from a recording depends on where threads run: this configuration's PUs.
-        let (memory, plan) =
-            placement.resolve(&pinning, &host).map_err(|e| anyhow!("--placement {}: {e}", args.placement))?;
-        let mut config = Configuration::fixed(name, pinning, memory);
-        config.plan = plan;
-        configs.push(config);
-    }
-    add_mechanisms(&args, &host, &mut configs, measuring)?;
-    let pins = configs.iter().any(|c| c.pinning != Pinning::Os || c.memory != MemoryPolicy::FirstTouch);
-    if pins && sharemap_run::is_static(&program) {
-        bail!(
-            "{} is statically linked: the pinning library cannot be preloaded into it (link it dynamically)",
-            program.display()
-        );
-    }
-    let plans = configs.iter().any(|c| c.plan.is_some());
-    let thp_mode = sharemap_run::thp::Thp::parse(&args.thp).expect("clap checked it");
-    let thp = sharemap_run::thp::ThpHandling::new(thp_mode, sharemap_run::thp::HostThp::read(), plans);
-    if let Some(t) = &thp {
-        eprintln!("sharemap: note: {}", t.describe());
-    }
-    let runner = Runner {
-        program,
-        args: program_args.to_vec(),
-        library,
-        host,
-        show_output: !measuring,
-        no_aslr: args.no_aslr,
-        observe: args.show_where,
-        traced: sharemap_run::needs_tracing(args.show_where, &configs),
-        plan_interval: std::time::Duration::from_millis(1),
-        thp,
-    };
-    if !measuring {
-        return single(&runner, &configs[0]);
-    }
-    let total = configs.len() * args.repeat;
-    let bar = crate::progress::bar_of(Some(total as u64), "running", "runs");
-    let mut done = 0u64;
-    let mut problems = Vec::new();
-    let mut no_counters = None;
-    let results = sharemap_run::measure(&runner, &configs, args.repeat, &mut |config, _, outcome| {
-        done += 1;
-        bar.set_position(done);
-        no_counters = no_counters.take().or_else(|| sharemap_run::counters_unavailable(outcome));
-        if let Some(p) = problem(config, outcome) {
-            problems.push(p);
-        }
-    });
+    let bar = crate::progress::bar_of(Some((prepared.configs.len() * args.repeat) as u64), "running", "runs");
+    let report = prepared.measure(&mut |done, _| bar.set_position(done as u64));
     bar.finish_and_clear();
-    if let Some(p) = problems.first() {
-        bail!("{p}");
-    }
-    let results = match results {
+    let report = match report {
         Ok(r) => r,
-        Err(failed) => {
-            let FailedRun { configuration, round, failure } = *failed;
-            let (why, code) = match failure {
-                Failure::CannotStart(e) => (format!("{e}"), 1),
-                Failure::Exited(o) if o.signal.is_some() => {
-                    (format!("{} was killed by signal {}", runner.program.display(), o.signal.unwrap_or(0)), o.exit)
-                }
-                Failure::Exited(o) => (format!("{} exited with status {}", runner.program.display(), o.exit), o.exit),
-            };
-            eprintln!("sharemap: run {} of {configuration}: {why}", round + 1);
-            return Ok(ExitCode::from(code.clamp(1, 255) as u8));
-        }
+        Err(Stopped::Refused(e)) => return Err(flag(e)),
+        Err(Stopped::Failed(failed)) => return Ok(failed_run(&prepared.runner, *failed)),
     };
+    let results = &report.results;
     if let Some(path) = &args.csv {
-        write_csv(path, &results)?;
+        sharemap_run::runs::write(path, results)?;
     }
     if let Some(base) = &args.plot {
-        let program = runner.program.file_name().unwrap_or_default().to_string_lossy();
-        let bars: Vec<(String, f64, Option<f64>)> =
-            results.iter().map(|r| (r.name.clone(), r.normalized, r.ci95.map(|c| c / results[0].mean))).collect();
-        let title =
-            format!("{program}: wall-clock time over {}'s ({} runs each, 95% CI)", results[0].name, args.repeat);
-        crate::plot::save_svg(&crate::plot::bars_svg(&title, "time / os time", &bars)?, base)?;
+        plot(&prepared.runner, results, args.repeat, base)?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        println!("{}", serde_json::to_string_pretty(results)?);
     } else {
-        print_table(&results, args.repeat);
-        if let Some(why) = &no_counters {
+        print_table(results, args.repeat);
+        if let Some(why) = &report.no_counters {
             println!("hardware counters: none, so no LLC misses or remote accesses to report: {why}");
         }
-        for (r, config) in results.iter().zip(&configs) {
-            if let Some(p) = &r.plan {
-                println!("{}: plan (last run): {}", r.name, plan_summary(p));
-            }
-            if let Some(a) = &r.autopin {
-                let picks: Vec<String> = a.picks.iter().map(|(n, k)| format!("{n} {k}")).collect();
-                println!(
-                    "{}: fastest in probation: {} (the oracle's mapping in {} of {} rounds); its time includes its probation runs ({:.3} s) beside the runs it chose ({:.3} s)",
-                    r.name,
-                    picks.join(", "),
-                    a.oracle,
-                    args.repeat,
-                    a.probation_seconds,
-                    a.chosen_seconds
-                );
-            }
-            if let Some(p) = &config.profile {
-                let cost = match p.recording_seconds {
-                    Some(s) => format!(
-                        "recorded (1 in {}) in {s:.3} s, {:+.1}% over os's mean",
-                        p.recording_period,
-                        100.0 * (s / results[0].mean - 1.0)
-                    ),
-                    None => "the recording's run time is unknown".into(),
-                };
-                println!("{}: profile of {} samples ({}); {cost}", r.name, p.samples, p.sampling);
-            }
-            if let Some(p) = &config.replayed {
-                let fired =
-                    if p.thread_migrations + p.page_moves == 0 { " (it never fired on the recording)" } else { "" };
-                println!(
-                    "{}: simulated {} on the recording: {} thread migrations in {} remaps, {} page moves{fired}",
-                    r.name, p.simulated, p.thread_migrations, p.remaps, p.page_moves
-                );
-                if let Some(t) = &r.timeline {
-                    let over = if r.name == results[0].name {
-                        "one uncounted os run"
-                    } else {
-                        "the baseline's mean time before the run"
-                    };
-                    println!("{}: {} (spread over {over})", r.name, timeline_summary(t));
-                }
-            }
+        for (r, config) in results.iter().zip(&prepared.configs) {
+            print_configuration(r, config, results, args.repeat);
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// One run, with the program's output and exit status passed through.
-fn single(runner: &Runner, config: &Configuration) -> Result<ExitCode> {
-    let outcome = runner.run(config, 0, None).map_err(flag)?;
-    if let Some(p) = problem(config, &outcome) {
-        bail!("{p}");
+/// The run that stopped a measurement, said, and its exit status.
+fn failed_run(runner: &Runner, failed: FailedRun) -> ExitCode {
+    let FailedRun { configuration, round, failure } = failed;
+    let (why, code) = match failure {
+        Failure::CannotStart(e) => (format!("{e}"), 1),
+        Failure::Exited(o) if o.signal.is_some() => {
+            (format!("{} was killed by signal {}", runner.program.display(), o.signal.unwrap_or(0)), o.exit)
+        }
+        Failure::Exited(o) => (format!("{} exited with status {}", runner.program.display(), o.exit), o.exit),
+    };
+    eprintln!("sharemap: run {} of {configuration}: {why}", round + 1);
+    ExitCode::from(code.clamp(1, 255) as u8)
+}
+
+/// The measurement as bars: each configuration's time over the baseline's, 95 % error bars.
+fn plot(runner: &Runner, results: &[ConfigurationResult], repeat: usize, base: &Path) -> Result<()> {
+    let program = runner.program.file_name().unwrap_or_default().to_string_lossy();
+    let bars: Vec<(String, f64, Option<f64>)> =
+        results.iter().map(|r| (r.name.clone(), r.normalized, r.ci95.map(|c| c / results[0].mean))).collect();
+    let title = format!("{program}: wall-clock time over {}'s ({repeat} runs each, 95% CI)", results[0].name);
+    crate::plot::save_svg(&crate::plot::bars_svg(&title, "time / os time", &bars)?, base)
+}
+
+/// What a configuration did beyond its time: its plan, autopin's choices, its profile,
+/// what it replayed.
+fn print_configuration(
+    r: &ConfigurationResult,
+    config: &Configuration,
+    results: &[ConfigurationResult],
+    repeat: usize,
+) {
+    if let Some(p) = &r.plan {
+        println!("{}: plan (last run): {}", r.name, plan_summary(p));
     }
+    if let Some(a) = &r.autopin {
+        let picks: Vec<String> = a.picks.iter().map(|(n, k)| format!("{n} {k}")).collect();
+        println!(
+            "{}: fastest in probation: {} (the oracle's mapping in {} of {repeat} rounds); its time includes its probation runs ({:.3} s) beside the runs it chose ({:.3} s)",
+            r.name,
+            picks.join(", "),
+            a.oracle,
+            a.probation_seconds,
+            a.chosen_seconds
+        );
+    }
+    if let Some(p) = &config.profile {
+        let cost = match p.recording_seconds {
+            Some(s) => format!(
+                "recorded (1 in {}) in {s:.3} s, {:+.1}% over os's mean",
+                p.recording_period,
+                100.0 * (s / results[0].mean - 1.0)
+            ),
+            None => "the recording's run time is unknown".into(),
+        };
+        println!("{}: profile of {} samples ({}); {cost}", r.name, p.samples, p.sampling);
+    }
+    if let Some(p) = &config.replayed {
+        let fired = if p.thread_migrations + p.page_moves == 0 { " (it never fired on the recording)" } else { "" };
+        println!(
+            "{}: simulated {} on the recording: {} thread migrations in {} remaps, {} page moves{fired}",
+            r.name, p.simulated, p.thread_migrations, p.remaps, p.page_moves
+        );
+        if let Some(t) = &r.timeline {
+            let over = if r.name == results[0].name {
+                "one uncounted os run"
+            } else {
+                "the baseline's mean time before the run"
+            };
+            println!("{}: {} (spread over {over})", r.name, timeline_summary(t));
+        }
+    }
+}
+
+/// One run, with the program's output and exit status passed through.
+fn single(prepared: &PreparedRun) -> Result<ExitCode> {
+    let (runner, config) = (&prepared.runner, &prepared.configs[0]);
+    let outcome = prepared.once().map_err(flag)?;
     if let Pinning::Pus(pus) = &config.pinning {
         let threads = outcome.pinned.len();
         let wrapped = if threads > pus.len() {
@@ -455,17 +341,6 @@ fn plan_summary(p: &PlanOutcome) -> String {
     line
 }
 
-/// What went wrong with pinning or placement in a run, as one line.
-fn problem(config: &Configuration, outcome: &RunOutcome) -> Option<String> {
-    if config.pinning != Pinning::Os && !outcome.loaded && outcome.signal.is_none() {
-        return Some(format!("{}: the program did not load the pinning library: nothing was pinned", config.name));
-    }
-    if let Some((k, cpu, why)) = outcome.refused.first() {
-        return Some(format!("{}: the kernel refused to pin thread {k} on CPU {cpu}: {why}", config.name));
-    }
-    outcome.mempolicy_error.as_ref().map(|why| format!("the kernel refused the memory policy: {why}"))
-}
-
 fn print_table(results: &[ConfigurationResult], repeat: usize) {
     let base = &results[0].name;
     println!(
@@ -495,23 +370,6 @@ fn print_table(results: &[ConfigurationResult], repeat: usize) {
         };
         println!("{:<24} {:>10.4} {:>10} {:>8.3}{extra}  {verdict}", r.name, r.mean, ci, r.normalized);
     }
-}
-
-/// Every run's time, a row each (pandas reads it as is).
-fn write_csv(path: &Path, results: &[ConfigurationResult]) -> Result<()> {
-    let out = sharemap::trace::AtomicOutput::create(path)?;
-    let mut w = out.writer()?;
-    let io = |e: std::io::Error| anyhow!("{}: {e}", path.display());
-    writeln!(w, "configuration,run,seconds").map_err(io)?;
-    for r in results {
-        for (i, s) in r.seconds.iter().enumerate() {
-            writeln!(w, "{},{},{s}", r.name, i + 1).map_err(io)?;
-        }
-    }
-    sharemap::trace::flush(&mut w, path)?;
-    drop(w);
-    out.commit()?;
-    Ok(())
 }
 
 /// `sharemap mechanisms`: the registry, listed as the other kinds are.

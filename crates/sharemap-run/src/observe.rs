@@ -414,7 +414,7 @@ mod tests {
         assert_eq!(out.observed.threads.len(), 1);
         assert_eq!(out.observed.threads[0].order, 0);
         assert!(out.observed.threads[0].last_cpu.is_some());
-        assert_eq!(out.observed.threads[0].allowed, crate::allowed_cpus().unwrap());
+        assert_eq!(out.observed.threads[0].allowed, crate::config::allowed_cpus().unwrap());
         assert!(out.observed.pages_per_node.iter().map(|p| p.1).sum::<u64>() > 0);
         // A program that replaces itself (exec) runs on, its status passed through.
         let out = run_traced(
@@ -493,7 +493,7 @@ mod tests {
         let built = Command::new("gcc").args(["-O1", "-pthread", "-o"]).arg(&bin).arg(&src).status();
         assert!(built.is_ok_and(|s| s.success()), "gcc");
         // The late thread wants another CPU than its creator's, which it would inherit.
-        let allowed = crate::allowed_cpus().unwrap();
+        let allowed = crate::config::allowed_cpus().unwrap();
         let (first, last) = (allowed[0], *allowed.last().unwrap());
         let cpus = vec![first, last, last];
         let mut page = vec![0u8; 8192];

@@ -54,8 +54,13 @@ pub enum ErrorKind {
     NeedsRecording,
     /// The program to run or record.
     Program,
+    /// How a measurement runs (its number of runs).
+    Measurement,
     /// Recording a program (its backend, options, exclusions).
     Record,
+    /// Building a program with sharemap's tracer or STM (`sharemap cc`): its options, the
+    /// compiler.
+    Build,
     /// Where a real run's pages go.
     DataPlacement,
     /// The multi-node guest.
@@ -67,6 +72,8 @@ pub enum ErrorKind {
     Pattern,
     /// A claim `reproduce` does not know.
     Claim,
+    /// A results file that cannot be read (a runs CSV).
+    Results,
     /// An analysis that needs every access, given a sampled trace (`--sample`, `--burst`).
     SampledTrace,
     /// A pass stopped by its caller (Ctrl-C in Python).
@@ -98,13 +105,16 @@ impl ErrorKind {
             ErrorKind::CostModel => "cost model",
             ErrorKind::Mechanism | ErrorKind::NeedsRecording => "mechanism",
             ErrorKind::Program => "program",
+            ErrorKind::Measurement => "measurement",
             ErrorKind::Record => "record",
+            ErrorKind::Build => "build",
             ErrorKind::DataPlacement => "data placement",
             ErrorKind::Guest => "guest",
             ErrorKind::GuestKernel => "guest kernel",
             ErrorKind::Exclude => "excluded ranges",
             ErrorKind::Pattern => "pattern",
             ErrorKind::Claim => "claim",
+            ErrorKind::Results => "results",
             ErrorKind::SampledTrace => "sampled trace",
             ErrorKind::Interrupted => "interrupted",
             ErrorKind::Io => "input/output",
@@ -118,6 +128,17 @@ impl ErrorKind {
 pub struct Error {
     kind: ErrorKind,
     inner: Inner,
+    /// The setting of a request it came from, when the kind alone does not say.
+    setting: Option<Setting>,
+}
+
+/// A setting of a request, as the request named and gave it: the field (`"mechanisms"`)
+/// and the value among its values (`"oracle"`). A caller words it its own way (the command
+/// line as the flag of that field).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Setting {
+    pub field: &'static str,
+    pub given: String,
 }
 
 #[derive(Debug)]
@@ -134,11 +155,23 @@ enum Inner {
 impl Error {
     /// An error of `kind`, `why` saying what is wrong ("PU 9 does not exist").
     pub fn new(kind: ErrorKind, why: impl Into<String>) -> Error {
-        Error { kind, inner: Inner::Why(why.into()) }
+        Error { kind, inner: Inner::Why(why.into()), setting: None }
     }
 
     pub fn kind(&self) -> ErrorKind {
         self.kind
+    }
+
+    /// The same error, said of one setting of a request: its `field` and the value `given`
+    /// (`"oracle"` of the mechanisms `os,oracle`).
+    pub fn in_setting(mut self, field: &'static str, given: impl Into<String>) -> Error {
+        self.setting = Some(Setting { field, given: given.into() });
+        self
+    }
+
+    /// The setting it came from, when the kind alone does not say.
+    pub fn setting(&self) -> Option<&Setting> {
+        self.setting.as_ref()
     }
 
     /// What is wrong without the kind's words: what a caller prints after naming where the
@@ -204,7 +237,7 @@ impl std::error::Error for Error {
 impl From<TraceError> for Error {
     fn from(e: TraceError) -> Error {
         let kind = if matches!(e, TraceError::Interrupted) { ErrorKind::Interrupted } else { ErrorKind::Trace };
-        Error { kind, inner: Inner::Trace(e) }
+        Error { kind, inner: Inner::Trace(e), setting: None }
     }
 }
 
@@ -216,25 +249,25 @@ impl From<sharemap_core::output::OutputError> for Error {
 
 impl From<MachineError> for Error {
     fn from(e: MachineError) -> Error {
-        Error { kind: ErrorKind::Machine, inner: Inner::Machine(e) }
+        Error { kind: ErrorKind::Machine, inner: Inner::Machine(e), setting: None }
     }
 }
 
 impl From<SpecError> for Error {
     fn from(e: SpecError) -> Error {
-        Error { kind: ErrorKind::Spec, inner: Inner::Spec(e) }
+        Error { kind: ErrorKind::Spec, inner: Inner::Spec(e), setting: None }
     }
 }
 
 impl From<PageSizeError> for Error {
     fn from(e: PageSizeError) -> Error {
-        Error { kind: ErrorKind::PageSize, inner: Inner::PageSize(e) }
+        Error { kind: ErrorKind::PageSize, inner: Inner::PageSize(e), setting: None }
     }
 }
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Error {
-        Error { kind: ErrorKind::Io, inner: Inner::Io(e) }
+        Error { kind: ErrorKind::Io, inner: Inner::Io(e), setting: None }
     }
 }
 

@@ -41,7 +41,7 @@ pub mod sweep;
 pub mod trace;
 
 pub use analyze::{Accuracy, Analysis, AnalyzeRequest};
-pub use error::{Error, ErrorKind};
+pub use error::{Error, ErrorKind, Setting};
 pub use fidelity::Fidelity;
 pub use filter::{Filter, Sensitivity};
 pub use input::{TraceInput, Truncation};
