@@ -4,7 +4,7 @@
 //! usual idioms both catch it. The classes are made with `type()` at import, as
 //! `class SettingError(Error, ValueError)` would be: PyO3's exceptions have one base.
 
-use pyo3::exceptions::{PyException, PyFileNotFoundError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyException, PyFileNotFoundError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
@@ -19,6 +19,7 @@ pub struct Classes {
     pub spec: Py<PyType>,
     pub setting: Py<PyType>,
     pub argument_type: Py<PyType>,
+    pub run: Py<PyType>,
 }
 
 static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
@@ -66,6 +67,12 @@ fn make(py: Python<'_>) -> PyResult<Classes> {
             "An argument of the wrong type (a TypeError).",
             &[e, &py.get_type::<PyTypeError>()],
         )?,
+        run: class(
+            py,
+            "RunError",
+            "A program that could not be built, started or run to its end (a RuntimeError).",
+            &[e, &py.get_type::<PyRuntimeError>()],
+        )?,
         trace,
         missing_file,
         error,
@@ -101,6 +108,10 @@ pub fn spec(message: impl Into<String>) -> PyErr {
     raise(|c| &c.spec, message, None)
 }
 
+pub fn run(message: impl Into<String>) -> PyErr {
+    raise(|c| &c.run, message, Some(ErrorKind::Program))
+}
+
 pub fn error(message: impl Into<String>) -> PyErr {
     raise(|c| &c.error, message, None)
 }
@@ -117,6 +128,7 @@ pub fn of(e: sharemap::Error) -> PyErr {
         ErrorKind::Trace | ErrorKind::Io if missing => |c| &c.missing_file,
         ErrorKind::Trace | ErrorKind::Io => |c| &c.trace,
         ErrorKind::Machine | ErrorKind::MachineModel => |c| &c.machine,
+        ErrorKind::Program | ErrorKind::Build => |c| &c.run,
         ErrorKind::Spec
         | ErrorKind::Policy
         | ErrorKind::Mechanism

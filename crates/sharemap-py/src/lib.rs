@@ -307,6 +307,120 @@ fn potential(matrix: &[u8], threads: usize, machine: &str, accesses: u64) -> PyR
     Ok(sharemap::Potential::of(&m, &machine, sharemap::CostModel::Latency, Some(accesses)).score)
 }
 
+/// sharemap's runtime libraries, beside the `sharemap` binary at `binary` (the command line
+/// installed by scripts/install, or a build's target directory).
+fn tools(binary: PathBuf) -> sharemap_run::Tools {
+    sharemap_run::Tools::beside(&binary)
+}
+
+/// A program run or measured (`sharemap run`): the measurement as JSON with the notes the
+/// preparation made. Refused before anything runs when a setting is wrong.
+#[pyfunction]
+#[pyo3(signature = (command, sharemap_binary, thread_maps, mechanisms, placement, sharing, recording, repeat, seed, no_aslr, thp))]
+#[allow(clippy::too_many_arguments)]
+fn run(
+    py: Python<'_>,
+    command: Vec<std::ffi::OsString>,
+    sharemap_binary: PathBuf,
+    thread_maps: Vec<String>,
+    mechanisms: Vec<String>,
+    placement: String,
+    sharing: Option<PathBuf>,
+    recording: Option<PathBuf>,
+    repeat: usize,
+    seed: u64,
+    no_aslr: bool,
+    thp: &str,
+) -> PyResult<String> {
+    let thp = sharemap_run::thp::Thp::parse(thp)
+        .ok_or_else(|| setting_error(format!("thp '{thp}': expected split, regions or keep")))?;
+    let request = sharemap_run::RunRequest {
+        command,
+        thread_maps,
+        sharing,
+        placement,
+        mechanisms,
+        recording,
+        repeat,
+        seed,
+        no_aslr,
+        observe: false,
+        thp,
+    };
+    let tools = tools(sharemap_binary);
+    let prepared = py.detach(|| {
+        let host = Machine::live().map_err(sharemap::Error::from)?;
+        request.prepare(&tools, host)
+    });
+    let prepared = prepared.map_err(to_py)?;
+    let report = py.detach(|| prepared.measure(&mut |_, _| {}));
+    let report = match report {
+        Ok(r) => r,
+        Err(sharemap_run::Stopped::Refused(e)) => return Err(to_py(e)),
+        Err(sharemap_run::Stopped::Failed(failed)) => {
+            let why = match failed.failure {
+                sharemap_run::Failure::CannotStart(e) => e.to_string(),
+                sharemap_run::Failure::Exited(o) => match o.signal {
+                    Some(sig) => format!("killed by signal {sig}"),
+                    None => format!("exited with status {}", o.exit),
+                },
+            };
+            return Err(errors::run(format!("run {} of {}: {why}", failed.round + 1, failed.configuration)));
+        }
+    };
+    json(&serde_json::json!({ "report": report, "notes": prepared.notes }))
+}
+
+/// A program recorded into a trace (`sharemap record`): what was recorded, as JSON.
+#[pyfunction]
+#[pyo3(signature = (command, output, sharemap_binary, backend, event, sample, exclude_stack, burst, no_aslr, exclude, format, env))]
+#[allow(clippy::too_many_arguments)]
+fn record(
+    py: Python<'_>,
+    command: Vec<std::ffi::OsString>,
+    output: PathBuf,
+    sharemap_binary: PathBuf,
+    backend: String,
+    event: String,
+    sample: u64,
+    exclude_stack: bool,
+    burst: Option<String>,
+    no_aslr: bool,
+    exclude: Option<String>,
+    format: Option<&str>,
+    env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+) -> PyResult<String> {
+    let request = sharemap_run::record::RecordRequest {
+        backend,
+        event,
+        sample,
+        exclude_stack,
+        burst,
+        no_aslr,
+        exclude,
+        output: output.clone(),
+        format: format_of(format)?,
+        command,
+        env,
+    };
+    let recorder = sharemap_run::record::Recorder::new(request, &tools(sharemap_binary)).map_err(to_py)?;
+    let notes = recorder.notes.clone();
+    let rec = py.detach(|| recorder.run()).map_err(to_py)?;
+    use std::os::unix::process::ExitStatusExt;
+    json(&serde_json::json!({
+        "path": output,
+        "threads": rec.threads,
+        "accesses": rec.accesses,
+        "bytes": rec.bytes,
+        "lost": rec.lost,
+        "excluded": rec.excluded,
+        "forks": rec.forks,
+        "exit": rec.status.code(),
+        "signal": rec.status.signal(),
+        "notes": notes,
+    }))
+}
+
 /// The generator's patterns: (name, what it models).
 #[pyfunction]
 fn patterns() -> Vec<(&'static str, &'static str)> {
@@ -322,6 +436,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(partition, m)?)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(potential, m)?)?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(record, m)?)?;
     let c = errors::classes(m.py())?;
     for (name, class) in [
         ("Error", &c.error),
@@ -331,6 +447,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ("SpecError", &c.spec),
         ("SettingError", &c.setting),
         ("ArgumentTypeError", &c.argument_type),
+        ("RunError", &c.run),
     ] {
         m.add(name, class.clone_ref(m.py()))?;
     }

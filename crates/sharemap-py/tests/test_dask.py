@@ -74,6 +74,19 @@ def test_analyze_by_parts_is_the_whole_traces(cluster, traces):
     assert math.isclose(split.mapping_potential, whole.mapping_potential, rel_tol=1e-12)
 
 
+def test_per_page_names_what_places_by_parts_and_it_matches_the_whole(cluster, traces):
+    trace, parts = traces
+    named = sharemap.dask.per_page()
+    assert "first-touch" in named and "numa-balancing" not in named and "optimal" not in named
+    # Each is what "all" runs by parts, and each gives the whole trace's counts.
+    split = sharemap.dask.place(parts, machine=MACHINE, policies="all", cost="ace", client=cluster)
+    assert list(split["name"])[1:] == named
+    whole = sharemap.Session(trace, machine=MACHINE).place(policies=",".join(named), cost="ace")
+    assert list(split["local"]) == list(whole["local"])
+    assert sharemap.dask.per_page("first-n-fills") == []
+    assert sharemap.dask.per_page("first-n-fills:fills-kb=0") == ["first-n-fills:fills-kb=0"]
+
+
 def test_policies_that_need_the_whole_trace_are_refused(traces):
     _, parts = traces
     for policy in ("numa-balancing", "round-robin", "sammu", "marathe:source=tlb-miss"):

@@ -9,6 +9,12 @@ A Session holds a trace (native, CSV or Parquet), the machine it is studied on a
     s.simulate(mechanisms="os,oracle")
     s.map(algorithms="all")
 
+Real runs go through the same actors as the command line (they need its runtime libraries:
+the ``sharemap`` command on PATH, or ``sharemap_binary=``)::
+
+    sharemap.record(["./prog", "20000"], "prog.trace", no_aslr=True)
+    sharemap.run(["./prog", "200000"], thread_maps=["os", "sharemap"], sharing="prog.trace", repeat=10)
+
 Every number is the one the command line prints with ``--json`` on the same inputs.
 Errors are ``sharemap.Error`` subclasses with a ``kind``, each also the built-in exception
 its case calls for: ``TraceError``, ``MachineError``, ``SpecError`` and ``SettingError`` (a
@@ -31,6 +37,7 @@ from ._native import (
     Error,
     MachineError,
     MissingFileError,
+    RunError,
     SettingError,
     SpecError,
     TraceError,
@@ -43,6 +50,8 @@ __all__ = [
     "machine",
     "gen",
     "patterns",
+    "run",
+    "record",
     "Error",
     "TraceError",
     "MachineError",
@@ -50,6 +59,7 @@ __all__ = [
     "SettingError",
     "MissingFileError",
     "ArgumentTypeError",
+    "RunError",
 ]
 
 
@@ -359,3 +369,117 @@ def gen(
 def patterns() -> dict:
     """The generator's patterns and what each models."""
     return dict(_native.patterns())
+
+
+def _sharemap_binary(given) -> str:
+    """The ``sharemap`` binary whose runtime libraries (the pinning actor, the tracer) a run
+    or a recording uses: the one given, else the one on PATH."""
+    import shutil
+
+    if given is not None:
+        return _path(given)
+    found = shutil.which("sharemap")
+    if found is None:
+        raise RunError(
+            "run and record need sharemap's runtime libraries: install the command line (scripts/install) "
+            "or give sharemap_binary= (a build's target/release/sharemap)"
+        )
+    return found
+
+
+def _command(command) -> list:
+    import os
+
+    if isinstance(command, (str, bytes)) or isinstance(command, os.PathLike):
+        raise ArgumentTypeError("argument 'command': expected a list (the program and its arguments), not one string")
+    words = [os.fspath(w) if isinstance(w, os.PathLike) else w for w in _strings("command", command)]
+    if not words:
+        raise SettingError("argument 'command': no program given")
+    if not all(isinstance(w, str) for w in words):
+        raise ArgumentTypeError("argument 'command': expected strings")
+    return words
+
+
+def run(
+    command,
+    thread_maps: Iterable[str] = ("os",),
+    mechanisms: Iterable[str] = (),
+    placement: str = "first-touch",
+    sharing=None,
+    recording=None,
+    repeat: int = 1,
+    seed: int = 1,
+    no_aslr: bool = False,
+    thp: str = "split",
+    sharemap_binary=None,
+):
+    """A program run with its threads pinned and its pages placed, as ``sharemap run`` does
+    (docs/run.md): each thread map and mechanism a configuration, run ``repeat`` times
+    interleaved against ``os`` (the kernel's own placement, first). A DataFrame, a row per
+    configuration: its mean seconds with the 95 % interval's half-width, its time over the
+    baseline's, whether it differs beyond the noise (``significant``, None for the baseline
+    or one run) and every run's time; ``attrs`` hold the notes and the repeat count. One run
+    of one configuration passes the program's output through. Raises SettingError, SpecError
+    (a mechanism), TraceError (a recording or sharing file) and RunError (the program could
+    not start or failed)."""
+    raw = json.loads(
+        _call(
+            _native.run,
+            _command(command),
+            _sharemap_binary(sharemap_binary),
+            _strings("thread_maps", thread_maps),
+            _strings("mechanisms", mechanisms),
+            _arg("placement", placement, "str"),
+            None if sharing is None else _path(sharing),
+            None if recording is None else _path(recording),
+            _arg("repeat", repeat, "u64"),
+            _arg("seed", seed, "u64"),
+            bool(no_aslr),
+            _arg("thp", thp, "str"),
+        )
+    )
+    report = raw["report"]
+    keep = ("name", "mean", "ci95", "normalized", "significant", "seconds", "llc_mpki", "remote_pki")
+    rows = [{k: r.get(k) for k in keep} for r in report["results"]]
+    attrs = {"notes": raw["notes"], "repeat": report["repeat"], "no_counters": report.get("no_counters")}
+    return _frame(rows, attrs)
+
+
+def record(
+    command,
+    output,
+    backend: str = "auto",
+    no_aslr: bool = False,
+    sample: int = 1,
+    exclude_stack: bool = False,
+    burst: Optional[str] = None,
+    exclude: Optional[str] = None,
+    event: str = "page-faults",
+    format: Optional[str] = None,
+    env: Optional[dict] = None,
+    sharemap_binary=None,
+) -> dict:
+    """A program recorded into a trace, as ``sharemap record`` does (docs/source-tracer.md):
+    ``backend`` ``auto`` (the tracer for a program built with ``sharemap cc``, else valgrind),
+    ``tracer``, ``valgrind``, ``perf`` or ``faults``; ``env`` adds variables for the program.
+    Returns what was recorded (threads, accesses, bytes, records lost, forks, the program's
+    exit status and the notes made before it started). Raises SettingError (an option the
+    backend does not take), TraceError (the output) and RunError."""
+    variables = [(str(k), str(v)) for k, v in (env or {}).items()]
+    return json.loads(
+        _call(
+            _native.record,
+            _command(command),
+            _path(output),
+            _sharemap_binary(sharemap_binary),
+            _arg("backend", backend, "str"),
+            _arg("event", event, "str"),
+            _arg("sample", sample, "u64"),
+            bool(exclude_stack),
+            _arg("burst", burst, "str?"),
+            bool(no_aslr),
+            _arg("exclude", exclude, "str?"),
+            _arg("format", format, "str?"),
+            variables,
+        )
+    )

@@ -31,6 +31,9 @@ class SettingError(Error, ValueError):
 class ArgumentTypeError(Error, TypeError):
     """An argument of the wrong type."""
 
+class RunError(Error, RuntimeError):
+    """A program that could not be built, started or run to its end."""
+
 @dataclass
 class Analysis:
     detector: str
@@ -116,3 +119,32 @@ def gen(
 
 def patterns() -> dict[str, str]:
     """Raises nothing."""
+def run(
+    command: Iterable[Union[str, PathLike[str]]],
+    thread_maps: Iterable[str] = ...,
+    mechanisms: Iterable[str] = ...,
+    placement: str = ...,
+    sharing: Optional[Union[str, PathLike[str]]] = ...,
+    recording: Optional[Union[str, PathLike[str]]] = ...,
+    repeat: int = ...,
+    seed: int = ...,
+    no_aslr: bool = ...,
+    thp: str = ...,
+    sharemap_binary: Optional[Union[str, PathLike[str]]] = ...,
+) -> pandas.DataFrame:
+    """Raises SettingError, SpecError, TraceError, RunError, ArgumentTypeError."""
+def record(
+    command: Iterable[Union[str, PathLike[str]]],
+    output: Union[str, PathLike[str]],
+    backend: str = ...,
+    no_aslr: bool = ...,
+    sample: int = ...,
+    exclude_stack: bool = ...,
+    burst: Optional[str] = ...,
+    exclude: Optional[str] = ...,
+    event: str = ...,
+    format: Optional[str] = ...,
+    env: Optional[dict[str, str]] = ...,
+    sharemap_binary: Optional[Union[str, PathLike[str]]] = ...,
+) -> dict[str, Any]:
+    """Raises SettingError, TraceError, RunError, ArgumentTypeError."""

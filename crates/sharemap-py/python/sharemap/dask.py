@@ -97,6 +97,13 @@ def _place_part(path, machine, seed, policies, cost, thread_map, settings):
     return raw["evaluation"]["results"], raw["situation"]
 
 
+def per_page(policies: str = "all") -> list:
+    """The policies of a comma list (``all``: every one) that ``place`` runs part by part:
+    those whose registry row decides each page from its own references and whose options
+    ask for no pass in trace order across pages."""
+    return [name for name, by_page in _call(_native.policies, _arg("policies", policies, "str")) if by_page]
+
+
 def place(
     dataset,
     machine: str = "sammu",

@@ -10,6 +10,8 @@ def partition(trace: Union[str, PathLike[str]], output: Union[str, PathLike[str]
 
 def read_index(dataset: Union[str, PathLike[str]]) -> dict[str, Any]:
     """Raises MissingFileError (no index), TraceError (an index partition does not write)."""
+def per_page(policies: str = ...) -> list[str]:
+    """Raises SpecError (an unknown policy), ArgumentTypeError."""
 def place(
     dataset: Union[str, PathLike[str]],
     machine: str = "sammu",
