@@ -70,6 +70,8 @@ pub enum At<'a> {
     Mechanism { spec: &'a str },
     /// `run` setting up its configurations.
     Run,
+    /// `vm` checking the guest and what its run reads.
+    Vm,
     /// Writing `output` (`gen`).
     Writing { output: &'a Path },
     /// `convert --partition-pages` (Parquet).
@@ -121,6 +123,16 @@ pub fn say(e: sharemap::Error, at: At<'_>) -> anyhow::Error {
                 _ => anyhow!(e),
             },
         },
+        At::Vm => match e.setting().map(|s| (vm_flag(s.field), s.given.clone())) {
+            Some((Some(flag), given)) if given.is_empty() => anyhow!("{flag}: {e}"),
+            // Words that start with the value given say it themselves (`bind:7: ...`).
+            Some((Some(flag), given)) if e.why().starts_with(&given) => anyhow!("{flag} {}", e.why()),
+            Some((Some(flag), given)) => anyhow!("{flag} {given}: {}", e.why()),
+            _ => match kind {
+                ErrorKind::Guest | ErrorKind::Program => anyhow!(e.why()),
+                _ => anyhow!(e),
+            },
+        },
         At::Writing { output } => match kind {
             ErrorKind::Io => anyhow!("writing {}: {e}", output.display()),
             _ => anyhow::Error::new(e),
@@ -130,4 +142,19 @@ pub fn say(e: sharemap::Error, at: At<'_>) -> anyhow::Error {
             _ => anyhow::Error::new(e),
         },
     }
+}
+
+/// The `vm` flag of a `VmRequest` field.
+fn vm_flag(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "nodes" => "--nodes/--cpus",
+        "memory_mb" => "--memory-mb",
+        "distance" => "--distance",
+        "timeout" => "--timeout",
+        "env" => "--env",
+        "thread_map" => "--thread-map",
+        "sharing" => "--sharing",
+        "placement" => "--placement",
+        _ => return None,
+    })
 }

@@ -60,6 +60,10 @@ pub struct RunArgs {
     /// NUMA node, as the kernel tells them when the program ends
     #[arg(long = "where")]
     pub show_where: bool,
+    /// Also write what the kernel told (`--where`'s answers) as JSON to this file: how
+    /// `sharemap vm`'s guest hands them to the host
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub observed_to: Option<PathBuf>,
     /// Transparent huge pages, when a plan places pages on a host that has them: split
     /// (turned off for the program in every configuration, so each planned 4 KiB page lands
     /// on its node), regions (kept; each huge-page region placed whole on the node most of
@@ -113,7 +117,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         eprintln!("sharemap: {note}");
     }
     if !prepared.measuring {
-        return single(&prepared);
+        return single(&prepared, args.observed_to.as_deref());
     }
     let bar = crate::progress::bar_of(Some((prepared.configs.len() * args.repeat) as u64), "running", "runs");
     let report = prepared.measure(&mut |done, _| bar.set_position(done as u64));
@@ -218,7 +222,7 @@ fn print_configuration(
 }
 
 /// One run, with the program's output and exit status passed through.
-fn single(prepared: &PreparedRun) -> Result<ExitCode> {
+fn single(prepared: &PreparedRun, observed_to: Option<&Path>) -> Result<ExitCode> {
     let (runner, config) = (&prepared.runner, &prepared.configs[0]);
     let outcome = prepared.once().map_err(flag)?;
     if let Pinning::Pus(pus) = &config.pinning {
@@ -240,6 +244,9 @@ fn single(prepared: &PreparedRun) -> Result<ExitCode> {
     }
     if let Some(observed) = &outcome.observed {
         print_where(observed, runner.observe, &runner.host);
+        if let Some(path) = observed_to {
+            sharemap::trace::write_whole(path, serde_json::to_string(observed)?.as_bytes())?;
+        }
     }
     if let Some(sig) = outcome.signal {
         eprintln!("sharemap: {} was killed by signal {sig}", runner.program.display());

@@ -571,7 +571,7 @@ fn vm_dry_run_says_what_it_would_run() {
     ]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("guest   4 NUMA nodes, 8 CPUs, 2048 MiB, distance 20"), "{text}");
-    let runs = "runs    K='a b' /opt/sharemap/sharemap run --where '--thread-map' 'scatter' '--' '/opt/sharemap/bin/nothing' 'x y'";
+    let runs = "runs    K='a b' /opt/sharemap/sharemap run --where --observed-to /tmp/.sharemap-observed.json '--thread-map' 'scatter' '--' '/opt/sharemap/bin/nothing' 'x y'";
     assert!(text.contains(runs), "{text}");
     assert!(text.contains("nothing booted"), "{text}");
 }

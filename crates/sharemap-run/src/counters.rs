@@ -62,7 +62,7 @@ pub struct Open {
 }
 
 /// What was counted: each counter's total, or None where the host cannot count it.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq)]
 pub struct Counts {
     pub values: Vec<(String, Option<u64>)>,
 }

@@ -16,7 +16,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 /// One thread as the kernel saw it when it exited.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
 pub struct ThreadSeen {
     /// Creation order: 0 for the main thread, then in the order the kernel created threads
     /// (the order `pthread_create` numbers them, unless two threads create at once).
@@ -29,7 +29,7 @@ pub struct ThreadSeen {
 }
 
 /// What the kernel said about one run.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct Observed {
     pub threads: Vec<ThreadSeen>,
     /// Resident pages per NUMA node (OS numbering), from numa_maps at the last exit: all,

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How a plan fared in one run, by the kernel's answers at the program's last exit.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq)]
 pub struct PlanOutcome {
     pub planned: usize,
     /// Planned pages the run touched (present in memory at its end).
@@ -31,7 +31,7 @@ pub struct PlanOutcome {
 
 /// Touched planned pages off their planned node, by cause (each page counted once, under
 /// the first cause that applies).
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq)]
 pub struct OffNode {
     /// Placed with their huge-page region, on the node most of its pages want (`--thp regions`).
     pub region: usize,

@@ -25,7 +25,7 @@ pub struct Schedule {
 }
 
 /// How much of a timeline one run got to before it ended.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq)]
 pub struct TimelineOutcome {
     /// What `share 1` stood for: the run length the decisions were spread over.
     pub scale_seconds: f64,

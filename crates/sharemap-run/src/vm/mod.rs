@@ -4,6 +4,11 @@
 //! a host that has one node. Timings inside it mean nothing (QEMU emulates the CPUs).
 //! docs/vm.md says how to get the kernel and what the guest holds.
 
+mod request;
+
+pub use request::{PreparedVm, VmReport, VmRequest};
+
+use crate::Observed;
 use sharemap::{Error, ErrorKind, Result};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
@@ -199,12 +204,19 @@ const INCOMPLETE: &str = "sharemap-guest: incomplete";
 const COMPLETE: &str = "/opt/sharemap/.complete";
 const STATUS: &str = "sharemap-guest: status ";
 const END: &str = "sharemap-guest: end";
+/// Where the guest's `sharemap run` leaves what the kernel answered (JSON), which the init
+/// passes on its verdict port after this marker.
+pub const OBSERVED: &str = "/tmp/.sharemap-observed.json";
+const OBSERVED_MARK: &str = "sharemap-guest: observed";
 
 /// What the guest's commands printed (stdout and stderr, in order) and how they ended.
 #[derive(Clone, Debug)]
 pub struct GuestOutput {
     pub output: String,
     pub status: i32,
+    /// What the guest's `sharemap run` observed (threads' CPUs, pages per node, a plan's
+    /// outcome), when it ran one.
+    pub observed: Option<Observed>,
 }
 
 impl GuestOutput {
@@ -231,7 +243,15 @@ impl GuestOutput {
                 format!("it stopped before its commands ended (no verdict from its init): {}", tail(printed)),
             ));
         };
-        Ok(GuestOutput { output: printed.to_string(), status })
+        let mut lines = verdict.lines().skip_while(|l| l.trim() != OBSERVED_MARK).skip(1);
+        let observed = match lines.next() {
+            Some(json) => Some(
+                serde_json::from_str(json)
+                    .map_err(|e| Error::new(ErrorKind::Guest, format!("what its run observed does not read: {e}")))?,
+            ),
+            None => None,
+        };
+        Ok(GuestOutput { output: printed.to_string(), status, observed })
     }
 }
 
@@ -392,6 +412,7 @@ pub fn init_script(commands: &str, numa_balancing: bool) -> String {
          (\n{commands}\n) 3>&- 2>&1 | cat\n\
          status=$?\n\
          echo '{END}'; echo \"{STATUS}$status\" >&3\n\
+         [ -f {OBSERVED} ] && {{ echo '{OBSERVED_MARK}'; cat {OBSERVED}; echo; }} >&3\n\
          poweroff -f\n",
         u8::from(numa_balancing)
     )
@@ -468,7 +489,7 @@ pub fn guest_command(program: &Path, run_args: &[String], args: &[String], env: 
         }
         command.push_str(&format!("{key}={} ", quote(value)));
     }
-    command.push_str(&format!("{GUEST_SHAREMAP} run --where"));
+    command.push_str(&format!("{GUEST_SHAREMAP} run --where --observed-to {OBSERVED}"));
     for a in run_args.iter().chain([&"--".to_string()]) {
         command.push(' ');
         command.push_str(&quote(a));
@@ -902,5 +923,26 @@ mod tests {
         assert!(GuestOutput::parse("panic", "").unwrap_err().to_string().contains("never started"));
         let err = GuestOutput::parse("", "sharemap-guest: incomplete\n").unwrap_err().to_string();
         assert!(err.contains("did not fit"), "{err}");
+    }
+
+    /// What the guest's run observed comes back as its JSON on the verdict port, read as
+    /// written; a console line that looks like it is the program's output, nothing more.
+    #[test]
+    fn the_guests_observation_round_trips() {
+        let observed = Observed {
+            threads: vec![crate::ThreadSeen { order: 1, tid: 7, last_cpu: Some(2), allowed: vec![2] }],
+            pages_per_node: vec![(0, 10), (1, 3)],
+            ..Observed::default()
+        };
+        let json = serde_json::to_string(&observed).unwrap();
+        let console = format!("sharemap-guest: begin\n{OBSERVED_MARK}\n{{}}\nsharemap-guest: end\n");
+        let verdict = format!("sharemap-guest: begin\nsharemap-guest: status 0\n{OBSERVED_MARK}\n{json}\n");
+        let back = GuestOutput::parse(&console, &verdict).unwrap().observed.unwrap();
+        assert_eq!(back.threads, observed.threads);
+        assert_eq!(back.pages_per_node, observed.pages_per_node);
+        let none = GuestOutput::parse(&console, "sharemap-guest: begin\nsharemap-guest: status 0\n").unwrap();
+        assert!(none.observed.is_none());
+        let bad = format!("sharemap-guest: begin\nsharemap-guest: status 0\n{OBSERVED_MARK}\n{{\"threads\": 3}}\n");
+        assert!(GuestOutput::parse(&console, &bad).unwrap_err().to_string().contains("does not read"));
     }
 }
