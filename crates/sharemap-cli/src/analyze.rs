@@ -65,7 +65,7 @@ const PAGE_ROWS: usize = 256;
 /// rows) against threads, darker for more accesses.
 /// Saves a plot as `name.svg` (and `.png`) in an output directory.
 fn save_plot(out: &OutputDir, svg: &str, name: &str) -> Result<()> {
-    plot::save_svg_with(svg, |ext, bytes| Ok(out.write(&format!("{name}.{ext}"), bytes)?))
+    Ok(plot::save_svg_with(svg, |ext, bytes| Ok(out.write(&format!("{name}.{ext}"), bytes)?))?)
 }
 
 /// The page-usage plot as SVG.
@@ -97,7 +97,7 @@ pub fn page_usage_svg(usage: &PageUsage, threads: usize) -> Result<String> {
         row_tick: &row_tick,
         col_tick: &col_tick,
     };
-    plot::heatmap_svg(&grid, |i, j| cells[i * threads.max(1) + j])
+    Ok(plot::heatmap_svg(&grid, |i, j| cells[i * threads.max(1) + j])?)
 }
 
 pub fn run(

@@ -9,7 +9,6 @@ mod info;
 mod machine;
 mod map;
 mod place;
-mod plot;
 mod progress;
 mod registry;
 mod report;
@@ -19,6 +18,9 @@ mod simulate;
 mod sweep;
 mod trace_cmds;
 mod vm;
+
+/// The plots every command draws: sharemap-report's.
+use sharemap_report::plot;
 
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;

@@ -533,14 +533,14 @@ fn figure_svg(fig: &sharemap::reproduce::Figure) -> Result<String> {
                 })
                 .collect();
             let log_x = xs.first().is_some_and(|&a| a > 0.0) && xs.last().is_some_and(|&b| b / xs[0] >= 16.0);
-            crate::plot::svg(&crate::plot::Chart {
+            Ok(crate::plot::svg(&crate::plot::Chart {
                 title: &fig.title,
                 x_label: &fig.x_label,
                 y_label: &fig.y_label,
                 series: &series,
                 stacked: false,
                 log_x,
-            })
+            })?)
         }
         None => {
             let bars: Vec<(String, f64, Option<f64>)> = fig
@@ -548,7 +548,7 @@ fn figure_svg(fig: &sharemap::reproduce::Figure) -> Result<String> {
                 .iter()
                 .flat_map(|(name, ys)| fig.x.iter().zip(ys).map(move |(x, y)| (format!("{x} {name}"), *y, None)))
                 .collect();
-            crate::plot::bars_svg_with(&fig.title, &fig.y_label, &bars, true)
+            Ok(crate::plot::bars_svg_with(&fig.title, &fig.y_label, &bars, true)?)
         }
     }
 }

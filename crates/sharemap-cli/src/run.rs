@@ -168,7 +168,7 @@ fn plot(runner: &Runner, results: &[ConfigurationResult], repeat: usize, base: &
     let bars: Vec<(String, f64, Option<f64>)> =
         results.iter().map(|r| (r.name.clone(), r.normalized, r.ci95.map(|c| c / results[0].mean))).collect();
     let title = format!("{program}: wall-clock time over {}'s ({repeat} runs each, 95% CI)", results[0].name);
-    crate::plot::save_svg(&crate::plot::bars_svg(&title, "time / os time", &bars)?, base)
+    Ok(crate::plot::save_svg(&crate::plot::bars_svg(&title, "time / os time", &bars)?, base)?)
 }
 
 /// What a configuration did beyond its time: its plan, autopin's choices, its profile,

@@ -128,7 +128,8 @@ pub fn plots(s: &Simulation, base: &std::path::Path, trace: &str) -> Result<()> 
             false,
         )?,
         &with_suffix("traffic"),
-    )
+    )?;
+    Ok(())
 }
 
 /// A ratio to `os`, or "-" where `os` had none of it.

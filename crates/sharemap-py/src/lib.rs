@@ -289,11 +289,9 @@ fn policies(spec: &str) -> PyResult<Vec<(String, bool)>> {
         .collect()
 }
 
-/// The mapping-potential gate of a matrix (float64 bytes, threads x threads) on a machine,
-/// weighted by the accesses it was counted over.
-#[pyfunction]
-fn potential(matrix: &[u8], threads: usize, machine: &str, accesses: u64) -> PyResult<f64> {
-    if matrix.len() != threads * threads * 8 {
+/// A sharing matrix from float64 bytes (threads x threads; the upper triangle is read).
+fn matrix_of(matrix: &[u8], threads: usize) -> PyResult<sharemap::SharingMatrix> {
+    if matrix.len() != threads.saturating_mul(threads).saturating_mul(8) {
         return Err(setting_error("the matrix bytes do not hold threads x threads float64 values"));
     }
     let mut m = sharemap::SharingMatrix::new(threads);
@@ -303,6 +301,20 @@ fn potential(matrix: &[u8], threads: usize, machine: &str, accesses: u64) -> PyR
             m.add(i, j, f64::from_le_bytes(matrix[at..at + 8].try_into().expect("8 bytes")));
         }
     }
+    Ok(m)
+}
+
+/// The heatmap the command line draws of a sharing matrix (float64 bytes), as SVG.
+#[pyfunction]
+fn heatmap_svg(matrix: &[u8], threads: usize, title: &str) -> PyResult<String> {
+    sharemap_report::plot::sharing_heatmap_svg(title, &matrix_of(matrix, threads)?).map_err(to_py)
+}
+
+/// The mapping-potential gate of a matrix (float64 bytes, threads x threads) on a machine,
+/// weighted by the accesses it was counted over.
+#[pyfunction]
+fn potential(matrix: &[u8], threads: usize, machine: &str, accesses: u64) -> PyResult<f64> {
+    let m = matrix_of(matrix, threads)?;
     let machine = Machine::from_spec(machine).map_err(|e| to_py(e.into()))?;
     Ok(sharemap::Potential::of(&m, &machine, sharemap::CostModel::Latency, Some(accesses)).score)
 }
@@ -437,6 +449,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(potential, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(heatmap_svg, m)?)?;
     m.add_function(wrap_pyfunction!(record, m)?)?;
     let c = errors::classes(m.py())?;
     for (name, class) in [

@@ -77,6 +77,10 @@ def test_analyze_gives_numpy_and_pandas(trace, tmp_path):
     assert 0.0 <= a.raw["accuracy"]["correlation"] <= 1.0
     html = a._repr_html_()
     assert html.startswith("<figure><svg") and "8 threads" in html
+    # The heatmap is the command line's own drawing of the oracle's matrix (the compared
+    # detector's is not it).
+    oracle = sharemap.Session(trace, machine=MACHINE).analyze()
+    assert (tmp_path / "out" / "heatmap.svg").read_text() in oracle._repr_html_()
 
 
 def test_simulate_matches_the_cli(trace):

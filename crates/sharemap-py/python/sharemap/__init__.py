@@ -154,23 +154,12 @@ def _pages_frame(entries: Sequence[dict], threads: int):
     return pages
 
 
-def _heatmap_svg(matrix, size: int = 320) -> str:
-    """The matrix as an inline SVG heatmap, darker for more sharing."""
+def _heatmap_svg(matrix, title: str) -> str:
+    """The matrix as the command line draws it (sharemap-report's heatmap), an SVG."""
+    import numpy as np
+
     n = matrix.shape[0]
-    if n == 0:
-        return "<svg/>"
-    top = float(matrix.max()) or 1.0
-    cell = size / n
-    rects = []
-    for i in range(n):
-        for j in range(n):
-            v = float(matrix[i, j]) / top
-            shade = int(255 - 200 * v)
-            rects.append(
-                f'<rect x="{j * cell:.2f}" y="{i * cell:.2f}" width="{cell:.2f}" height="{cell:.2f}" '
-                f'fill="rgb({shade},{shade},255)"><title>{i}-{j}: {matrix[i, j]:g}</title></rect>'
-            )
-    return f'<svg xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}">{"".join(rects)}</svg>'
+    return _native.heatmap_svg(np.ascontiguousarray(matrix, dtype="<f8").tobytes(), n, title)
 
 
 @dataclass
@@ -190,7 +179,8 @@ class Analysis:
     def _repr_html_(self) -> str:
         n = self.matrix.shape[0]
         caption = html.escape(f"{self.detector}: {n} threads, {len(self.pages)} pages, mapping potential {self.mapping_potential:.3f}")
-        return f"<figure>{_heatmap_svg(self.matrix)}<figcaption>{caption}</figcaption></figure>"
+        svg = _heatmap_svg(self.matrix, f"Sharing between threads ({self.detector})")
+        return f"<figure>{svg}<figcaption>{caption}</figcaption></figure>"
 
 
 @dataclass

@@ -2,11 +2,16 @@
 //! `png` feature (on by default), PNG (the SVG rendered by resvg with the system's fonts),
 //! both atomically.
 
-use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use sharemap::trace::write_whole;
+use sharemap::{Error, ErrorKind, Result};
 use std::path::Path;
+
+/// A drawing or encoding that failed, in words.
+fn failed(what: impl std::fmt::Display) -> Error {
+    Error::new(ErrorKind::Io, what.to_string())
+}
 
 pub struct Series {
     pub name: String,
@@ -33,7 +38,7 @@ pub fn svg(chart: &Chart) -> Result<String> {
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (900, 560)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| anyhow!("plot: {e}"))?;
+        root.fill(&WHITE).map_err(|e| failed(format!("plot: {e}")))?;
         let series: Vec<Series> = if chart.stacked {
             stack(chart.series)
         } else {
@@ -49,7 +54,7 @@ pub fn svg(chart: &Chart) -> Result<String> {
         let y0 = if !chart.stacked && ymin >= 1.0 && y1 > 1.0 { 1.0 - (y1 - 1.0) * 0.05 } else { 0.0 };
         let mut builder = ChartBuilder::on(&root);
         builder.caption(chart.title, ("sans-serif", 20)).margin(24).x_label_area_size(44).y_label_area_size(70);
-        let err = |e: DrawingAreaErrorKind<_>| anyhow!("plot: {e}");
+        let err = |e: DrawingAreaErrorKind<_>| failed(format!("plot: {e}"));
         macro_rules! draw {
             ($ctx:expr) => {{
                 let mut ctx = $ctx;
@@ -99,7 +104,7 @@ pub fn svg(chart: &Chart) -> Result<String> {
         } else {
             draw!(builder.build_cartesian_2d(x0..x1, y0..y1).map_err(err)?);
         }
-        root.present().map_err(|e| anyhow!("plot: {e}"))?;
+        root.present().map_err(|e| failed(format!("plot: {e}")))?;
     }
     Ok(out)
 }
@@ -156,10 +161,11 @@ fn render_options() -> &'static resvg::usvg::Options<'static> {
 /// default level cost more than rendering them).
 #[cfg(feature = "png")]
 pub fn png(svg: &str) -> Result<Vec<u8>> {
-    let tree = resvg::usvg::Tree::from_str(svg, render_options()).map_err(|e| anyhow!("rendering plot: {e}"))?;
+    let tree =
+        resvg::usvg::Tree::from_str(svg, render_options()).map_err(|e| failed(format!("rendering plot: {e}")))?;
     let size = tree.size().to_int_size();
     let mut pixmap = resvg::tiny_skia::Pixmap::new(size.width(), size.height())
-        .ok_or_else(|| anyhow!("rendering plot: empty image"))?;
+        .ok_or_else(|| failed("rendering plot: empty image"))?;
     resvg::render(&tree, resvg::tiny_skia::Transform::default(), &mut pixmap.as_mut());
     let rgba: Vec<u8> = pixmap
         .pixels()
@@ -174,9 +180,9 @@ pub fn png(svg: &str) -> Result<Vec<u8>> {
     encoder.set_color(png::ColorType::Rgba);
     encoder.set_depth(png::BitDepth::Eight);
     encoder.set_compression(png::Compression::Fast);
-    let mut writer = encoder.write_header().map_err(|e| anyhow!("encoding PNG: {e}"))?;
-    writer.write_image_data(&rgba).map_err(|e| anyhow!("encoding PNG: {e}"))?;
-    writer.finish().map_err(|e| anyhow!("encoding PNG: {e}"))?;
+    let mut writer = encoder.write_header().map_err(|e| failed(format!("encoding PNG: {e}")))?;
+    writer.write_image_data(&rgba).map_err(|e| failed(format!("encoding PNG: {e}")))?;
+    writer.finish().map_err(|e| failed(format!("encoding PNG: {e}")))?;
     Ok(out)
 }
 
@@ -207,12 +213,12 @@ const BAR_COLOURS: [RGBColor; 14] = [
 /// Short labels for the bars: a name's part before its options (`kmaf:period-ms=1` is
 /// `kmaf`), at most 16 characters, numbered when two would read alike; and the (short,
 /// full) pairs that were cut.
-pub(crate) fn short_labels(names: &[&str]) -> (Vec<String>, Vec<(String, String)>) {
+pub fn short_labels(names: &[&str]) -> (Vec<String>, Vec<(String, String)>) {
     short_labels_within(names, 16)
 }
 
 /// `short_labels` for a table's column, where names may be longer than under a bar.
-pub(crate) fn table_labels(names: &[&str]) -> (Vec<String>, Vec<(String, String)>) {
+pub fn table_labels(names: &[&str]) -> (Vec<String>, Vec<(String, String)>) {
     short_labels_within(names, 28)
 }
 
@@ -254,13 +260,13 @@ pub fn bars_svg_with(
     let key_height = if cut.is_empty() { 0 } else { 14 + 18 * cut.len() as u32 };
     {
         let root = SVGBackend::with_string(&mut out, (900, 560 + key_height)).into_drawing_area();
-        let err = |e: DrawingAreaErrorKind<_>| anyhow!("plot: {e}");
+        let err = |e: DrawingAreaErrorKind<_>| failed(format!("plot: {e}"));
         root.fill(&WHITE).map_err(err)?;
         let (root, key) = root.split_vertically(560);
         for (i, (short, long)) in cut.iter().enumerate() {
             let line = fit_text(&format!("{short}: {long}"), 13, 860).0;
             key.draw(&Text::new(line, (24, 6 + 18 * i as i32), ("sans-serif", 13).into_font()))
-                .map_err(|e| anyhow!("plot: {e}"))?;
+                .map_err(|e| failed(format!("plot: {e}")))?;
         }
         let floor = if baseline { 1.0f64 } else { f64::MIN_POSITIVE };
         let top = bars.iter().map(|(_, v, e)| v + e.unwrap_or(0.0)).fold(floor, f64::max) * 1.1;
@@ -308,7 +314,7 @@ pub fn bars_svg_with(
             ))
             .map_err(err)?;
         }
-        root.present().map_err(|e| anyhow!("plot: {e}"))?;
+        root.present().map_err(|e| failed(format!("plot: {e}")))?;
     }
     Ok(out)
 }
@@ -390,7 +396,7 @@ pub fn heatmap_svg(grid: &Grid, value: impl Fn(usize, usize) -> f64) -> Result<S
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (760, 700)).into_drawing_area();
-        let err = |e: DrawingAreaErrorKind<_>| anyhow!("plot: {e}");
+        let err = |e: DrawingAreaErrorKind<_>| failed(format!("plot: {e}"));
         root.fill(&WHITE).map_err(err)?;
         let (title, title_size) = fit_text(grid.title, 20, 728);
         let (note, note_size) = fit_text(grid.note, 13, 728);
@@ -455,7 +461,7 @@ pub fn heatmap_svg(grid: &Grid, value: impl Fn(usize, usize) -> f64) -> Result<S
         }
         root.draw(&Text::new("white: none", (bx - 4, y0 + bh + 6), anchored(HPos::Left, VPos::Top))).map_err(err)?;
         root.draw(&Text::new("log scale", (bx - 4, y0 - 14), anchored(HPos::Left, VPos::Top))).map_err(err)?;
-        root.present().map_err(|e| anyhow!("plot: {e}"))?;
+        root.present().map_err(|e| failed(format!("plot: {e}")))?;
     }
     Ok(out)
 }
