@@ -302,11 +302,7 @@ fn compact_number(x: f64) -> String {
 
 /// r, R, g, G rounded for reading.
 pub fn cost_label(p: &CostParams) -> String {
-    let n = |x: f64| format!("{}", (x * 1000.0).round() / 1000.0);
-    match (p.g, p.big_g) {
-        (Some(g), Some(gg)) => format!("r={} R={} g={} G={}", n(p.r), n(p.big_r), n(g), n(gg)),
-        _ => format!("r={} R={} (no global memory)", n(p.r), n(p.big_r)),
-    }
+    p.label()
 }
 
 #[cfg(test)]

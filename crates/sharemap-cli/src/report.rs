@@ -89,8 +89,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
     // The runs are read first: a bad file is refused before the trace is.
     let runs = args.runs.as_deref().map(read_runs).transpose()?;
     let page = build(args, runs.as_ref())?;
-    let html = page.render().map_err(|e| anyhow!("rendering the report: {e}"))?;
-    sharemap::trace::write_whole(&args.output, html.as_bytes())?;
+    write(&page, &args.output)?;
     println!(
         "wrote {} ({} sections: {}; open it in a browser, it needs nothing else)",
         args.output.display(),
@@ -98,6 +97,13 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
         page.sections.iter().map(|s| s.id).collect::<Vec<_>>().join(", ")
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The page rendered and written whole to `output`.
+pub fn write(page: &Page, output: &Path) -> Result<()> {
+    let html = page.render().map_err(|e| anyhow!("rendering the report: {e}"))?;
+    sharemap::trace::write_whole(output, html.as_bytes())?;
+    Ok(())
 }
 
 /// Runs as `sharemap run --csv` writes them: each configuration's times in its order of

@@ -156,6 +156,7 @@ fn record(trace: &Path, command: Vec<OsString>, env: Vec<(OsString, OsString)>) 
         format: None,
         command,
         env,
+        quiet: false,
     };
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let recorded = Recorder::new(request, &Tools::beside(&exe)).and_then(|r| r.run()).map_err(|e| e.to_string())?;

@@ -6,7 +6,7 @@ use crate::trace_cmds::warn_if_truncated;
 use anyhow::{Result, anyhow};
 use clap::Args;
 use sharemap::registry::Kind;
-use sharemap::simulate::{Outcome, Params, SimulateRequest, Simulation};
+use sharemap::simulate::{Params, SimulateRequest, Simulation};
 use sharemap::{Machine, Session};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -79,7 +79,7 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode> {
     })?;
     if let Some(base) = &args.plot {
         let name = path.file_name().unwrap_or_default().to_string_lossy();
-        plots(&sim, base, &name)?;
+        sharemap_report::plot::simulation(&sim, base, &name)?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&sim)?);
@@ -87,49 +87,6 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode> {
         print_table(&path, &sim);
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Seed 000's figures 3 and 4 for one trace: time over `os`'s, last-level misses per 1000
-/// accesses, interconnect traffic; written as `BASE-time`, `BASE-misses`, `BASE-traffic`.
-pub fn plots(s: &Simulation, base: &std::path::Path, trace: &str) -> Result<()> {
-    let with_suffix = |suffix: &str| {
-        let mut name = base.file_name().unwrap_or_default().to_os_string();
-        name.push(format!("-{suffix}"));
-        base.with_file_name(name)
-    };
-    let bars = |f: &dyn Fn(&Outcome) -> f64| -> Vec<(String, f64, Option<f64>)> {
-        s.mechanisms.iter().map(|m| (m.mechanism.clone(), f(m), None)).collect()
-    };
-    let os = s.mechanisms.iter().find(|m| m.mechanism == "os").map(|m| m.time_ns).filter(|&t| t > 0.0);
-    let (time, label) = match os {
-        Some(t) => (bars(&|m| m.time_ns / t), "time / os time"),
-        None => (bars(&|m| m.time_ns / 1e6), "time (ms)"),
-    };
-    let on = trace;
-    crate::plot::save_svg(
-        &crate::plot::bars_svg_with(&format!("{on}: simulated execution time"), label, &time, os.is_some())?,
-        &with_suffix("time"),
-    )?;
-    let llc = s.cache_levels.last().map_or("no cache".to_string(), |l| format!("L{l}"));
-    crate::plot::save_svg(
-        &crate::plot::bars_svg_with(
-            &format!("{on}: {llc} misses per 1000 accesses"),
-            "misses / 1000 accesses",
-            &bars(&|m| m.llc_mpka()),
-            false,
-        )?,
-        &with_suffix("misses"),
-    )?;
-    crate::plot::save_svg(
-        &crate::plot::bars_svg_with(
-            &format!("{on}: interconnect traffic"),
-            "MB",
-            &bars(&|m| m.counts.interconnect_bytes as f64 / 1e6),
-            false,
-        )?,
-        &with_suffix("traffic"),
-    )?;
-    Ok(())
 }
 
 /// A ratio to `os`, or "-" where `os` had none of it.

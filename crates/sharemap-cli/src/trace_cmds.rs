@@ -253,6 +253,7 @@ pub fn record(output: &Path, to: Option<&str>, command: &[OsString], how: &Recor
         format: format_arg(to)?,
         command: command.to_vec(),
         env: Vec::new(),
+        quiet: false,
     };
     let tools = Tools::beside(&std::env::current_exe()?);
     let recorder = Recorder::new(request, &tools).map_err(said)?;

@@ -43,6 +43,15 @@ fn tidy(x: f64) -> f64 {
 }
 
 impl CostParams {
+    /// r, R, g, G rounded for reading (`r=1 R=3 g=... G=...`).
+    pub fn label(&self) -> String {
+        let n = |x: f64| format!("{}", (x * 1000.0).round() / 1000.0);
+        match (self.g, self.big_g) {
+            (Some(g), Some(gg)) => format!("r={} R={} g={} G={}", n(self.r), n(self.big_r), n(g), n(gg)),
+            _ => format!("r={} R={} (no global memory)", n(self.r), n(self.big_r)),
+        }
+    }
+
     /// Default for a modern NUMA machine without global memory: r is the mean ratio of
     /// remote to local NUMA distance; a page move copies its cache lines at remote cost
     /// plus the fixed overhead.

@@ -414,6 +414,7 @@ fn record(
         format: format_of(format)?,
         command,
         env,
+        quiet: false,
     };
     let recorder = sharemap_run::record::Recorder::new(request, &tools(sharemap_binary)).map_err(to_py)?;
     let notes = recorder.notes.clone();

@@ -503,6 +503,49 @@ pub fn save_svg_with(svg: &str, write: impl Fn(&str, &[u8]) -> Result<()>) -> Re
     Ok(())
 }
 
+/// Seed 000's figures 3 and 4 for one trace: time over `os`'s, last-level misses per 1000
+/// accesses, interconnect traffic; written as `BASE-time`, `BASE-misses`, `BASE-traffic`.
+pub fn simulation(s: &sharemap::Simulation, base: &Path, trace: &str) -> Result<()> {
+    let with_suffix = |suffix: &str| {
+        let mut name = base.file_name().unwrap_or_default().to_os_string();
+        name.push(format!("-{suffix}"));
+        base.with_file_name(name)
+    };
+    let bars = |f: &dyn Fn(&sharemap::simulate::Outcome) -> f64| -> Vec<(String, f64, Option<f64>)> {
+        s.mechanisms.iter().map(|m| (m.mechanism.clone(), f(m), None)).collect()
+    };
+    let os = s.mechanisms.iter().find(|m| m.mechanism == "os").map(|m| m.time_ns).filter(|&t| t > 0.0);
+    let (time, label) = match os {
+        Some(t) => (bars(&|m| m.time_ns / t), "time / os time"),
+        None => (bars(&|m| m.time_ns / 1e6), "time (ms)"),
+    };
+    let on = trace;
+    save_svg(
+        &bars_svg_with(&format!("{on}: simulated execution time"), label, &time, os.is_some())?,
+        &with_suffix("time"),
+    )?;
+    let llc = s.cache_levels.last().map_or("no cache".to_string(), |l| format!("L{l}"));
+    save_svg(
+        &bars_svg_with(
+            &format!("{on}: {llc} misses per 1000 accesses"),
+            "misses / 1000 accesses",
+            &bars(&|m| m.llc_mpka()),
+            false,
+        )?,
+        &with_suffix("misses"),
+    )?;
+    save_svg(
+        &bars_svg_with(
+            &format!("{on}: interconnect traffic"),
+            "MB",
+            &bars(&|m| m.counts.interconnect_bytes as f64 / 1e6),
+            false,
+        )?,
+        &with_suffix("traffic"),
+    )?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::{BAR_COLOURS, CHAR_WIDTH, fit_text, short_labels};

@@ -40,6 +40,8 @@ pub struct RecordRequest {
     pub command: Vec<OsString>,
     /// More environment for the program (the tracer backend): `OMP_NUM_THREADS`, say.
     pub env: Vec<(OsString, OsString)>,
+    /// The program's output discarded (the tracer backend), rather than passed through.
+    pub quiet: bool,
 }
 
 /// The backend a recording uses.
@@ -235,6 +237,7 @@ impl Recorder {
                     exclude: ranges,
                     exclude_in_executable: in_executable,
                     env,
+                    quiet: request.quiet,
                     ..Default::default()
                 };
                 let rec =

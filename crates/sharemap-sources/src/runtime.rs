@@ -50,6 +50,8 @@ pub struct Options {
     /// More environment for the program (`record --no-aslr` preloads the run actor, so that
     /// the recorded address space holds the same libraries as a later `sharemap run`).
     pub env: Vec<(OsString, OsString)>,
+    /// The program's output discarded rather than passed through.
+    pub quiet: bool,
 }
 
 impl Default for Options {
@@ -64,6 +66,7 @@ impl Default for Options {
             exclude: Default::default(),
             exclude_in_executable: Vec::new(),
             env: Vec::new(),
+            quiet: false,
         }
     }
 }
@@ -764,6 +767,9 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
         cmd.env(shm::ENV_BURST_ON, on.to_string()).env(shm::ENV_BURST_OFF, off.to_string());
     }
     cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
+    if opts.quiet {
+        cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    }
     // The program's own name in its argv[0], as a shell would give it.
     cmd.arg0(&program[0]);
     // It dies with the recorder (killed with SIGKILL, the recorder can forward nothing).
