@@ -5,58 +5,13 @@ use crate::progress::Bars;
 use crate::registry::{self, Row};
 use crate::trace_cmds::{say_excluded, warn_if_truncated};
 use anyhow::{Result, anyhow};
-use serde::Serialize;
 use sharemap::registry::Kind;
 use sharemap::trace::OutputDir;
+use sharemap::analyze::Summary;
 use sharemap::{AnalyzeRequest, Machine, PageUsage, Session};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
-
-#[derive(Serialize)]
-struct Summary {
-    trace: String,
-    detector: String,
-    threads: usize,
-    pages: usize,
-    accesses: u64,
-    /// Accesses the detector saw.
-    seen: u64,
-    total_sharing: f64,
-    /// The thread pairs that share most, largest first.
-    top_pairs: Vec<(usize, usize, f64)>,
-    /// With --compare: the reference detector, and the MSE (both matrices scaled to a
-    /// maximum of 1) and Pearson correlation against it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    compared_with: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mse: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    correlation: Option<f64>,
-    /// With --against: this sampled trace's answers against a complete recording's.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    fidelity: Option<sharemap::Fidelity>,
-    /// A burst-sampled trace's weight per thread (its back-edges over those in bursts).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    burst_weights: Option<Vec<f64>>,
-    /// The mapping-potential gate on `--machine` (see `sharemap map`).
-    mapping_potential: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    windows: Option<Windows>,
-    /// Each detector's own report (STMap's decision, SAMMU's activity), by key.
-    #[serde(flatten)]
-    reports: std::collections::BTreeMap<&'static str, serde_json::Value>,
-}
-
-#[derive(Serialize)]
-struct Windows {
-    /// Accesses per window.
-    size: u64,
-    count: usize,
-    /// Windows whose sharing correlates below 0.5 with the previous window's, and the trace
-    /// position where each starts.
-    phase_changes: Vec<(usize, u64)>,
-}
 
 /// Most rows of the page-usage plot: beyond that, neighbouring pages share a row.
 const PAGE_ROWS: usize = 256;
@@ -111,85 +66,79 @@ pub fn run(
     // Specs are checked before the output directory is made.
     request.check()?;
     let input = crate::trace_cmds::input(trace, from, exclude)?;
-    let window = request.window;
     let machine = Machine::from_spec(machine).map_err(|e| anyhow!("{e}"))?;
     warn_if_truncated(&input)?;
     let session = Session::new(input, machine.clone(), 1).with_observer(Arc::new(Bars::new()));
     // Everything is written into a hidden staging directory and moved into `dir` at the end,
     // so a failed or stopped run leaves no empty directory and no old and new files mixed.
     let out = OutputDir::create(dir)?;
-    let dest = dir;
     let analysis = session.analyze(request).map_err(|e| crate::flags::say(e, crate::flags::At::Analyze { trace }))?;
     say_excluded(session.input());
-    let (found, windows, det_name) = (&analysis.detection, &analysis.windows, &analysis.detector);
+    write_outputs(&out, &analysis, &machine)?;
+    let burst = session.input().open()?.metadata().burst.clone();
+    let summary = Summary::of(&analysis, trace.display().to_string(), request.window, burst.as_ref());
+    out.write("summary.json", (serde_json::to_string_pretty(&summary)? + "\n").as_bytes())?;
+    out.commit()?;
+    print_summary(&summary, &analysis, request, burst.as_ref());
+    println!(
+        "wrote {}/{{comm.csv,comm.mat,comm.grf,machine.tgt,pages.csv,page-nodes.csv,{},{},summary.json}}",
+        dir.display(),
+        plot::files("pages"),
+        plot::files("heatmap")
+    );
+    println!("(Scotch: scotch_gmap -b0 -cb {0}/comm.grf {0}/machine.tgt mapping.map)", dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The matrices (numalize, TopoMatch, Scotch), the page usage and the two plots.
+fn write_outputs(out: &OutputDir, analysis: &sharemap::Analysis, machine: &Machine) -> Result<()> {
+    let found = &analysis.detection;
     let (matrix, usage) = (&found.matrix, &found.pages);
-    let accuracy = analysis.accuracy.as_ref().map(|a| (a.reference.clone(), a.mse, a.correlation));
     let n = matrix.threads();
     // Pages' first-touch nodes where the modelled OS runs each thread.
     let node_of = |t: u32| analysis.placement.node(t) as u32;
     let write = |name: &str, text: &str| out.write(name, text.as_bytes());
-
     write("comm.csv", &matrix.to_numalize_csv())?;
-    if !windows.is_empty() {
+    if !analysis.windows.is_empty() {
         out.mkdir("windows")?;
-        for (k, w) in windows.iter().enumerate() {
+        for (k, w) in analysis.windows.iter().enumerate() {
             write(&format!("windows/comm-{k:04}.csv"), &w.to_numalize_csv())?;
         }
     }
     write("comm.mat", &matrix.to_topomatch())?;
     write("comm.grf", &sharemap::map::scotch_graph(matrix))?;
-    write("machine.tgt", &sharemap::map::scotch_target(&machine))?;
+    write("machine.tgt", &sharemap::map::scotch_target(machine))?;
     write("pages.csv", &usage.to_numalize_csv(n, node_of))?;
     write("page-nodes.csv", &usage.to_node_csv(machine.numa_count(), node_of))?;
     // The two plots are rendered side by side (rendering costs about as much as detection on
     // tens of millions of accesses).
     std::thread::scope(|scope| -> Result<()> {
-        let pages = scope.spawn(|| save_plot(&out, &page_usage_svg(usage, n)?, "pages"));
-        let title = format!("Sharing between threads ({det_name})");
+        let pages = scope.spawn(|| save_plot(out, &page_usage_svg(usage, n)?, "pages"));
+        let title = format!("Sharing between threads ({})", analysis.detector);
         let svg = plot::sharing_heatmap_svg(&title, matrix)?;
-        save_plot(&out, &svg, "heatmap")?;
+        save_plot(out, &svg, "heatmap")?;
         pages.join().map_err(|_| anyhow!("the page-usage plot failed"))?
-    })?;
-    let burst = session.input().open()?.metadata().burst.clone();
-    let mut pairs: Vec<(usize, usize, f64)> = (0..n)
-        .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
-        .map(|(i, j)| (i, j, matrix.get(i, j)))
-        .filter(|p| p.2 > 0.0)
-        .collect();
-    pairs.sort_by(|a, b| b.2.total_cmp(&a.2));
-    pairs.truncate(10);
-    let summary = Summary {
-        trace: trace.display().to_string(),
-        detector: det_name.clone(),
-        threads: n,
-        pages: usage.len(),
-        accesses: found.accesses,
-        seen: found.seen,
-        total_sharing: matrix.total(),
-        top_pairs: pairs,
-        compared_with: accuracy.as_ref().map(|a| a.0.clone()),
-        mse: accuracy.as_ref().map(|a| a.1),
-        correlation: accuracy.as_ref().map(|a| a.2),
-        fidelity: analysis.fidelity.clone(),
-        burst_weights: burst.as_ref().map(|b| (0..n).map(|t| b.weight(t)).collect()),
-        windows: (!windows.is_empty()).then(|| Windows {
-            size: window,
-            count: windows.len(),
-            phase_changes: analysis.phase_changes.iter().map(|&k| (k, k as u64 * window)).collect(),
-        }),
-        mapping_potential: analysis.mapping_potential,
-        reports: found.report.iter().map(|r| (r.key, r.json.clone())).collect(),
-    };
-    write("summary.json", &(serde_json::to_string_pretty(&summary)? + "\n"))?;
-    out.commit()?;
-    let dir = dest;
+    })
+}
+
+/// What was found, in a few lines: the counts, the windows, the detector's report, the
+/// comparison, the burst weights, the fidelity, the pairs that share most.
+fn print_summary(
+    summary: &Summary,
+    analysis: &sharemap::Analysis,
+    request: &AnalyzeRequest,
+    burst: Option<&sharemap::trace::Burst>,
+) {
     // What `seen` counts: the accesses a detector samples, or SAMMU's TLB activations.
     let seen = if summary.detector.starts_with("sammu") {
         format!("{} had {} TLB activations in {} accesses", summary.detector, summary.seen, summary.accesses)
     } else {
         format!("{} saw {} of {} accesses", summary.detector, summary.seen, summary.accesses)
     };
-    println!("{}: {n} threads, {} pages; {seen}; sharing {}", trace.display(), summary.pages, summary.total_sharing);
+    println!(
+        "{}: {} threads, {} pages; {seen}; sharing {}",
+        summary.trace, summary.threads, summary.pages, summary.total_sharing
+    );
     if let Some(w) = &summary.windows {
         println!(
             "  {} windows of {} accesses; phase changes at {:?}",
@@ -198,12 +147,12 @@ pub fn run(
             w.phase_changes.iter().map(|p| p.1).collect::<Vec<_>>()
         );
     }
-    for line in found.report.iter().flat_map(|r| &r.lines) {
+    for line in analysis.detection.report.iter().flat_map(|r| &r.lines) {
         println!("  {line}");
     }
-    if let Some((name, mse, r)) = &accuracy {
-        let r = if r.is_finite() {
-            format!("{r:.4}")
+    if let Some(a) = &analysis.accuracy {
+        let r = if a.correlation.is_finite() {
+            format!("{:.4}", a.correlation)
         } else {
             "undefined (a matrix the same for every pair, such as no sharing seen)".to_string()
         };
@@ -214,9 +163,9 @@ pub fn run(
         } else {
             ""
         };
-        println!("  against {name}{which}: MSE {mse:.5} (scaled to max 1), correlation {r}");
+        println!("  against {}{which}: MSE {:.5} (scaled to max 1), correlation {r}", a.reference, a.mse);
     }
-    if let (Some(w), Some(b)) = (&summary.burst_weights, &burst) {
+    if let (Some(w), Some(b)) = (&summary.burst_weights, burst) {
         let w: Vec<String> = w.iter().map(|w| format!("{w:.1}")).collect();
         println!(
             "  burst-sampled: the sharing scaled by {:.1}; each thread's back-edges over those in bursts: {}",
@@ -225,50 +174,47 @@ pub fn run(
         );
     }
     if let Some(f) = &summary.fidelity {
-        let r = f.correlation.map_or(
-            "none (fewer than 3 threads, or a matrix the same for every pair, such as no sharing seen: nothing to correlate)"
-                .to_string(),
-            |r| format!("{r:.4}"),
-        );
-        println!("  against the complete trace {}:", f.reference);
-        println!("    sharing matrix correlation {r}");
-        if let (Some(spread), Some(err)) = (f.spread, f.relative_error) {
-            println!(
-                "    the complete sharing varies by {:.1} % over thread pairs (std. dev. over mean{}); this one differs from it by {:.1} % of its sum",
-                100.0 * spread,
-                if spread < 0.05 { ": pairs share alike, the correlation follows noise" } else { "" },
-                100.0 * err
-            );
-        }
-        println!(
-            "    dominant node agrees on {:.1} % of the {} pages carrying {:.0} % of its accesses",
-            100.0 * f.pages_agreeing,
-            f.pages_compared,
-            100.0 * sharemap::fidelity::PAGE_SHARE
-        );
-        println!(
-            "    within {:.0} % of the best node's accesses on {:.1} % of them ({} of them near-ties: two nodes within {:.0} %)",
-            100.0 * (1.0 - sharemap::fidelity::NEAR),
-            100.0 * f.pages_near_best,
-            f.near_ties,
-            100.0 * (1.0 - sharemap::fidelity::NEAR)
-        );
-        println!(
-            "    the {} mapping from this trace costs {:.4}x the one from the complete trace (on its sharing; 1 = as good)",
-            f.mapping_algorithm, f.mapping_cost_ratio
-        );
+        print_fidelity(f);
     }
     for (i, j, v) in summary.top_pairs.iter().take(5) {
         println!("  threads {i} and {j}: {v}");
     }
-    println!(
-        "wrote {}/{{comm.csv,comm.mat,comm.grf,machine.tgt,pages.csv,page-nodes.csv,{},{},summary.json}}",
-        dir.display(),
-        plot::files("pages"),
-        plot::files("heatmap")
+}
+
+/// A sampled trace against its complete recording.
+fn print_fidelity(f: &sharemap::Fidelity) {
+    let r = f.correlation.map_or(
+        "none (fewer than 3 threads, or a matrix the same for every pair, such as no sharing seen: nothing to correlate)"
+            .to_string(),
+        |r| format!("{r:.4}"),
     );
-    println!("(Scotch: scotch_gmap -b0 -cb {0}/comm.grf {0}/machine.tgt mapping.map)", dir.display());
-    Ok(ExitCode::SUCCESS)
+    println!("  against the complete trace {}:", f.reference);
+    println!("    sharing matrix correlation {r}");
+    if let (Some(spread), Some(err)) = (f.spread, f.relative_error) {
+        println!(
+            "    the complete sharing varies by {:.1} % over thread pairs (std. dev. over mean{}); this one differs from it by {:.1} % of its sum",
+            100.0 * spread,
+            if spread < 0.05 { ": pairs share alike, the correlation follows noise" } else { "" },
+            100.0 * err
+        );
+    }
+    println!(
+        "    dominant node agrees on {:.1} % of the {} pages carrying {:.0} % of its accesses",
+        100.0 * f.pages_agreeing,
+        f.pages_compared,
+        100.0 * sharemap::fidelity::PAGE_SHARE
+    );
+    println!(
+        "    within {:.0} % of the best node's accesses on {:.1} % of them ({} of them near-ties: two nodes within {:.0} %)",
+        100.0 * (1.0 - sharemap::fidelity::NEAR),
+        100.0 * f.pages_near_best,
+        f.near_ties,
+        100.0 * (1.0 - sharemap::fidelity::NEAR)
+    );
+    println!(
+        "    the {} mapping from this trace costs {:.4}x the one from the complete trace (on its sharing; 1 = as good)",
+        f.mapping_algorithm, f.mapping_cost_ratio
+    );
 }
 
 /// `sharemap detectors`: every detector, its source and its options.

@@ -41,55 +41,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Generate a synthetic trace from one of the seed programs' sharing patterns
-    Gen {
-        /// Pattern name (see --list)
-        #[arg(required_unless_present = "list")]
-        pattern: Option<String>,
-        /// Number of threads
-        #[arg(long, default_value_t = 8)]
-        threads: u32,
-        /// Stop after this many accesses (suffixes k, M, G allowed). Given alone, it also sizes
-        /// the data (--footprint auto: a few thousand references per page, for tests)
-        #[arg(long, value_parser = parse_count)]
-        accesses: Option<u64>,
-        /// Data per thread: pages (1024), bytes (4MiB), or auto (from --accesses). Default: the
-        /// pattern's paper-like footprint (1024 pages per thread; matmult 32)
-        #[arg(long)]
-        footprint: Option<String>,
-        /// Phases after the initialisation (default: the pattern's, 10 for most, unless
-        /// --accesses alone ends the run)
-        #[arg(long)]
-        iterations: Option<u64>,
-        /// References per word per iteration: each access after the initialisation made this
-        /// many times in a row
-        #[arg(long, default_value_t = 1)]
-        reuse: u32,
-        /// Bytes of each access (the program's word; 4 for seed 004's ACE traces)
-        #[arg(long, default_value_t = 8)]
-        word: u64,
-        /// neighbor: pages of each neighbour's block read per iteration (SP at 64 threads: the
-        /// whole block)
-        #[arg(long, default_value_t = 1)]
-        halo: u64,
-        /// all-to-all: nonzeros per row (NPB CG class B: about 176)
-        #[arg(long, default_value_t = 8)]
-        nnz: u64,
-        /// Seed of the pattern's random choices (same seed, same trace)
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Page size in bytes, recorded in the trace's metadata
-        #[arg(long, default_value_t = 4096)]
-        page_size: u64,
-        /// Output file; the format follows the extension (.trace, .csv, .parquet, .din)
-        #[arg(short, long, required_unless_present = "list")]
-        output: Option<PathBuf>,
-        /// Output format, overriding the extension
-        #[arg(long)]
-        to: Option<String>,
-        /// List the patterns and what they model
-        #[arg(long)]
-        list: bool,
-    },
+    Gen(trace_cmds::GenArgs),
     /// Summarise a trace: accesses, threads, pages, page sharing
     Info {
         /// The trace (native, CSV or Parquet)
@@ -123,49 +75,7 @@ enum Command {
     },
     /// Record the memory accesses of a program: sharemap record -o OUT -- PROG ARGS...
     /// (programs built with `sharemap cc` are recorded by its runtime; others under Valgrind)
-    Record {
-        /// tracer: the runtime of a program built with `sharemap cc`/`c++` (ThreadSanitizer's
-        /// instrumentation, clang or gcc; `sancov` is its old name); valgrind: any binary, far
-        /// slower; perf: samples of an event with data addresses (--event), no rebuild; faults:
-        /// perf with page-faults; auto: tracer when the program was built with the wrapper,
-        /// else valgrind
-        #[arg(long, default_value = "auto", value_parser = ["auto", "tracer", "sancov", "valgrind", "perf", "faults"])]
-        backend: String,
-        /// The perf backend's event: page-faults (every fault: first touches; any host),
-        /// mem-loads[:ldlat=CYCLES] (sampled loads at least that slow, default 30; Intel PEBS or
-        /// AMD IBS) or mem-stores (sampled stores; same)
-        #[arg(long, default_value = "page-faults")]
-        event: String,
-        /// Record one access in K of each thread (tracer)
-        #[arg(long, default_value_t = 1)]
-        sample: u64,
-        /// Leave out accesses to the threads' stacks (tracer)
-        #[arg(long)]
-        exclude_stack: bool,
-        /// A burst-sampled build's setting for this recording, in place of the one it was
-        /// built with: ON:OFF (microseconds per burst window and between windows), 0 (no
-        /// bursts), or all (every access: a complete trace of the same binary)
-        #[arg(long)]
-        burst: Option<String>,
-        /// Address-space randomisation off (personality ADDR_NO_RANDOMIZE): the program's
-        /// addresses are the same in a later `sharemap run --no-aslr`, so page plans apply
-        #[arg(long)]
-        no_aslr: bool,
-        /// Leave out the accesses that touch these address ranges (LO-HI or LO+SIZE, hex or
-        /// decimal) or global variables (by symbol name, from the program's symbol table),
-        /// comma-separated: e.g. a spin-wait flag
-        #[arg(long)]
-        exclude: Option<String>,
-        /// The trace to write (.trace native, .csv, .parquet; see --to)
-        #[arg(short, long)]
-        output: PathBuf,
-        /// Output format, overriding the extension
-        #[arg(long)]
-        to: Option<String>,
-        /// The program and its arguments, after --
-        #[arg(last = true, required = true)]
-        command: Vec<OsString>,
-    },
+    Record(trace_cmds::RecordArgs),
     /// Run a program with its threads pinned and its pages placed, once (its output and exit
     /// status pass through), or measure configurations against the OS's own mapping:
     /// sharemap run [--thread-map SPEC]... [--repeat N] -- PROG ARGS...
@@ -553,41 +463,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if !matches!(cli.command, Command::Record { .. }) {
+    if !matches!(cli.command, Command::Record(_)) {
         remove_temporaries_on_signal();
     }
     let result = match cli.command {
-        Command::Gen {
-            pattern,
-            threads,
-            accesses,
-            footprint,
-            iterations,
-            reuse,
-            word,
-            halo,
-            nnz,
-            seed,
-            page_size,
-            output,
-            to,
-            list,
-        } => {
-            if list {
-                listed_the_old_way("gen --list", "patterns");
-                self::list(ListKind::Patterns)
-            } else {
-                let size =
-                    trace_cmds::GenSize { accesses, footprint, iterations, reuse, word, halo, nnz, seed, page_size };
-                trace_cmds::generate(
-                    &pattern.unwrap_or_default(),
-                    threads,
-                    size,
-                    &output.unwrap_or_default(),
-                    to.as_deref(),
-                )
-            }
+        Command::Gen(args) if args.list => {
+            listed_the_old_way("gen --list", "patterns");
+            list(ListKind::Patterns)
         }
+        Command::Gen(args) => trace_cmds::generate(args),
         Command::Info { trace, from, json } => info::run(&trace, from.as_deref(), json),
         Command::Convert { input, output, from, to, exclude, partition_pages: Some(pages) } => {
             if to.is_some() {
@@ -599,22 +483,7 @@ fn main() -> ExitCode {
         Command::Convert { input, output, from, to, exclude, partition_pages: None } => {
             trace_cmds::convert(&input, &output, from.as_deref(), to.as_deref(), exclude.text())
         }
-        Command::Record { backend, event, sample, exclude_stack, burst, no_aslr, exclude, output, to, command } => {
-            if no_aslr && let Err(e) = sharemap_run::record::disable_aslr() {
-                eprintln!("sharemap: --no-aslr: the kernel refused to turn address randomisation off: {e}");
-                return ExitCode::from(1);
-            }
-            let how = trace_cmds::RecordHow {
-                backend: &backend,
-                event: &event,
-                sample,
-                exclude_stack,
-                burst: burst.as_deref(),
-                no_aslr,
-                exclude: exclude.as_deref(),
-            };
-            trace_cmds::record(&output, to.as_deref(), &command, &how)
-        }
+        Command::Record(args) => trace_cmds::record(args),
         Command::Cc { args } => cc::wrap(&args, false),
         Command::Cxx { args } => cc::wrap(&args, true),
         Command::Run(args) => run::run(args),

@@ -55,6 +55,17 @@ pub fn run(input: &Input, machine: &str, algo: &str, model: &str, seed: u64, jso
         println!("{}", serde_json::to_string_pretty(results)?);
         return Ok(ExitCode::SUCCESS);
     }
+    print_costs(&mapped, &machine, m, model, input);
+    print_levels(results);
+    capacity_lines(&mapped);
+    print_potential(&mapped.potential);
+    print_placement(&results[0], &machine);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Each mapping's cost, against the modelled OS's, a random mapping's and the best's.
+fn print_costs(mapped: &sharemap::map::Mapping, machine: &Machine, m: &sharemap::SharingMatrix, model: CostModel, input: &Path) {
+    let results = &mapped.mappings;
     let (os, random) = (mapped.os_cost, mapped.random_cost);
     let best = results.iter().map(|r| r.cost).fold(f64::INFINITY, f64::min);
     println!(
@@ -85,6 +96,10 @@ pub fn run(input: &Input, machine: &str, algo: &str, model: &str, seed: u64, jso
     if m.total() == 0.0 {
         println!("no sharing in the matrix: every mapping costs 0, so where the threads run does not matter here");
     }
+}
+
+/// EagerMap's view, for reference: where the sharing stays.
+fn print_levels(results: &[sharemap::map::Mapped]) {
     // EagerMap's view, for reference: where the sharing stays.
     // Columns by level name, over every mapping's levels, so each value sits under its own.
     let mut levels: Vec<&str> = Vec::new();
@@ -111,8 +126,10 @@ sharing kept within each level (%, EagerMap's quality view; lower levels are bet
                 .collect::<String>()
         );
     }
-    capacity_lines(&mapped);
-    let potential = &mapped.potential;
+}
+
+/// The mapping-potential gate and what it says.
+fn print_potential(potential: &sharemap::Potential) {
     let how = match (potential.accesses, potential.weight, potential.sharing_percent) {
         (Some(n), Some(weight), Some(percent)) => format!(
             "grouping gain {:.3} x sharing weight {weight:.3} ({percent:.4} % of {n} accesses share)",
@@ -125,7 +142,10 @@ sharing kept within each level (%, EagerMap's quality view; lower levels are bet
         potential.score,
         if potential.worth_mapping() { "worth mapping" } else { "below 0.1: a mapping would gain little" }
     );
-    let first = &results[0];
+}
+
+/// The first mapping as taskset, hwloc-bind and OpenMP take it.
+fn print_placement(first: &sharemap::map::Mapped, machine: &Machine) {
     let os: Vec<String> = first.mapping.iter().map(|&pu| machine.pu_os_index(pu).to_string()).collect();
     println!(
         "\n{} mapping, logical PU per thread: {}",
@@ -137,7 +157,6 @@ sharing kept within each level (%, EagerMap's quality view; lower levels are bet
         "OMP_PLACES=\"{}\" OMP_PROC_BIND=true",
         os.iter().map(|o| format!("{{{o}}}")).collect::<Vec<_>>().join(",")
     );
-    Ok(ExitCode::SUCCESS)
 }
 
 /// The data the threads use against the caches: how sharemap's default spread the threads,

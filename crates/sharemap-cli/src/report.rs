@@ -226,9 +226,7 @@ pub fn build(args: &ReportArgs, runs: Option<&Runs>) -> Result<Page> {
 
 fn sharing_section(matrix: &sharemap::SharingMatrix) -> Result<Section> {
     let n = matrix.threads();
-    let mut pairs: Vec<(usize, usize, f64)> =
-        (0..n).flat_map(|i| (i + 1..n).map(move |j| (i, j, matrix.get(i, j)))).filter(|p| p.2 > 0.0).collect();
-    pairs.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let pairs = matrix.sharing_pairs();
     let total: f64 = pairs.iter().map(|p| p.2).sum();
     let top: Vec<String> = pairs
         .iter()

@@ -6,7 +6,7 @@ use crate::plot::{self, Chart, Series};
 use anyhow::{Result, anyhow, bail};
 use sharemap::place::Tally;
 use sharemap::trace::{AtomicOutput, flush};
-use sharemap::{CostParams, SweepRequest, SweepResult, Vary};
+use sharemap::{CostParams, SweepRequest, Vary};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -52,38 +52,43 @@ pub fn run(args: &ModelArgs, vary: Vary, values: &[f64], policy: &str, output: &
     let points = session.sweep(&request).map_err(|e| flag_context(e, args))?;
     crate::trace_cmds::say_excluded(session.input());
     let mut w = out.writer()?;
-    let io = |e: std::io::Error| anyhow!("{}: {e}", output.display());
-    writeln!(w, "vary,value,policy,cost,mcpr,local,remote,global,moves,replications,moves_per_page,r,R,g,G")
-        .map_err(io)?;
-    for p in &points {
-        let c = &p.costs;
-        let opt = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
-        for SweepResult { name, cost, tally: t } in &p.results {
-            writeln!(
-                w,
-                "{},{},{name},{cost},{},{},{},{},{},{},{},{},{},{},{}",
-                vary.label(),
-                p.value,
-                cost / p.accesses.max(1) as f64,
-                t.local,
-                t.remote,
-                t.global,
-                t.migrations(),
-                t.replications,
-                t.new_locations() as f64 / p.pages.max(1) as f64,
-                c.r,
-                c.big_r,
-                opt(c.g),
-                opt(c.big_g)
-            )
-            .map_err(io)?;
-        }
-    }
+    w.write_all(sharemap::sweep::csv(&points, vary).as_bytes()).map_err(|e| anyhow!("{}: {e}", output.display()))?;
     flush(&mut w, output)?;
     drop(w);
     out.commit()?;
-
     let base = plot_base(output);
+    plots(args, &session.machine().name, &points, vary, &base)?;
+    print_points(args, &points, vary);
+    let ext = crate::plot::EXTENSIONS.join(",");
+    println!("wrote {} and {}-{{mcpr,moves,breakdown}}.{{{ext}}}", output.display(), base.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The optimum's cost at each value and the best policy's.
+fn print_points(args: &ModelArgs, points: &[sharemap::SweepPoint], vary: Vary) {
+    println!("{}: {} values of {}; {}", args.trace.display(), points.len(), vary.label(), cost_label(&points[0].costs));
+    let mut notes: Vec<&String> = points.iter().flat_map(|p| &p.notes).collect();
+    notes.dedup();
+    for note in notes {
+        println!("note: {note}");
+    }
+    println!("{:>12} {:>10} {:>10}   best policy", vary.label(), "optimal", "moves/pg");
+    for p in points {
+        let best = p.results[1..].iter().min_by(|a, b| a.cost.total_cmp(&b.cost));
+        let refs = p.accesses.max(1) as f64;
+        println!(
+            "{:>12} {:>10.4} {:>10.2}   {}",
+            p.value,
+            p.results[0].cost / refs,
+            p.results[0].tally.new_locations() as f64 / p.pages.max(1) as f64,
+            best.map_or(String::from("-"), |b| format!("{} {:.4}", b.name, b.cost / refs))
+        );
+    }
+}
+
+/// Seed 004's figures: MCPR by policy, the optimum's moves per page, and the optimum's
+/// cost beyond local references by component, against the value varied.
+fn plots(args: &ModelArgs, machine: &str, points: &[sharemap::SweepPoint], vary: Vary, base: &Path) -> Result<()> {
     let x_label = match vary {
         Vary::PageSize => "page size (bytes)".to_string(),
         v => format!(
@@ -96,7 +101,7 @@ pub fn run(args: &ModelArgs, vary: Vary, values: &[f64], policy: &str, output: &
     let context = format!(
         "{} on {} ({} at the first {})",
         args.trace.file_name().unwrap_or_default().to_string_lossy(),
-        session.machine().name,
+        machine,
         crate::place::cost_label(&points[0].costs),
         vary.label()
     );
@@ -120,7 +125,7 @@ pub fn run(args: &ModelArgs, vary: Vary, values: &[f64], policy: &str, output: &
             stacked: false,
             log_x,
         },
-        &suffixed(&base, "mcpr"),
+        &suffixed(base, "mcpr"),
     )?;
     let moves = [Series {
         name: "optimal".into(),
@@ -138,7 +143,7 @@ pub fn run(args: &ModelArgs, vary: Vary, values: &[f64], policy: &str, output: &
             stacked: false,
             log_x,
         },
-        &suffixed(&base, "moves"),
+        &suffixed(base, "moves"),
     )?;
     // The optimum's cost per reference, by component.
     let part = |f: &dyn Fn(&Tally, &CostParams) -> f64| -> Vec<(f64, f64)> {
@@ -169,30 +174,9 @@ pub fn run(args: &ModelArgs, vary: Vary, values: &[f64], policy: &str, output: &
             stacked: true,
             log_x,
         },
-        &suffixed(&base, "breakdown"),
+        &suffixed(base, "breakdown"),
     )?;
-
-    println!("{}: {} values of {}; {}", args.trace.display(), points.len(), vary.label(), cost_label(&points[0].costs));
-    let mut notes: Vec<&String> = points.iter().flat_map(|p| &p.notes).collect();
-    notes.dedup();
-    for note in notes {
-        println!("note: {note}");
-    }
-    println!("{:>12} {:>10} {:>10}   best policy", vary.label(), "optimal", "moves/pg");
-    for p in &points {
-        let best = p.results[1..].iter().min_by(|a, b| a.cost.total_cmp(&b.cost));
-        let refs = p.accesses.max(1) as f64;
-        println!(
-            "{:>12} {:>10.4} {:>10.2}   {}",
-            p.value,
-            p.results[0].cost / refs,
-            p.results[0].tally.new_locations() as f64 / p.pages.max(1) as f64,
-            best.map_or(String::from("-"), |b| format!("{} {:.4}", b.name, b.cost / refs))
-        );
-    }
-    let ext = crate::plot::EXTENSIONS.join(",");
-    println!("wrote {} and {}-{{mcpr,moves,breakdown}}.{{{ext}}}", output.display(), base.display());
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// `out/sweep.csv` -> `out/sweep`.

@@ -9,7 +9,7 @@ use sharemap::trace::Format;
 use sharemap_run::Tools;
 use sharemap_run::record::{RecordRequest, Recorder};
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 pub fn format_arg(name: Option<&str>) -> Result<Option<Format>> {
@@ -32,39 +32,78 @@ pub fn list_patterns() {
     }
 }
 
-/// `gen`'s size flags as given.
-pub struct GenSize {
+/// `gen`'s flags.
+#[derive(clap::Args)]
+pub struct GenArgs {
+    /// Pattern name (see --list)
+    #[arg(required_unless_present = "list")]
+    pub pattern: Option<String>,
+    /// Number of threads
+    #[arg(long, default_value_t = 8)]
+    pub threads: u32,
+    /// Stop after this many accesses (suffixes k, M, G allowed). Given alone, it also sizes
+    /// the data (--footprint auto: a few thousand references per page, for tests)
+    #[arg(long, value_parser = crate::parse_count)]
     pub accesses: Option<u64>,
+    /// Data per thread: pages (1024), bytes (4MiB), or auto (from --accesses). Default: the
+    /// pattern's paper-like footprint (1024 pages per thread; matmult 32)
+    #[arg(long)]
     pub footprint: Option<String>,
+    /// Phases after the initialisation (default: the pattern's, 10 for most, unless
+    /// --accesses alone ends the run)
+    #[arg(long)]
     pub iterations: Option<u64>,
+    /// References per word per iteration: each access after the initialisation made this
+    /// many times in a row
+    #[arg(long, default_value_t = 1)]
     pub reuse: u32,
+    /// Bytes of each access (the program's word; 4 for seed 004's ACE traces)
+    #[arg(long, default_value_t = 8)]
     pub word: u64,
+    /// neighbor: pages of each neighbour's block read per iteration (SP at 64 threads: the
+    /// whole block)
+    #[arg(long, default_value_t = 1)]
     pub halo: u64,
+    /// all-to-all: nonzeros per row (NPB CG class B: about 176)
+    #[arg(long, default_value_t = 8)]
     pub nnz: u64,
+    /// Seed of the pattern's random choices (same seed, same trace)
+    #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Page size in bytes, recorded in the trace's metadata
+    #[arg(long, default_value_t = 4096)]
     pub page_size: u64,
+    /// Output file; the format follows the extension (.trace, .csv, .parquet, .din)
+    #[arg(short, long, required_unless_present = "list")]
+    pub output: Option<PathBuf>,
+    /// Output format, overriding the extension
+    #[arg(long)]
+    pub to: Option<String>,
+    /// List the patterns and what they model
+    #[arg(long)]
+    pub list: bool,
 }
 
-pub fn generate(pattern: &str, threads: u32, size: GenSize, output: &Path, to: Option<&str>) -> Result<ExitCode> {
-    let p = generate::pattern(pattern).map_err(|e| anyhow!(e.why()))?;
-    let footprint = size
+/// The generator's parameters for `gen`'s flags, checked, each refusal naming its flag.
+fn gen_params(p: &generate::Pattern, args: &GenArgs) -> Result<GenParams> {
+    let footprint = args
         .footprint
         .as_deref()
         .map(|f| f.parse::<generate::Footprint>().map_err(|e| anyhow!("--footprint {e}")))
         .transpose()?;
-    if footprint == Some(generate::Footprint::Auto) && size.accesses.is_none() {
+    if footprint == Some(generate::Footprint::Auto) && args.accesses.is_none() {
         bail!("--footprint auto sizes the data from --accesses: give it too");
     }
     let sizing = generate::Sizing {
-        accesses: size.accesses,
+        accesses: args.accesses,
         footprint,
-        iterations: size.iterations,
-        reuse: size.reuse,
-        word: size.word,
-        halo: size.halo,
-        nnz: size.nnz,
-        page_size: size.page_size,
-        ..generate::Sizing::new(threads, size.seed)
+        iterations: args.iterations,
+        reuse: args.reuse,
+        word: args.word,
+        halo: args.halo,
+        nnz: args.nnz,
+        page_size: args.page_size,
+        ..generate::Sizing::new(args.threads, args.seed)
     };
     let params = sizing.params(p);
     generate::check(&params).map_err(|e| match e {
@@ -78,7 +117,15 @@ pub fn generate(pattern: &str, threads: u32, size: GenSize, output: &Path, to: O
         generate::GenError::Nnz(_) => anyhow!("--nnz: {e}"),
         generate::GenError::LineSize(_) | generate::GenError::Unbounded => anyhow!("{e}"),
     })?;
-    let report = generate_to(p, &params, output, format_arg(to)?)?;
+    Ok(params)
+}
+
+pub fn generate(args: GenArgs) -> Result<ExitCode> {
+    let p = generate::pattern(args.pattern.as_deref().unwrap_or_default()).map_err(|e| anyhow!(e.why()))?;
+    let params = gen_params(p, &args)?;
+    let (output, threads) = (args.output.unwrap_or_default(), args.threads);
+    let output = &output;
+    let report = generate_to(p, &params, output, format_arg(args.to.as_deref())?)?;
     let pages = match params.footprint {
         Some(f) => format!("{f} pages per thread"),
         None => "data sized from --accesses".to_string(),
@@ -225,33 +272,68 @@ pub fn warn_truncated(input: &TraceInput, truncation: Option<sharemap::Truncatio
     }
 }
 
-/// How `record` records (its flags).
-pub struct RecordHow<'a> {
-    pub backend: &'a str,
-    /// The perf backend's event.
-    pub event: &'a str,
+/// `record`'s flags.
+#[derive(clap::Args)]
+pub struct RecordArgs {
+    /// tracer: the runtime of a program built with `sharemap cc`/`c++` (ThreadSanitizer's
+    /// instrumentation, clang or gcc; `sancov` is its old name); valgrind: any binary, far
+    /// slower; perf: samples of an event with data addresses (--event), no rebuild; faults:
+    /// perf with page-faults; auto: tracer when the program was built with the wrapper,
+    /// else valgrind
+    #[arg(long, default_value = "auto", value_parser = ["auto", "tracer", "sancov", "valgrind", "perf", "faults"])]
+    pub backend: String,
+    /// The perf backend's event: page-faults (every fault: first touches; any host),
+    /// mem-loads[:ldlat=CYCLES] (sampled loads at least that slow, default 30; Intel PEBS or
+    /// AMD IBS) or mem-stores (sampled stores; same)
+    #[arg(long, default_value = "page-faults")]
+    pub event: String,
+    /// Record one access in K of each thread (tracer)
+    #[arg(long, default_value_t = 1)]
     pub sample: u64,
+    /// Leave out accesses to the threads' stacks (tracer)
+    #[arg(long)]
     pub exclude_stack: bool,
-    /// `--burst`: a burst-sampled build's setting for this recording.
-    pub burst: Option<&'a str>,
-    /// Address-space randomisation was turned off for the program (noted in the trace).
+    /// A burst-sampled build's setting for this recording, in place of the one it was
+    /// built with: ON:OFF (microseconds per burst window and between windows), 0 (no
+    /// bursts), or all (every access: a complete trace of the same binary)
+    #[arg(long)]
+    pub burst: Option<String>,
+    /// Address-space randomisation off (personality ADDR_NO_RANDOMIZE): the program's
+    /// addresses are the same in a later `sharemap run --no-aslr`, so page plans apply
+    #[arg(long)]
     pub no_aslr: bool,
-    /// `--exclude`: address ranges and symbol names.
-    pub exclude: Option<&'a str>,
+    /// Leave out the accesses that touch these address ranges (LO-HI or LO+SIZE, hex or
+    /// decimal) or global variables (by symbol name, from the program's symbol table),
+    /// comma-separated: e.g. a spin-wait flag
+    #[arg(long)]
+    pub exclude: Option<String>,
+    /// The trace to write (.trace native, .csv, .parquet; see --to)
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Output format, overriding the extension
+    #[arg(long)]
+    pub to: Option<String>,
+    /// The program and its arguments, after --
+    #[arg(last = true, required = true)]
+    pub command: Vec<OsString>,
 }
 
-pub fn record(output: &Path, to: Option<&str>, command: &[OsString], how: &RecordHow) -> Result<ExitCode> {
+pub fn record(args: RecordArgs) -> Result<ExitCode> {
+    if args.no_aslr && let Err(e) = sharemap_run::record::disable_aslr() {
+        bail!("--no-aslr: the kernel refused to turn address randomisation off: {e}");
+    }
+    let output = args.output.clone();
     let request = RecordRequest {
-        backend: how.backend.into(),
-        event: how.event.into(),
-        sample: how.sample,
-        exclude_stack: how.exclude_stack,
-        burst: how.burst.map(str::to_string),
-        no_aslr: how.no_aslr,
-        exclude: how.exclude.map(str::to_string),
-        output: output.to_path_buf(),
-        format: format_arg(to)?,
-        command: command.to_vec(),
+        backend: args.backend,
+        event: args.event,
+        sample: args.sample,
+        exclude_stack: args.exclude_stack,
+        burst: args.burst,
+        no_aslr: args.no_aslr,
+        exclude: args.exclude,
+        output: args.output,
+        format: format_arg(args.to.as_deref())?,
+        command: args.command,
         env: Vec::new(),
         quiet: false,
     };
@@ -261,6 +343,11 @@ pub fn record(output: &Path, to: Option<&str>, command: &[OsString], how: &Recor
         eprintln!("sharemap: {note}");
     }
     let rec = recorder.run().map_err(said)?;
+    Ok(say_recorded(&rec, &output))
+}
+
+/// What a recording did, said; the program's exit status, passed through.
+fn say_recorded(rec: &sharemap_run::record::Recorded, output: &Path) -> ExitCode {
     if rec.lost > 0 {
         eprintln!(
             "sharemap: warning: {} records were lost (no free block within 10 s: the recorder fell behind or more than 2,000 threads were alive at once; or threads beyond the 4096th)",
@@ -294,7 +381,7 @@ pub fn record(output: &Path, to: Option<&str>, command: &[OsString], how: &Recor
         (None, Some(sig)) => 128 + sig,
         _ => 1,
     };
-    Ok(ExitCode::from(code as u8))
+    ExitCode::from(code as u8)
 }
 
 /// A recording's error in its own words (`--exclude` ranges after the flag).

@@ -80,6 +80,18 @@ impl SharingMatrix {
         self.cells.iter().copied().fold(0.0, f64::max)
     }
 
+    /// The pairs that share (i < j, with their sharing), the most sharing first (ties in
+    /// pair order).
+    pub fn sharing_pairs(&self) -> Vec<(usize, usize, f64)> {
+        let mut pairs: Vec<(usize, usize, f64)> = (0..self.n)
+            .flat_map(|i| (i + 1..self.n).map(move |j| (i, j)))
+            .map(|(i, j)| (i, j, self.get(i, j)))
+            .filter(|p| p.2 > 0.0)
+            .collect();
+        pairs.sort_by(|a, b| b.2.total_cmp(&a.2));
+        pairs
+    }
+
     /// The upper triangle (i < j), row by row: each pair once.
     pub fn pairs(&self) -> impl Iterator<Item = f64> + '_ {
         (0..self.n).flat_map(move |i| (i + 1..self.n).map(move |j| self.get(i, j)))
@@ -256,6 +268,22 @@ mod tests {
         m.add(0, 1, 5.0);
         m.add(1, 2, 2.0);
         m
+    }
+
+    proptest! {
+        /// Every sharing pair once, none that does not share, the most first.
+        #[test]
+        fn sharing_pairs_are_the_nonzero_pairs_by_size(cells in proptest::collection::vec(0u8..4, 15)) {
+            let mut m = SharingMatrix::new(6);
+            let all: Vec<(usize, usize)> = (0..6).flat_map(|i| (i + 1..6).map(move |j| (i, j))).collect();
+            for (&(i, j), &v) in all.iter().zip(&cells) {
+                m.add(i, j, v as f64);
+            }
+            let pairs = m.sharing_pairs();
+            prop_assert_eq!(pairs.len(), cells.iter().filter(|&&v| v > 0).count());
+            prop_assert!(pairs.windows(2).all(|w| w[0].2 >= w[1].2));
+            prop_assert!(pairs.iter().all(|&(i, j, v)| i < j && m.get(i, j) == v && v > 0.0));
+        }
     }
 
     #[test]

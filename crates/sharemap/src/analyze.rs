@@ -168,3 +168,93 @@ pub(crate) fn analyze(
         accuracy,
     })
 }
+
+/// The analysis in brief, as `analyze` writes it to `summary.json`: what was found, the
+/// pairs that share most, and each detector's own report.
+#[derive(Serialize)]
+pub struct Summary {
+    pub trace: String,
+    pub detector: String,
+    pub threads: usize,
+    pub pages: usize,
+    pub accesses: u64,
+    /// Accesses the detector saw.
+    pub seen: u64,
+    pub total_sharing: f64,
+    /// The thread pairs that share most, largest first.
+    pub top_pairs: Vec<(usize, usize, f64)>,
+    /// With a comparison: the reference detector, and the MSE (both matrices scaled to a
+    /// maximum of 1) and Pearson correlation against it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compared_with: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mse: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub correlation: Option<f64>,
+    /// Against a complete recording: this sampled trace's answers against its.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fidelity: Option<crate::Fidelity>,
+    /// A burst-sampled trace's weight per thread (its back-edges over those in bursts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub burst_weights: Option<Vec<f64>>,
+    /// The mapping-potential gate on the machine (see `map`).
+    pub mapping_potential: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub windows: Option<Windows>,
+    /// Each detector's own report (STMap's decision, SAMMU's activity), by key.
+    #[serde(flatten)]
+    pub reports: std::collections::BTreeMap<&'static str, serde_json::Value>,
+}
+
+/// The windows of an analysis.
+#[derive(Serialize)]
+pub struct Windows {
+    /// Accesses per window.
+    pub size: u64,
+    pub count: usize,
+    /// Windows whose sharing correlates below 0.5 with the previous window's, and the trace
+    /// position where each starts.
+    pub phase_changes: Vec<(usize, u64)>,
+}
+
+/// Pairs `Summary::top_pairs` keeps.
+pub const TOP_PAIRS: usize = 10;
+
+impl Summary {
+    /// The summary of `analysis` of the trace named `trace`, windows of `window` accesses;
+    /// `burst` is the trace's burst sampling, when it has one.
+    pub fn of(
+        analysis: &Analysis,
+        trace: String,
+        window: u64,
+        burst: Option<&sharemap_trace::model::Burst>,
+    ) -> Summary {
+        let found = &analysis.detection;
+        let n = found.matrix.threads();
+        let accuracy = analysis.accuracy.as_ref();
+        let mut top_pairs = found.matrix.sharing_pairs();
+        top_pairs.truncate(TOP_PAIRS);
+        Summary {
+            trace,
+            detector: analysis.detector.clone(),
+            threads: n,
+            pages: found.pages.len(),
+            accesses: found.accesses,
+            seen: found.seen,
+            total_sharing: found.matrix.total(),
+            top_pairs,
+            compared_with: accuracy.map(|a| a.reference.clone()),
+            mse: accuracy.map(|a| a.mse),
+            correlation: accuracy.map(|a| a.correlation),
+            fidelity: analysis.fidelity.clone(),
+            burst_weights: burst.map(|b| (0..n).map(|t| b.weight(t)).collect()),
+            windows: (!analysis.windows.is_empty()).then(|| Windows {
+                size: window,
+                count: analysis.windows.len(),
+                phase_changes: analysis.phase_changes.iter().map(|&k| (k, k as u64 * window)).collect(),
+            }),
+            mapping_potential: analysis.mapping_potential,
+            reports: found.report.iter().map(|r| (r.key, r.json.clone())).collect(),
+        }
+    }
+}

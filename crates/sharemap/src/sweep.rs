@@ -168,3 +168,36 @@ pub(crate) fn sweep(session: &Session, request: &SweepRequest) -> Result<Vec<Swe
     }
     Ok(points)
 }
+
+/// The header of a sweep's CSV.
+pub const CSV_HEADER: &str = "vary,value,policy,cost,mcpr,local,remote,global,moves,replications,moves_per_page,r,R,g,G";
+
+/// A sweep as CSV, a row per value and policy (pandas reads it as is).
+pub fn csv(points: &[SweepPoint], vary: Vary) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!("{CSV_HEADER}\n");
+    for p in points {
+        let c = &p.costs;
+        let opt = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
+        for SweepResult { name, cost, tally: t } in &p.results {
+            let _ = writeln!(
+                out,
+                "{},{},{name},{cost},{},{},{},{},{},{},{},{},{},{},{}",
+                vary.label(),
+                p.value,
+                cost / p.accesses.max(1) as f64,
+                t.local,
+                t.remote,
+                t.global,
+                t.migrations(),
+                t.replications,
+                t.new_locations() as f64 / p.pages.max(1) as f64,
+                c.r,
+                c.big_r,
+                opt(c.g),
+                opt(c.big_g)
+            );
+        }
+    }
+    out
+}
