@@ -6,7 +6,7 @@ use crate::machine::describe;
 use anyhow::{Result, anyhow};
 use clap::Parser;
 use sharemap::{Machine, SharingMatrix};
-use sharemap_demo::{Block, Cell, DEMO_DIR, DEMO_MACHINE, Demo, DemoRequest, SIMULATED, Table};
+use sharemap_lab::demo::{Block, Cell, DEMO_DIR, DEMO_MACHINE, Demo, DemoRequest, SIMULATED, Table};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -14,18 +14,18 @@ use std::sync::Arc;
 pub fn run(dir: Option<&Path>, accesses: Option<u64>, report: bool) -> Result<ExitCode> {
     let dir = dir.unwrap_or(Path::new(DEMO_DIR));
     // Refused before anything is said when the directory is someone else's.
-    sharemap_demo::output_dir(dir).map_err(|e| anyhow!(e.why()))?;
+    sharemap_lab::demo::output_dir(dir).map_err(|e| anyhow!(e.why()))?;
     let tools = sharemap_run::Tools::beside(&std::env::current_exe()?);
     let request =
         DemoRequest { dir: dir.to_path_buf(), accesses, tools, observer: Arc::new(crate::progress::Bars::new()) };
-    let demo = sharemap_demo::run(&request).map_err(|e| anyhow!(e))?;
+    let demo = sharemap_lab::demo::run(&request).map_err(|e| anyhow!(e))?;
     print(&demo)?;
     if report {
         write_report(dir)?;
         println!();
     }
     println!("Written to {}/ (kept; a later demo writes over it):", dir.display());
-    for (kind, names) in sharemap_demo::written(dir) {
+    for (kind, names) in sharemap_lab::demo::written(dir) {
         println!("  {} {kind}: {}", names.len(), names.join(" "));
     }
     println!("\nWhat to take away:");
