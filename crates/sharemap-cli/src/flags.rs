@@ -110,29 +110,8 @@ pub fn say(e: sharemap::Error, at: At<'_>) -> anyhow::Error {
             ErrorKind::PageSize if e.page_size().is_some() => anyhow!("--mechanism {spec}: {e}"),
             _ => anyhow!("--mechanism: {}", e.why()),
         },
-        At::Run => match e.setting().map(|s| (s.field, s.given.clone())) {
-            Some(("mechanisms", spec)) => say(e, At::Mechanism { spec: &spec }),
-            Some(("mechanism_lists", _)) => anyhow!("--mechanism {}", e.why()),
-            Some(("repeat", n)) => anyhow!("--repeat {n}: {}", e.why()),
-            Some(("thread_maps", map)) if kind != ErrorKind::ThreadMap => anyhow!("--thread-map {map}: {e}"),
-            Some(("placement", placement)) => anyhow!("--placement {placement}: {e}"),
-            Some(("sharing", _)) => say(e, At::Sharing),
-            _ => match kind {
-                ErrorKind::ThreadMap | ErrorKind::DataPlacement | ErrorKind::Mechanism => with_flag(e),
-                ErrorKind::Program => anyhow!(e.why()),
-                _ => anyhow!(e),
-            },
-        },
-        At::Vm => match e.setting().map(|s| (vm_flag(s.field), s.given.clone())) {
-            Some((Some(flag), given)) if given.is_empty() => anyhow!("{flag}: {e}"),
-            // Words that start with the value given say it themselves (`bind:7: ...`).
-            Some((Some(flag), given)) if e.why().starts_with(&given) => anyhow!("{flag} {}", e.why()),
-            Some((Some(flag), given)) => anyhow!("{flag} {given}: {}", e.why()),
-            _ => match kind {
-                ErrorKind::Guest | ErrorKind::Program => anyhow!(e.why()),
-                _ => anyhow!(e),
-            },
-        },
+        At::Run => run_error(e),
+        At::Vm => vm_error(e),
         At::Writing { output } => match kind {
             ErrorKind::Io => anyhow!("writing {}: {e}", output.display()),
             _ => anyhow::Error::new(e),
@@ -157,4 +136,37 @@ fn vm_flag(field: &str) -> Option<&'static str> {
         "placement" => "--placement",
         _ => return None,
     })
+}
+
+/// A `run` error: by the request's setting it came from, else by its kind.
+fn run_error(e: sharemap::Error) -> anyhow::Error {
+    let kind = e.kind();
+    match e.setting().map(|s| (s.field, s.given.clone())) {
+        Some(("mechanisms", spec)) => say(e, At::Mechanism { spec: &spec }),
+        Some(("mechanism_lists", _)) => anyhow!("--mechanism {}", e.why()),
+        Some(("repeat", n)) => anyhow!("--repeat {n}: {}", e.why()),
+        Some(("thread_maps", map)) if kind != ErrorKind::ThreadMap => anyhow!("--thread-map {map}: {e}"),
+        Some(("placement", placement)) => anyhow!("--placement {placement}: {e}"),
+        Some(("sharing", _)) => say(e, At::Sharing),
+        _ => match kind {
+            ErrorKind::ThreadMap | ErrorKind::DataPlacement | ErrorKind::Mechanism => with_flag(e),
+            ErrorKind::Program => anyhow!(e.why()),
+            _ => anyhow!(e),
+        },
+    }
+}
+
+/// A `vm` error: the flag of the setting it came from, with the value given.
+fn vm_error(e: sharemap::Error) -> anyhow::Error {
+    let kind = e.kind();
+    match e.setting().map(|s| (vm_flag(s.field), s.given.clone())) {
+        Some((Some(flag), given)) if given.is_empty() => anyhow!("{flag}: {e}"),
+        // Words that start with the value given say it themselves (`bind:7: ...`).
+        Some((Some(flag), given)) if e.why().starts_with(&given) => anyhow!("{flag} {}", e.why()),
+        Some((Some(flag), given)) => anyhow!("{flag} {given}: {}", e.why()),
+        _ => match kind {
+            ErrorKind::Guest | ErrorKind::Program => anyhow!(e.why()),
+            _ => anyhow!(e),
+        },
+    }
 }

@@ -104,6 +104,11 @@ fn print_text(s: &TraceSummary, f: &FileInfo) {
         pct(s.sharing.accesses_to_shared_pages, s.accesses),
         s.sharing.shared_written_pages
     );
+    print_threads(s);
+}
+
+/// Each thread's accesses, pages, first touches and, when the tracer saw them, its CPUs.
+fn print_threads(s: &TraceSummary) {
     println!("per thread");
     // Where each thread ran, when the tracer saw it (`cpu` events).
     let ran = s.per_thread.iter().any(|t| !t.cpus.is_empty());

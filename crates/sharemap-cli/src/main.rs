@@ -315,6 +315,86 @@ fn detector_help() -> String {
     )
 }
 
+/// A listing asked for the older way (`policies`, `gen --list`, ...): said, and the kind.
+fn old_listing(command: &Command) -> Option<ListKind> {
+    let (old, kind, listed) = match command {
+        Command::Gen(args) if args.list => ("gen --list", "patterns", ListKind::Patterns),
+        Command::Policies => ("policies", "policies", ListKind::Policies),
+        Command::Detectors => ("detectors", "detectors", ListKind::Detectors),
+        Command::Algorithms => ("algorithms", "algorithms", ListKind::Algorithms),
+        Command::Mechanisms => ("mechanisms", "mechanisms", ListKind::Mechanisms),
+        Command::Simulate(args) if args.list => {
+            ("simulate --list", "mechanisms` and `sharemap list parameters", ListKind::Simulator)
+        }
+        Command::Reproduce(args) if args.list => ("reproduce --list", "claims", ListKind::Claims),
+        // `machine --list` lists, and describes a machine too: it runs as itself.
+        Command::Machine { list: true, .. } => {
+            listed_the_old_way("machine --list", "machines");
+            return None;
+        }
+        _ => return None,
+    };
+    listed_the_old_way(old, kind);
+    Some(listed)
+}
+
+/// The command run.
+fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Gen(args) => trace_cmds::generate(args),
+        Command::Info { trace, from, json } => info::run(&trace, from.as_deref(), json),
+        Command::Convert { input, output, from, to, exclude, partition_pages: Some(pages) } => {
+            if to.is_some() {
+                anyhow::bail!("--to: a partitioned dataset is Parquet");
+            }
+            trace_cmds::partition(&input, &output, from.as_deref(), exclude.text(), pages)
+        }
+        Command::Convert { input, output, from, to, exclude, partition_pages: None } => {
+            trace_cmds::convert(&input, &output, from.as_deref(), to.as_deref(), exclude.text())
+        }
+        Command::Record(args) => trace_cmds::record(args),
+        Command::Cc { args } => cc::wrap(&args, false),
+        Command::Cxx { args } => cc::wrap(&args, true),
+        Command::Run(args) => run::run(args),
+        Command::Vm(args) => vm::run(args),
+        Command::Machine { spec, json, list } => machine::run(spec.as_deref(), json, list),
+        Command::Demo { dir, accesses, report } => demo::run(dir.as_deref(), accesses, report),
+        Command::Report(args) => report::run(&args),
+        Command::Place { model, policy, json, breakdown, placement } => {
+            place::run(&model, &policy, json, breakdown, placement.as_deref())
+        }
+        Command::List { kind } => list(kind),
+        Command::Map { input, from, machine, algo, cost_model, seed, exclude, json } => {
+            let input = map::Input { path: &input, from: from.as_deref(), exclude: exclude.text() };
+            map::run(&input, &machine, &algo, &cost_model, seed, json)
+        }
+        Command::Analyze { trace, from, machine, detector, compare, window, against, exclude, output } => {
+            let against = against.map(sharemap::TraceInput::file);
+            let request = sharemap::AnalyzeRequest { detector, compare, window, against };
+            analyze::run(&trace, from.as_deref(), exclude.text(), &machine, &request, &output)
+        }
+        Command::Filter { model, reorder, gaps, output, to, sensitivity } => {
+            let kinds: Vec<sharemap::filter::Filter> =
+                [(reorder, sharemap::filter::Filter::Reorder), (gaps, sharemap::filter::Filter::Gaps)]
+                    .into_iter()
+                    .filter(|k| k.0)
+                    .map(|k| k.1)
+                    .collect();
+            filter::run(&model, &kinds, output.as_deref(), to.as_deref(), sensitivity)
+        }
+        Command::Simulate(args) => simulate::run(&args),
+        Command::Reproduce(args) => reproduce::run(&args),
+        Command::Sweep { model, vary, values, policy, output } => sharemap::sweep::Vary::parse(&vary)
+            .map_err(|e| place::flag_context(e, &model))
+            .and_then(|v| sweep::run(&model, v, &sweep::parse_values(&values)?, &policy, &output)),
+        // `old_listing` said how these are listed now; they list as `list KIND` does.
+        Command::Policies => list(ListKind::Policies),
+        Command::Detectors => list(ListKind::Detectors),
+        Command::Algorithms => list(ListKind::Algorithms),
+        Command::Mechanisms => list(ListKind::Mechanisms),
+    }
+}
+
 fn listed_the_old_way(old: &str, kind: &str) {
     eprintln!("sharemap: note: `sharemap {old}` is `sharemap list {kind}` (every kind is listed that way)");
 }
@@ -466,88 +546,7 @@ fn main() -> ExitCode {
     if !matches!(cli.command, Command::Record(_)) {
         remove_temporaries_on_signal();
     }
-    let result = match cli.command {
-        Command::Gen(args) if args.list => {
-            listed_the_old_way("gen --list", "patterns");
-            list(ListKind::Patterns)
-        }
-        Command::Gen(args) => trace_cmds::generate(args),
-        Command::Info { trace, from, json } => info::run(&trace, from.as_deref(), json),
-        Command::Convert { input, output, from, to, exclude, partition_pages: Some(pages) } => {
-            if to.is_some() {
-                eprintln!("sharemap: --to: a partitioned dataset is Parquet");
-                return ExitCode::from(1);
-            }
-            trace_cmds::partition(&input, &output, from.as_deref(), exclude.text(), pages)
-        }
-        Command::Convert { input, output, from, to, exclude, partition_pages: None } => {
-            trace_cmds::convert(&input, &output, from.as_deref(), to.as_deref(), exclude.text())
-        }
-        Command::Record(args) => trace_cmds::record(args),
-        Command::Cc { args } => cc::wrap(&args, false),
-        Command::Cxx { args } => cc::wrap(&args, true),
-        Command::Run(args) => run::run(args),
-        Command::Vm(args) => vm::run(args),
-        Command::Machine { spec, json, list } => {
-            if list {
-                listed_the_old_way("machine --list", "machines");
-            }
-            machine::run(spec.as_deref(), json, list)
-        }
-        Command::Demo { dir, accesses, report } => demo::run(dir.as_deref(), accesses, report),
-        Command::Report(args) => report::run(&args),
-        Command::Place { model, policy, json, breakdown, placement } => {
-            place::run(&model, &policy, json, breakdown, placement.as_deref())
-        }
-        Command::List { kind } => list(kind),
-        Command::Policies => {
-            listed_the_old_way("policies", "policies");
-            list(ListKind::Policies)
-        }
-        Command::Detectors => {
-            listed_the_old_way("detectors", "detectors");
-            list(ListKind::Detectors)
-        }
-        Command::Algorithms => {
-            listed_the_old_way("algorithms", "algorithms");
-            list(ListKind::Algorithms)
-        }
-        Command::Mechanisms => {
-            listed_the_old_way("mechanisms", "mechanisms");
-            list(ListKind::Mechanisms)
-        }
-        Command::Map { input, from, machine, algo, cost_model, seed, exclude, json } => {
-            let input = map::Input { path: &input, from: from.as_deref(), exclude: exclude.text() };
-            map::run(&input, &machine, &algo, &cost_model, seed, json)
-        }
-        Command::Analyze { trace, from, machine, detector, compare, window, against, exclude, output } => {
-            let against = against.map(sharemap::TraceInput::file);
-            let request = sharemap::AnalyzeRequest { detector, compare, window, against };
-            analyze::run(&trace, from.as_deref(), exclude.text(), &machine, &request, &output)
-        }
-        Command::Filter { model, reorder, gaps, output, to, sensitivity } => {
-            let kinds: Vec<sharemap::filter::Filter> =
-                [(reorder, sharemap::filter::Filter::Reorder), (gaps, sharemap::filter::Filter::Gaps)]
-                    .into_iter()
-                    .filter(|k| k.0)
-                    .map(|k| k.1)
-                    .collect();
-            filter::run(&model, &kinds, output.as_deref(), to.as_deref(), sensitivity)
-        }
-        Command::Simulate(args) if args.list => {
-            listed_the_old_way("simulate --list", "mechanisms` and `sharemap list parameters");
-            list(ListKind::Simulator)
-        }
-        Command::Simulate(args) => simulate::run(&args),
-        Command::Reproduce(args) if args.list => {
-            listed_the_old_way("reproduce --list", "claims");
-            list(ListKind::Claims)
-        }
-        Command::Reproduce(args) => reproduce::run(&args),
-        Command::Sweep { model, vary, values, policy, output } => sharemap::sweep::Vary::parse(&vary)
-            .map_err(|e| place::flag_context(e, &model))
-            .and_then(|v| sweep::run(&model, v, &sweep::parse_values(&values)?, &policy, &output)),
-    };
+    let result = old_listing(&cli.command).map_or_else(|| dispatch(cli.command), list);
     match result {
         Ok(code) => code,
         Err(e) => {

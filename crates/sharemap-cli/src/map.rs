@@ -64,7 +64,13 @@ pub fn run(input: &Input, machine: &str, algo: &str, model: &str, seed: u64, jso
 }
 
 /// Each mapping's cost, against the modelled OS's, a random mapping's and the best's.
-fn print_costs(mapped: &sharemap::map::Mapping, machine: &Machine, m: &sharemap::SharingMatrix, model: CostModel, input: &Path) {
+fn print_costs(
+    mapped: &sharemap::map::Mapping,
+    machine: &Machine,
+    m: &sharemap::SharingMatrix,
+    model: CostModel,
+    input: &Path,
+) {
     let results = &mapped.mappings;
     let (os, random) = (mapped.os_cost, mapped.random_cost);
     let best = results.iter().map(|r| r.cost).fold(f64::INFINITY, f64::min);

@@ -227,18 +227,28 @@ fn print_table(args: &ModelArgs, placed: &Placement, breakdown: bool) {
     } else {
         println!("threads by NUMA node: {} (PUs in --json)", nodes_line(&threads, nodes));
     }
-    let rate = prep.situation.refs_per_ms;
-    match prep.situation.time_scale {
+    print_time_scale(&prep.situation);
+    for note in &prep.situation.notes {
+        println!("note: {note}");
+    }
+    print_results(prep, eval, breakdown);
+}
+
+/// Where the references per millisecond came from.
+fn print_time_scale(situation: &sharemap::Situation) {
+    let rate = situation.refs_per_ms;
+    match situation.time_scale {
         sharemap::TimeScale::Recorded => println!("time scale {rate:.0} references per ms, the recorded run's own"),
         sharemap::TimeScale::Given => println!("time scale {rate} references per ms (--refs-per-ms)"),
         sharemap::TimeScale::Default => {
             println!("time scale {rate} references per ms (assumed: the trace has no clock; set --refs-per-ms)")
         }
     }
-    for note in &prep.situation.notes {
-        println!("note: {note}");
-    }
-    let global = p.g.is_some();
+}
+
+/// The optimum and each policy: cost, MCPR, local share, moves, against the optimum.
+fn print_results(prep: &Placement, eval: &Evaluation, breakdown: bool) {
+    let global = prep.situation.costs.g.is_some();
     // Short names (a policy's options in a key under the table), as in the plots.
     let full: Vec<&str> = eval.results.iter().map(|r| r.name.as_str()).collect();
     let (labels, cut) = crate::plot::table_labels(&full);

@@ -134,63 +134,7 @@ pub fn build(args: &ReportArgs, runs: Option<&Runs>) -> Result<Page> {
     let situation = &placed.situation;
     let machine = &situation.machine;
 
-    let mut sections = Vec::new();
-
-    let nodes = machine.numa_count().max(1);
-    let mut s = Section::new(
-        "machine",
-        "Machine",
-        format!(
-            "Every figure below is modelled on {} ({} PUs, {} NUMA node{}), with threads where {} puts them.",
-            machine.name,
-            machine.pu_count(),
-            nodes,
-            if nodes == 1 { "" } else { "s" },
-            model.thread_map
-        ),
-    );
-    let pus: Vec<String> =
-        (0..placed.threads).map(|t| format!("{}:{}", situation.placement.pu(t), situation.placement.node(t))).collect();
-    s.table = Some(Table::new(
-        vec!["what".into(), "value".into()],
-        vec![
-            vec!["machine".into(), format!("{} — {}", machine.name, machine.summary().description)],
-            vec!["thread placement".into(), model.thread_map.clone()],
-            vec!["threads on PU:node".into(), pus.join(" ")],
-            vec!["cost model (Bolosky & Scott)".into(), cost_label(&situation.costs)],
-            vec!["page size".into(), format!("{} B", situation.page_size.bytes())],
-        ],
-    ));
-    s.notes = situation.notes.clone();
-    sections.push(s);
-
-    let shared = summary.sharing.shared_pages;
-    let mut s = Section::new(
-        "trace",
-        format!("Trace {name}"),
-        format!(
-            "{} of {} pages are touched by two threads or more and take {} of the {} accesses: that is what a mapping can bring together.",
-            shared,
-            summary.pages,
-            percent(summary.sharing.accesses_to_shared_pages, summary.accesses),
-            summary.accesses
-        ),
-    );
-    let mut rows = vec![
-        vec!["file".into(), trace.clone()],
-        vec!["threads".into(), summary.threads.to_string()],
-        vec!["accesses".into(), summary.accesses.to_string()],
-        vec!["writes".into(), percent(summary.writes, summary.accesses)],
-        vec!["pages".into(), summary.pages.to_string()],
-        vec!["shared pages (2+ threads)".into(), shared.to_string()],
-        vec!["shared pages written".into(), summary.sharing.shared_written_pages.to_string()],
-    ];
-    for (event, count) in &summary.events {
-        rows.push(vec![format!("event {event}"), count.to_string()]);
-    }
-    s.table = Some(Table::new(vec!["what".into(), "value".into()], rows));
-    sections.push(s);
-
+    let mut sections = vec![machine_section(model, &placed), trace_section(&summary, &trace, &name)];
     let analysis =
         session.analyze(&AnalyzeRequest { detector: "oracle".into(), ..Default::default() }).map_err(|e| anyhow!(e))?;
     let matrix = &analysis.detection.matrix;
@@ -222,6 +166,69 @@ pub fn build(args: &ReportArgs, runs: Option<&Runs>) -> Result<Page> {
         ),
         sections,
     })
+}
+
+/// Where every figure is modelled: the machine, the threads' places, the cost model.
+fn machine_section(model: &ModelArgs, placed: &sharemap::Placement) -> Section {
+    let situation = &placed.situation;
+    let machine = &situation.machine;
+    let nodes = machine.numa_count().max(1);
+    let mut s = Section::new(
+        "machine",
+        "Machine",
+        format!(
+            "Every figure below is modelled on {} ({} PUs, {} NUMA node{}), with threads where {} puts them.",
+            machine.name,
+            machine.pu_count(),
+            nodes,
+            if nodes == 1 { "" } else { "s" },
+            model.thread_map
+        ),
+    );
+    let pus: Vec<String> =
+        (0..placed.threads).map(|t| format!("{}:{}", situation.placement.pu(t), situation.placement.node(t))).collect();
+    s.table = Some(Table::new(
+        vec!["what".into(), "value".into()],
+        vec![
+            vec!["machine".into(), format!("{} — {}", machine.name, machine.summary().description)],
+            vec!["thread placement".into(), model.thread_map.clone()],
+            vec!["threads on PU:node".into(), pus.join(" ")],
+            vec!["cost model (Bolosky & Scott)".into(), cost_label(&situation.costs)],
+            vec!["page size".into(), format!("{} B", situation.page_size.bytes())],
+        ],
+    ));
+    s.notes = situation.notes.clone();
+    s
+}
+
+/// The trace in figures: threads, accesses, pages, what is shared, its events.
+fn trace_section(summary: &sharemap::trace::TraceSummary, trace: &str, name: &str) -> Section {
+    let shared = summary.sharing.shared_pages;
+    let mut s = Section::new(
+        "trace",
+        format!("Trace {name}"),
+        format!(
+            "{} of {} pages are touched by two threads or more and take {} of the {} accesses: that is what a mapping can bring together.",
+            shared,
+            summary.pages,
+            percent(summary.sharing.accesses_to_shared_pages, summary.accesses),
+            summary.accesses
+        ),
+    );
+    let mut rows = vec![
+        vec!["file".into(), trace.to_string()],
+        vec!["threads".into(), summary.threads.to_string()],
+        vec!["accesses".into(), summary.accesses.to_string()],
+        vec!["writes".into(), percent(summary.writes, summary.accesses)],
+        vec!["pages".into(), summary.pages.to_string()],
+        vec!["shared pages (2+ threads)".into(), shared.to_string()],
+        vec!["shared pages written".into(), summary.sharing.shared_written_pages.to_string()],
+    ];
+    for (event, count) in &summary.events {
+        rows.push(vec![format!("event {event}"), count.to_string()]);
+    }
+    s.table = Some(Table::new(vec!["what".into(), "value".into()], rows));
+    s
 }
 
 fn sharing_section(matrix: &sharemap::SharingMatrix) -> Result<Section> {

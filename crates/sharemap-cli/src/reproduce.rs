@@ -80,6 +80,46 @@ impl Drop for OutputToStderr {
 }
 
 pub fn run(args: &ReproduceArgs) -> Result<ExitCode> {
+    check(args)?;
+    let temp = match &args.keep {
+        Some(_) => None,
+        None => Some(tempfile::Builder::new().prefix("sharemap-reproduce-").tempdir()?),
+    };
+    let _listed = temp.as_ref().map(|t| sharemap::trace::Listed::new(t.path()));
+    let dir = match (&args.keep, &temp) {
+        (Some(d), _) => {
+            sharemap::trace::make_dir(d).map_err(|e| anyhow!("--keep {e}"))?;
+            d.clone()
+        }
+        (None, Some(t)) => t.path().to_path_buf(),
+        (None, None) => anyhow::bail!("no directory to record in"),
+    };
+    let quiet = args.json;
+    let recorded = record_inputs(args, &dir, quiet)?;
+    let scale = if args.quick { Scale::Quick } else { Scale::Paper };
+    let inputs = Inputs { scale, dir: Some(dir), ..recorded };
+    let results = reproduce(&args.claim, &inputs, &|name, done| {
+        if !quiet {
+            match done {
+                None => eprintln!("sharemap: reproduce: {name} ..."),
+                Some(r) => eprintln!("sharemap: reproduce: {name}: {} ({:.1} s)", r.finding.verdict.label(), r.seconds),
+            }
+        }
+    })
+    .map_err(crate::flags::with_flag)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    } else {
+        print(&results, scale);
+    }
+    if let Some(path) = &args.report {
+        write_report(&results, path, quiet)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Every flag checked before anything is recorded or run.
+fn check(args: &ReproduceArgs) -> Result<()> {
     if let Some(path) = &args.report {
         // Refused before the claims run, not after minutes of them.
         sharemap::trace::AtomicOutput::create(path).map_err(|e| anyhow!("--report {}: {e}", path.display()))?;
@@ -100,23 +140,16 @@ pub fn run(args: &ReproduceArgs) -> Result<ExitCode> {
     {
         return Err(anyhow!("--stamp {}: no such file or directory", stamp.display()));
     }
-    let temp = match &args.keep {
-        Some(_) => None,
-        None => Some(tempfile::Builder::new().prefix("sharemap-reproduce-").tempdir()?),
-    };
-    let _listed = temp.as_ref().map(|t| sharemap::trace::Listed::new(t.path()));
-    let dir = match (&args.keep, &temp) {
-        (Some(d), _) => {
-            sharemap::trace::make_dir(d).map_err(|e| anyhow!("--keep {e}"))?;
-            d.clone()
-        }
-        (None, Some(t)) => t.path().to_path_buf(),
-        (None, None) => unreachable!("a temporary directory when none is kept"),
-    };
+    Ok(())
+}
+
+/// The recordings the claims asked for need (the cg, the STM programs), made in `dir`
+/// unless given, each with why when it could not be made; the programs' output goes to
+/// standard error.
+fn record_inputs(args: &ReproduceArgs, dir: &std::path::Path, quiet: bool) -> Result<Inputs> {
     let tools = Tools::beside(&std::env::current_exe()?);
     let recording = OutputToStderr::new();
     let wants_cg = args.claim.is_empty() || args.claim.iter().any(|c| c == "cg-data-mapping");
-    let quiet = args.json;
     let (cg, cg_missing) = match (&args.cg, wants_cg) {
         (Some(t), _) => (Some(t.clone()), None),
         (None, false) => (None, None),
@@ -128,7 +161,7 @@ pub fn run(args: &ReproduceArgs) -> Result<ExitCode> {
                     recordings::CG_ROWS
                 );
             }
-            match recordings::record_cg(&dir, &tools) {
+            match recordings::record_cg(dir, &tools) {
                 Ok(t) => (Some(t), None),
                 Err(why) => (None, Some(format!("no recording of the workloads' cg: {why}"))),
             }
@@ -143,12 +176,12 @@ pub fn run(args: &ReproduceArgs) -> Result<ExitCode> {
                 recordings::STM_THREADS
             );
         }
-        match recordings::record_intsets(&dir, &tools) {
+        match recordings::record_intsets(dir, &tools) {
             Ok(r) => stm.extend(r),
             Err(why) => stm_missing.push(format!("no recording of the suite's STM sets: {why}")),
         }
         match recordings::stamp_source(args.stamp.as_deref()) {
-            Some(source) => match recordings::record_stamp(&source, &dir, &tools) {
+            Some(source) => match recordings::record_stamp(&source, dir, &tools) {
                 Ok(r) => stm.extend(r),
                 Err(why) => stm_missing.push(format!("no recording of STAMP's applications: {why}")),
             },
@@ -158,32 +191,21 @@ pub fn run(args: &ReproduceArgs) -> Result<ExitCode> {
         }
     }
     drop(recording);
-    let scale = if args.quick { Scale::Quick } else { Scale::Paper };
-    let inputs = Inputs { cg, cg_missing, stm, stm_missing, scale, dir: Some(dir) };
-    let results = reproduce(&args.claim, &inputs, &|name, done| {
-        if !quiet {
-            match done {
-                None => eprintln!("sharemap: reproduce: {name} ..."),
-                Some(r) => eprintln!("sharemap: reproduce: {name}: {} ({:.1} s)", r.finding.verdict.label(), r.seconds),
-            }
-        }
-    })
-    .map_err(crate::flags::with_flag)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
-    } else {
-        print(&results, scale);
-    }
-    if let Some(path) = &args.report {
+    Ok(Inputs { cg, cg_missing, stm, stm_missing, ..Inputs::default() })
+}
+
+/// The results as one HTML page.
+fn write_report(results: &[ClaimResult], path: &std::path::Path, quiet: bool) -> Result<()> {
+    {
         use askama::Template;
         let html =
-            crate::report::reproduce_page(&results)?.render().map_err(|e| anyhow!("rendering the report: {e}"))?;
+            crate::report::reproduce_page(results)?.render().map_err(|e| anyhow!("rendering the report: {e}"))?;
         sharemap::trace::write_whole(path, html.as_bytes())?;
         if !quiet {
             eprintln!("sharemap: wrote {}", path.display());
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn print(results: &[ClaimResult], scale: Scale) {

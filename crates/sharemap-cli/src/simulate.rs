@@ -113,6 +113,17 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
     );
     let accesses = s.mechanisms.first().map_or(0, |m| m.counts.accesses);
     println!("{accesses} accesses; misses per 1000 accesses (MPKA); ratios to os (time, last-level misses, traffic)\n");
+    print_rows(s);
+    println!(
+        "time: the slowest thread's simulated clock; local: DRAM accesses served by the thread's own node; faults: page faults a mechanism took to sample accesses"
+    );
+    for m in s.mechanisms.iter().filter(|m| m.note.is_some()) {
+        println!("note: {}: {}", m.mechanism, m.note.as_deref().unwrap_or_default());
+    }
+}
+
+/// A row per mechanism, and the key of the short names.
+fn print_rows(s: &Simulation) {
     let levels: String = s.cache_levels.iter().map(|l| format!("{:>8}", format!("L{l} MPKA"))).collect();
     // Short names in the table (a mechanism's options in the key under it), as in the plots.
     let full: Vec<&str> = s.mechanisms.iter().map(|m| m.mechanism.as_str()).collect();
@@ -155,12 +166,6 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
     println!();
     for (short, long) in &cut {
         println!("{short}: {long}");
-    }
-    println!(
-        "time: the slowest thread's simulated clock; local: DRAM accesses served by the thread's own node; faults: page faults a mechanism took to sample accesses"
-    );
-    for m in s.mechanisms.iter().filter(|m| m.note.is_some()) {
-        println!("note: {}: {}", m.mechanism, m.note.as_deref().unwrap_or_default());
     }
 }
 

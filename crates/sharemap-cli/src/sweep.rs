@@ -116,17 +116,11 @@ fn plots(args: &ModelArgs, machine: &str, points: &[sharemap::SweepPoint], vary:
         })
         .collect();
     let log_x = vary == Vary::PageSize;
-    plot::save(
-        &Chart {
-            title: &titled("Mean cost per reference"),
-            x_label: &x_label,
-            y_label: "MCPR",
-            series: &mcpr,
-            stacked: false,
-            log_x,
-        },
-        &suffixed(base, "mcpr"),
-    )?;
+    let save = |title: &str, y_label: &str, series: &[Series], stacked: bool, suffix: &str| {
+        let chart = Chart { title: &titled(title), x_label: &x_label, y_label, series, stacked, log_x };
+        plot::save(&chart, &suffixed(base, suffix))
+    };
+    save("Mean cost per reference", "MCPR", &mcpr, false, "mcpr")?;
     let moves = [Series {
         name: "optimal".into(),
         points: points
@@ -134,17 +128,20 @@ fn plots(args: &ModelArgs, machine: &str, points: &[sharemap::SweepPoint], vary:
             .map(|p| (p.value, p.results[0].tally.new_locations() as f64 / p.pages.max(1) as f64))
             .collect(),
     }];
-    plot::save(
-        &Chart {
-            title: &titled("Optimal page moves per page"),
-            x_label: &x_label,
-            y_label: "moves + replications per page",
-            series: &moves,
-            stacked: false,
-            log_x,
-        },
-        &suffixed(base, "moves"),
+    save("Optimal page moves per page", "moves + replications per page", &moves, false, "moves")?;
+    let breakdown = breakdown(points);
+    save(
+        "Optimal cost per reference beyond local references",
+        "cost per reference (local references not shown)",
+        &breakdown,
+        true,
+        "breakdown",
     )?;
+    Ok(())
+}
+
+/// The optimum's cost per reference beyond local references, by component.
+fn breakdown(points: &[sharemap::SweepPoint]) -> Vec<Series> {
     // The optimum's cost per reference, by component.
     let part = |f: &dyn Fn(&Tally, &CostParams) -> f64| -> Vec<(f64, f64)> {
         points.iter().map(|p| (p.value, f(&p.results[0].tally, &p.costs) / p.accesses.max(1) as f64)).collect()
@@ -165,18 +162,7 @@ fn plots(args: &ModelArgs, machine: &str, points: &[sharemap::SweepPoint], vary:
                 + if t.global_moves > 0 { t.global_moves as f64 * c.big_g.unwrap_or(0.0) } else { 0.0 }
         }),
     });
-    plot::save(
-        &Chart {
-            title: &titled("Optimal cost per reference beyond local references"),
-            x_label: &x_label,
-            y_label: "cost per reference (local references not shown)",
-            series: &breakdown,
-            stacked: true,
-            log_x,
-        },
-        &suffixed(base, "breakdown"),
-    )?;
-    Ok(())
+    breakdown
 }
 
 /// `out/sweep.csv` -> `out/sweep`.

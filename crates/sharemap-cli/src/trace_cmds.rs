@@ -319,7 +319,9 @@ pub struct RecordArgs {
 }
 
 pub fn record(args: RecordArgs) -> Result<ExitCode> {
-    if args.no_aslr && let Err(e) = sharemap_run::record::disable_aslr() {
+    if args.no_aslr
+        && let Err(e) = sharemap_run::record::disable_aslr()
+    {
         bail!("--no-aslr: the kernel refused to turn address randomisation off: {e}");
     }
     let output = args.output.clone();

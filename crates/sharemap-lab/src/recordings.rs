@@ -71,7 +71,12 @@ const STAMP_APPS: [(&str, &str, &[&str]); 7] = [
 ];
 
 /// Records `command` into `trace` with the tracer: the trace, or why not.
-fn record(trace: &Path, command: Vec<OsString>, env: Vec<(OsString, OsString)>, tools: &Tools) -> std::result::Result<(), String> {
+fn record(
+    trace: &Path,
+    command: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    tools: &Tools,
+) -> std::result::Result<(), String> {
     let request = RecordRequest {
         backend: "tracer".into(),
         event: "page-faults".into(),

@@ -170,7 +170,8 @@ pub(crate) fn sweep(session: &Session, request: &SweepRequest) -> Result<Vec<Swe
 }
 
 /// The header of a sweep's CSV.
-pub const CSV_HEADER: &str = "vary,value,policy,cost,mcpr,local,remote,global,moves,replications,moves_per_page,r,R,g,G";
+pub const CSV_HEADER: &str =
+    "vary,value,policy,cost,mcpr,local,remote,global,moves,replications,moves_per_page,r,R,g,G";
 
 /// A sweep as CSV, a row per value and policy (pandas reads it as is).
 pub fn csv(points: &[SweepPoint], vary: Vary) -> String {
