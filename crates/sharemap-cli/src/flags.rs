@@ -14,11 +14,8 @@ pub fn flag(kind: ErrorKind) -> Option<&'static str> {
         ErrorKind::Cost => "--cost",
         ErrorKind::TimeScale => "--refs-per-ms",
         ErrorKind::MemoryBudget => "--memory-mb",
-        ErrorKind::Policy | ErrorKind::PolicySetting => "--policy/--set",
+        ErrorKind::Policy => "--policy/--set",
         ErrorKind::MachineModel => "--machine",
-        ErrorKind::Vary => "--vary",
-        ErrorKind::Values => "--values",
-        ErrorKind::Window => "--window",
         ErrorKind::Sharing => "--sharing",
         ErrorKind::PageSize => "--page-size",
         ErrorKind::CostModel => "--cost-model",
@@ -47,8 +44,48 @@ pub fn flag(kind: ErrorKind) -> Option<&'static str> {
     })
 }
 
+/// The flag of a request's setting, by the request's field.
+fn setting_flag(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "vary" => "--vary",
+        "values" => "--values",
+        "window" => "--window",
+        "settings" => "--set",
+        "pages" => "--partition-pages",
+        "repeat" => "--repeat",
+        "thread_maps" | "thread_map" => "--thread-map",
+        "mechanisms" | "mechanism_lists" => "--mechanism",
+        "sharing" => "--sharing",
+        "placement" => "--placement",
+        "nodes" => "--nodes/--cpus",
+        "memory_mb" => "--memory-mb",
+        "distance" => "--distance",
+        "timeout" => "--timeout",
+        "env" => "--env",
+        _ => return None,
+    })
+}
+
+/// An error of a request's setting as its flag says it: `--flag VALUE: what is wrong`, the
+/// value left out when none was given or the words begin with it (`bind:7: ...`).
+fn of_setting(e: &sharemap::Error) -> Option<anyhow::Error> {
+    let s = e.setting()?;
+    let flag = setting_flag(s.field)?;
+    let why = e.why();
+    Some(if s.given.is_empty() {
+        anyhow!("{flag}: {why}")
+    } else if why.starts_with(&s.given) {
+        anyhow!("{flag} {why}")
+    } else {
+        anyhow!("{flag} {}: {why}", s.given)
+    })
+}
+
 /// The error as the command line says it: `--flag: what is wrong`, or the error's own words.
 pub fn with_flag(e: sharemap::Error) -> anyhow::Error {
+    if let Some(said) = of_setting(&e) {
+        return said;
+    }
     if let Some(size) = e.page_size() {
         return anyhow!("--page-size {size}: expected a power of two from 64 bytes to 1 GiB");
     }
@@ -86,7 +123,7 @@ pub fn say(e: sharemap::Error, at: At<'_>) -> anyhow::Error {
     let kind = e.kind();
     match at {
         At::Analyze { trace } => match kind {
-            ErrorKind::Window => anyhow!("--window {}", e.why()),
+            ErrorKind::Detection => with_flag(e),
             ErrorKind::PageSize => anyhow!("{}: {e}", trace.display()),
             _ => anyhow::Error::new(e),
         },
@@ -98,7 +135,7 @@ pub fn say(e: sharemap::Error, at: At<'_>) -> anyhow::Error {
         At::Place { sharing, trace } => match kind {
             ErrorKind::Sharing => anyhow!("--sharing {sharing}: {} ({})", e.why(), trace.display()),
             // Policy names and options say what is wrong in their own words.
-            ErrorKind::Policy => anyhow!(e.why()),
+            ErrorKind::Policy if e.setting().is_none() => anyhow!(e.why()),
             _ => with_flag(e),
         },
         At::Mechanism { spec } => match kind {
@@ -116,26 +153,8 @@ pub fn say(e: sharemap::Error, at: At<'_>) -> anyhow::Error {
             ErrorKind::Io => anyhow!("writing {}: {e}", output.display()),
             _ => anyhow::Error::new(e),
         },
-        At::Partition => match kind {
-            ErrorKind::Values => anyhow!(e.why()),
-            _ => anyhow::Error::new(e),
-        },
+        At::Partition => with_flag(e),
     }
-}
-
-/// The `vm` flag of a `VmRequest` field.
-fn vm_flag(field: &str) -> Option<&'static str> {
-    Some(match field {
-        "nodes" => "--nodes/--cpus",
-        "memory_mb" => "--memory-mb",
-        "distance" => "--distance",
-        "timeout" => "--timeout",
-        "env" => "--env",
-        "thread_map" => "--thread-map",
-        "sharing" => "--sharing",
-        "placement" => "--placement",
-        _ => return None,
-    })
 }
 
 /// A `run` error: by the request's setting it came from, else by its kind.
@@ -159,7 +178,7 @@ fn run_error(e: sharemap::Error) -> anyhow::Error {
 /// A `vm` error: the flag of the setting it came from, with the value given.
 fn vm_error(e: sharemap::Error) -> anyhow::Error {
     let kind = e.kind();
-    match e.setting().map(|s| (vm_flag(s.field), s.given.clone())) {
+    match e.setting().map(|s| (setting_flag(s.field), s.given.clone())) {
         Some((Some(flag), given)) if given.is_empty() => anyhow!("{flag}: {e}"),
         // Words that start with the value given say it themselves (`bind:7: ...`).
         Some((Some(flag), given)) if e.why().starts_with(&given) => anyhow!("{flag} {}", e.why()),

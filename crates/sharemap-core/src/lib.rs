@@ -1,22 +1,22 @@
-//! sharemap-core: the domain types every analysis shares. No trace I/O here, so the mapping
-//! crate (which needs only matrices and machines) compiles without arrow or zstd.
+//! sharemap-core: the domain types every analysis shares, at the bottom of the crates (it
+//! depends on none of sharemap's). No trace I/O here, so the mapping crate (which needs only
+//! matrices and machines) compiles without arrow or zstd.
 
 pub mod index;
 pub mod matrix;
+pub mod names;
 pub mod output;
 pub mod page_size;
 pub mod pages;
-pub mod placement;
 pub mod plugin;
 pub mod spec;
 
 pub use index::{DenseIndex, RecentPerThread};
 pub use matrix::{MatrixError, SharingMatrix};
+pub use names::{closest, did_you_mean};
 pub use page_size::{PageSize, PageSizeError};
 pub use pages::{PageCounter, PageUsage};
-pub use placement::{PlacementError, ThreadPlacement};
 pub use plugin::{Caps, Param, ParamKind, Params, Plugin};
-pub use sharemap_machine::names::{closest, did_you_mean};
 pub use spec::{Spec, SpecError};
 
 /// Most threads a trace may hold (thread ids 0..MAX_THREADS). Readers refuse larger ids and

@@ -4,7 +4,8 @@
 
 use crate::{faults, oracle, sammu, sampled, stmap};
 use sharemap_core::plugin::{self, Params, Plugin};
-use sharemap_core::{PageSize, PageUsage, SharingMatrix, Spec, SpecError, ThreadPlacement};
+use sharemap_core::{PageSize, PageUsage, SharingMatrix, Spec, SpecError};
+use sharemap_machine::ThreadPlacement;
 use sharemap_trace::{Chunk, Metadata};
 
 /// A sharing detector run over a trace.

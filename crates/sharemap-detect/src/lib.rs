@@ -7,14 +7,14 @@ pub use sharemap_decide::cache;
 pub mod detector;
 pub mod faults;
 pub mod oracle;
+pub mod pass;
 pub mod phases;
-pub mod run;
 pub mod sammu;
 pub mod sampled;
 pub mod stmap;
 
 pub use detector::{DETECTORS, Detection, Detector, DetectorContext, DetectorInfo, MappingDecision, Report};
 pub use oracle::{Granularity, Oracle};
+pub use pass::{DetectError, Found, detect, detect_many, detect_with_page_size};
 pub use phases::{PHASE_CONFIRM_WINDOWS, phase_changes};
-pub use run::{DetectError, Found, detect, detect_with_page_size, run};
 pub use sharemap_core::{PageUsage, SharingMatrix};

@@ -355,7 +355,7 @@ mod tests {
             block in proptest::prop_oneof![proptest::strategy::Just(8u64), proptest::strategy::Just(64)],
         ) {
             let machine = sharemap_machine::Machine::from_spec("pu:4").unwrap();
-            let placement = sharemap_core::ThreadPlacement::identity(&machine);
+            let placement = sharemap_machine::ThreadPlacement::identity(&machine);
             let ctx = DetectorContext {
                 line_size: 64,
                 page_size: sharemap_core::PageSize::new(64).unwrap(),
@@ -409,7 +409,8 @@ mod tests {
             Access::write(2, 0x5000, 8),
         ]);
         let machine = sharemap_machine::Machine::from_spec("pu:4").unwrap();
-        let d = crate::run::detect(&mut trace, "oracle", &sharemap_core::ThreadPlacement::identity(&machine)).unwrap();
+        let d =
+            crate::pass::detect(&mut trace, "oracle", &sharemap_machine::ThreadPlacement::identity(&machine)).unwrap();
         let (m, pages) = (d.matrix, d.pages);
         assert_eq!(m.threads(), 3);
         assert_eq!(m.get(0, 1), 1.0);

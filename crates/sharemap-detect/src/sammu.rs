@@ -12,7 +12,8 @@
 
 use crate::detector::{Detection, Detector, DetectorContext, DetectorInfo, Report};
 use sharemap_core::plugin::Caps;
-use sharemap_core::{PageUsage, SharingMatrix, ThreadPlacement};
+use sharemap_core::{PageUsage, SharingMatrix};
+use sharemap_machine::ThreadPlacement;
 use sharemap_trace::Chunk;
 
 pub(crate) const INFO: DetectorInfo = DetectorInfo {

@@ -4,7 +4,10 @@
 
 pub mod cost;
 mod live;
-pub mod names;
+mod placement;
+
+pub use placement::{PlacementError, ThreadPlacement};
+use sharemap_core::names;
 pub mod presets;
 pub mod synthetic;
 pub mod topology;

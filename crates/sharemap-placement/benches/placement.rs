@@ -76,7 +76,7 @@ fn bench(c: &mut Criterion) {
     let machine = sharemap_machine::Machine::from_spec(&format!("numa:{NODES} pu:1")).unwrap();
     let opts = PartitionOptions {
         page_size: sharemap_core::PageSize::DEFAULT,
-        placement: sharemap_core::ThreadPlacement::identity(&machine),
+        placement: sharemap_machine::ThreadPlacement::identity(&machine),
         memory_budget: 1 << 30,
         prepass: Default::default(),
     };

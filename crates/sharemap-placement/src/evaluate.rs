@@ -210,7 +210,8 @@ fn keep_costliest(v: &mut Vec<PageCost>, n: usize) {
 mod tests {
     use super::*;
     use crate::partition::PartitionOptions;
-    use sharemap_core::{PageSize, ThreadPlacement};
+    use sharemap_core::PageSize;
+    use sharemap_machine::ThreadPlacement;
     use sharemap_trace::{Access, MemoryTrace};
 
     /// The optimum alone skips reading private pages; asking for the costliest pages too

@@ -2,8 +2,9 @@
 //! page by page on the case's trace, one reference per nanosecond, and the placements it
 //! makes compared with the case's.
 
-use sharemap_core::{PageSize, Spec, ThreadPlacement};
+use sharemap_core::{PageSize, Spec};
 use sharemap_decide::cases::{self, Case, Decision, PAGE_SIZE};
+use sharemap_machine::ThreadPlacement;
 use sharemap_machine::{CostParams, Machine};
 use sharemap_placement::cost::record_placements;
 use sharemap_placement::partition::{Partition, PartitionOptions};

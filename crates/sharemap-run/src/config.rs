@@ -206,7 +206,7 @@ pub fn map_threads(map: &ThreadMap, host: &Machine, sharing: Option<&SharingMatr
     let pus = match map {
         // A real run's OS is the kernel itself: nothing pinned.
         ThreadMap::Os(_) => return Ok(Pinning::Os),
-        ThreadMap::Identity => sharemap_core::ThreadPlacement::identity(host).pus().to_vec(),
+        ThreadMap::Identity => sharemap_machine::ThreadPlacement::identity(host).pus().to_vec(),
         ThreadMap::Pus(pus) => pus.clone(),
         ThreadMap::Algorithm(name) if name.trim() == "random" && sharing.is_none() => return Ok(Pinning::Random(seed)),
         ThreadMap::Algorithm(name) => {

@@ -431,7 +431,7 @@ pub fn profile_plan(
     let page_size = crate::page_size();
     let pages = sharemap::simulate::sampled_pages(&mut *reader, page_size, source)
         .map_err(|e| Error::new(ErrorKind::Mechanism, e.to_string()))?;
-    let placement = sharemap_core::ThreadPlacement::on_pus(host, pus.to_vec())?;
+    let placement = sharemap_machine::ThreadPlacement::on_pus(host, pus.to_vec())?;
     let mut per_node = vec![0u64; host.numa_count()];
     let (mut homes, mut samples) = (Vec::with_capacity(pages.len()), 0u64);
     for (page, by_thread) in &pages {

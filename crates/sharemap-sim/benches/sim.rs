@@ -74,7 +74,7 @@ fn simulate(model: &Model, (threads, addrs, writes): &Columns) -> f64 {
     let pus: Vec<usize> = (0..THREADS as usize).collect();
     let mut sim = Sim::new(model, 4096, &pus, FirstPlacement::FirstTouch);
     for ((threads, addrs), writes) in threads.chunks(CHUNK).zip(addrs.chunks(CHUNK)).zip(writes.chunks(CHUNK)) {
-        sim.run(threads, addrs, |i| writes[i], |_, _, _, _, _| {});
+        sim.feed(threads, addrs, |i| writes[i], |_, _, _, _, _| {});
     }
     sim.time_ns()
 }

@@ -8,7 +8,7 @@ mod directory;
 pub mod mechanisms;
 pub mod model;
 mod params;
-pub mod run;
+pub mod pass;
 pub mod sim;
 pub mod stats;
 #[cfg(test)]
@@ -17,7 +17,7 @@ mod tests_support;
 pub use mechanisms::MechanismError;
 pub use mechanisms::{Context, MECHANISMS, Mechanism, MechanismInfo, Profile, RecordedSchedule, Start};
 pub use model::{Model, ModelError, ParamError, Params};
-pub use run::{SimError, memory_profile, simulate, starts};
+pub use pass::{SimError, memory_profile, simulate, starts};
 pub use sim::{FirstPlacement, Sim};
 pub use stats::{Outcome, Stats};
 #[cfg(test)]

@@ -277,7 +277,7 @@ fn a_migrated_page_leaves_every_cache_and_is_then_read_from_its_new_node() {
     assert!(sim.values.errors.is_empty(), "{:?}", sim.values.errors);
 }
 
-/// Columns run through `Sim::run`, whose hints to the host go ahead of the accesses once
+/// Columns run through `Sim::feed`, whose hints to the host go ahead of the accesses once
 /// the machine caches many lines and misses often, give what the same accesses one by one
 /// give: every count, every thread's clock.
 #[test]
@@ -304,7 +304,7 @@ fn prefetching_ahead_changes_no_result() {
     let mut columns = Sim::new(&m, 4096, &pus, FirstPlacement::FirstTouch);
     let mut hinted = false;
     for ((t, a), w) in threads.chunks(16_384).zip(addrs.chunks(16_384)).zip(writes.chunks(16_384)) {
-        columns.run(t, a, |i| w[i], |_, _, _, _, _| {});
+        columns.feed(t, a, |i| w[i], |_, _, _, _, _| {});
         hinted |= columns.prefetches() == (true, true);
     }
     assert!(hinted, "the trace is meant to turn both hints on");

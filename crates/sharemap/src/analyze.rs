@@ -4,9 +4,10 @@
 use crate::observer::{Observer, pass};
 use crate::{Error, ErrorKind, Result, TraceInput};
 use serde::Serialize;
-use sharemap_core::{SharingMatrix, ThreadPlacement};
+use sharemap_core::SharingMatrix;
 use sharemap_detect::{Detection, DetectorContext, Granularity, detector, phase_changes};
 use sharemap_machine::Machine;
+use sharemap_machine::ThreadPlacement;
 use sharemap_mapping::{CostModel, PairCosts};
 
 /// What to detect.
@@ -91,7 +92,8 @@ pub(crate) fn analyze(
         // Their state (STMap's decision, SAMMU's TLBs and thresholds) spans the whole run.
         let able: Vec<&str> = sharemap_detect::DETECTORS.iter().filter(|d| d.caps.windows).map(|d| d.name).collect();
         let (last, rest) = able.split_last().expect("some detector reads windows");
-        return Err(Error::new(ErrorKind::Window, format!("works with the {} and {last} detectors", rest.join(", "))));
+        let why = format!("works with the {} and {last} detectors", rest.join(", "));
+        return Err(Error::new(ErrorKind::Detection, why).in_setting("window", request.window.to_string()));
     }
     let reference = request.compare.as_deref().map(detector::parse).transpose()?;
     let mut trace = input.open()?;
@@ -117,7 +119,7 @@ pub(crate) fn analyze(
     let reference_name = detectors.get(1).map(|d| d.spec());
     let total = trace.access_count_hint();
     let mut found = pass(observer, "detecting sharing", total, |progress| {
-        sharemap_detect::run(trace.as_mut(), detectors, request.window, progress)
+        sharemap_detect::detect_many(trace.as_mut(), detectors, request.window, progress)
     })?;
     let truth = (found.len() > 1).then(|| found.pop().expect("two detectors").detection.matrix);
     let found = found.pop().expect("one detector");
@@ -139,7 +141,7 @@ pub(crate) fn analyze(
             let d = detector::build(&detector::parse(spec)?, &ctx)?;
             let total = other.access_count_hint();
             let reference = pass(observer, "detecting sharing in the complete trace", total, |progress| {
-                sharemap_detect::run(other.as_mut(), vec![d], 0, progress)
+                sharemap_detect::detect_many(other.as_mut(), vec![d], 0, progress)
             })?
             .pop()
             .expect("one detector")

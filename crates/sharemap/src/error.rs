@@ -2,9 +2,10 @@
 //! (the command line turns each kind into the flag it came from), and words that name no
 //! command-line flag.
 
-use sharemap_core::{PageSizeError, PlacementError, SpecError};
+use sharemap_core::{PageSizeError, SpecError};
 use sharemap_detect::DetectError;
 use sharemap_machine::MachineError;
+use sharemap_machine::PlacementError;
 use sharemap_trace::TraceError;
 use std::fmt;
 
@@ -32,16 +33,15 @@ pub enum ErrorKind {
     /// References per millisecond of the traced run.
     TimeScale,
     MemoryBudget,
-    /// A placement policy, or a policy's option in its spec.
+    /// A placement policy, a policy's option in its spec, or a `policy.key=value` setting
+    /// (`Error::setting` says which: `settings`).
     Policy,
-    /// A `policy.key=value` setting.
-    PolicySetting,
-    /// Detection windows.
-    Window,
-    /// The parameter a sweep varies.
-    Vary,
-    /// The values of a sweep.
-    Values,
+    /// How a detection runs beyond the detector's spec: its windows (setting `window`).
+    Detection,
+    /// A sweep: the parameter it varies (setting `vary`) and its values (`values`).
+    Sweep,
+    /// A dataset partitioned by page range (setting `pages`).
+    Partition,
     /// The perturbation filters.
     Filters,
     /// A mapping algorithm that cannot map (too many threads for exhaustive search, ...).
@@ -96,10 +96,9 @@ impl ErrorKind {
             ErrorKind::TimeScale => "references per ms",
             ErrorKind::MemoryBudget => "memory budget",
             ErrorKind::Policy => "policy",
-            ErrorKind::PolicySetting => "policy setting",
-            ErrorKind::Window => "window",
-            ErrorKind::Vary => "vary",
-            ErrorKind::Values => "values",
+            ErrorKind::Detection => "detection",
+            ErrorKind::Sweep => "sweep",
+            ErrorKind::Partition => "partition",
             ErrorKind::Filters => "filters",
             ErrorKind::Mapping => "mapping",
             ErrorKind::CostModel => "cost model",

@@ -4,9 +4,10 @@
 
 use crate::{Error, ErrorKind, Result};
 use serde::Serialize;
-use sharemap_core::{PageUsage, SharingMatrix, ThreadPlacement};
+use sharemap_core::{PageUsage, SharingMatrix};
 use sharemap_detect::Detection;
 use sharemap_machine::Machine;
+use sharemap_machine::ThreadPlacement;
 use sharemap_mapping::{CostModel, PairCosts, mapping_cost};
 
 /// The share of the complete trace's accesses whose pages are compared (the pages that

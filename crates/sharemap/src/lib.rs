@@ -54,9 +54,10 @@ pub use simulate::{MechanismStart, SimulateRequest, Simulation};
 pub use situation::{DEFAULT_REFS_PER_MS, Setup, Sharing, Situation, ThreadMap, TimeScale, meminfo, parse_cost};
 pub use sweep::{SweepPoint, SweepRequest, SweepResult, Vary};
 
-pub use sharemap_core::{PageSize, PageUsage, SharingMatrix, Spec, ThreadPlacement};
+pub use sharemap_core::{PageSize, PageUsage, SharingMatrix, Spec};
+
 pub use sharemap_detect::Detection;
-pub use sharemap_machine::{CostParams, Machine};
+pub use sharemap_machine::{CostParams, Machine, ThreadPlacement};
 
 /// Machines: hwloc synthetic strings and XML, the presets of the seed papers' machines.
 pub mod machine {

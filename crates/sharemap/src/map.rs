@@ -4,8 +4,9 @@
 use crate::observer::{Observer, pass};
 use crate::{Error, ErrorKind, Result, TraceInput};
 use serde::Serialize;
-use sharemap_core::{SharingMatrix, ThreadPlacement};
+use sharemap_core::SharingMatrix;
 use sharemap_machine::Machine;
+use sharemap_machine::ThreadPlacement;
 use sharemap_mapping::capacity::{self, LevelLoad, Spread};
 use sharemap_mapping::{ALGORITHMS, Demand, PairCosts, mapping_cost, potential, sharing_by_level};
 use std::time::Instant;
@@ -242,7 +243,7 @@ pub(crate) fn oracle_sharing(input: &TraceInput, observer: &dyn Observer) -> Res
     let d = sharemap_detect::detector::build(&spec, &ctx)?;
     let total = trace.access_count_hint();
     let found = pass(observer, "detecting sharing", total, |progress| {
-        sharemap_detect::run(trace.as_mut(), vec![d], 0, progress)
+        sharemap_detect::detect_many(trace.as_mut(), vec![d], 0, progress)
     })?;
     let detection = found.into_iter().next().expect("one detector").detection;
     Ok(Sharing::of_detection(&detection))

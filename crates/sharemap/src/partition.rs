@@ -45,7 +45,7 @@ pub struct Part {
 /// pages per part. Returns the index it wrote.
 pub fn write(input: &TraceInput, dir: &Path, pages: u64, observer: &dyn Observer) -> Result<Dataset> {
     if pages == 0 {
-        return Err(Error::new(ErrorKind::Values, "--partition-pages 0: expected a positive number of pages"));
+        return Err(Error::new(ErrorKind::Partition, "expected a positive number of pages").in_setting("pages", "0"));
     }
     let out = OutputDir::create(dir)?;
     // The parts that hold accesses, and the trace's totals.

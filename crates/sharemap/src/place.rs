@@ -268,7 +268,7 @@ pub(crate) fn clock_notes(situation: &Situation, policies: &PolicySet, refs: u64
 pub(crate) fn check_machine(situation: &Situation, policies: &PolicySet) -> Result<()> {
     let nodes = situation.machine.numa_count();
     for (_, p) in &policies.0 {
-        p.check(nodes).map_err(|e| Error::new(ErrorKind::PolicySetting, e.to_string()))?;
+        p.check(nodes).map_err(|e| Error::new(ErrorKind::Policy, e.to_string()).in_setting("settings", ""))?;
     }
     Ok(())
 }

@@ -232,7 +232,7 @@ fn prepare(session: &Session, request: &SimulateRequest) -> Result<(Box<dyn Trac
         ));
     }
     let mut profile = if chosen.iter().any(|m| m.needs_profile()) {
-        let placement = sharemap_core::ThreadPlacement::identity(&machine);
+        let placement = sharemap_machine::ThreadPlacement::identity(&machine);
         let d = sharemap_detect::detect_with_page_size(&mut *trace, "oracle", &placement, page_size)?;
         trace = open()?;
         let mut sources: Vec<_> = Vec::new();

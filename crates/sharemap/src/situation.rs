@@ -4,8 +4,9 @@
 use crate::TraceInput;
 use crate::{Error, ErrorKind, Result};
 use serde::Serialize;
-use sharemap_core::{PageSize, SharingMatrix, ThreadPlacement};
+use sharemap_core::{PageSize, SharingMatrix};
 use sharemap_detect::DetectorContext;
+use sharemap_machine::ThreadPlacement;
 use sharemap_machine::{CostParams, Machine};
 use sharemap_mapping::{CostModel, PairCosts};
 use sharemap_placement::cost::MAX_NODES;
@@ -290,7 +291,7 @@ impl Situation {
         }
         let mut settings = Settings::default();
         for s in &setup.settings {
-            settings.add(s).map_err(|e| Error::new(ErrorKind::PolicySetting, e.to_string()))?;
+            settings.add(s).map_err(|e| Error::new(ErrorKind::Policy, e.to_string()).in_setting("settings", ""))?;
         }
         let placement = match &setup.thread_map {
             ThreadMap::Os(spec) => os_placement(machine, spec, threads_of(meta, machine))?,
@@ -396,7 +397,7 @@ fn thread_sharing(sharing: &Sharing, machine: &Machine, trace: &mut dyn TraceSou
             let placement = ThreadPlacement::identity(machine);
             let ctx = DetectorContext::new(trace.metadata(), &placement)?;
             let d = sharemap_detect::detector::build(&spec, &ctx)?;
-            let found = sharemap_detect::run(trace, vec![d], 0, &|_| {})?;
+            let found = sharemap_detect::detect_many(trace, vec![d], 0, &|_| {})?;
             let detection = found.into_iter().next().expect("one detector").detection;
             let demand = Some(sharemap_mapping::Demand::from_usage(&detection.pages, detection.matrix.threads()));
             Ok(match detection.decision {

@@ -31,7 +31,10 @@ impl Vary {
             "g" => Vary::SmallG,
             "r" => Vary::SmallR,
             "page-size" => Vary::PageSize,
-            _ => return Err(Error::new(ErrorKind::Vary, format!("'{s}': expected G, R, g, r or page-size"))),
+            _ => {
+                return Err(Error::new(ErrorKind::Sweep, format!("'{s}': expected G, R, g, r or page-size"))
+                    .in_setting("vary", ""));
+            }
         })
     }
 
@@ -100,16 +103,17 @@ pub(crate) fn sweep(session: &Session, request: &SweepRequest) -> Result<Vec<Swe
     let SweepRequest { setup, vary, values, policies: policy_spec } = request;
     let vary = *vary;
     if values.is_empty() {
-        return Err(Error::new(ErrorKind::Values, "no values"));
+        return Err(Error::new(ErrorKind::Sweep, "no values").in_setting("values", ""));
     }
     let mut points = Vec::new();
     if vary == Vary::PageSize {
         for &v in values {
             if !(v >= 64.0 && (v as u64).is_power_of_two() && v.fract() == 0.0) {
                 return Err(Error::new(
-                    ErrorKind::Values,
+                    ErrorKind::Sweep,
                     format!("page size {v} is not a power of two of at least 64"),
-                ));
+                )
+                .in_setting("values", ""));
             }
         }
         for &v in values {
@@ -134,9 +138,10 @@ pub(crate) fn sweep(session: &Session, request: &SweepRequest) -> Result<Vec<Swe
     let (checked, policies) = session.checked(setup, policy_spec)?;
     if matches!(vary, Vary::BigG | Vary::SmallG) && checked.costs.g.is_none() {
         return Err(Error::new(
-            ErrorKind::Vary,
+            ErrorKind::Sweep,
             format!("{}: the cost model has no global memory (give g and G with --cost, or --cost ace)", vary.label()),
-        ));
+        )
+        .in_setting("vary", ""));
     }
     let (prepared, policies) = session.prepare_checked(setup, checked, policies)?;
     let situation = &prepared.situation;
@@ -147,7 +152,9 @@ pub(crate) fn sweep(session: &Session, request: &SweepRequest) -> Result<Vec<Swe
     )?;
     for &v in values {
         let params = vary.apply(situation.costs, v);
-        params.validate().map_err(|e| Error::new(ErrorKind::Values, format!("{}={v}: {e}", vary.label())))?;
+        params
+            .validate()
+            .map_err(|e| Error::new(ErrorKind::Sweep, format!("{}={v}: {e}", vary.label())).in_setting("values", ""))?;
         let costs = Costs::new(&params);
         let opt = prepared.evaluate(costs, &crate::place::PolicySet(Vec::new()), &EvalOptions::default())?;
         let mut results =

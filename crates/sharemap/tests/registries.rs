@@ -1,9 +1,10 @@
 //! Every registry walked row by row: each parameter's documented default is what the plugin
 //! builds with, and each parameter is used (another value builds another plugin).
 
+use sharemap_core::Spec;
 use sharemap_core::plugin::{Param, ParamKind, Plugin};
-use sharemap_core::{Spec, ThreadPlacement};
 use sharemap_machine::Machine;
+use sharemap_machine::ThreadPlacement;
 
 /// A valid value other than the default, or None where no other is checked (a name the
 /// plugin resolves, a switch without a default, a given one).

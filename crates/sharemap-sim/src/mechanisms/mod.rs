@@ -119,7 +119,7 @@ pub fn os_pus(ctx: &Context) -> Vec<usize> {
 
 /// Thread i on the CPU the kernel numbers i (mod CPUs).
 pub fn identity_pus(ctx: &Context) -> Vec<usize> {
-    let id = sharemap_core::ThreadPlacement::identity(ctx.machine);
+    let id = sharemap_machine::ThreadPlacement::identity(ctx.machine);
     (0..ctx.threads).map(|t| id.pu(t as u32)).collect()
 }
 

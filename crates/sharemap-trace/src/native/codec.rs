@@ -136,7 +136,7 @@ impl ChunkEncoder {
         // Decoding speed is what traces are read for, again and again. Literals left
         // without Huffman coding are copied, not decoded (they are mostly address bytes
         // that do not compress anyway); matches of at least 7 bytes mean fewer, longer
-        // sequences, and zstd's decoding time goes by sequence (see docs/benchmarks.md).
+        // sequences, and zstd's decoding time goes by sequence (see CHANGELOG.md, the native format).
         compressor.set_parameter(CParameter::LiteralCompressionMode(ParamSwitch::Disable))?;
         compressor.set_parameter(CParameter::MinMatch(7))?;
         Ok(ChunkEncoder {

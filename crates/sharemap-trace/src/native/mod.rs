@@ -17,13 +17,13 @@ pub const TRAILER_MAGIC: &[u8; 8] = b"SMEND\0\0\0";
 pub const FILE_HEADER_LEN: usize = 20;
 pub const CHUNK_HEADER_LEN: usize = 40;
 /// Accesses per chunk written by default: ~210 KiB decoded, so a decoded chunk stays in a
-/// core's L2 cache (measured faster than 8K or 64K; see docs/benchmarks.md).
+/// core's L2 cache (measured faster than 8K or 64K; see CHANGELOG.md, the native format).
 pub const DEFAULT_CHUNK_ACCESSES: usize = 1 << 14;
 /// zstd level writers use (with literals left uncoded and a minimum match of 7, see
 /// `ChunkEncoder::new`). Level 3's match finder turns the periodic columns of a gather
 /// loop into fewer, longer matches than the fast levels do, which is what decoding time
 /// depends on; higher levels decode no faster on stencils and encode slower (see
-/// docs/benchmarks.md).
+/// CHANGELOG.md, the native format).
 pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
 /// Readers refuse chunks claiming more than this, so a damaged header cannot exhaust memory.
 pub const MAX_CHUNK_ACCESSES: u32 = 1 << 24;

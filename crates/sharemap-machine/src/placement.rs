@@ -2,8 +2,8 @@
 //! analysis asks of a mapping (SAMMU's per-core TLBs, the placement model's nodes, the
 //! page-usage CSV's first-touch node).
 
+use crate::Machine;
 use serde::Serialize;
-use sharemap_machine::Machine;
 
 /// Each thread's logical PU on a machine, with the PU's core and node. Thread t takes entry
 /// t mod the number of entries, so a list shorter than the threads wraps around as

@@ -39,7 +39,7 @@ impl Run<'_> {
         let a = &chunk.accesses;
         let ops = &a.op[from..to];
         let (mechanism, online) = (&mut self.mechanism, self.online);
-        self.sim.run(
+        self.sim.feed(
             &a.thread[from..to],
             &a.addr[from..to],
             |i| ops[i] & 0x80 != 0,
@@ -154,7 +154,7 @@ pub fn memory_profile(
     let mut read = 0u64;
     trace.for_each_chunk(&mut |chunk| {
         let a = &chunk.accesses;
-        sim.run(&a.thread, &a.addr, |i| a.op[i] & 0x80 != 0, |_, _, _, _, _| {});
+        sim.feed(&a.thread, &a.addr, |i| a.op[i] & 0x80 != 0, |_, _, _, _, _| {});
         read += a.len() as u64;
         progress(read);
         Ok(())

@@ -2,7 +2,8 @@
 //! parallel when there are several), with the sharing optionally cut into windows.
 
 use crate::detector::{self, Detection, Detector, DetectorContext, fit};
-use sharemap_core::{PageSizeError, SharingMatrix, SpecError, ThreadPlacement};
+use sharemap_core::{PageSizeError, SharingMatrix, SpecError};
+use sharemap_machine::ThreadPlacement;
 use sharemap_trace::{Chunk, TraceError, TraceSource};
 
 /// What one detector found over the trace.
@@ -27,7 +28,7 @@ pub fn detect(source: &mut dyn TraceSource, spec: &str, placement: &ThreadPlacem
     let spec = detector::parse(spec)?;
     let ctx = DetectorContext::new(source.metadata(), placement)?;
     let d = detector::build(&spec, &ctx)?;
-    Ok(run(source, vec![d], 0, &|_| {})?.pop().expect("one detector").detection)
+    Ok(detect_many(source, vec![d], 0, &|_| {})?.pop().expect("one detector").detection)
 }
 
 /// `detect` with pages of `page_size` bytes instead of the trace's.
@@ -41,7 +42,7 @@ pub fn detect_with_page_size(
     let mut ctx = DetectorContext::new(source.metadata(), placement)?;
     ctx.page_size = sharemap_core::PageSize::new(page_size)?;
     let d = detector::build(&spec, &ctx)?;
-    Ok(run(source, vec![d], 0, &|_| {})?.pop().expect("one detector").detection)
+    Ok(detect_many(source, vec![d], 0, &|_| {})?.pop().expect("one detector").detection)
 }
 
 /// Runs the detectors over the rest of the trace. With `window` > 0 each detector's sharing
@@ -54,7 +55,7 @@ pub fn detect_with_page_size(
 /// A burst-sampled trace's sharing is weighted by what a recorded unit stands for
 /// (`Burst::sharing_weight`), so that it estimates the whole run's; its page usage keeps the
 /// accesses recorded.
-pub fn run(
+pub fn detect_many(
     source: &mut dyn TraceSource,
     detectors: Vec<Box<dyn Detector>>,
     window: u64,
@@ -328,7 +329,7 @@ mod tests {
             let placement = one_core();
             let ctx = DetectorContext::new(trace.metadata(), &placement).unwrap();
             let d = build(&parse("oracle").unwrap(), &ctx).unwrap();
-            let found = run(&mut trace, vec![d], 20, &|_| {}).unwrap().pop().unwrap();
+            let found = detect_many(&mut trace, vec![d], 20, &|_| {}).unwrap().pop().unwrap();
             let (all, windows) = (found.detection, found.windows);
             assert_eq!(windows.len(), 4);
             let sum: f64 = windows.iter().map(|w| w.total()).sum();
@@ -355,7 +356,7 @@ mod tests {
         let mut trace = MemoryTrace::from_accesses(acc.iter().copied()).with_chunk_accesses(333);
         let ctx = DetectorContext::new(trace.metadata(), &placement).unwrap();
         let all: Vec<Box<dyn Detector>> = specs.iter().map(|s| build(&parse(s).unwrap(), &ctx).unwrap()).collect();
-        let together = run(&mut trace, all, 0, &|_| {}).unwrap();
+        let together = detect_many(&mut trace, all, 0, &|_| {}).unwrap();
         for (spec, found) in specs.iter().zip(together) {
             let alone = detect_on(&acc, spec);
             assert_eq!(found.detection.matrix, alone.matrix, "{spec}");
