@@ -83,9 +83,14 @@ fn of_setting(e: &sharemap::Error) -> Option<anyhow::Error> {
 
 /// The error as the command line says it: `--flag: what is wrong`, or the error's own words.
 pub fn with_flag(e: sharemap::Error) -> anyhow::Error {
-    if let Some(said) = of_setting(&e) {
-        return said;
+    match of_setting(&e) {
+        Some(said) => said,
+        None => by_kind(e),
     }
+}
+
+/// The error with the flag its kind names, whatever setting it came from.
+fn by_kind(e: sharemap::Error) -> anyhow::Error {
     if let Some(size) = e.page_size() {
         return anyhow!("--page-size {size}: expected a power of two from 64 bytes to 1 GiB");
     }
@@ -168,7 +173,8 @@ fn run_error(e: sharemap::Error) -> anyhow::Error {
         Some(("placement", placement)) => anyhow!("--placement {placement}: {e}"),
         Some(("sharing", _)) => say(e, At::Sharing),
         _ => match kind {
-            ErrorKind::ThreadMap | ErrorKind::DataPlacement | ErrorKind::Mechanism => with_flag(e),
+            // The thread map's own words name the value (`'bogus' is not a PU number`).
+            ErrorKind::ThreadMap | ErrorKind::DataPlacement | ErrorKind::Mechanism => by_kind(e),
             ErrorKind::Program => anyhow!(e.why()),
             _ => anyhow!(e),
         },
