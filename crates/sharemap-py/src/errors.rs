@@ -120,6 +120,7 @@ pub fn error(message: impl Into<String>) -> PyErr {
 pub fn of(e: sharemap::Error) -> PyErr {
     let message = e.to_string();
     let kind = e.kind();
+    let is_setting = e.setting().is_some();
     let missing = std::error::Error::source(&e)
         .and_then(|s| s.downcast_ref::<std::io::Error>())
         .is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound);
@@ -129,6 +130,8 @@ pub fn of(e: sharemap::Error) -> PyErr {
         ErrorKind::Trace | ErrorKind::Io => |c| &c.trace,
         ErrorKind::Machine | ErrorKind::MachineModel => |c| &c.machine,
         ErrorKind::Program | ErrorKind::Build => |c| &c.run,
+        // A `policy.key=value` setting, not the policy's spec.
+        ErrorKind::Policy if is_setting => |c| &c.setting,
         ErrorKind::Spec
         | ErrorKind::Policy
         | ErrorKind::Mechanism
