@@ -368,13 +368,7 @@ fn print_table(results: &[ConfigurationResult], repeat: usize) {
         let ratio = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
         let extra =
             if counted { format!(" {:>9} {:>10}", ratio(r.llc_mpki), ratio(r.remote_pki)) } else { String::new() };
-        let verdict = match r.significant {
-            Some(true) if r.normalized < 1.0 => "faster (intervals apart)",
-            Some(true) => "slower (intervals apart)",
-            Some(false) => "not significant (intervals overlap)",
-            None if r.name == *base => "(baseline)",
-            None => "-",
-        };
+        let verdict = r.verdict(base);
         println!("{:<24} {:>10.4} {:>10} {:>8.3}{extra}  {verdict}", r.name, r.mean, ci, r.normalized);
     }
 }

@@ -38,6 +38,20 @@ pub struct ConfigurationResult {
     pub autopin: Option<AutopinChoices>,
 }
 
+impl ConfigurationResult {
+    /// Its difference from the baseline named `baseline`, in words: faster or slower when
+    /// the 95 % intervals are apart, not significant when they overlap.
+    pub fn verdict(&self, baseline: &str) -> &'static str {
+        match self.significant {
+            Some(true) if self.normalized < 1.0 => "faster (intervals apart)",
+            Some(true) => "slower (intervals apart)",
+            Some(false) => "not significant (intervals overlap)",
+            None if self.name == baseline => "(baseline)",
+            None => "-",
+        }
+    }
+}
+
 /// What autopin chose over the rounds.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct AutopinChoices {
@@ -320,6 +334,8 @@ mod tests {
         mark_significance(&mut results);
         let marks: Vec<Option<bool>> = results.iter().map(|r| r.significant).collect();
         assert_eq!(marks, [None, Some(true), Some(false), None]);
+        let verdicts: Vec<&str> = results.iter().map(|r| r.verdict("os")).collect();
+        assert_eq!(verdicts, ["(baseline)", "slower (intervals apart)", "not significant (intervals overlap)", "-"]);
     }
 
     /// The quantiles past the table, against published values of t(0.975): the expansion

@@ -355,13 +355,7 @@ fn runs_table(results: &[sharemap_run::ConfigurationResult]) -> Table {
     let rows = results
         .iter()
         .map(|r| {
-            let verdict = match r.significant {
-                Some(true) if r.normalized < 1.0 => "faster (intervals apart)",
-                Some(true) => "slower (intervals apart)",
-                Some(false) => "not significant (intervals overlap)",
-                None if r.name == *base => "(baseline)",
-                None => "-",
-            };
+            let verdict = r.verdict(base);
             Row::of(vec![
                 Cell::text(&r.name),
                 Cell::Number(r.mean, 4),
