@@ -56,7 +56,7 @@ fn bench(c: &mut Criterion) {
                 let mut local = 0u64;
                 for p in &built {
                     for (i, pg) in pages.iter().enumerate() {
-                        local += p.run(&page(i, pg), &ctx).local;
+                        local += p.place_page(&page(i, pg), &ctx).local;
                     }
                 }
                 local

@@ -33,7 +33,7 @@ fn main() {
             let pol = sharemap_placement::policies::build(info, &Settings::default(), &[]).unwrap();
             let t = Instant::now();
             for (i, pg) in pages.iter().enumerate() {
-                std::hint::black_box(pol.run(&page(i, pg), &ctx));
+                std::hint::black_box(pol.place_page(&page(i, pg), &ctx));
             }
             let rate = n as f64 / t.elapsed().as_secs_f64() / 1e6;
             total += t.elapsed().as_secs_f64();

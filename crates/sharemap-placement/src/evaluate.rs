@@ -112,7 +112,7 @@ pub fn evaluate<P: std::ops::Deref<Target = dyn Policy> + Sync>(
         } else {
             // A page read window by window takes a pass per policy: the passes run on every
             // core at once (the other workers may be done with their smaller pages).
-            rayon::join(solve, || policies.par_iter().map(|(_, p)| p.run(page, ctx)).collect())
+            rayon::join(solve, || policies.par_iter().map(|(_, p)| p.place_page(page, ctx)).collect())
         };
         if let Some(e) = w.optimal.take_error() {
             w.error.get_or_insert(e);
@@ -121,7 +121,7 @@ pub fn evaluate<P: std::ops::Deref<Target = dyn Policy> + Sync>(
         w.opt.add(&sol.tally);
         let mut page_costs = Vec::with_capacity(if opts.costliest > 0 { policies.len() } else { 0 });
         for (i, (_, p)) in policies.iter().enumerate() {
-            let t = streamed.get(i).copied().unwrap_or_else(|| p.run(page, ctx));
+            let t = streamed.get(i).copied().unwrap_or_else(|| p.place_page(page, ctx));
             let cost = t.cost(&c);
             w.costs[i] += cost;
             w.tallies[i].add(&t);

@@ -19,7 +19,7 @@ pub fn schedule(part: &Partition, ctx: &Context, policy: Option<&dyn Policy>) ->
         || (Optimal::new(ctx.nodes, ctx.costs).with_memory(part.page_memory() / 2), Vec::new()),
         |(optimal, out): &mut (Optimal, Schedule), page| {
             let changes: Vec<(u64, LocSet)> = match policy {
-                Some(p) => record_placements(|| p.run(page, ctx)).1,
+                Some(p) => record_placements(|| p.place_page(page, ctx)).1,
                 None => optimal.solve_page(page, true).changes.into_iter().map(|(i, s)| (i as u64, s)).collect(),
             };
             if !changes.is_empty() {
@@ -53,7 +53,7 @@ mod tests {
         for name in ["first-touch", "round-robin", "next-touch", "numa-balancing", "carrefour"] {
             let p = crate::policies::build(crate::policies::find(name).unwrap(), &Settings::default(), &[]).unwrap();
             let page = crate::Page::new(0, 0, 0, &refs, &[]);
-            let (tally, log) = record_placements(|| p.run(&page, &ctx));
+            let (tally, log) = record_placements(|| p.place_page(&page, &ctx));
             if log.is_empty() {
                 continue; // answered without placing: stays where first touched
             }

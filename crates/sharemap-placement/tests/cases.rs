@@ -45,7 +45,7 @@ fn decide(case: &Case) -> Vec<Decision> {
         || (),
         |_, page| {
             let refs: Vec<Ref> = page.refs().collect();
-            let (_, placed) = record_placements(|| policy.run(page, &ctx));
+            let (_, placed) = record_placements(|| policy.place_page(page, &ctx));
             // A placement after `charged` references: led to by the next reference (or
             // made after the page's last one).
             let mut out = decisions.lock().unwrap();

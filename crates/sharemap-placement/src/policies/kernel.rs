@@ -36,7 +36,7 @@ impl Policy for NumaBalancing {
         Some(("first scan", self.delay_ms))
     }
 
-    fn run(&self, page: &Page, ctx: &Context) -> Tally {
+    fn place_page(&self, page: &Page, ctx: &Context) -> Tally {
         if let Some(t) = private(page) {
             return t;
         }
@@ -104,7 +104,7 @@ impl Policy for Sammu {
         Prepass { tlb: self.tlb, ..Prepass::default() }
     }
 
-    fn run(&self, page: &Page, ctx: &Context) -> Tally {
+    fn place_page(&self, page: &Page, ctx: &Context) -> Tally {
         // TLB events come from cores that referenced the page, so from its one node too.
         if let Some(t) = private(page) {
             return t;
@@ -182,7 +182,7 @@ impl Policy for Kmaf {
         Some(("third fault window, the first in which a page can move", 2.0 * self.window_ms))
     }
 
-    fn run(&self, page: &Page, ctx: &Context) -> Tally {
+    fn place_page(&self, page: &Page, ctx: &Context) -> Tally {
         if let Some(t) = private(page) {
             return t;
         }
@@ -226,7 +226,7 @@ impl Policy for Carrefour {
         Some(("first epoch's end", self.epoch_ms))
     }
 
-    fn run(&self, page: &Page, ctx: &Context) -> Tally {
+    fn place_page(&self, page: &Page, ctx: &Context) -> Tally {
         // One node makes all of a private page's accesses: at most it is decided there.
         if self.share <= 1.0
             && let Some(t) = private(page)

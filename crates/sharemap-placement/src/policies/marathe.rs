@@ -21,7 +21,7 @@ impl Policy for Marathe {
         Prepass { sampler: Some(SamplerKind::Profile { source: self.source, line: line.max(1) }), ..Prepass::default() }
     }
 
-    fn run(&self, page: &Page, ctx: &Context) -> Tally {
+    fn place_page(&self, page: &Page, ctx: &Context) -> Tally {
         let mut samples = [0u32; MAX_NODES];
         let mut total = 0u64;
         page.refs().for_each(|r| {

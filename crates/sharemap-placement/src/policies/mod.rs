@@ -46,7 +46,7 @@ impl Context<'_> {
 
 pub trait Policy: Send + Sync + std::fmt::Debug {
     /// Runs the policy over one page's references.
-    fn run(&self, page: &Page, ctx: &Context) -> Tally;
+    fn place_page(&self, page: &Page, ctx: &Context) -> Tally;
 
     /// What the pass that splits the trace by page must compute for this policy; `line` is
     /// the trace's cache-line size.

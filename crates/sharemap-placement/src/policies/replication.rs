@@ -44,7 +44,7 @@ impl Policy for Replicate {
         }
     }
 
-    fn run(&self, page: &Page, ctx: &Context) -> Tally {
+    fn place_page(&self, page: &Page, ctx: &Context) -> Tally {
         if let Some(t) = private(page) {
             return t;
         }

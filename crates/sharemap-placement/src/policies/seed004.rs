@@ -18,7 +18,7 @@ pub struct Ace {
 }
 
 impl Policy for Ace {
-    fn run(&self, page: &Page, ctx: &Context) -> Tally {
+    fn place_page(&self, page: &Page, ctx: &Context) -> Tally {
         let global = ctx.costs.has_global();
         if !global && let Some(t) = private(page) {
             return t;
@@ -109,7 +109,7 @@ impl Policy for Platinum {
         Some(("defrost daemon", self.t2_ms))
     }
 
-    fn run(&self, page: &Page, ctx: &Context) -> Tally {
+    fn place_page(&self, page: &Page, ctx: &Context) -> Tally {
         let global = ctx.costs.has_global();
         if !global && let Some(t) = private(page) {
             // No invalidation by another node, so nothing freezes.

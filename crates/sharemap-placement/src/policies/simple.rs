@@ -12,7 +12,7 @@ pub struct FirstTouch {
 }
 
 impl Policy for FirstTouch {
-    fn run(&self, page: &Page, ctx: &Context) -> Tally {
+    fn place_page(&self, page: &Page, ctx: &Context) -> Tally {
         let mut res = first_touch(page);
         // After init-done the first toucher becomes the home (seed 003's annotation).
         let Some(t) = ctx.init_done.filter(|&t| self.after_init && t > page.first().at) else {
@@ -41,7 +41,7 @@ impl Policy for FirstNFills {
         super::fills_prepass(self.fills_kb, line)
     }
 
-    fn run(&self, page: &Page, ctx: &Context) -> Tally {
+    fn place_page(&self, page: &Page, ctx: &Context) -> Tally {
         if let Some(t) = private(page) {
             return t;
         }
@@ -91,7 +91,7 @@ impl Policy for Static {
         }
     }
 
-    fn run(&self, page: &Page, ctx: &Context) -> Tally {
+    fn place_page(&self, page: &Page, ctx: &Context) -> Tally {
         let n = ctx.nodes as u64;
         let node = match self.0 {
             Spread::ByTouch => page.touch_rank as u64 % n,
@@ -113,7 +113,7 @@ pub struct NextTouch {
 }
 
 impl Policy for NextTouch {
-    fn run(&self, page: &Page, ctx: &Context) -> Tally {
+    fn place_page(&self, page: &Page, ctx: &Context) -> Tally {
         if let Some(t) = private(page) {
             return t;
         }

@@ -34,7 +34,7 @@ fn run(name: &str, settings: &[&str], refs: &[Ref], c: &Context) -> Tally {
     for x in settings {
         s.add(x).unwrap();
     }
-    build(find(name).unwrap(), &s, &[]).unwrap().run(&page(refs), c)
+    build(find(name).unwrap(), &s, &[]).unwrap().place_page(&page(refs), c)
 }
 
 fn butterfly() -> Costs {
@@ -82,7 +82,7 @@ proptest! {
                 let mut s = Settings::default();
                 s.add(events_from).unwrap();
                 let policy = build(info, &s, &[]).unwrap();
-                prop_assert_eq!(policy.run(&page, &c), policy.run(&page.replayed(), &c), "{}", info.name);
+                prop_assert_eq!(policy.place_page(&page, &c), policy.place_page(&page.replayed(), &c), "{}", info.name);
             }
         }
     }
@@ -109,7 +109,7 @@ proptest! {
         let c = ctx(nodes, costs, init, &phases, &phases);
         let best = Optimal::new(nodes, costs).solve(&refs).cost;
         for info in POLICIES {
-            let t = build(info, &Settings::default(), &[]).unwrap().run(&page(&refs), &c);
+            let t = build(info, &Settings::default(), &[]).unwrap().place_page(&page(&refs), &c);
             prop_assert_eq!(t.references(), refs.len() as u64, "{}", info.name);
             prop_assert!(t.cost(&costs) >= best - 1e-9, "{} cost {} < optimum {}", info.name, t.cost(&costs), best);
         }
@@ -202,14 +202,14 @@ fn sammu_acts_on_the_tlb_events_of_the_page() {
     let mut refs = vec![Ref::write(0, 0)];
     refs.extend((1..=20).map(|i| Ref::read(i, 1)));
     let events = [Ref::read(5, 1), Ref::read(7, 1), Ref::read(9, 1)];
-    let t = policy.run(&page(&refs).with_events(&events), &c);
+    let t = policy.place_page(&page(&refs).with_events(&events), &c);
     // NC[1] reaches NT = 3 at the event of position 9, after that access: 9 remote reads.
     assert_eq!((t.node_moves, t.remote, t.local), (1, 9, 12));
     // Without events nothing moves, however much node 1 reads.
-    assert_eq!(policy.run(&page(&refs), &c).node_moves, 0);
+    assert_eq!(policy.place_page(&page(&refs), &c).node_moves, 0);
     // Node 0's events in between hold node 1 back (counters move both ways).
     let mixed = [Ref::read(5, 1), Ref::read(6, 0), Ref::read(7, 1), Ref::read(9, 1)];
-    assert_eq!(policy.run(&page(&refs).with_events(&mixed), &c).node_moves, 0);
+    assert_eq!(policy.place_page(&page(&refs).with_events(&mixed), &c).node_moves, 0);
 }
 
 #[test]
@@ -373,11 +373,11 @@ fn replication_counts_mappings_as_tlb_entries() {
     let mut s = Settings::default();
     set.iter().for_each(|x| s.add(x).unwrap());
     let policy = build(find("replicate-counter").unwrap(), &s, &[]).unwrap();
-    let t = policy.run(&page(&refs).with_events(&evicted), &c);
+    let t = policy.place_page(&page(&refs).with_events(&evicted), &c);
     assert_eq!((t.replications, t.remote, t.local), (1, 4, 1 + 5));
     s.add("replicate-counter.tlb=0").unwrap();
     let policy = build(find("replicate-counter").unwrap(), &s, &[]).unwrap();
-    let t = policy.run(&page(&refs).with_events(&evicted), &c);
+    let t = policy.place_page(&page(&refs).with_events(&evicted), &c);
     assert_eq!((t.replications, t.remote), (0, 9));
 }
 
