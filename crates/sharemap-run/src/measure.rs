@@ -39,6 +39,25 @@ pub struct ConfigurationResult {
 }
 
 impl ConfigurationResult {
+    /// A configuration's run times, their mean and interval, over `base` (the baseline's
+    /// mean); nothing else known of it yet.
+    pub fn of_times(name: String, seconds: Vec<f64>, base: f64) -> ConfigurationResult {
+        let (mean, ci95) = mean_ci95(&seconds);
+        ConfigurationResult {
+            name,
+            seconds,
+            mean,
+            ci95,
+            normalized: mean / base,
+            significant: None,
+            plan: None,
+            timeline: None,
+            llc_mpki: None,
+            remote_pki: None,
+            autopin: None,
+        }
+    }
+
     /// Its difference from the baseline named `baseline`, in words: faster or slower when
     /// the 95 % intervals are apart, not significant when they overlap.
     pub fn verdict(&self, baseline: &str) -> &'static str {
@@ -224,24 +243,19 @@ pub fn measure(
         .zip(counts)
         .zip(autopin)
         .map(|(((((config, seconds), plan), timeline), counts), autopin)| {
-            let (mean, ci95) = mean_ci95(&seconds);
             // A ratio is reported only when every run has it.
             let mean_of = |f: fn(&counters::Counts) -> Option<f64>| {
                 let v: Option<Vec<f64>> = counts.iter().map(f).collect();
                 v.filter(|v| v.len() == seconds.len()).map(|v| v.iter().sum::<f64>() / v.len() as f64)
             };
+            let (llc_mpki, remote_pki) = (mean_of(counters::Counts::llc_mpki), mean_of(counters::Counts::remote_pki));
             ConfigurationResult {
-                name: config.name.clone(),
-                llc_mpki: mean_of(counters::Counts::llc_mpki),
-                remote_pki: mean_of(counters::Counts::remote_pki),
-                seconds,
-                mean,
-                ci95,
-                normalized: mean / base,
-                significant: None,
+                llc_mpki,
+                remote_pki,
                 plan,
                 timeline,
                 autopin,
+                ..ConfigurationResult::of_times(config.name.clone(), seconds, base)
             }
         })
         .collect::<Vec<_>>())
@@ -256,25 +270,8 @@ pub fn measure(
 /// out of the noise.
 pub fn compare(named: Vec<(String, Vec<f64>)>) -> Vec<ConfigurationResult> {
     let base = named.first().map(|(_, s)| mean_ci95(s).0).unwrap_or(1.0);
-    let mut results: Vec<ConfigurationResult> = named
-        .into_iter()
-        .map(|(name, seconds)| {
-            let (mean, ci95) = mean_ci95(&seconds);
-            ConfigurationResult {
-                name,
-                seconds,
-                mean,
-                ci95,
-                normalized: mean / base,
-                significant: None,
-                plan: None,
-                timeline: None,
-                llc_mpki: None,
-                remote_pki: None,
-                autopin: None,
-            }
-        })
-        .collect();
+    let mut results: Vec<ConfigurationResult> =
+        named.into_iter().map(|(name, seconds)| ConfigurationResult::of_times(name, seconds, base)).collect();
     mark_significance(&mut results);
     results
 }
@@ -309,22 +306,8 @@ mod tests {
     /// 1.9632) against 10..14 (mean 12) differ, against 2..6 (mean 4) they overlap.
     #[test]
     fn differences_are_significant_only_beyond_the_intervals() {
-        let result = |name: &str, seconds: Vec<f64>| {
-            let (mean, ci95) = mean_ci95(&seconds);
-            ConfigurationResult {
-                name: name.into(),
-                seconds,
-                mean,
-                ci95,
-                normalized: 1.0,
-                significant: None,
-                plan: None,
-                timeline: None,
-                llc_mpki: None,
-                remote_pki: None,
-                autopin: None,
-            }
-        };
+        // Over the baseline's mean, 3: the far sample is slower.
+        let result = |name: &str, seconds: Vec<f64>| ConfigurationResult::of_times(name.into(), seconds, 3.0);
         let mut results = vec![
             result("os", vec![1.0, 2.0, 3.0, 4.0, 5.0]),
             result("far", vec![10.0, 11.0, 12.0, 13.0, 14.0]),
