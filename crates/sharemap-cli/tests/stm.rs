@@ -567,3 +567,76 @@ int main(void) {
         assert!(String::from_utf8_lossy(&out.stderr).contains("--tx-only"), "{}", String::from_utf8_lossy(&out.stderr));
     }
 }
+
+/// The STM's variable for one of STMap's settings.
+fn stmap_variable(setting: &str) -> &'static str {
+    match setting {
+        "si" => "SHAREMAP_STMAP_SI",
+        "mi" => "SHAREMAP_STMAP_MI",
+        "da" => "SHAREMAP_STMAP_DA",
+        other => panic!("the STM has no setting {other}"),
+    }
+}
+
+/// The shared case suite's sharing cases (sharemap-decide's cases.toml, `[[sharing]]`) in the
+/// STM's own STMap: a driver (tests/stm/stmap_case.c) runs each run of one thread's accesses
+/// as a transaction of that thread; the matrix STMap writes at stm_exit and its distinct
+/// addresses must be the case's, as the detector's are (sharemap-detect's tests/cases.rs).
+/// The same driver built `--tx-only` and recorded gives a trace on which `analyze
+/// --detector` finds them too (trace thread k + 1 is case thread k: the main thread is 0).
+#[test]
+fn the_stms_stmap_finds_each_sharing_case_matrix_as_the_detector_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let driver = s(&source("stmap_case.c")).to_string();
+    let plain = build(&dir, "stmap_case", &["cc", "--stm", "--no-trace", "-O1", &driver], "gcc");
+    let traced = build(&dir, "stmap_case_traced", &["cc", "--stm", "--tx-only", "-O1", &driver], "gcc");
+    let cases = sharemap_decide::cases::sharing::for_layer("stm");
+    assert!(cases.len() >= 4, "the suite has STMap's cases");
+    let mut failures = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let input = p(&dir, &format!("case{i}.txt"));
+        let lines: String = case
+            .accesses
+            .iter()
+            .map(|a| format!("{} {} {}\n", a.thread, if a.write { 'w' } else { 'r' }, a.word))
+            .collect();
+        std::fs::write(&input, lines).unwrap();
+        let matrix = p(&dir, &format!("case{i}.csv"));
+        let mut env = vec![
+            ("SHAREMAP_STMAP", "detect".to_string()),
+            ("SHAREMAP_STMAP_DATA", "off".to_string()),
+            ("SHAREMAP_STMAP_MATRIX", s(&matrix).to_string()),
+        ];
+        for setting in ["si", "mi", "da"] {
+            if let Some(v) = case.setting(setting) {
+                env.push((stmap_variable(setting), v.to_string()));
+            }
+        }
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let out = run(&plain, &[s(&input)], &env);
+        assert!(out.status.success(), "{}: {}", case.name, text(&out));
+        let distinct: u64 = text(&out).lines().find_map(|l| l.strip_prefix("distinct ")?.parse().ok()).unwrap();
+        let m = SharingMatrix::read(&matrix).unwrap();
+        failures.extend(case.check("stm", m.threads(), |a, b| m.get(a, b), distinct).err());
+        // Recorded: the detector on the STM's accesses as its tracer recorded them.
+        let trace = p(&dir, &format!("case{i}.trace"));
+        let mut record = Command::new(env!("CARGO_BIN_EXE_sharemap"));
+        record.args(["record", "-o", s(&trace), "--", s(&traced), s(&input)]).envs(env.iter().copied());
+        let o = record.output().unwrap();
+        assert!(o.status.success(), "{}: {}", case.name, text(&o));
+        let analysis = p(&dir, &format!("case{i}"));
+        ok(&["analyze", s(&trace), "--detector", &case.detector, "-o", s(&analysis)]);
+        let m = SharingMatrix::read(&analysis.join("comm.csv")).unwrap();
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(analysis.join("summary.json")).unwrap()).unwrap();
+        let distinct = summary["stmap"]["distinct_addresses"].as_u64().unwrap();
+        let main_thread_shares = (1..m.threads()).map(|t| m.get(0, t)).sum::<f64>();
+        if main_thread_shares != 0.0 {
+            failures
+                .push(format!("{}: the main thread runs no transaction, yet shares {main_thread_shares}", case.name));
+        }
+        let cell = |a: usize, b: usize| m.get(a + 1, b + 1);
+        failures.extend(case.check("stm traced, detect", m.threads().saturating_sub(1), cell, distinct).err());
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -140,6 +140,10 @@ impl Stmap {
         if self.in_tx.len() <= th {
             self.in_tx.resize(th + 1, false);
         }
+        let tx = matches!(e.kind, EventKind::TxBegin | EventKind::TxCommit | EventKind::TxAbort);
+        if tx && !self.has_tx {
+            self.forget_what_came_before();
+        }
         match e.kind {
             EventKind::TxBegin => {
                 self.has_tx = true;
@@ -154,6 +158,20 @@ impl Stmap {
             }
             _ => {}
         }
+    }
+
+    /// At the trace's first transaction event: every access so far was outside any
+    /// transaction (a transaction's accesses follow its begin), which an STM never sees, so
+    /// it is forgotten. (Counted until then because a trace without transaction events is
+    /// read as all transactional, and the header cannot say which kind a recording is.)
+    fn forget_what_came_before(&mut self) {
+        self.table.clear();
+        self.matrix = SharingMatrix::new(self.matrix.threads());
+        self.usage = PageUsage::new(self.usage.page_size);
+        self.since_sample.iter_mut().for_each(|s| *s = 0);
+        (self.counted, self.seen) = (0, 0);
+        self.decision = StmapDecision::default();
+        self.matrix_at_decision = None;
     }
 
     /// The accesses and events of one chunk, in trace order.
@@ -309,6 +327,11 @@ impl EqualProgress {
     fn event(&mut self, e: &sharemap_trace::Event) {
         let t = e.thread as usize;
         self.grow(t);
+        if !self.has_tx && matches!(e.kind, EventKind::TxBegin | EventKind::TxCommit | EventKind::TxAbort) {
+            // As `Stmap`'s: what came before the first transaction event was outside them all.
+            self.distinct.clear();
+            self.counted.iter_mut().chain(self.since_sample.iter_mut()).for_each(|c| *c = 0);
+        }
         match e.kind {
             EventKind::TxBegin => (self.has_tx, self.in_tx[t]) = (true, true),
             EventKind::TxCommit | EventKind::TxAbort => {
@@ -483,6 +506,26 @@ mod tests {
         assert_eq!(dec.at, Some(11));
         assert_eq!((dec.commit_ratio, dec.abort_ratio), (Some(0.5), Some(0.5)));
         assert_eq!(dec.enable, Some(false), "cr < ar is false");
+    }
+
+    /// A traced STM program's setup (threads 0 and 1 filling shared data before any
+    /// transaction) is not what the STM sees: only the transaction's sharing counts, as if
+    /// the setup had not been recorded. (It once counted, the first transaction event
+    /// coming too late to tell.)
+    #[test]
+    fn accesses_before_the_first_transaction_are_not_the_stms() {
+        let setup: Vec<Access> = (0..40u64).map(|i| Access::write((i % 2) as u32, 8 * (i % 5), 8)).collect();
+        let tx = [Access::write(0, 8192, 8), Access::read(1, 8192, 8)];
+        let all: Vec<Access> = setup.iter().chain(&tx).copied().collect();
+        let n = setup.len();
+        let events = [(n, 0, EventKind::TxBegin), (n + 1, 0, EventKind::TxCommit), (n + 1, 1, EventKind::TxBegin)];
+        let params = StmapParams { si: 0, mi: 1, da_threshold: 10, counting_thread: 1 };
+        let (det, dec) = run_stmap(&trace(&all, &events), params);
+        let (alone, _) = run_stmap(&trace(&tx, &events.map(|(at, t, k)| (at - n, t, k))), params);
+        assert_eq!((det.matrix.get(0, 1), det.seen, det.pages.len()), (1.0, 2, alone.pages.len()));
+        assert_eq!((dec.at, dec.distinct_addresses), (Some(n as u64 + 1), 1));
+        let equal = equal_progress(&trace(&all, &events), params);
+        assert_eq!(equal.distinct_addresses, 1);
     }
 
     fn equal_progress(trace: &MemoryTrace, p: StmapParams) -> StmapDecision {

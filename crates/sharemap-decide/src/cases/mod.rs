@@ -11,15 +11,20 @@
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
+pub mod sharing;
+
 /// The suite's file, embedded.
-pub const SUITE: &str = include_str!("../cases.toml");
+pub const SUITE: &str = include_str!("../../cases.toml");
 
 /// Every case's addresses are in pages of this size.
 pub const PAGE_SIZE: u64 = 4096;
 
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct File {
     case: Vec<Raw>,
+    #[serde(default)]
+    sharing: Vec<sharing::Raw>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -101,10 +106,13 @@ pub struct Case {
     pub expect: Vec<(u64, u128)>,
 }
 
+fn suite() -> File {
+    toml::from_str(SUITE).unwrap_or_else(|e| panic!("cases.toml: {e}"))
+}
+
 /// Every case of the suite; panics on a malformed suite (it is part of the source).
 pub fn all() -> Vec<Case> {
-    let file: File = toml::from_str(SUITE).unwrap_or_else(|e| panic!("cases.toml: {e}"));
-    file.case.into_iter().map(|raw| parse(raw).unwrap_or_else(|e| panic!("cases.toml: {e}"))).collect()
+    suite().case.into_iter().map(|raw| parse(raw).unwrap_or_else(|e| panic!("cases.toml: {e}"))).collect()
 }
 
 /// The cases a layer runs.
@@ -112,12 +120,13 @@ pub fn for_layer(layer: &str) -> Vec<Case> {
     all().into_iter().filter(|c| c.layers.iter().any(|l| l == layer)).collect()
 }
 
-fn parse(raw: Raw) -> Result<Case, String> {
-    let name = raw.name;
+/// Access lines "THREAD r|w WHERE [xCOUNT]" (WHERE a page or a word), expanded.
+fn access_lines(name: &str, text: &str, unit: &str) -> Result<Vec<Access>, String> {
     let mut accesses = Vec::new();
-    for (i, line) in raw.accesses.lines().map(str::trim).filter(|l| !l.is_empty()).enumerate() {
+    for (i, line) in text.lines().map(str::trim).filter(|l| !l.is_empty()).enumerate() {
         let words: Vec<&str> = line.split_whitespace().collect();
-        let bad = || format!("case '{name}', access line {}: expected 'THREAD r|w PAGE [xCOUNT]', got '{line}'", i + 1);
+        let bad =
+            || format!("case '{name}', access line {}: expected 'THREAD r|w {unit} [xCOUNT]', got '{line}'", i + 1);
         let (thread, kind, page, repeat) = match words[..] {
             [t, k, p] => (t, k, p, 1),
             [t, k, p, r] => (t, k, p, r.strip_prefix('x').and_then(|r| r.parse().ok()).ok_or_else(bad)?),
@@ -135,6 +144,12 @@ fn parse(raw: Raw) -> Result<Case, String> {
             });
         }
     }
+    Ok(accesses)
+}
+
+fn parse(raw: Raw) -> Result<Case, String> {
+    let name = raw.name;
+    let accesses = access_lines(&name, &raw.accesses, "PAGE")?;
     let expect = raw
         .expect
         .iter()
