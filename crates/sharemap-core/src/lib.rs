@@ -12,7 +12,7 @@ pub mod plugin;
 pub mod spec;
 
 pub use index::{DenseIndex, RecentPerThread};
-pub use matrix::{MatrixError, SharingMatrix};
+pub use matrix::{MatrixError, MatrixErrorKind, SharingMatrix};
 pub use names::{closest, did_you_mean};
 pub use page_size::{PageSize, PageSizeError};
 pub use pages::{PageCounter, PageUsage};

@@ -13,17 +13,41 @@ pub struct SharingMatrix {
     cells: Vec<f64>,
 }
 
-/// A matrix file that cannot be read: where and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MatrixError(pub String);
-
-impl std::fmt::Display for MatrixError {
-    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+/// A matrix file that cannot be read: which file, which line when one is to blame, what kind
+/// of problem; its message says all three.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct MatrixError {
+    pub kind: MatrixErrorKind,
+    pub path: std::path::PathBuf,
+    pub line: Option<usize>,
+    message: String,
 }
 
-impl std::error::Error for MatrixError {}
+/// What is wrong with a matrix file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MatrixErrorKind {
+    /// It cannot be read (missing, unreadable).
+    Io,
+    /// Larger than any matrix sharemap reads, or more rows or columns than threads it takes.
+    TooLarge,
+    /// Not UTF-8 text.
+    NotText,
+    /// No rows.
+    Empty,
+    /// A row whose length is not the number of rows.
+    NotSquare,
+    /// A field that is not a finite, non-negative number.
+    NotACount,
+}
+
+impl MatrixError {
+    fn new(kind: MatrixErrorKind, path: &Path, line: Option<usize>, what: impl std::fmt::Display) -> MatrixError {
+        let at = line.map_or(String::new(), |l| format!(":{l}"));
+        MatrixError { kind, path: path.to_path_buf(), line, message: format!("{}{at}: {what}", path.display()) }
+    }
+}
 
 impl SharingMatrix {
     pub fn new(n: usize) -> Self {
@@ -160,19 +184,17 @@ impl SharingMatrix {
 
     /// Reads either format: `.mat` is TopoMatch, anything else numalize CSV.
     pub fn read(path: &Path) -> Result<Self, MatrixError> {
-        let io = |e: std::io::Error| MatrixError(format!("{}: {e}", path.display()));
+        let io = |e: std::io::Error| MatrixError::new(MatrixErrorKind::Io, path, None, e);
         let len = std::fs::metadata(path).map_err(io)?.len();
         if len > MAX_FILE_BYTES {
-            return Err(MatrixError(format!(
-                "{}: {len} bytes is too large for a sharing matrix of at most {} threads",
-                path.display(),
-                crate::MAX_THREADS
-            )));
+            let what =
+                format!("{len} bytes is too large for a sharing matrix of at most {} threads", crate::MAX_THREADS);
+            return Err(MatrixError::new(MatrixErrorKind::TooLarge, path, None, what));
         }
         let bytes = std::fs::read(path).map_err(io)?;
         let text = String::from_utf8(bytes).map_err(|e| {
             let at = e.utf8_error().valid_up_to();
-            MatrixError(format!("{}: not UTF-8 text (byte {at})", path.display()))
+            MatrixError::new(MatrixErrorKind::NotText, path, None, format!("not UTF-8 text (byte {at})"))
         })?;
         if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("mat")) {
             Self::from_topomatch(&text, path)
@@ -184,16 +206,13 @@ impl SharingMatrix {
     fn from_rows(rows: Vec<(usize, Vec<f64>)>, origin: &Path) -> Result<Self, MatrixError> {
         let n = rows.len();
         if n == 0 {
-            return Err(MatrixError(format!("{}: empty matrix", origin.display())));
+            return Err(MatrixError::new(MatrixErrorKind::Empty, origin, None, "empty matrix"));
         }
         let mut m = SharingMatrix::new(n);
         for (i, (line, row)) in rows.iter().enumerate() {
             if row.len() != n {
-                return Err(MatrixError(format!(
-                    "{}:{line}: {} values in a row of a {n} x {n} matrix (it must be square)",
-                    origin.display(),
-                    row.len()
-                )));
+                let what = format!("{} values in a row of a {n} x {n} matrix (it must be square)", row.len());
+                return Err(MatrixError::new(MatrixErrorKind::NotSquare, origin, Some(*line), what));
             }
             for (j, &v) in row.iter().enumerate() {
                 if i != j {
@@ -218,10 +237,8 @@ fn parse_rows<'a>(
 ) -> Result<Vec<(usize, Vec<f64>)>, MatrixError> {
     let max = crate::MAX_THREADS as usize;
     let too_many = |line_no: usize| {
-        MatrixError(format!(
-            "{}:{line_no}: more than {max} threads (a matrix has at most {max} rows)",
-            origin.display()
-        ))
+        let what = format!("more than {max} threads (a matrix has at most {max} rows)");
+        MatrixError::new(MatrixErrorKind::TooLarge, origin, Some(line_no), what)
     };
     let mut rows = Vec::new();
     for (k, line) in text.lines().enumerate() {
@@ -241,10 +258,16 @@ fn parse_rows<'a>(
             // Quoted in errors: at most 40 characters of a field.
             let quoted = || f.char_indices().nth(40).map_or(f, |(end, _)| &f[..end]);
             let v: f64 = f.parse().ok().filter(|v: &f64| v.is_finite()).ok_or_else(|| {
-                MatrixError(format!("{}:{line_no}: '{}' is not a number", origin.display(), quoted()))
+                MatrixError::new(
+                    MatrixErrorKind::NotACount,
+                    origin,
+                    Some(line_no),
+                    format!("'{}' is not a number", quoted()),
+                )
             })?;
             if v < 0.0 {
-                return Err(MatrixError(format!("{}:{line_no}: negative value {}", origin.display(), quoted())));
+                let what = format!("negative value {}", quoted());
+                return Err(MatrixError::new(MatrixErrorKind::NotACount, origin, Some(line_no), what));
             }
             row.push(v);
         }
@@ -299,12 +322,18 @@ mod tests {
     #[test]
     fn bad_matrices_are_located() {
         let p = Path::new("x.csv");
-        let err = |t: &str| SharingMatrix::from_numalize_csv(t, p).unwrap_err().0;
-        assert_eq!(err("0,1\n1,0,3\n"), "x.csv:2: 3 values in a row of a 2 x 2 matrix (it must be square)");
-        assert_eq!(err("0,1\n-1,0\n"), "x.csv:2: negative value -1");
-        assert_eq!(err("0,a\n1,0\n"), "x.csv:1: 'a' is not a number");
-        assert_eq!(err("\n\n"), "x.csv: empty matrix");
-        assert!(SharingMatrix::from_topomatch("1 2\n3", Path::new("y.mat")).unwrap_err().0.starts_with("y.mat:2:"));
+        let err = |t: &str| {
+            let e = SharingMatrix::from_numalize_csv(t, p).unwrap_err();
+            (e.to_string(), e.kind, e.line)
+        };
+        use MatrixErrorKind::{Empty, NotACount, NotSquare};
+        let square = "x.csv:2: 3 values in a row of a 2 x 2 matrix (it must be square)";
+        assert_eq!(err("0,1\n1,0,3\n"), (square.into(), NotSquare, Some(2)));
+        assert_eq!(err("0,1\n-1,0\n"), ("x.csv:2: negative value -1".into(), NotACount, Some(2)));
+        assert_eq!(err("0,a\n1,0\n"), ("x.csv:1: 'a' is not a number".into(), NotACount, Some(1)));
+        assert_eq!(err("\n\n"), ("x.csv: empty matrix".into(), Empty, None));
+        let e = SharingMatrix::from_topomatch("1 2\n3", Path::new("y.mat")).unwrap_err();
+        assert!(e.to_string().starts_with("y.mat:2:") && e.path == Path::new("y.mat"), "{e}");
     }
 
     #[test]

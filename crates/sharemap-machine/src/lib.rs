@@ -31,24 +31,46 @@ const MAX_SYNTHETIC_CHARS: usize = 1000;
 
 fn synthetic_length(spec: &str) -> Result<&str, MachineError> {
     if spec.len() > MAX_SYNTHETIC_CHARS {
-        return Err(MachineError(format!(
-            "synthetic topology of {} characters: too long (at most {MAX_SYNTHETIC_CHARS})",
-            spec.len()
-        )));
+        return Err(MachineError::new(
+            MachineErrorKind::Synthetic,
+            format!("synthetic topology of {} characters: too long (at most {MAX_SYNTHETIC_CHARS})", spec.len()),
+        ));
     }
     Ok(spec)
 }
 
-/// One line of explanation, ready to show the user.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MachineError(pub String);
+/// A machine that cannot be read or modelled: what kind of problem, and one line of
+/// explanation ready to show the user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct MachineError {
+    pub kind: MachineErrorKind,
+    message: String,
+}
 
-impl std::fmt::Display for MachineError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+/// What is wrong with a machine description.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MachineErrorKind {
+    /// It names no machine: empty, an unknown preset, a file that does not exist.
+    Spec,
+    /// A file or the live host's description that cannot be read (unreadable, too large,
+    /// not text, empty).
+    Unreadable,
+    /// hwloc XML that is not well formed or not a topology sharemap reads.
+    Xml,
+    /// A synthetic description that does not parse.
+    Synthetic,
+    /// A topology sharemap does not model (asymmetric, leaves not PUs, a distance matrix
+    /// missing a node).
+    Unsupported,
+}
+
+impl MachineError {
+    pub fn new(kind: MachineErrorKind, message: impl Into<String>) -> MachineError {
+        MachineError { kind, message: message.into() }
     }
 }
-impl std::error::Error for MachineError {}
 
 /// All objects of one depth of the tree (below the root), in logical order.
 #[derive(Clone, Debug)]
@@ -114,7 +136,7 @@ impl Machine {
     pub fn from_spec(spec: &str) -> Result<Machine, MachineError> {
         let spec = spec.trim();
         if spec.is_empty() {
-            return Err(MachineError("empty machine description".into()));
+            return Err(MachineError::new(MachineErrorKind::Spec, "empty machine description"));
         }
         if spec == "live" {
             return Self::live();
@@ -132,42 +154,55 @@ impl Machine {
         }
         let path = Path::new(spec);
         if path.is_file() {
-            let len = std::fs::metadata(path).map_err(|e| MachineError(format!("{spec}: {e}")))?.len();
+            let len = std::fs::metadata(path)
+                .map_err(|e| MachineError::new(MachineErrorKind::Unreadable, format!("{spec}: {e}")))?
+                .len();
             if len > MAX_FILE_BYTES {
-                return Err(MachineError(format!(
-                    "{spec}: {len} bytes is too large for a machine description (at most {MAX_FILE_BYTES})"
-                )));
+                return Err(MachineError::new(
+                    MachineErrorKind::Unreadable,
+                    format!("{spec}: {len} bytes is too large for a machine description (at most {MAX_FILE_BYTES})"),
+                ));
             }
-            let bytes = std::fs::read(path).map_err(|e| MachineError(format!("{spec}: {e}")))?;
+            let bytes = std::fs::read(path)
+                .map_err(|e| MachineError::new(MachineErrorKind::Unreadable, format!("{spec}: {e}")))?;
             let text = String::from_utf8(bytes).map_err(|e| {
-                MachineError(format!(
-                    "{spec}: not an hwloc XML file or synthetic string (not UTF-8 text at byte {})",
-                    e.utf8_error().valid_up_to()
-                ))
+                MachineError::new(
+                    MachineErrorKind::Unreadable,
+                    format!(
+                        "{spec}: not an hwloc XML file or synthetic string (not UTF-8 text at byte {})",
+                        e.utf8_error().valid_up_to()
+                    ),
+                )
             })?;
             if text.trim_start().starts_with('<') {
                 return Self::from_xml(&text, spec);
             }
             if text.trim().is_empty() {
-                return Err(MachineError(format!("{spec}: empty file (expected hwloc XML or a synthetic string)")));
+                return Err(MachineError::new(
+                    MachineErrorKind::Unreadable,
+                    format!("{spec}: empty file (expected hwloc XML or a synthetic string)"),
+                ));
             }
-            let tree =
-                synthetic::parse(synthetic_length(text.trim())?).map_err(|e| MachineError(format!("{spec}: {e}")))?;
+            let tree = synthetic::parse(synthetic_length(text.trim())?)
+                .map_err(|e| MachineError::new(MachineErrorKind::Synthetic, format!("{spec}: {e}")))?;
             return Self::from_tree(spec, "synthetic topology from file", tree, None);
         }
         if spec.ends_with(".xml") || spec.contains('/') {
-            return Err(MachineError(format!("{spec}: no such file")));
+            return Err(MachineError::new(MachineErrorKind::Spec, format!("{spec}: no such file")));
         }
         if !spec.contains(':') {
             let names: Vec<&str> = presets::PRESETS.iter().map(|p| p.name).collect();
-            return Err(MachineError(format!(
-                "unknown machine '{spec}': {}give a preset ({}), 'live', an hwloc XML file or a synthetic string such as \"pack:2 core:4 pu:2\"",
-                names::did_you_mean(
-                    spec,
-                    presets::PRESETS.iter().flat_map(|p| std::iter::once(p.name).chain(p.aliases.iter().copied()))
+            return Err(MachineError::new(
+                MachineErrorKind::Spec,
+                format!(
+                    "unknown machine '{spec}': {}give a preset ({}), 'live', an hwloc XML file or a synthetic string such as \"pack:2 core:4 pu:2\"",
+                    names::did_you_mean(
+                        spec,
+                        presets::PRESETS.iter().flat_map(|p| std::iter::once(p.name).chain(p.aliases.iter().copied()))
+                    ),
+                    names.join(", ")
                 ),
-                names.join(", ")
-            )));
+            ));
         }
         let tree = synthetic::parse(synthetic_length(spec)?)?;
         Self::from_tree(spec, "synthetic topology", tree, None)
@@ -214,22 +249,33 @@ impl Machine {
             }
             let ty = tree.objs[next[0]].ty;
             if let Some(&odd) = next.iter().find(|&&o| tree.objs[o].ty != ty) {
-                return Err(MachineError(format!(
-                    "{name}: unsupported asymmetric topology: depth {} mixes {} and {}",
-                    levels.len() + 1,
-                    ty.hwloc_name(),
-                    tree.objs[odd].ty.hwloc_name()
-                )));
+                return Err(MachineError::new(
+                    MachineErrorKind::Unsupported,
+                    format!(
+                        "{name}: unsupported asymmetric topology: depth {} mixes {} and {}",
+                        levels.len() + 1,
+                        ty.hwloc_name(),
+                        tree.objs[odd].ty.hwloc_name()
+                    ),
+                ));
             }
             if frontier.iter().any(|&o| tree.objs[o].children.is_empty()) {
-                return Err(MachineError(format!("{name}: unsupported topology: leaves at different depths")));
+                return Err(MachineError::new(
+                    MachineErrorKind::Unsupported,
+                    format!("{name}: unsupported topology: leaves at different depths"),
+                ));
             }
             levels.push(Level { ty, objs: next.clone() });
             frontier = next;
         }
         let pus = match levels.last() {
             Some(l) if l.ty == ObjType::Pu => l.objs.clone(),
-            _ => return Err(MachineError(format!("{name}: the topology's leaves are not PUs"))),
+            _ => {
+                return Err(MachineError::new(
+                    MachineErrorKind::Unsupported,
+                    format!("{name}: the topology's leaves are not PUs"),
+                ));
+            }
         };
         if tree.numa.is_empty() {
             tree.attach_numa(0, 0, None);
@@ -258,7 +304,10 @@ impl Machine {
                 for (row, from) in d.iter_mut().zip(&tree.numa) {
                     for (cell, to) in row.iter_mut().zip(&tree.numa) {
                         let (Some(a), Some(b)) = (pos(from.os_index), pos(to.os_index)) else {
-                            return Err(MachineError(format!("{name}: NUMA distance matrix misses a node")));
+                            return Err(MachineError::new(
+                                MachineErrorKind::Unsupported,
+                                format!("{name}: NUMA distance matrix misses a node"),
+                            ));
                         };
                         *cell = matrix[a][b] as u32;
                     }

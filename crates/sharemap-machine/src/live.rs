@@ -1,7 +1,7 @@
 //! The host's own topology: hwloc's `lstopo --of xml` when installed, else Linux sysfs.
 
-use crate::MachineError;
 use crate::topology::{CacheKind, ObjType, Tree};
+use crate::{MachineError, MachineErrorKind};
 use std::collections::BTreeMap;
 use std::fs;
 use std::process::Command;
@@ -37,7 +37,10 @@ pub fn parse_cpulist(s: &str) -> Option<Vec<u32>> {
 /// Builds the tree from /sys: package, caches (by their shared CPU lists), core, PU.
 pub fn from_sysfs() -> Result<Tree, MachineError> {
     let online = read("/sys/devices/system/cpu/online").and_then(|s| parse_cpulist(&s)).ok_or_else(|| {
-        MachineError("live: cannot read /sys/devices/system/cpu/online (install hwloc for lstopo)".into())
+        MachineError::new(
+            MachineErrorKind::Unreadable,
+            "live: cannot read /sys/devices/system/cpu/online (install hwloc for lstopo)",
+        )
     })?;
     // For each CPU, the key of its group at each level, outermost first.
     let mut keys: BTreeMap<u32, Vec<(ObjType, String, Option<u64>)>> = BTreeMap::new();

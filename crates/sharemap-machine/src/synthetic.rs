@@ -13,8 +13,8 @@
 //! - Sizes: plain bytes or with kB/MB/GB (powers of 1000) or KiB/MiB/GiB (powers of 1024);
 //!   caches default to hwloc's sizes, `numa:` nodes to 1 GiB.
 
-use crate::MachineError;
 use crate::topology::{CacheKind, ObjType, Tree};
+use crate::{MachineError, MachineErrorKind};
 
 const DEFAULT_NUMA_MEMORY: u64 = 1 << 30;
 use crate::MAX_PUS;
@@ -43,7 +43,10 @@ struct LevelSpec {
 }
 
 fn err(spec: &str, col: usize, what: impl std::fmt::Display) -> MachineError {
-    MachineError(format!("bad synthetic topology \"{spec}\" at column {}: {what}", col + 1))
+    MachineError::new(
+        MachineErrorKind::Synthetic,
+        format!("bad synthetic topology \"{spec}\" at column {}: {what}", col + 1),
+    )
 }
 
 /// Object type from an hwloc type name (case-insensitive, common abbreviations).
@@ -117,20 +120,26 @@ fn resolve_indexes(ix: &Indexes, total: u64) -> Result<Vec<u32>, MachineError> {
     match ix {
         Indexes::List(v) => {
             if v.len() as u64 != total {
-                return Err(MachineError(format!("{} indexes given for {total} objects", v.len())));
+                return Err(MachineError::new(
+                    MachineErrorKind::Synthetic,
+                    format!("{} indexes given for {total} objects", v.len()),
+                ));
             }
             let mut seen = v.clone();
             seen.sort_unstable();
             seen.dedup();
             if seen.len() != v.len() {
-                return Err(MachineError("duplicate indexes".into()));
+                return Err(MachineError::new(MachineErrorKind::Synthetic, "duplicate indexes"));
             }
             Ok(v.clone())
         }
         Indexes::Interleave(loops) => {
             let width: u64 = loops.iter().map(|&(_, n)| n).product();
             if width != total || loops.iter().any(|&(s, n)| s == 0 || n == 0) {
-                return Err(MachineError(format!("index interleaving covers {width} objects instead of {total}")));
+                return Err(MachineError::new(
+                    MachineErrorKind::Synthetic,
+                    format!("index interleaving covers {width} objects instead of {total}"),
+                ));
             }
             // Walking OS indexes 0.., loop k advances the logical index by its step s_k.
             let mut logical_to_os = vec![u32::MAX; total as usize];
@@ -142,9 +151,12 @@ fn resolve_indexes(ix: &Indexes, total: u64) -> Result<Vec<u32>, MachineError> {
                 }
                 let slot = logical_to_os
                     .get_mut(logical as usize)
-                    .ok_or_else(|| MachineError("index interleaving out of range".into()))?;
+                    .ok_or_else(|| MachineError::new(MachineErrorKind::Synthetic, "index interleaving out of range"))?;
                 if *slot != u32::MAX {
-                    return Err(MachineError("index interleaving maps two objects to one index".into()));
+                    return Err(MachineError::new(
+                        MachineErrorKind::Synthetic,
+                        "index interleaving maps two objects to one index",
+                    ));
                 }
                 *slot = os as u32;
             }

@@ -119,7 +119,8 @@ fn xml_caches_carry_ways_and_line_size() {
     assert_eq!(caches, vec![(Some(24), Some(64)), (Some(0), Some(64)), (None, None)]);
     let bad = xml.replace(r#"cache_associativity="24""#, r#"cache_associativity="many""#);
     let e = Machine::from_xml(&bad, "test.xml").unwrap_err();
-    assert!(e.0.contains("test.xml:5") && e.0.contains("cache_associativity"), "{e}");
+    assert!(e.to_string().contains("test.xml:5") && e.to_string().contains("cache_associativity"), "{e}");
+    assert_eq!(e.kind, crate::MachineErrorKind::Xml);
 }
 
 /// Values that do not fit are refused, naming the file and line; an empty or binary file

@@ -1,7 +1,7 @@
 //! hwloc XML topologies (`lstopo --of xml`), versions 1.x and 2.x.
 
-use crate::MachineError;
 use crate::topology::{CacheKind, ObjType, Tree};
+use crate::{MachineError, MachineErrorKind};
 
 /// Parsed tree plus the NUMA distance matrix when the file has one (OS-index order).
 pub struct XmlTopology {
@@ -13,26 +13,26 @@ pub fn parse(text: &str, origin: &str) -> Result<XmlTopology, MachineError> {
     let options = roxmltree::ParsingOptions { allow_dtd: true, ..Default::default() };
     let doc = roxmltree::Document::parse_with_options(text, options).map_err(|e| {
         let pos = e.pos();
-        MachineError(format!("{origin}:{}:{}: not valid XML: {e}", pos.row, pos.col))
+        MachineError::new(MachineErrorKind::Xml, format!("{origin}:{}:{}: not valid XML: {e}", pos.row, pos.col))
     })?;
     let top = doc.root_element();
     if top.tag_name().name() != "topology" {
-        return Err(MachineError(format!(
-            "{origin}: not an hwloc topology (root element <{}>)",
-            top.tag_name().name()
-        )));
+        return Err(MachineError::new(
+            MachineErrorKind::Xml,
+            format!("{origin}: not an hwloc topology (root element <{}>)", top.tag_name().name()),
+        ));
     }
     let machine = top
         .children()
         .find(|n| n.is_element() && n.tag_name().name() == "object")
-        .ok_or_else(|| MachineError(format!("{origin}: no <object> in the topology")))?;
+        .ok_or_else(|| MachineError::new(MachineErrorKind::Xml, format!("{origin}: no <object> in the topology")))?;
     let mut tree = Tree::default();
     add_object(&mut tree, machine, None, 0, origin)?;
     if tree.objs.iter().filter(|o| o.ty == ObjType::Pu).count() > crate::MAX_PUS {
-        return Err(MachineError(format!("{origin}: more than {} PUs", crate::MAX_PUS)));
+        return Err(MachineError::new(MachineErrorKind::Xml, format!("{origin}: more than {} PUs", crate::MAX_PUS)));
     }
     if tree.objs.iter().all(|o| o.ty != ObjType::Pu) {
-        return Err(MachineError(format!("{origin}: the topology has no PU")));
+        return Err(MachineError::new(MachineErrorKind::Xml, format!("{origin}: the topology has no PU")));
     }
     let distances = parse_distances(top, origin)?;
     Ok(XmlTopology { tree, distances })
@@ -43,11 +43,10 @@ fn attr_u32(node: roxmltree::Node, name: &str, origin: &str) -> Result<Option<u3
     match attr_u64(node, name, origin)? {
         Some(v) if v > u32::MAX as u64 => {
             let pos = node.document().text_pos_at(node.range().start);
-            Err(MachineError(format!(
-                "{origin}:{}: attribute {name}=\"{v}\" is out of range (at most {})",
-                pos.row,
-                u32::MAX
-            )))
+            Err(MachineError::new(
+                MachineErrorKind::Xml,
+                format!("{origin}:{}: attribute {name}=\"{v}\" is out of range (at most {})", pos.row, u32::MAX),
+            ))
         }
         v => Ok(v.map(|v| v as u32)),
     }
@@ -58,7 +57,10 @@ fn attr_u64(node: roxmltree::Node, name: &str, origin: &str) -> Result<Option<u6
         None => Ok(None),
         Some(v) => v.trim().parse().map(Some).map_err(|_| {
             let pos = node.document().text_pos_at(node.range().start);
-            MachineError(format!("{origin}:{}: attribute {name}=\"{v}\" is not a number", pos.row))
+            MachineError::new(
+                MachineErrorKind::Xml,
+                format!("{origin}:{}: attribute {name}=\"{v}\" is not a number", pos.row),
+            )
         }),
     }
 }
@@ -112,14 +114,19 @@ fn add_object(
 ) -> Result<(), MachineError> {
     if depth > MAX_DEPTH {
         let pos = node.document().text_pos_at(node.range().start);
-        return Err(MachineError(format!("{origin}:{}: objects nested more than {MAX_DEPTH} levels deep", pos.row)));
+        return Err(MachineError::new(
+            MachineErrorKind::Xml,
+            format!("{origin}:{}: objects nested more than {MAX_DEPTH} levels deep", pos.row),
+        ));
     }
     if tree.objs.len() > MAX_OBJECTS {
-        return Err(MachineError(format!("{origin}: more than {MAX_OBJECTS} objects")));
+        return Err(MachineError::new(MachineErrorKind::Xml, format!("{origin}: more than {MAX_OBJECTS} objects")));
     }
     let ty = node.attribute("type").unwrap_or("");
     if ty == "NUMANode" {
-        let holder = parent.ok_or_else(|| MachineError(format!("{origin}: a NUMANode cannot be the root")))?;
+        let holder = parent.ok_or_else(|| {
+            MachineError::new(MachineErrorKind::Xml, format!("{origin}: a NUMANode cannot be the root"))
+        })?;
         let os = attr_u32(node, "os_index", origin)?.unwrap_or(tree.numa.len() as u32);
         tree.attach_numa(holder, os, attr_u64(node, "local_memory", origin)?);
         // hwloc 1.x nests normal objects under NUMA nodes: keep walking its children.
@@ -172,11 +179,14 @@ fn parse_distances(top: roxmltree::Node, origin: &str) -> Result<Option<Distance
         let idx: Vec<u32> = text("indexes").split_whitespace().filter_map(|x| x.parse().ok()).collect();
         let vals: Vec<u64> = text("u64values").split_whitespace().filter_map(|x| x.parse().ok()).collect();
         if nb == 0 || idx.len() != nb || vals.len() != nb * nb {
-            return Err(MachineError(format!(
-                "{origin}: malformed NUMA distance matrix ({nb} objects, {} indexes, {} values)",
-                idx.len(),
-                vals.len()
-            )));
+            return Err(MachineError::new(
+                MachineErrorKind::Xml,
+                format!(
+                    "{origin}: malformed NUMA distance matrix ({nb} objects, {} indexes, {} values)",
+                    idx.len(),
+                    vals.len()
+                ),
+            ));
         }
         let matrix = vals.chunks(nb).map(|r| r.to_vec()).collect();
         return Ok(Some((idx, matrix)));

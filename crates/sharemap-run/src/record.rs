@@ -291,7 +291,7 @@ impl Recorder {
 }
 
 fn parse_ranges(text: &str) -> Result<Ranges> {
-    Ranges::parse(text).map_err(|e| Error::new(ErrorKind::Exclude, e.0))
+    Ranges::parse(text).map_err(|e| Error::new(ErrorKind::Exclude, e.to_string()))
 }
 
 /// `--exclude` for a recording: address ranges, and the program's symbols (by name) as ranges

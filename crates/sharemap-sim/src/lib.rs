@@ -17,6 +17,7 @@ mod tests_support;
 pub use mechanisms::MechanismError;
 pub use mechanisms::{Context, MECHANISMS, Mechanism, MechanismInfo, Profile, RecordedSchedule, Start};
 pub use model::{Model, ModelError, ParamError, Params};
+pub use params::ParamErrorKind;
 pub use pass::{SimError, memory_profile, simulate, starts};
 pub use sim::{FirstPlacement, Sim};
 pub use stats::{Outcome, Stats};

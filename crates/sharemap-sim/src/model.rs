@@ -71,25 +71,30 @@ pub struct Model {
     transfer_ns: Vec<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModelError(pub String);
+/// A machine beyond what the simulator models (too many cores or shared caches, caches
+/// with several line sizes, more lines than it holds): which machine, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ModelError {
+    pub machine: String,
+    message: String,
+}
 
-impl std::fmt::Display for ModelError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+impl ModelError {
+    fn new(machine: &Machine, message: String) -> ModelError {
+        ModelError { machine: machine.name.clone(), message }
     }
 }
-impl std::error::Error for ModelError {}
 
 impl Model {
     pub fn new(machine: &Machine, params: Params) -> Result<Model, ModelError> {
         let pu_core = machine.core_of_pu();
         let cores = pu_core.iter().max().map_or(0, |&c| c + 1);
         if cores > MAX_CORES {
-            return Err(ModelError(format!(
-                "{} has {cores} cores: the simulator follows at most {MAX_CORES}",
-                machine.name
-            )));
+            return Err(ModelError::new(
+                machine,
+                format!("{} has {cores} cores: the simulator follows at most {MAX_CORES}", machine.name),
+            ));
         }
         let pu_node = machine.pu_numa.clone();
         let nodes = machine.numa_count().max(1);
@@ -117,11 +122,14 @@ impl Model {
             let lvl = (level.clamp(1, 4) - 1) as usize;
             let l = obj.cache_line.unwrap_or(params.line);
             if *line.get_or_insert(l) != l {
-                return Err(ModelError(format!(
-                    "{}: caches with lines of {} and {l} bytes: the simulator needs one line size",
-                    machine.name,
-                    line.unwrap_or(l)
-                )));
+                return Err(ModelError::new(
+                    machine,
+                    format!(
+                        "{}: caches with lines of {} and {l} bytes: the simulator needs one line size",
+                        machine.name,
+                        line.unwrap_or(l)
+                    ),
+                ));
             }
             let size = obj.cache_size.unwrap_or(ObjType::default_cache_size(level));
             let private = pus.iter().all(|&p| pu_core[p] == pu_core[pus[0]]);
@@ -138,23 +146,26 @@ impl Model {
         }
         let line = line.unwrap_or(params.line);
         if !line.is_power_of_two() || line < 8 {
-            return Err(ModelError(format!("{}: cache line of {line} bytes", machine.name)));
+            return Err(ModelError::new(machine, format!("{}: cache line of {line} bytes", machine.name)));
         }
         if let Some(c) = caches.iter().find(|c| c.size < line as u64) {
-            return Err(ModelError(format!(
-                "{}: an L{} cache of {} bytes holds no {line}-byte line",
-                machine.name, c.level, c.size
-            )));
+            return Err(ModelError::new(
+                machine,
+                format!("{}: an L{} cache of {} bytes holds no {line}-byte line", machine.name, c.level, c.size),
+            ));
         }
 
         // Each simulated line takes 8 bytes of the host's memory.
         let total: u64 = caches.iter().map(|c| c.lines(line)).sum();
         if total > MAX_SIMULATED_LINES {
-            return Err(ModelError(format!(
-                "{}: its caches hold {total} lines of {line} bytes; the simulator holds at most {MAX_SIMULATED_LINES} ({} GiB of caches)",
-                machine.name,
-                (MAX_SIMULATED_LINES * line as u64) >> 30
-            )));
+            return Err(ModelError::new(
+                machine,
+                format!(
+                    "{}: its caches hold {total} lines of {line} bytes; the simulator holds at most {MAX_SIMULATED_LINES} ({} GiB of caches)",
+                    machine.name,
+                    (MAX_SIMULATED_LINES * line as u64) >> 30
+                ),
+            ));
         }
         let mut private_path = Vec::new();
         let mut shared_path = Vec::new();
@@ -175,10 +186,10 @@ impl Model {
             }
         }
         if n > MAX_SHARED_CACHES {
-            return Err(ModelError(format!(
-                "{} has {n} shared caches: the simulator follows at most {MAX_SHARED_CACHES}",
-                machine.name
-            )));
+            return Err(ModelError::new(
+                machine,
+                format!("{} has {n} shared caches: the simulator follows at most {MAX_SHARED_CACHES}", machine.name),
+            ));
         }
         let dram_ns: Vec<Vec<f64>> = (0..nodes)
             .map(|a| {

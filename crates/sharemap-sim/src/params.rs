@@ -138,12 +138,17 @@ impl Params {
     /// bytes, a first-level TLB at least one entry).
     pub fn set(&mut self, setting: &str) -> Result<(), ParamError> {
         let Some((key, value)) = setting.split_once('=') else {
-            return Err(ParamError(format!("parameter '{setting}': expected KEY=VALUE")));
+            return Err(ParamError::new(
+                ParamErrorKind::Syntax,
+                setting,
+                format!("parameter '{setting}': expected KEY=VALUE"),
+            ));
         };
         let (key, value) = (key.trim(), value.trim());
         let Some((_, field, _)) = FIELDS.iter().find(|(name, _, _)| *name == key) else {
             let known: Vec<&str> = FIELDS.iter().map(|(name, _, _)| *name).collect();
-            return Err(ParamError(format!("parameter '{key}': unknown (known: {})", known.join(", "))));
+            let message = format!("parameter '{key}': unknown (known: {})", known.join(", "));
+            return Err(ParamError::new(ParamErrorKind::Unknown, key, message));
         };
         match field {
             // Up to a second per event: beyond, simulated clocks lose their precision (and
@@ -151,23 +156,33 @@ impl Params {
             Field::Ns(place) => match value.parse::<f64>() {
                 Ok(v) if v.is_finite() && (0.0..=MAX_NS).contains(&v) => *place(self) = v,
                 _ => {
-                    return Err(ParamError(format!(
-                        "parameter {key}={value}: expected a number of ns from 0 to {MAX_NS:e}"
-                    )));
+                    return Err(value_error(
+                        key,
+                        format!("parameter {key}={value}: expected a number of ns from 0 to {MAX_NS:e}"),
+                    ));
                 }
             },
             Field::Count(place) => {
                 let v = value.parse::<u32>().map_err(|_| {
-                    ParamError(format!("parameter {key}={value}: expected a whole number from 0 to {}", u32::MAX))
+                    value_error(key, format!("parameter {key}={value}: expected a whole number from 0 to {}", u32::MAX))
                 })?;
                 if key == "line" && (!v.is_power_of_two() || v < 8) {
-                    return Err(ParamError(format!("parameter line={value}: expected a power of two, 8 or more")));
+                    return Err(value_error(
+                        key,
+                        format!("parameter line={value}: expected a power of two, 8 or more"),
+                    ));
                 }
                 if SWITCHES.contains(&key) && v > 2 {
-                    return Err(ParamError(format!("parameter {key}={value}: expected 0 (off), 1 (on) or 2 (auto)")));
+                    return Err(value_error(
+                        key,
+                        format!("parameter {key}={value}: expected 0 (off), 1 (on) or 2 (auto)"),
+                    ));
                 }
                 if key == "tlb_entries" && v == 0 {
-                    return Err(ParamError(format!("parameter tlb_entries={value}: a TLB has at least one entry")));
+                    return Err(value_error(
+                        key,
+                        format!("parameter tlb_entries={value}: a TLB has at least one entry"),
+                    ));
                 }
                 *place(self) = v;
             }
@@ -225,26 +240,54 @@ mod tests {
     #[test]
     fn bad_settings_are_refused_with_their_reason() {
         let mut p = Params::default();
-        for (bad, says) in [
-            ("walk_ns", "KEY=VALUE"),
-            ("nope=1", "unknown"),
-            ("walk_ns=-1", "from 0 to 1e9"),
-            ("walk_ns=inf", "from 0 to 1e9"),
-            ("dram_ns=1e308", "from 0 to 1e9"),
-            ("tlb_entries=4294967296", "from 0 to 4294967295"),
-            ("l2_ways=2.5", "whole number"),
-            ("line=48", "power of two"),
-            ("tlb_entries=0", "at least one"),
+        use ParamErrorKind::{Syntax, Unknown, Value};
+        for (bad, says, kind, key) in [
+            ("walk_ns", "KEY=VALUE", Syntax, "walk_ns"),
+            ("nope=1", "unknown", Unknown, "nope"),
+            ("walk_ns=-1", "from 0 to 1e9", Value, "walk_ns"),
+            ("walk_ns=inf", "from 0 to 1e9", Value, "walk_ns"),
+            ("dram_ns=1e308", "from 0 to 1e9", Value, "dram_ns"),
+            ("tlb_entries=4294967296", "from 0 to 4294967295", Value, "tlb_entries"),
+            ("l2_ways=2.5", "whole number", Value, "l2_ways"),
+            ("line=48", "power of two", Value, "line"),
+            ("tlb_entries=0", "at least one", Value, "tlb_entries"),
         ] {
             let e = p.set(bad).unwrap_err();
-            assert!(e.0.contains(says), "{bad}: {e}");
+            assert!(e.to_string().contains(says), "{bad}: {e}");
+            assert_eq!((e.kind, e.key.as_str()), (kind, key), "{bad}");
         }
         p.set(" walk_ns = 40 ").unwrap();
         assert_eq!(p.walk_ns, 40.0);
     }
 }
 
-/// A model parameter that cannot be set: unknown, or a value it does not take.
+/// A model parameter that cannot be set: which key (the whole setting when it has no `=`),
+/// what kind of problem, and the message naming both.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ParamError(pub String);
+#[error("{message}")]
+pub struct ParamError {
+    pub key: String,
+    pub kind: ParamErrorKind,
+    message: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ParamErrorKind {
+    /// Not `KEY=VALUE`.
+    Syntax,
+    /// No parameter of that name.
+    Unknown,
+    /// A value the parameter does not take.
+    Value,
+}
+
+impl ParamError {
+    fn new(kind: ParamErrorKind, key: &str, message: String) -> ParamError {
+        ParamError { key: key.to_string(), kind, message }
+    }
+}
+
+fn value_error(key: &str, message: String) -> ParamError {
+    ParamError::new(ParamErrorKind::Value, key, message)
+}

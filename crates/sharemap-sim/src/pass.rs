@@ -81,8 +81,7 @@ pub fn simulate(
     let mut runs = Vec::new();
     for chosen in mechanisms {
         let mut mechanism = chosen.build(ctx.seed).map_err(|e| SimError::Mechanism(MechanismError::of(e)))?;
-        let start =
-            mechanism.start(ctx).map_err(|e| SimError::Mechanism(MechanismError(format!("{}: {e}", chosen.label))))?;
+        let start = mechanism.start(ctx).map_err(|e| SimError::Mechanism(e.of_mechanism(&chosen.label)))?;
         let mut sim = Sim::new(model, ctx.page_size, &start.pus, start.placement);
         if ctx.log_decisions {
             sim.log_decisions();
@@ -131,9 +130,7 @@ pub fn starts(mechanisms: &[Chosen], ctx: &Context) -> Result<Vec<(Start, Candid
         .iter()
         .map(|chosen| {
             let mut mechanism = chosen.build(ctx.seed).map_err(|e| SimError::Mechanism(MechanismError::of(e)))?;
-            let start = mechanism
-                .start(ctx)
-                .map_err(|e| SimError::Mechanism(MechanismError(format!("{}: {e}", chosen.label))))?;
+            let start = mechanism.start(ctx).map_err(|e| SimError::Mechanism(e.of_mechanism(&chosen.label)))?;
             Ok((start, mechanism.candidates()))
         })
         .collect()

@@ -17,10 +17,9 @@ impl Ranges {
     pub fn parse(text: &str) -> std::result::Result<Ranges, RangesError> {
         let mut out = Ranges::default();
         let items = sharemap_core::spec::comma_items(text)
-            .map_err(|k| RangesError(format!("'{text}': {}", sharemap_core::spec::empty_item(k))))?;
+            .map_err(|k| RangesError::new(text, sharemap_core::spec::empty_item(k)))?;
         for item in items {
-            let bad =
-                || RangesError(format!("'{item}': expected LO-HI or LO+SIZE (0x-hex or decimal), e.g. 0x601040+64"));
+            let bad = || RangesError::new(item, "expected LO-HI or LO+SIZE (0x-hex or decimal), e.g. 0x601040+64");
             let (lo, hi) = if let Some((a, b)) = item.split_once('+') {
                 let lo = number(a).ok_or_else(bad)?;
                 (lo, lo.checked_add(number(b).ok_or_else(bad)?).ok_or_else(bad)?)
@@ -30,7 +29,7 @@ impl Ranges {
                 return Err(bad());
             };
             if hi <= lo {
-                return Err(RangesError(format!("'{item}': the range is empty")));
+                return Err(RangesError::new(item, "the range is empty"));
             }
             out.add(lo, hi);
         }
@@ -69,10 +68,20 @@ impl Ranges {
     }
 }
 
-/// Address ranges that do not parse, in words.
+/// Address ranges that do not parse: the item at fault (the whole text when it is the list
+/// that is wrong) and why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct RangesError(pub String);
+#[error("'{item}': {why}")]
+pub struct RangesError {
+    pub item: String,
+    why: String,
+}
+
+impl RangesError {
+    fn new(item: &str, why: impl std::fmt::Display) -> RangesError {
+        RangesError { item: item.to_string(), why: why.to_string() }
+    }
+}
 
 fn number(s: &str) -> Option<u64> {
     let s = s.trim();
@@ -176,6 +185,9 @@ mod tests {
         for bad in ["0x10", "0x20-0x10", "x+1", "5+0"] {
             assert!(Ranges::parse(bad).is_err(), "{bad}");
         }
+        // The item at fault, as data and in the message.
+        let e = Ranges::parse("0x100+16, 0x20-0x10").unwrap_err();
+        assert_eq!((e.item.as_str(), e.to_string().as_str()), ("0x20-0x10", "'0x20-0x10': the range is empty"));
     }
 
     /// Every kept access in order, the excluded ones counted, events before the same kept

@@ -251,52 +251,90 @@ impl Metadata {
     /// What is impossible in metadata read from a file, so that no analysis divides by a page
     /// size of 0 or sizes a table by a thread count no trace can hold.
     pub fn check(&self) -> std::result::Result<(), MetadataError> {
-        sharemap_core::PageSize::new(self.page_size).map_err(|e| MetadataError(e.to_string()))?;
+        sharemap_core::PageSize::new(self.page_size).map_err(|e| MetadataError::new("page_size", e.to_string()))?;
         if !self.line_size.is_power_of_two() || self.line_size > self.page_size {
-            return Err(MetadataError(format!(
-                "line size {}: expected a power of two no larger than the page",
-                self.line_size
-            )));
+            return Err(MetadataError::new(
+                "line_size",
+                format!("line size {}: expected a power of two no larger than the page", self.line_size),
+            ));
         }
         if self.threads > MAX_THREADS {
-            return Err(MetadataError(format!("{} threads: a trace holds at most {MAX_THREADS}", self.threads)));
+            return Err(MetadataError::new(
+                "threads",
+                format!("{} threads: a trace holds at most {MAX_THREADS}", self.threads),
+            ));
         }
         if self.run_ns == Some(0) {
-            return Err(MetadataError("run time 0 ns".into()));
+            return Err(MetadataError::new("run_ns", "run time 0 ns"));
         }
         if let Some(b) = &self.burst {
             if b.on == 0 || b.off == 0 || b.on > MAX_BURST || b.off > MAX_BURST {
-                return Err(MetadataError(format!(
-                    "burst {}:{}: expected microseconds per burst and between bursts from 1 to {MAX_BURST}",
-                    b.on, b.off
-                )));
+                return Err(MetadataError::new(
+                    "burst",
+                    format!(
+                        "burst {}:{}: expected microseconds per burst and between bursts from 1 to {MAX_BURST}",
+                        b.on, b.off
+                    ),
+                ));
             }
             if b.weights.len() > MAX_THREADS as usize
                 || b.weights.iter().any(|w| !(*w == 0.0 || (*w >= 1.0 && w.is_finite())))
             {
-                return Err(MetadataError("burst weights: expected one per thread, each 0 or at least 1".into()));
+                return Err(MetadataError::new(
+                    "burst",
+                    "burst weights: expected one per thread, each 0 or at least 1",
+                ));
             }
         }
         if self.sampling_period == 0 {
-            return Err(MetadataError("sampling period 0: expected 1 (every access) or more".into()));
+            return Err(MetadataError::new("sampling_period", "sampling period 0: expected 1 (every access) or more"));
         }
         if self.os_tids.len() > MAX_THREADS as usize {
-            return Err(MetadataError(format!(
-                "{} OS thread ids: a trace holds at most {MAX_THREADS} threads",
-                self.os_tids.len()
-            )));
+            return Err(MetadataError::new(
+                "os_tids",
+                format!("{} OS thread ids: a trace holds at most {MAX_THREADS} threads", self.os_tids.len()),
+            ));
         }
         if self.host_cpu_nodes.len() > MAX_HOST_CPUS {
-            return Err(MetadataError(format!(
-                "{} host CPUs: at most {MAX_HOST_CPUS} (the kernel's own limit)",
-                self.host_cpu_nodes.len()
-            )));
+            return Err(MetadataError::new(
+                "host_cpu_nodes",
+                format!("{} host CPUs: at most {MAX_HOST_CPUS} (the kernel's own limit)", self.host_cpu_nodes.len()),
+            ));
         }
         Ok(())
     }
 }
 
-/// Metadata that no trace can have, in words.
+/// Metadata that no trace can have: the field at fault (as the trace format names it) and
+/// why, in words.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct MetadataError(pub String);
+#[error("{message}")]
+pub struct MetadataError {
+    pub field: &'static str,
+    message: String,
+}
+
+impl MetadataError {
+    fn new(field: &'static str, message: impl Into<String>) -> MetadataError {
+        MetadataError { field, message: message.into() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Impossible metadata is refused naming the field at fault.
+    #[test]
+    fn impossible_metadata_names_its_field() {
+        assert_eq!(Metadata::default().check(), Ok(()));
+        let field = |m: Metadata| m.check().unwrap_err().field;
+        assert_eq!(field(Metadata { page_size: 3000, ..Metadata::default() }), "page_size");
+        assert_eq!(field(Metadata { line_size: 48, ..Metadata::default() }), "line_size");
+        assert_eq!(field(Metadata { threads: MAX_THREADS + 1, ..Metadata::default() }), "threads");
+        assert_eq!(field(Metadata { run_ns: Some(0), ..Metadata::default() }), "run_ns");
+        assert_eq!(field(Metadata { sampling_period: 0, ..Metadata::default() }), "sampling_period");
+        let e = Metadata { run_ns: Some(0), ..Metadata::default() }.check().unwrap_err();
+        assert_eq!(e.to_string(), "run time 0 ns");
+    }
+}

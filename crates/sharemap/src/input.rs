@@ -89,7 +89,7 @@ impl TraceInput {
     /// `LO+SIZE`, hexadecimal with 0x or decimal, comma-separated (a spin-wait flag, a lock
     /// word).
     pub fn exclude(mut self, ranges: &str) -> Result<TraceInput> {
-        let parsed = Ranges::parse(ranges).map_err(|e| Error::new(ErrorKind::Exclude, e.0))?;
+        let parsed = Ranges::parse(ranges).map_err(|e| Error::new(ErrorKind::Exclude, e.to_string()))?;
         self.exclude = Some(Exclusion { text: ranges.trim().to_string(), ranges: parsed });
         Ok(self)
     }

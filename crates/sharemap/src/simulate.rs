@@ -149,7 +149,7 @@ pub(crate) fn starts(session: &Session, request: &SimulateRequest) -> Result<Vec
 fn sim_error(e: SimError) -> Error {
     match e {
         SimError::Trace(t) => Error::from(t),
-        SimError::Mechanism(m) => Error::new(ErrorKind::Mechanism, m.0),
+        SimError::Mechanism(m) => Error::new(ErrorKind::Mechanism, m.to_string()),
     }
 }
 
@@ -198,7 +198,7 @@ fn prepare(session: &Session, request: &SimulateRequest) -> Result<(Box<dyn Trac
         let whole = matches!(meta.source.kind.as_str(), "tracer" | "valgrind") && meta.sampling_period == 1;
         params.zero_page = u32::from(whole);
     }
-    let model = Model::new(&machine, params).map_err(|e| Error::new(ErrorKind::MachineModel, e.0))?;
+    let model = Model::new(&machine, params).map_err(|e| Error::new(ErrorKind::MachineModel, e.to_string()))?;
     // A page size given is checked as `place` checks it (no silent rounding); the trace's
     // own is at least the simulated line.
     let page_size = match request.page_size {
@@ -288,7 +288,7 @@ fn prepare(session: &Session, request: &SimulateRequest) -> Result<(Box<dyn Trac
         for c in &chosen {
             let pus = c
                 .memory_profile_pus(&ctx)
-                .map_err(|e| Error::new(ErrorKind::Mechanism, format!("{}: {}", c.label, e.0)))?;
+                .map_err(|e| Error::new(ErrorKind::Mechanism, format!("{}: {}", c.label, e)))?;
             if let Some(pus) = pus.filter(|pus| !wanted.contains(pus)) {
                 wanted.push(pus);
             }

@@ -131,7 +131,7 @@ pub fn oracle_mapping(ctx: &Context) -> Result<Vec<usize>, MechanismError> {
 fn profile<'a>(ctx: &'a Context) -> Result<&'a super::Profile, MechanismError> {
     let profile = ctx.profile.ok_or_else(|| MechanismError::of("needs the trace's profile"))?;
     if profile.page_size != ctx.page_size {
-        return Err(MechanismError(format!(
+        return Err(MechanismError::of(format!(
             "the profile has pages of {} bytes, the run {}",
             profile.page_size, ctx.page_size
         )));
@@ -183,7 +183,7 @@ impl Mechanism for Marathe {
         let pus = super::os_pus(ctx);
         let sampled = profile
             .sampled_pages(self.source)
-            .ok_or_else(|| MechanismError(format!("the profile has no pages of {}", self.source.describe())))?;
+            .ok_or_else(|| MechanismError::of(format!("the profile has no pages of {}", self.source.describe())))?;
         let homes = dominant_nodes(ctx, &pus, sampled);
         Ok(Start { pus, placement: FirstPlacement::FirstTouch, homes })
     }

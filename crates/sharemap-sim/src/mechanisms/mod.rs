@@ -66,7 +66,7 @@ pub fn sampled_pages(
 ) -> Result<PageCounts, crate::SimError> {
     let line = trace.metadata().line_size.max(1);
     let mut profiler = marathe::Profiler::new(source, line, page_size, trace.access_count_hint())
-        .map_err(|e| crate::SimError::Mechanism(MechanismError(e)))?;
+        .map_err(|e| crate::SimError::Mechanism(MechanismError::of(e)))?;
     let mut counter = sharemap_core::PageCounter::new(page_size);
     trace
         .for_each_chunk(&mut |c| {
@@ -134,15 +134,24 @@ pub struct Start {
 }
 
 /// Why a mechanism cannot start (its mapping algorithm failed, its profile does not fit the
-/// run), in words.
+/// run): which mechanism, once known, and why in words.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct MechanismError(pub String);
+#[error("{message}")]
+pub struct MechanismError {
+    /// The mechanism's label (`sammu:nt=4`), set by the pass that started it.
+    pub mechanism: Option<String>,
+    message: String,
+}
 
 impl MechanismError {
     /// Any error, in its own words.
     pub fn of(e: impl std::fmt::Display) -> MechanismError {
-        MechanismError(e.to_string())
+        MechanismError { mechanism: None, message: e.to_string() }
+    }
+
+    /// The error as the mechanism `label`'s, its message prefixed with the label.
+    pub fn of_mechanism(self, label: &str) -> MechanismError {
+        MechanismError { mechanism: Some(label.to_string()), message: format!("{label}: {}", self.message) }
     }
 }
 

@@ -276,7 +276,7 @@ impl State {
                     self.topology = Some(Topology { machine, costs });
                 }
                 Err(e) => {
-                    let why = format!("cannot read this host's topology ({}): threads stay where they are", e.0);
+                    let why = format!("cannot read this host's topology ({}): threads stay where they are", e);
                     log(config, &why);
                     self.topology_error = Some(why);
                 }
