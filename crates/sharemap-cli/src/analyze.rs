@@ -8,51 +8,14 @@ use anyhow::{Result, anyhow};
 use sharemap::analyze::Summary;
 use sharemap::registry::Kind;
 use sharemap::trace::OutputDir;
-use sharemap::{AnalyzeRequest, Machine, PageUsage, Session};
+use sharemap::{AnalyzeRequest, Machine, Session};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-/// Most rows of the page-usage plot: beyond that, neighbouring pages share a row.
-const PAGE_ROWS: usize = 256;
-
-/// The page-usage plot: pages by address (top to bottom, binned into at most `PAGE_ROWS`
-/// rows) against threads, darker for more accesses.
 /// Saves a plot as `name.svg` (and `.png`) in an output directory.
 fn save_plot(out: &OutputDir, svg: &str, name: &str) -> Result<()> {
     Ok(plot::save_svg_with(svg, |ext, bytes| Ok(out.write(&format!("{name}.{ext}"), bytes)?))?)
-}
-
-/// The page-usage plot as SVG.
-pub fn page_usage_svg(usage: &PageUsage, threads: usize) -> Result<String> {
-    let pages = usage.sorted();
-    // Rows of equal pages each, all of them filled (rows first then pages per row left up to
-    // a fifth of the plot empty).
-    let per_row = pages.len().div_ceil(PAGE_ROWS).max(1);
-    let rows = pages.len().div_ceil(per_row).max(1);
-    let mut cells = vec![0.0f64; rows * threads.max(1)];
-    for (k, (_, entry)) in pages.iter().enumerate() {
-        let row = k / per_row;
-        for (t, &a) in entry.accesses.iter().enumerate().take(threads) {
-            cells[row * threads + t] += a as f64;
-        }
-    }
-    let note = format!("{} pages by address, lowest at the top; darker = more accesses", pages.len());
-    let row_axis =
-        if per_row > 1 { format!("page (by address; {per_row} pages a row)") } else { "page (by address)".into() };
-    let row_tick = |i: usize| (i * per_row).to_string();
-    let col_tick = |j: usize| j.to_string();
-    let grid = plot::Grid {
-        title: "Page usage: accesses per page and thread",
-        note: &note,
-        rows,
-        cols: threads.max(1),
-        row_axis: &row_axis,
-        col_axis: "thread",
-        row_tick: &row_tick,
-        col_tick: &col_tick,
-    };
-    Ok(plot::heatmap_svg(&grid, |i, j| cells[i * threads.max(1) + j])?)
 }
 
 pub fn run(
@@ -113,7 +76,7 @@ fn write_outputs(out: &OutputDir, analysis: &sharemap::Analysis, machine: &Machi
     // The two plots are rendered side by side (rendering costs about as much as detection on
     // tens of millions of accesses).
     std::thread::scope(|scope| -> Result<()> {
-        let pages = scope.spawn(|| save_plot(out, &page_usage_svg(usage, n)?, "pages"));
+        let pages = scope.spawn(|| save_plot(out, &plot::page_usage_svg(usage, n)?, "pages"));
         let title = format!("Sharing between threads ({})", analysis.detector);
         let svg = plot::sharing_heatmap_svg(&title, matrix)?;
         save_plot(out, &svg, "heatmap")?;

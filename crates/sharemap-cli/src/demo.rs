@@ -141,7 +141,7 @@ fn write_report(dir: &Path) -> Result<()> {
     let args = ReportFlags::try_parse_from(&flags).map_err(|e| anyhow!("report: {e}"))?.args;
     let runs = args.runs.as_deref().map(crate::report::read_runs).transpose()?;
     let page = crate::report::build(&args, runs.as_ref())?;
-    crate::report::write(&page, &html)?;
+    page.write(&html)?;
     println!("The report: {} (one HTML file, nothing else needed: open it in a browser)", html.display());
     Ok(())
 }

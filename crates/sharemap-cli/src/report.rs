@@ -1,16 +1,13 @@
-//! `sharemap report`: one self-contained HTML page about a trace (its summary, sharing, page
-//! usage, thread mappings, placements against the optimum, simulated mechanisms and, when
-//! given, measured runs), each figure with a line saying how to read it. The page needs no
-//! network and no file beside it: plots are SVG inside `data:` URIs.
+//! `sharemap report`: one self-contained HTML page about a trace. The CLI computes through
+//! the Session; the page is sharemap-report's (`html::trace_page`).
 
-use crate::place::{ModelArgs, cost_label, flag_context};
+use crate::place::{ModelArgs, flag_context};
 use anyhow::{Result, anyhow};
-use askama::Template;
-use base64::Engine;
 use clap::Args;
 use sharemap::map::MapRequest;
 use sharemap::simulate::SimulateRequest;
 use sharemap::{AnalyzeRequest, PlaceRequest};
+use sharemap_report::html::{self, Page, Runs, TraceReport};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -29,67 +26,11 @@ pub struct ReportArgs {
     pub output: PathBuf,
 }
 
-/// A table: column heads and rows of cells; `right` marks the columns of numbers.
-pub struct Table {
-    pub head: Vec<String>,
-    pub rows: Vec<Vec<String>>,
-    pub right: Vec<bool>,
-}
-
-impl Table {
-    fn new(head: Vec<String>, rows: Vec<Vec<String>>) -> Table {
-        let number = |c: &str| {
-            let c = c.trim().trim_start_matches('±').trim_end_matches('%').trim();
-            c == "-" || c.parse::<f64>().is_ok()
-        };
-        let right = (0..head.len()).map(|k| rows.iter().all(|r| r.get(k).is_some_and(|c| number(c)))).collect();
-        Table { head, rows, right }
-    }
-}
-
-/// A plot: an SVG as a `data:` URI and what it shows.
-pub struct Figure {
-    pub src: String,
-    pub alt: String,
-}
-
-impl Figure {
-    fn svg(svg: &str, alt: impl Into<String>) -> Figure {
-        let encoded = base64::engine::general_purpose::STANDARD.encode(svg.as_bytes());
-        Figure { src: format!("data:image/svg+xml;base64,{encoded}"), alt: alt.into() }
-    }
-}
-
-/// One section of the page: its heading, the line saying what it shows, then its figure,
-/// table and notes.
-pub struct Section {
-    pub id: &'static str,
-    pub title: String,
-    pub reading: String,
-    pub figure: Option<Figure>,
-    pub table: Option<Table>,
-    pub notes: Vec<String>,
-}
-
-impl Section {
-    fn new(id: &'static str, title: impl Into<String>, reading: impl Into<String>) -> Section {
-        Section { id, title: title.into(), reading: reading.into(), figure: None, table: None, notes: Vec::new() }
-    }
-}
-
-#[derive(Template)]
-#[template(path = "report.html")]
-pub struct Page {
-    pub title: String,
-    pub subtitle: String,
-    pub sections: Vec<Section>,
-}
-
 pub fn run(args: &ReportArgs) -> Result<ExitCode> {
     // The runs are read first: a bad file is refused before the trace is.
     let runs = args.runs.as_deref().map(read_runs).transpose()?;
     let page = build(args, runs.as_ref())?;
-    write(&page, &args.output)?;
+    page.write(&args.output)?;
     println!(
         "wrote {} ({} sections: {}; open it in a browser, it needs nothing else)",
         args.output.display(),
@@ -99,29 +40,12 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The page rendered and written whole to `output`.
-pub fn write(page: &Page, output: &Path) -> Result<()> {
-    let html = page.render().map_err(|e| anyhow!("rendering the report: {e}"))?;
-    sharemap::trace::write_whole(output, html.as_bytes())?;
-    Ok(())
-}
-
-/// Runs as `sharemap run --csv` writes them: each configuration's times in its order of
-/// first appearance.
-pub struct Runs {
-    pub file: String,
-    pub results: Vec<sharemap_run::ConfigurationResult>,
-}
-
 pub fn read_runs(path: &Path) -> Result<Runs> {
     let results = sharemap_run::runs::read(path).map_err(|e| anyhow!(e.why()))?;
     Ok(Runs { file: path.display().to_string(), results })
 }
 
-fn percent(part: u64, whole: u64) -> String {
-    format!("{:.1}%", 100.0 * part as f64 / whole.max(1) as f64)
-}
-
+/// Computes what the page shows, through the Session, and builds the page.
 pub fn build(args: &ReportArgs, runs: Option<&Runs>) -> Result<Page> {
     let model = &args.model;
     let session = model.session()?;
@@ -131,435 +55,25 @@ pub fn build(args: &ReportArgs, runs: Option<&Runs>) -> Result<Page> {
     let placed = session
         .place(&PlaceRequest { setup: model.setup()?, ..PlaceRequest::new("all") })
         .map_err(|e| flag_context(e, model))?;
-    let situation = &placed.situation;
-    let machine = &situation.machine;
-
-    let mut sections = vec![machine_section(model, &placed), trace_section(&summary, &trace, &name)];
     let analysis =
         session.analyze(&AnalyzeRequest { detector: "oracle".into(), ..Default::default() }).map_err(|e| anyhow!(e))?;
-    let matrix = &analysis.detection.matrix;
-    sections.push(sharing_section(matrix)?);
-    sections.push(pages_section(&analysis.detection.pages, matrix.threads())?);
-
     // The analysis's oracle matrix is what `Session::map` would count again: one pass fewer.
     let sharing = sharemap::LoadedSharing::of_detection(&analysis.detection);
     let request = MapRequest { algorithms: "sharemap,compact,scatter,round-robin,random".into(), ..Default::default() };
+    let machine = &placed.situation.machine;
     let mapped = sharemap::map::map(&sharing, machine, &request, model.seed).map_err(|e| anyhow!(e))?;
-    sections.push(mapping_section(&mapped));
-    sections.push(placement_section(&placed));
-
     let request = SimulateRequest { mechanisms: args.mechanism.clone(), ..Default::default() };
-    let sim = session.simulate(&request).map_err(|e| anyhow!(e))?;
-    sections.push(simulation_section(&sim, &name)?);
-
-    if let Some(runs) = runs {
-        sections.push(runs_section(runs)?);
-    }
-    Ok(Page {
-        title: format!("sharemap report: {name}"),
-        subtitle: format!(
-            "{} threads, {} accesses, modelled on {}; written by sharemap {}",
-            summary.threads,
-            summary.accesses,
-            machine.name,
-            env!("CARGO_PKG_VERSION")
-        ),
-        sections,
-    })
-}
-
-/// Where every figure is modelled: the machine, the threads' places, the cost model.
-fn machine_section(model: &ModelArgs, placed: &sharemap::Placement) -> Section {
-    let situation = &placed.situation;
-    let machine = &situation.machine;
-    let nodes = machine.numa_count().max(1);
-    let mut s = Section::new(
-        "machine",
-        "Machine",
-        format!(
-            "Every figure below is modelled on {} ({} PUs, {} NUMA node{}), with threads where {} puts them.",
-            machine.name,
-            machine.pu_count(),
-            nodes,
-            if nodes == 1 { "" } else { "s" },
-            model.thread_map
-        ),
-    );
-    let pus: Vec<String> =
-        (0..placed.threads).map(|t| format!("{}:{}", situation.placement.pu(t), situation.placement.node(t))).collect();
-    s.table = Some(Table::new(
-        vec!["what".into(), "value".into()],
-        vec![
-            vec!["machine".into(), format!("{} — {}", machine.name, machine.summary().description)],
-            vec!["thread placement".into(), model.thread_map.clone()],
-            vec!["threads on PU:node".into(), pus.join(" ")],
-            vec!["cost model (Bolosky & Scott)".into(), cost_label(&situation.costs)],
-            vec!["page size".into(), format!("{} B", situation.page_size.bytes())],
-        ],
-    ));
-    s.notes = situation.notes.clone();
-    s
-}
-
-/// The trace in figures: threads, accesses, pages, what is shared, its events.
-fn trace_section(summary: &sharemap::trace::TraceSummary, trace: &str, name: &str) -> Section {
-    let shared = summary.sharing.shared_pages;
-    let mut s = Section::new(
-        "trace",
-        format!("Trace {name}"),
-        format!(
-            "{} of {} pages are touched by two threads or more and take {} of the {} accesses: that is what a mapping can bring together.",
-            shared,
-            summary.pages,
-            percent(summary.sharing.accesses_to_shared_pages, summary.accesses),
-            summary.accesses
-        ),
-    );
-    let mut rows = vec![
-        vec!["file".into(), trace.to_string()],
-        vec!["threads".into(), summary.threads.to_string()],
-        vec!["accesses".into(), summary.accesses.to_string()],
-        vec!["writes".into(), percent(summary.writes, summary.accesses)],
-        vec!["pages".into(), summary.pages.to_string()],
-        vec!["shared pages (2+ threads)".into(), shared.to_string()],
-        vec!["shared pages written".into(), summary.sharing.shared_written_pages.to_string()],
-    ];
-    for (event, count) in &summary.events {
-        rows.push(vec![format!("event {event}"), count.to_string()]);
-    }
-    s.table = Some(Table::new(vec!["what".into(), "value".into()], rows));
-    s
-}
-
-fn sharing_section(matrix: &sharemap::SharingMatrix) -> Result<Section> {
-    let n = matrix.threads();
-    let pairs = matrix.sharing_pairs();
-    let total: f64 = pairs.iter().map(|p| p.2).sum();
-    let top: Vec<String> = pairs
-        .iter()
-        .take(4)
-        .map(|(i, j, v)| format!("{i}-{j} ({:.0}%)", 100.0 * v / total.max(f64::MIN_POSITIVE)))
-        .collect();
-    let reading = if pairs.is_empty() {
-        "No two threads share a cache line: a thread mapping has nothing to bring together.".to_string()
-    } else {
-        format!(
-            "{} of {} thread pairs share; the strongest are {} of all sharing. Pairs drawn dark belong close together (same core or cache).",
-            pairs.len(),
-            n * n.saturating_sub(1) / 2,
-            top.join(", ")
-        )
-    };
-    let mut s = Section::new("sharing", "Sharing between threads", reading);
-    let svg = crate::plot::sharing_heatmap_svg("Sharing between threads (oracle, cache lines)", matrix)?;
-    s.figure = Some(Figure::svg(&svg, "heatmap of the sharing between each pair of threads"));
-    s.notes.push("Counted by the oracle detector over 64-byte lines; the colour scale is logarithmic, so weak sharing stays visible.".into());
-    Ok(s)
-}
-
-fn pages_section(usage: &sharemap::PageUsage, threads: usize) -> Result<Section> {
-    let pages = usage.sorted();
-    let sum = |a: &[u64]| a.iter().sum::<u64>();
-    let total: u64 = pages.iter().map(|(_, e)| sum(&e.accesses)).sum();
-    let private: Vec<u64> = pages
-        .iter()
-        .filter(|(_, e)| e.accesses.iter().filter(|&&a| a > 0).count() <= 1)
-        .map(|(_, e)| sum(&e.accesses))
-        .collect();
-    let mut by_count: Vec<u64> = pages.iter().map(|(_, e)| sum(&e.accesses)).collect();
-    by_count.sort_unstable_by(|a, b| b.cmp(a));
-    let busiest = by_count.len().div_ceil(10);
-    let reading = format!(
-        "{} of {} pages are used by one thread only (they belong on its node) and take {} of the accesses; the busiest tenth of the pages take {}.",
-        private.len(),
-        pages.len(),
-        percent(private.iter().sum(), total),
-        percent(by_count.iter().take(busiest).sum(), total)
-    );
-    let mut s = Section::new("pages", "Page usage", reading);
-    let svg = crate::analyze::page_usage_svg(usage, threads)?;
-    s.figure = Some(Figure::svg(&svg, "heatmap of accesses per page and thread"));
-    Ok(s)
-}
-
-fn mapping_section(mapped: &sharemap::Mapping) -> Section {
-    let os = mapped.os_cost.max(f64::MIN_POSITIVE);
-    let random = mapped.random_cost.max(f64::MIN_POSITIVE);
-    let ours = mapped.mappings.first();
-    let p = &mapped.potential;
-    let reading = match ours {
-        Some(m) => format!(
-            "sharemap's mapping costs {:.3} of the operating system's placement and {:.3} of a random one; mapping potential {:.3} against the threshold {:.3}: {}.",
-            m.cost / os,
-            m.cost / random,
-            p.score,
-            p.threshold,
-            if p.score >= p.threshold { "worth mapping" } else { "too little sharing to gain from mapping" }
-        ),
-        None => "No mapping was computed.".into(),
-    };
-    let mut s = Section::new("mapping", "Thread mapping", reading);
-    let mut rows =
-        vec![vec!["os (modelled)".into(), "1.000".into(), format!("{:.3}", mapped.os_cost / random), "-".into()]];
-    for m in &mapped.mappings {
-        let pus: Vec<String> = m.mapping.iter().map(|p| p.to_string()).collect();
-        rows.push(vec![
-            m.algorithm.clone(),
-            format!("{:.3}", m.cost / os),
-            format!("{:.3}", m.cost / random),
-            pus.join(" "),
-        ]);
-    }
-    let head = ["mapping", "cost / os", "cost / random", "PU of thread 0, 1, ..."];
-    s.table = Some(Table::new(head.map(String::from).to_vec(), rows));
-    s.notes.push(
-        "Cost: each pair's sharing priced by the latency of the closest level the two threads share; lower is better."
-            .into(),
-    );
-    s
-}
-
-fn placement_section(placed: &sharemap::Placement) -> Section {
-    let results = &placed.evaluation.results;
-    let optimal = results.first();
-    let best = results.iter().skip(1).min_by(|a, b| a.mcpr.total_cmp(&b.mcpr));
-    let first_touch = results.iter().find(|r| r.name == "first-touch");
-    let reading = match (optimal, best) {
-        (Some(o), Some(b)) => {
-            let mut line = format!(
-                "The off-line optimum costs {:.3} per reference (1 = all local); the best online policy, {}, is {:.1}% above it",
-                o.mcpr,
-                b.name,
-                100.0 * (b.vs_optimal - 1.0)
-            );
-            if let Some(ft) = first_touch {
-                line += &format!(", first touch (Linux's default) {:.1}%", 100.0 * (ft.vs_optimal - 1.0));
-            }
-            line + "."
-        }
-        _ => "No policy was evaluated.".into(),
-    };
-    let mut s = Section::new("placement", "Data placement against the optimum", reading);
-    let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
-    let (labels, cut) = crate::plot::table_labels(&names);
-    s.table = Some(Table::new(
-        ["policy", "MCPR", "cost / optimal", "local", "moves", "replicas"].map(String::from).to_vec(),
-        results
-            .iter()
-            .zip(&labels)
-            .map(|(r, label)| {
-                vec![
-                    label.clone(),
-                    format!("{:.3}", r.mcpr),
-                    format!("{:.3}", r.vs_optimal),
-                    format!("{:.1}%", 100.0 * r.local_ratio),
-                    r.moves.to_string(),
-                    r.replications.to_string(),
-                ]
-            })
-            .collect(),
-    ));
-    s.notes.push("MCPR: mean cost per reference in Bolosky & Scott's model (a local reference costs 1, a remote one r, a page move or copy G per byte block).".into());
-    s.notes.extend(cut.iter().map(|(short, long)| format!("{short} = {long}")));
-    s
-}
-
-fn simulation_section(sim: &sharemap::Simulation, name: &str) -> Result<Section> {
-    let os = sim.mechanisms.iter().find(|m| m.mechanism == "os").map(|m| m.time_ns).filter(|&t| t > 0.0);
-    let fastest = sim.mechanisms.iter().min_by(|a, b| a.time_ns.total_cmp(&b.time_ns));
-    let reading = match (os, fastest) {
-        (Some(t), Some(f)) => format!(
-            "On the simulated {}, the fastest mechanism is {} at {:.3} of os's time (below 1 is faster than Linux's placement).",
-            sim.machine,
-            f.mechanism.split(':').next().unwrap_or(""),
-            f.time_ns / t
-        ),
-        _ => format!("Simulated on {}; os was not among the mechanisms, so times are absolute.", sim.machine),
-    };
-    let mut s = Section::new("simulation", "Simulated mechanisms", reading);
-    let full: Vec<&str> = sim.mechanisms.iter().map(|m| m.mechanism.as_str()).collect();
-    let (labels, cut) = crate::plot::table_labels(&full);
-    let bars: Vec<(String, f64, Option<f64>)> = sim
-        .mechanisms
-        .iter()
-        .map(|m| (m.mechanism.clone(), os.map_or(m.time_ns / 1e6, |t| m.time_ns / t), None))
-        .collect();
-    let (label, baseline) = if os.is_some() { ("time / os time", true) } else { ("time (ms)", false) };
-    let svg = crate::plot::bars_svg_with(&format!("{name}: simulated execution time"), label, &bars, baseline)?;
-    s.figure = Some(Figure::svg(&svg, "bars of each mechanism's simulated time"));
-    let head = [
-        "mechanism",
-        "time / os",
-        "LLC misses / 1000 accesses",
-        "traffic (KB)",
-        "local DRAM",
-        "thread moves",
-        "page moves",
-        "sampling faults",
-    ];
-    s.table = Some(Table::new(
-        head.map(String::from).to_vec(),
-        sim.mechanisms
-            .iter()
-            .zip(&labels)
-            .map(|(m, label)| {
-                vec![
-                    label.clone(),
-                    m.vs_os.as_ref().map_or("-".into(), |r| format!("{:.3}", r.time)),
-                    format!("{:.2}", m.llc_mpka()),
-                    format!("{:.1}", m.counts.interconnect_bytes as f64 / 1e3),
-                    format!("{:.1}%", 100.0 * m.local_dram_share),
-                    m.counts.thread_migrations.to_string(),
-                    m.counts.page_migrations.to_string(),
-                    m.counts.faults.to_string(),
-                ]
-            })
-            .collect(),
-    ));
-    s.notes.extend(sim.mechanisms.iter().filter_map(|m| m.note.as_ref().map(|n| format!("{}: {n}", m.mechanism))));
-    s.notes.extend(cut.iter().map(|(short, long)| format!("{short} = {long}")));
-    Ok(s)
-}
-
-fn runs_section(runs: &Runs) -> Result<Section> {
-    let results = &runs.results;
-    let base = &results[0];
-    let verdicts: Vec<String> = results
-        .iter()
-        .skip(1)
-        .map(|r| {
-            let how = if r.normalized < 1.0 { "faster" } else { "slower" };
-            match r.significant {
-                Some(true) => format!("{} {:.1}% {how} (intervals apart)", r.name, 100.0 * (r.normalized - 1.0).abs()),
-                Some(false) => format!("{} within the noise (intervals overlap)", r.name),
-                None => format!("{} not comparable (one run)", r.name),
-            }
-        })
-        .collect();
-    let reading = if verdicts.is_empty() {
-        format!("Only {} was measured: nothing to compare it with.", base.name)
-    } else {
-        format!("Against {}: {}.", base.name, verdicts.join("; "))
-    };
-    let mut s = Section::new("runs", "Measured runs", reading);
-    let bars: Vec<(String, f64, Option<f64>)> =
-        results.iter().map(|r| (r.name.clone(), r.normalized, r.ci95.map(|c| c / base.mean))).collect();
-    let svg = crate::plot::bars_svg(
-        &format!("wall-clock time over {}'s (95% intervals)", base.name),
-        &format!("time / {} time", base.name),
-        &bars,
-    )?;
-    s.figure = Some(Figure::svg(&svg, "bars of each configuration's measured time with its interval"));
-    let ratio = format!("time / {}", base.name);
-    s.table = Some(Table::new(
-        ["configuration", "runs", "mean (s)", "95% interval (s)", &ratio, "difference"].map(String::from).to_vec(),
-        results
-            .iter()
-            .map(|r| {
-                vec![
-                    r.name.clone(),
-                    r.seconds.len().to_string(),
-                    format!("{:.4}", r.mean),
-                    r.ci95.map_or("-".into(), |c| format!("± {c:.4}")),
-                    format!("{:.3}", r.normalized),
-                    match r.significant {
-                        Some(true) => "significant (intervals apart)".into(),
-                        Some(false) => "not significant (intervals overlap)".into(),
-                        None if std::ptr::eq(r, base) => "(baseline)".into(),
-                        None => "-".into(),
-                    },
-                ]
-            })
-            .collect(),
-    ));
-    s.notes.push(format!("From {} (sharemap run --csv); intervals are Student's t over the runs.", runs.file));
-    Ok(s)
-}
-
-/// `sharemap reproduce --report`: the claims' verdicts, then a section per claim with its
-/// figure (when it has one), the paper's figure beside sharemap's, and why.
-pub fn reproduce_page(results: &[sharemap::reproduce::ClaimResult]) -> Result<Page> {
-    let holds = results.iter().filter(|r| r.finding.verdict == sharemap::reproduce::Verdict::Holds).count();
-    let mut claims = Section::new(
-        "claims",
-        "The claims",
-        format!(
-            "{holds} of {} claims hold at the papers' scale; each section below gives the experiment's size",
-            results.len()
-        ),
-    );
-    claims.table = Some(Table::new(
-        vec!["claim".into(), "paper".into(), "verdict".into(), "seconds".into()],
-        results
-            .iter()
-            .map(|r| {
-                vec![
-                    r.name.to_string(),
-                    r.source.to_string(),
-                    r.finding.verdict.label().to_string(),
-                    format!("{:.1}", r.seconds),
-                ]
-            })
-            .collect(),
-    ));
-    let mut sections = vec![claims];
-    for r in results {
-        let f = &r.finding;
-        let mut s = Section::new(r.name, r.name, r.claim);
-        s.notes.push(format!("paper: {}", f.paper));
-        s.notes.push(format!("sharemap: {}", f.sharemap));
-        s.notes.push(format!("{}: {}", f.verdict.label(), f.why));
-        if let Some(d) = &f.diagnostic {
-            s.notes.push(format!(
-                "diagnostic: {}: {} ({})",
-                d.experiment,
-                d.found,
-                if d.confirms { "confirms the reason" } else { "does not confirm it" }
-            ));
-        }
-        s.notes.push(format!("scale: {}", f.scale));
-        if let Some(fig) = &f.figure {
-            s.figure = Some(Figure::svg(&figure_svg(fig)?, fig.title.clone()));
-        }
-        sections.push(s);
-    }
-    Ok(Page {
-        title: "sharemap reproduce".into(),
-        subtitle: "the seed papers' claims as experiments: the paper's figure, sharemap's, and a verdict".into(),
-        sections,
-    })
-}
-
-/// A claim's figure: lines when its x values are numbers, else bars (series / x).
-fn figure_svg(fig: &sharemap::reproduce::Figure) -> Result<String> {
-    let xs: Option<Vec<f64>> = fig.x.iter().map(|x| x.parse::<f64>().ok()).collect();
-    match xs {
-        Some(xs) => {
-            let series: Vec<crate::plot::Series> = fig
-                .series
-                .iter()
-                .map(|(name, ys)| crate::plot::Series {
-                    name: name.clone(),
-                    points: xs.iter().copied().zip(ys.iter().copied()).collect(),
-                })
-                .collect();
-            let log_x = xs.first().is_some_and(|&a| a > 0.0) && xs.last().is_some_and(|&b| b / xs[0] >= 16.0);
-            Ok(crate::plot::svg(&crate::plot::Chart {
-                title: &fig.title,
-                x_label: &fig.x_label,
-                y_label: &fig.y_label,
-                series: &series,
-                stacked: false,
-                log_x,
-            })?)
-        }
-        None => {
-            let bars: Vec<(String, f64, Option<f64>)> = fig
-                .series
-                .iter()
-                .flat_map(|(name, ys)| fig.x.iter().zip(ys).map(move |(x, y)| (format!("{x} {name}"), *y, None)))
-                .collect();
-            Ok(crate::plot::bars_svg_with(&fig.title, &fig.y_label, &bars, true)?)
-        }
-    }
+    let simulated = session.simulate(&request).map_err(|e| anyhow!(e))?;
+    Ok(html::trace_page(&TraceReport {
+        trace: &trace,
+        name: &name,
+        thread_map: &model.thread_map,
+        summary: &summary,
+        placed: &placed,
+        matrix: &analysis.detection.matrix,
+        pages: &analysis.detection.pages,
+        mapped: &mapped,
+        simulated: &simulated,
+        runs,
+    })?)
 }

@@ -196,14 +196,9 @@ fn record_inputs(args: &ReproduceArgs, dir: &std::path::Path, quiet: bool) -> Re
 
 /// The results as one HTML page.
 fn write_report(results: &[ClaimResult], path: &std::path::Path, quiet: bool) -> Result<()> {
-    {
-        use askama::Template;
-        let html =
-            crate::report::reproduce_page(results)?.render().map_err(|e| anyhow!("rendering the report: {e}"))?;
-        sharemap::trace::write_whole(path, html.as_bytes())?;
-        if !quiet {
-            eprintln!("sharemap: wrote {}", path.display());
-        }
+    sharemap_report::html::reproduce_page(results)?.write(path)?;
+    if !quiet {
+        eprintln!("sharemap: wrote {}", path.display());
     }
     Ok(())
 }

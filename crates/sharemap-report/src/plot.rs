@@ -483,6 +483,42 @@ pub fn sharing_heatmap_svg(title: &str, matrix: &sharemap::SharingMatrix) -> Res
     heatmap_svg(&grid, |i, j| matrix.get(i, j))
 }
 
+/// Most rows of the page-usage plot: beyond that, neighbouring pages share a row.
+const PAGE_ROWS: usize = 256;
+
+/// The page-usage plot: pages by address (top to bottom, binned into at most `PAGE_ROWS`
+/// rows) against threads, darker for more accesses.
+pub fn page_usage_svg(usage: &sharemap::PageUsage, threads: usize) -> Result<String> {
+    let pages = usage.sorted();
+    // Rows of equal pages each, all of them filled (rows first then pages per row left up to
+    // a fifth of the plot empty).
+    let per_row = pages.len().div_ceil(PAGE_ROWS).max(1);
+    let rows = pages.len().div_ceil(per_row).max(1);
+    let mut cells = vec![0.0f64; rows * threads.max(1)];
+    for (k, (_, entry)) in pages.iter().enumerate() {
+        let row = k / per_row;
+        for (t, &a) in entry.accesses.iter().enumerate().take(threads) {
+            cells[row * threads + t] += a as f64;
+        }
+    }
+    let note = format!("{} pages by address, lowest at the top; darker = more accesses", pages.len());
+    let row_axis =
+        if per_row > 1 { format!("page (by address; {per_row} pages a row)") } else { "page (by address)".into() };
+    let row_tick = |i: usize| (i * per_row).to_string();
+    let col_tick = |j: usize| j.to_string();
+    let grid = Grid {
+        title: "Page usage: accesses per page and thread",
+        note: &note,
+        rows,
+        cols: threads.max(1),
+        row_axis: &row_axis,
+        col_axis: "thread",
+        row_tick: &row_tick,
+        col_tick: &col_tick,
+    };
+    heatmap_svg(&grid, |i, j| cells[i * threads.max(1) + j])
+}
+
 /// Writes `svg` as `base.svg` and, with the `png` feature, `base.png`.
 pub fn save_svg(svg: &str, base: &Path) -> Result<()> {
     save_svg_with(svg, |ext, bytes| Ok(write_whole(&base.with_extension(ext), bytes)?))
