@@ -102,8 +102,8 @@ enum Command {
     Place {
         #[command(flatten)]
         model: place::ModelArgs,
-        /// Policies: a comma list of specs (first-touch,first-n-fills:n=32) or `all` (see `sharemap
-        /// policies`); the optimum always comes first
+        /// Policies: a comma list of specs (first-touch,first-n-fills:n=32), `all` in it standing
+        /// for every policy (see `sharemap list policies`); the optimum always comes first
         #[arg(long, short = 'p', default_value = "all")]
         policy: String,
         /// Print JSON: the model and a `policies` array
@@ -150,7 +150,7 @@ enum Command {
         /// Machine, for the NUMA node of each page's first toucher in pages.csv
         #[arg(long, short = 'm', default_value = "sammu")]
         machine: String,
-        /// Detector (every option and its source: `sharemap detectors`)
+        /// Detector (every option and its source: `sharemap list detectors`)
         #[arg(long, default_value = "oracle", help = detector_help())]
         detector: String,
         /// Also run this detector (e.g. oracle) and report MSE and correlation against it
@@ -183,7 +183,7 @@ enum Command {
         /// Machine to map onto: a preset, an hwloc synthetic string, an hwloc XML file or `live` (this host)
         #[arg(long, short = 'm', default_value = "sammu")]
         machine: String,
-        /// Algorithms: a comma list of specs (e.g. sharemap,random:seed=3) or `all`; see `sharemap algorithms`
+        /// Algorithms: a comma list of specs (e.g. sharemap,random:seed=3), `all` in it standing for every algorithm; see `sharemap list algorithms`
         #[arg(long, default_value = "sharemap")]
         algo: String,
         /// How levels are priced: latency (ns of the lowest shared level) or hops
@@ -234,7 +234,7 @@ enum Command {
         /// Values: a comma list, or start:end:count
         #[arg(long)]
         values: String,
-        /// Policies to evaluate at each value besides the optimum (a comma list, or all)
+        /// Policies to evaluate at each value besides the optimum (a comma list; `all` in it stands for every policy)
         #[arg(long, short = 'p', default_value = "first-touch,ace,delay,platinum")]
         policy: String,
         /// CSV output; plots are written beside it (NAME-mcpr.svg, NAME-moves..., NAME-breakdown...;
@@ -310,7 +310,7 @@ enum ListKind {
 /// `analyze --detector`'s help: every detector of the registry with its options' keys.
 fn detector_help() -> String {
     format!(
-        "Detector: {} (every option and its source: `sharemap detectors`)",
+        "Detector: {} (every option and its source: `sharemap list detectors`)",
         sharemap::registry::synopsis(sharemap::registry::Kind::Detector)
     )
 }

@@ -53,7 +53,7 @@ pub struct ModelArgs {
     /// Seed of the random policy and of the trace filters
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Policy parameter, as policy.key=value (repeatable; see `sharemap policies`)
+    /// Policy parameter, as policy.key=value (repeatable; see `sharemap list policies`)
     #[arg(long = "set", value_name = "POLICY.KEY=VALUE")]
     pub set: Vec<String>,
     /// Memory for page references, in MiB, whatever their distribution over pages: past it

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 pub struct ReportArgs {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// Mechanisms to simulate (as `simulate --mechanism`): a comma list or all
+    /// Mechanisms to simulate (as `simulate --mechanism`): a comma list; `all` in it stands for every mechanism
     #[arg(long, default_value = "all")]
     pub mechanism: String,
     /// Measured runs to show with their intervals: the CSV `sharemap run --csv` writes

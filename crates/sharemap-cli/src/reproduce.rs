@@ -4,7 +4,7 @@
 
 use anyhow::{Result, anyhow};
 use clap::Args;
-use sharemap::reproduce::{CLAIMS, ClaimResult, Inputs, Scale, Verdict, reproduce};
+use sharemap::reproduce::{CLAIMS, ClaimResult, Inputs, Scale, Tally, reproduce};
 use sharemap_lab::recordings;
 use sharemap_run::Tools;
 use std::path::PathBuf;
@@ -230,11 +230,5 @@ fn print(results: &[ClaimResult], scale: Scale) {
             );
         }
     }
-    let holds = results.iter().filter(|r| r.finding.verdict == Verdict::Holds).count();
-    let not_run = results.iter().filter(|r| r.finding.verdict == Verdict::NotRun).count();
-    println!(
-        "\n{holds} of {} claims hold{}",
-        results.len(),
-        if not_run > 0 { format!(" ({not_run} not run)") } else { String::new() }
-    );
+    println!("\n{} claims: {}", results.len(), Tally::of(results));
 }

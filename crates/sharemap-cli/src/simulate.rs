@@ -25,7 +25,7 @@ pub struct SimulateArgs {
     /// Machine: preset, hwloc synthetic string, hwloc XML file or `live`
     #[arg(long, short = 'm', default_value = "sammu")]
     pub machine: String,
-    /// Mechanisms to simulate: a comma list of NAME or NAME:key=value,..., or all (see --list)
+    /// Mechanisms to simulate: a comma list of NAME or NAME:key=value,...; `all` in it stands for every mechanism (see `sharemap list mechanisms`)
     #[arg(long, default_value = "all")]
     pub mechanism: String,
     /// Page size in bytes (default: the trace's)
@@ -38,7 +38,7 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub json: bool,
     /// Parameter of a placement policy a `place` mechanism replays, as policy.key=value
-    /// (repeatable; see `sharemap policies`)
+    /// (repeatable; see `sharemap list policies`)
     #[arg(long = "set", value_name = "POLICY.KEY=VALUE")]
     pub set: Vec<String>,
     /// A parameter of the machine model, as key=value (repeatable; see --list), e.g.

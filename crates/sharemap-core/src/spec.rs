@@ -82,6 +82,31 @@ impl Spec {
         items.iter().map(|s| Spec::parse(s)).collect()
     }
 
+    /// A comma list in which the item `all` stands for `everything` (the kind's own set),
+    /// wherever it comes: `all,first-touch:k=2`. Each spec in order, marked true when `all`
+    /// brought it; a spec given twice is kept once, where it first comes. `all` takes no
+    /// options.
+    pub fn parse_list_with_all(
+        text: &str,
+        kind: &'static str,
+        everything: impl Fn() -> Vec<Spec>,
+    ) -> Result<Vec<(Spec, bool)>, SpecError> {
+        let mut out: Vec<(Spec, bool)> = Vec::new();
+        for spec in Spec::parse_list(text)? {
+            let from_all = spec.name == "all";
+            if from_all && !spec.options.is_empty() {
+                return Err(spec.error(kind, "all takes no options"));
+            }
+            let specs = if from_all { everything() } else { vec![spec] };
+            for spec in specs {
+                if !out.iter().any(|(s, _)| *s == spec) {
+                    out.push((spec, from_all));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// The value of `key`: None when absent, Some(None) for a bare flag.
     pub fn get(&self, key: &str) -> Option<Option<&str>> {
         self.options.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_deref())
@@ -156,6 +181,24 @@ impl fmt::Display for Spec {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn all_stands_for_the_whole_set_anywhere_in_a_list() {
+        let every = || vec![Spec::parse("a").unwrap(), Spec::parse("b").unwrap()];
+        let names = |text: &str| -> Vec<(String, bool)> {
+            Spec::parse_list_with_all(text, "policy", every)
+                .unwrap()
+                .into_iter()
+                .map(|(s, a)| (s.to_string(), a))
+                .collect()
+        };
+        let own = |n: &str, a: bool| (n.to_string(), a);
+        assert_eq!(names("all"), [own("a", true), own("b", true)]);
+        assert_eq!(names("c:k=1,all"), [own("c:k=1", false), own("a", true), own("b", true)]);
+        assert_eq!(names("b,all,b"), [own("b", false), own("a", true)], "a spec given twice is kept once");
+        let e = Spec::parse_list_with_all("all:x=1", "policy", every).unwrap_err();
+        assert!(e.to_string().contains("all takes no options"), "{e}");
+    }
 
     #[test]
     fn names_options_and_flags() {

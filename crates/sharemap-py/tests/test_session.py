@@ -255,7 +255,7 @@ def test_ctrl_c_stops_a_pass(big):
 def test_type_stubs_cover_the_api():
     stubs = (Path(sharemap.__file__).parent / "__init__.pyi").read_text()
     for name in sharemap.__all__:
-        assert f"class {name}" in stubs or f"def {name}" in stubs, name
+        assert f"class {name}" in stubs or f"def {name}" in stubs or f"{name}: " in stubs, name
     for method in ("info", "machine", "analyze", "place", "simulate", "map"):
         assert f"def {method}(" in stubs
     # Each call says what it raises, naming only sharemap's classes.
@@ -269,3 +269,10 @@ def test_type_stubs_cover_the_api():
                 assert doc.startswith("Raises "), (name, node.name)
                 named = {w.strip(",.()") for w in doc.split() if w.strip(",.()").endswith("Error")}
                 assert all(hasattr(sharemap, n) for n in named), (name, node.name, named)
+
+
+def test_the_package_says_its_version_and_exports_what_it_names():
+    # The version is the command line's: one release, one number.
+    assert cli("--version").split()[-1] == sharemap.__version__
+    for name in sharemap.__all__:
+        assert hasattr(sharemap, name), name

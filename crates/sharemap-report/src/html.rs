@@ -447,12 +447,12 @@ fn runs_section(runs: &Runs) -> Result<Section> {
 /// `sharemap reproduce --report`: the claims' verdicts, then a section per claim with its
 /// figure (when it has one), the paper's figure beside sharemap's, and why.
 pub fn reproduce_page(results: &[sharemap::reproduce::ClaimResult]) -> Result<Page> {
-    let holds = results.iter().filter(|r| r.finding.verdict == sharemap::reproduce::Verdict::Holds).count();
+    let tally = sharemap::reproduce::Tally::of(results);
     let mut claims = Section::new(
         "claims",
         "The claims",
         format!(
-            "{holds} of {} claims hold at the papers' scale; each section below gives the experiment's size",
+            "{} claims at the papers' scale: {tally}; each section below gives the experiment's size",
             results.len()
         ),
     );

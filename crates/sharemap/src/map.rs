@@ -33,10 +33,10 @@ impl Default for MapRequest {
 impl MapRequest {
     /// Every algorithm named exists and takes its options: checked before any matrix is read.
     pub fn check(&self, seed: u64) -> Result<()> {
-        if self.algorithms.trim() != "all" {
-            for spec in sharemap_core::Spec::parse_list(&self.algorithms)? {
-                sharemap_mapping::build(&spec.to_string(), seed)?;
-            }
+        let every =
+            || ALGORITHMS.iter().map(|a| sharemap_core::Spec { name: a.name.into(), options: Vec::new() }).collect();
+        for (spec, _) in sharemap_core::Spec::parse_list_with_all(&self.algorithms, "algorithm", every)? {
+            sharemap_mapping::build(&spec.to_string(), seed)?;
         }
         Ok(())
     }
@@ -175,17 +175,16 @@ pub fn map(sharing: &Sharing, machine: &Machine, request: &MapRequest, seed: u64
     if matrix.threads() == 0 {
         return Err(Error::new(ErrorKind::Sharing, "no threads"));
     }
-    let all = request.algorithms.trim() == "all";
-    let specs: Vec<String> = if all {
-        ALGORITHMS.iter().map(|a| a.name.to_string()).collect()
-    } else {
-        sharemap_core::Spec::parse_list(&request.algorithms)?.iter().map(|s| s.to_string()).collect()
-    };
-    let built = specs.iter().map(|s| sharemap_mapping::build(s, seed)).collect::<std::result::Result<Vec<_>, _>>()?;
+    let every =
+        || ALGORITHMS.iter().map(|a| sharemap_core::Spec { name: a.name.into(), options: Vec::new() }).collect();
+    let listed = sharemap_core::Spec::parse_list_with_all(&request.algorithms, "algorithm", every)?;
+    let specs: Vec<(String, bool)> = listed.iter().map(|(s, all)| (s.to_string(), *all)).collect();
+    let built =
+        specs.iter().map(|(s, _)| sharemap_mapping::build(s, seed)).collect::<std::result::Result<Vec<_>, _>>()?;
     let costs = PairCosts::new(machine, request.cost_model);
     let mut mappings = Vec::new();
-    for (spec, alg) in specs.iter().zip(built) {
-        if all && alg.fits(matrix.threads(), machine.pu_count()).is_err() {
+    for ((spec, all), alg) in specs.iter().zip(built) {
+        if *all && alg.fits(matrix.threads(), machine.pu_count()).is_err() {
             continue; // `all` skips what an algorithm cannot do; asking for it alone is an error.
         }
         let start = Instant::now();

@@ -70,11 +70,14 @@ pub fn policies(spec: &str, settings: &[String]) -> Result<Vec<(String, Box<dyn 
 }
 
 pub(crate) fn built_policies(spec: &str, settings: &Settings) -> Result<Vec<(String, Box<dyn Policy>)>> {
-    let specs: Vec<Spec> = if spec.trim() == "all" {
+    let every = || {
         POLICIES.iter().filter(|p| p.caps.in_all).map(|p| Spec { name: p.name.into(), options: Vec::new() }).collect()
-    } else {
-        Spec::parse_list(spec).map_err(|e| SpecError { kind: "policy", ..e })?
     };
+    let specs: Vec<Spec> = Spec::parse_list_with_all(spec, "policy", every)
+        .map_err(|e| SpecError { kind: "policy", ..e })?
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect();
     let specs: Vec<&Spec> = specs.iter().filter(|s| s.name != "optimal").collect();
     let mut out = Vec::new();
     for spec in &specs {

@@ -43,7 +43,11 @@ from ._native import (
     TraceError,
 )
 
+__version__: str = _native.__version__
+"""The version of sharemap this package was built from (the command line's `sharemap --version`)."""
+
 __all__ = [
+    "__version__",
     "Session",
     "Analysis",
     "Mapping",

@@ -5,6 +5,8 @@ from typing import Any, Iterable, Optional, Union
 import numpy
 import pandas
 
+__version__: str
+
 # Every call raises only these (and KeyboardInterrupt at Ctrl-C). Each is a sharemap.Error
 # and the built-in exception its case calls for.
 

@@ -383,13 +383,11 @@ impl Chosen {
 /// The mechanisms of a comma list of specs (`sammu:nt=4,os`), or all of them with their
 /// defaults (but those whose defaults repeat another's).
 pub fn parse_list(list: &str) -> Result<Vec<Chosen>, SpecError> {
-    let specs = if list.trim() == "all" {
+    let every = || {
         MECHANISMS.iter().filter(|m| m.caps.in_all).map(|m| Spec { name: m.name.into(), options: Vec::new() }).collect()
-    } else {
-        Spec::parse_list(list)?
     };
     let mut out: Vec<Chosen> = Vec::new();
-    for spec in specs {
+    for (spec, _) in Spec::parse_list_with_all(list, KIND, every)? {
         let info = find(&spec.name).ok_or_else(|| {
             let hint = sharemap_core::did_you_mean(&spec.name, MECHANISMS.iter().map(|m| m.name));
             spec.error(KIND, format!("unknown mechanism ({hint}known: {}, or all)", plugin::names(MECHANISMS)))

@@ -122,6 +122,37 @@ pub struct ClaimResult {
     pub seconds: f64,
 }
 
+/// How many claims hold, do not hold, and were not run: the one summary line of a set of
+/// results ("3 hold, 1 does not, 2 not run"), for every front end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Tally {
+    pub hold: usize,
+    pub do_not_hold: usize,
+    pub not_run: usize,
+}
+
+impl Tally {
+    pub fn of(results: &[ClaimResult]) -> Tally {
+        let count = |v: Verdict| results.iter().filter(|r| r.finding.verdict == v).count();
+        Tally { hold: count(Verdict::Holds), do_not_hold: count(Verdict::DoesNotHold), not_run: count(Verdict::NotRun) }
+    }
+}
+
+impl std::fmt::Display for Tally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let one = |n: usize, singular: &'static str, plural: &'static str| if n == 1 { singular } else { plural };
+        write!(
+            f,
+            "{} {}, {} {}, {} not run",
+            self.hold,
+            one(self.hold, "holds", "hold"),
+            self.do_not_hold,
+            one(self.do_not_hold, "does not", "do not"),
+            self.not_run
+        )
+    }
+}
+
 /// How large the experiments are.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -446,4 +477,16 @@ pub(crate) fn geomean(values: impl IntoIterator<Item = f64>) -> f64 {
 pub(crate) fn faster(ratio: f64) -> String {
     let g = 1.0 - ratio;
     format!("{:.1} % {}", 100.0 * g.abs(), if g >= 0.0 { "faster" } else { "slower" })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tally;
+
+    #[test]
+    fn a_tally_says_each_verdicts_count_in_words() {
+        let t = |hold, do_not_hold, not_run| Tally { hold, do_not_hold, not_run }.to_string();
+        assert_eq!(t(3, 2, 0), "3 hold, 2 do not, 0 not run");
+        assert_eq!(t(1, 1, 4), "1 holds, 1 does not, 4 not run");
+    }
 }
