@@ -102,6 +102,9 @@ fn print_costs(
     if m.total() == 0.0 {
         println!("no sharing in the matrix: every mapping costs 0, so where the threads run does not matter here");
     }
+    if let Some(note) = mapped.default_rule_note(machine) {
+        println!("note: {note}");
+    }
 }
 
 /// EagerMap's view, for reference: where the sharing stays.

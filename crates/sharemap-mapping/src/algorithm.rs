@@ -72,7 +72,7 @@ pub static ALGORITHMS: &[AlgorithmInfo] = &[
     plain(
         "sharemap",
         "sharemap",
-        "the cheapest of bisection, eagermap (up to 256 threads) and the order-based mappings (no two threads on one core while cores are free), refined by cost-aware pairwise swaps; given the threads' data, spread first over as many last-level caches as it needs (the default)",
+        "one thread per core while cores are free (SMT siblings avoided: they share a core's pipeline, which the cost model does not price, so compact can cost less), then the cheapest of bisection, eagermap (up to 256 threads) and the order-based mappings under that rule, refined by cost-aware pairwise swaps; given the threads' data, spread first over as many last-level caches as it needs (the default)",
         |_, _| Box::new(refined::Refined),
     ),
     plain(

@@ -112,7 +112,7 @@ pub fn trace_page(r: &TraceReport) -> Result<Page> {
         trace_section(r.summary, r.trace, r.name),
         sharing_section(r.matrix)?,
         pages_section(r.pages, r.matrix.threads())?,
-        mapping_section(r.mapped),
+        mapping_section(r.mapped, machine),
         placement_section(r.placed),
         simulation_section(r.simulated, r.name)?,
     ];
@@ -250,7 +250,7 @@ fn pages_section(usage: &sharemap::PageUsage, threads: usize) -> Result<Section>
     Ok(s)
 }
 
-fn mapping_section(mapped: &sharemap::Mapping) -> Section {
+fn mapping_section(mapped: &sharemap::Mapping, machine: &sharemap::Machine) -> Section {
     let os = mapped.os_cost.max(f64::MIN_POSITIVE);
     let random = mapped.random_cost.max(f64::MIN_POSITIVE);
     let ours = mapped.mappings.first();
@@ -284,6 +284,7 @@ fn mapping_section(mapped: &sharemap::Mapping) -> Section {
         "Cost: each pair's sharing priced by the latency of the closest level the two threads share; lower is better."
             .into(),
     );
+    s.notes.extend(mapped.default_rule_note(machine));
     s
 }
 

@@ -116,6 +116,37 @@ pub struct Mapping {
     pub demand: Option<Demand>,
 }
 
+impl Mapping {
+    /// Why sharemap's default costs more than a cheaper mapping in the list, when the reason
+    /// is its one-thread-per-core rule: the cheaper one puts threads on SMT siblings, which
+    /// share one core's pipeline and TLBs, a cost the per-level model does not see. None when
+    /// the default is the cheapest, is not in the list, or the cheaper ones avoid siblings
+    /// too (then the reason is elsewhere: the data's spread over caches, said beside it).
+    pub fn default_rule_note(&self, machine: &Machine) -> Option<String> {
+        let ours = self.mappings.iter().find(|m| m.algorithm.split(':').next() == Some("sharemap"))?;
+        let core = machine.core_of_pu();
+        let on_siblings = |m: &Mapped| {
+            let mut cores: Vec<usize> = m.mapping.iter().map(|&pu| core[pu]).collect();
+            cores.sort_unstable();
+            cores.windows(2).any(|w| w[0] == w[1])
+        };
+        let cheaper: Vec<&str> = self
+            .mappings
+            .iter()
+            .filter(|m| m.cost < ours.cost * (1.0 - 1e-9) && on_siblings(m) && !on_siblings(ours))
+            .map(|m| m.algorithm.as_str())
+            .collect();
+        if cheaper.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "{} cost{} less than sharemap's mapping by putting threads that share on SMT siblings of one core, which this cost model prices cheapest; sharemap's rule is one thread per core while cores are free, because siblings compete for one core's pipeline and TLBs, which the model does not price (`--algo compact` if you want siblings)",
+            cheaper.join(", "),
+            if cheaper.len() == 1 { "s" } else { "" }
+        ))
+    }
+}
+
 /// The mapping-potential gate: how much a grouped mapping gains over a random one
 /// (structural), weighted by how much of the run's accesses share (when known).
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -289,4 +320,26 @@ pub fn scotch_graph(matrix: &SharingMatrix) -> String {
 /// The machine as a Scotch tree-leaf target architecture, priced by latency.
 pub fn scotch_target(machine: &Machine) -> String {
     sharemap_mapping::scotch::tleaf(machine, CostModel::Latency)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two sharing pairs on two cores of two SMT siblings each: compact puts each pair on
+    /// siblings and costs less; sharemap's one-thread-per-core rule is then named beside the
+    /// costs. Without SMT no mapping uses siblings, and nothing is said.
+    #[test]
+    fn the_default_rule_is_named_where_siblings_make_another_mapping_cheaper() {
+        let mut m = SharingMatrix::new(2);
+        m.add(0, 1, 100.0);
+        let request = MapRequest { algorithms: "sharemap,compact".into(), ..Default::default() };
+        let smt = Machine::from_spec("pack:1 core:2 pu:2").unwrap();
+        let mapped = map(&Sharing::matrix(m.clone()), &smt, &request, 1).unwrap();
+        assert!(mapped.mappings[1].cost < mapped.mappings[0].cost, "compact's siblings price cheaper");
+        let note = mapped.default_rule_note(&smt).expect("the rule is named");
+        assert!(note.starts_with("compact costs less") && note.contains("one thread per core"), "{note}");
+        let no_smt = Machine::from_spec("pack:1 core:4 pu:1").unwrap();
+        assert_eq!(map(&Sharing::matrix(m), &no_smt, &request, 1).unwrap().default_rule_note(&no_smt), None);
+    }
 }
