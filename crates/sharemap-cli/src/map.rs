@@ -144,13 +144,9 @@ fn print_potential(potential: &sharemap::Potential) {
             "grouping gain {:.3} x sharing weight {weight:.3} ({percent:.4} % of {n} accesses share)",
             potential.structural
         ),
-        _ => "1 - grouped cost / expected random cost; unweighted: a matrix file has no access count".into(),
+        _ => "1 - grouped cost / expected random cost: the sharing's structure alone".into(),
     };
-    println!(
-        "\nmapping potential {:.3} ({how}): {}",
-        potential.score,
-        if potential.worth_mapping() { "worth mapping" } else { "below 0.1: a mapping would gain little" }
-    );
+    println!("\nmapping potential {:.3} ({how}): {}", potential.score, potential.verdict());
 }
 
 /// The first mapping as taskset, hwloc-bind and OpenMP take it.

@@ -262,7 +262,7 @@ fn mapping_section(mapped: &sharemap::Mapping, machine: &sharemap::Machine) -> S
             m.cost / random,
             p.score,
             p.threshold,
-            if p.score >= p.threshold { "worth mapping" } else { "too little sharing to gain from mapping" }
+            p.verdict()
         ),
         None => "No mapping was computed.".into(),
     };

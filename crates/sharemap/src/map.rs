@@ -182,6 +182,17 @@ impl Potential {
     pub fn worth_mapping(&self) -> bool {
         self.score >= self.threshold
     }
+
+    /// The gate's verdict in words. Without an access count (a matrix file) only the
+    /// sharing's structure is known, not how much of the run it is: eleven units of sharing
+    /// in millions of accesses would pass as "worth mapping". Then no verdict is given.
+    pub fn verdict(&self) -> String {
+        match (self.accesses, self.worth_mapping()) {
+            (Some(_), true) => "worth mapping".into(),
+            (Some(_), false) => format!("below {}: a mapping would gain little", self.threshold),
+            (None, _) => "not judged: a matrix file has no access count, so how much of the run the sharing is cannot be told (map the trace it came from for a verdict)".into(),
+        }
+    }
 }
 
 /// Runs the request's algorithms on the matrix. `seed` seeds `random` unless its spec gives
@@ -325,6 +336,23 @@ pub fn scotch_target(machine: &Machine) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A matrix file's sharing (no access count) gets no verdict, however its structure
+    /// scores: 11 units would pass as worth mapping; with the run's accesses it is weighed.
+    #[test]
+    fn the_gate_judges_only_with_an_access_count() {
+        let mut m = SharingMatrix::new(4);
+        m.add(0, 1, 11.0);
+        m.add(2, 3, 11.0);
+        let machine = Machine::from_spec("pack:2 l3:1 core:2 pu:1").unwrap();
+        let file = Potential::of(&m, &machine, CostModel::Latency, None);
+        assert!(file.structural >= file.threshold, "the structure alone would pass: {}", file.structural);
+        assert!(file.verdict().starts_with("not judged"), "{}", file.verdict());
+        let few = Potential::of(&m, &machine, CostModel::Latency, Some(2_000_000));
+        assert!(few.verdict().starts_with("below"), "22 units in 2 M accesses: {}", few.verdict());
+        let many = Potential::of(&m, &machine, CostModel::Latency, Some(22));
+        assert_eq!(many.verdict(), "worth mapping");
+    }
 
     /// Two sharing pairs on two cores of two SMT siblings each: compact puts each pair on
     /// siblings and costs less; sharemap's one-thread-per-core rule is then named beside the

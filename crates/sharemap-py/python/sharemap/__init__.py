@@ -202,7 +202,13 @@ class Mapping:
 
     def _repr_html_(self) -> str:
         table = self.mappings[["algorithm", "cost", "elapsed_ms"]].to_html(index=False)
-        worth = "worth mapping" if self.potential["score"] >= self.potential["threshold"] else "little to gain"
+        # As the command line's gate: without an access count (a matrix file) no verdict.
+        if self.potential.get("accesses") is None:
+            worth = "not judged: a matrix file has no access count"
+        elif self.potential["score"] >= self.potential["threshold"]:
+            worth = "worth mapping"
+        else:
+            worth = "little to gain"
         return f"{table}<p>random mapping cost {self.random_cost:g}; mapping potential {self.potential['score']:.3f} ({worth})</p>"
 
 
