@@ -127,7 +127,8 @@ fn check(args: &ReproduceArgs) -> Result<()> {
     for n in &args.claim {
         if !CLAIMS.iter().any(|c| c.name == n) {
             let known: Vec<&str> = CLAIMS.iter().map(|c| c.name).collect();
-            return Err(anyhow!("--claim: unknown claim '{n}' (claims: {})", known.join(", ")));
+            let hint = sharemap::did_you_mean(n, known.iter().copied());
+            return Err(anyhow!("--claim: unknown claim '{n}' ({hint}claims: {})", known.join(", ")));
         }
     }
     if let Some(cg) = &args.cg

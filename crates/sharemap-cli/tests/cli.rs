@@ -498,12 +498,22 @@ fn one_way_to_list_one_syntax_and_suggestions_for_typos() {
         (&["simulate", s(&t), "--mechanism", "carefour"][..], "did you mean 'carrefour'?"),
         (&["gen", "neighbour", "-o", s(&p(&dir, "g.trace"))][..], "did you mean 'neighbor'?"),
         (&["machine", "samu"][..], "did you mean 'sammu'?"),
+        (&["reproduce", "--claim", "first-touch-locl"][..], "did you mean 'first-touch-local'?"),
+        (&["place", s(&t), "--thread-map", "compat"][..], "did you mean 'compact'?"),
+        (&["simulate", s(&t), "--param", "walk_n=3"][..], "did you mean 'walk_ns'?"),
+        (&["place", s(&t), "--policy", "all,first-tuch"][..], "did you mean 'first-touch'?"),
     ] {
         let out = sharemap(args);
         let (_, err) = text(&out);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert!(err.contains(says) && err.lines().count() == 1, "{args:?}: {err}");
     }
+    // `all` anywhere in a list: the whole set, a spec given twice once.
+    let rows = |list: &str| {
+        common::json(&ok(&["place", s(&t), "--policy", list, "--json"]))["policies"].as_array().map(Vec::len)
+    };
+    assert_eq!(rows("all,first-touch"), rows("all"));
+    assert_eq!(rows("round-robin,all"), rows("all"));
     // The old spelling of SAMMU's counter width: the same result, and a note.
     let run = |set: &str| text(&ok(&["place", s(&t), "--policy", "sammu", "--set", set, "--json"]));
     let (old, note) = run("sammu.bits=2");

@@ -147,7 +147,8 @@ impl Params {
         let (key, value) = (key.trim(), value.trim());
         let Some((_, field, _)) = FIELDS.iter().find(|(name, _, _)| *name == key) else {
             let known: Vec<&str> = FIELDS.iter().map(|(name, _, _)| *name).collect();
-            let message = format!("parameter '{key}': unknown (known: {})", known.join(", "));
+            let hint = sharemap_core::did_you_mean(key, known.iter().copied());
+            let message = format!("parameter '{key}': unknown ({hint}known: {})", known.join(", "));
             return Err(ParamError::new(ParamErrorKind::Unknown, key, message));
         };
         match field {

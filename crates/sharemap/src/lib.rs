@@ -54,7 +54,7 @@ pub use simulate::{MechanismStart, SimulateRequest, Simulation};
 pub use situation::{DEFAULT_REFS_PER_MS, Setup, Sharing, Situation, ThreadMap, TimeScale, meminfo, parse_cost};
 pub use sweep::{SweepPoint, SweepRequest, SweepResult, Vary};
 
-pub use sharemap_core::{PageSize, PageUsage, SharingMatrix, Spec};
+pub use sharemap_core::{PageSize, PageUsage, SharingMatrix, Spec, did_you_mean};
 
 pub use sharemap_detect::Detection;
 pub use sharemap_machine::{CostParams, Machine, ThreadPlacement};

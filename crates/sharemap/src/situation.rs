@@ -64,9 +64,11 @@ impl ThreadMap {
             .filter(|x| !x.is_empty())
             .map(|x| {
                 x.parse::<usize>().map_err(|_| {
+                    let names = sharemap_mapping::ALGORITHMS.iter().map(|a| a.name).chain(["os", "identity"]);
+                    let hint = sharemap_core::did_you_mean(x, names);
                     Error::new(
                         ErrorKind::ThreadMap,
-                        format!("'{x}' is not a PU number, a mapping algorithm or a file (see `sharemap algorithms`)"),
+                        format!("'{x}' is not a PU number, a mapping algorithm or a file ({hint}see `sharemap list algorithms`)"),
                     )
                 })
             })
@@ -444,7 +446,10 @@ pub fn parse_cost(spec: Option<&str>, base: CostParams, page_size: u64) -> Resul
             "g" => p.g = Some(v),
             "G" => p.big_g = Some(v),
             other => {
-                return Err(bad(format!("'{part}': unknown parameter '{other}' (r, R, g, G; R and G are page moves)")));
+                let hint = sharemap_core::did_you_mean(other, ["r", "R", "g", "G"]);
+                return Err(bad(format!(
+                    "'{part}': unknown parameter '{other}' ({hint}r, R, g, G; R and G are page moves)"
+                )));
             }
         }
     }

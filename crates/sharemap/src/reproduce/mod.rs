@@ -426,7 +426,11 @@ pub fn reproduce(
     for n in names {
         if !CLAIMS.iter().any(|c| c.name == n) {
             let known: Vec<&str> = CLAIMS.iter().map(|c| c.name).collect();
-            return Err(Error::new(ErrorKind::Claim, format!("unknown claim '{n}' (claims: {})", known.join(", "))));
+            let hint = sharemap_core::did_you_mean(n, known.iter().copied());
+            return Err(Error::new(
+                ErrorKind::Claim,
+                format!("unknown claim '{n}' ({hint}claims: {})", known.join(", ")),
+            ));
         }
     }
     let run = Run::new(inputs)?;
