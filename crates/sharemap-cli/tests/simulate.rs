@@ -139,7 +139,10 @@ fn bad_input_gets_one_line_and_a_failure() {
     let cases: [(&[&str], &str); 9] = [
         (&["simulate", s(&t), "--machine", huge, "--mechanism", "all"], "needs up to 102400 MiB (10240 MiB each"),
         (&["simulate", s(&t), "--mechanism", "nope"], "mechanism 'nope': unknown mechanism"),
-        (&["simulate", s(&t), "--param", "walk=3"], "--param: parameter 'walk': unknown (known: access_ns,"),
+        (
+            &["simulate", s(&t), "--param", "walk=3"],
+            "--param: parameter 'walk': unknown (did you mean 'walk_ns'? known: access_ns,",
+        ),
         (&["simulate", s(&t), "--param", "dram_ns=-5"], "--param: parameter dram_ns=-5: expected a number of ns"),
         // Clocks that would reach infinity, and counts beyond a u32, say what is allowed.
         (&["simulate", s(&t), "--param", "dram_ns=1e308"], "dram_ns=1e308: expected a number of ns from 0 to 1e9"),
