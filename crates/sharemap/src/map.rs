@@ -33,12 +33,18 @@ impl Default for MapRequest {
 impl MapRequest {
     /// Every algorithm named exists and takes its options: checked before any matrix is read.
     pub fn check(&self, seed: u64) -> Result<()> {
-        let every =
-            || ALGORITHMS.iter().map(|a| sharemap_core::Spec { name: a.name.into(), options: Vec::new() }).collect();
-        for (spec, _) in sharemap_core::Spec::parse_list_with_all(&self.algorithms, "algorithm", every)? {
-            sharemap_mapping::build(&spec.to_string(), seed)?;
+        for (spec, _) in self.specs()? {
+            sharemap_mapping::build(&spec, seed)?;
         }
         Ok(())
+    }
+
+    /// The algorithms asked for, `all` expanded; each marked true when `all` brought it.
+    fn specs(&self) -> Result<Vec<(String, bool)>> {
+        let every =
+            || ALGORITHMS.iter().map(|a| sharemap_core::Spec { name: a.name.into(), options: Vec::new() }).collect();
+        let listed = sharemap_core::Spec::parse_list_with_all(&self.algorithms, "algorithm", every)?;
+        Ok(listed.into_iter().map(|(s, all)| (s.to_string(), all)).collect())
     }
 }
 
@@ -217,10 +223,7 @@ pub fn map(sharing: &Sharing, machine: &Machine, request: &MapRequest, seed: u64
     if matrix.threads() == 0 {
         return Err(Error::new(ErrorKind::Sharing, "no threads"));
     }
-    let every =
-        || ALGORITHMS.iter().map(|a| sharemap_core::Spec { name: a.name.into(), options: Vec::new() }).collect();
-    let listed = sharemap_core::Spec::parse_list_with_all(&request.algorithms, "algorithm", every)?;
-    let specs: Vec<(String, bool)> = listed.iter().map(|(s, all)| (s.to_string(), *all)).collect();
+    let specs = request.specs()?;
     let built =
         specs.iter().map(|(s, _)| sharemap_mapping::build(s, seed)).collect::<std::result::Result<Vec<_>, _>>()?;
     let costs = PairCosts::new(machine, request.cost_model);
