@@ -2,7 +2,7 @@
 
 use anyhow::{Result, anyhow};
 use sharemap::Machine;
-use sharemap::machine::PRESETS;
+use sharemap::machine::{ASSUMED_GBPS_PER_CORE, BandwidthOrigin, PRESETS};
 use std::process::ExitCode;
 
 pub fn run(spec: Option<&str>, json: bool, list: bool) -> Result<ExitCode> {
@@ -21,6 +21,32 @@ pub fn run(spec: Option<&str>, json: bool, list: bool) -> Result<ExitCode> {
         print!("{}", describe(&m));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The bandwidth table: where the figures come from, then what each node reads from each.
+fn bandwidth_lines(m: &Machine) -> Vec<String> {
+    let b = m.bandwidth;
+    if b.memory_gbps <= 0.0 && b.link_gbps <= 0.0 {
+        return vec![format!("bandwidth  no limit ({}: the model prices each reference)", b.origin.label())];
+    }
+    let limit = |g: f64| if g > 0.0 { format!("{g} GB/s") } else { "no limit".into() };
+    let basis = match b.origin {
+        BandwidthOrigin::Assumed => format!(
+            "assumed, {ASSUMED_GBPS_PER_CORE} GB/s a core; `simulate --param mem_gbps=X --param link_gbps=Y` set them"
+        ),
+        o => o.label().to_string(),
+    };
+    let mut out = vec![format!(
+        "bandwidth  ({basis}): memory {} a node, link {} each way; GB/s a node's PUs read from each node",
+        limit(b.memory_gbps),
+        limit(b.link_gbps)
+    )];
+    for row in m.bandwidth_table().iter().take(16) {
+        let cells: Vec<String> =
+            row.iter().take(16).map(|g| g.map_or_else(|| "-".into(), |g| format!("{g:>5.1}"))).collect();
+        out.push(format!("  {}", cells.join(" ")));
+    }
+    out
 }
 
 fn size(bytes: u64) -> String {
@@ -63,6 +89,9 @@ pub fn describe(m: &Machine) -> String {
     line(format!("distances ({}; latency model: local {} ns x distance/10)", s.distance_origin, s.local_latency_ns));
     for row in s.distances.iter().take(16) {
         line(format!("  {}", row.iter().take(16).map(|d| format!("{d:>3}")).collect::<Vec<_>>().join(" ")));
+    }
+    for l in bandwidth_lines(m) {
+        line(l);
     }
     let c = s.cost;
     let global = match (c.g, c.big_g) {

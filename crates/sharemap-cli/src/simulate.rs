@@ -117,9 +117,41 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
     println!(
         "time: the slowest thread's simulated clock; local: DRAM accesses served by the thread's own node; faults: page faults a mechanism took to sample accesses"
     );
+    println!("{}", bandwidth_line(s));
     for m in s.mechanisms.iter().filter(|m| m.note.is_some()) {
         println!("note: {}: {}", m.mechanism, m.note.as_deref().unwrap_or_default());
     }
+}
+
+/// The bandwidths in force and, per mechanism, the share of its lines from memory or other
+/// nodes that waited for them: a limit that never bound says so.
+fn bandwidth_line(s: &Simulation) -> String {
+    let b = &s.bandwidth;
+    let limit = |g: f64| if g > 0.0 { format!("{g} GB/s") } else { "no limit".into() };
+    let head = format!(
+        "bandwidth ({}): memory {} a node, link {} each way",
+        b.origin.label(),
+        limit(b.memory_gbps),
+        limit(b.link_gbps)
+    );
+    if b.memory_gbps <= 0.0 && b.link_gbps <= 0.0 {
+        return head;
+    }
+    let waited: Vec<(&str, u64, f64)> = s
+        .mechanisms
+        .iter()
+        .map(|m| {
+            let c = &m.counts;
+            let lines = c.dram_local + c.dram_remote + c.transfers_remote;
+            let share = if lines == 0 { 0.0 } else { 100.0 * c.bandwidth_waits as f64 / lines as f64 };
+            (m.mechanism.as_str(), c.bandwidth_waits, share)
+        })
+        .collect();
+    if waited.iter().all(|w| w.1 == 0) {
+        return format!("{head}; no line waited for it");
+    }
+    let each: Vec<String> = waited.iter().map(|(m, _, share)| format!("{m} {share:.1} %")).collect();
+    format!("{head}; lines from memory or another node that waited: {}", each.join(", "))
 }
 
 /// A row per mechanism, and the key of the short names.
@@ -182,7 +214,10 @@ pub fn list_parameters() -> Result<ExitCode> {
     println!("model parameters (--param KEY=VALUE; the defaults' sources: docs/simulator.md):");
     let defaults = Params::default();
     for (key, what) in Params::keys() {
-        println!("  {:<22}{:>8}  {what}", key, defaults.value(key).unwrap_or_default());
+        let value = defaults.value(key).unwrap_or_default();
+        // A bandwidth not set is the machine's.
+        let shown = if value < 0.0 { "machine".to_string() } else { value.to_string() };
+        println!("  {key:<22}{shown:>8}  {what}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -26,7 +26,7 @@ fn workloads() -> &'static Path {
 }
 
 /// Size arguments small enough for a test run.
-const SIZES: [(&str, &str); 9] = [
+const SIZES: [(&str, &str); 10] = [
     ("sor", "96"),
     ("stencil3d", "24"),
     ("cg", "20000"),
@@ -36,6 +36,7 @@ const SIZES: [(&str, &str); 9] = [
     ("histogram", "20000"),
     ("multigrid", "16384"),
     ("initcompute", "65536"),
+    ("stream", "65536"),
 ];
 
 fn size(name: &str) -> &'static str {

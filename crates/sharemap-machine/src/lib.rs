@@ -2,6 +2,7 @@
 //! a host (object tree, PU logical and OS numbering, NUMA nodes), a distance and latency
 //! model between NUMA nodes, and seed 004's cost parameters.
 
+mod bandwidth;
 pub mod cost;
 mod live;
 mod placement;
@@ -13,6 +14,7 @@ pub mod synthetic;
 pub mod topology;
 mod xml;
 
+pub use bandwidth::{ASSUMED_GBPS_PER_CORE, ASSUMED_LINK_SHARE, Bandwidth, BandwidthOrigin};
 pub use cost::{CostError, CostParams};
 pub use live::parse_cpulist;
 pub use topology::{CacheKind, NumaNode, Obj, ObjType, Tree};
@@ -111,6 +113,8 @@ pub struct Machine {
     /// Whether each core's last private cache holds every line of its lower ones, when the
     /// description says (a preset).
     pub private_inclusive: Option<bool>,
+    /// Memory and interconnect bandwidth.
+    pub bandwidth: Bandwidth,
 }
 
 /// How a machine's seed-004 cost parameters are derived from the page size.
@@ -150,6 +154,7 @@ impl Machine {
             }
             m.llc_inclusive = p.llc_inclusive;
             m.private_inclusive = p.private_inclusive;
+            m.bandwidth = p.bandwidth;
             return Ok(m);
         }
         let path = Path::new(spec);
@@ -215,21 +220,34 @@ impl Machine {
 
     /// This host. Note: modelled NUMA behaviour needs no NUMA host; this only reads topology.
     pub fn live() -> Result<Machine, MachineError> {
-        match live::lstopo_xml() {
-            Some(xml) => Self::from_xml(&xml, "live"),
+        let mut m = match live::lstopo_xml() {
+            Some(xml) => Self::from_xml(&xml, "live")?,
             None => Self::from_tree(
                 "live",
                 "this host (from /sys; install hwloc for full detail)",
                 live::from_sysfs()?,
                 None,
-            ),
+            )?,
+        };
+        m.read_host_bandwidth();
+        Ok(m)
+    }
+
+    /// The firmware's memory bandwidth of this host's nodes, when Linux shows it.
+    fn read_host_bandwidth(&mut self) {
+        let nodes: Vec<u32> = (0..self.numa_count()).map(|n| self.numa_os_index(n)).collect();
+        if let Some(gbps) = bandwidth::host_hmat(&nodes) {
+            self.bandwidth =
+                Bandwidth { memory_gbps: gbps, link_gbps: gbps * ASSUMED_LINK_SHARE, origin: BandwidthOrigin::Hmat };
         }
     }
 
     /// This host from Linux sysfs alone (no lstopo process): for libraries running inside a
     /// program, such as the STM's online mapper.
     pub fn live_sysfs() -> Result<Machine, MachineError> {
-        Self::from_tree("live", "this host (from /sys)", live::from_sysfs()?, None)
+        let mut m = Self::from_tree("live", "this host (from /sys)", live::from_sysfs()?, None)?;
+        m.read_host_bandwidth();
+        Ok(m)
     }
 
     fn from_tree(
@@ -327,6 +345,12 @@ impl Machine {
         } else {
             remote.iter().sum::<f64>() / remote.len() as f64
         };
+        // A PU without a core above it is its own core (`core_of_pu`).
+        let cores = match tree.objs.iter().filter(|o| o.ty == ObjType::Core).count() {
+            0 => pus.len(),
+            n => n,
+        };
+        let cores_per_node = cores.max(1).div_ceil(nn.max(1));
         Ok(Machine {
             name: name.to_string(),
             description: description.to_string(),
@@ -340,6 +364,7 @@ impl Machine {
             cost_rule: CostRule::Numa { remote_ratio: ratio },
             llc_inclusive: None,
             private_inclusive: None,
+            bandwidth: Bandwidth::assumed(cores_per_node),
         })
     }
 
@@ -386,6 +411,12 @@ impl Machine {
     pub fn latency_ns(&self, from: usize, to: usize) -> f64 {
         LOCAL_LATENCY_NS * self.distances[from][to] as f64 / DISTANCE_LOCAL as f64
     }
+    /// What a PU of each node reads from each node's memory, in GB/s (None: no limit).
+    pub fn bandwidth_table(&self) -> Vec<Vec<Option<f64>>> {
+        let n = self.numa_count().max(1);
+        (0..n).map(|a| (0..n).map(|b| Some(self.bandwidth.between(a, b)).filter(|g| g.is_finite())).collect()).collect()
+    }
+
     /// Canonical hwloc synthetic string, when the tree is symmetric.
     pub fn synthetic(&self) -> Option<String> {
         synthetic::export(&self.tree, &self.levels)
@@ -421,6 +452,8 @@ impl Machine {
             distance_origin: self.distance_origin,
             local_latency_ns: LOCAL_LATENCY_NS,
             cost: self.cost,
+            bandwidth: self.bandwidth,
+            bandwidth_gbps: self.bandwidth_table(),
         }
     }
 }
@@ -443,6 +476,9 @@ pub struct MachineSummary {
     pub distance_origin: &'static str,
     pub local_latency_ns: f64,
     pub cost: CostParams,
+    pub bandwidth: Bandwidth,
+    /// What a PU of node a reads from node b's memory, in GB/s (`null`: no limit).
+    pub bandwidth_gbps: Vec<Vec<Option<f64>>>,
 }
 
 #[derive(Serialize)]

@@ -2,6 +2,7 @@
 //! PU OS numbering follows Linux on such hosts: first hardware threads of every core, package
 //! by package, then the second threads (hwloc's interleave syntax `step*count:...`).
 
+use crate::bandwidth::{Bandwidth, BandwidthOrigin};
 use crate::cost::CostParams;
 
 pub struct Preset {
@@ -16,6 +17,12 @@ pub struct Preset {
     /// Whether each core's last private cache holds every line of its lower ones (None:
     /// not said, or a single private level).
     pub private_inclusive: Option<bool>,
+    /// Sustained memory bandwidth of a node and of one direction of a link between two.
+    pub bandwidth: Bandwidth,
+}
+
+const fn sustained(memory_gbps: f64, link_gbps: f64) -> Bandwidth {
+    Bandwidth { memory_gbps, link_gbps, origin: BandwidthOrigin::Preset }
 }
 
 pub const PRESETS: &[Preset] = &[
@@ -29,6 +36,9 @@ pub const PRESETS: &[Preset] = &[
         // the L2 holds some of the L1's lines, not all (neither inclusive nor exclusive).
         llc_inclusive: Some(true),
         private_inclusive: Some(false),
+        // Four SMI channels of DDR3-1066 (34 GB/s peak) sustain about 16; a QPI link at
+        // 6.4 GT/s carries 12.8 GB/s each way, about 10 sustained.
+        bandwidth: sustained(16.0, 10.0),
     },
     Preset {
         name: "stmap-xeon",
@@ -39,6 +49,9 @@ pub const PRESETS: &[Preset] = &[
         // Sandy Bridge-EP: an inclusive L3; the L2, as Nehalem's, not inclusive of the L1.
         llc_inclusive: Some(true),
         private_inclusive: Some(false),
+        // Four channels of DDR3-1600 (51.2 GB/s peak) sustain about 35; QPI at 8 GT/s
+        // carries 16 GB/s each way, about 12 sustained.
+        bandwidth: sustained(35.0, 12.0),
     },
     Preset {
         name: "stmap-opteron",
@@ -50,6 +63,9 @@ pub const PRESETS: &[Preset] = &[
         // the module's two cores: each core has one private level.
         llc_inclusive: Some(false),
         private_inclusive: None,
+        // Two channels of DDR3-1600 per die (25.6 GB/s peak) sustain about 12; the
+        // HyperTransport links between dies, 8 or 16 bits wide, about 6 sustained.
+        bandwidth: sustained(12.0, 6.0),
     },
     Preset {
         name: "ace",
@@ -59,6 +75,8 @@ pub const PRESETS: &[Preset] = &[
         cost: Some(CostParams::ace),
         llc_inclusive: None,
         private_inclusive: None,
+        // Seed 004's cost model prices each reference: no bandwidth limit.
+        bandwidth: sustained(0.0, 0.0),
     },
     Preset {
         name: "butterfly",
@@ -68,6 +86,7 @@ pub const PRESETS: &[Preset] = &[
         cost: Some(CostParams::butterfly),
         llc_inclusive: None,
         private_inclusive: None,
+        bandwidth: sustained(0.0, 0.0),
     },
 ];
 

@@ -66,6 +66,11 @@ pub struct Model {
     pub dram_ns: Vec<Vec<f64>>,
     /// What crossing from node a to node b adds to a transfer, in ns.
     pub hop_ns: Vec<Vec<f64>>,
+    /// The memory and link bandwidths in force (the machine's, or the parameters').
+    pub bandwidth: sharemap_machine::Bandwidth,
+    /// What one line takes of a node's memory and of a link, in ns (0: no limit).
+    pub memory_ns_per_line: f64,
+    pub link_ns_per_line: f64,
     /// A line from one core to another (row: the receiving core), per pair of cores: the
     /// cores' PUs share their caches above them, so a core's PU stands for all of them.
     transfer_ns: Vec<f64>,
@@ -231,6 +236,15 @@ impl Model {
             2 => machine.private_inclusive.unwrap_or(true),
             v => v == 1,
         };
+        let mut bandwidth = machine.bandwidth;
+        if params.mem_gbps >= 0.0 {
+            bandwidth.memory_gbps = params.mem_gbps;
+        }
+        if params.link_gbps >= 0.0 {
+            bandwidth.link_gbps = params.link_gbps;
+        }
+        let per_line = |gbps: f64| if gbps > 0.0 { line as f64 / gbps } else { 0.0 };
+        let (memory_ns_per_line, link_ns_per_line) = (per_line(bandwidth.memory_gbps), per_line(bandwidth.link_gbps));
         let mut model = Model {
             params,
             line,
@@ -249,6 +263,9 @@ impl Model {
             shared_index,
             dram_ns,
             hop_ns,
+            bandwidth,
+            memory_ns_per_line,
+            link_ns_per_line,
             transfer_ns: Vec::new(),
         };
         let core_pu = &model.core_pu;
@@ -315,10 +332,11 @@ impl Model {
 
     /// The host memory one simulation of this model may take, in bytes: its caches' tags
     /// (8 bytes a line) and, for every line they can hold at once, a directory entry (16
-    /// bytes, in a table kept at most half full).
+    /// bytes, in a table kept at most half full), and the bandwidth ledgers.
     pub fn host_bytes(&self) -> u64 {
         let lines: u64 = self.caches.iter().map(|c| c.lines(self.line)).sum();
         lines * (8 + 2 * 16)
+            + crate::sim::Channels::host_bytes(self.nodes, self.memory_ns_per_line, self.link_ns_per_line)
     }
 
     /// The nearest shared cache two PUs both sit under, if any.

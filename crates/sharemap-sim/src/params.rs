@@ -43,7 +43,17 @@ pub struct Params {
     /// there evicts it from them); 0: not (a line stays in the core while any of its
     /// private levels holds it); 2 (auto): as the machine says (a preset), else 1.
     pub private_inclusive: u32,
+    /// Sustained bandwidth of a node's memory and of one direction of a link between two
+    /// nodes, in GB/s: 0 no limit; `AS_THE_MACHINE` (the default) the machine's figures.
+    pub mem_gbps: f64,
+    pub link_gbps: f64,
+    /// Misses a core keeps in flight on a sequential stream (its hardware prefetcher and
+    /// line fill buffers): such a line from DRAM costs its latency over this. 1: none.
+    pub mlp: u32,
 }
+
+/// A bandwidth parameter not set: the machine's figure applies.
+pub const AS_THE_MACHINE: f64 = -1.0;
 
 impl Default for Params {
     fn default() -> Params {
@@ -64,6 +74,12 @@ impl Default for Params {
             zero_page: 2,
             llc_inclusive: 2,
             private_inclusive: 2,
+            mem_gbps: AS_THE_MACHINE,
+            link_gbps: AS_THE_MACHINE,
+            // Each access waits for its own data, as the model was calibrated against the
+            // papers' findings (docs/simulator.md); 10, an Intel core's line fill buffers,
+            // models its prefetcher.
+            mlp: 1,
         }
     }
 }
@@ -72,6 +88,7 @@ impl Default for Params {
 enum Field {
     Ns(fn(&mut Params) -> &mut f64),
     Count(fn(&mut Params) -> &mut u32),
+    Gbps(fn(&mut Params) -> &mut f64),
 }
 
 /// Every parameter `set` knows: name, place, what it is.
@@ -108,6 +125,17 @@ const FIELDS: &[(&str, Field, &str)] = &[
         "1: each core's last private cache is inclusive of its lower ones; 0: not (a line stays in the core while any private level holds it); 2: as the machine (a preset) says, else 1",
     ),
     (
+        "mem_gbps",
+        Field::Gbps(|p| &mut p.mem_gbps),
+        "a node's memory bandwidth in GB/s (0: no limit; default: the machine's)",
+    ),
+    (
+        "link_gbps",
+        Field::Gbps(|p| &mut p.link_gbps),
+        "bandwidth of one direction of a link between two nodes in GB/s (0: no limit; default: the machine's)",
+    ),
+    ("mlp", Field::Count(|p| &mut p.mlp), "misses a core overlaps on a sequential stream from DRAM (1: none)"),
+    (
         "zero_page",
         Field::Count(|p| &mut p.zero_page),
         "1: reads of a never-written page hit the shared zero page and do not place it (Linux); 0: any first access places it; 2: 1 for whole-program recordings, else 0",
@@ -128,7 +156,7 @@ impl Params {
         let (_, field, _) = FIELDS.iter().find(|(name, _, _)| *name == key)?;
         let mut copy = self.clone();
         Some(match field {
-            Field::Ns(place) => *place(&mut copy),
+            Field::Ns(place) | Field::Gbps(place) => *place(&mut copy),
             Field::Count(place) => *place(&mut copy) as f64,
         })
     }
@@ -163,6 +191,15 @@ impl Params {
                     ));
                 }
             },
+            Field::Gbps(place) => match value.parse::<f64>() {
+                Ok(v) if v.is_finite() && (0.0..=MAX_GBPS).contains(&v) => *place(self) = v,
+                _ => {
+                    return Err(value_error(
+                        key,
+                        format!("parameter {key}={value}: expected GB/s from 0 (no limit) to {MAX_GBPS:e}"),
+                    ));
+                }
+            },
             Field::Count(place) => {
                 let v = value.parse::<u32>().map_err(|_| {
                     value_error(key, format!("parameter {key}={value}: expected a whole number from 0 to {}", u32::MAX))
@@ -179,6 +216,9 @@ impl Params {
                         format!("parameter {key}={value}: expected 0 (off), 1 (on) or 2 (auto)"),
                     ));
                 }
+                if key == "mlp" && v == 0 {
+                    return Err(value_error(key, format!("parameter mlp={value}: at least 1 (no overlap)")));
+                }
                 if key == "tlb_entries" && v == 0 {
                     return Err(value_error(
                         key,
@@ -194,6 +234,8 @@ impl Params {
 
 /// The largest latency or cost a parameter takes, in ns (one second).
 const MAX_NS: f64 = 1e9;
+/// The largest bandwidth, in GB/s (a petabyte a second: far beyond any memory).
+const MAX_GBPS: f64 = 1e6;
 
 #[cfg(test)]
 mod tests {
@@ -252,6 +294,9 @@ mod tests {
             ("l2_ways=2.5", "whole number", Value, "l2_ways"),
             ("line=48", "power of two", Value, "line"),
             ("tlb_entries=0", "at least one", Value, "tlb_entries"),
+            ("mlp=0", "at least 1", Value, "mlp"),
+            ("mem_gbps=-1", "GB/s from 0", Value, "mem_gbps"),
+            ("link_gbps=nan", "GB/s from 0", Value, "link_gbps"),
         ] {
             let e = p.set(bad).unwrap_err();
             assert!(e.to_string().contains(says), "{bad}: {e}");

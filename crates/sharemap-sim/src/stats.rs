@@ -58,6 +58,11 @@ pub struct Stats {
     /// Page faults a mechanism took to sample accesses (NUMA balancing's hinting faults,
     /// kMAF's), each costing its thread the mechanism's `fault-us`.
     pub faults: u64,
+    /// Lines from DRAM that continued a core's sequential stream (their latency overlapped).
+    pub streamed: u64,
+    /// Lines that waited for a saturated memory or link, and their waits together, in ns.
+    pub bandwidth_waits: u64,
+    pub bandwidth_wait_ns: f64,
 }
 
 impl Stats {

@@ -14,6 +14,20 @@ fn model(spec: &str) -> Model {
     Model::new(&Machine::from_spec(spec).unwrap(), Params::default()).unwrap()
 }
 
+/// A model whose cores overlap a stream's misses, as a core's prefetcher and ten line fill
+/// buffers do (`mlp=10`).
+fn prefetching(spec: &str, unlimited: bool) -> Model {
+    let limit = if unlimited { 0.0 } else { crate::params::AS_THE_MACHINE };
+    let p = Params { mlp: 10, mem_gbps: limit, link_gbps: limit, ..Params::default() };
+    Model::new(&Machine::from_spec(spec).unwrap(), p).unwrap()
+}
+
+/// A model whose memory and links are no bottleneck (the tests of what else takes time).
+fn unlimited(spec: &str) -> Model {
+    let p = Params { mem_gbps: 0.0, link_gbps: 0.0, ..Params::default() };
+    Model::new(&Machine::from_spec(spec).unwrap(), p).unwrap()
+}
+
 #[test]
 fn the_model_reads_the_machine() {
     let m = model(TINY);
@@ -196,7 +210,8 @@ fn threads_sharing_a_pu_share_its_time() {
     for _ in 0..100 {
         alone.access(0, 0, false);
         paired.access(0, 0, false);
-        paired.access(1, 64, false);
+        // Not the line after thread 0's: no stream to follow.
+        paired.access(1, 1 << 20, false);
     }
     assert!(paired.time_ns() > 1.9 * alone.time_ns());
 }
@@ -205,7 +220,7 @@ fn threads_sharing_a_pu_share_its_time() {
 /// finished no longer shares the PU (the run queue, not a load that only grows).
 #[test]
 fn threads_one_after_the_other_on_one_pu_take_the_sum_of_their_times() {
-    let m = model("pack:1 numa:1 l1d:1(size=32KiB) core:1 pu:1");
+    let m = unlimited("pack:1 numa:1 l1d:1(size=32KiB) core:1 pu:1");
     let work = |sim: &mut Sim, t: usize| {
         for _ in 0..10 {
             for i in 0..64u64 {
@@ -846,4 +861,80 @@ mod kernel_mechanisms {
         let out = run("carrefour:epoch-ms=1", &written);
         assert_eq!(out[0].counts.replications, 0);
     }
+}
+
+/// A STREAM triad (`a[i] = b[i] + s * c[i]`) of `threads` threads, each on its own slice it
+/// first touched, on the PUs given: the triad's time, and the simulation.
+fn triad<'m>(m: &'m Model, pus: &[usize]) -> (f64, Sim<'m>) {
+    const LINES: u64 = 4096; // per array and thread: 256 KiB, 6 MiB in all, past the L3
+    let mut sim = Sim::new(m, 4096, pus, FirstPlacement::FirstTouch);
+    let base = |array: u64, t: usize| (array << 32) + ((t as u64) << 24);
+    // Started together, each initialising its slices.
+    (0..pus.len()).for_each(|t| sim.thread_start(t));
+    for array in 0..3 {
+        for l in 0..LINES {
+            for t in 0..pus.len() {
+                sim.access(t, base(array, t) + l * 64, true);
+            }
+        }
+    }
+    let warm = sim.time_ns();
+    for _ in 0..2 {
+        // The threads' elements interleaved, as they run together.
+        for l in 0..LINES {
+            for e in 0..8 {
+                for t in 0..pus.len() {
+                    let at = l * 64 + e * 8;
+                    sim.access(t, base(1, t) + at, false);
+                    sim.access(t, base(2, t) + at, false);
+                    sim.access(t, base(0, t) + at, true);
+                }
+            }
+        }
+    }
+    (sim.time_ns() - warm, sim)
+}
+
+/// Four streaming threads (their misses overlapped: `mlp=10`) on one node's four cores need more than its memory carries; on
+/// two nodes each memory carries half as much: the packed run is slower, and by the queue
+/// alone (without bandwidth limits it is not).
+#[test]
+fn streaming_threads_packed_on_one_node_are_slower_than_spread_over_two() {
+    let spec = "pack:2 numa:1 l3:1(size=1MiB) l2:4(size=256KiB) l1d:1(size=32KiB) core:1 pu:1";
+    let (packed, spread) = ([0, 1, 2, 3], [0, 1, 4, 5]);
+    let m = prefetching(spec, false);
+    // Assumed 2 GB/s a core: 8 GB/s a node, 8 ns a line.
+    assert_eq!(m.memory_ns_per_line, 8.0);
+    let (tp, sp) = triad(&m, &packed);
+    let (ts, ss) = triad(&m, &spread);
+    assert!(tp > 1.3 * ts, "packed {tp} ns against spread {ts} ns");
+    assert!(sp.stats.bandwidth_waits > 0 && sp.stats.streamed > 0);
+    // The packed run cannot beat its node's memory: every line it read or wrote back went
+    // through it.
+    let lines = sp.stats.dram_local + sp.stats.dram_remote + sp.stats.writebacks;
+    assert!(sp.time_ns() >= lines as f64 * m.memory_ns_per_line * 0.99, "{} ns for {lines} lines", sp.time_ns());
+    assert!(ss.stats.bandwidth_wait_ns < sp.stats.bandwidth_wait_ns);
+
+    let m = prefetching(spec, true);
+    let (tp, sp) = triad(&m, &packed);
+    let (ts, _) = triad(&m, &spread);
+    assert!(tp < 1.05 * ts, "no limit: packed {tp} ns against spread {ts} ns");
+    assert_eq!(sp.stats.bandwidth_waits, 0);
+}
+
+/// A stream of misses from DRAM costs its latency over `mlp` once it is under way; a line
+/// off any stream costs the whole latency.
+#[test]
+fn a_sequential_stream_overlaps_its_dram_latency() {
+    let m = prefetching("pack:1 numa:1 l1d:1(size=4KiB) core:1 pu:1", true);
+    let mut sim = Sim::new(&m, 4096, &[0], FirstPlacement::FirstTouch);
+    let first = sim.access(0, 1 << 20, false);
+    let next = sim.access(0, (1 << 20) + 64, false);
+    let apart = sim.access(0, 5 << 20, false);
+    let dram = m.dram_ns[0][0];
+    let fixed = m.params.access_ns + m.params.walk_ns;
+    assert_eq!(first, fixed + dram);
+    assert_eq!(next, m.params.access_ns + dram / m.params.mlp as f64);
+    assert_eq!(apart, fixed + dram);
+    assert_eq!(sim.stats.streamed, 1);
 }

@@ -62,7 +62,9 @@ pub use sharemap_machine::{CostParams, Machine, ThreadPlacement};
 /// Machines: hwloc synthetic strings and XML, the presets of the seed papers' machines.
 pub mod machine {
     pub use sharemap_machine::presets::{PRESETS, Preset};
-    pub use sharemap_machine::{CostParams, Machine, MachineError};
+    pub use sharemap_machine::{
+        ASSUMED_GBPS_PER_CORE, ASSUMED_LINK_SHARE, Bandwidth, BandwidthOrigin, CostParams, Machine, MachineError,
+    };
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

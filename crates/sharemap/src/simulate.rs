@@ -51,6 +51,8 @@ pub struct Simulation {
     pub cache_levels: Vec<u8>,
     /// What is inclusive of what (`Model::inclusion`), e.g. "L2 not inclusive of L1".
     pub inclusion: Vec<String>,
+    /// The memory and link bandwidths the run used (the machine's or the parameters').
+    pub bandwidth: sharemap_machine::Bandwidth,
     pub page_size: u64,
     pub threads: usize,
     pub params: Params,
@@ -95,6 +97,7 @@ pub(crate) fn simulate(session: &Session, request: &SimulateRequest) -> Result<S
         numa_nodes: model.nodes,
         cache_levels: model.levels(),
         inclusion: model.inclusion(),
+        bandwidth: model.bandwidth,
         page_size,
         threads,
         params: request.params.clone(),

@@ -2,9 +2,9 @@
 //! core's copy or DRAM at the page's node; evictions, write-backs and invalidations, which
 //! keep the directory exact (the coherence model is the parent module's).
 
-use super::Sim;
 use super::bit;
 use super::keep_only;
+use super::{NO_STREAM, STREAMS, Sim};
 use crate::cache::{EXCLUSIVE, INVALID, MODIFIED, SHARED};
 use crate::directory::Dir;
 
@@ -17,7 +17,8 @@ impl<'m> Sim<'m> {
         self.private_misses += 1;
         let place = self.places[pu];
         let private = place.private;
-        let (ns, mut entry) = self.fetch(pu, core, line, write);
+        let streamed = self.follow_stream(core, line);
+        let (ns, mut entry) = self.fetch(pu, core, line, write, streamed);
         if private.is_empty() {
             self.dir.store(line, entry);
             if write {
@@ -65,7 +66,7 @@ impl<'m> Sim<'m> {
     /// A write then leaves no other copy. Returns the cost and the line's directory entry
     /// as the fetch leaves it, for the caller to store: the entry is read once and written
     /// once per miss (each lookup of it was about 25 instructions).
-    pub(super) fn fetch(&mut self, pu: usize, core: usize, line: u64, write: bool) -> (f64, Dir) {
+    pub(super) fn fetch(&mut self, pu: usize, core: usize, line: u64, write: bool, streamed: bool) -> (f64, Dir) {
         let m = self.m;
         let place = self.places[pu];
         let node = place.node;
@@ -108,7 +109,7 @@ impl<'m> Sim<'m> {
                 for &c in &owner_path[..owner_path.len() - 1] {
                     self.caches[c].set_state(line, after);
                 }
-                ns = m.core_transfer_ns(core, owner);
+                ns = m.core_transfer_ns(core, owner) + self.link_wait(onode, node);
                 self.stats.transfer(node, onode);
                 #[cfg(test)]
                 self.values.served_by_core(owner);
@@ -178,7 +179,7 @@ impl<'m> Sim<'m> {
             let idx = entry.dirty as usize - 1;
             let c = self.m.shared_caches[idx];
             let cnode = self.shared_node[idx];
-            ns = self.shared_reply_ns[node * self.shared_node.len() + idx];
+            ns = self.shared_reply_ns[node * self.shared_node.len() + idx] + self.link_wait(cnode, node);
             self.stats.transfer(node, cnode);
             #[cfg(test)]
             self.values.served_by_shared(c, line);
@@ -201,7 +202,11 @@ impl<'m> Sim<'m> {
             {
                 home = node;
             }
-            ns = m.dram_ns[node][home];
+            let latency = m.dram_ns[node][home];
+            let wait = self.channels.read(self.now, home, node);
+            self.count_wait(wait);
+            self.stats.streamed += streamed as u64;
+            ns = if streamed { latency / m.params.mlp.max(1) as f64 } else { latency } + wait;
             self.stats.dram(node, home);
             if self.memory_index.is_some() {
                 self.count_memory_access(page, node);
@@ -231,6 +236,36 @@ impl<'m> Sim<'m> {
     pub(super) fn write_back(&mut self, line: u64, from: usize) {
         let home = self.home(line >> (self.page_shift - self.line_shift), from);
         self.stats.writeback(from, home);
+        self.channels.write(self.now, from, home);
+    }
+
+    /// A line crossing from node `from` to node `to` now: its wait on the link.
+    fn link_wait(&mut self, from: usize, to: usize) -> f64 {
+        let wait = self.channels.transfer(self.now, from, to);
+        self.count_wait(wait);
+        wait
+    }
+
+    fn count_wait(&mut self, wait: f64) {
+        self.stats.bandwidth_waits += (wait > 0.0) as u64;
+        self.stats.bandwidth_wait_ns += wait;
+    }
+
+    /// Whether a miss on `line` continues one of the core's streams (the line after or
+    /// before the last of one): the stream moves on to it; else the line starts a stream,
+    /// in place of the oldest.
+    fn follow_stream(&mut self, core: usize, line: u64) -> bool {
+        let heads = &mut self.streams[core];
+        if let Some(h) =
+            heads.iter_mut().find(|h| **h != NO_STREAM && (h.wrapping_add(1) == line || line.wrapping_add(1) == **h))
+        {
+            *h = line;
+            return true;
+        }
+        let next = &mut self.stream_next[core];
+        heads[*next as usize] = line;
+        *next = (*next + 1) % STREAMS as u8;
+        false
     }
 
     /// Puts `line` in shared cache `c` (`absent`: known not to be there), and says so in

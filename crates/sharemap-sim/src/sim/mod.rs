@@ -13,8 +13,11 @@
 //! goes to DRAM. A core gets a line exclusive only when no other core and no shared cache
 //! off its path holds it, so its later write needs nobody's leave.
 
+mod bandwidth;
 mod coherence;
 mod moves;
+
+pub use bandwidth::Channels;
 
 #[cfg(test)]
 use crate::cache::EXCLUSIVE;
@@ -194,9 +197,24 @@ pub struct Sim<'m> {
     /// page's index in `memory_index`, times the node count, into `memory`.
     memory_index: Option<FxHashMap<u64, usize>>,
     memory: Vec<u64>,
+    /// Each node's memory and each link, as queues (`bandwidth`).
+    channels: Channels,
+    /// When the access being simulated began: its thread's clock, or its PU's free time.
+    now: f64,
+    /// Per core, the lines its last misses were on (one per stream followed), and which
+    /// entry the next new stream replaces: a miss on the line after or before one of them
+    /// continues a stream, whose DRAM latency the core overlaps (`Params::mlp`).
+    streams: Vec<[u64; STREAMS]>,
+    stream_next: Vec<u8>,
     #[cfg(test)]
     pub(crate) values: crate::tests_support::Values,
 }
+
+/// Streams a core's prefetcher follows at once (Intel's L2 streamer follows 16 forward and
+/// backward; few programs run more than a handful at a time).
+const STREAMS: usize = 8;
+/// A stream entry not yet used.
+const NO_STREAM: u64 = u64::MAX;
 
 const NO_PAGE: u64 = u64::MAX;
 const NO_THREAD: usize = usize::MAX;
@@ -310,6 +328,10 @@ impl<'m> Sim<'m> {
             thread_moves: Vec::new(),
             memory_index: None,
             memory: Vec::new(),
+            channels: Channels::new(m.nodes, m.memory_ns_per_line, m.link_ns_per_line),
+            now: 0.0,
+            streams: vec![[NO_STREAM; STREAMS]; m.cores],
+            stream_next: vec![0; m.cores],
             #[cfg(test)]
             values: Default::default(),
         };
@@ -658,6 +680,11 @@ impl<'m> Sim<'m> {
         let page = addr >> self.page_shift;
         self.stats.accesses += 1;
         self.stats.writes += write as u64;
+        let free = match self.pu_owner[pu] {
+            NO_THREAD => self.pu_free[pu],
+            owner => self.threads[owner].clock,
+        };
+        self.now = self.threads[thread].clock.max(free);
         let mut ns = self.m.params.access_ns + self.translate(core, page);
         // Only the replicas' test here: a test of `write` first was mispredicted 287k times
         // in the 2M accesses of `random`, for nothing without replicas.
@@ -666,12 +693,8 @@ impl<'m> Sim<'m> {
         }
         let line = if write { line } else { self.read_line(line, page) };
         ns += self.data(pu, core, line, write);
-        let free = match self.pu_owner[pu] {
-            NO_THREAD => self.pu_free[pu],
-            owner => self.threads[owner].clock,
-        };
         let th = &mut self.threads[thread];
-        th.clock = th.clock.max(free) + ns;
+        th.clock = self.now + ns;
         self.pu_owner[pu] = thread;
         ns
     }
