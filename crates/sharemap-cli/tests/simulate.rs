@@ -222,3 +222,51 @@ fn every_preset_is_simulated() {
         assert_eq!(mechanism(&v, "os")["accesses"], 20_000, "{}", preset.name);
     }
 }
+
+/// A thread streaming from DRAM against a memory bandwidth set below its demand: its time
+/// is at least its lines over the bandwidth, the lines that waited are counted, and the
+/// table says so; without the limit nothing waits. `machine` prints the table it uses.
+#[test]
+fn a_memory_bandwidth_below_the_demand_slows_a_stream_to_the_bandwidth() {
+    let d = tempfile::tempdir().unwrap();
+    let t = p(&d, "t.csv");
+    let mut csv = String::from("thread,addr,size,kind\n");
+    for l in 0..4000u64 {
+        csv.push_str(&format!("0,{:#x},8,W\n", 0x100_0000 + 64 * l));
+    }
+    std::fs::write(&t, csv).unwrap();
+    let machine = "pack:1 numa:1 l2:1(size=64KiB) l1d:1(size=32KiB) core:1 pu:1";
+    let run = |params: &[&str]| {
+        let mut args = vec!["simulate", s(&t), "--machine", machine, "--mechanism", "os"];
+        for p in params {
+            args.extend(["--param", p]);
+        }
+        let text = String::from_utf8(ok(&args).stdout).unwrap();
+        args.push("--json");
+        (text, json(&ok(&args)))
+    };
+    // 0.64 GB/s: 100 ns a line, more than the 81 ns a miss costs.
+    let (text, v) = run(&["mem_gbps=0.64"]);
+    let os = mechanism(&v, "os");
+    assert_eq!(v["bandwidth"]["memory_gbps"], 0.64);
+    assert!(os["bandwidth_waits"].as_u64().unwrap() > 0, "{os}");
+    // Every line read and every line written back went through the memory.
+    let lines = (os["dram_local"].as_u64().unwrap() + os["writebacks"].as_u64().unwrap()) as f64;
+    assert!(os["time_ns"].as_f64().unwrap() >= lines * 100.0 * 0.99, "{os}");
+    assert!(text.contains("bandwidth (--param): memory 0.64 GB/s a node, link 1 GB/s each way"), "{text}");
+    assert!(text.contains("that waited: os "), "{text}");
+    let (text, v) = run(&["mem_gbps=0", "link_gbps=0"]);
+    assert_eq!(mechanism(&v, "os")["bandwidth_waits"], 0);
+    assert!(text.contains("memory no limit a node, link no limit each way"), "{text}");
+    let (text, _) = run(&[]);
+    assert!(text.contains("bandwidth (assumed): memory 2 GB/s a node, link 1 GB/s each way; no line waited"), "{text}");
+
+    let shown = String::from_utf8(ok(&["machine", "sammu-x7550"]).stdout).unwrap();
+    assert!(shown.contains("bandwidth  (preset): memory 16 GB/s a node, link 10 GB/s each way"), "{shown}");
+    assert!(shown.contains("   16.0  10.0  10.0  10.0"), "{shown}");
+    let v = json(&ok(&["machine", "sammu-x7550", "--json"]));
+    assert_eq!(v["bandwidth_gbps"][0][1], 10.0);
+    assert_eq!(v["bandwidth"]["origin"], "preset");
+    let v = json(&ok(&["machine", "ace", "--json"]));
+    assert!(v["bandwidth_gbps"][0][0].is_null());
+}

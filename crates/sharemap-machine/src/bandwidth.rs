@@ -15,6 +15,8 @@ pub enum BandwidthOrigin {
     Hmat,
     /// Not given by the description: `ASSUMED_GBPS_PER_CORE` per core of a node.
     Assumed,
+    /// Set by the simulator's parameters (`--param mem_gbps=`, `link_gbps=`), one or both.
+    Parameters,
 }
 
 impl BandwidthOrigin {
@@ -23,6 +25,7 @@ impl BandwidthOrigin {
             BandwidthOrigin::Preset => "preset",
             BandwidthOrigin::Hmat => "the host's HMAT",
             BandwidthOrigin::Assumed => "assumed",
+            BandwidthOrigin::Parameters => "--param",
         }
     }
 }

@@ -239,9 +239,11 @@ impl Model {
         let mut bandwidth = machine.bandwidth;
         if params.mem_gbps >= 0.0 {
             bandwidth.memory_gbps = params.mem_gbps;
+            bandwidth.origin = sharemap_machine::BandwidthOrigin::Parameters;
         }
         if params.link_gbps >= 0.0 {
             bandwidth.link_gbps = params.link_gbps;
+            bandwidth.origin = sharemap_machine::BandwidthOrigin::Parameters;
         }
         let per_line = |gbps: f64| if gbps > 0.0 { line as f64 / gbps } else { 0.0 };
         let (memory_ns_per_line, link_ns_per_line) = (per_line(bandwidth.memory_gbps), per_line(bandwidth.link_gbps));

@@ -58,7 +58,8 @@ pub struct Stats {
     /// Page faults a mechanism took to sample accesses (NUMA balancing's hinting faults,
     /// kMAF's), each costing its thread the mechanism's `fault-us`.
     pub faults: u64,
-    /// Lines from DRAM that continued a core's sequential stream (their latency overlapped).
+    /// Lines from DRAM that continued a core's sequential stream (their latency overlapped, as
+    /// that of a stream's lines from a shared cache).
     pub streamed: u64,
     /// Lines that waited for a saturated memory or link, and their waits together, in ns.
     pub bandwidth_waits: u64,

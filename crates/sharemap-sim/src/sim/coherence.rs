@@ -79,6 +79,8 @@ impl<'m> Sim<'m> {
             }
         }
         let others = entry.cores() & !bit(core);
+        // A sequential stream's misses are in flight together (`Params::mlp`).
+        let overlap = if streamed { m.params.mlp.max(1) as f64 } else { 1.0 };
         let mut ns = 0.0;
         let mut served = false;
         #[cfg(test)]
@@ -142,7 +144,8 @@ impl<'m> Sim<'m> {
                     let state = self.caches[c].touch(line);
                     debug_assert!(state != INVALID, "the directory names a shared cache without the line");
                     self.stats.hits[level] += 1;
-                    ns = self.caches.info(c).latency_ns;
+                    // A stream's line from a shared cache overlaps as one from DRAM does.
+                    ns = self.caches.info(c).latency_ns / overlap;
                     #[cfg(test)]
                     self.values.served_by_shared(c, line);
                     served = true;
@@ -206,7 +209,7 @@ impl<'m> Sim<'m> {
             let wait = self.channels.read(self.now, home, node);
             self.count_wait(wait);
             self.stats.streamed += streamed as u64;
-            ns = if streamed { latency / m.params.mlp.max(1) as f64 } else { latency } + wait;
+            ns = latency / overlap + wait;
             self.stats.dram(node, home);
             if self.memory_index.is_some() {
                 self.count_memory_access(page, node);
