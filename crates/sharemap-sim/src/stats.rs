@@ -59,7 +59,7 @@ pub struct Stats {
     /// kMAF's), each costing its thread the mechanism's `fault-us`.
     pub faults: u64,
     /// Lines from DRAM that continued a core's sequential stream (their latency overlapped, as
-    /// that of a stream's lines from a shared cache).
+    /// that of a stream's lines from a shared cache); counted when `mlp` is above 1.
     pub streamed: u64,
     /// Lines that waited for a saturated memory or link, and their waits together, in ns.
     pub bandwidth_waits: u64,

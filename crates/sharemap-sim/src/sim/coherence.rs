@@ -17,7 +17,8 @@ impl<'m> Sim<'m> {
         self.private_misses += 1;
         let place = self.places[pu];
         let private = place.private;
-        let streamed = self.follow_stream(core, line);
+        // Streams matter only when their misses overlap.
+        let streamed = self.m.params.mlp > 1 && self.follow_stream(core, line);
         let (ns, mut entry) = self.fetch(pu, core, line, write, streamed);
         if private.is_empty() {
             self.dir.store(line, entry);
