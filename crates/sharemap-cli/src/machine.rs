@@ -29,18 +29,13 @@ fn bandwidth_lines(m: &Machine) -> Vec<String> {
     if b.memory_gbps <= 0.0 && b.link_gbps <= 0.0 {
         return vec![format!("bandwidth  no limit ({}: the model prices each reference)", b.origin.label())];
     }
-    let limit = |g: f64| if g > 0.0 { format!("{g} GB/s") } else { "no limit".into() };
     let basis = match b.origin {
         BandwidthOrigin::Assumed => format!(
             "assumed, {ASSUMED_GBPS_PER_CORE} GB/s a core; `simulate --param mem_gbps=X --param link_gbps=Y` set them"
         ),
         o => o.label().to_string(),
     };
-    let mut out = vec![format!(
-        "bandwidth  ({basis}): memory {} a node, link {} each way; GB/s a node's PUs read from each node",
-        limit(b.memory_gbps),
-        limit(b.link_gbps)
-    )];
+    let mut out = vec![format!("bandwidth  ({basis}): {}; GB/s a node's PUs read from each node", b.figures())];
     for row in m.bandwidth_table().iter().take(16) {
         let cells: Vec<String> =
             row.iter().take(16).map(|g| g.map_or_else(|| "-".into(), |g| format!("{g:>5.1}"))).collect();

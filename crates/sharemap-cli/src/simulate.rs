@@ -127,13 +127,7 @@ fn print_table(path: &std::path::Path, s: &Simulation) {
 /// nodes that waited for them: a limit that never bound says so.
 fn bandwidth_line(s: &Simulation) -> String {
     let b = &s.bandwidth;
-    let limit = |g: f64| if g > 0.0 { format!("{g} GB/s") } else { "no limit".into() };
-    let head = format!(
-        "bandwidth ({}): memory {} a node, link {} each way",
-        b.origin.label(),
-        limit(b.memory_gbps),
-        limit(b.link_gbps)
-    );
+    let head = format!("bandwidth ({}): {}", b.origin.label(), b.figures());
     if b.memory_gbps <= 0.0 && b.link_gbps <= 0.0 {
         return head;
     }

@@ -58,6 +58,12 @@ impl Bandwidth {
         Bandwidth { memory_gbps: memory, link_gbps: memory * ASSUMED_LINK_SHARE, origin: BandwidthOrigin::Assumed }
     }
 
+    /// The two figures in words: "memory 16 GB/s a node, link 10 GB/s each way".
+    pub fn figures(&self) -> String {
+        let limit = |g: f64| if g > 0.0 { format!("{g} GB/s") } else { "no limit".into() };
+        format!("memory {} a node, link {} each way", limit(self.memory_gbps), limit(self.link_gbps))
+    }
+
     /// What one node's PUs can read from another node's memory (both its memory and the
     /// link are in the way), in GB/s; infinite when neither limits.
     pub fn between(&self, from: usize, to: usize) -> f64 {
