@@ -203,7 +203,7 @@ pub struct Sim<'m> {
     now: f64,
     /// Per core, the lines its last misses were on (one per stream followed), and which
     /// entry the next new stream replaces: a miss on the line after or before one of them
-    /// continues a stream, whose DRAM latency the core overlaps (`Params::mlp`).
+    /// continues a stream, whose misses the core overlaps (`Params::mlp`; followed only above 1).
     streams: Vec<[u64; STREAMS]>,
     stream_next: Vec<u8>,
     #[cfg(test)]
