@@ -21,14 +21,14 @@ fn save_plot(out: &OutputDir, svg: &str, name: &str) -> Result<()> {
 pub fn run(
     trace: &Path,
     from: Option<&str>,
-    exclude: Option<&str>,
+    args: &crate::trace_cmds::InputArgs,
     machine: &str,
     request: &AnalyzeRequest,
     dir: &Path,
 ) -> Result<ExitCode> {
     // Specs are checked before the output directory is made.
     request.check()?;
-    let input = crate::trace_cmds::input(trace, from, exclude)?;
+    let input = crate::trace_cmds::input(trace, from, args, sharemap::Selection::Auto)?;
     let machine = Machine::from_spec(machine).map_err(|e| anyhow!("{e}"))?;
     warn_if_truncated(&input)?;
     let session = Session::new(input, machine.clone(), 1).with_observer(Arc::new(Bars::new()));

@@ -23,6 +23,7 @@ pub fn flag(kind: ErrorKind) -> Option<&'static str> {
         ErrorKind::Measurement => "--repeat",
         ErrorKind::DataPlacement => "--placement",
         ErrorKind::Exclude => "--exclude",
+        ErrorKind::Window => "--roi/--phase/--window",
         ErrorKind::Claim => "--claim",
         ErrorKind::Trace
         | ErrorKind::Machine
@@ -49,7 +50,7 @@ fn setting_flag(field: &str) -> Option<&'static str> {
     Some(match field {
         "vary" => "--vary",
         "values" => "--values",
-        "window" => "--window",
+        "window" => "--split",
         "settings" => "--set",
         "pages" => "--partition-pages",
         "repeat" => "--repeat",

@@ -25,11 +25,14 @@ struct InfoJson<'a> {
     #[serde(flatten)]
     summary: &'a TraceSummary,
     file: FileInfo,
+    /// The region of interest the program marked (what the analyses read by default).
+    region_of_interest: Option<&'a sharemap::WindowInfo>,
 }
 
 pub fn run(path: &Path, from: Option<&str>, json: bool) -> Result<ExitCode> {
-    let input = input(path, from, None)?;
+    let input = input(path, from, &Default::default(), sharemap::Selection::Whole)?;
     let reader = input.reader()?;
+    let roi = input.clone().select(sharemap::Selection::Auto).window()?;
     warn_truncated(&input, sharemap::Truncation::of(&reader));
     let summary = sharemap::info(&input, &Bars::new())?;
     let bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
@@ -43,9 +46,17 @@ pub fn run(path: &Path, from: Option<&str>, json: bool) -> Result<ExitCode> {
         truncated_at: reader.truncated_at(),
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&InfoJson { summary: &summary, file })?);
+        let out = InfoJson { summary: &summary, file, region_of_interest: roi.as_deref() };
+        println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         print_text(&summary, &file);
+        if let Some(w) = roi {
+            let spans = w.spans.iter().map(|(a, b)| format!("{a}-{b}")).collect::<Vec<_>>().join(", ");
+            println!(
+                "roi        accesses {spans}: {:.1} % of the trace (sharemap_roi_begin/end; the analyses read it unless --no-roi)",
+                w.percent()
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

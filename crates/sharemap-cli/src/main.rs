@@ -66,7 +66,7 @@ enum Command {
         #[arg(long)]
         to: Option<String>,
         #[command(flatten)]
-        exclude: trace_cmds::ExcludeArg,
+        exclude: trace_cmds::InputArgs,
         /// Write a Parquet dataset partitioned by page range instead: OUTPUT is a directory
         /// of one Parquet trace per N pages and an index, `_sharemap.json` (for
         /// `sharemap.dask` in Python, or any Parquet reader)
@@ -158,8 +158,8 @@ enum Command {
         compare: Option<String>,
         /// Also write a matrix per window of this many accesses (windows/comm-NNNN.csv) and
         /// report the windows where the sharing pattern changes
-        #[arg(long, default_value_t = 0)]
-        window: u64,
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        split: u64,
         /// A complete recording of the same program (e.g. `record --burst all` of the same
         /// burst-sampled build, with --no-aslr for both): how faithfully this sampled trace
         /// gives its sharing matrix (correlation), its pages' dominant nodes (on the pages
@@ -167,7 +167,7 @@ enum Command {
         #[arg(long)]
         against: Option<PathBuf>,
         #[command(flatten)]
-        exclude: trace_cmds::ExcludeArg,
+        exclude: trace_cmds::InputArgs,
         /// Output directory
         #[arg(short, long)]
         output: PathBuf,
@@ -193,7 +193,7 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         seed: u64,
         #[command(flatten)]
-        exclude: trace_cmds::ExcludeArg,
+        exclude: trace_cmds::InputArgs,
         /// Print JSON: an array of {algorithm, mapping, cost, elapsed_ms, sharing_by_level}
         #[arg(long)]
         json: bool,
@@ -347,10 +347,10 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             if to.is_some() {
                 anyhow::bail!("--to: a partitioned dataset is Parquet");
             }
-            trace_cmds::partition(&input, &output, from.as_deref(), exclude.text(), pages)
+            trace_cmds::partition(&input, &output, from.as_deref(), &exclude, pages)
         }
         Command::Convert { input, output, from, to, exclude, partition_pages: None } => {
-            trace_cmds::convert(&input, &output, from.as_deref(), to.as_deref(), exclude.text())
+            trace_cmds::convert(&input, &output, from.as_deref(), to.as_deref(), &exclude)
         }
         Command::Record(args) => trace_cmds::record(args),
         Command::Cc { args } => cc::wrap(&args, false),
@@ -365,13 +365,13 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::List { kind } => list(kind),
         Command::Map { input, from, machine, algo, cost_model, seed, exclude, json } => {
-            let input = map::Input { path: &input, from: from.as_deref(), exclude: exclude.text() };
+            let input = map::Input { path: &input, from: from.as_deref(), args: &exclude };
             map::run(&input, &machine, &algo, &cost_model, seed, json)
         }
-        Command::Analyze { trace, from, machine, detector, compare, window, against, exclude, output } => {
+        Command::Analyze { trace, from, machine, detector, compare, split: window, against, exclude, output } => {
             let against = against.map(sharemap::TraceInput::file);
             let request = sharemap::AnalyzeRequest { detector, compare, window, against };
-            analyze::run(&trace, from.as_deref(), exclude.text(), &machine, &request, &output)
+            analyze::run(&trace, from.as_deref(), &exclude, &machine, &request, &output)
         }
         Command::Filter { model, reorder, gaps, output, to, sensitivity } => {
             let kinds: Vec<sharemap::filter::Filter> =

@@ -10,26 +10,31 @@ use sharemap::{LoadedSharing, Machine};
 use std::path::Path;
 use std::process::ExitCode;
 
-/// What `map` reads: a matrix file or a trace, its format, and address ranges to leave out
-/// of a trace.
+/// What `map` reads: a matrix file or a trace, its format, and the part of a trace to read.
 pub struct Input<'a> {
     pub path: &'a Path,
     pub from: Option<&'a str>,
-    pub exclude: Option<&'a str>,
+    pub args: &'a crate::trace_cmds::InputArgs,
 }
 
 /// A matrix file (numalize CSV, TopoMatch .mat), or a trace whose oracle matrix is used,
 /// with the trace's access count (a matrix file has none).
 pub fn load_matrix(input: &Input) -> Result<LoadedSharing> {
-    let trace = crate::trace_cmds::input(input.path, input.from, None)?;
-    let trace = match input.exclude {
-        Some(text) => trace.exclude(text).map_err(|e| anyhow!("--exclude {}", e.why()))?,
-        None => trace,
-    };
-    // A matrix file is not a trace: no truncation to warn of.
-    if !sharemap::map::is_matrix_file(&trace) {
+    let file = sharemap::TraceInput::file(input.path).with_format(crate::trace_cmds::format_arg(input.from)?);
+    // A matrix file is not a trace: no part of it to choose, no truncation to warn of.
+    let trace = if sharemap::map::is_matrix_file(&file) {
+        if input.args.selects() || input.args.exclude().is_some() {
+            bail!(
+                "{}: a sharing matrix has no accesses to leave out (--exclude, --roi, --no-roi, --phase and --window read traces)",
+                input.path.display()
+            );
+        }
+        file
+    } else {
+        let trace = crate::trace_cmds::input(input.path, input.from, input.args, sharemap::Selection::Auto)?;
         warn_if_truncated(&trace)?;
-    }
+        trace
+    };
     let sharing = sharemap::map::load_sharing(&trace, &Bars::new())
         .map_err(|e| crate::flags::say(e, crate::flags::At::Sharing))?;
     crate::trace_cmds::say_excluded(&trace);

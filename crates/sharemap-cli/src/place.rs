@@ -23,7 +23,7 @@ pub struct ModelArgs {
     #[arg(long)]
     pub from: Option<String>,
     #[command(flatten)]
-    pub exclude: crate::trace_cmds::ExcludeArg,
+    pub exclude: crate::trace_cmds::InputArgs,
     /// Machine: hwloc synthetic string, hwloc XML file, preset or `live`
     #[arg(long, short = 'm', default_value = "sammu")]
     pub machine: String,
@@ -87,7 +87,8 @@ impl ModelArgs {
     /// The session these flags describe: the trace (with `--from` and `--exclude`), the
     /// machine and the seed, progress drawn as bars. Warns once when the trace is truncated.
     pub fn session(&self) -> Result<Session> {
-        let input = crate::trace_cmds::input(&self.trace, self.from.as_deref(), self.exclude.text())?;
+        let input =
+            crate::trace_cmds::input(&self.trace, self.from.as_deref(), &self.exclude, sharemap::Selection::Auto)?;
         let machine = Machine::from_spec(&self.machine).map_err(|e| anyhow!(e))?;
         warn_if_truncated(&input)?;
         Ok(Session::new(input, machine, self.seed).with_observer(Arc::new(Bars::new())))

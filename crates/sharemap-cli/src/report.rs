@@ -75,5 +75,6 @@ pub fn build(args: &ReportArgs, runs: Option<&Runs>) -> Result<Page> {
         mapped: &mapped,
         simulated: &simulated,
         runs,
+        window: session.input().window().map_err(|e| anyhow!(e))?.as_deref(),
     })?)
 }

@@ -21,7 +21,7 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub from: Option<String>,
     #[command(flatten)]
-    pub exclude: crate::trace_cmds::ExcludeArg,
+    pub exclude: crate::trace_cmds::InputArgs,
     /// Machine: preset, hwloc synthetic string, hwloc XML file or `live`
     #[arg(long, short = 'm', default_value = "sammu")]
     pub machine: String,
@@ -57,7 +57,7 @@ pub struct SimulateArgs {
 /// `simulate TRACE` (`--list` is handled by the command line as `list mechanisms`).
 pub fn run(args: &SimulateArgs) -> Result<ExitCode> {
     let path = args.trace.clone().expect("clap requires it");
-    let input = crate::trace_cmds::input(&path, args.from.as_deref(), args.exclude.text())?;
+    let input = crate::trace_cmds::input(&path, args.from.as_deref(), &args.exclude, sharemap::Selection::Auto)?;
     let mut params = Params::default();
     for setting in &args.param {
         params.set(setting).map_err(|e| anyhow!("--param: {e}"))?;

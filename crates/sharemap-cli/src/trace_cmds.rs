@@ -3,9 +3,9 @@
 
 use crate::progress::Bars;
 use anyhow::{Result, anyhow, bail};
-use sharemap::TraceInput;
 use sharemap::generate::{self, GenParams, PATTERNS};
 use sharemap::trace::Format;
+use sharemap::{Selection, TraceInput};
 use sharemap_run::Tools;
 use sharemap_run::record::{RecordRequest, Recorder};
 use std::ffi::OsString;
@@ -17,12 +17,42 @@ pub fn format_arg(name: Option<&str>) -> Result<Option<Format>> {
         .transpose()
 }
 
-/// The trace a command reads: its path, `--from` and `--exclude`.
-pub fn input(path: &Path, from: Option<&str>, exclude: Option<&str>) -> Result<TraceInput> {
-    let input = TraceInput::file(path).with_format(format_arg(from)?);
-    match exclude {
-        Some(text) => input.exclude(text).map_err(|e| anyhow!("--exclude {}", e.why())),
-        None => Ok(input),
+/// The trace a command reads: its path, `--from`, `--exclude` and the part to read (the
+/// command's `default` when none of `--roi`, `--no-roi`, `--phase`, `--window` is given).
+/// Says on stderr which part it reads when that is not the whole trace.
+pub fn input(path: &Path, from: Option<&str>, args: &InputArgs, default: Selection) -> Result<TraceInput> {
+    let mut input = TraceInput::file(path).with_format(format_arg(from)?).select(args.selection(default)?);
+    if let Some(text) = &args.exclude {
+        input = input.exclude(text).map_err(|e| anyhow!("--exclude {}", e.why()))?;
+    }
+    let window = input.window().map_err(|e| match e.kind() {
+        sharemap::ErrorKind::Window => anyhow!("{}: {}", args.flag(), e.why()),
+        _ => anyhow!(e),
+    })?;
+    if let Some(w) = window {
+        say_window(&w, input.first_touch()?.unwrap_or_default());
+    }
+    Ok(input)
+}
+
+/// One line for the part of the trace read, and one more when the OS's first touch homed
+/// some of its pages before it.
+pub fn say_window(w: &sharemap::WindowInfo, touch: sharemap::FirstTouch) {
+    let how = if w.asked { "" } else { "; --no-roi reads the whole trace" };
+    eprintln!(
+        "sharemap: reading {}: {} of {} accesses ({:.1} %){how}",
+        w.what,
+        sharemap::grouped(w.accesses),
+        sharemap::grouped(w.total),
+        w.percent()
+    );
+    if touch.moved > 0 {
+        eprintln!(
+            "sharemap: {} of the {} pages it touches were first touched before it by another thread: \
+             first-touch inside the window homes them elsewhere than the OS did",
+            sharemap::grouped(touch.moved),
+            sharemap::grouped(touch.pages)
+        );
     }
 }
 
@@ -158,10 +188,11 @@ pub fn convert(
     output: &Path,
     from: Option<&str>,
     to: Option<&str>,
-    exclude: Option<&str>,
+    args: &InputArgs,
 ) -> Result<ExitCode> {
     let to = format_arg(to)?;
-    let input = input(input_path, from, exclude)?;
+    // A conversion copies the whole trace unless told to keep a part of it.
+    let input = input(input_path, from, args, Selection::Whole)?;
     refuse_same_file(input_path, output)?;
     warn_if_truncated(&input)?;
     let report = sharemap::convert(&input, output, to, &Bars::new())?;
@@ -170,6 +201,12 @@ pub fn convert(
         eprintln!(
             "sharemap: warning: {} events (thread start/exit, annotations, transactions) cannot be stored in {}; use .trace or .parquet to keep them",
             report.dropped_events,
+            output.display()
+        );
+    }
+    if to.or_else(|| Format::detect(output).ok()) == Some(Format::Din) {
+        eprintln!(
+            "sharemap: note: DineroIV's din format has no thread ids: the threads' accesses are one stream in {}",
             output.display()
         );
     }
@@ -184,7 +221,7 @@ pub fn convert(
 
 /// `convert --partition-pages N` in a build without Parquet.
 #[cfg(not(feature = "parquet"))]
-pub fn partition(_: &Path, _: &Path, _: Option<&str>, _: Option<&str>, _: u64) -> Result<ExitCode> {
+pub fn partition(_: &Path, _: &Path, _: Option<&str>, _: &InputArgs, _: u64) -> Result<ExitCode> {
     anyhow::bail!("--partition-pages: this sharemap was built without Parquet (the `parquet` feature)")
 }
 
@@ -194,10 +231,10 @@ pub fn partition(
     input_path: &Path,
     output: &Path,
     from: Option<&str>,
-    exclude: Option<&str>,
+    args: &InputArgs,
     pages: u64,
 ) -> Result<ExitCode> {
-    let input = input(input_path, from, exclude)?;
+    let input = input(input_path, from, args, Selection::Whole)?;
     warn_if_truncated(&input)?;
     let dataset = sharemap::partition::write(&input, output, pages, &Bars::new())
         .map_err(|e| crate::flags::say(e, crate::flags::At::Partition))?;
@@ -218,18 +255,64 @@ pub fn partition(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--exclude RANGES` of the commands that read traces.
+/// What part of a trace a command reads: `--exclude RANGES`, and `--roi`, `--no-roi`,
+/// `--phase`, `--window` (one of the four).
 #[derive(clap::Args, Clone, Debug, Default)]
-pub struct ExcludeArg {
+pub struct InputArgs {
     /// Leave out the accesses that touch these address ranges: LO-HI (HI excluded) or
     /// LO+SIZE, hex or decimal, comma-separated (e.g. a spin-wait flag: 0x601040+64)
     #[arg(long)]
     exclude: Option<String>,
+    /// Read only the region of interest the program marked (sharemap_roi_begin/end); a
+    /// trace without one is refused. The analyses read it by default when the trace has one
+    #[arg(long, conflicts_with_all = ["no_roi", "phase", "window"])]
+    roi: bool,
+    /// Read the whole trace, whatever its region-of-interest marks say
+    #[arg(long, conflicts_with_all = ["phase", "window"])]
+    no_roi: bool,
+    /// Read only this phase, every time it runs: its number (from 1, as sharemap_phase
+    /// numbers them) or its name
+    #[arg(long, value_name = "N|NAME", conflicts_with = "window")]
+    phase: Option<String>,
+    /// Read only these access positions, counted from 0: LO-HI (HI excluded), LO+COUNT or
+    /// LO- (to the end), suffixes k, M, G allowed (e.g. 2M-10M)
+    #[arg(long, value_name = "LO-HI")]
+    window: Option<String>,
 }
 
-impl ExcludeArg {
-    pub fn text(&self) -> Option<&str> {
+impl InputArgs {
+    pub fn exclude(&self) -> Option<&str> {
         self.exclude.as_deref()
+    }
+
+    /// The part asked for, or `default` when none is.
+    pub fn selection(&self, default: Selection) -> Result<Selection> {
+        Ok(if self.roi {
+            Selection::Roi
+        } else if self.no_roi {
+            Selection::Whole
+        } else if let Some(phase) = &self.phase {
+            Selection::Phase(phase.clone())
+        } else if let Some(text) = &self.window {
+            Selection::parse_range(text).map_err(|e| anyhow!("--window {e}"))?
+        } else {
+            default
+        })
+    }
+
+    /// Whether any of the window's flags is given.
+    pub fn selects(&self) -> bool {
+        self.roi || self.no_roi || self.phase.is_some() || self.window.is_some()
+    }
+
+    /// The flag that chose the part read.
+    fn flag(&self) -> String {
+        match (&self.phase, &self.window) {
+            _ if self.roi => "--roi".into(),
+            (Some(p), _) => format!("--phase {p}"),
+            (_, Some(w)) => format!("--window {w}"),
+            _ => "the trace's region of interest".into(),
+        }
     }
 }
 

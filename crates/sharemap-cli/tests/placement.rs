@@ -478,7 +478,7 @@ fn analyze_windows_cut_the_matrix() {
     let t = p(&d, "n.trace");
     ok(&["gen", "neighbor", "--threads", "8", "--accesses", "300k", "-o", s(&t)]);
     let out = p(&d, "w");
-    ok(&["analyze", s(&t), "--window", "100000", "-o", s(&out)]);
+    ok(&["analyze", s(&t), "--split", "100000", "-o", s(&out)]);
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(v["windows"]["count"], 3);
     assert_eq!(v["windows"]["phase_changes"].as_array().unwrap().len(), 0, "a steady pattern has one phase");
@@ -486,7 +486,7 @@ fn analyze_windows_cut_the_matrix() {
         .map(|k| sharemap::SharingMatrix::read(&out.join(format!("windows/comm-{k:04}.csv"))).unwrap().total())
         .sum();
     assert_eq!(total, v["total_sharing"].as_f64().unwrap(), "windows add up to the whole");
-    let bad = sharemap(&["analyze", s(&t), "--window", "1000", "--detector", "stmap", "-o", s(&out)]);
+    let bad = sharemap(&["analyze", s(&t), "--split", "1000", "--detector", "stmap", "-o", s(&out)]);
     assert!(!bad.status.success());
 }
 

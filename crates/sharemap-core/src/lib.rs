@@ -24,6 +24,19 @@ pub use spec::{Spec, SpecError};
 /// maximum) by the ids a trace holds, so a hostile id cannot ask for terabytes.
 pub const MAX_THREADS: u32 = 4096;
 
+/// 12345678 as "12,345,678": counts a reader takes in at once.
+pub fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// A well-mixed hash of a number (one step of splitmix64): seeded choices that must not
 /// follow the numbers' order, such as a random page's node or a window's offset.
 pub fn mix(mut x: u64) -> u64 {

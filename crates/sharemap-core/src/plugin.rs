@@ -162,7 +162,7 @@ enum Value {
 /// Declared capabilities of a plugin, known before it is built.
 #[derive(Clone, Copy, Debug)]
 pub struct Caps {
-    /// Reads a trace cut into windows (`analyze --window`): its state does not span the run.
+    /// Reads a trace cut into windows (`analyze --split`): its state does not span the run.
     pub windows: bool,
     /// Run by `all` (a plugin whose defaults repeat another's is left out).
     pub in_all: bool,

@@ -74,11 +74,35 @@ struct Session {
 #[pymethods]
 impl Session {
     #[new]
-    #[pyo3(signature = (path, machine = "sammu", seed = 1, format = None, exclude = None))]
-    fn new(path: PathBuf, machine: &str, seed: u64, format: Option<&str>, exclude: Option<&str>) -> PyResult<Self> {
+    #[pyo3(signature = (path, machine = "sammu", seed = 1, format = None, exclude = None, roi = None, phase = None, window = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        path: PathBuf,
+        machine: &str,
+        seed: u64,
+        format: Option<&str>,
+        exclude: Option<&str>,
+        roi: Option<bool>,
+        phase: Option<String>,
+        window: Option<&str>,
+    ) -> PyResult<Self> {
         let format = format_of(format)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let mut input = TraceInput::file(path).with_format(format).stop_when(stop.clone());
+        let selection = match (roi, phase, window) {
+            (None, None, None) => sharemap::Selection::Auto,
+            (Some(true), None, None) => sharemap::Selection::Roi,
+            (Some(false), None, None) => sharemap::Selection::Whole,
+            (None, Some(p), None) => sharemap::Selection::Phase(p),
+            (None, None, Some(w)) => sharemap::Selection::parse_range(w)
+                .map_err(|e| to_py(sharemap::Error::new(sharemap::ErrorKind::Window, e.to_string())))?,
+            _ => {
+                return Err(to_py(sharemap::Error::new(
+                    sharemap::ErrorKind::Window,
+                    "give one of roi, phase and window",
+                )));
+            }
+        };
+        let mut input = TraceInput::file(path).with_format(format).stop_when(stop.clone()).select(selection);
         if let Some(ranges) = exclude {
             input = input.exclude(ranges).map_err(to_py)?;
         }
@@ -92,6 +116,11 @@ impl Session {
     fn info(&self, py: Python<'_>) -> PyResult<String> {
         let summary = interruptible(py, &self.stop, || self.inner.info())?;
         json(&summary)
+    }
+
+    /// The part of the trace the session reads, as JSON (null for all of it).
+    fn window(&self) -> PyResult<String> {
+        json(&self.inner.input().window().map_err(to_py)?.as_deref())
     }
 
     /// The machine's summary, as JSON.

@@ -276,3 +276,30 @@ def test_the_package_says_its_version_and_exports_what_it_names():
     assert cli("--version").split()[-1] == sharemap.__version__
     for name in sharemap.__all__:
         assert hasattr(sharemap, name), name
+
+
+def test_a_window_or_a_phase_is_what_every_analysis_reads(trace):
+    s = sharemap.Session(trace, machine=MACHINE, window="1000-51000")
+    assert s.window()["accesses"] == 50_000 and s.window()["total"] == 200_000
+    assert s.info()["accesses"] == 50_000
+    theirs = json.loads(
+        cli("place", str(trace), "--machine", MACHINE, "-p", "first-touch", "--window", "1000-51000", "--json")
+    )
+    assert list(s.place(policies="first-touch")["cost"]) == [p["cost"] for p in theirs["policies"]]
+    phased = trace.parent / "phases.trace"
+    sharemap.gen("phase-change", phased, threads=4, accesses=100_000, seed=3)
+    by_number = sharemap.Session(phased, phase=2)
+    assert by_number.window()["what"].startswith("phase 2")
+    accesses = by_number.info()["accesses"]
+    assert 0 < accesses < 100_000
+    theirs = json.loads(cli("simulate", str(phased), "--phase", "2", "--mechanism", "os", "--json"))
+    assert theirs["mechanisms"][0]["accesses"] == accesses
+    # The generated trace marks no region of interest: all of it is read, or none is required.
+    assert sharemap.Session(trace).window() is None
+    with pytest.raises(sharemap.SettingError) as e:
+        sharemap.Session(trace, roi=True)
+    assert e.value.kind == "Window" and "no region of interest" in str(e.value)
+    with pytest.raises(sharemap.SettingError):
+        sharemap.Session(trace, roi=False, phase=1)
+    with pytest.raises(sharemap.ArgumentTypeError):
+        sharemap.Session(trace, roi="yes")

@@ -101,6 +101,8 @@ pub struct TraceReport<'a> {
     pub mapped: &'a sharemap::Mapping,
     pub simulated: &'a sharemap::Simulation,
     pub runs: Option<&'a Runs>,
+    /// The part of the trace every figure reads, when not all of it.
+    pub window: Option<&'a sharemap::WindowInfo>,
 }
 
 /// `sharemap report`'s page: the machine, the trace, its sharing and page usage, thread
@@ -122,9 +124,16 @@ pub fn trace_page(r: &TraceReport) -> Result<Page> {
     Ok(Page {
         title: format!("sharemap report: {}", r.name),
         subtitle: format!(
-            "{} threads, {} accesses, modelled on {}; written by sharemap {}",
+            "{} threads, {} accesses{}, modelled on {}; written by sharemap {}",
             r.summary.threads,
             r.summary.accesses,
+            r.window.map_or(String::new(), |w| format!(
+                " ({}: {:.1} % of the trace's {}{})",
+                w.what,
+                w.percent(),
+                w.total,
+                if w.asked { "" } else { "; --no-roi for all of it" }
+            )),
             machine.name,
             env!("CARGO_PKG_VERSION")
         ),

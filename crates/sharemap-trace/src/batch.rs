@@ -75,6 +75,19 @@ impl AccessBatch {
     pub fn iter(&self) -> impl Iterator<Item = Access> + '_ {
         (0..self.len()).map(move |i| self.get(i))
     }
+
+    /// Appends `other`'s accesses `range` (indices of `other`), sizes kept.
+    pub fn extend_from(&mut self, other: &AccessBatch, range: std::ops::Range<usize>) {
+        let base = self.len() as u32;
+        let (lo, hi) = (range.start as u32, range.end as u32);
+        let first = other.big_sizes.partition_point(|&(i, _)| i < lo);
+        for &(i, size) in other.big_sizes[first..].iter().take_while(|&&(i, _)| i < hi) {
+            self.big_sizes.push((base + i - lo, size));
+        }
+        self.thread.extend_from_slice(&other.thread[range.clone()]);
+        self.addr.extend_from_slice(&other.addr[range.clone()]);
+        self.op.extend_from_slice(&other.op[range]);
+    }
 }
 
 /// A chunk as readers hand it out: accesses numbered from `first_access`, and the events

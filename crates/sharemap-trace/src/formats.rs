@@ -130,6 +130,18 @@ impl TraceReader {
         }
     }
 
+    /// Every event of the trace without reading its accesses where the format allows: a
+    /// native file decodes only the chunks that hold events, Parquet keeps them in its
+    /// metadata and CSV has none.
+    pub fn events(&self) -> Result<Vec<crate::Event>> {
+        match self {
+            TraceReader::Native(r) => r.events(),
+            TraceReader::Csv(_) => Ok(Vec::new()),
+            #[cfg(feature = "parquet")]
+            TraceReader::Parquet(r) => Ok(r.events().to_vec()),
+        }
+    }
+
     fn inner(&self) -> &dyn TraceSource {
         match self {
             TraceReader::Native(r) => r.as_ref(),

@@ -18,6 +18,7 @@ pub mod parquet;
 pub mod source;
 pub mod summary;
 pub mod varint;
+pub mod window;
 
 pub use batch::{AccessBatch, Chunk};
 pub use error::{Result, TraceError};

@@ -260,6 +260,11 @@ fn is_unsigned(d: &ColumnDescriptor) -> bool {
 }
 
 impl ParquetReader {
+    /// The trace's events, as the file's metadata holds them.
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
     pub fn open(path: &Path) -> Result<Self> {
         contained(path, || Self::open_inner(path))
     }

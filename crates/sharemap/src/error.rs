@@ -68,6 +68,8 @@ pub enum ErrorKind {
     GuestKernel,
     /// Address ranges to leave out of a trace.
     Exclude,
+    /// The part of a trace to read: its region of interest, a phase, a range of positions.
+    Window,
     /// A generator's pattern or parameters.
     Pattern,
     /// A claim `reproduce` does not know.
@@ -111,6 +113,7 @@ impl ErrorKind {
             ErrorKind::Guest => "guest",
             ErrorKind::GuestKernel => "guest kernel",
             ErrorKind::Exclude => "excluded ranges",
+            ErrorKind::Window => "window",
             ErrorKind::Pattern => "pattern",
             ErrorKind::Claim => "claim",
             ErrorKind::Results => "results",

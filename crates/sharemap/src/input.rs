@@ -3,10 +3,11 @@
 
 use crate::{Error, ErrorKind, Result};
 use sharemap_trace::exclude::{Excluding, Ranges};
+use sharemap_trace::window::{FirstTouch, Selection, Window, Windowed};
 use sharemap_trace::{Chunk, Format, MemoryTrace, Metadata, TraceError, TraceReader, TraceSource};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// A trace to read: every `open` starts a new reader at its beginning.
 ///
@@ -28,6 +29,31 @@ pub struct TraceInput {
     excluded: Arc<AtomicU64>,
     /// Set by the caller to stop the passes reading this input (at their next chunk).
     stop: Option<Arc<AtomicBool>>,
+    /// The part of the trace to read, and what it resolved to (once, shared by clones).
+    selection: Selection,
+    window: Arc<OnceLock<Option<Arc<WindowInfo>>>>,
+}
+
+/// The part of a trace an input reads, as resolved from the trace's marks.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct WindowInfo {
+    /// What it is: "the region of interest (sharemap_roi_begin/end)", "phase 2 (solve)".
+    pub what: String,
+    /// Whether it was asked for (`--roi`, `--phase`, `--window`) rather than taken from the
+    /// trace's region-of-interest marks by default.
+    pub asked: bool,
+    /// The trace positions read, as `[start, end)` spans.
+    pub spans: Vec<(u64, u64)>,
+    /// Accesses in the window, and in the whole trace.
+    pub accesses: u64,
+    pub total: u64,
+}
+
+impl WindowInfo {
+    /// The window's share of the trace's accesses, in percent.
+    pub fn percent(&self) -> f64 {
+        100.0 * self.accesses as f64 / self.total.max(1) as f64
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -76,7 +102,84 @@ impl TraceInput {
     }
 
     fn with_origin(origin: Origin) -> TraceInput {
-        TraceInput { origin, format: None, exclude: None, excluded: Arc::default(), stop: None }
+        TraceInput {
+            origin,
+            format: None,
+            exclude: None,
+            excluded: Arc::default(),
+            stop: None,
+            selection: Selection::Auto,
+            window: Arc::default(),
+        }
+    }
+
+    /// Reads this part of the trace: by default ([`Selection::Auto`]) its region of interest
+    /// when its program marked one, else all of it.
+    pub fn select(mut self, selection: Selection) -> TraceInput {
+        self.selection = selection;
+        self.window = Arc::default();
+        self
+    }
+
+    /// How the pages the window touches were first touched: those the OS homed by an
+    /// earlier first touch of another thread are homed elsewhere by the windowed analyses'
+    /// first touch. None without a window; a pass up to the window's end when it does not
+    /// start the trace.
+    pub fn first_touch(&self) -> Result<Option<FirstTouch>> {
+        let Some(w) = self.window()? else { return Ok(None) };
+        if w.spans.len() == 1 && w.spans[0].0 == 0 {
+            return Ok(Some(FirstTouch::default()));
+        }
+        let window = Window::new(w.spans.clone(), w.what.clone());
+        let mut raw = self.raw()?;
+        let shift = raw.metadata().page_size.max(1).trailing_zeros();
+        Ok(Some(sharemap_trace::window::first_touch(raw.as_mut(), &window, shift)?))
+    }
+
+    /// The part of the trace asked for.
+    pub fn selection(&self) -> &Selection {
+        &self.selection
+    }
+
+    /// The part of the trace every pass reads, resolved from the trace's events (once): None
+    /// for the whole trace.
+    pub fn window(&self) -> Result<Option<Arc<WindowInfo>>> {
+        if let Some(w) = self.window.get() {
+            return Ok(w.clone());
+        }
+        let w = self.resolve_window()?;
+        Ok(self.window.get_or_init(|| w).clone())
+    }
+
+    fn resolve_window(&self) -> Result<Option<Arc<WindowInfo>>> {
+        if self.selection == Selection::Whole {
+            return Ok(None);
+        }
+        let (events, total) = match &self.origin {
+            Origin::File(p) => {
+                let reader = TraceReader::open(p, self.format)?;
+                let total = match reader.access_count_hint() {
+                    Some(n) => n,
+                    None if matches!(self.selection, Selection::Range { .. }) => count(self.raw()?)?,
+                    None => u64::MAX,
+                };
+                (reader.events()?, total)
+            }
+            Origin::Memory(t) => {
+                let events = (0..).map_while(|k| t.chunk(k)).flat_map(|c| c.events.iter().cloned()).collect();
+                (events, t.accesses())
+            }
+        };
+        let why =
+            |e: sharemap_trace::window::WindowError| Error::new(ErrorKind::Window, format!("{}: {e}", self.name()));
+        let Some(window) = self.selection.resolve(&events, total).map_err(why)? else { return Ok(None) };
+        Ok(Some(Arc::new(WindowInfo {
+            what: window.what.clone(),
+            asked: self.selection != Selection::Auto,
+            spans: window.spans().to_vec(),
+            accesses: window.accesses(),
+            total,
+        })))
     }
 
     /// Reads the file as this format, whatever its extension says.
@@ -147,11 +250,21 @@ impl TraceInput {
         Ok(Truncation::of(&self.reader()?))
     }
 
-    /// A new reader at the trace's start, the excluded ranges left out.
-    pub fn open(&self) -> Result<Box<dyn TraceSource>> {
-        let source: Box<dyn TraceSource> = match &self.origin {
+    /// A reader of every access, before the window and the excluded ranges.
+    fn raw(&self) -> Result<Box<dyn TraceSource>> {
+        Ok(match &self.origin {
             Origin::File(p) => Box::new(TraceReader::open(p, self.format)?),
             Origin::Memory(t) => Box::new(MemoryReader { trace: t.clone(), next: 0 }),
+        })
+    }
+
+    /// A new reader at the trace's start: the window's accesses (see [`TraceInput::window`]),
+    /// the excluded ranges left out.
+    pub fn open(&self) -> Result<Box<dyn TraceSource>> {
+        let source = self.raw()?;
+        let source: Box<dyn TraceSource> = match self.window()? {
+            Some(w) => Box::new(Windowed::new(source, Window::new(w.spans.clone(), w.what.clone()))),
+            None => source,
         };
         let source: Box<dyn TraceSource> = match &self.stop {
             Some(stop) => Box::new(Stoppable { inner: source, stop: stop.clone() }),
@@ -170,6 +283,16 @@ impl TraceInput {
     pub fn metadata(&self) -> Result<Metadata> {
         Ok(self.open()?.metadata().clone())
     }
+}
+
+/// Counts a source's accesses by reading it.
+fn count(mut source: Box<dyn TraceSource>) -> Result<u64> {
+    let mut n = 0;
+    source.for_each_chunk(&mut |c| {
+        n += c.accesses.len() as u64;
+        Ok(())
+    })?;
+    Ok(n)
 }
 
 /// A shared in-memory trace read from its start.

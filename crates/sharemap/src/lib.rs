@@ -44,17 +44,18 @@ pub use analyze::{Accuracy, Analysis, AnalyzeRequest};
 pub use error::{Error, ErrorKind, Setting};
 pub use fidelity::Fidelity;
 pub use filter::{Filter, Sensitivity};
-pub use input::{TraceInput, Truncation};
+pub use input::{TraceInput, Truncation, WindowInfo};
 pub use map::{CostModel, MapRequest, Mapped, Mapping, Potential, Sharing as LoadedSharing};
 pub use observer::Observer;
 pub use place::PolicySet;
 pub use place::{PlaceRequest, Placement, Prepared};
 pub use session::Session;
+pub use sharemap_trace::window::{FirstTouch, Selection};
 pub use simulate::{MechanismStart, SimulateRequest, Simulation};
 pub use situation::{DEFAULT_REFS_PER_MS, Setup, Sharing, Situation, ThreadMap, TimeScale, meminfo, parse_cost};
 pub use sweep::{SweepPoint, SweepRequest, SweepResult, Vary};
 
-pub use sharemap_core::{PageSize, PageUsage, SharingMatrix, Spec, did_you_mean};
+pub use sharemap_core::{PageSize, PageUsage, SharingMatrix, Spec, did_you_mean, grouped};
 
 pub use sharemap_detect::Detection;
 pub use sharemap_machine::{CostParams, Machine, ThreadPlacement};

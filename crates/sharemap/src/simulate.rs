@@ -197,8 +197,11 @@ fn prepare(session: &Session, request: &SimulateRequest) -> Result<(Box<dyn Trac
     let mut params = request.params.clone();
     if params.zero_page == 2 {
         // Reads before the first write are zero-page reads only where the trace began with
-        // the program: a recording of every access.
-        let whole = matches!(meta.source.kind.as_str(), "tracer" | "valgrind") && meta.sampling_period == 1;
+        // the program: a recording of every access, read from its start (a window that
+        // starts later reads data the program wrote before it).
+        let from_start = session.input().window()?.is_none_or(|w| w.spans.first().is_some_and(|s| s.0 == 0));
+        let whole =
+            matches!(meta.source.kind.as_str(), "tracer" | "valgrind") && meta.sampling_period == 1 && from_start;
         params.zero_page = u32::from(whole);
     }
     let model = Model::new(&machine, params).map_err(|e| Error::new(ErrorKind::MachineModel, e.to_string()))?;

@@ -84,8 +84,8 @@ _BITS = {"u32": 32, "u64": 64}
 
 
 def _arg(name: str, value, kind: str):
-    """An argument checked before it crosses to the native layer: ``kind`` is ``str``,
-    ``float``, ``u32`` or ``u64`` (unsigned integers of that width), with ``?`` when None is
+    """An argument checked before it crosses to the native layer: ``kind`` is ``bool``,
+    ``str``, ``float``, ``u32`` or ``u64`` (unsigned integers of that width), with ``?`` when None is
     allowed. A wrong type raises ``ArgumentTypeError``, a value out of range ``SettingError``,
     both naming the argument."""
     import operator
@@ -93,6 +93,10 @@ def _arg(name: str, value, kind: str):
     if value is None and kind.endswith("?"):
         return None
     kind = kind.rstrip("?")
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ArgumentTypeError(f"argument '{name}': expected True or False, not {type(value).__name__}")
+        return value
     if kind == "str":
         if not isinstance(value, str):
             raise ArgumentTypeError(f"argument '{name}': expected a string, not {type(value).__name__}")
@@ -214,13 +218,33 @@ class Mapping:
 
 class Session:
     """A trace studied on a machine: ``Session(path, machine="sammu", seed=1, format=None,
-    exclude=None)``. ``machine`` is a preset, an hwloc synthetic string, an hwloc XML file or
-    ``live``; ``exclude`` leaves address ranges out (``"0x601040+64"``)."""
+    exclude=None, roi=None, phase=None, window=None)``. ``machine`` is a preset, an hwloc
+    synthetic string, an hwloc XML file or ``live``; ``exclude`` leaves address ranges out
+    (``"0x601040+64"``). Every analysis reads the trace's region of interest when its program
+    marked one (``roi=None``); ``roi=True`` requires one, ``roi=False`` reads the whole trace,
+    ``phase`` one phase (number or name), ``window`` access positions (``"2M-10M"``).
+    ``window()`` says which part is read."""
 
-    def __init__(self, path, machine: str = "sammu", seed: int = 1, format: Optional[str] = None, exclude: Optional[str] = None):
+    def __init__(
+        self,
+        path,
+        machine: str = "sammu",
+        seed: int = 1,
+        format: Optional[str] = None,
+        exclude: Optional[str] = None,
+        roi: Optional[bool] = None,
+        phase=None,
+        window: Optional[str] = None,
+    ):
         args = (_arg("machine", machine, "str"), _arg("seed", seed, "u64"), _arg("format", format, "str?"))
-        self._native = _call(_native.Session, _path(path), *args, _arg("exclude", exclude, "str?"))
+        parts = (_arg("roi", roi, "bool?"), None if phase is None else str(phase), _arg("window", window, "str?"))
+        self._native = _call(_native.Session, _path(path), *args, _arg("exclude", exclude, "str?"), *parts)
         self.path = str(path)
+
+    def window(self) -> Optional[dict]:
+        """The part of the trace every analysis reads (``what``, ``spans``, ``accesses``,
+        ``total``, ...), or None for all of it."""
+        return json.loads(_call(self._native.window))
 
     def info(self) -> dict:
         """Accesses, threads, pages, page sharing and per-thread counts."""

@@ -62,9 +62,13 @@ class Session:
         seed: int = 1,
         format: Optional[str] = None,
         exclude: Optional[str] = None,
+        roi: Optional[bool] = None,
+        phase: Optional[Union[int, str]] = None,
+        window: Optional[str] = None,
     ) -> None:
         """Raises MissingFileError, TraceError (the file is no trace), MachineError,
-        SettingError (seed, exclude, format), ArgumentTypeError."""
+        SettingError (seed, exclude, format, roi, phase, window), ArgumentTypeError."""
+    def window(self) -> Optional[dict[str, Any]]: ...
     def info(self) -> dict[str, Any]:
         """Raises TraceError (the file changed since the Session was made)."""
     def machine(self) -> dict[str, Any]:

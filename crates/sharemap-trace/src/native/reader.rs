@@ -5,7 +5,7 @@
 use super::*;
 use crate::batch::Chunk;
 use crate::error::{Result, TraceError};
-use crate::model::{MAX_THREADS, Metadata};
+use crate::model::{Event, MAX_THREADS, Metadata};
 use crate::source::TraceSource;
 use rayon::prelude::*;
 use std::fs::File;
@@ -124,6 +124,22 @@ impl NativeReader {
     /// Accesses in the complete chunks.
     pub fn access_count(&self) -> u64 {
         self.chunks.iter().map(|c| c.header.accesses as u64).sum()
+    }
+
+    /// The trace's events, decoding only the chunks that hold some (their headers say).
+    pub fn events(&self) -> Result<Vec<Event>> {
+        let with_events: Vec<&ChunkInfo> = self.chunks.iter().filter(|c| c.header.events > 0).collect();
+        let parts: Vec<Vec<Event>> = with_events
+            .par_iter()
+            .map_init(
+                || (ChunkDecoder::for_version(self.version).expect("checked at open"), Vec::new(), Chunk::default()),
+                |(decoder, payload, chunk), info| {
+                    read_chunk(&self.path, &self.file, info, decoder, payload, chunk)?;
+                    Ok(std::mem::take(&mut chunk.events))
+                },
+            )
+            .collect::<Result<_>>()?;
+        Ok(parts.concat())
     }
 
     /// Decodes every chunk in parallel (rayon), calling `f` on each; results come back in

@@ -298,17 +298,7 @@ pub(crate) fn count(n: u64) -> String {
         n if n >= 1_000_000_000 => format!("{:.1} G", n as f64 / 1e9),
         n if n >= 10_000_000 => format!("{:.0} M", n as f64 / 1e6),
         n if n >= 1_000_000 => format!("{:.1} M", n as f64 / 1e6),
-        n => {
-            let s = n.to_string();
-            let mut out = String::new();
-            for (i, c) in s.chars().enumerate() {
-                if i > 0 && (s.len() - i) % 3 == 0 {
-                    out.push(',');
-                }
-                out.push(c);
-            }
-            out
-        }
+        n => sharemap_core::grouped(n),
     }
 }
 
