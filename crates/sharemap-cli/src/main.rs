@@ -1,5 +1,6 @@
 //! The `sharemap` command line: thin glue over the library crates.
 
+mod advise;
 mod analyze;
 mod cc;
 mod demo;
@@ -217,6 +218,10 @@ enum Command {
     /// List the mechanisms `sharemap run --mechanism` measures, their sources and options (as
     /// `list mechanisms`)
     Mechanisms,
+    /// Which mapping and placement to use for a recording on a machine, and how much faster:
+    /// every candidate (the OS's, compact, scatter, the sharing-aware mappings, spread then
+    /// group, pages interleaved) simulated, the fastest chosen when it beats the OS by 2 %
+    Advise(advise::AdviseArgs),
     /// Simulate a trace on a NUMA machine (caches, coherence, TLBs, DRAM, per-thread clocks)
     /// under thread and data mapping mechanisms: time, misses, traffic, each against `os`
     Simulate(simulate::SimulateArgs),
@@ -383,6 +388,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             filter::run(&model, &kinds, output.as_deref(), to.as_deref(), sensitivity)
         }
         Command::Simulate(args) => simulate::run(&args),
+        Command::Advise(args) => advise::run(&args),
         Command::Reproduce(args) => reproduce::run(&args),
         Command::Sweep { model, vary, values, policy, output } => sharemap::sweep::Vary::parse(&vary)
             .map_err(|e| place::flag_context(e, &model))

@@ -64,6 +64,7 @@ pub fn build(args: &ReportArgs, runs: Option<&Runs>) -> Result<Page> {
     let mapped = sharemap::map::map(&sharing, machine, &request, model.seed).map_err(|e| anyhow!(e))?;
     let request = SimulateRequest { mechanisms: args.mechanism.clone(), ..Default::default() };
     let simulated = session.simulate(&request).map_err(|e| anyhow!(e))?;
+    let advice = session.advise(&sharemap::AdviseRequest::default()).map_err(|e| anyhow!(e))?;
     Ok(html::trace_page(&TraceReport {
         trace: &trace,
         name: &name,
@@ -76,5 +77,6 @@ pub fn build(args: &ReportArgs, runs: Option<&Runs>) -> Result<Page> {
         simulated: &simulated,
         runs,
         window: session.input().window().map_err(|e| anyhow!(e))?.as_deref(),
+        advice: &advice,
     })?)
 }

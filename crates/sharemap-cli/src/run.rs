@@ -128,6 +128,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         Err(Stopped::Failed(failed)) => return Ok(failed_run(&prepared.runner, *failed)),
     };
     let results = &report.results;
+    for line in &report.oversubscribed {
+        eprintln!("sharemap: {line}");
+    }
     if let Some(path) = &args.csv {
         sharemap_run::runs::write(path, results)?;
     }
@@ -241,6 +244,9 @@ fn single(prepared: &PreparedRun, observed_to: Option<&Path>) -> Result<ExitCode
             config.name,
             outcome.seconds
         );
+        if let Some(line) = sharemap_run::request::oversubscription(config, &outcome) {
+            eprintln!("sharemap: {line}");
+        }
     }
     if let Some(observed) = &outcome.observed {
         print_where(observed, runner.observe, &runner.host);

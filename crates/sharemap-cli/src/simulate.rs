@@ -134,12 +134,7 @@ fn bandwidth_line(s: &Simulation) -> String {
     let waited: Vec<(&str, u64, f64)> = s
         .mechanisms
         .iter()
-        .map(|m| {
-            let c = &m.counts;
-            let lines = c.dram_local + c.dram_remote + c.transfers_remote;
-            let share = if lines == 0 { 0.0 } else { 100.0 * c.bandwidth_waits as f64 / lines as f64 };
-            (m.mechanism.as_str(), c.bandwidth_waits, share)
-        })
+        .map(|m| (m.mechanism.as_str(), m.counts.bandwidth_waits, m.counts.bandwidth_wait_percent()))
         .collect();
     if waited.iter().all(|w| w.1 == 0) {
         return format!("{head}; no line waited for it");

@@ -83,10 +83,14 @@ fn check_pinning(program: &Path) {
     assert_ne!(cpus[&0], cpus[&1]);
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("4 threads pinned") && said.contains("wrapped around"), "{said}");
+    // Two threads to a CPU: the run says what that costs.
+    assert!(said.contains("4 threads pinned on 2 CPUs: threads sharing a CPU take turns on it"), "{said}");
     // Reversed, each thread moves to the other CPU.
     let back = cpus_of(&ok(&["run", "--thread-map", "0,1", "--", s(program)]).stdout);
     assert_eq!(back[&0], cpus[&1]);
-    let free = cpus_of(&ok(&["run", "--", s(program)]).stdout);
+    let free = ok(&["run", "--", s(program)]);
+    assert!(!String::from_utf8_lossy(&free.stderr).contains("warning"));
+    let free = cpus_of(&free.stdout);
     assert!(free.values().all(|c| c.len() >= 2), "{free:?}");
 }
 

@@ -4,7 +4,7 @@
 //! its share (thread t of an order-based mapping goes to PU order[t mod PUs]).
 
 use crate::cost::PairCosts;
-use crate::{bisect, eager, exhaustive, linux, orders, refined, treematch};
+use crate::{bisect, eager, exhaustive, linux, orders, refined, spread, treematch};
 use sharemap_core::plugin::{self, Caps, ParamKind, Params, Plugin, given, switch};
 use sharemap_core::{SharingMatrix, Spec, SpecError};
 use sharemap_machine::Machine;
@@ -74,6 +74,12 @@ pub static ALGORITHMS: &[AlgorithmInfo] = &[
         "sharemap",
         "one thread per core while cores are free (SMT siblings avoided: they share a core's pipeline, which the cost model does not price, so compact can cost less), then the cheapest of bisection, eagermap (up to 256 threads) and the order-based mappings under that rule, refined by cost-aware pairwise swaps; given the threads' data, spread first over as many last-level caches as it needs (the default)",
         |_, _| Box::new(refined::Refined),
+    ),
+    plain(
+        "spread",
+        "sharemap",
+        "spread then group: the threads split evenly over every last-level cache, grouped by sharing within each (for memory-bandwidth-bound programs: every node's memory works)",
+        |_, _| Box::new(spread::Spread),
     ),
     plain(
         "eagermap",

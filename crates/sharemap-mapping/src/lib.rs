@@ -16,6 +16,7 @@ pub mod potential;
 mod refined;
 pub mod relabel;
 pub mod scotch;
+mod spread;
 mod treematch;
 
 /// Where the modelled operating system (the `os` algorithm with its defaults) runs

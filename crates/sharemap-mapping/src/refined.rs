@@ -115,7 +115,7 @@ pub(crate) fn one_per_core(map: &mut [usize], machine: &Machine, costs: &PairCos
 /// Pairwise swaps of threads' PUs while one lowers the cost, within a work budget. Beyond
 /// 256 threads a single sweep over the pairs would exceed the budget 30-fold, and a partial
 /// sweep finds next to nothing: it is skipped.
-fn refine(m: &SharingMatrix, map: &mut [usize], c: &PairCosts) {
+pub(crate) fn refine(m: &SharingMatrix, map: &mut [usize], c: &PairCosts) {
     let n = map.len();
     if n > 256 {
         return;

@@ -215,6 +215,21 @@ impl Session {
         json(&simulation)
     }
 
+    /// Which mapping and placement to use (`sharemap advise`), as JSON.
+    #[pyo3(signature = (params = Vec::new(), page_size = None, threshold = sharemap::advise::DEFAULT_THRESHOLD_PERCENT))]
+    fn advise(&self, py: Python<'_>, params: Vec<String>, page_size: Option<u64>, threshold: f64) -> PyResult<String> {
+        let mut model = sharemap::simulate::Params::default();
+        for p in &params {
+            model.set(p).map_err(|e| setting_error(e.to_string()))?;
+        }
+        if !(0.0..100.0).contains(&threshold) {
+            return Err(setting_error(format!("threshold={threshold}: expected a percentage from 0 to 100")));
+        }
+        let request = sharemap::AdviseRequest { params: model, page_size, threshold_percent: threshold };
+        let advice = interruptible(py, &self.stop, || self.inner.advise(&request))?;
+        json(&advice)
+    }
+
     /// Thread mappings of the trace's oracle sharing, as JSON.
     #[pyo3(signature = (algorithms = "sharemap", cost_model = "latency"))]
     fn map(&self, py: Python<'_>, algorithms: &str, cost_model: &str) -> PyResult<String> {

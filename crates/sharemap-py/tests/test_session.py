@@ -303,3 +303,13 @@ def test_a_window_or_a_phase_is_what_every_analysis_reads(trace):
         sharemap.Session(trace, roi=False, phase=1)
     with pytest.raises(sharemap.ArgumentTypeError):
         sharemap.Session(trace, roi="yes")
+
+
+def test_advise_matches_the_cli(trace):
+    ours = sharemap.Session(trace, machine="pack:2 numa:1 l3:1(size=1MiB) core:4 pu:1").advise()
+    theirs = json.loads(cli("advise", str(trace), "--machine", "pack:2 numa:1 l3:1(size=1MiB) core:4 pu:1", "--json"))
+    for key in ("verdict", "why", "check", "apply", "best", "worth_it"):
+        assert ours[key] == theirs[key], key
+    assert [c["speedup"] for c in ours["candidates"]] == [c["speedup"] for c in theirs["candidates"]]
+    with pytest.raises(sharemap.SettingError):
+        sharemap.Session(trace).advise(threshold=150)

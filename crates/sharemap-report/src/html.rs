@@ -103,6 +103,8 @@ pub struct TraceReport<'a> {
     pub runs: Option<&'a Runs>,
     /// The part of the trace every figure reads, when not all of it.
     pub window: Option<&'a sharemap::WindowInfo>,
+    /// What to use (`sharemap advise`): the page's first section.
+    pub advice: &'a sharemap::Advice,
 }
 
 /// `sharemap report`'s page: the machine, the trace, its sharing and page usage, thread
@@ -110,6 +112,7 @@ pub struct TraceReport<'a> {
 pub fn trace_page(r: &TraceReport) -> Result<Page> {
     let machine = &r.placed.situation.machine;
     let mut sections = vec![
+        advice_section(r.advice),
         machine_section(r.thread_map, r.placed),
         trace_section(r.summary, r.trace, r.name),
         sharing_section(r.matrix)?,
@@ -257,6 +260,47 @@ fn pages_section(usage: &sharemap::PageUsage, threads: usize) -> Result<Section>
     let svg = plot::page_usage_svg(usage, threads)?;
     s.figure = Some(Figure::svg(&svg, "heatmap of accesses per page and thread"));
     Ok(s)
+}
+
+/// The answer first: which mapping and placement, how much faster, why (`sharemap advise`).
+fn advice_section(a: &sharemap::Advice) -> Section {
+    let mut s = Section::new("advice", "What to use", format!("{}.", a.verdict));
+    let rows = a
+        .candidates
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            vec![
+                if i == a.best && a.worth_it {
+                    format!("{} (use)", c.candidate.name)
+                } else {
+                    c.candidate.name.to_string()
+                },
+                format!("{:.3}", c.speedup),
+                format!("{:.2}", c.llc_misses_vs_os),
+                format!("{:.0}%", c.local_percent),
+                format!("{:.1}%", c.bandwidth_wait_percent),
+                c.candidate.what.to_string(),
+            ]
+        })
+        .collect();
+    let head = ["candidate", "speedup over os", "LLC misses / os", "local DRAM", "lines waiting for bandwidth", "what"];
+    s.table = Some(Table::new(head.map(String::from).to_vec(), rows));
+    s.notes.push(format!("Why: {}.", a.why));
+    s.notes.push(format!("Check it: {}", a.check));
+    if let Some(apply) = &a.apply {
+        s.notes.push(format!("Apply it: {apply}"));
+    }
+    if !a.avoid.is_empty() {
+        let each: Vec<String> = a.avoid.iter().map(|(n, sp)| format!("{n} ({:.2}x the OS's time)", 1.0 / sp)).collect();
+        s.notes.push(format!("Avoid: {}.", each.join(", ")));
+    }
+    s.notes.push(format!(
+        "Every candidate is simulated on {} in one pass; a gain under {:.0} % is called not worth it. The sections below give the model's detail.",
+        a.machine, a.threshold_percent
+    ));
+    s.notes.extend(a.notes.iter().cloned());
+    s
 }
 
 fn mapping_section(mapped: &sharemap::Mapping, machine: &sharemap::Machine) -> Section {

@@ -284,6 +284,26 @@ pub struct RunReport {
     /// Why no hardware counters were counted, when none were.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub no_counters: Option<String>,
+    /// Configurations that pinned several threads to one CPU, each said once.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub oversubscribed: Vec<String>,
+}
+
+/// Several threads pinned to one CPU, said in one line: a pinned thread cannot move to an
+/// idle CPU, so the threads of an oversubscribed CPU take turns where the OS lets them float.
+pub fn oversubscription(config: &Configuration, outcome: &RunOutcome) -> Option<String> {
+    let mut cpus: Vec<usize> = outcome.pinned.iter().map(|&(_, cpu)| cpu).collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    (outcome.pinned.len() > cpus.len()).then(|| {
+        format!(
+            "warning: {}: {} threads pinned on {} CPUs: threads sharing a CPU take turns on it while others may idle (8 OpenMP threads pinned one per PU on 2 PUs ran NPB MG 1.8x slower than floating); run at most {} threads, or leave them to the OS",
+            config.name,
+            outcome.pinned.len(),
+            cpus.len(),
+            cpus.len()
+        )
+    })
 }
 
 impl PreparedRun {
@@ -305,10 +325,16 @@ impl PreparedRun {
         let mut done = 0;
         let mut refused = None;
         let mut no_counters = None;
+        let mut oversubscribed: Vec<String> = Vec::new();
         let results = crate::measure(&self.runner, &self.configs, self.repeat, &mut |config, _, outcome| {
             done += 1;
             progress(done, total);
             no_counters = no_counters.take().or_else(|| crate::counters_unavailable(outcome));
+            if let Some(line) = oversubscription(config, outcome)
+                && !oversubscribed.contains(&line)
+            {
+                oversubscribed.push(line);
+            }
             if refused.is_none() {
                 refused = problem(config, outcome);
             }
@@ -317,7 +343,7 @@ impl PreparedRun {
             return Err(Stopped::Refused(Error::new(ErrorKind::Program, p)));
         }
         let results = results.map_err(Stopped::Failed)?;
-        Ok(RunReport { results, repeat: self.repeat, no_counters })
+        Ok(RunReport { results, repeat: self.repeat, no_counters, oversubscribed })
     }
 }
 

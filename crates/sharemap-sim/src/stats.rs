@@ -67,6 +67,13 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// The share, in percent, of the lines from memory or another node that waited for
+    /// bandwidth.
+    pub fn bandwidth_wait_percent(&self) -> f64 {
+        let lines = self.dram_local + self.dram_remote + self.transfers_remote;
+        if lines == 0 { 0.0 } else { 100.0 * self.bandwidth_waits as f64 / lines as f64 }
+    }
+
     pub fn new(m: &Model) -> Stats {
         Stats { line: m.line as u64, ..Stats::default() }
     }

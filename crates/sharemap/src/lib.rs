@@ -20,6 +20,7 @@
 //! Errors are [`Error`]s with an [`ErrorKind`]; the actors that change real runs (run,
 //! the guest, recording) are in the `sharemap-run` crate, built on this one.
 
+pub mod advise;
 pub mod analyze;
 mod error;
 pub mod fidelity;
@@ -40,6 +41,7 @@ mod situation;
 pub mod sweep;
 pub mod trace;
 
+pub use advise::{Advice, AdviseRequest};
 pub use analyze::{Accuracy, Analysis, AnalyzeRequest};
 pub use error::{Error, ErrorKind, Setting};
 pub use fidelity::Fidelity;

@@ -194,8 +194,11 @@ impl Potential {
     /// in millions of accesses would pass as "worth mapping". Then no verdict is given.
     pub fn verdict(&self) -> String {
         match (self.accesses, self.worth_mapping()) {
-            (Some(_), true) => "worth mapping".into(),
-            (Some(_), false) => format!("below {}: a mapping would gain little", self.threshold),
+            (Some(_), true) => "the sharing is concentrated enough to group threads by; whether a mapping pays on this machine (its caches' capacity, its memory bandwidth): sharemap advise".into(),
+            (Some(_), false) => format!(
+                "below {}: too little sharing for grouping threads by it to gain (other mappings: sharemap advise)",
+                self.threshold
+            ),
             (None, _) => "not judged: a matrix file has no access count, so how much of the run the sharing is cannot be told (map the trace it came from for a verdict)".into(),
         }
     }
@@ -341,7 +344,7 @@ mod tests {
     use super::*;
 
     /// A matrix file's sharing (no access count) gets no verdict, however its structure
-    /// scores: 11 units would pass as worth mapping; with the run's accesses it is weighed.
+    /// scores: 11 units would pass the gate; with the run's accesses it is weighed.
     #[test]
     fn the_gate_judges_only_with_an_access_count() {
         let mut m = SharingMatrix::new(4);
@@ -354,7 +357,7 @@ mod tests {
         let few = Potential::of(&m, &machine, CostModel::Latency, Some(2_000_000));
         assert!(few.verdict().starts_with("below"), "22 units in 2 M accesses: {}", few.verdict());
         let many = Potential::of(&m, &machine, CostModel::Latency, Some(22));
-        assert_eq!(many.verdict(), "worth mapping");
+        assert!(many.verdict().starts_with("the sharing is concentrated enough"), "{}", many.verdict());
     }
 
     /// Two sharing pairs on two cores of two SMT siblings each: compact puts each pair on

@@ -146,6 +146,12 @@ impl Session {
         })
     }
 
+    /// Which mapping and placement to use: every candidate simulated, the fastest chosen
+    /// when it beats the OS by the request's threshold.
+    pub fn advise(&self, request: &crate::AdviseRequest) -> Result<crate::Advice> {
+        crate::advise::advise(self, request)
+    }
+
     /// The trace on the simulated machine under each mechanism of the request.
     pub fn simulate(&self, request: &SimulateRequest) -> Result<Simulation> {
         crate::simulate::simulate(self, request)

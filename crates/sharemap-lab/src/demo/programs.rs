@@ -113,7 +113,35 @@ fn try_recorded(request: &DemoRequest, takeaways: &mut Vec<String>) -> Result<Ve
         cost_of(0) / random,
         if cost_of(0) < cost_of(1).min(cost_of(2)) { ", less than compact's or scatter's fixed orders" } else { "" }
     ));
-    Ok(vec![s, simulated(request, &trace, takeaways)?])
+    Ok(vec![s, simulated(request, &trace, takeaways)?, advised(&trace, takeaways)?])
+}
+
+/// `sharemap advise` on the recording: the mapping and placement to use, or that none is
+/// worth it, and why.
+fn advised(trace: &Path, takeaways: &mut Vec<String>) -> Result<Section> {
+    let session = Session::new(TraceInput::file(trace), Machine::from_spec(DEMO_MACHINE)?, 1);
+    let advice = session.advise(&sharemap::AdviseRequest::default())?;
+    let mut s = Section::new("advice");
+    s.line(format!(
+        "What to use (`sharemap advise`: {} candidates simulated on {} in one pass, each against the OS's placement):",
+        advice.candidates.len(),
+        advice.machine
+    ));
+    s.line(format!("  verdict  {}", advice.verdict));
+    s.line(format!("  why      {}", advice.why));
+    if !advice.avoid.is_empty() {
+        let each: Vec<String> = advice
+            .avoid
+            .iter()
+            .map(|(name, speedup)| format!("{name} ({:.2}x the OS's time)", 1.0 / speedup))
+            .collect();
+        s.line(format!("  avoid    {}", each.join(", ")));
+    }
+    for note in &advice.notes {
+        s.line(format!("  note     {note}"));
+    }
+    takeaways.push(format!("The recorded stencil, advised: {}.", advice.verdict));
+    Ok(s)
 }
 
 /// The recording on the simulated SAMMU machine under every mechanism: time, last-level

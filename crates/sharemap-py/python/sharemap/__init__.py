@@ -212,7 +212,7 @@ class Mapping:
         elif self.potential["score"] >= self.potential["threshold"]:
             worth = "worth mapping"
         else:
-            worth = "little to gain"
+            worth = "too little sharing to group threads by"
         return f"{table}<p>random mapping cost {self.random_cost:g}; mapping potential {self.potential['score']:.3f} ({worth})</p>"
 
 
@@ -307,6 +307,13 @@ class Session:
             "costliest": raw["evaluation"]["costliest"],
         }
         return _frame(rows, attrs)
+
+    def advise(self, params: Iterable[str] = (), page_size: Optional[int] = None, threshold: float = 2.0) -> dict:
+        """Which mapping and placement to use (``sharemap advise``): every candidate simulated
+        in one pass; ``verdict``, ``why``, ``check``, ``apply``, ``avoid``, ``notes`` and the
+        ``candidates`` with their ``speedup`` over the OS's placement."""
+        args = (_strings("params", params), _arg("page_size", page_size, "u64?"), _arg("threshold", threshold, "float"))
+        return json.loads(_call(self._native.advise, *args))
 
     def simulate(
         self,
