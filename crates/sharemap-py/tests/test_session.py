@@ -256,7 +256,7 @@ def test_type_stubs_cover_the_api():
     stubs = (Path(sharemap.__file__).parent / "__init__.pyi").read_text()
     for name in sharemap.__all__:
         assert f"class {name}" in stubs or f"def {name}" in stubs or f"{name}: " in stubs, name
-    for method in ("info", "machine", "analyze", "place", "simulate", "map"):
+    for method in ("info", "machine", "analyze", "place", "simulate", "map", "advise", "window"):
         assert f"def {method}(" in stubs
     # Each call says what it raises, naming only sharemap's classes.
     import ast

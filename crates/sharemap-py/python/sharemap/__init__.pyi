@@ -68,7 +68,8 @@ class Session:
     ) -> None:
         """Raises MissingFileError, TraceError (the file is no trace), MachineError,
         SettingError (seed, exclude, format, roi, phase, window), ArgumentTypeError."""
-    def window(self) -> Optional[dict[str, Any]]: ...
+    def window(self) -> Optional[dict[str, Any]]:
+        """Raises nothing: the window was resolved when the Session was made."""
     def info(self) -> dict[str, Any]:
         """Raises TraceError (the file changed since the Session was made)."""
     def machine(self) -> dict[str, Any]:
@@ -93,7 +94,9 @@ class Session:
         cannot be written), ArgumentTypeError."""
     def advise(
         self, params: Iterable[str] = (), page_size: Optional[int] = None, threshold: float = 2.0
-    ) -> dict[str, Any]: ...
+    ) -> dict[str, Any]:
+        """Raises TraceError, MachineError, SettingError (params, page_size, threshold),
+        ArgumentTypeError, KeyboardInterrupt."""
     def simulate(
         self,
         mechanisms: str = "all",
