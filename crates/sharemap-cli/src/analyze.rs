@@ -100,7 +100,10 @@ fn print_summary(
     };
     println!(
         "{}: {} threads, {} pages; {seen}; sharing {}",
-        summary.trace, summary.threads, summary.pages, summary.total_sharing
+        summary.trace,
+        summary.threads,
+        summary.pages,
+        amount(summary.total_sharing)
     );
     if let Some(w) = &summary.windows {
         println!(
@@ -140,8 +143,14 @@ fn print_summary(
         print_fidelity(f);
     }
     for (i, j, v) in summary.top_pairs.iter().take(5) {
-        println!("  threads {i} and {j}: {v}");
+        println!("  threads {i} and {j}: {}", amount(*v));
     }
+}
+
+/// A sharing amount as the other figures are shown: whole counts as they are, the scaled
+/// sums of a burst-sampled trace to one decimal.
+fn amount(v: f64) -> String {
+    if v.fract() == 0.0 { format!("{v}") } else { format!("{v:.1}") }
 }
 
 /// A sampled trace against its complete recording.
@@ -186,4 +195,16 @@ pub fn list() -> Result<ExitCode> {
     registry::header("detector");
     registry::rows(rows.iter().map(Row::of), registry::spec_form);
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    /// Whole counts print as they did; a burst-sampled trace's scaled sums get one decimal,
+    /// not seventeen digits.
+    #[test]
+    fn sharing_amounts_are_rounded_like_the_other_figures() {
+        assert_eq!(super::amount(3936.0), "3936");
+        assert_eq!(super::amount(9.0 * 437.333333333), "3936.0");
+        assert_eq!(super::amount(1234.56789), "1234.6");
+    }
 }

@@ -197,6 +197,17 @@ fn takes_the_mapping_sharemap_map_writes() {
     assert_eq!(cpus, by_file);
     // And an algorithm mapping the trace's sharing on this host.
     ok(&["run", "--thread-map", "eagermap", "--sharing", s(&trace), "--", s(&prog)]);
+    // A mapping made for a modelled machine names that machine's PUs: refused, with the way out.
+    let modelled = p(&dir, "sammu.json");
+    std::fs::write(&modelled, ok(&["map", s(&trace), "--machine", "sammu-x7550", "--json"]).stdout).unwrap();
+    let out = sharemap(&["run", "--thread-map", s(&modelled), "--", s(&prog)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("its mapping was made for sammu-x7550, not this host")
+            && err.contains("--machine live --json"),
+        "{err}"
+    );
 }
 
 #[test]

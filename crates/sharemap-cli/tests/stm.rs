@@ -640,3 +640,22 @@ fn the_stms_stmap_finds_each_sharing_case_matrix_as_the_detector_does() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// `scripts/bench-stm` without the reference releases says which they are and where their
+/// public releases are, instead of failing on a path.
+#[test]
+fn bench_stm_says_where_the_reference_systems_come_from() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let empty = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(root.join("scripts/bench-stm"))
+        .args(["--anchors", empty.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    for named in ["tinystm-1.0.5.tar.gz", "TinySTM 1.0.5", "stamp-0.9.10.tar.gz", "STAMP 0.9.10", "stamp.stanford.edu"]
+    {
+        assert!(err.contains(named), "{named}: {err}");
+    }
+}

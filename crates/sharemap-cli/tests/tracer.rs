@@ -286,7 +286,31 @@ fn a_plain_binary_is_refused_by_the_tracer_backend_before_it_runs() {
         );
         assert!(!ran.exists(), "the program ran before the refusal");
         assert!(!trace.exists());
+        assert!(!err.contains("Makefile"), "no Makefile here: {err}");
     }
+    // Beside a Makefile that sets its own CC, the likely cause is said.
+    std::fs::write(d.path().join("Makefile"), "CC = gcc\np: p.c\n").unwrap();
+    let out = sharemap(
+        &[
+            "record",
+            "--backend",
+            "tracer",
+            "-o",
+            d.path().join("p.trace").to_str().unwrap(),
+            "--",
+            bin.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.trim_end().lines().count() == 1
+            && err.contains(
+                "this binary has no tracer: was CC overridden by its Makefile? (build with `make CC='sharemap cc'`"
+            ),
+        "{err}"
+    );
 }
 
 /// `--backend faults`: an unmodified program's page faults through perf. Two threads each

@@ -225,9 +225,20 @@ pub fn table_labels(names: &[&str]) -> (Vec<String>, Vec<(String, String)>) {
 fn short_labels_within(names: &[&str], most: usize) -> (Vec<String>, Vec<(String, String)>) {
     let mut labels: Vec<String> = Vec::new();
     let mut cut = Vec::new();
+    let fits = |text: &str| text.chars().count() <= most;
     for name in names {
+        // The whole spec when it fits; else its name and values without the keys
+        // (`static:compact`); else its name alone, cut to fit.
+        let values = name.split_once(':').map(|(base, options)| {
+            let values: Vec<&str> = options.split(',').map(|kv| kv.split_once('=').map_or(kv, |(_, v)| v)).collect();
+            format!("{base}:{}", values.join(","))
+        });
         let base = name.split_once(':').map_or(*name, |(b, _)| b);
-        let base = if base.chars().count() > most {
+        let base = if fits(name) {
+            name.to_string()
+        } else if let Some(v) = values.filter(|v| fits(v)) {
+            v
+        } else if !fits(base) {
             base.chars().take(most - 1).collect::<String>() + "~"
         } else {
             base.into()
@@ -597,7 +608,7 @@ mod tests {
             "static:threads=compact",
         ];
         let (labels, cut) = short_labels(&names);
-        assert_eq!(labels, ["os", "numa-balancing", "static", "static#2"]);
+        assert_eq!(labels, ["os", "numa-balancing", "static:scatter", "static:compact"]);
         assert_eq!(cut.len(), 3);
         assert_eq!(cut[0], ("numa-balancing".to_string(), names[1].to_string()));
         for (i, a) in BAR_COLOURS.iter().enumerate() {

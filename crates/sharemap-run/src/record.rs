@@ -94,6 +94,18 @@ fn which(program: &OsString) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(p)).find(|c| c.is_file())
 }
 
+/// When the binary sits beside a Makefile, the likely reason it has no tracer: a Makefile's
+/// own `CC = gcc` overrides a `CC` from the environment, though not one on make's command line.
+fn makefile_hint(binary: &Path) -> String {
+    let dir = binary.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let makefile = ["GNUmakefile", "makefile", "Makefile"].iter().any(|m| dir.join(m).is_file());
+    if makefile {
+        "; this binary has no tracer: was CC overridden by its Makefile? (build with `make CC='sharemap cc'`, CC on make's command line)".into()
+    } else {
+        String::new()
+    }
+}
+
 impl Recorder {
     /// Checks the request before anything runs or is written: the backend fits the
     /// program, the options fit the backend, the exclusions name what exists.
@@ -113,14 +125,18 @@ impl Recorder {
             "tracer" | "sancov" if resolved.is_some() => {
                 // Checked before running: the program would otherwise run to its end unrecorded.
                 return Err(refuse(format!(
-                    "{name} was not built with `sharemap cc` (no tracer runtime in it): rebuild it with CC='sharemap cc', or use --backend valgrind"
+                    "{name} was not built with `sharemap cc` (no tracer runtime in it): rebuild it with CC='sharemap cc', or use --backend valgrind{}",
+                    resolved.as_deref().map(makefile_hint).unwrap_or_default()
                 )));
             }
             "sancov" => "tracer",
             "faults" => "perf",
             "auto" => {
-                if resolved.is_some() {
-                    notes.push(format!("{name} was not built with `sharemap cc`: recording under valgrind (slow)"));
+                if let Some(path) = &resolved {
+                    notes.push(format!(
+                        "{name} was not built with `sharemap cc`: recording under valgrind (slow){}",
+                        makefile_hint(path)
+                    ));
                 }
                 "valgrind"
             }

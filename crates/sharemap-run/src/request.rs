@@ -171,6 +171,17 @@ impl RunRequest {
             let matrix = load_sharing(Path::new(path), notes)?;
             return crate::pinning(&ThreadMap::Algorithm("sharemap".into()), host, Some(&matrix), self.seed);
         }
+        if let Some((made_for, synthetic)) = ThreadMap::made_for(name)
+            && synthetic.is_some()
+            && synthetic != host.synthetic()
+        {
+            return Err(Error::new(
+                ErrorKind::ThreadMap,
+                format!(
+                    "{name}: its mapping was made for {made_for}, not this host: its PU numbers are that machine's (make one for this host with `sharemap map TRACE --machine live --json`)"
+                ),
+            ));
+        }
         crate::pinning(&ThreadMap::parse(name)?, host, sharing, self.seed)
     }
 
@@ -297,11 +308,11 @@ pub fn oversubscription(config: &Configuration, outcome: &RunOutcome) -> Option<
     cpus.dedup();
     (outcome.pinned.len() > cpus.len()).then(|| {
         format!(
-            "warning: {}: {} threads pinned on {} CPUs: threads sharing a CPU take turns on it while others may idle (8 OpenMP threads pinned one per PU on 2 PUs ran NPB MG 1.8x slower than floating); run at most {} threads, or leave them to the OS",
+            "warning: {}: {} threads pinned on {}: threads sharing a CPU take turns on it while others may idle (8 OpenMP threads pinned one per PU on 2 PUs ran NPB MG 1.8x slower than floating); run at most {}, or leave them to the OS",
             config.name,
             outcome.pinned.len(),
-            cpus.len(),
-            cpus.len()
+            if cpus.len() == 1 { "1 CPU".to_string() } else { format!("{} CPUs", cpus.len()) },
+            if cpus.len() == 1 { "1 thread".to_string() } else { format!("{} threads", cpus.len()) },
         )
     })
 }

@@ -97,6 +97,10 @@ pub struct Mapped {
     pub spread: Option<Spread>,
     /// Per cache level, the data its fullest cache holds under this mapping (when known).
     pub loads: Vec<LevelLoad>,
+    /// The machine whose PUs these are, by name and as an hwloc synthetic string: `run`
+    /// refuses a mapping made for another machine than its host.
+    pub machine: String,
+    pub machine_synthetic: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -253,6 +257,8 @@ pub fn map(sharing: &Sharing, machine: &Machine, request: &MapRequest, seed: u64
             sharing_by_level,
             spread,
             loads,
+            machine: machine.name.clone(),
+            machine_synthetic: machine.synthetic(),
         });
     }
     let os_mapping = sharemap_mapping::os_mapping(machine, matrix.threads());

@@ -88,6 +88,16 @@ impl ThreadMap {
         Ok(ThreadMap::Pus(pus))
     }
 
+    /// The machine a `sharemap map --json` file was made for (its name and synthetic
+    /// string), when `spec` names such a file.
+    pub fn made_for(spec: &str) -> Option<(String, Option<String>)> {
+        let text = std::fs::read_to_string(spec.trim()).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let first = v.get(0)?;
+        let name = first.get("machine")?.as_str()?.to_string();
+        Some((name, first.get("machine_synthetic").and_then(|s| s.as_str()).map(String::from)))
+    }
+
     /// The first mapping of `sharemap map --json`'s output.
     fn from_map_json(path: &str, text: &str) -> Result<ThreadMap> {
         let bad = |why: &str| Error::new(ErrorKind::ThreadMap, format!("{path}: {why}"));
