@@ -340,11 +340,20 @@ fn demo_runs_and_shows_every_pattern_and_the_sammu_machine() {
         assert!(text.contains("recorded with 8 threads"), "{text}");
         // Simulated under every mechanism, with the plots named.
         assert!(text.contains("Simulated on sammu-x7550"), "{text}");
-        for m in
-            ["oracle ", "sammu = sammu:", "autopin = autopin:", "carrefour = carrefour:", "stencil3d-simulated-time"]
-        {
+        for m in [
+            "oracle ",
+            "sammu:period-ms=",
+            "autopin:probation-ms=",
+            "kmaf:0.05,0.05 = kmaf:window-ms=",
+            "stencil3d-simulated-time",
+        ] {
             assert!(text.contains(m), "demo's simulation lacks {m}: {text}");
         }
+        // Then what to use, as `sharemap advise` says it.
+        assert!(
+            text.contains("What to use (`sharemap advise`: 9 candidates") && text.contains("\n  verdict  "),
+            "{text}"
+        );
     }
     // Real runs: os against the sharing-aware mapping on this host, then the program in a
     // 2-node guest (scripts/test requires the guest).
