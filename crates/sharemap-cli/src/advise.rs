@@ -51,6 +51,7 @@ pub fn run(args: &AdviseArgs) -> Result<ExitCode> {
     }
     let machine = Machine::from_spec(&args.machine).map_err(|e| anyhow!(e))?;
     let input = crate::trace_cmds::input(&args.trace, args.from.as_deref(), &args.input, sharemap::Selection::Auto)?;
+    crate::trace_cmds::say_first_touch(&input)?;
     warn_if_truncated(&input)?;
     let session = Session::new(input, machine, args.seed).with_observer(Arc::new(Bars::new()));
     let request = AdviseRequest { params, page_size: args.page_size, threshold_percent: args.threshold };

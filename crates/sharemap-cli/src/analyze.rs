@@ -29,6 +29,7 @@ pub fn run(
     // Specs are checked before the output directory is made.
     request.check()?;
     let input = crate::trace_cmds::input(trace, from, args, sharemap::Selection::Auto)?;
+    crate::trace_cmds::say_first_touch(&input)?;
     let machine = Machine::from_spec(machine).map_err(|e| anyhow!("{e}"))?;
     warn_if_truncated(&input)?;
     let session = Session::new(input, machine.clone(), 1).with_observer(Arc::new(Bars::new()));

@@ -89,6 +89,7 @@ impl ModelArgs {
     pub fn session(&self) -> Result<Session> {
         let input =
             crate::trace_cmds::input(&self.trace, self.from.as_deref(), &self.exclude, sharemap::Selection::Auto)?;
+        crate::trace_cmds::say_first_touch(&input)?;
         let machine = Machine::from_spec(&self.machine).map_err(|e| anyhow!(e))?;
         warn_if_truncated(&input)?;
         Ok(Session::new(input, machine, self.seed).with_observer(Arc::new(Bars::new())))

@@ -58,6 +58,7 @@ pub struct SimulateArgs {
 pub fn run(args: &SimulateArgs) -> Result<ExitCode> {
     let path = args.trace.clone().expect("clap requires it");
     let input = crate::trace_cmds::input(&path, args.from.as_deref(), &args.exclude, sharemap::Selection::Auto)?;
+    crate::trace_cmds::say_first_touch(&input)?;
     let mut params = Params::default();
     for setting in &args.param {
         params.set(setting).map_err(|e| anyhow!("--param: {e}"))?;

@@ -30,14 +30,13 @@ pub fn input(path: &Path, from: Option<&str>, args: &InputArgs, default: Selecti
         _ => anyhow!(e),
     })?;
     if let Some(w) = window {
-        say_window(&w, input.first_touch()?.unwrap_or_default());
+        say_window(&w);
     }
     Ok(input)
 }
 
-/// One line for the part of the trace read, and one more when the OS's first touch homed
-/// some of its pages before it.
-pub fn say_window(w: &sharemap::WindowInfo, touch: sharemap::FirstTouch) {
+/// One line for the part of the trace read.
+pub fn say_window(w: &sharemap::WindowInfo) {
     let how = if w.asked { "" } else { "; --no-roi reads the whole trace" };
     eprintln!(
         "sharemap: reading {}: {} of {} accesses ({:.1} %){how}",
@@ -46,6 +45,12 @@ pub fn say_window(w: &sharemap::WindowInfo, touch: sharemap::FirstTouch) {
         sharemap::grouped(w.total),
         w.percent()
     );
+}
+
+/// For the commands that home pages by first touch: a line when the OS's first touch homed
+/// some of the window's pages before it, by another thread (a pass up to the window's end).
+pub fn say_first_touch(input: &TraceInput) -> Result<()> {
+    let touch = input.first_touch()?.unwrap_or_default();
     if touch.moved > 0 {
         eprintln!(
             "sharemap: {} of the {} pages it touches were first touched before it by another thread: \
@@ -54,6 +59,7 @@ pub fn say_window(w: &sharemap::WindowInfo, touch: sharemap::FirstTouch) {
             sharemap::grouped(touch.pages)
         );
     }
+    Ok(())
 }
 
 pub fn list_patterns() {

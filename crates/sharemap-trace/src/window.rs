@@ -347,60 +347,106 @@ pub struct FirstTouch {
     pub moved: u64,
 }
 
-/// Reads `source` (the whole trace) up to the window's end and counts [`FirstTouch`].
+/// Reads `source` (the whole trace) up to the window's end and counts [`FirstTouch`]: in
+/// contiguous parts on every core, each part's first touches joined in trace order.
 pub fn first_touch(source: &mut dyn TraceSource, window: &Window, page_shift: u32) -> Result<FirstTouch> {
-    /// Per page: the thread that touched it first outside the window, FIRST_INSIDE when the
-    /// window touched it first, DECIDED once the window has touched it.
-    const DECIDED: u32 = u32::MAX;
-    const FIRST_INSIDE: u32 = u32::MAX - 1;
-    let mut first: rustc_hash::FxHashMap<u64, u32> = Default::default();
-    let mut out = FirstTouch::default();
-    let mut chunk = Chunk::default();
+    let parts = rayon::current_num_threads().max(1);
+    let states: Vec<std::sync::Mutex<PartTouches>> = (0..parts).map(|_| Default::default()).collect();
     let end = window.end();
-    // A run of accesses to one page needs one look at the table: the last page seen
-    // outside the window, and inside it.
-    let (mut last_outside, mut last_inside) = (u64::MAX, u64::MAX);
-    while source.next_chunk(&mut chunk)? {
-        if chunk.first_access >= end {
-            break;
+    source.for_each_chunk_in_parts(parts, &|part, chunk| {
+        if chunk.first_access < end {
+            states[part].lock().expect("no panic holds it").chunk(chunk, window, page_shift);
         }
+        Ok(())
+    })?;
+    Ok(joined(states.into_iter().map(|s| s.into_inner().expect("no panic holds it"))))
+}
+
+/// A page's first touches within a part of the trace: its first access (whose thread, and
+/// whether inside the window), and the first inside the window.
+#[derive(Clone, Copy)]
+struct Touches {
+    first_thread: u32,
+    first_inside: bool,
+    inside_thread: Option<u32>,
+}
+
+/// A part's first touches, with a small direct-mapped memory of the pages that need no
+/// further look (a stencil's loads move between a few pages at every access).
+struct PartTouches {
+    pages: rustc_hash::FxHashMap<u64, Touches>,
+    /// Per slot, `page << 1 | decided`: the page has an entry (outside accesses change
+    /// nothing), and when decided its first inside access too (no access changes anything).
+    known: Vec<u64>,
+}
+
+const KNOWN_SLOTS: usize = 1024;
+
+impl Default for PartTouches {
+    fn default() -> Self {
+        PartTouches { pages: Default::default(), known: vec![u64::MAX; KNOWN_SLOTS] }
+    }
+}
+
+impl PartTouches {
+    fn chunk(&mut self, chunk: &Chunk, window: &Window, page_shift: u32) {
         let a = &chunk.accesses;
         let mut outside_from = 0;
-        let mut touch_outside = |from: usize, to: usize, first: &mut rustc_hash::FxHashMap<u64, u32>| {
-            for i in from..to {
-                let page = a.addr[i] >> page_shift;
-                if page != last_outside {
-                    last_outside = page;
-                    first.entry(page).or_insert(a.thread[i]);
-                }
-            }
-        };
-        for range in window.inside(&chunk) {
-            touch_outside(outside_from, range.start, &mut first);
-            for i in range.clone() {
-                let page = a.addr[i] >> page_shift;
-                if page == last_inside {
-                    continue;
-                }
-                last_inside = page;
-                let toucher = first.entry(page).or_insert(FIRST_INSIDE);
-                if *toucher != DECIDED {
-                    out.pages += 1;
-                    out.moved += u64::from(*toucher != FIRST_INSIDE && *toucher != a.thread[i]);
-                    *toucher = DECIDED;
-                }
-            }
+        for range in window.inside(chunk) {
+            self.touch(&a.addr[outside_from..range.start], &a.thread[outside_from..range.start], false, page_shift);
+            self.touch(&a.addr[range.clone()], &a.thread[range.clone()], true, page_shift);
             outside_from = range.end;
         }
-        touch_outside(outside_from, a.len(), &mut first);
+        self.touch(&a.addr[outside_from..], &a.thread[outside_from..], false, page_shift);
     }
-    Ok(out)
+
+    fn touch(&mut self, addrs: &[u64], threads: &[u32], inside: bool, page_shift: u32) {
+        for (&addr, &t) in addrs.iter().zip(threads) {
+            let page = addr >> page_shift;
+            let slot = &mut self.known[page as usize % KNOWN_SLOTS];
+            if *slot >> 1 == page && (!inside || *slot & 1 == 1) {
+                continue;
+            }
+            let entry = self.pages.entry(page).or_insert(Touches {
+                first_thread: t,
+                first_inside: inside,
+                inside_thread: None,
+            });
+            if inside && entry.inside_thread.is_none() {
+                entry.inside_thread = Some(t);
+            }
+            *slot = page << 1 | u64::from(entry.inside_thread.is_some());
+        }
+    }
+}
+
+/// The parts' first touches joined in trace order: a page's first access is in the first
+/// part that touched it, its first inside the window in the first part that touched it there.
+fn joined(parts: impl IntoIterator<Item = PartTouches>) -> FirstTouch {
+    let mut all: rustc_hash::FxHashMap<u64, Touches> = Default::default();
+    for part in parts {
+        for (page, t) in part.pages {
+            let e = all.entry(page).or_insert(t);
+            if e.inside_thread.is_none() {
+                e.inside_thread = t.inside_thread;
+            }
+        }
+    }
+    let mut out = FirstTouch::default();
+    for t in all.values() {
+        if let Some(inside) = t.inside_thread {
+            out.pages += 1;
+            out.moved += u64::from(!t.first_inside && t.first_thread != inside);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{Access, MemoryTrace};
+    use std::collections::BTreeMap;
 
     fn event(at: u64, kind: EventKind, arg: u64, label: &str) -> Event {
         Event { at, thread: 0, kind, arg, label: label.into() }
@@ -549,5 +595,39 @@ mod tests {
         ]);
         let window = Window::new(vec![(3, 7)], "test".into());
         assert_eq!(first_touch(&mut t, &window, 12).unwrap(), FirstTouch { pages: 3, moved: 1 });
+    }
+
+    /// Counted in contiguous parts and joined, the first touches are those of one pass, and
+    /// both are those worked out by hand.
+    #[test]
+    fn first_touches_counted_in_parts_join_as_in_one_pass() {
+        let mut t = MemoryTrace::new(Default::default()).with_chunk_accesses(50);
+        let mut accesses = Vec::new();
+        let mut x = 7u64;
+        for _ in 0..1000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let a = Access::read((x >> 60) as u32 % 4, ((x >> 20) % 40) << 12, 8);
+            t.access(a);
+            accesses.push(a);
+        }
+        let window = Window::new(vec![(300, 450), (600, 700)], "test".into());
+        let inside = |i: usize| (300..450).contains(&i) || (600..700).contains(&i);
+        let mut first: BTreeMap<u64, u32> = BTreeMap::new();
+        let mut first_inside: BTreeMap<u64, u32> = BTreeMap::new();
+        for (i, a) in accesses.iter().enumerate() {
+            first.entry(a.addr >> 12).or_insert(a.thread);
+            if inside(i) {
+                first_inside.entry(a.addr >> 12).or_insert(a.thread);
+            }
+        }
+        let moved = first_inside.iter().filter(|(p, t)| first[p] != **t).count() as u64;
+        let expect = FirstTouch { pages: first_inside.len() as u64, moved };
+        assert!(moved > 0, "the trace exercises moved pages");
+        assert_eq!(first_touch(&mut t, &window, 12).unwrap(), expect);
+        let mut parts: Vec<PartTouches> = (0..3).map(|_| PartTouches::default()).collect();
+        for k in 0..20 {
+            parts[k * 3 / 20].chunk(t.chunk(k).unwrap(), &window, 12);
+        }
+        assert_eq!(joined(parts), expect);
     }
 }
