@@ -44,9 +44,13 @@ pub fn run(
     out.write("summary.json", (serde_json::to_string_pretty(&summary)? + "\n").as_bytes())?;
     out.commit()?;
     print_summary(&summary, &analysis, request, burst.as_ref());
+    if let Some(w) = &analysis.shared {
+        crate::shared::print(w);
+    }
     println!(
-        "wrote {}/{{comm.csv,comm.mat,comm.grf,machine.tgt,pages.csv,page-nodes.csv,{},{},summary.json}}",
+        "wrote {}/{{comm.csv,comm.mat,comm.grf,machine.tgt,pages.csv,page-nodes.csv,{}{},{},summary.json}}",
         dir.display(),
+        if analysis.shared.is_some() { "shared.csv," } else { "" },
         plot::files("pages"),
         plot::files("heatmap")
     );
@@ -72,8 +76,13 @@ fn write_outputs(out: &OutputDir, analysis: &sharemap::Analysis, machine: &Machi
     write("comm.mat", &matrix.to_topomatch())?;
     write("comm.grf", &sharemap::map::scotch_graph(matrix))?;
     write("machine.tgt", &sharemap::map::scotch_target(machine))?;
-    write("pages.csv", &usage.to_numalize_csv(n, node_of))?;
+    // numalize's structure.name: the object each page holds most accesses of.
+    let name_of = |page: u64| analysis.shared.as_ref()?.object_of_page(page).map(|o| o.name.clone());
+    write("pages.csv", &usage.to_numalize_csv_named(n, node_of, name_of))?;
     write("page-nodes.csv", &usage.to_node_csv(machine.numa_count(), node_of))?;
+    if let Some(w) = &analysis.shared {
+        write("shared.csv", &w.to_csv())?;
+    }
     // The two plots are rendered side by side (rendering costs about as much as detection on
     // tens of millions of accesses).
     std::thread::scope(|scope| -> Result<()> {

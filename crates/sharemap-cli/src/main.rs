@@ -15,6 +15,7 @@ mod registry;
 mod report;
 mod reproduce;
 mod run;
+mod shared;
 mod simulate;
 mod sweep;
 mod trace_cmds;
@@ -167,6 +168,14 @@ enum Command {
         /// that carry 90 % of its accesses) and its mapping's cost
         #[arg(long)]
         against: Option<PathBuf>,
+        /// Say what is shared by name (data objects, true and false sharing, the code) even
+        /// for a trace that does not name its data: address ranges then (the default for a
+        /// recording of a `sharemap cc` build)
+        #[arg(long, conflicts_with = "no_objects")]
+        objects: bool,
+        /// Do not say what is shared by name (a pass of its own)
+        #[arg(long)]
+        no_objects: bool,
         #[command(flatten)]
         exclude: trace_cmds::InputArgs,
         /// Output directory
@@ -373,9 +382,28 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let input = map::Input { path: &input, from: from.as_deref(), args: &exclude };
             map::run(&input, &machine, &algo, &cost_model, seed, json)
         }
-        Command::Analyze { trace, from, machine, detector, compare, split: window, against, exclude, output } => {
+        Command::Analyze {
+            trace,
+            from,
+            machine,
+            detector,
+            compare,
+            split: window,
+            against,
+            objects,
+            no_objects,
+            exclude,
+            output,
+        } => {
             let against = against.map(sharemap::TraceInput::file);
-            let request = sharemap::AnalyzeRequest { detector, compare, window, against };
+            let objects = if objects {
+                Some(true)
+            } else if no_objects {
+                Some(false)
+            } else {
+                None
+            };
+            let request = sharemap::AnalyzeRequest { detector, compare, window, against, objects };
             analyze::run(&trace, from.as_deref(), &exclude, &machine, &request, &output)
         }
         Command::Filter { model, reorder, gaps, output, to, sensitivity } => {

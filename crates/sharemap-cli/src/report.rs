@@ -78,5 +78,6 @@ pub fn build(args: &ReportArgs, runs: Option<&Runs>) -> Result<Page> {
         runs,
         window: session.input().window().map_err(|e| anyhow!(e))?.as_deref(),
         advice: &advice,
+        shared: analysis.shared.as_ref(),
     })?)
 }

@@ -454,6 +454,11 @@ fn say_recorded(rec: &sharemap_run::record::Recorded, output: &Path) -> ExitCode
             rec.forks
         );
     }
+    if let Some(why) = &rec.unnamed {
+        eprintln!(
+            "sharemap: note: the trace does not name the program's data and code ({why}); `analyze` shows address ranges"
+        );
+    }
     use std::os::unix::process::ExitStatusExt;
     let status = rec.status;
     if let Some(sig) = status.signal() {

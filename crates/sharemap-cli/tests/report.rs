@@ -7,8 +7,8 @@ use common::{ok, p, s, sharemap};
 use std::path::Path;
 use std::process::Command;
 
-const SECTIONS: [&str; 9] =
-    ["advice", "machine", "trace", "sharing", "pages", "mapping", "placement", "simulation", "runs"];
+const SECTIONS: [&str; 10] =
+    ["advice", "machine", "trace", "sharing", "shared", "pages", "mapping", "placement", "simulation", "runs"];
 
 /// Chromium, or None (the test then says why it skipped, unless scripts/test requires it).
 fn chromium() -> Option<&'static str> {
@@ -46,7 +46,7 @@ fn the_report_loads_in_a_browser_with_every_section_and_image() {
         .unwrap();
     let html = p(&dir, "report.html");
     let out = ok(&["report", s(&trace), "-m", "sammu-x7550", "--runs", s(&runs), "-o", s(&html)]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("9 sections: advice, machine"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("10 sections: advice, machine"));
     let text = std::fs::read_to_string(&html).unwrap();
     // Self-contained: nothing fetched from elsewhere, no script at all.
     for outside in ["src=\"http", "href=\"http", "<link", "<script", "url("] {

@@ -110,6 +110,17 @@ impl PageUsage {
     /// firsttouch.location,structure.name,T0..`. Traces do not record allocations, so the
     /// allocating thread is given as the first-touch thread; structure names are empty.
     pub fn to_numalize_csv(&self, threads: usize, node_of_thread: impl Fn(u32) -> u32) -> String {
+        self.to_numalize_csv_named(threads, node_of_thread, |_| None)
+    }
+
+    /// numalize's page format with `structure.name` filled in: the name of the data each page
+    /// (by number) holds, when known (quoted where it holds a comma or a quote).
+    pub fn to_numalize_csv_named(
+        &self,
+        threads: usize,
+        node_of_thread: impl Fn(u32) -> u32,
+        name_of_page: impl Fn(u64) -> Option<String>,
+    ) -> String {
         let mut out = String::from(
             "page.address,alloc.thread,alloc.location,firsttouch.thread,firsttouch.location,structure.name",
         );
@@ -120,6 +131,13 @@ impl PageUsage {
         for (page, e) in self.sorted() {
             let node = node_of_thread(e.first_touch);
             let _ = write!(out, "{:#x},{},{node},{},{node},", page * self.page_size, e.first_touch, e.first_touch);
+            if let Some(name) = name_of_page(page) {
+                if name.contains([',', '"', '\n', '\r']) {
+                    let _ = write!(out, "\"{}\"", name.replace('"', "\"\""));
+                } else {
+                    out.push_str(&name);
+                }
+            }
             for t in 0..threads {
                 let _ = write!(out, ",{}", e.accesses.get(t).copied().unwrap_or(0));
             }

@@ -1,11 +1,12 @@
 //! Detector throughput per core on the generators' patterns (criterion, accesses/s), on
 //! decoded chunks (decoding is not counted).
-//! Targets: oracle and stmap >= 100M accesses/s per core, sammu >= 50M.
+//! Targets: oracle and stmap >= 100M accesses/s per core, sammu >= 50M, what is shared
+//! (lines classified and attributed, `WhatIsShared`) >= 50M.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use sharemap_detect::sammu::{Sammu, SammuParams};
 use sharemap_detect::stmap::{Stmap, StmapParams};
-use sharemap_detect::{Detector, Oracle};
+use sharemap_detect::{Detector, Oracle, WhatIsShared};
 use sharemap_sources::generate::{self, GenParams, PATTERNS};
 use sharemap_trace::{Chunk, Metadata, TraceReader, TraceSource, TraceWriter};
 
@@ -67,6 +68,16 @@ fn bench(c: &mut Criterion) {
                 }
                 s.report.triggers
             })
+        });
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("what-is-shared");
+    g.throughput(Throughput::Elements(ACCESSES));
+    g.sample_size(10);
+    for (name, chunks) in &traces {
+        g.bench_with_input(BenchmarkId::from_parameter(name), chunks, |b, chunks| {
+            b.iter(|| WhatIsShared::of_chunks(&Metadata::default(), chunks).lines.total())
         });
     }
     g.finish();

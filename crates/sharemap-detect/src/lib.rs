@@ -11,10 +11,12 @@ pub mod pass;
 pub mod phases;
 pub mod sammu;
 pub mod sampled;
+pub mod shared;
 pub mod stmap;
 
 pub use detector::{DETECTORS, Detection, Detector, DetectorContext, DetectorInfo, MappingDecision, Report};
 pub use oracle::{Granularity, Oracle};
 pub use pass::{DetectError, Found, detect, detect_many, detect_with_page_size};
 pub use phases::{PHASE_CONFIRM_WINDOWS, phase_changes};
+pub use shared::WhatIsShared;
 pub use sharemap_core::{PageUsage, SharingMatrix};

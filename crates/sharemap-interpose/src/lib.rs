@@ -16,6 +16,11 @@ pub trait Hooks: Send + 'static {
     fn started(&self);
     /// In the thread, after its start routine returned (not when it calls pthread_exit).
     fn ended(&self) {}
+    /// Runs the library's own work `f`, such as allocating and freeing the trampoline's
+    /// state: the tracer records none of it.
+    fn quietly<R>(f: impl FnOnce() -> R) -> R {
+        f()
+    }
 }
 
 struct Start<H> {
@@ -28,8 +33,10 @@ extern "C" fn trampoline<H: Hooks>(p: *mut c_void) -> *mut c_void {
     // SAFETY: `p` is the Box made by `create` below, handed over to this thread.
     let start = unsafe { Box::from_raw(p as *mut Start<H>) };
     start.hooks.started();
-    let r = (start.routine)(start.arg);
-    start.hooks.ended();
+    // Freed before the program's routine runs: a thread that never returns holds nothing.
+    let Start { routine, arg, hooks } = H::quietly(move || *start);
+    let r = routine(arg);
+    hooks.ended();
     r
 }
 
@@ -59,12 +66,12 @@ pub unsafe fn create<H: Hooks>(
     hooks: H,
 ) -> i32 {
     let Some(real) = real_create() else { return libc::EAGAIN };
-    let start = Box::into_raw(Box::new(Start { routine, arg, hooks }));
+    let start = H::quietly(|| Box::into_raw(Box::new(Start { routine, arg, hooks })));
     // SAFETY: forwarding the caller's arguments, with our trampoline and its Box.
     let r = unsafe { real(thread, attr, trampoline::<H>, start as *mut c_void) };
     if r != 0 {
         // SAFETY: the thread was not created, the Box is still ours.
-        drop(unsafe { Box::from_raw(start) });
+        H::quietly(|| drop(unsafe { Box::from_raw(start) }));
     }
     r
 }

@@ -137,7 +137,14 @@ impl Session {
         compare: Option<String>,
         window: u64,
     ) -> PyResult<(String, Bound<'py, PyBytes>, usize)> {
-        let request = sharemap::AnalyzeRequest { detector: detector.into(), compare, window, against: None };
+        // What is shared by name is `shared()`'s: a pass of its own.
+        let request = sharemap::AnalyzeRequest {
+            detector: detector.into(),
+            compare,
+            window,
+            against: None,
+            objects: Some(false),
+        };
         request.check().map_err(to_py)?;
         let analysis = interruptible(py, &self.stop, || self.inner.analyze(&request))?;
         let matrix = &analysis.detection.matrix;
@@ -213,6 +220,12 @@ impl Session {
         };
         let simulation = interruptible(py, &self.stop, || self.inner.simulate(&request))?;
         json(&simulation)
+    }
+
+    /// What is shared, by name (`analyze`'s data objects, line classes and code), as JSON.
+    fn shared(&self, py: Python<'_>) -> PyResult<String> {
+        let w = interruptible(py, &self.stop, || self.inner.shared())?;
+        json(&w)
     }
 
     /// Which mapping and placement to use (`sharemap advise`), as JSON.

@@ -313,3 +313,14 @@ def test_advise_matches_the_cli(trace):
     assert [c["speedup"] for c in ours["candidates"]] == [c["speedup"] for c in theirs["candidates"]]
     with pytest.raises(sharemap.SettingError):
         sharemap.Session(trace).advise(threshold=150)
+
+
+def test_shared_matches_the_cli(trace, tmp_path):
+    df = sharemap.Session(trace).shared()
+    cli("analyze", str(trace), "--objects", "-o", str(tmp_path / "out"))
+    theirs = json.loads((tmp_path / "out" / "summary.json").read_text())["what_is_shared"]
+    assert list(df["name"]) == [o["name"] for o in theirs["objects"]]
+    assert list(df["lines_read_shared"]) == [o["lines"]["read_shared"] for o in theirs["objects"]]
+    assert df.attrs["lines"] == theirs["lines"]
+    assert df.attrs["named"] is False
+    assert (df["kind"] == "unknown").all()

@@ -105,6 +105,8 @@ pub struct TraceReport<'a> {
     pub window: Option<&'a sharemap::WindowInfo>,
     /// What to use (`sharemap advise`): the page's first section.
     pub advice: &'a sharemap::Advice,
+    /// What is shared, by name, when the trace names its data.
+    pub shared: Option<&'a sharemap::shared::WhatIsShared>,
 }
 
 /// `sharemap report`'s page: the machine, the trace, its sharing and page usage, thread
@@ -116,6 +118,7 @@ pub fn trace_page(r: &TraceReport) -> Result<Page> {
         machine_section(r.thread_map, r.placed),
         trace_section(r.summary, r.trace, r.name),
         sharing_section(r.matrix)?,
+        shared_section(r.shared),
         pages_section(r.pages, r.matrix.threads())?,
         mapping_section(r.mapped, machine),
         placement_section(r.placed),
@@ -300,6 +303,77 @@ fn advice_section(a: &sharemap::Advice) -> Section {
         a.machine, a.threshold_percent
     ));
     s.notes.extend(a.notes.iter().cloned());
+    s
+}
+
+/// Objects shown in "what is shared"; the rest are `analyze`'s shared.csv.
+const SHARED_ROWS: usize = 15;
+
+fn shared_section(shared: Option<&sharemap::shared::WhatIsShared>) -> Section {
+    use sharemap::grouped;
+    let Some(w) = shared else {
+        return Section::new(
+            "shared",
+            "What is shared",
+            "This trace does not name its data (it is not a recording of a `sharemap cc` build): `sharemap analyze --objects` groups its addresses in ranges instead.",
+        );
+    };
+    let l = &w.lines;
+    let reading = format!(
+        "{} lines touched: {} truly shared (a word written by one thread and touched by another), {} falsely shared (threads writing different words of one line), {} read-shared, {} private. The objects with the most accesses to truly or falsely shared lines come first.",
+        grouped(l.total()),
+        grouped(l.true_shared),
+        grouped(l.false_shared),
+        grouped(l.read_shared),
+        grouped(l.private)
+    );
+    let mut s = Section::new("shared", "What is shared", reading);
+    let rows: Vec<Vec<String>> = w
+        .objects
+        .iter()
+        .filter(|o| o.lines.shared() > 0)
+        .take(SHARED_ROWS)
+        .map(|o| {
+            let code: Vec<String> = o.code.iter().map(|c| format!("{} ({})", c.site.describe(), c.samples)).collect();
+            vec![
+                o.name.clone(),
+                format!("{:?}", o.kind).to_lowercase(),
+                o.threads.to_string(),
+                grouped(o.accesses),
+                grouped(o.lines.true_shared),
+                grouped(o.lines.false_shared),
+                grouped(o.lines.read_shared),
+                format!("{} of {}", o.shared_pages, o.pages),
+                if code.is_empty() { "-".into() } else { code.join(", ") },
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        s.notes.push("No line was touched by two threads.".into());
+    } else {
+        let head = [
+            "object",
+            "kind",
+            "threads",
+            "accesses",
+            "true",
+            "false",
+            "read",
+            "shared pages",
+            "code on its shared lines (samples)",
+        ];
+        s.table = Some(Table::new(head.map(String::from).to_vec(), rows));
+    }
+    if !w.named {
+        s.notes.push("The trace has no allocation records or symbols: objects are address ranges.".into());
+    }
+    s.notes.push(format!(
+        "Words are {}-byte eighths of {}-byte lines. Code: {} access samples, one access in {} per thread; atomic operations carry none. docs/detection/what-is-shared.md",
+        w.word_size,
+        w.line_size,
+        grouped(w.samples),
+        w.sample_period
+    ));
     s
 }
 

@@ -45,6 +45,10 @@ const STM_PLAIN: &str = "libsharemap_stm.a";
 /// What the runtime needs from the system (rustc's native-static-libs, less the driver's).
 const RUNTIME_LIBS: [&str; 5] = ["-lpthread", "-ldl", "-lm", "-lrt", "-lutil"];
 const WRAPPED: &str = "-Wl,--wrap=memcpy,--wrap=memmove,--wrap=memset";
+/// The program's allocations go through the runtime, which records each with its call site
+/// (C++'s operators too: a C program has no calls to them, and the runtime's references
+/// to them are weak).
+const ALLOCATIONS_WRAPPED: &str = "-Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=posix_memalign,--wrap=aligned_alloc,--wrap=mmap,--wrap=munmap,--wrap=_Znwm,--wrap=_Znam,--wrap=_ZdlPv,--wrap=_ZdaPv,--wrap=_ZdlPvm,--wrap=_ZdaPvm";
 /// Under `--tx-only` libc's copies are not wrapped; the runtime's wrappers, linked but never
 /// called, still name the `__real_` functions `--wrap` would have given: these forward them.
 const UNWRAPPED_SHIM: &str = "#include <stddef.h>
@@ -362,7 +366,7 @@ pub fn build(args: &[OsString], cxx: bool, tools: &Tools, notes: &mut dyn FnMut(
     } else {
         OsString::from(WRAPPED)
     };
-    let link: Vec<OsString> = [lib.into_os_string(), wrapped, KEEP_RUNTIME.into()]
+    let link: Vec<OsString> = [lib.into_os_string(), wrapped, ALLOCATIONS_WRAPPED.into(), KEEP_RUNTIME.into()]
         .into_iter()
         .chain(keep_stm)
         .chain(RUNTIME_LIBS.iter().map(OsString::from))

@@ -9,6 +9,7 @@ pub mod mechanism;
 mod observe;
 mod placer;
 pub mod record;
+mod symbols;
 pub mod sysctl;
 pub mod thp;
 pub mod timeline;

@@ -64,6 +64,8 @@ pub struct Recorder {
     meta: Metadata,
     /// `--burst`, parsed.
     burst: Option<(u64, u64)>,
+    /// The program's file, when found (its names are read after the recording).
+    program: Option<PathBuf>,
 }
 
 /// What a recording did.
@@ -79,6 +81,9 @@ pub struct Recorded {
     pub excluded: Option<u64>,
     /// Times the program forked (the children are not recorded).
     pub forks: u32,
+    /// Why the trace does not name the program's variables and code, when it does not (the
+    /// tracer backend).
+    pub unnamed: Option<String>,
 }
 
 fn refuse(why: impl Into<String>) -> Error {
@@ -226,7 +231,7 @@ impl Recorder {
             if request.no_aslr && backend == Backend::Tracer { same_libraries_as_run(tools)? } else { Vec::new() };
         let mut env = env;
         env.extend(request.env.iter().cloned());
-        Ok(Recorder { request, backend, notes, ranges, in_executable, env, meta, burst })
+        Ok(Recorder { request, backend, notes, ranges, in_executable, env, meta, burst, program: resolved })
     }
 
     pub fn backend(&self) -> Backend {
@@ -236,7 +241,7 @@ impl Recorder {
     /// Runs the program and records it. The trace keeps every access handed over, whatever
     /// the program's end.
     pub fn run(self) -> Result<Recorded> {
-        let Recorder { request, backend, ranges, in_executable, env, meta, burst, .. } = self;
+        let Recorder { request, backend, ranges, in_executable, env, meta, burst, program, .. } = self;
         let mut writer = TraceWriter::create(&request.output, request.format, meta)?;
         writer.flush_each_chunk()?;
         // The trace's clock: the run's wall time, start to end, recording included.
@@ -244,6 +249,7 @@ impl Recorder {
         let failed = |e: &dyn std::fmt::Display| refuse(e.to_string());
         let excluding = request.exclude.is_some();
         let mut corrupted = None;
+        let mut unnamed = None;
         let (status, threads, lost, excluded, forks) = match backend {
             Backend::Tracer => {
                 let opts = sharemap_sources::runtime::Options {
@@ -262,6 +268,11 @@ impl Recorder {
                 // The trace's `cpu` events mean something on a machine with these nodes.
                 writer.set_host_cpu_nodes(host_cpu_nodes());
                 writer.set_burst(rec.burst);
+                match program.as_deref().map(|p| crate::symbols::program_info(p, rec.exe_base, &rec.sites)) {
+                    Some(Ok(info)) => writer.set_program(Some(info)),
+                    Some(Err(why)) => unnamed = Some(why),
+                    None => unnamed = Some("the program's file was not found on PATH".into()),
+                }
                 corrupted = rec.corrupted;
                 (rec.status, rec.threads, rec.lost, rec.excluded, rec.forks)
             }
@@ -302,6 +313,7 @@ impl Recorder {
             lost,
             excluded: excluding.then_some(excluded),
             forks,
+            unnamed,
         })
     }
 }
@@ -350,25 +362,8 @@ fn exclusion(text: &str, program: &Path) -> Result<(Ranges, Vec<(u64, u64)>)> {
 
 /// (name, value, size) of every defined symbol of `program`, from binutils' `nm`.
 fn symbol_table(program: &Path) -> Result<Vec<(String, u64, u64)>> {
-    let out = std::process::Command::new("nm")
-        .args(["-S", "--defined-only"])
-        .arg(program)
-        .output()
-        .map_err(|e| refuse(format!("--exclude: running nm on {}: {e} (binutils has it)", program.display())))?;
-    if !out.status.success() {
-        return Err(refuse(format!("--exclude: nm cannot read the symbols of {}", program.display())));
-    }
-    let hex = |s: &str| u64::from_str_radix(s, 16).ok();
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            match f.as_slice() {
-                [value, size, _kind, name] => Some((name.to_string(), hex(value)?, hex(size)?)),
-                _ => None,
-            }
-        })
-        .collect())
+    let symbols = crate::symbols::symbols(program).map_err(|why| refuse(format!("--exclude: {why}")))?;
+    Ok(symbols.into_iter().map(|s| (s.name, s.value, s.size)).collect())
 }
 
 /// `sharemap run` preloads its actor: a recording meant for a later run preloads it too

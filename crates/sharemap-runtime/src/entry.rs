@@ -10,7 +10,7 @@
 //! with this runtime instead of libtsan: `__tsan_read{N}` / `__tsan_write{N}`, the unaligned and range
 //! variants and the vtable-pointer ones. Function entry and exit are no-ops.
 
-use crate::access;
+use crate::{access, access_from};
 use core::ffi::c_void;
 
 macro_rules! callbacks {
@@ -24,6 +24,32 @@ macro_rules! callbacks {
     };
 }
 
+/// ThreadSanitizer's callbacks: each takes the caller's return address off the stack, the
+/// code address of the access it reports, and jumps on with it (x86-64; elsewhere the
+/// access's site is not known).
+macro_rules! with_site {
+    ($($name:ident => $write:expr, $size:expr;)*) => {
+        $(
+            #[cfg(target_arch = "x86_64")]
+            #[unsafe(naked)]
+            #[unsafe(no_mangle)]
+            pub extern "C" fn $name() {
+                core::arch::naked_asm!("mov rsi, [rsp]", "jmp {target}", target = sym at_site::<$write, $size>)
+            }
+
+            #[cfg(not(target_arch = "x86_64"))]
+            #[unsafe(no_mangle)]
+            pub extern "C" fn $name(addr: *const c_void) {
+                access($write, addr as usize, $size);
+            }
+        )*
+    };
+}
+
+extern "C" fn at_site<const WRITE: bool, const SIZE: usize>(addr: *const c_void, site: usize) {
+    access_from(WRITE, addr as usize, SIZE, site);
+}
+
 callbacks! {
     __sanitizer_cov_load1 => false, 1;
     __sanitizer_cov_load2 => false, 2;
@@ -35,6 +61,9 @@ callbacks! {
     __sanitizer_cov_store4 => true, 4;
     __sanitizer_cov_store8 => true, 8;
     __sanitizer_cov_store16 => true, 16;
+}
+
+with_site! {
     __tsan_read1 => false, 1;
     __tsan_read2 => false, 2;
     __tsan_read4 => false, 4;
@@ -79,11 +108,31 @@ pub extern "C" fn __tsan_func_entry(_pc: *const c_void) {}
 #[unsafe(no_mangle)]
 pub extern "C" fn __tsan_func_exit() {}
 
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub extern "C" fn __tsan_read_range() {
+    core::arch::naked_asm!("mov rdx, [rsp]", "jmp {target}", target = sym range_at_site::<false>)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub extern "C" fn __tsan_write_range() {
+    core::arch::naked_asm!("mov rdx, [rsp]", "jmp {target}", target = sym range_at_site::<true>)
+}
+
+extern "C" fn range_at_site<const WRITE: bool>(addr: *const c_void, size: usize, site: usize) {
+    access_from(WRITE, addr as usize, size, site);
+}
+
+#[cfg(not(target_arch = "x86_64"))]
 #[unsafe(no_mangle)]
 pub extern "C" fn __tsan_read_range(addr: *const c_void, size: usize) {
     access(false, addr as usize, size);
 }
 
+#[cfg(not(target_arch = "x86_64"))]
 #[unsafe(no_mangle)]
 pub extern "C" fn __tsan_write_range(addr: *const c_void, size: usize) {
     access(true, addr as usize, size);

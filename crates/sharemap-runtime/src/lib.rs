@@ -9,6 +9,7 @@
 //! The runtime itself is not instrumented, and it keeps no thread-local state that needs a
 //! destructor: threads torn down in any order (libomp's at exit) find nothing to run.
 
+mod alloc;
 mod annotate;
 mod atomics;
 mod burst;
@@ -86,6 +87,8 @@ pub(crate) struct ThreadState {
     starved: Cell<bool>,
     /// Blocks taken so far.
     blocks_taken: Cell<u32>,
+    /// Recorded accesses until the next one whose code address is recorded too.
+    site_in: Cell<u32>,
 }
 
 const NO_ID: u32 = u32::MAX;
@@ -102,6 +105,7 @@ thread_local! {
             stack: Cell::new((0, 0)),
             starved: Cell::new(false),
             blocks_taken: Cell::new(0),
+            site_in: Cell::new(0),
         }
     };
 }
@@ -401,6 +405,12 @@ fn publish(t: &ThreadState, make: impl FnOnce(u64) -> Record) {
 /// Records an access of `size` bytes at `addr`; ranges are cut at page boundaries.
 #[inline]
 pub(crate) fn access(write: bool, addr: usize, size: usize) {
+    access_from(write, addr, size, 0);
+}
+
+/// Records an access made by the instruction before code address `site` (0: not known).
+#[inline]
+pub(crate) fn access_from(write: bool, addr: usize, size: usize, site: usize) {
     if !active() {
         return;
     }
@@ -409,13 +419,14 @@ pub(crate) fn access(write: bool, addr: usize, size: usize) {
             return;
         }
         t.busy.set(true);
-        record_access(t, write, addr, size);
+        record_access(t, write, addr, size, site);
         t.busy.set(false);
     });
 }
 
-/// Sampling, stack exclusion, then the access's records, cut at page boundaries.
-fn record_access(t: &ThreadState, write: bool, addr: usize, size: usize) {
+/// Sampling, stack exclusion, one access in `ACCESS_SITE_PERIOD` with its code address,
+/// then the access's records, cut at page boundaries.
+fn record_access(t: &ThreadState, write: bool, addr: usize, size: usize, site: usize) {
     let sample = SAMPLE.load(Ordering::Relaxed);
     if sample > 1 {
         let s = t.skip.get();
@@ -428,6 +439,15 @@ fn record_access(t: &ThreadState, write: bool, addr: usize, size: usize) {
     let (lo, hi) = t.stack.get();
     if addr >= lo && addr < hi {
         return;
+    }
+    if site != 0 {
+        match t.site_in.get() {
+            0 => {
+                push(t, |seq| Record::tagged(seq, sharemap_shm::TAG_ACCESS_SITE, site as u64));
+                t.site_in.set(sharemap_shm::ACCESS_SITE_PERIOD - 1);
+            }
+            n => t.site_in.set(n - 1),
+        }
     }
     let mut a = addr as u64;
     let end = a + size as u64;

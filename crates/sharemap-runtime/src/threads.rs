@@ -23,12 +23,20 @@ impl sharemap_interpose::Hooks for Traced {
     fn ended(&self) {
         crate::event(THREAD_EXIT, b"", 0);
     }
+
+    fn quietly<R>(f: impl FnOnce() -> R) -> R {
+        crate::inside(f)
+    }
 }
 
-/// Records the thread's start, with its OS id.
+/// Records the thread's start, with its OS id, then its stack as an allocation of its own.
 pub(crate) fn started_on(t: &crate::ThreadState) {
     // SAFETY: gettid has no preconditions.
     crate::thread_start_on(t, unsafe { libc::gettid() } as u64);
+    let (lo, hi) = stack_range();
+    if hi > lo {
+        crate::alloc::allocated_on(t, lo, hi - lo, crate::alloc::STACK, 0);
+    }
 }
 
 /// # Safety

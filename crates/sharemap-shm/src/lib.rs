@@ -35,7 +35,7 @@ pub const ENV_BURST_OFF: &str = "SHAREMAP_BURST_OFF";
 pub const BURST_ALL: u64 = u64::MAX;
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMAPRT1");
-pub const VERSION: u32 = 8;
+pub const VERSION: u32 = 9;
 
 /// Threads recorded at most, as many as a trace holds (`sharemap_core::MAX_THREADS`): the
 /// accesses of later threads are counted as lost.
@@ -132,6 +132,26 @@ pub const TAG_CPU: u8 = 4;
 /// ran in the burst (low 32 bits) | those it ran between its previous burst and this one
 /// << 32 (each saturating).
 pub const TAG_BURST_END: u8 = 5;
+/// The thread's next access was made by the instruction before code address `payload` (the
+/// return address of the instrumentation's call): one access in `ACCESS_SITE_PERIOD`.
+pub const TAG_ACCESS_SITE: u8 = 6;
+/// An allocation, in three records: `TAG_ALLOC` (`payload` = address, low 48 bits | the
+/// allocator's number in `ALLOCATORS` << 56), then `TAG_ALLOC_SIZE` (bytes) and
+/// `TAG_ALLOC_SITE` (the call's return address, 0 when not known), the thread's next records
+/// but for a `TAG_CPU` when it takes a block between them.
+pub const TAG_ALLOC: u8 = 7;
+pub const TAG_ALLOC_SIZE: u8 = 8;
+pub const TAG_ALLOC_SITE: u8 = 9;
+/// A release: `payload` = address, low 48 bits | the releaser's number in `RELEASERS` << 56.
+pub const TAG_FREE: u8 = 10;
+
+/// One recorded access in this many per thread carries its code address.
+pub const ACCESS_SITE_PERIOD: u32 = 1024;
+
+/// The allocators, by their number in `TAG_ALLOC`, as the trace's `alloc` events name them.
+pub const ALLOCATORS: [&str; 8] = ["malloc", "calloc", "realloc", "aligned", "mmap", "new", "new[]", "stack"];
+/// The releasers, by their number in `TAG_FREE`, as the trace's `free` events name them.
+pub const RELEASERS: [&str; 4] = ["free", "realloc", "munmap", "delete"];
 
 /// Largest size one access record holds; larger ranges are split (at page boundaries).
 pub const MAX_ACCESS_SIZE: u64 = 4096;
@@ -159,6 +179,20 @@ impl Record {
     pub fn burst_end(seq: u64, in_burst: u64, before: u64) -> Record {
         let payload = in_burst.min(u32::MAX as u64) | before.min(u32::MAX as u64) << 32;
         Record { seq_tag: seq << 8 | TAG_BURST_END as u64, payload }
+    }
+
+    pub fn tagged(seq: u64, tag: u8, payload: u64) -> Record {
+        Record { seq_tag: seq << 8 | tag as u64, payload }
+    }
+
+    /// An allocation's or release's first record: the address and the allocator's number.
+    pub fn alloc(seq: u64, tag: u8, addr: u64, how: u8) -> Record {
+        Record::tagged(seq, tag, (addr & ((1 << ADDR_BITS) - 1)) | (how as u64) << 56)
+    }
+
+    /// (address, allocator's number) of a `TAG_ALLOC` or `TAG_FREE` record.
+    pub fn alloc_parts(&self) -> (u64, u8) {
+        (self.addr(), (self.payload >> 56) as u8)
     }
 
     pub fn thread_start(seq: u64, os_tid: u64) -> Record {

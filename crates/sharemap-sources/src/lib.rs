@@ -22,7 +22,7 @@ pub fn disable_aslr() -> io::Result<()> {
 }
 
 use sharemap_trace::batch::ChunkItem;
-use sharemap_trace::{Access, Chunk, EventKind};
+use sharemap_trace::{Access, Chunk, Event, EventKind};
 use std::io;
 use std::process::ExitStatus;
 
@@ -46,6 +46,10 @@ pub struct Recording {
     pub corrupted: Option<String>,
     /// A burst-sampled build's setting, as its runtime reported it (the tracer runtime).
     pub burst: Option<sharemap_trace::Burst>,
+    /// The executable's load bias, and the code addresses the trace's allocation and access
+    /// sites name, sorted (the tracer runtime): for the recorder to resolve.
+    pub exe_base: u64,
+    pub sites: Vec<u64>,
 }
 
 /// A sink that leaves out the accesses touching some address ranges (`record --exclude`),
@@ -76,8 +80,8 @@ impl Sink for ExcludingSink<'_> {
         self.inner.access(a)
     }
 
-    fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) -> io::Result<()> {
-        self.inner.event(thread, kind, arg, label)
+    fn push_event(&mut self, e: &Event) -> io::Result<()> {
+        self.inner.push_event(e)
     }
 
     fn chunk(&mut self, chunk: &mut Chunk) -> io::Result<()> {
@@ -131,7 +135,12 @@ impl Drop for SignalForwarder {
 /// Where a source puts what it produces: a trace writer, or a vector in tests.
 pub trait Sink {
     fn access(&mut self, a: Access) -> io::Result<()>;
-    fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) -> io::Result<()>;
+    /// An event just before the next access (its own position is not used).
+    fn push_event(&mut self, e: &Event) -> io::Result<()>;
+
+    fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) -> io::Result<()> {
+        self.push_event(&Event::new(0, thread, kind, arg, label))
+    }
 
     /// A run of accesses and events built by the source itself (events at absolute
     /// positions, `chunk.first_access` being the number of accesses sent before). Writers
@@ -140,7 +149,7 @@ pub trait Sink {
         for item in chunk.items() {
             match item {
                 ChunkItem::Access(a) => self.access(a)?,
-                ChunkItem::Event(e) => self.event(e.thread, e.kind, e.arg, &e.label)?,
+                ChunkItem::Event(e) => self.push_event(e)?,
             }
         }
         Ok(())
@@ -151,8 +160,8 @@ impl<W: io::Write> Sink for sharemap_trace::native::NativeWriter<W> {
     fn access(&mut self, a: Access) -> io::Result<()> {
         self.push(a)
     }
-    fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) -> io::Result<()> {
-        sharemap_trace::native::NativeWriter::event(self, thread, kind, arg, label)
+    fn push_event(&mut self, e: &Event) -> io::Result<()> {
+        sharemap_trace::native::NativeWriter::push_event(self, e)
     }
     fn chunk(&mut self, chunk: &mut Chunk) -> io::Result<()> {
         self.write_chunk(chunk)
@@ -172,8 +181,8 @@ impl Sink for VecSink {
         self.accesses.push(a);
         Ok(())
     }
-    fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) -> io::Result<()> {
-        self.events.push((self.accesses.len(), thread, kind, arg, label.to_string()));
+    fn push_event(&mut self, e: &Event) -> io::Result<()> {
+        self.events.push((self.accesses.len(), e.thread, e.kind, e.arg, e.label.clone()));
         Ok(())
     }
 }
@@ -182,8 +191,8 @@ impl Sink for sharemap_trace::TraceWriter {
     fn access(&mut self, a: Access) -> io::Result<()> {
         sharemap_trace::TraceWriter::access(self, a).map_err(io::Error::other)
     }
-    fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) -> io::Result<()> {
-        sharemap_trace::TraceWriter::event(self, thread, kind, arg, label).map_err(io::Error::other)
+    fn push_event(&mut self, e: &Event) -> io::Result<()> {
+        sharemap_trace::TraceWriter::push_event(self, e).map_err(io::Error::other)
     }
     fn chunk(&mut self, chunk: &mut Chunk) -> io::Result<()> {
         sharemap_trace::TraceWriter::chunk(self, chunk).map_err(io::Error::other)
@@ -195,8 +204,8 @@ impl Sink for sharemap_trace::MemoryTrace {
         sharemap_trace::MemoryTrace::access(self, a);
         Ok(())
     }
-    fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) -> io::Result<()> {
-        sharemap_trace::MemoryTrace::event(self, thread, kind, arg, label);
+    fn push_event(&mut self, e: &Event) -> io::Result<()> {
+        sharemap_trace::MemoryTrace::push_event(self, e);
         Ok(())
     }
 }

@@ -186,6 +186,8 @@ pub fn record(program: &[OsString], event: PerfEvent, sink: &mut dyn Sink) -> Re
         excluded: 0,
         corrupted: None,
         burst: None,
+        exe_base: 0,
+        sites: Vec::new(),
     })
 }
 

@@ -335,9 +335,17 @@ struct Merger<'a> {
     queued: usize,
     /// What the program broke in the region, once it did: nothing more is taken.
     corrupted: Option<String>,
+    /// Per thread: the allocation whose records are coming in (address, allocator, size).
+    allocating: Vec<Option<(u64, u8, u64)>>,
+    /// The code addresses the recording names (allocation and access sites), up to
+    /// `MAX_SITES`, for the recorder to resolve against the program's debug information.
+    sites: std::collections::HashSet<u64>,
 }
 
 const NO_CPU: u32 = u32::MAX;
+/// Distinct code addresses a recording resolves at most (a program has fewer places that
+/// allocate or access memory than this; more are not named).
+const MAX_SITES: usize = 1 << 20;
 
 impl<'a> Merger<'a> {
     fn new(region: &'a Region, out: SyncSender<Chunk>, spare: Receiver<Chunk>) -> Self {
@@ -360,6 +368,14 @@ impl<'a> Merger<'a> {
             ordinals: Vec::new(),
             queued: 0,
             corrupted: None,
+            allocating: Vec::new(),
+            sites: Default::default(),
+        }
+    }
+
+    fn note_site(&mut self, pc: u64) {
+        if pc != 0 && self.sites.len() < MAX_SITES {
+            self.sites.insert(pc);
         }
     }
 
@@ -588,13 +604,8 @@ impl<'a> Merger<'a> {
             shm::TAG_EVENT => {
                 let (code, (offset, len), arg) = r.event_parts();
                 if let Some(kind) = EventKind::from_code(code) {
-                    self.chunk.events.push(Event {
-                        at,
-                        thread,
-                        kind,
-                        arg: arg as u64,
-                        label: self.region.string(offset, len),
-                    });
+                    let label = self.region.string(offset, len);
+                    self.chunk.events.push(Event::new(at, thread, kind, arg as u64, label));
                 }
             }
             shm::TAG_BURST_END => {
@@ -605,13 +616,7 @@ impl<'a> Merger<'a> {
                 }
                 let e = &mut self.burst_edges[t];
                 *e = (e.0.saturating_add(inside), e.1.saturating_add(inside + before));
-                self.chunk.events.push(Event {
-                    at,
-                    thread,
-                    kind: EventKind::BurstEnd,
-                    arg: r.payload,
-                    label: String::new(),
-                });
+                self.chunk.events.push(Event::new(at, thread, EventKind::BurstEnd, r.payload, ""));
             }
             shm::TAG_CPU => {
                 // A `cpu` event only when the thread is somewhere new.
@@ -620,14 +625,39 @@ impl<'a> Merger<'a> {
                     self.cpus.resize(t + 1, NO_CPU);
                 }
                 if std::mem::replace(&mut self.cpus[t], cpu) != cpu {
-                    self.chunk.events.push(Event {
-                        at,
-                        thread,
-                        kind: EventKind::Cpu,
-                        arg: cpu as u64,
-                        label: String::new(),
-                    });
+                    self.chunk.events.push(Event::new(at, thread, EventKind::Cpu, cpu as u64, ""));
                 }
+            }
+            shm::TAG_ACCESS_SITE => {
+                self.note_site(r.payload);
+                self.chunk.events.push(Event::new(at, thread, EventKind::AccessSite, r.payload, ""));
+            }
+            shm::TAG_ALLOC | shm::TAG_ALLOC_SIZE | shm::TAG_ALLOC_SITE => {
+                let t = thread as usize;
+                if self.allocating.len() <= t {
+                    self.allocating.resize(t + 1, None);
+                }
+                // The three records come in this order; anything else is dropped.
+                match (r.tag(), self.allocating[t]) {
+                    (shm::TAG_ALLOC, _) => {
+                        let (addr, how) = r.alloc_parts();
+                        self.allocating[t] = Some((addr, how, u64::MAX));
+                    }
+                    (shm::TAG_ALLOC_SIZE, Some((addr, how, u64::MAX))) => {
+                        self.allocating[t] = Some((addr, how, r.payload));
+                    }
+                    (shm::TAG_ALLOC_SITE, Some((addr, how, size))) if size != u64::MAX => {
+                        self.allocating[t] = None;
+                        self.note_site(r.payload);
+                        let how = shm::ALLOCATORS[how as usize];
+                        self.chunk.events.push(Event::alloc(at, thread, addr, size, r.payload, how));
+                    }
+                    _ => self.allocating[t] = None,
+                }
+            }
+            shm::TAG_FREE => {
+                let (addr, how) = r.alloc_parts();
+                self.chunk.events.push(Event::new(at, thread, EventKind::Free, addr, shm::RELEASERS[how as usize]));
             }
             shm::TAG_THREAD_START => {
                 let t = thread as usize;
@@ -635,13 +665,7 @@ impl<'a> Merger<'a> {
                     self.os_tids.resize(t + 1, 0);
                 }
                 self.os_tids[t] = r.payload;
-                self.chunk.events.push(Event {
-                    at,
-                    thread,
-                    kind: EventKind::ThreadStart,
-                    arg: r.payload,
-                    label: String::new(),
-                });
+                self.chunk.events.push(Event::new(at, thread, EventKind::ThreadStart, r.payload, ""));
             }
             _ => {}
         }
@@ -694,6 +718,9 @@ fn check_records(records: &[Record], after: &mut u64) -> Result<(), (usize, Stri
                 EventKind::from_code(code).is_some() && offset as usize + len as usize <= shm::STRING_BYTES
             }
             shm::TAG_THREAD_START | shm::TAG_CPU | shm::TAG_BURST_END => true,
+            shm::TAG_ACCESS_SITE | shm::TAG_ALLOC_SIZE | shm::TAG_ALLOC_SITE => true,
+            shm::TAG_ALLOC => (r.alloc_parts().1 as usize) < shm::ALLOCATORS.len(),
+            shm::TAG_FREE => (r.alloc_parts().1 as usize) < shm::RELEASERS.len(),
             _ => false,
         };
         if !fine {
@@ -813,7 +840,10 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
             // Every thread's first record is its start: the threads are those that sent one
             // (or any record), whatever count the program left in the header.
             let seen = merger.queues.len().max(merger.os_tids.len()) as u32;
-            Ok::<_, io::Error>((status, merger.accesses, merger.os_tids, merger.corrupted, merger.burst_edges, seen))
+            let mut sites: Vec<u64> = merger.sites.into_iter().collect();
+            sites.sort_unstable();
+            let found = (merger.accesses, merger.os_tids, merger.corrupted, merger.burst_edges, seen, sites);
+            Ok::<_, io::Error>((status, found))
         });
         let mut written = Ok(());
         let mut out = crate::ExcludingSink::new(sink, opts.exclude.clone());
@@ -835,7 +865,7 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
         excluded = out.excluded;
         (merging.join(), written)
     });
-    let (status, accesses, mut os_tids, corrupted, burst_edges, threads) = match merged {
+    let (status, (accesses, mut os_tids, corrupted, burst_edges, threads, sites)) = match merged {
         Ok(r) => r.map_err(|e| RecordError::Spawn(name.clone(), e))?,
         Err(panic) => std::panic::resume_unwind(panic),
     };
@@ -873,7 +903,20 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
         _ => corrupted,
     };
     let burst = burst.filter(|_| corrupted.is_none());
-    Ok(Recording { status, accesses: accesses - excluded, threads, os_tids, lost, forks, excluded, corrupted, burst })
+    let exe_base = h.exe_base.load(Ordering::Relaxed);
+    Ok(Recording {
+        status,
+        accesses: accesses - excluded,
+        threads,
+        os_tids,
+        lost,
+        forks,
+        excluded,
+        corrupted,
+        burst,
+        exe_base,
+        sites,
+    })
 }
 
 #[cfg(test)]
@@ -909,6 +952,12 @@ mod tests {
 
     fn addrs(seqs: std::ops::Range<u64>) -> Vec<u64> {
         seqs.map(|s| 0x1000 + 8 * s).collect()
+    }
+
+    /// The trace says what one access site stands for with the runtime's own period.
+    #[test]
+    fn the_trace_and_the_runtime_agree_on_the_access_site_period() {
+        assert_eq!(shm::ACCESS_SITE_PERIOD, sharemap_trace::ACCESS_SITE_PERIOD);
     }
 
     #[test]

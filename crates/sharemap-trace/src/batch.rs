@@ -157,7 +157,7 @@ mod tests {
         for i in 0..3 {
             c.accesses.push(Access { thread: 0, addr: i, size: 4, kind: Kind::Read });
         }
-        let event = |at| Event { at, thread: 1, kind: EventKind::PhaseChange, arg: at, label: String::new() };
+        let event = |at| Event::new(at, 1, EventKind::PhaseChange, at, "");
         c.events = vec![event(10), event(10), event(12), event(13)];
         let order: Vec<String> = c
             .items()

@@ -272,12 +272,16 @@ impl TraceWriter {
     }
 
     pub fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) -> Result<()> {
+        self.push_event(&crate::Event::new(0, thread, kind, arg, label))
+    }
+
+    /// Writes `e` just before the next access (its own position is not used).
+    pub fn push_event(&mut self, e: &crate::Event) -> Result<()> {
         self.events += 1;
         match &mut self.inner {
-            Inner::Native(w) => w.event(thread, kind, arg, label).map_err(|e| TraceError::io(self.output.path(), e)),
+            Inner::Native(w) => w.push_event(e).map_err(|err| TraceError::io(self.output.path(), err)),
             _ => {
-                let at = self.accesses;
-                self.pending.events.push(crate::Event { at, thread, kind, arg, label: label.to_string() });
+                self.pending.events.push(crate::Event { at: self.accesses, ..e.clone() });
                 Ok(())
             }
         }
@@ -296,7 +300,7 @@ impl TraceWriter {
         for item in chunk.items() {
             match item {
                 crate::batch::ChunkItem::Access(a) => self.access(a)?,
-                crate::batch::ChunkItem::Event(e) => self.event(e.thread, e.kind, e.arg, &e.label)?,
+                crate::batch::ChunkItem::Event(e) => self.push_event(e)?,
             }
         }
         chunk.clear();
@@ -347,6 +351,16 @@ impl TraceWriter {
             Inner::Native(w) => w.set_burst(burst),
             #[cfg(feature = "parquet")]
             Inner::Parquet(w) => w.set_burst(burst),
+            _ => {}
+        }
+    }
+
+    /// The recorded program's static data and code sites (`Metadata::program`).
+    pub fn set_program(&mut self, program: Option<crate::ProgramInfo>) {
+        match &mut self.inner {
+            Inner::Native(w) => w.set_program(program),
+            #[cfg(feature = "parquet")]
+            Inner::Parquet(w) => w.set_program(program),
             _ => {}
         }
     }

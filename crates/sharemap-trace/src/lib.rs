@@ -23,5 +23,8 @@ pub mod window;
 pub use batch::{AccessBatch, Chunk};
 pub use error::{Result, TraceError};
 pub use formats::{Format, TraceReader, TraceWriter, WriteReport};
-pub use model::{Access, Burst, Event, EventKind, FORMAT_VERSION, Kind, MAX_BURST, MAX_HOST_CPUS, Metadata, Source};
+pub use model::{
+    ACCESS_SITE_PERIOD, Access, Burst, CodeSite, Event, EventKind, FORMAT_VERSION, Kind, MAX_BURST, MAX_HOST_CPUS,
+    Metadata, ProgramInfo, Source, StaticObject,
+};
 pub use source::{MemoryTrace, TraceSource};

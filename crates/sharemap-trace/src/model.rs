@@ -68,10 +68,26 @@ pub enum EventKind {
     /// thread: every access of the thread between the two was recorded, none outside.
     BurstBegin = 11,
     BurstEnd = 12,
+    /// The program allocated `size` bytes at address `arg` (`sharemap cc` programs: malloc,
+    /// calloc, realloc, aligned allocations, mmap, C++'s new, and each thread's stack);
+    /// `site` is the code address of the call (0: not known), `label` names the allocator.
+    Alloc = 13,
+    /// The program released what it allocated at address `arg`; `label` names how.
+    Free = 14,
+    /// The thread's next access was made by the instruction at code address `arg` (the
+    /// tracer notes one access in `ACCESS_SITE_PERIOD` so).
+    AccessSite = 15,
 }
 
+/// One access in this many per thread carries its code address (`access-site` events):
+/// enough to name the source lines that touch shared data, at a cost of one record in 1024
+/// (the tracer's setting, `sharemap_shm::ACCESS_SITE_PERIOD`). One in 256 had added 11 % to
+/// a stencil's recording time and 44 % to its file (an event costs some 23 bytes in a trace
+/// whose accesses cost 0.2).
+pub const ACCESS_SITE_PERIOD: u32 = 1024;
+
 impl EventKind {
-    pub const ALL: [EventKind; 12] = [
+    pub const ALL: [EventKind; 15] = [
         EventKind::ThreadStart,
         EventKind::ThreadExit,
         EventKind::InitDone,
@@ -84,6 +100,9 @@ impl EventKind {
         EventKind::Cpu,
         EventKind::BurstBegin,
         EventKind::BurstEnd,
+        EventKind::Alloc,
+        EventKind::Free,
+        EventKind::AccessSite,
     ];
 
     pub fn code(self) -> u8 {
@@ -108,6 +127,9 @@ impl EventKind {
             EventKind::Cpu => "cpu",
             EventKind::BurstBegin => "burst-begin",
             EventKind::BurstEnd => "burst-end",
+            EventKind::Alloc => "alloc",
+            EventKind::Free => "free",
+            EventKind::AccessSite => "access-site",
         }
     }
 
@@ -127,6 +149,28 @@ pub struct Event {
     pub arg: u64,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub label: String,
+    /// An `alloc` event's bytes (0 for every other kind).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub size: u64,
+    /// An `alloc` event's call site: a code address in the recorded program (0: unknown).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub site: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+impl Event {
+    /// An event of any kind but `alloc`.
+    pub fn new(at: u64, thread: u32, kind: EventKind, arg: u64, label: impl Into<String>) -> Event {
+        Event { at, thread, kind, arg, label: label.into(), size: 0, site: 0 }
+    }
+
+    /// An `alloc` event: `size` bytes at `addr`, allocated by `how` from code address `site`.
+    pub fn alloc(at: u64, thread: u32, addr: u64, size: u64, site: u64, how: &str) -> Event {
+        Event { at, thread, kind: EventKind::Alloc, arg: addr, label: how.to_string(), size, site }
+    }
 }
 
 /// Where a trace came from: a generator and its parameters, a tracer backend and the
@@ -177,6 +221,91 @@ pub struct Metadata {
     /// of `on` µs, one in each `on + off` µs (`burst-begin`/`burst-end` events mark them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<Burst>,
+    /// The recorded program's static data and the code its recorded sites point into, from
+    /// its symbols and debug information, at the addresses of the recorded run (the tracer's
+    /// recordings): what names the data objects and source lines of `analyze`'s "what is
+    /// shared".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<ProgramInfo>,
+}
+
+/// Entries a trace's `program` table may hold, of each kind, and bytes per name.
+pub const MAX_PROGRAM_ENTRIES: usize = 1 << 22;
+pub const MAX_PROGRAM_NAME: usize = 4096;
+
+/// What the recorded program's binary says about its addresses.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgramInfo {
+    /// Static variables (the binary's sized data symbols), by address.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub statics: Vec<StaticObject>,
+    /// Each code address an `alloc` or `access-site` event names, with its source location.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub code: Vec<CodeSite>,
+}
+
+/// A static variable: `size` bytes at `addr`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StaticObject {
+    pub name: String,
+    pub addr: u64,
+    pub size: u64,
+}
+
+/// A code address and where it is in the source: the function, and the file and line when
+/// the binary has debug information (`line` 0: not known).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CodeSite {
+    pub pc: u64,
+    pub function: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub file: String,
+    #[serde(default)]
+    pub line: u32,
+}
+
+impl CodeSite {
+    /// `file:line (function)`, or what of it is known.
+    pub fn describe(&self) -> String {
+        let file = self.file.rsplit('/').next().unwrap_or(&self.file);
+        match (file.is_empty(), self.line, self.function.is_empty()) {
+            (false, 0, false) => format!("{file} ({})", self.function),
+            (false, 0, true) => file.to_string(),
+            (false, line, false) => format!("{file}:{line} ({})", self.function),
+            (false, line, true) => format!("{file}:{line}"),
+            (true, _, false) => self.function.clone(),
+            (true, _, true) => format!("{:#x}", self.pc),
+        }
+    }
+}
+
+impl ProgramInfo {
+    fn check(&self) -> std::result::Result<(), MetadataError> {
+        if self.statics.len() > MAX_PROGRAM_ENTRIES || self.code.len() > MAX_PROGRAM_ENTRIES {
+            return Err(MetadataError::new(
+                "program",
+                format!("program table: more than {MAX_PROGRAM_ENTRIES} entries of a kind"),
+            ));
+        }
+        let long = self
+            .statics
+            .iter()
+            .map(|s| s.name.len())
+            .chain(self.code.iter().map(|c| c.function.len().max(c.file.len())));
+        if long.max().unwrap_or(0) > MAX_PROGRAM_NAME {
+            return Err(MetadataError::new(
+                "program",
+                format!("program table: a name longer than {MAX_PROGRAM_NAME} bytes"),
+            ));
+        }
+        if self.statics.iter().any(|s| s.addr.checked_add(s.size).is_none()) {
+            return Err(MetadataError::new(
+                "program",
+                "program table: a static object past the end of the address space",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// `sharemap cc --burst ON:OFF`: microseconds per burst and between bursts, and what each
@@ -239,6 +368,7 @@ impl Default for Metadata {
             run_ns: None,
             host_cpu_nodes: Vec::new(),
             burst: None,
+            program: None,
         }
     }
 }
@@ -285,6 +415,9 @@ impl Metadata {
                     "burst weights: expected one per thread, each 0 or at least 1",
                 ));
             }
+        }
+        if let Some(p) = &self.program {
+            p.check()?;
         }
         if self.sampling_period == 0 {
             return Err(MetadataError::new("sampling_period", "sampling period 0: expected 1 (every access) or more"));

@@ -142,6 +142,10 @@ impl<W: Write + Send> ParquetWriter<W> {
         self.meta.burst = burst;
     }
 
+    pub fn set_program(&mut self, program: Option<crate::ProgramInfo>) {
+        self.meta.program = program;
+    }
+
     pub fn write_chunk(&mut self, chunk: &Chunk) -> std::result::Result<(), ParquetError> {
         self.events.extend(chunk.events.iter().cloned());
         let a = &chunk.accesses;

@@ -139,14 +139,25 @@ impl MemoryTrace {
 
     /// An event just before the next access.
     pub fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) {
+        self.push_event(&Event::new(0, thread, kind, arg, label));
+    }
+
+    /// `e` just before the next access (its own position is not used).
+    pub fn push_event(&mut self, e: &Event) {
         let at = self.accesses;
         // An event after a full chunk's last access still belongs to it (at == its end).
         let chunk = match self.chunks.last_mut() {
             Some(c) => c,
             None => self.open_chunk(),
         };
-        chunk.events.push(Event { at, thread, kind, arg, label: label.to_string() });
-        self.meta.threads = self.meta.threads.max(thread + 1);
+        chunk.events.push(Event { at, ..e.clone() });
+        self.meta.threads = self.meta.threads.max(e.thread + 1);
+    }
+
+    /// An `alloc` event just before the next access: `size` bytes at `addr`, by `how`, from
+    /// code address `site`.
+    pub fn alloc(&mut self, thread: u32, addr: u64, size: u64, site: u64, how: &str) {
+        self.push_event(&Event::alloc(0, thread, addr, size, site, how));
     }
 
     pub fn accesses(&self) -> u64 {

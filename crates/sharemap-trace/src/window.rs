@@ -243,15 +243,19 @@ impl Window {
     }
 
     /// `raw`'s accesses inside the window, renumbered, into `out`, with its events: all of
-    /// them (where threads started and ran matters to what follows), except the region and
-    /// phase marks outside the window, which would mark empty regions at its edges.
+    /// them (where threads started and ran, and what was allocated, matters to what
+    /// follows), except the region and phase marks outside the window, which would mark
+    /// empty regions at its edges, and the access sites outside it, which would name the
+    /// code of the window's first accesses.
     pub fn cut(&self, raw: &Chunk, out: &mut Chunk) {
         out.clear();
         out.first_access = self.kept_before(raw.first_access);
         for range in self.inside(raw) {
             out.accesses.extend_from(&raw.accesses, range);
         }
-        let mark = |e: &Event| matches!(e.kind, EventKind::RoiBegin | EventKind::RoiEnd | EventKind::PhaseChange);
+        let mark = |e: &Event| {
+            matches!(e.kind, EventKind::RoiBegin | EventKind::RoiEnd | EventKind::PhaseChange | EventKind::AccessSite)
+        };
         out.events.extend(
             raw.events
                 .iter()
@@ -449,7 +453,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn event(at: u64, kind: EventKind, arg: u64, label: &str) -> Event {
-        Event { at, thread: 0, kind, arg, label: label.into() }
+        Event::new(at, 0, kind, arg, label)
     }
 
     #[test]

@@ -20,12 +20,12 @@ fn write(path: &std::path::Path, accesses: &[Access], events: &[Event]) {
     let mut ev = events.iter().peekable();
     for (i, a) in accesses.iter().enumerate() {
         while let Some(e) = ev.next_if(|e| e.at <= i as u64) {
-            w.event(e.thread, e.kind, e.arg, &e.label).unwrap();
+            w.push_event(e).unwrap();
         }
         w.access(*a).unwrap();
     }
     for e in ev {
-        w.event(e.thread, e.kind, e.arg, &e.label).unwrap();
+        w.push_event(e).unwrap();
     }
     w.finish().unwrap();
 }
@@ -53,25 +53,32 @@ proptest! {
         prop_assert_eq!(read(&p).0, accesses);
     }
 
+    /// Parquet and the native format keep every kind of event, an allocation's size and
+    /// site included.
     #[test]
-    fn parquet_keeps_accesses_events_and_metadata(
+    fn parquet_and_native_keep_accesses_events_and_metadata(
         accesses in prop::collection::vec(access(), 0..400),
-        marks in prop::collection::vec((0u64..400, 0usize..9, any::<u64>(), "[a-z]{0,5}"), 0..10),
+        marks in prop::collection::vec((0u64..400, 0..EventKind::ALL.len(), any::<u64>(), "[a-z]{0,5}", any::<(u64, u64)>()), 0..10),
     ) {
         let mut events: Vec<Event> = marks
             .into_iter()
             .filter(|(at, ..)| *at <= accesses.len() as u64)
-            .map(|(at, k, arg, label)| Event { at, thread: 1, kind: EventKind::ALL[k], arg, label })
+            .map(|(at, k, arg, label, (size, site))| match EventKind::ALL[k] {
+                EventKind::Alloc => Event::alloc(at, 1, arg, size, site, &label),
+                kind => Event::new(at, 1, kind, arg, label),
+            })
             .collect();
         events.sort_by_key(|e| e.at);
         let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("t.parquet");
-        write(&p, &accesses, &events);
-        let (a, e, m) = read(&p);
-        prop_assert_eq!(a, accesses);
-        prop_assert_eq!(e, events);
-        prop_assert_eq!(m.page_size, 8192);
-        prop_assert_eq!(m.source.name, "prop");
+        for name in ["t.parquet", "t.trace"] {
+            let p = d.path().join(name);
+            write(&p, &accesses, &events);
+            let (a, e, m) = read(&p);
+            prop_assert_eq!(a, accesses.clone());
+            prop_assert_eq!(e, events.clone());
+            prop_assert_eq!(m.page_size, 8192);
+            prop_assert_eq!(m.source.name, "prop");
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use crate::observer::{Observer, pass};
 use crate::{Error, ErrorKind, Result, TraceInput};
 use serde::Serialize;
 use sharemap_core::SharingMatrix;
-use sharemap_detect::{Detection, DetectorContext, Granularity, detector, phase_changes};
+use sharemap_detect::{Detection, DetectorContext, Granularity, WhatIsShared, detector, phase_changes};
 use sharemap_machine::Machine;
 use sharemap_machine::ThreadPlacement;
 use sharemap_mapping::{CostModel, PairCosts};
@@ -22,6 +22,10 @@ pub struct AnalyzeRequest {
     /// A complete recording of the same program: how faithfully this (sampled) trace's
     /// sharing, page usage and mapping match its (`Fidelity`).
     pub against: Option<TraceInput>,
+    /// Say what is shared, by name (`WhatIsShared`): `None` when the trace names its data (a
+    /// tracer recording), `Some(true)` always (address ranges where it does not), `Some(false)`
+    /// never.
+    pub objects: Option<bool>,
 }
 
 impl AnalyzeRequest {
@@ -52,6 +56,8 @@ pub struct Analysis {
     pub mapping_potential: f64,
     /// Where the detector saw the threads run: the modelled OS's placement (`os`).
     pub placement: ThreadPlacement,
+    /// What is shared, by name (`AnalyzeRequest::objects`).
+    pub shared: Option<WhatIsShared>,
 }
 
 /// The detector against the reference: MSE of the matrices scaled to a maximum of 1, and
@@ -75,7 +81,7 @@ pub struct Accuracy {
 /// );
 /// let machine = Machine::from_spec("pack:2 core:2 pu:1").unwrap();
 /// let session = Session::new(TraceInput::memory(trace), machine, 1);
-/// let request = AnalyzeRequest { detector: "oracle".into(), compare: Some("sampled:every=2".into()), window: 100, against: None };
+/// let request = AnalyzeRequest { detector: "oracle".into(), compare: Some("sampled:every=2".into()), window: 100, ..Default::default() };
 /// let a = session.analyze(&request).unwrap();
 /// assert_eq!((a.windows.len(), a.phase_changes.clone()), (8, vec![4]));
 /// assert!(a.accuracy.unwrap().correlation > 0.9);
@@ -158,8 +164,23 @@ pub(crate) fn analyze(
             )?)
         }
     };
+    let shared = match request.objects {
+        Some(false) => None,
+        asked => {
+            let mut trace = input.open()?;
+            if asked == Some(true) || WhatIsShared::named_in(trace.metadata()) {
+                let total = trace.access_count_hint();
+                Some(pass(observer, "naming what is shared", total, |progress| {
+                    WhatIsShared::read(trace.as_mut(), progress)
+                })?)
+            } else {
+                None
+            }
+        }
+    };
     let costs = PairCosts::new(machine, CostModel::Latency);
     Ok(Analysis {
+        shared,
         fidelity,
         detector: name,
         mapping_potential: sharemap_mapping::potential::gate(matrix, machine, &costs, found.detection.seen),
@@ -206,6 +227,9 @@ pub struct Summary {
     /// Each detector's own report (STMap's decision, SAMMU's activity), by key.
     #[serde(flatten)]
     pub reports: std::collections::BTreeMap<&'static str, serde_json::Value>,
+    /// What is shared, by name, when it was asked or the trace names its data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub what_is_shared: Option<WhatIsShared>,
 }
 
 /// The windows of an analysis.
@@ -257,6 +281,7 @@ impl Summary {
             }),
             mapping_potential: analysis.mapping_potential,
             reports: found.report.iter().map(|r| (r.key, r.json.clone())).collect(),
+            what_is_shared: analysis.shared.clone(),
         }
     }
 }

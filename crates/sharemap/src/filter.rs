@@ -48,7 +48,7 @@ pub(crate) fn apply(source: &mut dyn TraceSource, filter: Filter, seed: u64, sin
     let mut emit = |a: Access, events: &mut VecDeque<Event>, sink: &mut dyn Sink| {
         while events.front().is_some_and(|e| e.at <= written) {
             let e = events.pop_front().expect("checked");
-            if let Err(err) = sink.event(e.thread, e.kind, e.arg, &e.label) {
+            if let Err(err) = sink.push_event(&e) {
                 failure.get_or_insert(err);
             }
         }
@@ -81,7 +81,7 @@ pub(crate) fn apply(source: &mut dyn TraceSource, filter: Filter, seed: u64, sin
         return Err(e.into());
     }
     for e in events {
-        sink.event(e.thread, e.kind, e.arg, &e.label)?;
+        sink.push_event(&e)?;
     }
     Ok(written)
 }

@@ -4,7 +4,7 @@ use crate::observer::Observer;
 use crate::{Error, ErrorKind, Result};
 use sharemap_sources::Sink;
 use sharemap_sources::generate;
-use sharemap_trace::{Access, Chunk, EventKind, Format, MemoryTrace, TraceWriter, WriteReport};
+use sharemap_trace::{Access, Chunk, Format, MemoryTrace, TraceWriter, WriteReport};
 use std::path::Path;
 
 pub use sharemap_sources::generate::{GenError, GenParams, MAX_THREADS, PAPER_FOOTPRINT, PATTERNS, Pattern};
@@ -167,8 +167,8 @@ impl Sink for Observed<'_> {
         }
         Sink::access(self.inner, a)
     }
-    fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) -> std::io::Result<()> {
-        Sink::event(self.inner, thread, kind, arg, label)
+    fn push_event(&mut self, e: &sharemap_trace::Event) -> std::io::Result<()> {
+        Sink::push_event(self.inner, e)
     }
     fn chunk(&mut self, chunk: &mut Chunk) -> std::io::Result<()> {
         self.n += chunk.accesses.len() as u64;

@@ -60,6 +60,12 @@ pub use sweep::{SweepPoint, SweepRequest, SweepResult, Vary};
 pub use sharemap_core::{PageSize, PageUsage, SharingMatrix, Spec, did_you_mean, grouped};
 
 pub use sharemap_detect::Detection;
+/// What is shared, by name: `analyze`'s data objects, line classes and code.
+pub mod shared {
+    pub use sharemap_detect::shared::{
+        ByClass, CodeCount, LineClass, ObjectKind, SharedObject, SharingCode, WORDS, WhatIsShared,
+    };
+}
 pub use sharemap_machine::{CostParams, Machine, ThreadPlacement};
 
 /// Machines: hwloc synthetic strings and XML, the presets of the seed papers' machines.
@@ -156,7 +162,7 @@ mod tests {
             detector: "oracle".into(),
             compare: Some("sampled:every=2".into()),
             window: 1000,
-            against: None,
+            ..Default::default()
         };
         let a = serde_json::to_value(session.analyze(&request).unwrap()).unwrap();
         assert_eq!(a["detection"]["matrix"]["threads"], 4);

@@ -84,6 +84,17 @@ impl Session {
         Ok(self.analyze(&request)?.detection)
     }
 
+    /// What is shared, by name: every line attributed to its data object and classified
+    /// (private, read-shared, truly or falsely shared), with the code behind it.
+    pub fn shared(&self) -> Result<sharemap_detect::WhatIsShared> {
+        let mut trace = self.input.open()?;
+        let total = trace.access_count_hint();
+        let observer = self.observer.as_ref();
+        Ok(crate::observer::pass(observer, "naming what is shared", total, |progress| {
+            sharemap_detect::WhatIsShared::read(trace.as_mut(), progress)
+        })?)
+    }
+
     /// The oracle's sharing matrix of the trace (cache-line blocks).
     pub fn sharing(&self) -> Result<SharingMatrix> {
         Ok(crate::map::oracle_sharing(&self.input, self.observer.as_ref())?.matrix)

@@ -5,8 +5,9 @@ pub use sharemap_trace::exclude::Ranges;
 pub use sharemap_trace::output::{AtomicOutput, Listed, OutputDir, flush, make_dir, remove_temporaries, write_whole};
 pub use sharemap_trace::summary::{SharingSummary, ThreadSummary, TraceSummary};
 pub use sharemap_trace::{
-    Access, AccessBatch, Burst, Chunk, Event, EventKind, Format, Kind, MAX_BURST, MemoryTrace, Metadata, Source,
-    TraceError, TraceReader, TraceSource, TraceWriter, WriteReport,
+    ACCESS_SITE_PERIOD, Access, AccessBatch, Burst, Chunk, CodeSite, Event, EventKind, Format, Kind, MAX_BURST,
+    MemoryTrace, Metadata, ProgramInfo, Source, StaticObject, TraceError, TraceReader, TraceSource, TraceWriter,
+    WriteReport,
 };
 
 /// The native format's own pieces: its reader, chunk index and defaults.

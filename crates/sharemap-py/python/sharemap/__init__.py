@@ -308,6 +308,34 @@ class Session:
         }
         return _frame(rows, attrs)
 
+    def shared(self):
+        """What is shared, by name: a DataFrame with one row per data object (a static
+        variable, the allocations of one call site, a thread's stack, or an address range
+        where the trace has no allocation records), its lines by class (``lines_true_shared``,
+        ``lines_false_shared``, ``lines_read_shared``, ``lines_private``), the accesses to them,
+        its pages and the source lines of the samples on its shared lines (``code``). Objects
+        with the most accesses to truly or falsely shared lines come first. ``df.attrs``
+        holds the trace-wide line counts (``lines``), the source lines (``code``: site and
+        samples by class), ``named`` and the sampling period."""
+        import pandas as pd
+
+        raw = json.loads(_call(self._native.shared))
+        rows = []
+        for o in raw["objects"]:
+            row = {k: o[k] for k in ("name", "kind", "allocations", "bytes", "threads", "accesses", "writes")}
+            row["site"] = o.get("site")
+            for cls, n in o["lines"].items():
+                row[f"lines_{cls}"] = n
+            for cls, n in o["line_accesses"].items():
+                row[f"accesses_{cls}"] = n
+            row["pages"], row["shared_pages"] = o["pages"], o["shared_pages"]
+            row["code"] = [(c["site"], c["samples"]) for c in o.get("code", [])]
+            rows.append(row)
+        df = pd.DataFrame(rows)
+        df.attrs.update({k: raw[k] for k in ("lines", "line_accesses", "named", "samples", "sample_period", "line_size", "word_size", "accesses")})
+        df.attrs["code"] = raw["code"]
+        return df
+
     def advise(self, params: Iterable[str] = (), page_size: Optional[int] = None, threshold: float = 2.0) -> dict:
         """Which mapping and placement to use (``sharemap advise``): every candidate simulated
         in one pass; ``verdict``, ``why``, ``check``, ``apply``, ``avoid``, ``notes`` and the

@@ -92,6 +92,8 @@ class Session:
         """Raises SpecError (policies), SettingError (cost, page_size, thread_map, sharing,
         refs_per_ms, settings, memory_mb below 16), TraceError (the trace, or the plan
         cannot be written), ArgumentTypeError."""
+    def shared(self) -> pandas.DataFrame:
+        """Raises TraceError, KeyboardInterrupt."""
     def advise(
         self, params: Iterable[str] = (), page_size: Optional[int] = None, threshold: float = 2.0
     ) -> dict[str, Any]:

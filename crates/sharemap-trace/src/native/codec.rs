@@ -226,6 +226,10 @@ impl ChunkEncoder {
             varint::put(&mut self.section, e.arg);
             varint::put(&mut self.section, e.label.len() as u64);
             self.section.extend_from_slice(e.label.as_bytes());
+            if e.kind == EventKind::Alloc {
+                varint::put(&mut self.section, e.size);
+                varint::put(&mut self.section, e.site);
+            }
         }
         self.flush_section();
 
@@ -644,7 +648,12 @@ fn decode_events(events: &[u8], h: &ChunkHeader, out: &mut Chunk) -> Result<(), 
         let bytes = events.get(p..p.checked_add(len).ok_or("events")?).ok_or("events")?;
         p += len;
         let label = std::str::from_utf8(bytes).map_err(|_| "event label")?.to_string();
-        out.events.push(Event { at, thread: thread as u32, kind, arg, label });
+        let mut event = Event::new(at, thread as u32, kind, arg, label);
+        if kind == EventKind::Alloc {
+            event.size = varint::get(events, &mut p).ok_or("events")?;
+            event.site = varint::get(events, &mut p).ok_or("events")?;
+        }
+        out.events.push(event);
     }
     if p != events.len() {
         return Err("events");

@@ -47,7 +47,7 @@ fn access_strategy() -> impl Strategy<Value = Access> {
 
 fn event_strategy(max_at: u64) -> impl Strategy<Value = (u64, Event)> {
     (0..=max_at, 0u32..70, 0usize..EventKind::ALL.len(), any::<u64>(), "[a-z\u{e9}]{0,6}")
-        .prop_map(|(at, thread, k, arg, label)| (at, Event { at, thread, kind: EventKind::ALL[k], arg, label }))
+        .prop_map(|(at, thread, k, arg, label)| (at, Event::new(at, thread, EventKind::ALL[k], arg, label)))
 }
 
 proptest! {
@@ -379,9 +379,8 @@ fn a_complete_file_its_chunks_contradict_is_corrupt_not_truncated() {
 /// A chunk header's event count that disagrees with the events it holds is corruption.
 #[test]
 fn a_chunk_header_miscounting_its_events_is_corrupt() {
-    let events: Vec<(u64, Event)> = (0..5)
-        .map(|i| (i * 100, Event { at: 0, thread: 0, kind: EventKind::PhaseChange, arg: i, label: String::new() }))
-        .collect();
+    let events: Vec<(u64, Event)> =
+        (0..5).map(|i| (i * 100, Event::new(0, 0, EventKind::PhaseChange, i, ""))).collect();
     let bytes = write_trace(&sample(1_000), &events, 300);
     for events in [0u32, 1, 1000] {
         let (bad, _) = with_chunk_field(&bytes, 0, 20, events);

@@ -115,7 +115,12 @@ impl<W: Write> NativeWriter<W> {
 
     /// Records an event just before the next access.
     pub fn event(&mut self, thread: u32, kind: EventKind, arg: u64, label: &str) -> io::Result<()> {
-        self.pending.events.push(Event { at: self.accesses, thread, kind, arg, label: label.to_string() });
+        self.push_event(&Event::new(0, thread, kind, arg, label))
+    }
+
+    /// Records `e` just before the next access (its own position is not used).
+    pub fn push_event(&mut self, e: &Event) -> io::Result<()> {
+        self.pending.events.push(Event { at: self.accesses, ..e.clone() });
         self.events += 1;
         // A stream of events with no accesses must not grow without bound either.
         if self.pending.events.len() >= self.chunk_accesses {
@@ -149,6 +154,10 @@ impl<W: Write> NativeWriter<W> {
 
     pub fn set_burst(&mut self, burst: Option<crate::Burst>) {
         self.meta.burst = burst;
+    }
+
+    pub fn set_program(&mut self, program: Option<crate::ProgramInfo>) {
+        self.meta.program = program;
     }
 
     /// Appends a whole chunk whose events sit at absolute positions from

@@ -95,7 +95,7 @@ fn sammu_matrix(run: &Run) -> Result<Finding> {
         detector: "sammu".into(),
         compare: Some("oracle:page".into()),
         window: 0,
-        against: None,
+        ..Default::default()
     })?;
     let accuracy = a.accuracy.expect("compared");
     let report = a.detection.report.as_ref().map(|r| &r.json);

@@ -23,7 +23,7 @@ fn against_si0(run: &Run, si: u64) -> Result<(f64, f64, f64)> {
         detector: format!("stmap:si={si}"),
         compare: Some("stmap:si=0".into()),
         window: 0,
-        against: None,
+        ..Default::default()
     })?;
     let acc = a.accuracy.expect("compared");
     let sampled = a.detection.seen as f64 / a.detection.accesses.max(1) as f64;
