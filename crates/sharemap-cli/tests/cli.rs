@@ -349,6 +349,8 @@ fn demo_runs_and_shows_every_pattern_and_the_sammu_machine() {
         ] {
             assert!(text.contains(m), "demo's simulation lacks {m}: {text}");
         }
+        // What is shared, by name: the grid's arrays, at their allocation's line.
+        assert!(text.contains("What is shared, by name") && text.contains("calloc at stencil3d.c:"), "{text}");
         // Then what to use, as `sharemap advise` says it.
         assert!(
             text.contains("What to use (`sharemap advise`: 9 candidates") && text.contains("\n  verdict  "),

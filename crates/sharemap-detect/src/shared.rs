@@ -605,7 +605,6 @@ impl Pass {
         let mut order: Vec<u32> = (0..self.instances.len() as u32).collect();
         order.sort_by_key(|&i| self.instances[i as usize].start);
         let mut last_unknown: Option<(u64, usize)> = None;
-        let mut same_line: FxHashMap<(String, SiteKey), u64> = FxHashMap::default();
         for &i in &order {
             let inst = &self.instances[i as usize];
             let key = match &inst.row {
@@ -617,12 +616,6 @@ impl Pass {
                     }
                     _ => inst.row.clone(),
                 },
-                // Calls from one source line are one site, whatever their code addresses.
-                RowKey::Site { pc, how } => {
-                    let line = SiteKey::of(&site_of(*pc));
-                    let first = *same_line.entry((how.clone(), line)).or_insert(*pc);
-                    RowKey::Site { pc: first, how: how.clone() }
-                }
                 other => other.clone(),
             };
             let row = *index.entry(key.clone()).or_insert_with(|| {
@@ -668,6 +661,23 @@ impl Pass {
                 }
             })
             .collect();
+        // Several calls on one source line (`a = malloc(..), b = malloc(..)`) are told apart by
+        // their order in the code.
+        let mut calls: FxHashMap<(String, SiteKey), Vec<(u64, usize)>> = FxHashMap::default();
+        for (r, k) in keys.iter().enumerate() {
+            if let RowKey::Site { pc, how } = k
+                && *pc != 0
+            {
+                calls.entry((how.clone(), SiteKey::of(&site_of(*pc)))).or_default().push((*pc, r));
+            }
+        }
+        for mut same in calls.into_values().filter(|v| v.len() > 1) {
+            same.sort_unstable();
+            let n = same.len();
+            for (k, &(_, r)) in same.iter().enumerate() {
+                rows[r].name = format!("{}, call {} of {n}", rows[r].name, k + 1);
+            }
+        }
         let mut threads: Vec<Vec<u64>> = vec![Vec::new(); rows.len()];
         let mut spans: Vec<(u64, u64)> = vec![(u64::MAX, 0); rows.len()];
         for (i, inst) in self.instances.iter().enumerate() {

@@ -106,6 +106,22 @@ fn a_freed_line_starts_afresh_for_the_next_object() {
     assert_eq!(w.objects[0].name, "malloc at 0x10");
 }
 
+/// Two calls on one source line are two rows, told apart by their order in the code.
+#[test]
+fn calls_on_one_source_line_are_numbered() {
+    let program = ProgramInfo { statics: Vec::new(), code: vec![site(0x900, 7), site(0x910, 7)] };
+    let mut t = MemoryTrace::new(Metadata { program: Some(program), ..Metadata::default() });
+    t.alloc(0, HEAP + 4096, 64, 0x910, "malloc");
+    t.alloc(0, HEAP, 64, 0x900, "malloc");
+    t.access(Access::write(0, HEAP, 8));
+    t.access(Access::write(1, HEAP + 4096, 8));
+    let w = WhatIsShared::of(&mut t).unwrap();
+    let mut names: Vec<&str> = w.objects.iter().map(|o| o.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["malloc at arrays.c:7 (main), call 1 of 2", "malloc at arrays.c:7 (main), call 2 of 2"]);
+    assert_eq!(w.object_of_page(HEAP / 4096).unwrap().name, "malloc at arrays.c:7 (main), call 1 of 2");
+}
+
 /// Without allocation records, addresses are grouped in ranges: adjacent 1 MiB blocks
 /// together, distant ones apart.
 #[test]

@@ -79,7 +79,8 @@ fn try_recorded(request: &DemoRequest, takeaways: &mut Vec<String>) -> Result<Ve
     write_whole(&src, STENCIL.as_bytes())?;
     write_whole(&dir.join("common.h"), COMMON.as_bytes())?;
     let bin = dir.join("stencil3d");
-    let mut args = words(&["-O2", "-fopenmp"]);
+    // -g: the data objects and the code that shares them are named by file and line.
+    let mut args = words(&["-O2", "-g", "-fopenmp"]);
     args.extend([src.into(), "-o".into(), bin.clone().into()]);
     build(request, args, "workloads/stencil3d.c")?;
     let trace = dir.join("stencil3d.trace");
@@ -113,7 +114,47 @@ fn try_recorded(request: &DemoRequest, takeaways: &mut Vec<String>) -> Result<Ve
         cost_of(0) / random,
         if cost_of(0) < cost_of(1).min(cost_of(2)) { ", less than compact's or scatter's fixed orders" } else { "" }
     ));
-    Ok(vec![s, simulated(request, &trace, takeaways)?, advised(&trace, takeaways)?])
+    Ok(vec![s, shared(&trace)?, simulated(request, &trace, takeaways)?, advised(&trace, takeaways)?])
+}
+
+/// What is shared in the recording, by name: the objects whose lines threads share, how,
+/// and the code that touches them.
+fn shared(trace: &Path) -> Result<Section> {
+    let session = Session::new(TraceInput::file(trace), Machine::from_spec(DEMO_MACHINE)?, 1);
+    let w = session.shared()?;
+    let grouped = sharemap::grouped;
+    let mut s = Section::new("shared");
+    let l = &w.lines;
+    s.line(format!(
+        "What is shared, by name (`analyze`, from the allocations and symbols the tracer recorded): {} lines, {} truly shared, {} falsely shared, {} read-shared, {} private",
+        grouped(l.total()),
+        grouped(l.true_shared),
+        grouped(l.false_shared),
+        grouped(l.read_shared),
+        grouped(l.private)
+    ));
+    for o in w.objects.iter().filter(|o| o.lines.shared() > 0).take(3) {
+        let code: Vec<String> = o.code.iter().map(|c| c.site.describe()).collect();
+        s.line(format!(
+            "  {}: {} truly, {} falsely, {} read-shared lines of {}, by {} threads{}",
+            o.name,
+            grouped(o.lines.true_shared),
+            grouped(o.lines.false_shared),
+            grouped(o.lines.read_shared),
+            grouped(o.lines.total()),
+            o.threads,
+            if code.is_empty() { String::new() } else { format!("; code: {}", code.join(", ")) }
+        ));
+    }
+    s.line("(sharemap analyze prog.trace -o DIR: the table, DIR/shared.csv; docs/detection/what-is-shared.md)");
+    if let Some(top) = w.objects.first().filter(|o| o.lines.true_shared > 0) {
+        s.line(format!(
+            "Reading: the grid's boundary planes are truly shared: each thread reads the planes its neighbours write ({} lines of {}), the halo a mapping keeps close.",
+            grouped(top.lines.true_shared),
+            top.name
+        ));
+    }
+    Ok(s)
 }
 
 /// `sharemap advise` on the recording: the mapping and placement to use, or that none is
