@@ -119,3 +119,14 @@ def test_a_missing_or_damaged_dataset_raises_sharemap_errors(traces, tmp_path):
         sharemap.dask.place(parts, seed=-1)
     with pytest.raises(sharemap.ArgumentTypeError):
         sharemap.dask.place(parts, settings="bind.node=1")
+
+
+def test_a_bad_machine_is_refused_before_any_task_starts(traces):
+    # No client is given: a task started would run (and fail) on the local scheduler; the
+    # error comes from the check before, with the spec's own words.
+    _, parts = traces
+    for call in (sharemap.dask.place, sharemap.dask.analyze):
+        with pytest.raises(sharemap.MachineError, match="nonsense"):
+            call(parts, machine="nonsense:3")
+    split = sharemap.dask.place(parts, machine=MACHINE, policies=["first-touch", "bind"], cost="ace")
+    assert list(split["name"])[1:] == ["first-touch", "bind"]

@@ -324,3 +324,17 @@ def test_shared_matches_the_cli(trace, tmp_path):
     assert df.attrs["lines"] == theirs["lines"]
     assert df.attrs["named"] is False
     assert (df["kind"] == "unknown").all()
+
+
+def test_comma_lists_are_also_taken_as_lists(trace):
+    s = sharemap.Session(trace, machine="numa:2 pu:4")
+    as_text = s.simulate(mechanisms="os,oracle")
+    as_list = s.simulate(mechanisms=["os", "oracle"])
+    assert list(as_list["mechanism"]) == list(as_text["mechanism"])
+    assert list(as_list["time_ns"]) == list(as_text["time_ns"])
+    assert list(s.place(policies=("first-touch", "bind"))["name"]) == list(s.place(policies="first-touch,bind")["name"])
+    assert s.map(algorithms=["sharemap", "compact"]).mappings.shape[0] == 2
+    with pytest.raises(sharemap.ArgumentTypeError, match="policies"):
+        s.place(policies=["os", 3])
+    with pytest.raises(sharemap.ArgumentTypeError, match="mechanisms"):
+        s.simulate(mechanisms=5)

@@ -85,8 +85,8 @@ _BITS = {"u32": 32, "u64": 64}
 
 def _arg(name: str, value, kind: str):
     """An argument checked before it crosses to the native layer: ``kind`` is ``bool``,
-    ``str``, ``float``, ``u32`` or ``u64`` (unsigned integers of that width), with ``?`` when None is
-    allowed. A wrong type raises ``ArgumentTypeError``, a value out of range ``SettingError``,
+    ``str``, ``list`` (a comma list given as a string or as its items), ``float``, ``u32`` or
+    ``u64`` (unsigned integers of that width), with ``?`` when None is allowed. A wrong type raises ``ArgumentTypeError``, a value out of range ``SettingError``,
     both naming the argument."""
     import operator
 
@@ -101,6 +101,20 @@ def _arg(name: str, value, kind: str):
         if not isinstance(value, str):
             raise ArgumentTypeError(f"argument '{name}': expected a string, not {type(value).__name__}")
         return value
+    if kind == "list":
+        # A comma list, as the command line takes it, or its items.
+        if isinstance(value, str):
+            return value
+        try:
+            items = list(value)
+        except TypeError:
+            raise ArgumentTypeError(
+                f"argument '{name}': expected a comma list or a list of strings, not {type(value).__name__}"
+            ) from None
+        for item in items:
+            if not isinstance(item, str):
+                raise ArgumentTypeError(f"argument '{name}': expected strings in the list, not {type(item).__name__}")
+        return ",".join(items)
     if kind == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ArgumentTypeError(f"argument '{name}': expected a number, not {type(value).__name__}")
@@ -231,14 +245,14 @@ class Session:
         machine: str = "sammu",
         seed: int = 1,
         format: Optional[str] = None,
-        exclude: Optional[str] = None,
+        exclude: Optional[str | Sequence[str]] = None,
         roi: Optional[bool] = None,
         phase=None,
         window: Optional[str] = None,
     ):
         args = (_arg("machine", machine, "str"), _arg("seed", seed, "u64"), _arg("format", format, "str?"))
         parts = (_arg("roi", roi, "bool?"), None if phase is None else str(phase), _arg("window", window, "str?"))
-        self._native = _call(_native.Session, _path(path), *args, _arg("exclude", exclude, "str?"), *parts)
+        self._native = _call(_native.Session, _path(path), *args, _arg("exclude", exclude, "list?"), *parts)
         self.path = str(path)
 
     def window(self) -> Optional[dict]:
@@ -268,7 +282,7 @@ class Session:
 
     def place(
         self,
-        policies: str = "all",
+        policies: str | Sequence[str] = "all",
         cost: Optional[str] = None,
         page_size: Optional[int] = None,
         thread_map: str = "os",
@@ -286,7 +300,7 @@ class Session:
         raw = json.loads(
             _call(
                 self._native.place,
-                _arg("policies", policies, "str"),
+                _arg("policies", policies, "list"),
                 _arg("cost", cost, "str?"),
                 _arg("page_size", page_size, "u64?"),
                 _arg("thread_map", thread_map, "str"),
@@ -345,7 +359,7 @@ class Session:
 
     def simulate(
         self,
-        mechanisms: str = "all",
+        mechanisms: str | Sequence[str] = "all",
         page_size: Optional[int] = None,
         params: Iterable[str] = (),
         settings: Iterable[str] = (),
@@ -353,7 +367,7 @@ class Session:
         """The trace on the simulated machine under each mechanism: a DataFrame with one row
         per mechanism (time, misses per level, local DRAM share, traffic, migrations, and
         ratios to ``os``). ``params`` set the model (``dram_ns=100``)."""
-        args = (_arg("mechanisms", mechanisms, "str"), _arg("page_size", page_size, "u64?"))
+        args = (_arg("mechanisms", mechanisms, "list"), _arg("page_size", page_size, "u64?"))
         raw = json.loads(_call(self._native.simulate, *args, _strings("params", params), _strings("settings", settings)))
         rows = []
         for m in raw["mechanisms"]:
@@ -370,10 +384,10 @@ class Session:
         attrs = {k: v for k, v in raw.items() if k != "mechanisms"}
         return _frame(rows, attrs)
 
-    def map(self, algorithms: str = "sharemap", cost_model: str = "latency") -> Mapping:
+    def map(self, algorithms: str | Sequence[str] = "sharemap", cost_model: str = "latency") -> Mapping:
         """Thread mappings of the trace's oracle sharing onto the machine (a comma list of
         algorithms, or ``all``), priced by ``latency`` or ``hops``."""
-        raw = json.loads(_call(self._native.map, _arg("algorithms", algorithms, "str"), _arg("cost_model", cost_model, "str")))
+        raw = json.loads(_call(self._native.map, _arg("algorithms", algorithms, "list"), _arg("cost_model", cost_model, "str")))
         return Mapping(_frame(raw["mappings"], {}), raw["random_cost"], raw["potential"], raw)
 
 
@@ -512,7 +526,7 @@ def record(
     sample: int = 1,
     exclude_stack: bool = False,
     burst: Optional[str] = None,
-    exclude: Optional[str] = None,
+    exclude: Optional[str | Sequence[str]] = None,
     event: str = "page-faults",
     format: Optional[str] = None,
     env: Optional[dict] = None,
@@ -537,7 +551,7 @@ def record(
             bool(exclude_stack),
             _arg("burst", burst, "str?"),
             bool(no_aslr),
-            _arg("exclude", exclude, "str?"),
+            _arg("exclude", exclude, "list?"),
             _arg("format", format, "str?"),
             variables,
         )

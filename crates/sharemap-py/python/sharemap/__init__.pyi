@@ -1,6 +1,6 @@
 from dataclasses import dataclass
 from os import PathLike
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Iterable, Optional, Sequence, Union
 
 import numpy
 import pandas
@@ -61,7 +61,7 @@ class Session:
         machine: str = "sammu",
         seed: int = 1,
         format: Optional[str] = None,
-        exclude: Optional[str] = None,
+        exclude: Optional[str | Sequence[str]] = None,
         roi: Optional[bool] = None,
         phase: Optional[Union[int, str]] = None,
         window: Optional[str] = None,
@@ -78,7 +78,7 @@ class Session:
         """Raises SpecError (detector, compare), SettingError (window), TraceError, ArgumentTypeError."""
     def place(
         self,
-        policies: str = "all",
+        policies: str | Sequence[str] = "all",
         cost: Optional[str] = None,
         page_size: Optional[int] = None,
         thread_map: str = "os",
@@ -101,14 +101,14 @@ class Session:
         ArgumentTypeError, KeyboardInterrupt."""
     def simulate(
         self,
-        mechanisms: str = "all",
+        mechanisms: str | Sequence[str] = "all",
         page_size: Optional[int] = None,
         params: Iterable[str] = (),
         settings: Iterable[str] = (),
     ) -> pandas.DataFrame:
         """Raises SpecError (mechanisms), SettingError (page_size, params, settings),
         MachineError (a model the simulator cannot hold), TraceError, ArgumentTypeError."""
-    def map(self, algorithms: str = "sharemap", cost_model: str = "latency") -> Mapping:
+    def map(self, algorithms: str | Sequence[str] = "sharemap", cost_model: str = "latency") -> Mapping:
         """Raises SpecError (algorithms), SettingError (cost_model), TraceError, ArgumentTypeError."""
 
 def machine(spec: str) -> dict[str, Any]:
@@ -155,7 +155,7 @@ def record(
     sample: int = ...,
     exclude_stack: bool = ...,
     burst: Optional[str] = ...,
-    exclude: Optional[str] = ...,
+    exclude: Optional[str | Sequence[str]] = ...,
     event: str = ...,
     format: Optional[str] = ...,
     env: Optional[dict[str, str]] = ...,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Sequence
 
 from . import Analysis, MissingFileError, SettingError, SpecError, TraceError, _arg, _call, _native, _path, _strings
 
@@ -97,17 +97,17 @@ def _place_part(path, machine, seed, policies, cost, thread_map, settings):
     return raw["evaluation"]["results"], raw["situation"]
 
 
-def per_page(policies: str = "all") -> list:
+def per_page(policies: str | Sequence[str] = "all") -> list:
     """The policies of a comma list (``all``: every one) that ``place`` runs part by part:
     those whose registry row decides each page from its own references and whose options
     ask for no pass in trace order across pages."""
-    return [name for name, by_page in _call(_native.policies, _arg("policies", policies, "str")) if by_page]
+    return [name for name, by_page in _call(_native.policies, _arg("policies", policies, "list")) if by_page]
 
 
 def place(
     dataset,
     machine: str = "sammu",
-    policies: str = "first-touch",
+    policies: str | Sequence[str] = "first-touch",
     seed: int = 1,
     cost: Optional[str] = None,
     thread_map: str = "os",
@@ -127,7 +127,10 @@ def place(
     # Checked here rather than on every worker.
     machine, seed, cost = _arg("machine", machine, "str"), _arg("seed", seed, "u64"), _arg("cost", cost, "str?")
     thread_map = _arg("thread_map", thread_map, "str")
-    chosen = _call(_native.policies, _arg("policies", policies, "str"))
+    policies = _arg("policies", policies, "list")
+    # The machine is checked here too: a bad spec fails before any task starts.
+    _call(_native.machine, machine)
+    chosen = _call(_native.policies, policies)
     if policies.strip() == "all":
         chosen = [(name, True) for name, per_page in chosen if per_page]
     refused = [name for name, per_page in chosen if not per_page]
@@ -185,6 +188,8 @@ def analyze(dataset, machine: str = "sammu", seed: int = 1, client=None) -> Anal
 
     index = read_index(dataset)
     machine, seed = _arg("machine", machine, "str"), _arg("seed", seed, "u64")
+    # Checked before any task starts, rather than on every worker.
+    _call(_native.machine, machine)
     task = dask.delayed(_analyze_part)
     parts = _compute([task(os.path.join(_path(dataset), p["file"]), machine, seed) for p in index["parts"]], client)
     n = max(p[1] for p in parts)

@@ -1,5 +1,5 @@
 from os import PathLike
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Iterable, Optional, Sequence, Union
 
 import pandas
 
@@ -10,12 +10,12 @@ def partition(trace: Union[str, PathLike[str]], output: Union[str, PathLike[str]
 
 def read_index(dataset: Union[str, PathLike[str]]) -> dict[str, Any]:
     """Raises MissingFileError (no index), TraceError (an index partition does not write)."""
-def per_page(policies: str = ...) -> list[str]:
+def per_page(policies: str | Sequence[str] = ...) -> list[str]:
     """Raises SpecError (an unknown policy), ArgumentTypeError."""
 def place(
     dataset: Union[str, PathLike[str]],
     machine: str = "sammu",
-    policies: str = "first-touch",
+    policies: str | Sequence[str] = "first-touch",
     seed: int = 1,
     cost: Optional[str] = None,
     thread_map: str = "os",
