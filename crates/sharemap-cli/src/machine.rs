@@ -31,7 +31,7 @@ fn bandwidth_lines(m: &Machine) -> Vec<String> {
     }
     let basis = match b.origin {
         BandwidthOrigin::Assumed => format!(
-            "assumed, {ASSUMED_GBPS_PER_CORE} GB/s a core; `simulate --param mem_gbps=X --param link_gbps=Y` set them"
+            "assumed, {ASSUMED_GBPS_PER_CORE} GB/s a core; `simulate --param mem-gbps=X --param link-gbps=Y` set them"
         ),
         o => o.label().to_string(),
     };

@@ -42,7 +42,7 @@ pub struct SimulateArgs {
     #[arg(long = "set", value_name = "POLICY.KEY=VALUE")]
     pub set: Vec<String>,
     /// A parameter of the machine model, as key=value (repeatable; see --list), e.g.
-    /// walk_ns=40 or dram_ns=100
+    /// walk-ns=40 or dram-ns=100
     #[arg(long = "param", value_name = "KEY=VALUE")]
     pub param: Vec<String>,
     /// Also write bar plots: BASE-time, BASE-misses and BASE-traffic (.svg, and .png in a
@@ -204,7 +204,7 @@ pub fn list_parameters() -> Result<ExitCode> {
     println!("model parameters (--param KEY=VALUE; the defaults' sources: docs/simulator.md):");
     let defaults = Params::default();
     for (key, what) in Params::keys() {
-        let value = defaults.value(key).unwrap_or_default();
+        let value = defaults.value(&key).unwrap_or_default();
         // A bandwidth not set is the machine's.
         let shown = if value < 0.0 { "machine".to_string() } else { value.to_string() };
         println!("  {key:<22}{shown:>8}  {what}");

@@ -511,7 +511,7 @@ fn one_way_to_list_one_syntax_and_suggestions_for_typos() {
         (&["machine", "samu"][..], "did you mean 'sammu'?"),
         (&["reproduce", "--claim", "first-touch-locl"][..], "did you mean 'first-touch-local'?"),
         (&["place", s(&t), "--thread-map", "compat"][..], "did you mean 'compact'?"),
-        (&["simulate", s(&t), "--param", "walk_n=3"][..], "did you mean 'walk_ns'?"),
+        (&["simulate", s(&t), "--param", "walk_n=3"][..], "did you mean 'walk-ns'?"),
         (&["place", s(&t), "--policy", "all,first-tuch"][..], "did you mean 'first-touch'?"),
     ] {
         let out = sharemap(args);

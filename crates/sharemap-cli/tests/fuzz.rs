@@ -758,11 +758,11 @@ fn hostile_option_grammars() {
         "tlb_ways",
         "tlb2_entries",
         "walk_ns",
-        "dram_ns",
+        "dram-ns",
         "copy_ns_per_byte",
         "llc_inclusive",
         "private_inclusive",
-        "zero_page",
+        "zero-page",
         "bogus",
     ];
     let run_mechanisms =

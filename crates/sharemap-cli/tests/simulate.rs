@@ -120,7 +120,7 @@ fn model_parameters_change_the_time_by_what_they_cost() {
     let time = |m: &serde_json::Value| m["time_ns"].as_f64().unwrap();
     let slower_walks = run(&["walk_ns=1000"]);
     assert!((time(&slower_walks) - time(&base) - 50.0 * (1000.0 - 25.0)).abs() < 1e-6);
-    let slower_dram = run(&["dram_ns=160", "access_ns=3"]);
+    let slower_dram = run(&["dram-ns=160", "access-ns=3"]);
     assert!((time(&slower_dram) - time(&base) - 50.0 * (80.0 + 2.0)).abs() < 1e-6);
     // The JSON says what the run used.
     let v =
@@ -141,11 +141,11 @@ fn bad_input_gets_one_line_and_a_failure() {
         (&["simulate", s(&t), "--mechanism", "nope"], "mechanism 'nope': unknown mechanism"),
         (
             &["simulate", s(&t), "--param", "walk=3"],
-            "--param: parameter 'walk': unknown (did you mean 'walk_ns'? known: access_ns,",
+            "--param: parameter 'walk': unknown (did you mean 'walk-ns'? known: access-ns,",
         ),
-        (&["simulate", s(&t), "--param", "dram_ns=-5"], "--param: parameter dram_ns=-5: expected a number of ns"),
+        (&["simulate", s(&t), "--param", "dram_ns=-5"], "--param: parameter dram-ns=-5: expected a number of ns"),
         // Clocks that would reach infinity, and counts beyond a u32, say what is allowed.
-        (&["simulate", s(&t), "--param", "dram_ns=1e308"], "dram_ns=1e308: expected a number of ns from 0 to 1e9"),
+        (&["simulate", s(&t), "--param", "dram_ns=1e308"], "dram-ns=1e308: expected a number of ns from 0 to 1e9"),
         (&["simulate", s(&t), "--param", "tlb_entries=4294967296"], "expected a whole number from 0 to 4294967295"),
         (&["simulate", s(&t), "--machine", "pack:x"], "bad synthetic topology \"pack:x\""),
         (&["simulate", s(&t), "--page-size", "3000"], "power of two"),
@@ -246,7 +246,7 @@ fn a_memory_bandwidth_below_the_demand_slows_a_stream_to_the_bandwidth() {
         (text, json(&ok(&args)))
     };
     // 0.64 GB/s: 100 ns a line, more than the 81 ns a miss costs.
-    let (text, v) = run(&["mem_gbps=0.64"]);
+    let (text, v) = run(&["mem-gbps=0.64"]);
     let os = mechanism(&v, "os");
     assert_eq!(v["bandwidth"]["memory_gbps"], 0.64);
     assert!(os["bandwidth_waits"].as_u64().unwrap() > 0, "{os}");
@@ -255,7 +255,7 @@ fn a_memory_bandwidth_below_the_demand_slows_a_stream_to_the_bandwidth() {
     assert!(os["time_ns"].as_f64().unwrap() >= lines * 100.0 * 0.99, "{os}");
     assert!(text.contains("bandwidth (--param): memory 0.64 GB/s a node, link 1 GB/s each way"), "{text}");
     assert!(text.contains("that waited: os "), "{text}");
-    let (text, v) = run(&["mem_gbps=0", "link_gbps=0"]);
+    let (text, v) = run(&["mem-gbps=0", "link_gbps=0"]);
     assert_eq!(mechanism(&v, "os")["bandwidth_waits"], 0);
     assert!(text.contains("memory no limit a node, link no limit each way"), "{text}");
     let (text, _) = run(&[]);

@@ -15,7 +15,7 @@ pub enum BandwidthOrigin {
     Hmat,
     /// Not given by the description: `ASSUMED_GBPS_PER_CORE` per core of a node.
     Assumed,
-    /// Set by the simulator's parameters (`--param mem_gbps=`, `link_gbps=`), one or both.
+    /// Set by the simulator's parameters (`--param mem-gbps=`, `link-gbps=`), one or both.
     Parameters,
 }
 

@@ -146,13 +146,15 @@ const FIELDS: &[(&str, Field, &str)] = &[
 const SWITCHES: [&str; 3] = ["zero_page", "llc_inclusive", "private_inclusive"];
 
 impl Params {
-    /// The names `set` knows, each with what it is.
-    pub fn keys() -> impl Iterator<Item = (&'static str, &'static str)> {
-        FIELDS.iter().map(|(name, _, what)| (*name, *what))
+    /// The names `set` knows, each with what it is, as the command line writes them:
+    /// hyphens between words, as in every spec's keys (`dram-ns`; `set` takes `dram_ns` too).
+    pub fn keys() -> impl Iterator<Item = (String, &'static str)> {
+        FIELDS.iter().map(|(name, _, what)| (name.replace('_', "-"), *what))
     }
 
     /// The value of a named parameter.
     pub fn value(&self, key: &str) -> Option<f64> {
+        let key = key.replace('-', "_");
         let (_, field, _) = FIELDS.iter().find(|(name, _, _)| *name == key)?;
         let mut copy = self.clone();
         Some(match field {
@@ -172,13 +174,18 @@ impl Params {
                 format!("parameter '{setting}': expected KEY=VALUE"),
             ));
         };
-        let (key, value) = (key.trim(), value.trim());
+        let (typed, value) = (key.trim(), value.trim());
+        // One key style with the specs' (hyphens); the older underscores still read.
+        let key = typed.replace('-', "_");
+        let key = key.as_str();
         let Some((_, field, _)) = FIELDS.iter().find(|(name, _, _)| *name == key) else {
-            let known: Vec<&str> = FIELDS.iter().map(|(name, _, _)| *name).collect();
-            let hint = sharemap_core::did_you_mean(key, known.iter().copied());
+            let known: Vec<String> = Self::keys().map(|(name, _)| name).collect();
+            let hint = sharemap_core::did_you_mean(&typed.replace('_', "-"), known.iter().map(String::as_str));
+            let key = typed;
             let message = format!("parameter '{key}': unknown ({hint}known: {})", known.join(", "));
             return Err(ParamError::new(ParamErrorKind::Unknown, key, message));
         };
+        let shown = typed.replace('_', "-");
         match field {
             // Up to a second per event: beyond, simulated clocks lose their precision (and
             // reach infinity), and no machine is that slow.
@@ -187,7 +194,7 @@ impl Params {
                 _ => {
                     return Err(value_error(
                         key,
-                        format!("parameter {key}={value}: expected a number of ns from 0 to {MAX_NS:e}"),
+                        format!("parameter {shown}={value}: expected a number of ns from 0 to {MAX_NS:e}"),
                     ));
                 }
             },
@@ -196,13 +203,16 @@ impl Params {
                 _ => {
                     return Err(value_error(
                         key,
-                        format!("parameter {key}={value}: expected GB/s from 0 (no limit) to {MAX_GBPS:e}"),
+                        format!("parameter {shown}={value}: expected GB/s from 0 (no limit) to {MAX_GBPS:e}"),
                     ));
                 }
             },
             Field::Count(place) => {
                 let v = value.parse::<u32>().map_err(|_| {
-                    value_error(key, format!("parameter {key}={value}: expected a whole number from 0 to {}", u32::MAX))
+                    value_error(
+                        key,
+                        format!("parameter {shown}={value}: expected a whole number from 0 to {}", u32::MAX),
+                    )
                 })?;
                 if key == "line" && (!v.is_power_of_two() || v < 8) {
                     return Err(value_error(
@@ -213,7 +223,7 @@ impl Params {
                 if SWITCHES.contains(&key) && v > 2 {
                     return Err(value_error(
                         key,
-                        format!("parameter {key}={value}: expected 0 (off), 1 (on) or 2 (auto)"),
+                        format!("parameter {shown}={value}: expected 0 (off), 1 (on) or 2 (auto)"),
                     ));
                 }
                 if key == "mlp" && v == 0 {
@@ -263,7 +273,7 @@ mod tests {
         for (key, _) in Params::keys() {
             let mut p = Params::default();
             // A switch (off, on, auto) takes 0-2 only.
-            let switch = SWITCHES.contains(&key);
+            let switch = SWITCHES.contains(&key.replace('-', "_").as_str());
             if switch {
                 assert!(p.set(&format!("{key}=3")).is_err(), "{key}=3");
             }
@@ -274,10 +284,25 @@ mod tests {
             assert_eq!(changed.len(), 1, "{key} changed {changed:?}");
             assert_eq!(now[changed[0]], v, "{key}");
             assert!(touched.insert(changed[0]), "{key} shares its field with another key");
-            assert_eq!(p.value(key), Some(v), "{key}");
-            assert_eq!(Params::default().value(key), Some(base[changed[0]]), "{key}");
+            assert_eq!(p.value(&key), Some(v), "{key}");
+            assert_eq!(Params::default().value(&key), Some(base[changed[0]]), "{key}");
+            // The older spelling with underscores sets the same field.
+            let mut q = Params::default();
+            q.set(&format!("{}={v}", key.replace('-', "_"))).unwrap();
+            assert_eq!(flat(&q), now, "{key}");
         }
         assert_eq!(touched.len(), base.len(), "a parameter no key reaches");
+    }
+
+    /// Keys are written as the specs' are: hyphens between words, in the list, the hints and
+    /// the errors.
+    #[test]
+    fn keys_are_written_with_hyphens() {
+        assert!(Params::keys().all(|(k, _)| !k.contains('_')));
+        let e = Params::default().set("dram-nss=3").unwrap_err().to_string();
+        assert!(e.contains("did you mean 'dram-ns'?") && !e.contains("dram_ns"), "{e}");
+        let e = Params::default().set("walk_ns=-1").unwrap_err().to_string();
+        assert!(e.contains("walk-ns=-1"), "{e}");
     }
 
     #[test]

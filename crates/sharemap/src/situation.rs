@@ -442,7 +442,8 @@ pub fn parse_cost(spec: Option<&str>, base: CostParams, page_size: u64) -> Resul
     let mut p = base;
     for part in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, v) = part.split_once('=').ok_or_else(|| {
-            bad(format!("'{part}': expected key=value with key r, R, g or G, or a preset (ace, butterfly)"))
+            let hint = sharemap_core::did_you_mean(part, ["ace", "butterfly"]);
+            bad(format!("'{part}': {hint}expected key=value with key r, R, g or G, or a preset (ace, butterfly)"))
         })?;
         let v: f64 = v
             .trim()

@@ -32,7 +32,8 @@ impl Vary {
             "r" => Vary::SmallR,
             "page-size" => Vary::PageSize,
             _ => {
-                return Err(Error::new(ErrorKind::Sweep, format!("'{s}': expected G, R, g, r or page-size"))
+                let hint = sharemap_core::did_you_mean(s, ["G", "R", "g", "r", "page-size"]);
+                return Err(Error::new(ErrorKind::Sweep, format!("'{s}': {hint}expected G, R, g, r or page-size"))
                     .in_setting("vary", ""));
             }
         })

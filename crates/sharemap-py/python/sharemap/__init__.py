@@ -366,7 +366,7 @@ class Session:
     ):
         """The trace on the simulated machine under each mechanism: a DataFrame with one row
         per mechanism (time, misses per level, local DRAM share, traffic, migrations, and
-        ratios to ``os``). ``params`` set the model (``dram_ns=100``)."""
+        ratios to ``os``). ``params`` set the model (``dram-ns=100``)."""
         args = (_arg("mechanisms", mechanisms, "list"), _arg("page_size", page_size, "u64?"))
         raw = json.loads(_call(self._native.simulate, *args, _strings("params", params), _strings("settings", settings)))
         rows = []
