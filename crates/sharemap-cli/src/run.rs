@@ -229,8 +229,14 @@ fn single(prepared: &PreparedRun, observed_to: Option<&Path>) -> Result<ExitCode
     let (runner, config) = (&prepared.runner, &prepared.configs[0]);
     let outcome = prepared.once().map_err(flag)?;
     if let Pinning::Pus(pus) = &config.pinning {
-        let threads = outcome.pinned.len();
-        let wrapped = if threads > pus.len() {
+        let threads = outcome.pinned.len() + outcome.pinned_sets.len();
+        let wrapped = if !outcome.pinned_sets.is_empty() {
+            let nodes = runner.host.numa_count();
+            format!(
+                "; each to the CPUs of its PU's NUMA node ({}): the mapping has more threads than the host has PUs, and threads pinned one per PU would take turns while others idle",
+                if nodes == 1 { "the one node: all of them".to_string() } else { format!("{nodes} nodes") }
+            )
+        } else if threads > pus.len() {
             let n = pus.len();
             let beyond = if threads - 1 == n { format!("thread {n}") } else { format!("threads {n}-{}", threads - 1) };
             let named = if n == 1 { "1 PU".to_string() } else { format!("{n} PUs") };

@@ -85,6 +85,21 @@ fn check_pinning(program: &Path) {
     assert!(said.contains("4 threads pinned") && said.contains("wrapped around"), "{said}");
     // Two threads to a CPU: the run says what that costs.
     assert!(said.contains("4 threads pinned on 2 CPUs: threads sharing a CPU take turns on it"), "{said}");
+    // A mapping with more threads than the host has PUs pins each thread to its PU's node's
+    // CPUs instead, where the scheduler balances them: on one node, all of them, and no
+    // warning of CPUs taken in turns.
+    let live = json(&ok(&["machine", "live", "--json"]));
+    if live["numa_nodes"].as_u64() == Some(1) {
+        let many: Vec<String> = (0..host_pus() + 1).map(|k| (k % host_pus()).to_string()).collect();
+        let out = ok(&["run", "--thread-map", &many.join(","), "--", s(program)]);
+        let sets = cpus_of(&out.stdout);
+        assert!(sets.values().all(|c| c.len() == host_pus()), "{sets:?}");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            said.contains("each to the CPUs of its PU's NUMA node") && !said.contains("take turns on it"),
+            "{said}"
+        );
+    }
     // Reversed, each thread moves to the other CPU.
     let back = cpus_of(&ok(&["run", "--thread-map", "0,1", "--", s(program)]).stdout);
     assert_eq!(back[&0], cpus[&1]);

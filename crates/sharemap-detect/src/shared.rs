@@ -267,6 +267,9 @@ enum RowKey {
 struct LineState {
     line: u64,
     instance: u32,
+    /// A second live object in the line (small ones side by side), NONE when none: the line
+    /// counts for both.
+    also: u32,
     /// Per word: 1 + the first thread that touched it (0: none yet).
     first: [u16; WORDS],
     /// Per word (bit): touched by a thread other than its first; written.
@@ -332,7 +335,8 @@ struct Pass {
     states: Vec<LineState>,
     /// Each thread's sample waiting for its next access (0: none).
     pending: Vec<u64>,
-    samples: Vec<(u32, u64)>,
+    /// (line state, instance, code address) of each sampled access.
+    samples: Vec<(u32, u32, u64)>,
     accesses: u64,
     allocations: u64,
     frees: u64,
@@ -479,12 +483,12 @@ impl Pass {
         let toucher = thread.min(u16::MAX as u32 - 1) as u16 + 1;
         let last = addr.saturating_add(size.max(1) - 1);
         let (first_line, last_line) = (addr >> self.line_shift, last >> self.line_shift);
-        let mut first_slot = NONE;
+        let (mut first_slot, mut inst) = (NONE, NONE);
         let mut counted = false;
         for line in first_line..=last_line {
-            let slot = self.slot_for(t, line, addr, &mut counted, write);
+            let (slot, of) = self.slot_for(t, line, addr, &mut counted, write);
             if first_slot == NONE {
-                first_slot = slot;
+                (first_slot, inst) = (slot, of);
             }
             let base = line << self.line_shift;
             let lo = (addr.max(base) - base) >> self.word_shift;
@@ -505,41 +509,52 @@ impl Pass {
         if let Some(pc) = self.pending.get_mut(t)
             && *pc != 0
         {
-            self.samples.push((first_slot, std::mem::take(pc)));
+            self.samples.push((first_slot, inst, std::mem::take(pc)));
         }
     }
 
     /// The state of `line` for thread `t`'s access at `addr`, its instance's counts kept
     /// (once per access: `counted`). A line held by a live instance that holds `addr` is
     /// found in its group's block; anything else looks its instance up.
-    fn slot_for(&mut self, t: usize, line: u64, addr: u64, counted: &mut bool, write: bool) -> u32 {
+    fn slot_for(&mut self, t: usize, line: u64, addr: u64, counted: &mut bool, write: bool) -> (u32, u32) {
         let block = self.block_of(t, line / GROUP as u64);
         let at = (line % GROUP as u64) as usize;
         let slot = self.blocks[block as usize][at];
         if slot != NONE {
-            let inst = self.states[slot as usize].instance;
-            let i = &self.instances[inst as usize];
-            if i.alive && i.start <= addr && addr < i.end {
-                let known = self.recent.get(t) == Some(&inst);
-                self.count(t, inst, counted, write, !known);
-                return slot;
+            let state = &self.states[slot as usize];
+            for inst in [state.instance, state.also] {
+                if inst == NONE {
+                    continue;
+                }
+                let i = &self.instances[inst as usize];
+                if i.alive && i.start <= addr && addr < i.end {
+                    let known = self.recent.get(t) == Some(&inst);
+                    self.count(t, inst, counted, write, !known);
+                    return (slot, inst);
+                }
             }
         }
         let (inst, _) = self.instance_at(t, addr);
         self.count(t, inst, counted, write, true);
-        let fresh = LineState { line, instance: inst, first: [0; WORDS], other: 0, written: 0, accesses: 0 };
+        let fresh =
+            LineState { line, instance: inst, also: NONE, first: [0; WORDS], other: 0, written: 0, accesses: 0 };
         // A new line, or one whose object was freed and another holds now, starts afresh;
-        // one held by another live object (small ones side by side) stays the first's.
+        // one held by another live object (small ones side by side) is both's (a third is
+        // counted as the first's).
         if slot != NONE {
-            let held = self.states[slot as usize].instance;
+            let state = &mut self.states[slot as usize];
+            let held = state.instance;
             if held == inst || self.instances[held as usize].alive {
-                return slot;
+                if held != inst && state.also == NONE {
+                    state.also = inst;
+                }
+                return (slot, inst);
             }
         }
         let new = self.states.len() as u32;
         self.states.push(fresh);
         self.blocks[block as usize][at] = new;
-        new
+        (new, inst)
     }
 
     /// The block of line group `group`, from thread `t`'s memory or the table.
@@ -707,12 +722,15 @@ impl Pass {
         let mut line_accesses = ByClass::default();
         let classes: Vec<LineClass> = self.states.iter().map(LineState::class).collect();
         for (s, &class) in self.states.iter().zip(&classes) {
-            let r = row_of[s.instance as usize];
-            rows[r].lines.add(class, 1);
-            rows[r].line_accesses.add(class, s.accesses);
             lines.add(class, 1);
             line_accesses.add(class, s.accesses);
-            *row_pages.entry((r, s.line >> (self.page_shift - self.line_shift))).or_default() += s.accesses;
+            let first = row_of[s.instance as usize];
+            let second = (s.also != NONE).then(|| row_of[s.also as usize]).filter(|&r| r != first);
+            for r in std::iter::once(first).chain(second) {
+                rows[r].lines.add(class, 1);
+                rows[r].line_accesses.add(class, s.accesses);
+                *row_pages.entry((r, s.line >> (self.page_shift - self.line_shift))).or_default() += s.accesses;
+            }
         }
         let mut busiest: FxHashMap<u64, (u64, usize)> = FxHashMap::default();
         for (&(r, page), &n) in &row_pages {
@@ -726,14 +744,14 @@ impl Pass {
         // Samples: by source line, per row and overall.
         let mut per_row: FxHashMap<(usize, SiteKey), u64> = FxHashMap::default();
         let mut overall: FxHashMap<SiteKey, (CodeSite, ByClass)> = FxHashMap::default();
-        for &(slot, pc) in &self.samples {
+        for &(slot, inst, pc) in &self.samples {
             let class = classes[slot as usize];
             if class == LineClass::Private {
                 continue;
             }
             let site = site_of(pc);
             let key = SiteKey::of(&site);
-            *per_row.entry((row_of[self.states[slot as usize].instance as usize], key.clone())).or_default() += 1;
+            *per_row.entry((row_of[inst as usize], key.clone())).or_default() += 1;
             overall.entry(key).or_insert_with(|| (site, ByClass::default())).1.add(class, 1);
         }
         let names: FxHashMap<SiteKey, CodeSite> = overall.iter().map(|(k, (s, _))| (k.clone(), s.clone())).collect();

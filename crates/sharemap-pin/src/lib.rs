@@ -5,7 +5,8 @@
 //! running any of the program's code. What it is told comes in the environment:
 //!
 //! - `SHAREMAP_PIN_CPUS`: OS CPU numbers, comma-separated; thread k goes to entry k mod n
-//!   (threads beyond the list wrap around); absent: no pinning.
+//!   (threads beyond the list wrap around); an entry may be a set of CPUs joined by `+`
+//!   (`0+1+2+3`), within which the scheduler moves the thread; absent: no pinning.
 //! - `SHAREMAP_MEMPOLICY`: `interleave:N,N,...` or `bind:N`, set on the main thread at load,
 //!   which every thread created later inherits; absent: the kernel's default (first touch).
 //! - `SHAREMAP_PIN_REPORT`: a file each thread appends one line to, `pid P thread K cpu C ok`
@@ -82,30 +83,38 @@ fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
-/// Pins the calling thread, number `id`, as `SHAREMAP_PIN_CPUS` says, and reports it.
+/// Pins the calling thread, number `id`, as `SHAREMAP_PIN_CPUS` says, and reports it: `cpu
+/// C` for one CPU, `cpus A+B+...` for a set (as the entry wrote it).
 fn pin(id: u32) {
     let Some(list) = env(c"SHAREMAP_PIN_CPUS") else { return };
-    let count = numbers(list).count();
-    let Some(Some(cpu)) = numbers(list).nth(id as usize % count.max(1)) else { return };
-    let result = if cpu >= 8 * core::mem::size_of::<libc::cpu_set_t>() {
+    let entries = || list.split(|&b| b == b',').filter(|e| !e.is_empty());
+    let count = entries().count();
+    let Some(entry) = entries().nth(id as usize % count.max(1)) else { return };
+    let limit = 8 * core::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: cpu_set_t is plain data, valid when zeroed; each CPU set is within it.
+    let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
+    let mut fine = true;
+    for cpu in entry.split(|&b| b == b'+').map(|n| numbers(n).next().flatten()) {
+        match cpu {
+            // SAFETY: cpu < the set's size in bits.
+            Some(cpu) if cpu < limit => unsafe { libc::CPU_SET(cpu, &mut set) },
+            _ => fine = false,
+        }
+    }
+    let result = if !fine {
         Err(libc::EINVAL)
     } else {
-        // SAFETY: cpu_set_t is plain data, valid when zeroed; the CPU is within it.
-        unsafe {
-            let mut set: libc::cpu_set_t = core::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            match libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set) {
-                0 => Ok(()),
-                _ => Err(errno()),
-            }
+        // SAFETY: a valid set of the size given.
+        match unsafe { libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set) } {
+            0 => Ok(()),
+            _ => Err(errno()),
         }
     };
-    let (id, cpu) = (number(id as u64), number(cpu as u64));
+    let id = number(id as u64);
+    let what: &[u8] = if entry.contains(&b'+') { b" cpus " } else { b" cpu " };
     match result {
-        Ok(()) => report(&[b"thread ", id.as_bytes(), b" cpu ", cpu.as_bytes(), b" ok"]),
-        Err(e) => {
-            report(&[b"thread ", id.as_bytes(), b" cpu ", cpu.as_bytes(), b" error ", number(e as u64).as_bytes()])
-        }
+        Ok(()) => report(&[b"thread ", id.as_bytes(), what, entry, b" ok"]),
+        Err(e) => report(&[b"thread ", id.as_bytes(), what, entry, b" error ", number(e as u64).as_bytes()]),
     }
 }
 

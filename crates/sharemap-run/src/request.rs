@@ -69,7 +69,13 @@ impl RunRequest {
     /// Whether this is a measurement (several runs or configurations, the program's output
     /// discarded, `os` first as the baseline) rather than one run.
     pub fn measuring(&self) -> bool {
-        self.repeat > 1 || self.thread_maps.len() > 1 || !self.mechanisms.is_empty()
+        self.repeat > 1 || self.thread_maps().len() > 1 || !self.mechanisms.is_empty()
+    }
+
+    /// The thread maps, a comma list of mappings counting as one each (`os,compact`, as the
+    /// other lists are written; a list of PU numbers stays one map).
+    pub fn thread_maps(&self) -> Vec<String> {
+        self.thread_maps.iter().flat_map(|m| sharemap::ThreadMap::split_list(m)).collect()
     }
 
     /// Every check and every configuration, before anything runs: the program, the
@@ -135,7 +141,7 @@ impl RunRequest {
         sharing: Option<&SharingMatrix>,
         notes: &mut Vec<String>,
     ) -> Result<Vec<Configuration>> {
-        let mut names: Vec<String> = self.thread_maps.iter().map(|s| s.trim().to_string()).collect();
+        let mut names: Vec<String> = self.thread_maps().iter().map(|s| s.trim().to_string()).collect();
         if !self.mechanisms.is_empty() && names == ["os"] {
             // The default thread map stands aside for the mechanisms (`os` among them or first).
             names.clear();

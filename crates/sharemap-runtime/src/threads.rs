@@ -16,7 +16,15 @@ impl sharemap_interpose::Hooks for Traced {
     fn started(&self) {
         if let Some(id) = self.0 {
             crate::set_thread_id(id);
-            crate::with_thread(started_on);
+            crate::with_thread(|t| {
+                started_on(t);
+                // Its stack, as an allocation of its own (a created thread's attributes are
+                // read without allocating; the main thread's the recorder reads itself).
+                let (lo, hi) = stack_range();
+                if hi > lo {
+                    crate::alloc::allocated_on(t, lo, hi - lo, crate::alloc::STACK, 0);
+                }
+            });
         }
     }
 
@@ -29,14 +37,10 @@ impl sharemap_interpose::Hooks for Traced {
     }
 }
 
-/// Records the thread's start, with its OS id, then its stack as an allocation of its own.
+/// Records the thread's start, with its OS id.
 pub(crate) fn started_on(t: &crate::ThreadState) {
     // SAFETY: gettid has no preconditions.
     crate::thread_start_on(t, unsafe { libc::gettid() } as u64);
-    let (lo, hi) = stack_range();
-    if hi > lo {
-        crate::alloc::allocated_on(t, lo, hi - lo, crate::alloc::STACK, 0);
-    }
 }
 
 /// # Safety
@@ -55,7 +59,9 @@ pub unsafe extern "C" fn pthread_create(
     unsafe { sharemap_interpose::create(thread, attr, routine, arg, Traced(id)) }
 }
 
-/// The calling thread's stack, [low, high).
+/// The calling thread's stack, [low, high). For the main thread glibc reads /proc/self/maps
+/// through stdio, which allocates from the program's heap: called there only for
+/// `--exclude-stack` (the heap's layout then differs from a run's).
 pub(crate) fn stack_range() -> (usize, usize) {
     // SAFETY: pthread_getattr_np fills attr for the calling thread; it is destroyed after.
     unsafe {

@@ -741,6 +741,15 @@ fn access_of(thread: u32, r: &Record) -> Access {
     Access { thread, addr: r.addr(), size: r.size() as u32, kind }
 }
 
+/// The `[stack]` mapping of process `pid`, from its /proc maps.
+fn main_stack(pid: u32) -> Option<(u64, u64)> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let line = maps.lines().find(|l| l.ends_with("[stack]"))?;
+    let (lo, hi) = line.split_whitespace().next()?.split_once('-')?;
+    let (lo, hi) = (u64::from_str_radix(lo, 16).ok()?, u64::from_str_radix(hi, 16).ok()?);
+    (hi > lo).then_some((lo, hi))
+}
+
 /// The recorder's pause between rounds that found less than a full round's records: from
 /// `MIN_PAUSE`, doubled after each round that took under a quarter of one, halved after the
 /// others, up to `MAX_PAUSE`. A fixed 200 µs had the recorder waking about 5,000 times a
@@ -815,7 +824,17 @@ pub fn record(program: &[OsString], opts: &Options, sink: &mut dyn Sink) -> Resu
             let mut told = false;
             let exit = ExitWatch::new(child.id());
             let mut pause = MIN_PAUSE;
+            let mut main_stack_noted = false;
             let status = loop {
+                // The main thread's stack, read from outside once the program has attached:
+                // read from inside, through glibc, it would take from the program's heap and
+                // move its allocations from where an unrecorded run has them.
+                if !main_stack_noted && region.header().attached.load(Ordering::Acquire) != 0 {
+                    main_stack_noted = true;
+                    if let Some((lo, hi)) = main_stack(child.id()) {
+                        merger.chunk.events.push(Event::alloc(merger.accesses, 0, lo, hi - lo, 0, "stack"));
+                    }
+                }
                 let taken = merger.round(false);
                 if merger.corrupted.is_some() && !told {
                     // Tell the runtime the recorder is gone: its threads stop recording once

@@ -28,6 +28,31 @@ pub enum ThreadMap {
 }
 
 impl ThreadMap {
+    /// `spec` as a list of thread maps: the items of a comma list each of which names a
+    /// mapping (an algorithm, `os`, `identity`, `trace:`/`matrix:` sharing; `all` every
+    /// algorithm), else `spec` whole (a list of PUs, a file).
+    pub fn split_list(spec: &str) -> Vec<String> {
+        let items: Vec<&str> = spec.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+        let names_a_mapping = |x: &str| {
+            x == "all"
+                || x == "identity"
+                || x.starts_with("trace:")
+                || x.starts_with("matrix:")
+                || sharemap_mapping::is_algorithm(x)
+        };
+        if items.len() > 1 && items.iter().all(|x| names_a_mapping(x)) {
+            items
+                .iter()
+                .flat_map(|&x| match x {
+                    "all" => sharemap_mapping::ALGORITHMS.iter().map(|a| a.name.to_string()).collect::<Vec<_>>(),
+                    x => vec![x.to_string()],
+                })
+                .collect()
+        } else {
+            vec![spec.to_string()]
+        }
+    }
+
     /// `os` (the modelled OS), `identity`, a mapping algorithm's spec, a comma list of
     /// logical PUs (one per thread), or a file holding one: numbers separated by commas or
     /// white space, or the JSON `sharemap map --json` prints (its first mapping).
@@ -58,6 +83,12 @@ impl ThreadMap {
             && let Err(k) = sharemap_core::spec::comma_items(&text)
         {
             return Err(Error::new(ErrorKind::ThreadMap, format!("'{spec}': {}", sharemap_core::spec::empty_item(k))));
+        }
+        if text.contains(',') && Self::split_list(&text).len() > 1 {
+            return Err(Error::new(
+                ErrorKind::ThreadMap,
+                format!("'{spec}' is a list of mappings: this one takes one (`run --thread-map` takes a list)"),
+            ));
         }
         let pus = text
             .split(|c: char| c == ',' || c.is_whitespace())

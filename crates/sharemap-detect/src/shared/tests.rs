@@ -106,6 +106,25 @@ fn a_freed_line_starts_afresh_for_the_next_object() {
     assert_eq!(w.objects[0].name, "malloc at 0x10");
 }
 
+/// Two small objects side by side in one line, each written by its own thread: the line is
+/// falsely shared, and counts for both objects (once in the trace's totals).
+#[test]
+fn a_line_two_objects_share_counts_for_both() {
+    let mut t = MemoryTrace::new(Metadata::default());
+    t.alloc(0, HEAP, 16, 0x10, "malloc");
+    t.alloc(0, HEAP + 16, 16, 0x20, "malloc");
+    for _ in 0..10 {
+        t.access(Access::write(1, HEAP, 8));
+        t.access(Access::write(2, HEAP + 16, 8));
+    }
+    let w = WhatIsShared::of(&mut t).unwrap();
+    assert_eq!(w.lines, ByClass { false_shared: 1, ..ByClass::default() });
+    assert_eq!(w.objects.len(), 2);
+    for o in &w.objects {
+        assert_eq!((o.lines.false_shared, o.accesses, o.threads), (1, 10, 1), "{o:?}");
+    }
+}
+
 /// Two calls on one source line are two rows, told apart by their order in the code.
 #[test]
 fn calls_on_one_source_line_are_numbered() {
