@@ -228,7 +228,7 @@ fn print_configuration(
 fn single(prepared: &PreparedRun, observed_to: Option<&Path>) -> Result<ExitCode> {
     let (runner, config) = (&prepared.runner, &prepared.configs[0]);
     let outcome = prepared.once().map_err(flag)?;
-    if let Pinning::Pus(pus) = &config.pinning {
+    if let Pinning::Pus(pus) | Pinning::Nodes(pus) = &config.pinning {
         let threads = outcome.pinned.len() + outcome.pinned_sets.len();
         let wrapped = if !outcome.pinned_sets.is_empty() {
             let nodes = runner.host.numa_count();

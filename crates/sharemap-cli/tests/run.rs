@@ -85,13 +85,17 @@ fn check_pinning(program: &Path) {
     assert!(said.contains("4 threads pinned") && said.contains("wrapped around"), "{said}");
     // Two threads to a CPU: the run says what that costs.
     assert!(said.contains("4 threads pinned on 2 CPUs: threads sharing a CPU take turns on it"), "{said}");
-    // A mapping with more threads than the host has PUs pins each thread to its PU's node's
-    // CPUs instead, where the scheduler balances them: on one node, all of them, and no
-    // warning of CPUs taken in turns.
+    // An algorithm's mapping of more threads than the host has PUs (a recording of twice as
+    // many) pins each thread to its PU's node's CPUs instead, where the scheduler balances
+    // them: on one node, all of them, and no warning of CPUs taken in turns. A list of PUs
+    // that long is pinned as it says.
     let live = json(&ok(&["machine", "live", "--json"]));
     if live["numa_nodes"].as_u64() == Some(1) {
-        let many: Vec<String> = (0..host_pus() + 1).map(|k| (k % host_pus()).to_string()).collect();
-        let out = ok(&["run", "--thread-map", &many.join(","), "--", s(program)]);
+        let dir = tempfile::tempdir().unwrap();
+        let trace = p(&dir, "many.trace");
+        let threads = (2 * host_pus()).to_string();
+        ok(&["gen", "neighbor", "--threads", &threads, "--accesses", "50k", "-o", s(&trace)]);
+        let out = ok(&["run", "--thread-map", "compact", "--sharing", s(&trace), "--", s(program)]);
         let sets = cpus_of(&out.stdout);
         assert!(sets.values().all(|c| c.len() == host_pus()), "{sets:?}");
         let said = String::from_utf8_lossy(&out.stderr);

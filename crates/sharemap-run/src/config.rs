@@ -37,7 +37,7 @@ impl DataPlacement {
     /// (unpinned threads are taken as thread k on PU k).
     pub fn resolve(&self, pinning: &Pinning, host: &Machine) -> Result<(MemoryPolicy, Option<std::sync::Arc<Plan>>)> {
         let pus = match pinning {
-            Pinning::Pus(pus) => pus.clone(),
+            Pinning::Pus(pus) | Pinning::Nodes(pus) => pus.clone(),
             _ => (0..host.pu_count()).collect(),
         };
         let plan = match self {
@@ -138,6 +138,10 @@ pub enum Pinning {
     Os,
     /// Thread k (the tracer's numbering) on logical PU `pus[k mod len]`.
     Pus(Vec<usize>),
+    /// Thread k on the CPUs of the NUMA node of logical PU `pus[k mod len]`: an algorithm's
+    /// mapping of more threads than the host has PUs, which the scheduler balances within
+    /// each node (pinned one per PU, threads sharing a CPU take turns while others idle).
+    Nodes(Vec<usize>),
     /// A random permutation of the PUs, drawn afresh for each run from this seed.
     Random(u64),
 }
@@ -184,7 +188,7 @@ impl Configuration {
 /// `Pinning::Os`.
 pub fn pinning(map: &ThreadMap, host: &Machine, sharing: Option<&SharingMatrix>, seed: u64) -> Result<Pinning> {
     let pinning = map_threads(map, host, sharing, seed)?;
-    let Pinning::Pus(pus) = &pinning else { return Ok(pinning) };
+    let (Pinning::Pus(pus) | Pinning::Nodes(pus)) = &pinning else { return Ok(pinning) };
     let allowed = allowed_cpus()?;
     if let Some(&pu) = pus.iter().find(|&&p| !allowed.contains(&(host.pu_os_index(p) as usize))) {
         return Err(Error::new(
@@ -203,6 +207,7 @@ pub fn pinning(map: &ThreadMap, host: &Machine, sharing: Option<&SharingMatrix>,
 /// The PUs of a thread map on a machine, unchecked against this process's CPUs (for a
 /// machine that is not this one: `vm`'s guest).
 pub fn map_threads(map: &ThreadMap, host: &Machine, sharing: Option<&SharingMatrix>, seed: u64) -> Result<Pinning> {
+    let mut by_node = false;
     let pus = match map {
         // A real run's OS is the kernel itself: nothing pinned.
         ThreadMap::Os(_) => return Ok(Pinning::Os),
@@ -216,6 +221,7 @@ pub fn map_threads(map: &ThreadMap, host: &Machine, sharing: Option<&SharingMatr
             // More threads than PUs: each PU takes `per` threads, as if it had that many
             // hardware threads, so that threads sharing most share a PU.
             let per = matrix.threads().div_ceil(host.pu_count()).max(1);
+            by_node = per > 1;
             let slots = if per > 1 { oversubscribed(host, per)? } else { host.clone() };
             let costs = PairCosts::new(&slots, CostModel::Latency);
             let on_slots = alg
@@ -230,7 +236,7 @@ pub fn map_threads(map: &ThreadMap, host: &Machine, sharing: Option<&SharingMatr
             format!("PU {bad} does not exist: the host has PUs 0-{} (logical indices)", host.pu_count() - 1),
         ));
     }
-    Ok(Pinning::Pus(pus))
+    Ok(if by_node { Pinning::Nodes(pus) } else { Pinning::Pus(pus) })
 }
 
 /// The host with `per` PUs in place of each of its PUs (logical PU p of the host is PUs

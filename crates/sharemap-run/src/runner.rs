@@ -105,11 +105,12 @@ impl Runner {
         cmd.env("LD_PRELOAD", preload_value(&self.library)).env("SHAREMAP_PIN_REPORT", report.path());
         let pus = match &config.pinning {
             Pinning::Os => None,
-            Pinning::Pus(pus) => Some(pus.clone()),
+            Pinning::Pus(pus) | Pinning::Nodes(pus) => Some(pus.clone()),
             Pinning::Random(seed) => Some(random_permutation(self.host.pu_count(), seed ^ run.wrapping_mul(0x9e37))),
         };
         if let Some(pus) = &pus {
-            cmd.env("SHAREMAP_PIN_CPUS", pin_list(&self.host, pus));
+            let by_node = matches!(config.pinning, Pinning::Nodes(_));
+            cmd.env("SHAREMAP_PIN_CPUS", pin_list(&self.host, pus, by_node));
             // An OpenMP runtime sizes its team by the CPUs the process may use, which the
             // main thread's pinning at load shrinks to one: keep the count it would have seen.
             if std::env::var_os("OMP_NUM_THREADS").is_none() {
@@ -186,14 +187,13 @@ impl Runner {
     }
 }
 
-/// `SHAREMAP_PIN_CPUS` for threads on `pus`: each on its PU's CPU; or, with more threads
-/// than the host has PUs, each on the set of its PU's NUMA node, within which the scheduler
-/// balances them. Pinned one per PU, threads sharing a CPU take turns on it while another
-/// idles (8 OpenMP threads on 2 PUs ran NPB MG 1.8x slower than floating); on its node's set
-/// a thread stays by its memory.
-pub(crate) fn pin_list(host: &Machine, pus: &[usize]) -> String {
+/// `SHAREMAP_PIN_CPUS` for threads on `pus`: each on its PU's CPU; or, `by_node`, each on
+/// the set of its PU's NUMA node, within which the scheduler balances them. Pinned one per
+/// PU, threads sharing a CPU take turns on it while another idles (8 OpenMP threads on 2
+/// PUs ran NPB MG 1.8x slower than floating); on its node's set a thread stays by its memory.
+pub(crate) fn pin_list(host: &Machine, pus: &[usize], by_node: bool) -> String {
     let cpu = |p: usize| host.pu_os_index(p).to_string();
-    if pus.len() <= host.pu_count() {
+    if !by_node {
         return pus.iter().map(|&p| cpu(p)).collect::<Vec<_>>().join(",");
     }
     let sets: Vec<String> = (0..host.numa_count())
@@ -297,8 +297,17 @@ mod tests {
     #[test]
     fn more_threads_than_pus_are_pinned_to_their_nodes_cpus() {
         let host = Machine::from_spec("numa:2 core:2 pu:1").unwrap();
-        assert_eq!(pin_list(&host, &[3, 0, 2]), "3,0,2");
-        assert_eq!(pin_list(&host, &[0, 0, 1, 1, 2, 2, 3, 3]), "0+1,0+1,0+1,0+1,2+3,2+3,2+3,2+3");
+        assert_eq!(pin_list(&host, &[3, 0, 2], false), "3,0,2");
+        assert_eq!(pin_list(&host, &[0, 0, 1, 1, 2, 2, 3, 3], false), "0,0,1,1,2,2,3,3");
+        assert_eq!(pin_list(&host, &[0, 0, 1, 1, 2, 2, 3, 3], true), "0+1,0+1,0+1,0+1,2+3,2+3,2+3,2+3");
+        // An algorithm's mapping of more threads than PUs is pinned by node; a list of PUs
+        // is pinned as it says.
+        let mut m = SharingMatrix::new(8);
+        m.add(0, 1, 5.0);
+        let by_algorithm = crate::config::map_threads(&ThreadMap::Algorithm("compact".into()), &host, Some(&m), 1);
+        assert!(matches!(by_algorithm.unwrap(), Pinning::Nodes(p) if p.len() == 8));
+        let listed = crate::config::map_threads(&ThreadMap::Pus(vec![0, 1, 2, 3, 0]), &host, None, 1);
+        assert!(matches!(listed.unwrap(), Pinning::Pus(_)));
         let mut out = RunOutcome {
             seconds: 0.0,
             exit: 0,

@@ -130,6 +130,19 @@ impl TraceReader {
         }
     }
 
+    /// The region and phase marks a window is resolved from (see `events`; a native file
+    /// lists them in its footer).
+    pub fn marks(&self) -> Result<Vec<crate::Event>> {
+        match self {
+            TraceReader::Native(r) => r.marks(),
+            TraceReader::Csv(_) => Ok(Vec::new()),
+            #[cfg(feature = "parquet")]
+            TraceReader::Parquet(r) => {
+                Ok(r.events().iter().filter(|e| crate::native::is_mark(e.kind)).cloned().collect())
+            }
+        }
+    }
+
     /// Every event of the trace without reading its accesses where the format allows: a
     /// native file decodes only the chunks that hold events, Parquet keeps them in its
     /// metadata and CSV has none.

@@ -163,7 +163,7 @@ impl TraceInput {
                     None if matches!(self.selection, Selection::Range { .. }) => count(self.raw()?)?,
                     None => u64::MAX,
                 };
-                (reader.events()?, total)
+                (reader.marks()?, total)
             }
             Origin::Memory(t) => {
                 let events = (0..).map_while(|k| t.chunk(k)).flat_map(|c| c.events.iter().cloned()).collect();

@@ -80,7 +80,7 @@ impl Session {
 
     /// One detector (a spec such as `oracle` or `sammu:l1=32`) over the trace.
     pub fn detect(&self, detector: &str) -> Result<Detection> {
-        let request = AnalyzeRequest { detector: detector.into(), ..Default::default() };
+        let request = AnalyzeRequest { detector: detector.into(), objects: Some(false), ..Default::default() };
         Ok(self.analyze(&request)?.detection)
     }
 

@@ -83,6 +83,20 @@ pub struct Footer {
     pub accesses: u64,
     pub events: u64,
     pub chunks: u64,
+    /// Every region and phase mark of the trace (`is_mark`), in order: what resolves a
+    /// window without decoding the chunks (a recording's allocations and access sites put
+    /// events in every chunk). Absent in files written before it, and past `MAX_MARKS`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marks: Option<Vec<crate::model::Event>>,
+}
+
+/// Marks a footer lists at most.
+pub const MAX_MARKS: usize = 1 << 20;
+
+/// The kinds a window is resolved from: regions of interest and phases.
+pub fn is_mark(kind: crate::model::EventKind) -> bool {
+    use crate::model::EventKind::*;
+    matches!(kind, RoiBegin | RoiEnd | PhaseChange)
 }
 
 /// A native file's bytes with its header metadata replaced by `json` (length and checksum

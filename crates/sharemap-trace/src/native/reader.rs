@@ -126,8 +126,23 @@ impl NativeReader {
         self.chunks.iter().map(|c| c.header.accesses as u64).sum()
     }
 
+    /// The trace's region and phase marks: the footer's list, or, in a file without it, the
+    /// marks among the events of the chunks that hold some.
+    pub fn marks(&self) -> Result<Vec<Event>> {
+        if let Some(marks) = self.footer.as_ref().and_then(|f| f.marks.as_ref()) {
+            return Ok(marks.clone());
+        }
+        self.events_where(|e| super::is_mark(e.kind))
+    }
+
     /// The trace's events, decoding only the chunks that hold some (their headers say).
     pub fn events(&self) -> Result<Vec<Event>> {
+        self.events_where(|_| true)
+    }
+
+    /// The events `keep` keeps, chunk by chunk: a recording's millions of allocations need
+    /// not be held to find its few marks.
+    pub fn events_where(&self, keep: impl Fn(&Event) -> bool + Sync) -> Result<Vec<Event>> {
         let with_events: Vec<&ChunkInfo> = self.chunks.iter().filter(|c| c.header.events > 0).collect();
         let parts: Vec<Vec<Event>> = with_events
             .par_iter()
@@ -135,7 +150,9 @@ impl NativeReader {
                 || (ChunkDecoder::for_version(self.version).expect("checked at open"), Vec::new(), Chunk::default()),
                 |(decoder, payload, chunk), info| {
                     read_chunk(&self.path, &self.file, info, decoder, payload, chunk)?;
-                    Ok(std::mem::take(&mut chunk.events))
+                    // Copied out, not taken: a chunk's event buffer holds up to 16,384
+                    // events' room, which each chunk's few marks must not keep.
+                    Ok(chunk.events.iter().filter(|e| keep(e)).cloned().collect::<Vec<Event>>())
                 },
             )
             .collect::<Result<_>>()?;

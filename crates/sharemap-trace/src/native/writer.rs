@@ -44,6 +44,8 @@ pub struct NativeWriter<W: Write> {
     events: u64,
     chunks: u64,
     thread_span: u32,
+    /// The region and phase marks written so far, for the footer (None past `MAX_MARKS`).
+    marks: Option<Vec<Event>>,
 }
 
 /// Totals of a finished trace.
@@ -95,6 +97,7 @@ impl<W: Write> NativeWriter<W> {
             events: 0,
             chunks: 0,
             thread_span: 0,
+            marks: Some(Vec::new()),
         })
     }
 
@@ -203,6 +206,12 @@ impl<W: Write> NativeWriter<W> {
     /// Encodes a complete chunk (on the pool, or here with one core) and writes whatever
     /// is ready in order.
     fn encode(&mut self, chunk: Chunk) -> io::Result<()> {
+        if let Some(marks) = &mut self.marks {
+            marks.extend(chunk.events.iter().filter(|e| super::is_mark(e.kind)).cloned());
+            if marks.len() > super::MAX_MARKS {
+                self.marks = None;
+            }
+        }
         while self.sent - self.written >= self.in_flight {
             self.receive()?;
         }
@@ -273,8 +282,13 @@ impl<W: Write> NativeWriter<W> {
             self.receive()?;
         }
         self.meta.threads = self.meta.threads.max(self.thread_span);
-        let footer =
-            Footer { metadata: self.meta.clone(), accesses: self.accesses, events: self.events, chunks: self.chunks };
+        let footer = Footer {
+            metadata: self.meta.clone(),
+            accesses: self.accesses,
+            events: self.events,
+            chunks: self.chunks,
+            marks: self.marks.take(),
+        };
         let json = serde_json::to_vec(&footer).map_err(io::Error::other)?;
         let footer_offset = self.offset;
         self.out.write_all(FOOTER_MAGIC)?;

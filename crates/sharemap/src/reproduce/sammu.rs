@@ -95,6 +95,8 @@ fn sammu_matrix(run: &Run) -> Result<Finding> {
         detector: "sammu".into(),
         compare: Some("oracle:page".into()),
         window: 0,
+        // The matrices alone: what is shared by name is a pass of its own.
+        objects: Some(false),
         ..Default::default()
     })?;
     let accuracy = a.accuracy.expect("compared");
@@ -151,7 +153,7 @@ fn sammu_cg_matrix(run: &Run) -> Result<Finding> {
     let g = run.generated(&Gen::new("all-to-all", THREADS, 609, 2).nnz(176))?;
     let s = g.session(MACHINE)?;
     let matrix_of = |detector: &str| -> Result<(sharemap_core::SharingMatrix, u64)> {
-        let a = s.analyze(&AnalyzeRequest { detector: detector.into(), ..Default::default() })?;
+        let a = s.analyze(&AnalyzeRequest { detector: detector.into(), objects: Some(false), ..Default::default() })?;
         let updates =
             a.detection.report.as_ref().and_then(|r| r.json.get("updates")).and_then(|v| v.as_u64()).unwrap_or(0);
         Ok((a.detection.matrix, updates))
@@ -374,7 +376,7 @@ fn sammu_overhead(run: &Run) -> Result<Finding> {
             scale = f.scale.clone();
         }
         let s = Session::new(TraceInput::file(&g.path), Machine::from_spec(MACHINE)?, 1);
-        let a = s.analyze(&AnalyzeRequest { detector: "sammu".into(), ..Default::default() })?;
+        let a = s.analyze(&AnalyzeRequest { detector: "sammu".into(), objects: Some(false), ..Default::default() })?;
         let e = a
             .detection
             .report
