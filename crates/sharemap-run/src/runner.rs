@@ -281,6 +281,7 @@ pub fn counters_unavailable(outcome: &RunOutcome) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sharemap::{SharingMatrix, ThreadMap};
 
     #[test]
     fn random_permutations_are_permutations_and_differ_by_seed() {
