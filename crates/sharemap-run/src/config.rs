@@ -276,7 +276,8 @@ mod tests {
     use super::*;
 
     /// Eight threads in four pairs that share, on a host of four PUs in two packages: each
-    /// pair gets a PU of its own, so the mapping holds what the sharing says.
+    /// pair gets a PU of its own, so the mapping holds what the sharing says, and the threads
+    /// are pinned by their PUs' nodes.
     #[test]
     fn more_threads_than_pus_share_pus_by_sharing() {
         let host = Machine::from_spec("pack:2 core:2 pu:1").unwrap();
@@ -284,9 +285,9 @@ mod tests {
         for (a, b) in [(0, 5), (1, 6), (2, 7), (3, 4)] {
             m.add(a, b, 100.0);
         }
-        let Pinning::Pus(pus) = map_threads(&ThreadMap::Algorithm("sharemap".into()), &host, Some(&m), 1).unwrap()
+        let Pinning::Nodes(pus) = map_threads(&ThreadMap::Algorithm("sharemap".into()), &host, Some(&m), 1).unwrap()
         else {
-            panic!("PUs")
+            panic!("pinned by node: more threads than PUs")
         };
         assert_eq!(pus.len(), 8);
         for (a, b) in [(0, 5), (1, 6), (2, 7), (3, 4)] {
