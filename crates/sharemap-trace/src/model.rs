@@ -81,9 +81,9 @@ pub enum EventKind {
 
 /// One access in this many per thread carries its code address (`access-site` events):
 /// enough to name the source lines that touch shared data, at a cost of one record in 1024
-/// (the tracer's setting, `sharemap_shm::ACCESS_SITE_PERIOD`). One in 256 had added 11 % to
-/// a stencil's recording time and 44 % to its file (an event costs some 23 bytes in a trace
-/// whose accesses cost 0.2).
+/// (the tracer's setting, `sharemap_shm::ACCESS_SITE_PERIOD`). One in 256 would add 11 % to
+/// a stencil's recording time and 44 % to its file: an event costs some 23 bytes in a trace
+/// whose accesses cost 0.2.
 pub const ACCESS_SITE_PERIOD: u32 = 1024;
 
 impl EventKind {
