@@ -398,15 +398,14 @@ impl Pass {
         }
     }
 
-    /// The live instance holding `addr`, or the unknown block's, and whether it was looked
-    /// up (not the thread's last).
-    fn instance_at(&mut self, thread: usize, addr: u64) -> (u32, bool) {
+    /// The live instance holding `addr`, or the unknown block's.
+    fn instance_at(&mut self, thread: usize, addr: u64) -> u32 {
         if let Some(&r) = self.recent.get(thread)
             && r != NONE
         {
             let i = &self.instances[r as usize];
             if i.start <= addr && addr < i.end {
-                return (r, false);
+                return r;
             }
         }
         let found = match self.live.range(..=addr).next_back() {
@@ -437,7 +436,7 @@ impl Pass {
             self.recent.resize(thread + 1, NONE);
         }
         self.recent[thread] = found;
-        (found, true)
+        found
     }
 
     fn chunk(&mut self, chunk: &Chunk) {
@@ -534,7 +533,7 @@ impl Pass {
                 }
             }
         }
-        let (inst, _) = self.instance_at(t, addr);
+        let inst = self.instance_at(t, addr);
         self.count(t, inst, counted, write, true);
         let fresh =
             LineState { line, instance: inst, also: NONE, first: [0; WORDS], other: 0, written: 0, accesses: 0 };
